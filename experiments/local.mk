@@ -1,0 +1,1 @@
+# attnacc: build fragment of the attnacc command.

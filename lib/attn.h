@@ -1,0 +1,35 @@
+/* attnacc: emulated attention forward and backward pipelines driven by a recipe. */
+#ifndef AA_ATTN_H
+#define AA_ATTN_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "problem.h"
+#include "recipe.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  aa_tensor_t o;      /* [heads, n_q, d], stored format of the recipe */
+  aa_tensor_t lse;    /* [heads, n_q], the checkpoint the backward read (natural-log LSE) */
+  aa_tensor_t dq;     /* [heads, n_q, d] */
+  aa_tensor_t dk, dv; /* [kv_heads, n_k, d] */
+  aa_tensor_t dsinks; /* [heads, num_sinks] */
+  size_t tiles_skipped; /* (q-tile, k-tile) pairs skipped by the mask */
+  double seconds_forward, seconds_backward;
+} aa_attn_result_t;
+
+/* Run the recipe's forward (producing O and its checkpoint) and backward
+   on the inputs (values must be representable in recipe io_fmt). */
+int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
+void aa_attn_result_free(aa_attn_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

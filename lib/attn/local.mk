@@ -1,0 +1,2 @@
+# attnacc: build fragment of the attn module.
+attnaccinclude_HEADERS += lib/attn.h

@@ -1,0 +1,2 @@
+# attnacc: build fragment of the fmt module.
+attnaccinclude_HEADERS += lib/fmt.h

@@ -1,0 +1,2 @@
+# attnacc: build fragment of the gemm module.
+attnaccinclude_HEADERS += lib/gemm.h

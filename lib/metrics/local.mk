@@ -1,0 +1,2 @@
+# attnacc: build fragment of the metrics module.
+attnaccinclude_HEADERS += lib/metrics.h

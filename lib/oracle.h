@@ -1,0 +1,64 @@
+/* attnacc: MPFR-backed exact attention forward and backward, with certified error bounds. */
+#ifndef AA_ORACLE_H
+#define AA_ORACLE_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "problem.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  AA_ORACLE_MPFR = 0, /* every operation in MPFR at opts.prec bits */
+  AA_ORACLE_FAST,     /* faster certified scheme; falls back to MPFR element by element */
+  AA_ORACLE_COUNT
+} aa_oracle_path_t;
+
+const char *aa_oracle_path_name(aa_oracle_path_t path); /* "mpfr", "fast" */
+int aa_oracle_path_from_name(aa_oracle_path_t *out, const char *name);
+const char *aa_oracle_path_describe(aa_oracle_path_t path);
+
+typedef struct {
+  aa_oracle_path_t path;
+  int prec;    /* MPFR working precision in bits (default 128) */
+  int threads; /* 0 = all available; results never depend on it */
+} aa_oracle_opts_t;
+
+void aa_oracle_opts_init(aa_oracle_opts_t *opts); /* path fast, prec 128, threads 0 */
+
+/* One output tensor of the oracle. */
+typedef struct {
+  aa_tensor_t val;  /* a double within relerr_bound of the exact value (FP64 tag) */
+  aa_tensor_t fp32; /* the exact value correctly rounded (RNE) to FP32 */
+  aa_tensor_t bf16; /* the exact value correctly rounded (RNE) to BF16 */
+  double relerr_bound; /* certified max over elements of |val - exact| / |exact| (0 for exact zeros) */
+} aa_oracle_out_t;
+
+/* Rows with no visible key and no sink have a defined result: O = 0,
+   LSE = -Inf, and they contribute nothing to any gradient (dQ row = 0). */
+typedef struct {
+  aa_oracle_out_t o;   /* [heads, n_q, d] */
+  aa_oracle_out_t lse; /* [heads, n_q], natural log, includes the softmax scale */
+  aa_oracle_out_t dq;  /* [heads, n_q, d] */
+  aa_oracle_out_t dk;  /* [kv_heads, n_k, d], reduced over the query heads of each group */
+  aa_oracle_out_t dv;  /* [kv_heads, n_k, d] */
+  aa_oracle_out_t dsinks; /* [heads, num_sinks] (empty when num_sinks == 0) */
+  size_t n_recomputed; /* fast path: elements recomputed in MPFR to meet the bound */
+  double seconds_forward, seconds_backward;
+} aa_oracle_result_t;
+
+/* Compute the exact attention forward and backward of the stored inputs
+   q [heads, n_q, d], k and v [kv_heads, n_k, d], dO [heads, n_q, d] (their
+   values are taken exactly, whatever their format tag). */
+int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                  const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err);
+void aa_oracle_result_free(aa_oracle_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,46 @@
+/* attnacc: PCG random streams (pcg32 XSH-RR, pcg64 XSL-RR), uniform and normal draws, stream derivation. */
+#ifndef AA_RNG_H
+#define AA_RNG_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* pcg32, "setseq 64" variant with XSH-RR output (REFERENCES section 7). */
+typedef struct {
+  uint64_t state;
+  uint64_t inc; /* always odd */
+} aa_pcg32_t;
+
+/* pcg64, "setseq 128" variant with XSL-RR output (REFERENCES section 7). */
+typedef struct {
+  unsigned __int128 state;
+  unsigned __int128 inc; /* always odd */
+} aa_pcg64_t;
+
+/* Reference seeding: state = 0; inc = (initseq << 1) | 1; step;
+   state += initstate; step. */
+void aa_pcg32_seed(aa_pcg32_t *rng, uint64_t initstate, uint64_t initseq);
+uint32_t aa_pcg32_next(aa_pcg32_t *rng);
+/* Uniform integer in [0, bound), bound > 0, without modulo bias. */
+uint32_t aa_pcg32_bounded(aa_pcg32_t *rng, uint32_t bound);
+
+void aa_pcg64_seed(aa_pcg64_t *rng, unsigned __int128 initstate, unsigned __int128 initseq);
+uint64_t aa_pcg64_next(aa_pcg64_t *rng);
+/* Uniform double in [0, 1) with 53 random bits. */
+double aa_pcg64_uniform(aa_pcg64_t *rng);
+/* Standard normal sample (Box-Muller from two uniforms; the second value
+   is discarded so every draw costs exactly two outputs). */
+double aa_pcg64_normal(aa_pcg64_t *rng);
+
+/* Derive an independent pcg64 stream from a user seed and a tuple of tags
+   (tensor id, head, ...): the tags are mixed into the stream selector with a
+   fixed integer hash, so a stream is a pure function of (seed, tags). */
+void aa_rng_derive(aa_pcg64_t *rng, uint64_t seed, const uint64_t *tags, int ntags);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

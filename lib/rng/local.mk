@@ -1,0 +1,2 @@
+# attnacc: build fragment of the rng module.
+attnaccinclude_HEADERS += lib/rng.h

@@ -1,0 +1,36 @@
+/* attnacc: dense row-major tensors of up to three axes, values held as doubles with a format tag. */
+#ifndef AA_TENSOR_H
+#define AA_TENSOR_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "fmt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values are stored as doubles; fmt says which format they are exactly
+   representable in (the oracle reads the exact stored values). Attention
+   tensors are [heads, n, d]; LSE-like vectors are [heads, n]. */
+typedef struct {
+  double *data;
+  int ndim;        /* 1..3 */
+  size_t shape[3]; /* unused trailing entries are 1 */
+  aa_fmt_t fmt;
+} aa_tensor_t;
+
+/* Allocate zero-filled; returns AA_ENOMEM on an impossible size. */
+int aa_tensor_alloc(aa_tensor_t *t, int ndim, const size_t *shape, aa_fmt_t fmt);
+void aa_tensor_free(aa_tensor_t *t); /* safe on a zeroed or freed tensor */
+size_t aa_tensor_numel(const aa_tensor_t *t);
+/* Round every element into fmt (RNE, subnormals, Inf on overflow) and tag it. */
+void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt);
+/* Count NaN and Inf elements. */
+void aa_tensor_count_nonfinite(const aa_tensor_t *t, size_t *nan, size_t *inf);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

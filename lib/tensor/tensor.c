@@ -1,0 +1,51 @@
+/* attnacc: allocation, rounding and non-finite counting of dense tensors. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tensor.h"
+
+int aa_tensor_alloc(aa_tensor_t *t, int ndim, const size_t *shape, aa_fmt_t fmt) {
+  size_t n = 1;
+  *t = (aa_tensor_t){0};
+  if (ndim < 1 || ndim > 3) return AA_EINVAL;
+  t->shape[0] = t->shape[1] = t->shape[2] = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (aa_size_mul(&n, n, shape[i]) != AA_OK) return AA_ENOMEM;
+    t->shape[i] = shape[i];
+  }
+  if (aa_size_mul(&n, n, sizeof(double)) != AA_OK) return AA_ENOMEM;
+  t->data = calloc(n > 0 ? n / sizeof(double) : 1, sizeof(double));
+  if (t->data == NULL) return AA_ENOMEM;
+  t->ndim = ndim;
+  t->fmt = fmt;
+  return AA_OK;
+}
+
+void aa_tensor_free(aa_tensor_t *t) {
+  free(t->data);
+  *t = (aa_tensor_t){0};
+}
+
+size_t aa_tensor_numel(const aa_tensor_t *t) {
+  if (t->data == NULL) return 0;
+  return t->shape[0] * t->shape[1] * t->shape[2];
+}
+
+void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt) {
+  aa_round_opts_t o = {fmt, AA_RND_NE, 1, 0};
+  size_t n = aa_tensor_numel(t);
+  for (size_t i = 0; i < n; i++) t->data[i] = aa_round(t->data[i], &o, NULL);
+  t->fmt = fmt;
+}
+
+void aa_tensor_count_nonfinite(const aa_tensor_t *t, size_t *nan, size_t *inf) {
+  size_t n = aa_tensor_numel(t), cn = 0, ci = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(t->data[i]))
+      cn++;
+    else if (isinf(t->data[i]))
+      ci++;
+  }
+  *nan = cn;
+  *inf = ci;
+}

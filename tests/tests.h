@@ -1,0 +1,61 @@
+/* attnacc: small helpers shared by the test programs (seed, iteration multiplier, failure printing). */
+#ifndef AA_TESTS_H
+#define AA_TESTS_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Exit code the automake harness reads as "skipped". */
+#define AA_TEST_SKIP 77
+
+/* Seed: fixed by default, overridable by ATTNACC_SEED; always printed so a
+   failure can be reproduced ("include this in bug reports"). */
+static inline uint64_t aa_test_seed(const char *prog) {
+  const char *s = getenv("ATTNACC_SEED");
+  uint64_t seed = s != NULL ? strtoull(s, NULL, 0) : UINT64_C(20261130);
+  printf("%s: seed %" PRIu64 " (set ATTNACC_SEED to change; include it in bug reports)\n", prog, seed);
+  return seed;
+}
+
+/* Iteration multiplier from ATTNACC_TEST_MULTIPLIER (default 1). */
+static inline double aa_test_multiplier(void) {
+  const char *s = getenv("ATTNACC_TEST_MULTIPLIER");
+  double m = s != NULL ? atof(s) : 1.0;
+  return m > 0 ? m : 1.0;
+}
+
+/* Expensive tests run only when ATTNACC_CHECK_EXPENSIVE is set. */
+static inline int aa_test_expensive(void) {
+  const char *s = getenv("ATTNACC_CHECK_EXPENSIVE");
+  return s != NULL && *s != '\0' && strcmp(s, "0") != 0;
+}
+
+static int aa_test_failures = 0;
+
+/* FAIL <what>: <property>, then the caller prints inputs in %a and bits. */
+#define AA_FAIL(...)                                                                                              \
+  do {                                                                                                            \
+    printf("FAIL ");                                                                                              \
+    printf(__VA_ARGS__);                                                                                          \
+    printf("\n");                                                                                                 \
+    aa_test_failures++;                                                                                           \
+  } while (0)
+
+#define AA_CHECK(cond, ...)                                                                                       \
+  do {                                                                                                            \
+    if (!(cond)) AA_FAIL(__VA_ARGS__);                                                                            \
+  } while (0)
+
+static inline int aa_test_finish(const char *prog) {
+  if (aa_test_failures) {
+    printf("%s: %d failure(s)\n", prog, aa_test_failures);
+    return 1;
+  }
+  printf("%s: ok\n", prog);
+  return 0;
+}
+
+#endif
