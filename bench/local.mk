@@ -1,2 +1,21 @@
 # attnacc: build fragment of the benchmark programs (make bench); add a program to EXTRA_PROGRAMS and AA_BENCHES.
 AA_BENCHES =
+
+# aa_gemm on the five attention-backward shapes (n = 8192, d = 128 by default;
+# `bench/bench_gemm 1024` for a quick run), against OpenBLAS sgemm when found.
+EXTRA_PROGRAMS += bench/bench_gemm
+AA_BENCHES += bench/bench_gemm
+bench_bench_gemm_SOURCES = bench/bench_gemm.c
+bench_bench_gemm_LDADD = $(LDADD) -lm
+if HAVE_OPENBLAS
+bench_bench_gemm_LDADD += -lopenblas
+endif
+CLEANFILES += bench/bench_gemm
+
+# The oracle's fast path at n = 1024..8192 (d = 128, one head, BF16 normal
+# inputs), with the plain-MPFR estimate; `bench/bench_oracle 32768` adds n.
+EXTRA_PROGRAMS += bench/bench_oracle
+AA_BENCHES += bench/bench_oracle
+bench_bench_oracle_SOURCES = bench/bench_oracle.c
+bench_bench_oracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
+CLEANFILES += bench/bench_oracle

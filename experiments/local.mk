@@ -1,1 +1,16 @@
-# attnacc: build fragment of the attnacc command.
+# attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
+bin_PROGRAMS += experiments/attnacc
+experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
+	experiments/list.c experiments/run.c experiments/score.c
+experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
+EXTRA_DIST += experiments/README-run.md
+TESTS += tests/tcli.sh
+EXTRA_DIST += tests/tcli.sh
+TESTS += tests/tfixture.sh
+EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
+	fixtures/small/q.npy fixtures/small/k.npy fixtures/small/v.npy fixtures/small/do.npy \
+	fixtures/small/golden/o.npy fixtures/small/golden/lse.npy fixtures/small/golden/dq.npy \
+	fixtures/small/golden/dk.npy fixtures/small/golden/dv.npy \
+	fixtures/causal-gqa/q.npy fixtures/causal-gqa/k.npy fixtures/causal-gqa/v.npy fixtures/causal-gqa/do.npy \
+	fixtures/causal-gqa/golden/o.npy fixtures/causal-gqa/golden/lse.npy fixtures/causal-gqa/golden/dq.npy \
+	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy

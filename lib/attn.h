@@ -24,7 +24,16 @@ typedef struct {
 } aa_attn_result_t;
 
 /* Run the recipe's forward (producing O and its checkpoint) and backward
-   on the inputs (values must be representable in recipe io_fmt). */
+   on the inputs (values must be representable in recipe io_fmt, else
+   AA_EINVAL; NaN/Inf give AA_ENAN). dO may be NULL: forward only (dq, dk,
+   dv, dsinks stay unallocated). Rows with no visible key (and no sink) get
+   O = 0, LSE = -Inf and zero gradients, as the oracle defines them. Results
+   are bitwise identical for any OpenMP thread count (forward parallel over
+   (head, q tile), backward over KV heads). Memory is O(n d + tile^2) per
+   thread, except whole-row recipes (tile_k = 0, e.g. naive-bf16) which hold
+   tile_q x n_k scores per thread (AA_ENOMEM beyond 16 GiB of tiles).
+   tiles_skipped counts the backward's skipped (q head, q tile, k tile)
+   triples; seconds_* are wall-clock measurements. */
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 void aa_attn_result_free(aa_attn_result_t *res);

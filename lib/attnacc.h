@@ -14,5 +14,7 @@
 #include "recipe.h"
 #include "attn.h"
 #include "metrics.h"
+#include "exp.h"
+#include "sweep.h"
 
 #endif

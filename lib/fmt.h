@@ -2,6 +2,7 @@
 #ifndef AA_FMT_H
 #define AA_FMT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -61,11 +62,37 @@ int aa_rnd_from_name(aa_rnd_t *out, const char *name);
 /* Round the double x into the format described by opts and return the
    result as a double (exactly representable in the format). NaN stays NaN.
    rng is used only for AA_RND_S (may be NULL otherwise). Inputs are doubles,
-   so a product of two fp32 values or any fp32 value is rounded once. */
+   so a product of two fp32 values or any fp32 value is rounded once.
+   Exact semantics (tested against MPFR in tests/tfmt*.c; details in
+   lib/fmt/round.c):
+   - x is rounded to prec bits on the grid 2^(max(e, emin) - prec + 1)
+     (subnormal grid below 2^emin), with no upper exponent bound; a result
+     above max_finite is an overflow (e4m3: 464 rounds to 448 under RNE,
+     anything that would round to 480 or more overflows).
+   - Overflow gives +-max_finite in modes that round |x| down (RZ, RD of a
+     positive, RU of a negative) and in RO; otherwise +-max_finite if
+     saturate, else +-Inf (NaN for e4m3). Infinite inputs give +-max_finite
+     if saturate, else +-Inf (NaN for e4m3).
+   - subnormals == 0 flushes AFTER rounding: a rounded result below 2^emin
+     in magnitude becomes a zero with the sign of x (even in RU/RD).
+   - AA_RND_O: truncate, then set the last significand bit (of the
+     subnormal grid below 2^emin) if inexact; overflow follows RZ.
+   - AA_RND_S: every call consumes exactly one aa_pcg32_next output r (also
+     for exact or special inputs); with t = the first 32 bits of the
+     fraction (|x| - down) / ulp, the result is up iff r < t, so
+     P(up) = t / 2^32: exact when the fraction has <= 32 significant bits,
+     otherwise low by less than 2^-32. With rng == NULL it acts as RZ. */
 double aa_round(double x, const aa_round_opts_t *opts, aa_pcg32_t *rng);
 
+/* out[i] = aa_round(x[i], opts, rng) for i < n (out may alias x), with the
+   option decoding hoisted out of the loop. AA_RND_S draws in index order.
+   Returns AA_EINVAL for an invalid format/mode or AA_RND_S without rng. */
+int aa_round_n(double *out, const double *x, size_t n, const aa_round_opts_t *opts, aa_pcg32_t *rng);
+
 /* Bit pattern of a value already representable in fmt, and back.
-   Encoding an unrepresentable value is undefined; round it first. */
+   Encoding an unrepresentable value is undefined; round it first.
+   NaN encodes as the quiet pattern (e4m3: S.1111.111), Inf as the
+   all-ones exponent (e4m3 has none: NaN). Patterns sit in the low bits. */
 uint64_t aa_fmt_encode(double x, aa_fmt_t fmt);
 double aa_fmt_decode(uint64_t bits, aa_fmt_t fmt);
 
@@ -88,9 +115,13 @@ static inline uint16_t aa_bf16_bits_rne(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
-static inline float aa_bf16_to_f32(uint16_t b) { return aa_f32_from_bits((uint32_t)b << 16); }
+static inline float aa_bf16_to_f32(uint16_t b) {
+  return aa_f32_from_bits((uint32_t)b << 16);
+}
 /* FP32 value rounded to the nearest BF16 (RNE), returned as FP32. */
-static inline float aa_bf16_rne(float f) { return aa_bf16_to_f32(aa_bf16_bits_rne(f)); }
+static inline float aa_bf16_rne(float f) {
+  return aa_bf16_to_f32(aa_bf16_bits_rne(f));
+}
 
 #ifdef __cplusplus
 }

@@ -29,12 +29,43 @@ typedef struct {
   int fa_pass;
 } aa_metrics_t;
 
+/* Defaults of rule 1 (the flash-attention/PyTorch style allclose rule). */
+#define AA_METRICS_ATOL 0.01
+#define AA_METRICS_RTOL 0.01
+/* Factors of rule 2 (REFERENCES section 4): 2 for forward outputs, 3 for gradients. */
+#define AA_METRICS_FA_FACTOR_FWD 2.0
+#define AA_METRICS_FA_FACTOR_BWD 3.0
+
 /* Compare got with the oracle output ref. ulp_fmt selects which correctly
-   rounded oracle tensor (FP32 or BF16) ULP distances are taken against. */
+   rounded oracle tensor (FP32 or BF16) ULP distances are taken against.
+   Non-finite elements of got (NaN, +-Inf) are counted in nan/inf, left out
+   of rel_l2, max_abs and the ULP statistics (which describe the finite
+   elements only), and each counts as a failure of rule 1, so pass = 0 and
+   fa_pass = 0 whenever got holds any NaN or Inf. When no element is finite
+   the statistics are NaN. rel_l2 is 0 when both norms are 0 and +Inf when
+   only ||b|| is 0. Norms are formed with power-of-two scaling and a
+   compensated long double sum, so the metric adds no error of its own beyond
+   the rounding of each difference a - b to double (relative 2^-53).
+   fa_* are reset (fa_factor 0, fa_ratio NaN, fa_pass 0) until
+   aa_metrics_fa_rule is applied. AA_ESHAPE when the element counts differ,
+   AA_EINVAL for ulp_fmt other than BF16/FP32, a missing oracle tensor or a
+   negative tolerance. */
 int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
                        double atol, double rtol, aa_error_t *err);
-/* Apply the flash-attention rule with the naive reference's metrics. */
+/* Apply the flash-attention rule with the naive reference's metrics:
+   fa_ref_max_abs = naive->max_abs (NaN when the naive output has a NaN,
+   +Inf when it has an Inf), fa_ratio = max_abs / fa_ref_max_abs (0/0 is 0),
+   fa_pass = no NaN/Inf in m and max_abs <= factor * fa_ref_max_abs. */
 void aa_metrics_fa_rule(aa_metrics_t *m, const aa_metrics_t *naive, double factor);
+
+/* Signed ordinal of x on the grid of fmt (BF16, FP16 or FP32): for values
+   of the format it is the bit pattern read as sign-magnitude integer, with
+   +0 and -0 both 0, so ord(b) - ord(a) counts the representable values
+   between them and is monotone across zero; +-Inf map one past the largest
+   finite value. Between grid points it interpolates linearly (a value that
+   is not in fmt gets a fractional ordinal); beyond the largest finite value
+   it saturates at Inf's ordinal. NaN gives NaN. */
+double aa_metrics_ordinal(double x, aa_fmt_t fmt);
 
 #ifdef __cplusplus
 }

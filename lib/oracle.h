@@ -25,7 +25,7 @@ const char *aa_oracle_path_describe(aa_oracle_path_t path);
 typedef struct {
   aa_oracle_path_t path;
   int prec;    /* MPFR working precision in bits (default 128) */
-  int threads; /* 0 = all available; results never depend on it */
+  int threads; /* 0 = all available (OpenMP); results never depend on it */
 } aa_oracle_opts_t;
 
 void aa_oracle_opts_init(aa_oracle_opts_t *opts); /* path fast, prec 128, threads 0 */
@@ -39,7 +39,23 @@ typedef struct {
 } aa_oracle_out_t;
 
 /* Rows with no visible key and no sink have a defined result: O = 0,
-   LSE = -Inf, and they contribute nothing to any gradient (dQ row = 0). */
+   LSE = -Inf, and they contribute nothing to any gradient (dQ row = 0).
+   A row with no visible key but sinks has O = 0, LSE = log(sum exp(sinks)),
+   D = 0 and dQ row = 0.
+
+   Guarantees. For every element whose exact value x is non-zero, |x| in
+   [2^-900, 2^1000]: |val - x| <= relerr_bound |x| (relerr_bound is about
+   2^-53 in practice and at most 2^-48), and fp32/bf16 hold RN(x) exactly.
+   Both are certified by an interval [c - e, c + e] containing x (c from
+   double-double or MPFR arithmetic, e a rigorous a-priori bound); when the
+   interval is too wide the element is recomputed in MPFR at prec, 2 prec
+   and 4 prec bits. Elements still undecided at 4 prec are counted in
+   n_uncertified and are not covered by relerr_bound: an interval that
+   contains 0 (an exact zero such as dQ = 0 when all keys are equal) gives
+   val = 0 and fp32 = bf16 = 0, which are the correct roundings whenever the
+   interval lies inside (-2^-150, 2^-150); an exact FP32/BF16 rounding
+   midpoint gives the rounding of the computed center. Zeros are returned
+   as +0. */
 typedef struct {
   aa_oracle_out_t o;   /* [heads, n_q, d] */
   aa_oracle_out_t lse; /* [heads, n_q], natural log, includes the softmax scale */
@@ -48,7 +64,8 @@ typedef struct {
   aa_oracle_out_t dv;  /* [kv_heads, n_k, d] */
   aa_oracle_out_t dsinks; /* [heads, num_sinks] (empty when num_sinks == 0) */
   size_t n_recomputed; /* fast path: elements recomputed in MPFR to meet the bound */
-  double seconds_forward, seconds_backward;
+  double seconds_forward, seconds_backward; /* fast: double-double pass / MPFR recomputes; mpfr: row pass / rest */
+  size_t n_uncertified; /* elements left uncertified at the highest precision (see above) */
 } aa_oracle_result_t;
 
 /* Compute the exact attention forward and backward of the stored inputs

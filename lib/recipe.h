@@ -15,15 +15,135 @@ extern "C" {
 /* A recipe is data: for every intermediate the format it is rounded to, the
    accumulation model of every product, tile sizes, the softmax scheme and the
    dQ reduction. The attn module runs any recipe; presets name real kernels.
-   (The full field list is owned by the recipe module; see recipe.h below.) */
+   Every field is one `key = value` line of the recipe file format; the table
+   of keys, values, defaults and what each models is lib/recipe/KEYS.md. All
+   roundings are round-to-nearest-even with subnormals kept. */
 typedef struct aa_recipe aa_recipe_t;
+
+/* fwd.softmax: how the forward normalises. */
+typedef enum {
+  AA_SOFTMAX_ONLINE_LSE = 0, /* "online-lse": running max, rescale, divide at the end (FA2, NKI CTE) */
+  AA_SOFTMAX_TWO_PASS,       /* "two-pass": whole row max, sum, P = p/l before PV (naive math attention) */
+  AA_SOFTMAX_COUNT           /* fixed-shift / guarded schemes are added here by later issues */
+} aa_softmax_t;
+
+/* scale_fold: where the softmax scale enters the scores (both passes). */
+typedef enum {
+  AA_SCALE_Q = 0, /* "q": Q*scale rounded to q_scale_fmt at load (NKI load_q_dy) */
+  AA_SCALE_S,     /* "s": S*scale rounded to s_fmt after the product (naive) */
+  AA_SCALE_EXP,   /* "exp": scale folded into the exp argument (FA2 exp2 FMA) */
+  AA_SCALE_COUNT
+} aa_scale_fold_t;
+
+/* exp_form: the exponential's base and argument. */
+typedef enum {
+  AA_EXPFORM_NATURAL = 0, /* "natural": exp(fl(S*c - b)), NKI activation(exp, bias=-LSE) */
+  AA_EXPFORM_EXP2_FMA,    /* "exp2-fma": exp2(fmaf(S, c, -b)), c and b carry log2(e) (FA2) */
+  AA_EXPFORM_COUNT
+} aa_exp_form_t;
+
+/* exp: how the exponential itself is evaluated. */
+typedef enum {
+  AA_EXPIMPL_EXACT = 0, /* "exact": exp/exp2 in binary64 of the alu-format argument, rounded to alu_fmt */
+  AA_EXPIMPL_COUNT  /* packed / polynomial constructions are added here by the exp issue */
+} aa_exp_impl_t;
+
+/* fwd.checkpoint: what the forward saves for the backward. */
+typedef enum {
+  AA_CKPT_LSE = 0,      /* "lse": LSE = m*scale + log(l) in lse_fmt (FA2) */
+  AA_CKPT_NEGMAX_RECIP, /* "negmax-recip": (-m, 1/l) pair, host forms LSE = -(neg_max + log(recip)) (NKI) */
+  AA_CKPT_COUNT
+} aa_checkpoint_t;
+
+/* fwd.o_norm: how O (or P for two-pass) is divided by the row sum. */
+typedef enum {
+  AA_NORM_DIVIDE = 0, /* "divide": fl(x / l) */
+  AA_NORM_RECIPROCAL, /* "reciprocal": r = fl(1/l), fl(x * r) */
+  AA_NORM_COUNT
+} aa_norm_t;
+
+/* bwd.d_source: how D (the softmax-backward row sum) is formed. */
+typedef enum {
+  AA_DSRC_O_DO = 0, /* "o-do": D = rowsum(O * dO) over the head axis (seed 000 Step 1) */
+  AA_DSRC_P_DP,     /* "p-dp": D = rowsum(P * dP) over the key axis (textbook, naive) */
+  AA_DSRC_COUNT
+} aa_d_source_t;
+
+/* bwd.dq_scale / bwd.dk_scale: where the softmax scale is applied to a gradient. */
+typedef enum {
+  AA_GSCALE_NONE = 0, /* "none": the scale is already inside (scaled Q, or scaled dS) */
+  AA_GSCALE_TILE,     /* "tile": per K tile, fused with the accumulation (NKI dQ, L1558-1565) */
+  AA_GSCALE_END,      /* "end": once on the fp32 accumulator before the final rounding (FA2) */
+  AA_GSCALE_COUNT
+} aa_grad_scale_t;
+
+/* bwd.dkv_accumulate: how dK/dV tiles are summed over query tiles. */
+typedef enum {
+  AA_KVACC_CHAIN = 0, /* "chain": the product keeps accumulating into the accumulator (register/TMEM acc, FA2) */
+  AA_KVACC_ADD,       /* "add": a fresh PSUM product per q-tile group, then acc = fl(acc + psum) (NKI tensor_tensor) */
+  AA_KVACC_COUNT
+} aa_kv_accumulate_t;
+
+/* bwd.gqa_reduce: how dK/dV of the query heads sharing one KV head are combined. */
+typedef enum {
+  AA_GQA_ACCUMULATE = 0, /* "accumulate": one accumulator for the whole group (NKI section accumulators, L1166-1180) */
+  AA_GQA_SUM_ROUNDED,    /* "sum-rounded": per-head dK/dV rounded to io, then summed over the group in alu and
+                            rounded again (FA2 mha_bwd: dk_expanded in the input dtype, then a sum over the group) */
+  AA_GQA_COUNT
+} aa_gqa_reduce_t;
 
 /* ---- fields ---- */
 struct aa_recipe {
   char name[64];
-  aa_fmt_t io_fmt; /* format of q, k, v, dO as loaded and of O, dQ, dK, dV as stored */
-  /* The recipe module extends this struct (see lib/recipe/). */
-  int placeholder_;
+  aa_fmt_t io_fmt;  /* format of q, k, v, dO as loaded and of O, dQ, dK, dV as stored */
+  aa_fmt_t alu_fmt; /* format elementwise engines compute in: every op result is rounded to it before its destination */
+  aa_fmt_t scale_fmt; /* format the softmax scale constant is held in */
+
+  /* Scores and exponential (shared by forward and backward). */
+  aa_scale_fold_t scale_fold;
+  aa_fmt_t q_scale_fmt; /* Q*scale rounded to this at load (scale_fold = q) */
+  aa_fmt_t s_fmt;       /* S = QK^T rounded to this (and S*scale with scale_fold = s) */
+  aa_exp_form_t exp_form;
+  aa_exp_impl_t exp_impl;
+
+  /* Forward. */
+  aa_softmax_t fwd_softmax;
+  size_t fwd_tile_q, fwd_tile_k; /* 0 = the whole axis */
+  aa_accum_t fwd_acc_qk, fwd_acc_pv;
+  aa_fmt_t fwd_p_fmt;      /* P rounded to this before PV */
+  aa_fmt_t fwd_rowsum_fmt; /* row-sum accumulator */
+  int fwd_rowsum_rounded;  /* 1: sum the p_fmt-rounded weights; 0: the alu-format weights */
+  double fwd_rescale_threshold; /* rescale the running max only when it grows by more than this (exp-argument units) */
+  aa_fmt_t fwd_o_acc_fmt;  /* O accumulator (rescale multiply rounds to it) */
+  aa_checkpoint_t fwd_checkpoint;
+  aa_fmt_t fwd_lse_fmt;    /* checkpoint values (LSE, or neg_max and recip) */
+  aa_norm_t fwd_o_norm;
+
+  /* Backward tiling. */
+  size_t bwd_tile_q, bwd_tile_k; /* 0 = whole axis */
+  size_t bwd_tile_k_short;       /* K tile used when n_k < bwd_tile_k (NKI: 128); 0 = n_k */
+  size_t bwd_sub_k;              /* K sub-tile of the dQ product, chained in one PSUM (NKI 128); 0 = tile_k */
+  size_t bwd_section;            /* KV section length, dQ round trip between sections; 0 = one section */
+  size_t bwd_section_per_d;      /* section /= power_of_2(ceil(d / this)) (NKI 128); 0 = no scaling */
+  size_t bwd_q_group;            /* q tiles whose dK/dV products share one PSUM before the add (>= 1) */
+  size_t bwd_d_tile;             /* head-dim tile of the D rowsum (NKI 128); 0 = one sequential sum */
+  int bwd_skip_masked;           /* 1: skip (q-tile, k-tile) pairs with every element masked */
+
+  /* Backward formats and products. */
+  aa_accum_t bwd_acc_qk, bwd_acc_dp, bwd_acc_dv, bwd_acc_dk, bwd_acc_dq;
+  aa_fmt_t bwd_p_dv_fmt, bwd_p_ds_fmt; /* P as used for dV and for dS */
+  aa_fmt_t bwd_dp_fmt;                 /* dP rounded to this before subtracting D */
+  aa_d_source_t bwd_d_source;
+  aa_fmt_t bwd_d_fmt;                  /* D (dy_o_sum) and its partial sums */
+  aa_fmt_t bwd_ds_fmt;                 /* dS before the dQ/dK products */
+  int bwd_ds_scale;                    /* 1: dS*scale rounded to ds_fmt before the products (naive) */
+  aa_fmt_t bwd_dq_acc_fmt;             /* dQ accumulator across K tiles */
+  aa_grad_scale_t bwd_dq_scale, bwd_dk_scale;
+  aa_fmt_t bwd_dq_section_fmt;         /* dQ stored (HBM) between KV sections: the section round trip */
+  aa_fmt_t bwd_dkv_acc_fmt;            /* dK/dV section accumulators */
+  aa_kv_accumulate_t bwd_dkv_accumulate;
+  aa_fmt_t bwd_dsinks_fmt;             /* dsinks accumulators */
+  aa_gqa_reduce_t bwd_gqa_reduce;
 };
 
 /* Presets. */
@@ -32,15 +152,25 @@ const char *aa_recipe_preset_name(size_t i);
 const char *aa_recipe_preset_describe(size_t i);
 int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA_ENOTFOUND names the preset */
 
-/* Set one key; an unknown key or value gives AA_EINVAL naming both. */
+/* Set one key; an unknown key or value gives AA_EINVAL naming both. The
+   macro key `mixed_precision = on|off` sets bwd.d_fmt, bwd.dq_acc_fmt,
+   bwd.dkv_acc_fmt and bwd.dsinks_fmt to fp32 (on) or to io (off), as NKI's
+   mixed_precision flag does; `base = PRESET` replaces the whole recipe. */
 int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 /* Parse a recipe file of `key = value` lines ('#' comments, blank lines);
    the optional first key `base = PRESET` starts from a preset. Errors name
    the file and line. */
 int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err);
+/* The same from a string (the `path` only names it in messages). */
+int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path, aa_error_t *err);
 /* Canonical `key = value` text of every field (for result files); returns
    the length it needs (snprintf-style). */
 size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r);
+/* Consistency of a recipe (each gradient receives the scale exactly once,
+   tile sizes, two-pass needs whole-row tiles, ...); AA_EINVAL with a message. */
+int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err);
+/* 1 when the two recipes have the same fields (names ignored). */
+int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b);
 
 #ifdef __cplusplus
 }

@@ -1,2 +1,9 @@
 # attnacc: build fragment of the gemm module.
 attnaccinclude_HEADERS += lib/gemm.h
+lib_libattnacc_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
+	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c
+
+check_PROGRAMS += tests/tgemm
+TESTS += tests/tgemm
+tests_tgemm_SOURCES = tests/tgemm.c
+tests_tgemm_LDADD = $(LDADD) -lmpfr -lgmp -lm

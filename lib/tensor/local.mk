@@ -2,3 +2,7 @@
 attnaccinclude_HEADERS += lib/tensor.h
 attnaccinclude_HEADERS += lib/npy.h
 lib_libattnacc_la_SOURCES += lib/tensor/tensor.c
+lib_libattnacc_la_SOURCES += lib/tensor/npy.c
+check_PROGRAMS += tests/tnpy
+TESTS += tests/tnpy
+tests_tnpy_SOURCES = tests/tnpy.c

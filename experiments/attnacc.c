@@ -1,0 +1,45 @@
+/* attnacc: the command-line front end; dispatches to the subcommands listed in aa_commands[]. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "version.h"
+
+/* To add a command: write experiments/<name>.c with aa_cmd_<name>, declare it
+   in commands.h, add the source in experiments/local.mk and one line here. */
+const aa_command_t aa_commands[] = {
+    {"list", aa_cmd_list, "list recipes, accumulation models, oracle paths and commands"},
+    {"run", aa_cmd_run, "emulate variants on one problem and compare them with the oracle"},
+    {"score", aa_cmd_score, "compare gradients stored as .npy files with the oracle"},
+};
+const size_t aa_command_count = sizeof aa_commands / sizeof aa_commands[0];
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: attnacc COMMAND [OPTIONS]\n"
+             "       attnacc COMMAND --help\n"
+             "       attnacc --version\n\n"
+             "Emulate flash-attention backward passes in bit-faithful BF16/FP32 and compare\n"
+             "them with an MPFR-backed oracle.\n\ncommands:\n");
+  for (size_t i = 0; i < aa_command_count; i++) fprintf(f, "  %-10s %s\n", aa_commands[i].name, aa_commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+    return 0;
+  }
+  for (size_t i = 0; i < aa_command_count; i++)
+    if (strcmp(argv[1], aa_commands[i].name) == 0) return aa_commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "attnacc: unknown command '%s' (commands:", argv[1]);
+  for (size_t i = 0; i < aa_command_count; i++) fprintf(stderr, "%s %s", i ? "," : "", aa_commands[i].name);
+  fprintf(stderr, "; see attnacc --help)\n");
+  return 2;
+}

@@ -1,0 +1,160 @@
+/* attnacc: helpers shared by the subcommands (options, numbers, JSON text, atomic files, inputs, metric reports). */
+#ifndef AA_CLI_H
+#define AA_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "attnacc.h"
+
+/* ---- messages ---- */
+void cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Exit status for a library status: 1 for out-of-memory and I/O failures
+   while computing or writing, 2 for everything caused by the input. */
+int cli_exit_status(int status);
+
+/* ---- options ---- */
+typedef struct {
+  const char *name;    /* without the leading "--" */
+  const char *metavar; /* NULL for a flag */
+  const char *def;     /* default shown in --help (NULL: none) */
+  const char *help;
+} cli_opt_t;
+
+#define CLI_MAX_OPTS 48
+typedef struct {
+  const cli_opt_t *opts;
+  size_t n;
+  const char *val[CLI_MAX_OPTS]; /* NULL when absent; "1" for a given flag */
+} cli_args_t;
+
+/* Parse "--name value", "--name=value" and flags. Returns -1 to continue,
+   otherwise the exit status (0 after printing --help, 2 after an error). */
+int cli_args_parse(cli_args_t *a, const char *cmd, const char *usage, const char *desc, const cli_opt_t *opts,
+                   size_t n, int argc, char **argv);
+const char *cli_get(const cli_args_t *a, const char *name);
+
+/* Numbers: the whole text must be a number in range; on error a message
+   "attnacc CMD: --OPT: ..." is printed and 2 returned. */
+int cli_size(size_t *out, const char *cmd, const char *opt, const char *s, size_t min, size_t max);
+int cli_u64(uint64_t *out, const char *cmd, const char *opt, const char *s);
+int cli_double(double *out, const char *cmd, const char *opt, const char *s, double min, double max, int min_open);
+
+/* ---- a growing string (JSON text) ---- */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int oom;
+} cli_sb_t;
+void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void cli_sb_json_str(cli_sb_t *sb, const char *s); /* quoted and escaped, or null for NULL */
+void cli_sb_json_num(cli_sb_t *sb, double x);      /* %.17g, null when not finite */
+void cli_sb_free(cli_sb_t *sb);
+
+/* ---- files ---- */
+/* Write data to path atomically (temporary name in the same folder, fsync,
+   rename; the temporary is removed on failure). */
+int cli_write_atomic(const char *path, const char *data, size_t len, aa_error_t *err);
+/* Check early that a file can later be created at path (its folder exists
+   and is writable), so that a long computation does not end in an error. */
+int cli_check_out_file(const char *path, aa_error_t *err);
+/* Same for a folder that --save will create (mkdir -p) at the end. */
+int cli_check_out_dir(const char *dir, aa_error_t *err);
+int cli_mkdir_p(const char *dir, aa_error_t *err);
+double cli_now(void); /* monotonic seconds, for the "seconds" fields only */
+
+/* ---- inputs ---- */
+typedef struct {
+  aa_tensor_t q, k, v, dO; /* [heads, n_q, d], [kv_heads, n_k, d] x2, [heads, n_q, d] */
+  aa_tensor_t sinks;       /* [heads, num_sinks] or empty */
+} cli_inputs_t;
+void cli_inputs_free(cli_inputs_t *in);
+
+/* Draw q, k, v, dO from pcg64 streams aa_rng_derive(seed, {id, head}) with
+   id 0 = q, 1 = k, 2 = v, 3 = dO, element by element in row-major [n, d]
+   order: sigma * N(0,1) (dist normal) or sigma * U[0,1) (dist uniform),
+   formed in double, then rounded to io_fmt (RNE). Sinks (id 4) are N(0,1)
+   logits, num_sinks per head, rounded likewise. */
+int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n, size_t d, size_t heads,
+                    size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
+/* Read DIR/q.npy, k.npy, v.npy, do.npy ([N, d] or [H, N, d]) and the
+   optional sinks.npy ([H, K], or [K] for one head), checking the shapes
+   against each other with messages naming the files. */
+int cli_inputs_load(cli_inputs_t *in, const char *dir, aa_error_t *err);
+/* Count NaN/Inf over every input; AA_ENAN with a message naming the tensor. */
+int cli_inputs_check_finite(const cli_inputs_t *in, aa_error_t *err);
+/* Write the inputs as .npy files into dir in format fmt. */
+int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err);
+
+/* ---- one compared variant ---- */
+#define CLI_MAX_OUT 5
+typedef struct {
+  const char *name; /* "o", "dq", "dk", "dv", "dsinks" */
+  aa_fmt_t ulp_fmt;
+  aa_metrics_t m;
+  double relerr_bound; /* the oracle's certified bound of this output */
+  int fa_applied;
+} cli_out_t;
+
+typedef struct {
+  char variant[64];
+  char *recipe_text; /* aa_recipe_format text, malloc'd; NULL for external gradients */
+  cli_out_t out[CLI_MAX_OUT];
+  int nout;
+  double seconds; /* emulation seconds (forward + backward) */
+} cli_variant_t;
+
+/* Everything a report prints besides the per-variant rows. */
+typedef struct {
+  const char *cmd;
+  int seed_known;
+  uint64_t seed;
+  const char *dist; /* NULL when the inputs came from files */
+  double sigma;
+  const char *inputs_dir; /* NULL when drawn */
+  const aa_problem_t *pb;
+  const aa_oracle_opts_t *oo;
+  const aa_oracle_result_t *oracle;
+  double oracle_seconds;
+} cli_report_t;
+
+/* Compare t with ref into out->m (ULPs in t's format when BF16 or FP32,
+   else FP32). */
+int cli_compare(cli_out_t *out, const char *name, const aa_tensor_t *t, const aa_oracle_out_t *ref, aa_error_t *err);
+double cli_oracle_bound(const aa_oracle_result_t *r); /* max certified bound over o, dq, dk, dv, dsinks */
+void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* One JSON object per variant, or {"runs": [...]} for several. */
+void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+void cli_variant_free(cli_variant_t *v);
+
+/* Run recipe r (attn module) on the inputs and compare o, dq, dk, dv (and
+   dsinks when the problem has sinks) with the oracle; res keeps the outputs. */
+int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
+                    const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err);
+/* Apply the flash-attention rule against the naive reference's rows with
+   the same output name: factor 2 for o, 3 for the gradients. */
+void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);
+/* Save o, dq, dk, dv (and dsinks) of res into dir, each in its own format. */
+int cli_save_outputs(const aa_attn_result_t *res, const char *dir, aa_error_t *err);
+/* The format a tensor of format f is written in (.npy has no fp8 dtype: fp32). */
+aa_fmt_t cli_npy_fmt(aa_fmt_t f);
+const char *cli_fmt_name(aa_fmt_t f);
+void cli_shape_str(char *buf, size_t cap, const aa_tensor_t *t);
+/* [N, d] becomes [1, N, d]; 1-D is refused with a message naming file. */
+int cli_as_3d(aa_tensor_t *t, const char *file, aa_error_t *err);
+/* Thread count for OpenMP regions of the emulation (0 = leave the default). */
+void cli_set_threads(size_t threads);
+
+/* Write the oracle's values (FP64, '<f8') of o, lse, dq, dk, dv (and dsinks) into dir. */
+int cli_save_oracle(const aa_oracle_result_t *r, const char *dir, aa_error_t *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* attnacc: the subcommands of the attnacc program and their table (one line per command in attnacc.c). */
+#ifndef AA_COMMANDS_H
+#define AA_COMMANDS_H
+
+#include <stddef.h>
+
+/* Each command gets argv[0] = its own name and its options after it, and
+   returns the process exit status (0 ok, 2 bad usage or input, 1 failure). */
+typedef struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary; /* one line for `attnacc --help` and `attnacc list` */
+} aa_command_t;
+
+extern const aa_command_t aa_commands[];
+extern const size_t aa_command_count;
+
+int aa_cmd_list(int argc, char **argv);
+int aa_cmd_run(int argc, char **argv);
+int aa_cmd_score(int argc, char **argv);
+
+#endif

@@ -1,0 +1,392 @@
+/* attnacc: the `run` command: draw or read one problem, run the oracle once, emulate each variant and report the metrics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+
+#define MAX_VARIANTS 32
+
+static const cli_opt_t opts[] = {
+    {"variant", "NAME[,NAME...]", NULL, "preset recipes to emulate (attnacc list shows them)"},
+    {"recipe", "FILE", NULL, "a recipe file (key = value lines) to emulate, after the --variant presets"},
+    {"n", "N", "1024", "sequence length (queries and keys)"},
+    {"d", "D", "128", "head dimension"},
+    {"heads", "H", "1", "query heads"},
+    {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
+    {"seed", "S", "1", "seed of the input draw (0 to 2^64-1)"},
+    {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"},
+    {"sigma", "X", "1", "scale of the input distribution (> 0)"},
+    {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
+    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
+    {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
+    {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
+    {"oracle", "mpfr|fast", "fast", "oracle path"},
+    {"prec", "BITS", "128", "oracle MPFR precision in bits (53 to 65536)"},
+    {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
+    {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
+    {"json", NULL, NULL, "print one JSON object instead of the table"},
+    {"out", "FILE", NULL, "also write the JSON object to FILE (atomically)"},
+    {"save", "DIR", NULL, "write the inputs and each variant's o/dq/dk/dv as .npy into DIR"},
+    {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
+    {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
+};
+
+static const char usage_line[] = "--variant NAME[,NAME...] | --recipe FILE [OPTIONS]";
+static const char description[] =
+    "Emulate each variant on one attention problem, compare o, dq, dk, dv (and dsinks)\n"
+    "with the oracle and print one row per variant and output: rel_l2 (over finite\n"
+    "elements), max_abs, max_ulp and mean_ulp (ULPs of the recipe's output format, bf16\n"
+    "or fp32, against the correctly rounded oracle value), NaN/Inf counts, pass (every\n"
+    "element has |a - b| <= 0.01 + 0.01 |b|; any NaN/Inf fails) and the flash-attention\n"
+    "rule (max_abs <= 2x (o) or 3x (gradients) the max_abs of naive-bf16 on the same\n"
+    "inputs; only when the inputs are bf16).\n\n"
+    "Inputs: q, k, v, dO (and sinks) are drawn from pcg64 streams\n"
+    "aa_rng_derive(seed, {id, head}) with id 0 = q, 1 = k, 2 = v, 3 = dO, 4 = sinks,\n"
+    "element by element in row-major [n, d] order, as sigma*N(0,1) (normal) or\n"
+    "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), formed in double and rounded\n"
+    "to nearest even into the recipes' io format (bf16 for the presets). Sink logits\n"
+    "are N(0,1), not scaled by sigma. With --inputs, q.npy and do.npy are [N, d] or\n"
+    "[H, N, d], k.npy and v.npy [N_k, d] or [HKV, N_k, d], sinks.npy [H, K]; values not\n"
+    "in the io format are rounded to it (a note says how many). All variants of one run\n"
+    "must share the io format. Exit status: 0 done (whatever the metrics), 2 bad\n"
+    "usage or input, 1 failure while computing or writing.";
+
+static void list_presets(char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < aa_recipe_preset_count() && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", aa_recipe_preset_name(i));
+}
+
+int aa_cmd_run(int argc, char **argv) {
+  const char *cmd = "run";
+  cli_args_t a;
+  aa_error_t err = {{0}};
+  aa_recipe_t *recipes = NULL;
+  size_t nrec = 0;
+  size_t n = 1024, d = 128, heads = 1, kv_heads = 0, window = 0, num_sinks = 0, prec = 128, threads = 0;
+  uint64_t seed = 1;
+  double sigma = 1, scale = 0;
+  int uniform = 0, rc, status = 2;
+  const char *s, *inputs_dir, *out_file, *save_dir, *save_oracle;
+  aa_fmt_t io_fmt;
+  cli_inputs_t in = {0};
+  aa_problem_t pb;
+  aa_oracle_opts_t oo;
+  aa_oracle_result_t oracle;
+  int have_oracle = 0;
+  cli_variant_t *vs = NULL, naive_v;
+  aa_attn_result_t *res = NULL, naive_res;
+  int have_naive = 0, naive_is = -1;
+  cli_sb_t sb = {0};
+  cli_report_t rep;
+  double t0, oracle_seconds;
+
+  memset(&naive_v, 0, sizeof naive_v);
+  memset(&naive_res, 0, sizeof naive_res);
+  memset(&oracle, 0, sizeof oracle);
+  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >= 0)
+    return rc;
+
+  /* ---- the variants ---- */
+  recipes = calloc(MAX_VARIANTS + 1, sizeof *recipes);
+  if (recipes == NULL) {
+    cli_error(cmd, "out of memory");
+    return 1;
+  }
+  if ((s = cli_get(&a, "variant")) != NULL) {
+    const char *p = s;
+    for (;;) {
+      const char *comma = strchr(p, ',');
+      size_t len = comma ? (size_t)(comma - p) : strlen(p);
+      char name[128];
+      if (len == 0 || len >= sizeof name) {
+        cli_error(cmd, "--variant: empty or overlong name in '%s'", s);
+        goto out;
+      }
+      if (nrec == MAX_VARIANTS) {
+        cli_error(cmd, "--variant: at most %d variants per run", MAX_VARIANTS);
+        goto out;
+      }
+      memcpy(name, p, len);
+      name[len] = '\0';
+      for (size_t i = 0; i < nrec; i++)
+        if (strcmp(recipes[i].name, name) == 0) {
+          cli_error(cmd, "--variant: '%s' is given twice", name);
+          goto out;
+        }
+      if (aa_recipe_preset(&recipes[nrec], name, &err) != AA_OK) {
+        char known[1024];
+        list_presets(known, sizeof known);
+        cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
+        goto out;
+      }
+      nrec++;
+      if (comma == NULL) break;
+      p = comma + 1;
+    }
+  }
+  if ((s = cli_get(&a, "recipe")) != NULL) {
+    if (access(s, R_OK) != 0) {
+      cli_error(cmd, "--recipe: %s: cannot read the file", s);
+      goto out;
+    }
+    if ((rc = aa_recipe_parse_file(&recipes[nrec], s, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
+    if (recipes[nrec].name[0] == '\0') snprintf(recipes[nrec].name, sizeof recipes[nrec].name, "recipe");
+    nrec++;
+  }
+  if (nrec == 0) {
+    cli_error(cmd, "give --variant NAME[,NAME...] or --recipe FILE (attnacc list shows the presets)");
+    goto out;
+  }
+  io_fmt = recipes[0].io_fmt;
+  for (size_t i = 1; i < nrec; i++)
+    if (recipes[i].io_fmt != io_fmt) {
+      cli_error(cmd, "variants %s and %s have different io formats (%s, %s): run them separately", recipes[0].name,
+                recipes[i].name, cli_fmt_name(io_fmt), cli_fmt_name(recipes[i].io_fmt));
+      goto out;
+    }
+
+  /* ---- numbers ---- */
+  if ((s = cli_get(&a, "n")) && cli_size(&n, cmd, "n", s, 1, SIZE_MAX)) goto out;
+  if ((s = cli_get(&a, "d")) && cli_size(&d, cmd, "d", s, 1, SIZE_MAX)) goto out;
+  if ((s = cli_get(&a, "heads")) && cli_size(&heads, cmd, "heads", s, 1, SIZE_MAX)) goto out;
+  if ((s = cli_get(&a, "kv-heads")) && cli_size(&kv_heads, cmd, "kv-heads", s, 1, SIZE_MAX)) goto out;
+  if ((s = cli_get(&a, "seed")) && cli_u64(&seed, cmd, "seed", s)) goto out;
+  if ((s = cli_get(&a, "dist")) != NULL) {
+    if (strcmp(s, "uniform") == 0) uniform = 1;
+    else if (strcmp(s, "normal") != 0) {
+      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
+      goto out;
+    }
+  }
+  if ((s = cli_get(&a, "sigma")) && cli_double(&sigma, cmd, "sigma", s, 0, 1e300, 1)) goto out;
+  if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
+  if ((s = cli_get(&a, "window")) && cli_size(&window, cmd, "window", s, 0, SIZE_MAX)) goto out;
+  if ((s = cli_get(&a, "sinks")) && cli_size(&num_sinks, cmd, "sinks", s, 0, 1u << 20)) goto out;
+  if ((s = cli_get(&a, "prec")) && cli_size(&prec, cmd, "prec", s, 53, 65536)) goto out;
+  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
+  aa_oracle_opts_init(&oo);
+  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&oo.path, s) != AA_OK) {
+    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
+    goto out;
+  }
+  oo.prec = (int)prec;
+  oo.threads = (int)threads;
+  inputs_dir = cli_get(&a, "inputs");
+  out_file = cli_get(&a, "out");
+  save_dir = cli_get(&a, "save");
+  save_oracle = cli_get(&a, "save-oracle");
+
+  /* ---- outputs must be creatable before any work is done ---- */
+  if ((out_file && (rc = cli_check_out_file(out_file, &err))) || (save_dir && (rc = cli_check_out_dir(save_dir, &err))) ||
+      (save_oracle && (rc = cli_check_out_dir(save_oracle, &err)))) {
+    cli_error(cmd, "%s", err.msg);
+    goto out;
+  }
+
+  /* ---- inputs ---- */
+  if (inputs_dir != NULL) {
+    size_t changed = 0;
+    const char *given[4] = {"n", "d", "heads", "kv-heads"};
+    if ((rc = cli_inputs_load(&in, inputs_dir, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      goto out;
+    }
+    {
+      size_t want[4] = {n, d, heads, kv_heads}, have[4] = {in.q.shape[1], in.q.shape[2], in.q.shape[0], in.k.shape[0]};
+      const char *file[4] = {"q.npy's n", "q.npy's d", "q.npy's heads", "k.npy's heads"};
+      for (int i = 0; i < 4; i++)
+        if (cli_get(&a, given[i]) != NULL && want[i] != have[i]) {
+          cli_error(cmd, "--%s %zu does not match %s = %zu", given[i], want[i], file[i], have[i]);
+          goto out;
+        }
+    }
+    n = in.q.shape[1];
+    d = in.q.shape[2];
+    heads = in.q.shape[0];
+    kv_heads = in.k.shape[0];
+    if (cli_get(&a, "sinks") != NULL && num_sinks != (in.sinks.data ? in.sinks.shape[1] : 0)) {
+      cli_error(cmd, "--sinks %zu does not match %s", num_sinks,
+                in.sinks.data ? "the K of sinks.npy" : "the inputs (no sinks.npy)");
+      goto out;
+    }
+    num_sinks = in.sinks.data ? in.sinks.shape[1] : 0;
+    {
+      aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
+      aa_round_opts_t ro = {io_fmt, AA_RND_NE, 1, 0};
+      for (int i = 0; i < 5; i++) {
+        size_t m = aa_tensor_numel(ts[i]);
+        for (size_t j = 0; j < m; j++) {
+          double r = aa_round(ts[i]->data[j], &ro, NULL);
+          if (r != ts[i]->data[j] && !isnan(r)) changed++;
+          ts[i]->data[j] = r;
+        }
+        ts[i]->fmt = io_fmt;
+      }
+    }
+    if (changed > 0)
+      fprintf(stderr, "attnacc run: note: %zu input values were rounded to %s (the recipes' io format)\n", changed,
+              cli_fmt_name(io_fmt));
+  } else {
+    /* Refuse sizes that cannot work: the operation count heads * n^2 * d
+       must fit a size_t, and the tensors this command holds at once (the
+       inputs, three oracle copies of each output, one output set per
+       variant and naive-bf16) must fit in physical memory. */
+    size_t e_q, e_k, e, bytes, work, mem;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    if (kv_heads == 0) kv_heads = heads;
+    if (aa_size_mul(&work, heads, n) || aa_size_mul(&work, work, n) || aa_size_mul(&work, work, d) ||
+        aa_size_mul(&e_q, heads, n) || aa_size_mul(&e_q, e_q, d) || aa_size_mul(&e_k, kv_heads, n) ||
+        aa_size_mul(&e_k, e_k, d) || e_q > SIZE_MAX / 4 || e_k > SIZE_MAX / 4 || aa_size_mul(&e, 2, e_q + e_k) ||
+        aa_size_mul(&bytes, e, 8 * (5 + nrec))) {
+      cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic",
+                n, d, heads, kv_heads);
+      goto out;
+    }
+    mem = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : SIZE_MAX;
+    if (bytes > mem) {
+      cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, this machine has %.3g GiB",
+                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0);
+      goto out;
+    }
+    if (heads % kv_heads != 0) {
+      cli_error(cmd, "--kv-heads %zu does not divide --heads %zu", kv_heads, heads);
+      goto out;
+    }
+    if ((rc = cli_inputs_draw(&in, seed, uniform, sigma, n, d, heads, kv_heads, num_sinks, io_fmt, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
+  }
+
+  /* ---- the problem ---- */
+  aa_problem_init(&pb, n, in.k.shape[1], d, heads, kv_heads);
+  pb.causal = cli_get(&a, "causal") != NULL;
+  pb.window = window;
+  if (cli_get(&a, "scale") != NULL) {
+    pb.scale_default = 0;
+    pb.scale = scale;
+  }
+  pb.num_sinks = num_sinks;
+  pb.sinks = num_sinks ? in.sinks.data : NULL;
+  if ((rc = aa_problem_check(&pb, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    goto out;
+  }
+  if (cli_get(&a, "allow-nan") == NULL && (rc = cli_inputs_check_finite(&in, &err)) != AA_OK) {
+    cli_error(cmd, "%s%s", inputs_dir ? "" : "the drawn input ", err.msg);
+    goto out;
+  }
+  cli_set_threads(threads);
+
+  /* ---- oracle, variants, naive reference ---- */
+  t0 = cli_now();
+  rc = aa_oracle_run(&oracle, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, &err);
+  oracle_seconds = cli_now() - t0;
+  if (rc != AA_OK) {
+    cli_error(cmd, "oracle: %s", err.msg);
+    status = cli_exit_status(rc);
+    goto out;
+  }
+  have_oracle = 1;
+  vs = calloc(nrec, sizeof *vs);
+  res = calloc(nrec, sizeof *res);
+  if (vs == NULL || res == NULL) {
+    cli_error(cmd, "out of memory");
+    status = 1;
+    goto out;
+  }
+  for (size_t i = 0; i < nrec; i++) {
+    if ((rc = cli_run_variant(&vs[i], &res[i], &recipes[i], &pb, &in, &oracle, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
+    if (strcmp(recipes[i].name, "naive-bf16") == 0 && naive_is < 0) naive_is = (int)i;
+  }
+  if (io_fmt == AA_FMT_BF16) {
+    const cli_variant_t *nv = NULL;
+    if (naive_is >= 0) nv = &vs[naive_is];
+    else if (aa_recipe_preset(&recipes[nrec], "naive-bf16", &err) == AA_OK) {
+      if ((rc = cli_run_variant(&naive_v, &naive_res, &recipes[nrec], &pb, &in, &oracle, &err)) != AA_OK) {
+        cli_error(cmd, "%s", err.msg);
+        status = cli_exit_status(rc);
+        goto out;
+      }
+      have_naive = 1;
+      nv = &naive_v;
+    }
+    if (nv != NULL)
+      for (size_t i = 0; i < nrec; i++) cli_apply_fa(&vs[i], nv);
+  }
+
+  /* ---- report ---- */
+  rep = (cli_report_t){cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir,
+                       &pb, &oo, &oracle, oracle_seconds};
+  if (cli_get(&a, "json") != NULL || out_file != NULL) {
+    cli_json(&sb, &rep, vs, nrec);
+    if (sb.oom) {
+      cli_error(cmd, "out of memory");
+      status = 1;
+      goto out;
+    }
+  }
+  if (out_file != NULL && (rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    status = 1;
+    goto out;
+  }
+  if (save_dir != NULL) {
+    if ((rc = cli_inputs_save(&in, save_dir, cli_npy_fmt(io_fmt), &err)) != AA_OK) {
+      cli_error(cmd, "--save: %s", err.msg);
+      status = 1;
+      goto out;
+    }
+    for (size_t i = 0; i < nrec; i++) {
+      char sub[4096];
+      if (nrec == 1) snprintf(sub, sizeof sub, "%s", save_dir);
+      else snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
+      if ((rc = cli_save_outputs(&res[i], sub, &err)) != AA_OK) {
+        cli_error(cmd, "--save: %s", err.msg);
+        status = 1;
+        goto out;
+      }
+    }
+  }
+  if (save_oracle != NULL && (rc = cli_save_oracle(&oracle, save_oracle, &err)) != AA_OK) {
+    cli_error(cmd, "--save-oracle: %s", err.msg);
+    status = 1;
+    goto out;
+  }
+  if (cli_get(&a, "json") != NULL) fwrite(sb.buf, 1, sb.len, stdout);
+  else cli_print_table(stdout, &rep, vs, nrec);
+  if (fflush(stdout) != 0) {
+    status = 1;
+    goto out;
+  }
+  status = 0;
+
+out:
+  cli_sb_free(&sb);
+  if (vs != NULL)
+    for (size_t i = 0; i < nrec; i++) cli_variant_free(&vs[i]);
+  if (res != NULL)
+    for (size_t i = 0; i < nrec; i++) aa_attn_result_free(&res[i]);
+  if (have_naive) aa_attn_result_free(&naive_res);
+  cli_variant_free(&naive_v);
+  free(vs);
+  free(res);
+  if (have_oracle) aa_oracle_result_free(&oracle);
+  cli_inputs_free(&in);
+  free(recipes);
+  return status;
+}

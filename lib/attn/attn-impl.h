@@ -1,0 +1,87 @@
+/* attnacc: internal helpers of the attn module (format rounding, ALU ops, exp, the run context). */
+#ifndef AA_ATTN_IMPL_H
+#define AA_ATTN_IMPL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+#include "fmt.h"
+#include "gemm.h"
+#include "problem.h"
+#include "recipe.h"
+
+/* log2(e) rounded to binary64 (not relying on the non-ISO M_LOG2E). */
+#define AA_ATTN_LOG2E 1.4426950408889634073599246810019
+
+/* Round x to fmt (RNE, subnormals, Inf on overflow). For BF16 from an
+   FP32-representable value the fast bit path of fmt.h is used; otherwise
+   aa_round rounds the double once (never through FP32 first). */
+static inline double aa_attn_rnd(double x, aa_fmt_t fmt) {
+  if (fmt == AA_FMT_FP64) return x;
+  if (fmt == AA_FMT_FP32) return (double)(float)x;
+  if (fmt == AA_FMT_BF16) {
+    float g = (float)x;
+    if ((double)g == x || x != x) return (double)aa_bf16_rne(g);
+  }
+  aa_round_opts_t o = {fmt, AA_RND_NE, 1, 0};
+  return aa_round(x, &o, NULL);
+}
+
+/* One elementwise operation of an engine computing in `alu`: the exact
+   result rounded once. With FP32 operands the binary64 sum, difference,
+   product or quotient rounded to FP32 equals the directly rounded result
+   (53 >= 2*24 + 2), so computing in double and rounding is exact emulation. */
+static inline double aa_attn_alu(double exact, aa_fmt_t alu) { return aa_attn_rnd(exact, alu); }
+
+/* Fused multiply-add in the ALU format: one rounding of a*b + c. */
+static inline double aa_attn_fma(double a, double b, double c, aa_fmt_t alu) {
+  if (alu == AA_FMT_FP32) return (double)fmaf((float)a, (float)b, (float)c);
+  if (alu == AA_FMT_FP64) return fma(a, b, c);
+  return aa_attn_rnd(fma(a, b, c), alu); /* narrower ALUs: binary64 fma then one rounding (may double-round) */
+}
+
+/* The run context shared by forward and backward. */
+typedef struct {
+  const aa_problem_t *pb;
+  const aa_recipe_t *r;
+  size_t n_q, n_k, d, heads, kv_heads, group; /* group = heads / kv_heads */
+  double scale;   /* softmax scale held in scale_fmt */
+  double c;       /* coefficient of S in the exp argument (see exp_arg) */
+  double se;      /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
+  double l2e;     /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
+  double ks;      /* dropout keep_scale in the ALU format (1 without dropout) */
+  const double *sinks; /* [heads][num_sinks], rounded to alu, or NULL */
+  const double *Q, *K, *V, *dO;
+} aa_attn_ctx_t;
+
+/* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
+   argument, then rounded to the ALU format. Binary64 exp has error below
+   1 ulp of binary64, so the FP32 result is the correctly rounded exp except
+   when the exact value lies within ~2^-29 FP32-ulp of a rounding boundary
+   (double rounding; probability about 2^-28 per call). */
+static inline double aa_attn_exp(const aa_attn_ctx_t *cx, double a) {
+  double e = cx->r->exp_form == AA_EXPFORM_EXP2_FMA ? exp2(a) : exp(a);
+  return aa_attn_rnd(e, cx->r->alu_fmt);
+}
+
+/* Q tile as used by the score product: with scale_fold = q the engine
+   multiplies by scale in the ALU format and writes the kernel dtype (seed 000
+   load_q_dy scale_first, L698-699/751/790). */
+void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_t rows);
+/* Score tile S[tq x tk] = Qeff K^T with the given model, rounded to s_fmt and,
+   with scale_fold = s, scaled and rounded again (naive: bf16(bf16(QK^T)*scale)). */
+int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
+                   aa_accum_t model);
+/* Visibility of a tile (1 visible): returns the number of visible elements. */
+size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk);
+/* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for
+   visible j (0 elsewhere); returns m and l (l = 0 for an empty row). */
+void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,
+                         const double *sinks, double *m_out, double *l_out);
+
+int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+
+#endif

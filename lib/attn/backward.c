@@ -1,0 +1,364 @@
+/* attnacc: the emulated backward pass (KV-section outer, Q inner; P recompute, dS, dQ/dK/dV, dsinks). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn-impl.h"
+
+static int native_fmt(aa_fmt_t f, aa_accum_t model) {
+  return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
+}
+
+static size_t pow2_ceil(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/* D_i = rowsum(O*dO) (seed 000 Step 1, L614-655): products and per-head-tile
+   sums in d_fmt (dy_o_mul and tensor_reduce), then the tile partials summed
+   in order (L1264-1270). The order inside one reduce is taken as sequential
+   (seed silent). */
+static double rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, dt = r->bwd_d_tile ? r->bwd_d_tile : d;
+  double D = 0;
+  for (size_t c0 = 0; c0 < d; c0 += dt) {
+    size_t c1 = c0 + dt < d ? c0 + dt : d;
+    double part = 0;
+    for (size_t c = c0; c < c1; c++)
+      part = aa_attn_rnd(part + aa_attn_rnd(aa_attn_alu(o[c] * g[c], r->alu_fmt), r->bwd_d_fmt), r->bwd_d_fmt);
+    D = c0 == 0 ? part : aa_attn_rnd(D + part, r->bwd_d_fmt);
+  }
+  return D;
+}
+
+typedef struct {
+  double *dk, *dv, *dkp, *dvp; /* section accumulators and PSUMs [sec x d] */
+  double *gk, *gv;             /* gqa_reduce = sum-rounded: group sums [sec x d] */
+  uint8_t *live;               /* per K tile of the section: PSUM holds a product */
+  double *qe, *S, *Pdv, *Pds, *dP, *dS, *dql, *dqp, *D;
+  uint8_t *vis;
+} bwd_buf_t;
+
+static void buf_free(bwd_buf_t *b) {
+  free(b->dk);
+  free(b->dv);
+  free(b->dkp);
+  free(b->dvp);
+  free(b->gk);
+  free(b->gv);
+  free(b->live);
+  free(b->qe);
+  free(b->S);
+  free(b->Pdv);
+  free(b->Pds);
+  free(b->dP);
+  free(b->dS);
+  free(b->dql);
+  free(b->dqp);
+  free(b->D);
+  free(b->vis);
+}
+
+/* Flush the PSUMs of a finished q-tile group into the section accumulators:
+   seed 000 L1568-1617, tensor_tensor(add) in the mixed dtype. */
+static void flush_psums(const aa_attn_ctx_t *cx, bwd_buf_t *b, size_t sec_len, size_t tk) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, nkt = (sec_len + tk - 1) / tk;
+  for (size_t kt = 0; kt < nkt; kt++) {
+    if (!b->live[kt]) continue;
+    size_t j0 = kt * tk, j1 = j0 + tk < sec_len ? j0 + tk : sec_len;
+    for (size_t x = j0 * d; x < j1 * d; x++) {
+      b->dk[x] = aa_attn_rnd(aa_attn_alu(b->dk[x] + b->dkp[x], r->alu_fmt), r->bwd_dkv_acc_fmt);
+      b->dv[x] = aa_attn_rnd(aa_attn_alu(b->dv[x] + b->dvp[x], r->alu_fmt), r->bwd_dkv_acc_fmt);
+    }
+    b->live[kt] = 0;
+  }
+}
+
+/* Final dK/dV value of one accumulator element: the scale on dK (FA2 applies
+   it to the FP32 accumulator at the end), the dropout rescale on dV, then
+   the output format. */
+static void finish_kv(const aa_attn_ctx_t *cx, double *k_out, double *v_out, double k, double v) {
+  const aa_recipe_t *r = cx->r;
+  if (r->bwd_dk_scale == AA_GSCALE_END) k = aa_attn_alu(k * cx->scale, r->alu_fmt);
+  if (cx->pb->keep != NULL) v = aa_attn_alu(v * cx->ks, r->alu_fmt);
+  *k_out = aa_attn_rnd(k, r->io_fmt);
+  *v_out = aa_attn_rnd(v, r->io_fmt);
+}
+
+static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, size_t tq, size_t tk,
+                       size_t sub, size_t sec, size_t *skipped) {
+  const aa_recipe_t *r = cx->r;
+  const aa_problem_t *pb = cx->pb;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, G = cx->group;
+  const double *K = cx->K + g * n_k * d, *V = cx->V + g * n_k * d;
+  size_t nqt = (n_q + tq - 1) / tq;
+  int st;
+
+  /* Step 1 once per q head (seed 000 L1233: only on the first K section). */
+  if (r->bwd_d_source == AA_DSRC_O_DO)
+    for (size_t hh = 0; hh < G; hh++) {
+      size_t h = g * G + hh;
+      for (size_t i = 0; i < n_q; i++)
+        b->D[hh * n_q + i] = rowsum_o_do(cx, out->o.data + (h * n_q + i) * d, cx->dO + (h * n_q + i) * d);
+    }
+
+  for (size_t s0 = 0; s0 < n_k; s0 += sec) { /* KV sections, L1162 */
+    size_t s1 = s0 + sec < n_k ? s0 + sec : n_k, sl = s1 - s0;
+    memset(b->dk, 0, sl * d * sizeof(double)); /* section accumulators zeroed, L1166-1167 */
+    memset(b->dv, 0, sl * d * sizeof(double));
+    memset(b->live, 0, (sl + tk - 1) / tk);
+    for (size_t hh = 0; hh < G; hh++) { /* GQA q heads, L1180 */
+      size_t h = g * G + hh;
+      const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
+      for (size_t t = 0; t < nqt; t++) { /* q tiles, L1184 */
+        size_t i0 = t * tq, rows = n_q - i0 < tq ? n_q - i0 : tq;
+        int group_end = (t % r->bwd_q_group) == r->bwd_q_group - 1 || t == nqt - 1;
+        const double *Qraw = cx->Q + (h * n_q + i0) * d, *dO = cx->dO + (h * n_q + i0) * d;
+        const double *lse = out->lse.data + h * n_q + i0;
+        aa_attn_load_q(cx, b->qe, Qraw, rows);
+        const double *Qk = r->scale_fold == AA_SCALE_Q ? b->qe : Qraw; /* dK = Q^T dS with Q as loaded */
+        /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */
+        double *dq_store = out->dq.data + (h * n_q + i0) * d;
+        memcpy(b->dql, dq_store, rows * d * sizeof(double));
+        for (size_t j0 = s0; j0 < s1; j0 += tk) { /* K tiles of the section, L1274 */
+          size_t tkc = s1 - j0 < tk ? s1 - j0 : tk, kt = (j0 - s0) / tk;
+          size_t nv = aa_attn_visible(cx, b->vis, i0, rows, j0, tkc);
+          if (nv == 0 && r->bwd_skip_masked) { /* get_required_tiles_mask, L794-846 */
+            (*skipped)++;
+            continue;
+          }
+          st = aa_attn_scores(cx, b->S, b->qe, rows, K + j0 * d, tkc, r->bwd_acc_qk);
+          if (st != AA_OK) return st;
+          /* ---- Step 2: recompute P ---- */
+          for (size_t a = 0; a < rows; a++) {
+            double *srow = b->S + a * tkc, *prow = b->dS + a * tkc; /* dS doubles as scratch for p */
+            const uint8_t *vrow = b->vis + a * tkc;
+            if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS) {
+              /* Naive keeps the forward's P: recomputing it with the same
+                 two-pass row gives the identical values. */
+              double m, l;
+              aa_attn_twopass_row(cx, prow, srow, vrow, tkc, sinks, &m, &l);
+            } else if (lse[a] == -INFINITY) {
+              for (size_t x = 0; x < tkc; x++) prow[x] = 0; /* empty row: P = 0, never exp(-inf + inf) */
+            } else {
+              /* nki: activation(exp, data=S, bias=-LSE, scale=1.0), L964-970;
+                 fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one
+                 FP32 multiply (REFERENCES section 3). */
+              double bb = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
+              for (size_t x = 0; x < tkc; x++)
+                prow[x] = vrow[x] ? aa_attn_exp(cx, aa_attn_fma(srow[x], cx->c, -bb, alu)) : 0.0;
+            }
+            const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * n_q + i0 + a) * n_k + j0) : NULL;
+            for (size_t x = 0; x < tkc; x++) {
+              b->Pds[a * tkc + x] = aa_attn_rnd(prow[x], r->bwd_p_ds_fmt);
+              /* Dropout: the redrawn mask zeroes P for dV (twin L974-981);
+                 the 1/keep rescale is applied to the dV accumulator at the end. */
+              b->Pdv[a * tkc + x] = (krow != NULL && !krow[x]) ? 0.0 : aa_attn_rnd(prow[x], r->bwd_p_dv_fmt);
+            }
+          }
+          /* ---- Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt ---- */
+          st = aa_gemm(b->dP, tkc, dO, d, 0, V + j0 * d, d, 1, rows, tkc, d, 0, r->bwd_acc_dp);
+          if (st != AA_OK) return st;
+          if (!native_fmt(r->bwd_dp_fmt, r->bwd_acc_dp))
+            for (size_t x = 0; x < rows * tkc; x++) b->dP[x] = aa_attn_rnd(b->dP[x], r->bwd_dp_fmt);
+          if (pb->keep != NULL)
+            for (size_t a = 0; a < rows; a++) {
+              const uint8_t *krow = pb->keep + ((h * n_q + i0 + a) * n_k + j0);
+              for (size_t x = 0; x < tkc; x++) {
+                double *v = &b->dP[a * tkc + x];
+                *v = krow[x] ? aa_attn_alu(*v * cx->ks, alu) : 0.0; /* dropped: dS = -P*D */
+              }
+            }
+          /* ---- D from the key axis (textbook softmax backward) ---- */
+          if (r->bwd_d_source == AA_DSRC_P_DP)
+            for (size_t a = 0; a < rows; a++) {
+              double D = 0;
+              for (size_t x = 0; x < tkc; x++)
+                D = aa_attn_rnd(D + aa_attn_rnd(aa_attn_alu(b->Pds[a * tkc + x] * b->dP[a * tkc + x], alu),
+                                                r->bwd_d_fmt),
+                                r->bwd_d_fmt);
+              b->D[hh * n_q + i0 + a] = D;
+            }
+          /* ---- Step 4: dS = (dP - D) * P, one fused scalar_tensor_tensor
+             (L1029-1036): op0 result in the ALU format, final in ds_fmt ---- */
+          for (size_t a = 0; a < rows; a++) {
+            double D = b->D[hh * n_q + i0 + a];
+            for (size_t x = 0; x < tkc; x++) {
+              size_t e = a * tkc + x;
+              double t0 = aa_attn_alu(b->dP[e] - D, alu);
+              double v = aa_attn_rnd(aa_attn_alu(t0 * b->Pds[e], alu), r->bwd_ds_fmt);
+              if (r->bwd_ds_scale) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
+              b->dS[e] = v;
+            }
+          }
+          /* ---- Step 5.2: dQ partial over the 128-wide sub-tiles in one PSUM
+             (L1548-1556), then dq_local = dq_psum*scale + dq_local in one
+             fused op (L1558-1565); FA2: atomicAdd of the tile's partial into
+             the FP32 buffer in ascending KV order ---- */
+          for (size_t kb = 0; kb < tkc; kb += sub) {
+            size_t sc = tkc - kb < sub ? tkc - kb : sub;
+            st = aa_gemm(b->dqp, d, b->dS + kb, tkc, 0, K + (j0 + kb) * d, d, 0, rows, d, sc, kb > 0, r->bwd_acc_dq);
+            if (st != AA_OK) return st;
+          }
+          for (size_t x = 0; x < rows * d; x++) {
+            double p = b->dqp[x];
+            if (r->bwd_dq_scale == AA_GSCALE_TILE) p = aa_attn_alu(p * cx->scale, alu);
+            b->dql[x] = aa_attn_rnd(aa_attn_alu(p + b->dql[x], alu), r->bwd_dq_acc_fmt);
+          }
+          /* ---- Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS ---- */
+          size_t off = (j0 - s0) * d;
+          if (r->bwd_dkv_accumulate == AA_KVACC_CHAIN) {
+            st = aa_gemm(b->dv + off, d, b->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
+            if (st == AA_OK) st = aa_gemm(b->dk + off, d, b->dS, tkc, 1, Qk, d, 0, tkc, d, rows, 1, r->bwd_acc_dk);
+            if (st != AA_OK) return st;
+            if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dv))
+              for (size_t x = 0; x < tkc * d; x++) b->dv[off + x] = aa_attn_rnd(b->dv[off + x], r->bwd_dkv_acc_fmt);
+            if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dk))
+              for (size_t x = 0; x < tkc * d; x++) b->dk[off + x] = aa_attn_rnd(b->dk[off + x], r->bwd_dkv_acc_fmt);
+          } else {
+            int acc = b->live[kt];
+            st = aa_gemm(b->dvp + off, d, b->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
+            if (st == AA_OK) st = aa_gemm(b->dkp + off, d, b->dS, tkc, 1, Qk, d, 0, tkc, d, rows, acc, r->bwd_acc_dk);
+            if (st != AA_OK) return st;
+            b->live[kt] = 1;
+          }
+        }
+        if (r->bwd_dkv_accumulate == AA_KVACC_ADD && group_end) flush_psums(cx, b, sl, tk);
+        /* write dq (L1326-1335): the section round trip through dq_section_fmt */
+        for (size_t x = 0; x < rows * d; x++) dq_store[x] = aa_attn_rnd(b->dql[x], r->bwd_dq_section_fmt);
+      }
+      if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
+        /* FA2 GQA: this head's dK/dV finished and stored in io (dk_expanded),
+           then summed over the group in alu order hh = 0, 1, ... */
+        for (size_t x = 0; x < sl * d; x++) {
+          double k, v;
+          finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
+          b->gk[x] = hh == 0 ? k : aa_attn_alu(b->gk[x] + k, alu);
+          b->gv[x] = hh == 0 ? v : aa_attn_alu(b->gv[x] + v, alu);
+        }
+        memset(b->dk, 0, sl * d * sizeof(double));
+        memset(b->dv, 0, sl * d * sizeof(double));
+      }
+    }
+    /* write dK, dV of the section (L1340-1353) */
+    if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
+      for (size_t x = 0; x < sl * d; x++) {
+        out->dk.data[(g * n_k + s0) * d + x] = aa_attn_rnd(b->gk[x], r->io_fmt);
+        out->dv.data[(g * n_k + s0) * d + x] = aa_attn_rnd(b->gv[x], r->io_fmt);
+      }
+    } else {
+      for (size_t x = 0; x < sl * d; x++) {
+        double k, v;
+        finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
+        out->dk.data[(g * n_k + s0) * d + x] = k;
+        out->dv.data[(g * n_k + s0) * d + x] = v;
+      }
+    }
+  }
+  /* Final dQ: FA2 scales the FP32 buffer once and rounds (REFERENCES section 3). */
+  for (size_t hh = 0; hh < G; hh++) {
+    double *dq = out->dq.data + (g * G + hh) * n_q * d;
+    for (size_t x = 0; x < n_q * d; x++) {
+      double v = dq[x];
+      if (r->bwd_dq_scale == AA_GSCALE_END) v = aa_attn_alu(v * cx->scale, alu);
+      dq[x] = aa_attn_rnd(v, r->io_fmt);
+    }
+  }
+  /* Sink gradient (L1355-1405): p_sink = exp(sink - LSE) with the same bias
+     as P; per partition row dsinks_local = dsinks_local - p_sink*D
+     (scalar_tensor_tensor reverse1), then a partition reduce (taken as
+     sequential over rows, seed silent). */
+  if (cx->sinks != NULL && out->dsinks.data != NULL) {
+    for (size_t hh = 0; hh < G; hh++) {
+      size_t h = g * G + hh;
+      for (size_t s = 0; s < pb->num_sinks; s++) {
+        double sink = cx->sinks[h * pb->num_sinks + s];
+        double *acc = b->dqp; /* tq scratch */
+        for (size_t a = 0; a < tq; a++) acc[a] = 0;
+        for (size_t i = 0; i < n_q; i++) {
+          double L = out->lse.data[h * n_q + i], ps;
+          if (L == -INFINITY)
+            ps = 0;
+          else if (r->exp_form == AA_EXPFORM_EXP2_FMA)
+            ps = aa_attn_exp(cx, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
+          else
+            ps = aa_attn_exp(cx, aa_attn_alu(sink - L, alu));
+          double t0 = aa_attn_alu(ps * b->D[hh * n_q + i], alu);
+          acc[i % tq] = aa_attn_rnd(aa_attn_alu(acc[i % tq] - t0, alu), r->bwd_dsinks_fmt);
+        }
+        double tot = 0;
+        for (size_t a = 0; a < tq; a++) tot = aa_attn_rnd(tot + acc[a], r->bwd_dsinks_fmt);
+        out->dsinks.data[h * pb->num_sinks + s] = tot;
+      }
+    }
+  }
+  return AA_OK;
+}
+
+int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  const aa_recipe_t *r = cx->r;
+  size_t n_q = cx->n_q, n_k = cx->n_k, d = cx->d;
+  size_t tq = r->bwd_tile_q ? r->bwd_tile_q : n_q;
+  if (tq > n_q) tq = n_q;
+  size_t sec = n_k;
+  if (r->bwd_section) {
+    sec = r->bwd_section;
+    if (r->bwd_section_per_d) sec /= pow2_ceil((d + r->bwd_section_per_d - 1) / r->bwd_section_per_d);
+    if (sec == 0) sec = 1;
+    if (sec > n_k) sec = n_k;
+  }
+  size_t tk = n_k;
+  if (r->bwd_tile_k) {
+    tk = r->bwd_tile_k;
+    if (n_k < tk) tk = r->bwd_tile_k_short ? r->bwd_tile_k_short : n_k;
+  }
+  if (tk > sec) tk = sec;
+  size_t sub = r->bwd_sub_k && r->bwd_sub_k < tk ? r->bwd_sub_k : tk;
+  int status = AA_OK;
+  size_t skipped = 0;
+  long nkv = (long)cx->kv_heads;
+#pragma omp parallel reduction(+ : skipped)
+  {
+    bwd_buf_t b = {0};
+    size_t sd = sec * d, td = tq * (d > tq ? d : tq), tt = tq * tk;
+    b.dk = calloc(sd, sizeof(double));
+    b.dv = calloc(sd, sizeof(double));
+    b.dkp = calloc(sd, sizeof(double));
+    b.dvp = calloc(sd, sizeof(double));
+    b.gk = calloc(sd, sizeof(double));
+    b.gv = calloc(sd, sizeof(double));
+    b.live = calloc((sec + tk - 1) / tk, 1);
+    b.qe = malloc(tq * d * sizeof(double));
+    b.S = malloc(tt * sizeof(double));
+    b.Pdv = malloc(tt * sizeof(double));
+    b.Pds = malloc(tt * sizeof(double));
+    b.dP = malloc(tt * sizeof(double));
+    b.dS = malloc(tt * sizeof(double));
+    b.dql = malloc(tq * d * sizeof(double));
+    b.dqp = malloc(td * sizeof(double));
+    b.D = calloc(cx->group * n_q, sizeof(double));
+    b.vis = malloc(tt);
+    int ok = b.dk && b.dv && b.dkp && b.dvp && b.gk && b.gv && b.live && b.qe && b.S && b.Pdv && b.Pds && b.dP && b.dS && b.dql &&
+             b.dqp && b.D && b.vis;
+    if (!ok) {
+#pragma omp critical
+      status = AA_ENOMEM;
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (long g = 0; g < nkv; g++) {
+      if (!ok) continue;
+      int st = bwd_kv_head(cx, out, (size_t)g, &b, tq, tk, sub, sec, &skipped);
+      if (st != AA_OK) {
+#pragma omp critical
+        status = st;
+      }
+    }
+    buf_free(&b);
+  }
+  out->tiles_skipped = skipped;
+  return status;
+}

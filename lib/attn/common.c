@@ -1,0 +1,91 @@
+/* attnacc: pieces shared by the emulated forward and backward (Q load, score tile, masks, two-pass softmax row). */
+#include <math.h>
+#include <string.h>
+
+#include "attn-impl.h"
+
+void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_t rows) {
+  const aa_recipe_t *r = cx->r;
+  size_t n = rows * cx->d;
+  if (r->scale_fold != AA_SCALE_Q) {
+    memcpy(dst, q, n * sizeof *dst);
+    return;
+  }
+  /* seed 000 L698-699/751/790: Q*scale on the load path (engine in alu),
+     written in the kernel dtype q_scale_fmt. */
+  for (size_t i = 0; i < n; i++) dst[i] = aa_attn_rnd(aa_attn_alu(q[i] * cx->scale, r->alu_fmt), r->q_scale_fmt);
+}
+
+int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
+                   aa_accum_t model) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d;
+  /* seed 000 L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
+  int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
+  if (st != AA_OK) return st;
+  size_t n = tq * tk;
+  int native = (r->s_fmt == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) ||
+               (r->s_fmt == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
+  /* seed 000 L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
+  if (!native)
+    for (size_t i = 0; i < n; i++) S[i] = aa_attn_rnd(S[i], r->s_fmt);
+  if (r->scale_fold == AA_SCALE_S)
+    for (size_t i = 0; i < n; i++) S[i] = aa_attn_rnd(aa_attn_alu(S[i] * cx->scale, r->alu_fmt), r->s_fmt);
+  return AA_OK;
+}
+
+size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk) {
+  const aa_problem_t *pb = cx->pb;
+  size_t cnt = 0;
+  for (size_t a = 0; a < tq; a++)
+    for (size_t b = 0; b < tk; b++) {
+      uint8_t v = (uint8_t)aa_problem_visible(pb, i0 + a, j0 + b);
+      vis[a * tk + b] = v;
+      cnt += v;
+    }
+  return cnt;
+}
+
+/* Sink logit in the units of S: with scale_fold = exp, S is unscaled, so the
+   sink (a scaled logit) is divided by the scale in the ALU format. */
+static double sink_in_s_units(const aa_attn_ctx_t *cx, double sink) {
+  if (cx->r->scale_fold == AA_SCALE_EXP) return aa_attn_alu(sink / cx->scale, cx->r->alu_fmt);
+  return sink;
+}
+
+void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,
+                         const double *sinks, double *m_out, double *l_out) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t ns = sinks != NULL ? cx->pb->num_sinks : 0;
+  double m = -INFINITY, l = 0;
+  for (size_t s = 0; s < ns; s++) m = fmax(m, sink_in_s_units(cx, sinks[s]));
+  for (size_t j = 0; j < n; j++)
+    if (vis[j] && S[j] > m) m = S[j];
+  if (m == -INFINITY) { /* no visible key, no sink: P = 0, l = 0 (O = 0, LSE = -inf) */
+    for (size_t j = 0; j < n; j++) P[j] = 0;
+    *m_out = m;
+    *l_out = 0;
+    return;
+  }
+  /* Naive softmax in the ALU format from s_fmt scores: max, exp(x - max),
+     sequential sum, then normalise each weight (REFERENCES section 4, *_pt). */
+  double b = aa_attn_alu(m * cx->c, alu);
+  for (size_t s = 0; s < ns; s++) {
+    double p = aa_attn_exp(cx, aa_attn_fma(sink_in_s_units(cx, sinks[s]), cx->c, -b, alu));
+    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+  }
+  for (size_t j = 0; j < n; j++) {
+    double p = vis[j] ? aa_attn_exp(cx, aa_attn_fma(S[j], cx->c, -b, alu)) : 0.0;
+    P[j] = p;
+    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+  }
+  if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
+    double rr = aa_attn_alu(1.0 / l, alu);
+    for (size_t j = 0; j < n; j++) P[j] = aa_attn_rnd(aa_attn_alu(P[j] * rr, alu), r->fwd_p_fmt);
+  } else {
+    for (size_t j = 0; j < n; j++) P[j] = aa_attn_rnd(aa_attn_alu(P[j] / l, alu), r->fwd_p_fmt);
+  }
+  *m_out = m;
+  *l_out = l;
+}

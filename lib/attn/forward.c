@@ -1,0 +1,222 @@
+/* attnacc: the emulated forward pass (online-LSE or two-pass softmax), producing O and the LSE checkpoint. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn-impl.h"
+
+static double sink_s(const aa_attn_ctx_t *cx, double sink) {
+  return cx->r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(sink / cx->scale, cx->r->alu_fmt) : sink;
+}
+
+/* Natural-log LSE from the row state (m in S units, l the row sum), through
+   the recipe's checkpoint. */
+static double checkpoint_lse(const aa_attn_ctx_t *cx, double m, double l) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  if (l == 0 || m == -INFINITY) return -INFINITY; /* empty row: the oracle's convention */
+  if (r->fwd_checkpoint == AA_CKPT_LSE) {
+    /* REFERENCES section 3: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
+    double lg = aa_attn_alu(log(l), alu);
+    return aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
+  }
+  /* seed 000 "The single-exp and the LSE sign chain": the forward emits
+     (neg_max, 1/sum); the host forms lse = -(neg_max + log(recip)). */
+  double neg_max = aa_attn_rnd(-aa_attn_alu(m * cx->se, alu), r->fwd_lse_fmt);
+  double recip = aa_attn_rnd(aa_attn_alu(1.0 / l, alu), r->fwd_lse_fmt);
+  double lg = aa_attn_alu(log(recip), alu);
+  return aa_attn_rnd(-aa_attn_alu(neg_max + lg, alu), r->fwd_lse_fmt);
+}
+
+/* Final O row: acc / l (or acc * (1/l)), times the dropout rescale as FA2
+   folds rp_dropout into the final multiply, rounded to io. */
+static void finish_row(const aa_attn_ctx_t *cx, double *o, const double *acc, double m, double l) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d;
+  if (l == 0 || m == -INFINITY) {
+    for (size_t c = 0; c < d; c++) o[c] = 0;
+    return;
+  }
+  if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
+    double rr = aa_attn_alu(1.0 / l, alu);
+    if (cx->pb->keep != NULL) rr = aa_attn_alu(rr * cx->ks, alu);
+    for (size_t c = 0; c < d; c++) o[c] = aa_attn_rnd(aa_attn_alu(acc[c] * rr, alu), r->io_fmt);
+  } else {
+    for (size_t c = 0; c < d; c++) {
+      double x = aa_attn_alu(acc[c] / l, alu);
+      if (cx->pb->keep != NULL) x = aa_attn_alu(x * cx->ks, alu);
+      o[c] = aa_attn_rnd(x, r->io_fmt);
+    }
+  }
+}
+
+static int native_fmt(aa_fmt_t f, aa_accum_t model) {
+  return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
+}
+
+/* One (head, q tile) of the online-LSE forward. */
+static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
+                           double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
+  const aa_recipe_t *r = cx->r;
+  const aa_problem_t *pb = cx->pb;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
+  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
+  const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
+  int st;
+
+  aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
+  memset(acc, 0, tq * d * sizeof *acc);
+  for (size_t a = 0; a < tq; a++) {
+    m[a] = -INFINITY;
+    l[a] = 0;
+    if (sinks == NULL) continue;
+    /* Sinks open the row: they set the first max and row sum (they join the
+       softmax denominator, REFERENCES/seed 000 "Attention-sink gradient"). */
+    for (size_t s = 0; s < pb->num_sinks; s++) m[a] = fmax(m[a], sink_s(cx, sinks[s]));
+    double b = aa_attn_alu(m[a] * cx->c, alu);
+    for (size_t s = 0; s < pb->num_sinks; s++) {
+      double p = aa_attn_exp(cx, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
+      l[a] = aa_attn_rnd(l[a] + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+    }
+  }
+  for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
+    size_t tk = n_k - j0 < tkk ? n_k - j0 : tkk;
+    /* A tile with every element masked changes nothing (m, l and acc keep
+       their values exactly), so it is skipped as the kernels do. */
+    if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) continue;
+    st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
+    if (st != AA_OK) return st;
+    for (size_t a = 0; a < tq; a++) {
+      double *srow = S + a * tk, *prow = P + a * tk;
+      const uint8_t *vrow = vis + a * tk;
+      double mx = -INFINITY;
+      for (size_t b = 0; b < tk; b++)
+        if (vrow[b] && srow[b] > mx) mx = srow[b];
+      double m_old = m[a], m_new = m_old;
+      if (mx > m_old) {
+        /* REFERENCES section 3: FA2 rescales on every increase; FA4 only when
+           the max grows by more than 8 (log2 units): the threshold key. */
+        if (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold) m_new = mx;
+      }
+      if (m_new == -INFINITY) { /* nothing visible yet in this row */
+        for (size_t b = 0; b < tk; b++) prow[b] = 0;
+        continue;
+      }
+      if (m_new != m_old && m_old != -INFINITY) {
+        /* FA2 softmax_rescale_o: scale = exp2((m_old - m_new) * scale_log2);
+           row_sum *= scale; acc_o *= scale. */
+        double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
+        l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
+        double *arow = acc + a * d;
+        for (size_t c = 0; c < d; c++) arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
+      }
+      m[a] = m_new;
+      /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
+         p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
+      double bb = aa_attn_alu(m_new * cx->c, alu);
+      double la = l[a];
+      const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
+      for (size_t b = 0; b < tk; b++) {
+        if (!vrow[b]) {
+          prow[b] = 0;
+          continue;
+        }
+        double p = aa_attn_exp(cx, aa_attn_fma(srow[b], cx->c, -bb, alu));
+        double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
+        la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
+        /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
+           into the final normalisation (FA2). The row sum keeps them. */
+        prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
+      }
+      l[a] = la;
+    }
+    /* O accumulator continues across K tiles (chained MMA into acc_o). */
+    st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
+    if (st != AA_OK) return st;
+    if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
+      for (size_t x = 0; x < tq * d; x++) acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+  }
+  for (size_t a = 0; a < tq; a++) {
+    size_t i = i0 + a;
+    finish_row(cx, out->o.data + (h * cx->n_q + i) * d, acc + a * d, m[a], l[a]);
+    out->lse.data[h * cx->n_q + i] = checkpoint_lse(cx, m[a], l[a]);
+  }
+  return AA_OK;
+}
+
+/* One (head, q tile) of the two-pass forward: whole rows, P normalised
+   before PV, O = round(P V) (naive math attention). */
+static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
+                            double *S, double *P, uint8_t *vis, double *acc) {
+  const aa_recipe_t *r = cx->r;
+  const aa_problem_t *pb = cx->pb;
+  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
+  const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
+  aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
+  aa_attn_visible(cx, vis, i0, tq, 0, n_k);
+  int st = aa_attn_scores(cx, S, qe, tq, K, n_k, r->fwd_acc_qk);
+  if (st != AA_OK) return st;
+  for (size_t a = 0; a < tq; a++) {
+    double m, l;
+    double *prow = P + a * n_k;
+    aa_attn_twopass_row(cx, prow, S + a * n_k, vis + a * n_k, n_k, sinks, &m, &l);
+    out->lse.data[h * cx->n_q + i0 + a] = checkpoint_lse(cx, m, l);
+    if (pb->keep != NULL) {
+      const uint8_t *krow = pb->keep + (h * cx->n_q + i0 + a) * n_k;
+      for (size_t b = 0; b < n_k; b++)
+        prow[b] = krow[b] ? aa_attn_rnd(aa_attn_alu(prow[b] * cx->ks, r->alu_fmt), r->fwd_p_fmt) : 0.0;
+    }
+  }
+  st = aa_gemm(acc, d, P, n_k, 0, V, d, 0, tq, d, n_k, 0, r->fwd_acc_pv);
+  if (st != AA_OK) return st;
+  double *o = out->o.data + (h * cx->n_q + i0) * d;
+  for (size_t x = 0; x < tq * d; x++) o[x] = aa_attn_rnd(aa_attn_rnd(acc[x], r->fwd_o_acc_fmt), r->io_fmt);
+  return AA_OK;
+}
+
+int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  const aa_recipe_t *r = cx->r;
+  size_t n_q = cx->n_q, n_k = cx->n_k, d = cx->d;
+  size_t tq = r->fwd_tile_q ? r->fwd_tile_q : n_q;
+  if (tq > n_q) tq = n_q;
+  size_t tkk = r->fwd_softmax == AA_SOFTMAX_TWO_PASS ? n_k : (r->fwd_tile_k ? r->fwd_tile_k : n_k);
+  if (tkk > n_k) tkk = n_k;
+  size_t ntiles = (n_q + tq - 1) / tq, njobs = ntiles * cx->heads;
+  int status = AA_OK;
+#pragma omp parallel
+  {
+    double *qe = malloc(tq * d * sizeof *qe), *acc = malloc(tq * d * sizeof *acc);
+    double *S = malloc(tq * tkk * sizeof *S), *P = malloc(tq * tkk * sizeof *P);
+    double *m = malloc(tq * sizeof *m), *l = malloc(tq * sizeof *l);
+    uint8_t *vis = malloc(tq * tkk);
+    int ok = qe && acc && S && P && m && l && vis;
+    if (!ok) {
+#pragma omp critical
+      status = AA_ENOMEM;
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (size_t job = 0; job < njobs; job++) {
+      if (!ok) continue;
+      size_t h = job / ntiles, i0 = (job % ntiles) * tq;
+      size_t rows = n_q - i0 < tq ? n_q - i0 : tq;
+      int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
+                                                     : fwd_tile_online(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l);
+      if (st != AA_OK) {
+#pragma omp critical
+        status = st;
+      }
+    }
+    free(qe);
+    free(acc);
+    free(S);
+    free(P);
+    free(m);
+    free(l);
+    free(vis);
+  }
+  return status;
+}

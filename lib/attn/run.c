@@ -1,0 +1,132 @@
+/* attnacc: aa_attn_run (validation, allocation, forward then backward) and aa_attn_result_free. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn-impl.h"
+
+/* Wall-clock seconds for the result's seconds_* fields (a measurement
+   reported to the user; nothing numerical depends on it). */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int check_tensor(const aa_tensor_t *t, const char *what, size_t a, size_t b, size_t c, aa_fmt_t io,
+                        aa_error_t *err) {
+  if (t == NULL || t->data == NULL) return aa_error_set(err, AA_EINVAL, "attn_run: tensor %s is missing", what);
+  if (t->ndim != 3 || t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
+    return aa_error_set(err, AA_ESHAPE, "attn_run: %s has shape [%zu,%zu,%zu], expected [%zu,%zu,%zu]", what,
+                        t->shape[0], t->shape[1], t->shape[2], a, b, c);
+  size_t n = a * b * c;
+  for (size_t i = 0; i < n; i++) {
+    double x = t->data[i];
+    if (!isfinite(x)) return aa_error_set(err, AA_ENAN, "attn_run: %s[%zu] = %g is not finite", what, i, x);
+    if (aa_attn_rnd(x, io) != x)
+      return aa_error_set(err, AA_EINVAL, "attn_run: %s[%zu] = %a is not representable in the recipe's io format",
+                          what, i, x);
+  }
+  return AA_OK;
+}
+
+void aa_attn_result_free(aa_attn_result_t *res) {
+  if (res == NULL) return;
+  aa_tensor_free(&res->o);
+  aa_tensor_free(&res->lse);
+  aa_tensor_free(&res->dq);
+  aa_tensor_free(&res->dk);
+  aa_tensor_free(&res->dv);
+  aa_tensor_free(&res->dsinks);
+  res->tiles_skipped = 0;
+  res->seconds_forward = res->seconds_backward = 0;
+}
+
+int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  if (out == NULL || pb == NULL || r == NULL) return aa_error_set(err, AA_EINVAL, "attn_run: NULL argument");
+  memset(out, 0, sizeof *out);
+  int st = aa_problem_check(pb, err);
+  if (st != AA_OK) return st;
+  st = aa_recipe_check(r, err);
+  if (st != AA_OK) return st;
+  size_t H = pb->heads, KH = pb->kv_heads, nq = pb->n_q, nk = pb->n_k, d = pb->d;
+  if ((st = check_tensor(q, "q", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
+  if ((st = check_tensor(k, "k", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
+  if ((st = check_tensor(v, "v", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
+  if (dO != NULL && (st = check_tensor(dO, "dO", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
+  /* Working set of the widest tile buffers: whole-row recipes (two-pass,
+     tile_k = 0) hold tile_q x n_k per thread; refuse sizes that cannot be
+     allocated instead of failing half way. */
+  size_t tq = r->fwd_tile_q ? r->fwd_tile_q : nq, tmp;
+  if (aa_size_mul(&tmp, tq, nk) != AA_OK || aa_size_mul(&tmp, tmp, 6 * sizeof(double)) != AA_OK ||
+      tmp > ((size_t)1 << 34))
+    return aa_error_set(err, AA_ENOMEM, "attn_run: a %zu x %zu score tile is too large for recipe '%s'", tq, nk,
+                        r->name);
+
+  aa_fmt_t alu = r->alu_fmt;
+  double scale = aa_attn_rnd(aa_problem_scale(pb), r->scale_fmt);
+  aa_attn_ctx_t cx = {0};
+  cx.pb = pb;
+  cx.r = r;
+  cx.n_q = nq;
+  cx.n_k = nk;
+  cx.d = d;
+  cx.heads = H;
+  cx.kv_heads = KH;
+  cx.group = H / KH;
+  cx.scale = scale;
+  cx.l2e = aa_attn_rnd(AA_ATTN_LOG2E, alu);
+  cx.se = r->scale_fold == AA_SCALE_EXP ? scale : 1.0;
+  if (r->exp_form == AA_EXPFORM_EXP2_FMA)
+    /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
+       the host and stored as float. */
+    cx.c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx.l2e;
+  else
+    cx.c = cx.se;
+  cx.ks = pb->keep != NULL ? aa_attn_rnd(pb->keep_scale, alu) : 1.0;
+  cx.Q = q->data;
+  cx.K = k->data;
+  cx.V = v->data;
+  cx.dO = dO != NULL ? dO->data : NULL;
+  double *sinks = NULL;
+  if (pb->num_sinks > 0) {
+    size_t ns = H * pb->num_sinks;
+    sinks = malloc(ns * sizeof *sinks);
+    if (sinks == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
+    /* sink logits are loaded into the engine's format (seed 000 L1361-1372) */
+    for (size_t i = 0; i < ns; i++) sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
+    cx.sinks = sinks;
+  }
+
+  size_t s3q[3] = {H, nq, d}, s3k[3] = {KH, nk, d}, s2[2] = {H, nq}, ss[2] = {H, pb->num_sinks};
+  st = aa_tensor_alloc(&out->o, 3, s3q, r->io_fmt);
+  if (st == AA_OK) st = aa_tensor_alloc(&out->lse, 2, s2, r->fwd_lse_fmt);
+  if (st == AA_OK && dO != NULL) {
+    st = aa_tensor_alloc(&out->dq, 3, s3q, r->io_fmt);
+    if (st == AA_OK) st = aa_tensor_alloc(&out->dk, 3, s3k, r->io_fmt);
+    if (st == AA_OK) st = aa_tensor_alloc(&out->dv, 3, s3k, r->io_fmt);
+    if (st == AA_OK && pb->num_sinks > 0) st = aa_tensor_alloc(&out->dsinks, 2, ss, r->bwd_dsinks_fmt);
+  }
+  if (st != AA_OK) {
+    free(sinks);
+    aa_attn_result_free(out);
+    return aa_error_set(err, st, "attn_run: cannot allocate the outputs");
+  }
+  double t0 = now_seconds();
+  st = aa_attn_forward(&cx, out);
+  double t1 = now_seconds();
+  out->seconds_forward = t1 - t0;
+  if (st == AA_OK && dO != NULL) {
+    st = aa_attn_backward(&cx, out);
+    out->seconds_backward = now_seconds() - t1;
+  }
+  free(sinks);
+  if (st != AA_OK) {
+    aa_attn_result_free(out);
+    return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", r->name, aa_status_str(st));
+  }
+  return AA_OK;
+}

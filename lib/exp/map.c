@@ -1,0 +1,297 @@
+/* attnacc: error map of exp constructions over intervals of FP32 inputs or over samples (OpenMP, thread-count independent). */
+#include <math.h>
+#include <mpfr.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "exp-impl.h"
+
+void aa_exp_widen_bf16(float *out, const uint16_t *h, size_t n);
+
+#define BLK 4096     /* inputs per block: the unit of work and of partial sums */
+#define RUNS_PER_BLK 8
+
+const char *aa_exp_cls_name(int cls) {
+  static const char *names[AA_EXP_NCLS] = {"nan", "inf", "negative", "zero", "subnormal"};
+  return cls >= 0 && cls < AA_EXP_NCLS ? names[cls] : "?";
+}
+
+/* Partial result of one block for one construction. Runs are kept as index
+   ranges in the input sequence so blocks can be stitched in order. */
+typedef struct {
+  uint64_t valid, mismatch;
+  double min_ratio, max_ratio, max_rel, sum_rel;
+  uint64_t argmin, argmax, argrel;
+  uint64_t cls_count[AA_EXP_NCLS], cls_runs[AA_EXP_NCLS];
+  int nrun[AA_EXP_NCLS], trunc[AA_EXP_NCLS];
+  uint64_t run_lo[AA_EXP_NCLS][RUNS_PER_BLK], run_hi[AA_EXP_NCLS][RUNS_PER_BLK];
+  int first_cls, last_cls, last_stored;
+  uint64_t ref_checked;
+  double ref_max;
+} part_t;
+
+/* Global merge state for one construction. */
+typedef struct {
+  uint64_t lo[AA_EXP_NCLS][AA_EXP_MAX_RANGES], hi[AA_EXP_NCLS][AA_EXP_MAX_RANGES];
+  int open[AA_EXP_NCLS]; /* the last stored range may still grow (its run reached the last block's end) */
+  int prev_last, started; /* class at the end of the previous block */
+  uint64_t argmin, argmax, argrel;
+} merge_t;
+
+typedef struct {
+  const float *arr;  /* samples, or NULL for keys */
+  uint32_t key_lo;
+} source_t;
+
+static inline float src_x(const source_t *s, uint64_t idx) {
+  return s->arr != NULL ? s->arr[idx] : aa_exp_unkey((uint32_t)(s->key_lo + idx));
+}
+
+static inline int classify(float v) {
+  uint32_t u = aa_f32_bits(v) & 0x7fffffffu;
+  if (u > 0x7f800000u) return AA_EXP_CLS_NAN;
+  if (u == 0x7f800000u) return AA_EXP_CLS_INF;
+  if (u == 0) return AA_EXP_CLS_ZERO;
+  if (v < 0) return AA_EXP_CLS_NEG;
+  if (u < 0x00800000u) return AA_EXP_CLS_SUBNORMAL;
+  return AA_EXP_NCLS; /* positive normal */
+}
+
+/* Relative error of the libm reference against MPFR (the reference's own
+   certification); MPFR at 113 bits is exact to far below 2^-52. */
+static double ref_error(float x, double ref) {
+  mpfr_t xx, r;
+  mpfr_init2(xx, 24);
+  mpfr_init2(r, 113);
+  mpfr_set_flt(xx, x, MPFR_RNDN);
+  mpfr_exp2(r, xx, MPFR_RNDN);
+  double out = 0;
+  if (mpfr_regular_p(r) && ref > 0 && isfinite(ref) && ref > 0x1p-1022) {
+    mpfr_sub_d(r, r, ref, MPFR_RNDN);
+    mpfr_div_d(r, r, ref, MPFR_RNDN);
+    out = fabs(mpfr_get_d(r, MPFR_RNDN));
+  }
+  mpfr_clear(xx);
+  mpfr_clear(r);
+  return out;
+}
+
+static void block_stats(part_t *p, const float *x, const double *ref, const float *out, const uint16_t *out16,
+                        size_t m, uint64_t base, int bf16) {
+  memset(p, 0, sizeof *p);
+  p->min_ratio = INFINITY;
+  p->max_ratio = -INFINITY;
+  p->max_rel = -1;
+  int prev = -1, stored = -1; /* class of the current run, its slot in run_lo/run_hi or -1 */
+  for (size_t i = 0; i < m; i++) {
+    float v = out[i];
+    int c = classify(v);
+    if (c != prev) {
+      if (prev >= 0 && prev < AA_EXP_NCLS && stored >= 0) p->run_hi[prev][stored] = base + i - 1;
+      stored = -1;
+      if (c < AA_EXP_NCLS) {
+        p->cls_runs[c]++;
+        if (p->nrun[c] < RUNS_PER_BLK) {
+          stored = p->nrun[c]++;
+          p->run_lo[c][stored] = base + i;
+        } else {
+          p->trunc[c] = 1;
+        }
+      }
+      if (i == 0) p->first_cls = c;
+      prev = c;
+    }
+    if (c < AA_EXP_NCLS) p->cls_count[c]++;
+    double r = ref[i];
+    if (!(r > 0 && r < INFINITY) || x[i] != x[i] || !(v >= 0) || v == INFINITY) continue;
+    p->valid++;
+    double ratio = (double)v / r;
+    double rel = fabs((double)v - r) / r;
+    p->sum_rel += rel;
+    if (ratio < p->min_ratio) { p->min_ratio = ratio; p->argmin = base + i; }
+    if (ratio > p->max_ratio) { p->max_ratio = ratio; p->argmax = base + i; }
+    if (rel > p->max_rel) { p->max_rel = rel; p->argrel = base + i; }
+    if (bf16) {
+      if (out16[i] != aa_exp2_cr_bf16_ref(x[i], r)) p->mismatch++;
+    } else {
+      if (aa_f32_bits(v) != aa_f32_bits(aa_exp2_cr_f32_ref(x[i], r))) p->mismatch++;
+    }
+  }
+  if (prev >= 0 && prev < AA_EXP_NCLS && stored >= 0) p->run_hi[prev][stored] = base + m - 1;
+  p->last_cls = prev;
+  p->last_stored = stored >= 0;
+}
+
+static void merge(aa_exp_map_t *o, merge_t *g, const part_t *p) {
+  o->valid += p->valid;
+  o->cr_mismatch += p->mismatch;
+  o->sum_rel_err += p->sum_rel;
+  if (p->valid) {
+    if (p->min_ratio < o->min_ratio) { o->min_ratio = p->min_ratio; g->argmin = p->argmin; }
+    if (p->max_ratio > o->max_ratio) { o->max_ratio = p->max_ratio; g->argmax = p->argmax; }
+    if (p->max_rel > o->max_rel_err) { o->max_rel_err = p->max_rel; g->argrel = p->argrel; }
+  }
+  for (int c = 0; c < AA_EXP_NCLS; c++) {
+    /* a run that crosses the block boundary was counted in both blocks */
+    int cont = g->started && g->prev_last == c && p->first_cls == c;
+    o->cls_count[c] += p->cls_count[c];
+    o->cls_runs[c] += p->cls_runs[c] - (cont ? 1 : 0);
+    if (p->trunc[c]) o->ranges_truncated[c] = 1;
+    int open = 0;
+    for (int r = 0; r < p->nrun[c]; r++) {
+      if (r == 0 && cont) {
+        if (g->open[c]) g->hi[c][o->nranges[c] - 1] = p->run_hi[c][r];
+        open = g->open[c];
+      } else if (o->nranges[c] < AA_EXP_MAX_RANGES) {
+        g->lo[c][o->nranges[c]] = p->run_lo[c][r];
+        g->hi[c][o->nranges[c]] = p->run_hi[c][r];
+        o->nranges[c]++;
+        open = 1;
+      } else {
+        o->ranges_truncated[c] = 1;
+        open = 0;
+      }
+    }
+    g->open[c] = p->last_cls == c && p->last_stored ? open : 0;
+  }
+  g->prev_last = p->last_cls;
+  g->started = 1;
+  o->ref_checked += p->ref_checked;
+  if (p->ref_max > o->ref_observed_max_relerr) o->ref_observed_max_relerr = p->ref_max;
+}
+
+static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t *src, uint64_t n,
+                   const aa_exp_map_opts_t *opts, aa_error_t *err) {
+  if (out == NULL || e == NULL || ne < 1) return aa_error_set(err, AA_EINVAL, "aa_exp_map: bad arguments");
+  if (n == 0) return aa_error_set(err, AA_EINVAL, "aa_exp_map: no inputs");
+  aa_exp_map_opts_t def = {0, 4096, 0};
+  if (opts == NULL) opts = &def;
+  uint64_t stride = opts->ref_check > 0 ? (n + (uint64_t)opts->ref_check - 1) / (uint64_t)opts->ref_check : 0;
+  int *bf16 = calloc((size_t)ne, sizeof *bf16);
+  merge_t *g = calloc((size_t)ne, sizeof *g);
+  int nthreads = 1;
+#ifdef _OPENMP
+  nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+#endif
+  uint64_t nblk = (n + BLK - 1) / BLK;
+  uint64_t sb = (uint64_t)nthreads * 16;
+  part_t *parts = malloc(sizeof(part_t) * (size_t)sb * (size_t)ne);
+  if (bf16 == NULL || g == NULL || parts == NULL) {
+    free(bf16); free(g); free(parts);
+    return aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
+  }
+  for (int c = 0; c < ne; c++) {
+    const aa_exp_info_t *in = aa_exp_info(e[c].kind);
+    bf16[c] = opts->out_bf16 || (in != NULL && in->bf16_native);
+    memset(&out[c], 0, sizeof out[c]);
+    out[c].inputs = n;
+    out[c].min_ratio = INFINITY;
+    out[c].max_ratio = -INFINITY;
+    out[c].max_rel_err = -1;
+  }
+  int ok = 1;
+  for (uint64_t b0 = 0; b0 < nblk; b0 += sb) {
+    uint64_t nb = nblk - b0 < sb ? nblk - b0 : sb;
+#pragma omp parallel num_threads(nthreads)
+    {
+      float *x = malloc(sizeof(float) * BLK * 2);
+      double *ref = malloc(sizeof(double) * BLK);
+      uint16_t *o16 = malloc(sizeof(uint16_t) * BLK);
+      if (x == NULL || ref == NULL || o16 == NULL) {
+#pragma omp atomic write
+        ok = 0;
+      } else {
+        float *o = x + BLK;
+#pragma omp for schedule(dynamic, 1)
+        for (uint64_t bi = 0; bi < nb; bi++) {
+          uint64_t base = (b0 + bi) * BLK;
+          size_t m = (size_t)(n - base < BLK ? n - base : BLK);
+          if (src->arr != NULL) memcpy(x, src->arr + base, sizeof(float) * m);
+          else for (size_t i = 0; i < m; i++) x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
+          for (size_t i = 0; i < m; i++) ref[i] = exp2((double)x[i]);
+          uint64_t checked = 0;
+          double rmax = 0;
+          if (stride) {
+            uint64_t first = (base + stride - 1) / stride * stride;
+            for (uint64_t idx = first; idx < base + m; idx += stride) {
+              double re = ref_error(x[idx - base], ref[idx - base]);
+              checked++;
+              if (re > rmax) rmax = re;
+            }
+          }
+          for (int c = 0; c < ne; c++) {
+            if (bf16[c]) {
+              aa_exp_eval_bf16_batch(o16, x, m, &e[c]);
+              aa_exp_widen_bf16(o, o16, m);
+            } else {
+              aa_exp_eval_batch(o, x, m, &e[c]);
+            }
+            part_t *p = &parts[(size_t)bi * (size_t)ne + (size_t)c];
+            block_stats(p, x, ref, o, o16, m, base, bf16[c]);
+            p->ref_checked = checked;
+            p->ref_max = rmax;
+          }
+        }
+      }
+      free(x);
+      free(ref);
+      free(o16);
+    }
+    if (!ok) break;
+    for (uint64_t bi = 0; bi < nb; bi++)
+      for (int c = 0; c < ne; c++) merge(&out[c], &g[c], &parts[(size_t)bi * (size_t)ne + (size_t)c]);
+  }
+  for (int c = 0; c < ne && ok; c++) {
+    aa_exp_map_t *o = &out[c];
+    o->mean_rel_err = o->valid ? o->sum_rel_err / (double)o->valid : NAN;
+    if (!o->valid) {
+      o->min_ratio = o->max_ratio = o->max_rel_err = NAN;
+    } else {
+      o->argmin_ratio = src_x(src, g[c].argmin);
+      o->argmax_ratio = src_x(src, g[c].argmax);
+      o->argmax_rel_err = src_x(src, g[c].argrel);
+    }
+    for (int k = 0; k < AA_EXP_NCLS; k++)
+      for (int r = 0; r < o->nranges[k]; r++) {
+        o->ranges[k][r].lo = src_x(src, g[c].lo[k][r]);
+        o->ranges[k][r].hi = src_x(src, g[c].hi[k][r]);
+      }
+  }
+  free(bf16);
+  free(g);
+  free(parts);
+  if (!ok) return aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
+  return AA_OK;
+}
+
+int aa_exp_map_keys(aa_exp_map_t *out, const aa_exp_t *e, int ne, uint32_t key_lo, uint32_t key_hi,
+                    const aa_exp_map_opts_t *opts, aa_error_t *err) {
+  if (key_lo > key_hi) return aa_error_set(err, AA_EINVAL, "aa_exp_map_keys: empty key range");
+  source_t s = {NULL, key_lo};
+  return map_run(out, e, ne, &s, (uint64_t)key_hi - key_lo + 1, opts, err);
+}
+
+int aa_exp_map_interval(aa_exp_map_t *out, const aa_exp_t *e, int ne, float lo, float hi,
+                        const aa_exp_map_opts_t *opts, aa_error_t *err) {
+  if (lo != lo || hi != hi || lo > hi)
+    return aa_error_set(err, AA_EINVAL, "bad interval [%a, %a]: need lo <= hi, no NaN", (double)lo, (double)hi);
+  return aa_exp_map_keys(out, e, ne, aa_exp_key(lo), aa_exp_key(hi), opts, err);
+}
+
+static int cmp_key(const void *a, const void *b) {
+  uint32_t ka = aa_exp_key(*(const float *)a), kb = aa_exp_key(*(const float *)b);
+  return ka < kb ? -1 : ka > kb;
+}
+
+int aa_exp_map_samples(aa_exp_map_t *out, const aa_exp_t *e, int ne, float *x, size_t n,
+                       const aa_exp_map_opts_t *opts, aa_error_t *err) {
+  if (x == NULL || n == 0) return aa_error_set(err, AA_EINVAL, "aa_exp_map_samples: no samples");
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != x[i]) return aa_error_set(err, AA_ENAN, "aa_exp_map_samples: sample %zu is NaN", i);
+  qsort(x, n, sizeof *x, cmp_key);
+  source_t s = {x, 0};
+  return map_run(out, e, ne, &s, n, opts, err);
+}

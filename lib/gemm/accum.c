@@ -1,0 +1,30 @@
+/* attnacc: names and one-line descriptions of the gemm accumulation models. */
+#include <string.h>
+
+#include "gemm.h"
+
+static const char *const names[AA_ACC_COUNT] = {"fp32-seq", "fp32-pairwise", "fp64-seq"};
+
+static const char *const descriptions[AA_ACC_COUNT] = {
+    "fp32 FMA chain in k order, acc = fmaf(a_k, b_k, acc) from the incoming C or +0 (CPU/scalar accumulator)",
+    "fp32 products, summed by a fixed pairwise tree (left block = largest power of two below n), then added to C",
+    "fp64 FMA chain in k order from the incoming C or +0 (near-exact reference products)",
+};
+
+const char *aa_accum_name(aa_accum_t model) {
+  return (unsigned)model < AA_ACC_COUNT ? names[model] : "unknown";
+}
+
+int aa_accum_from_name(aa_accum_t *out, const char *name) {
+  if (name == NULL) return AA_ENOTFOUND;
+  for (int m = 0; m < AA_ACC_COUNT; m++)
+    if (strcmp(name, names[m]) == 0) {
+      if (out != NULL) *out = (aa_accum_t)m;
+      return AA_OK;
+    }
+  return AA_ENOTFOUND;
+}
+
+const char *aa_accum_describe(aa_accum_t model) {
+  return (unsigned)model < AA_ACC_COUNT ? descriptions[model] : "unknown accumulation model";
+}

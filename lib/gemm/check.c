@@ -1,0 +1,32 @@
+/* attnacc: argument checks of aa_gemm and the K = 0 case shared by all models. */
+#include <stdint.h>
+
+#include "gemm-impl.h"
+
+/* rows x cols array with row stride ld: non-NULL, ld >= cols, and the last
+   element addressable without size_t overflow. */
+static int check_array(const void *p, size_t ld, size_t rows, size_t cols) {
+  if (p == NULL || ld < cols) return AA_EINVAL;
+  size_t last;
+  if (aa_size_mul(&last, rows - 1, ld) != AA_OK || last > SIZE_MAX / sizeof(double) - cols) return AA_EINVAL;
+  return AA_OK;
+}
+
+int aa_gemm_check(const double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                  int transB, size_t M, size_t N, size_t K, aa_accum_t model) {
+  if ((unsigned)model >= AA_ACC_COUNT) return AA_EINVAL;
+  if (M == 0 || N == 0) return AA_OK;
+  if (check_array(C, ldc, M, N) != AA_OK) return AA_EINVAL;
+  if (K == 0) return AA_OK;
+  if (check_array(A, lda, transA ? K : M, transA ? M : K) != AA_OK) return AA_EINVAL;
+  if (check_array(B, ldb, transB ? N : K, transB ? K : N) != AA_OK) return AA_EINVAL;
+  return AA_OK;
+}
+
+void aa_gemm_k0(double *C, size_t ldc, size_t M, size_t N, int accumulate, int round32) {
+  for (size_t i = 0; i < M; i++)
+    for (size_t j = 0; j < N; j++) {
+      double *c = &C[i * ldc + j];
+      *c = !accumulate ? 0.0 : round32 ? (double)(float)*c : *c;
+    }
+}

@@ -1,0 +1,108 @@
+/* attnacc: error measures (rel_l2, max_abs, ULP distances, non-finite counts, allclose rule) of a tensor against the oracle. */
+#include <float.h>
+#include <math.h>
+
+#include "metrics.h"
+
+/* Neumaier's compensated sum in long double: the error of the total stays
+   near one rounding of the result, independent of the element count, so the
+   norms below carry no error of their own worth mentioning. */
+typedef struct {
+  long double s, c;
+} ksum_t;
+
+static void ksum_add(ksum_t *k, long double x) {
+  long double t = k->s + x;
+  if (fabsl(k->s) >= fabsl(x)) k->c += (k->s - t) + x;
+  else k->c += (x - t) + k->s;
+  k->s = t;
+}
+
+/* Element i takes part in the statistics when got is finite and so is the
+   oracle value (an Inf equal to the oracle's is an exact match). */
+static int usable(double a, double b) { return isfinite(a) && isfinite(b); }
+
+int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
+                       double atol, double rtol, aa_error_t *err) {
+  const aa_tensor_t *cr;
+  size_t n, used = 0;
+  double max_d = 0, max_b = 0, max_ulp = 0;
+  int ed, eb;
+  ksum_t sd = {0, 0}, sb = {0, 0}, su = {0, 0};
+
+  *m = (aa_metrics_t){0};
+  m->atol = atol;
+  m->rtol = rtol;
+  m->fa_ratio = NAN;
+  m->fa_ref_max_abs = NAN;
+  if (!(atol >= 0) || !(rtol >= 0))
+    return aa_error_set(err, AA_EINVAL, "metrics: tolerances must be >= 0 (atol %g, rtol %g)", atol, rtol);
+  if (ulp_fmt == AA_FMT_BF16) cr = &ref->bf16;
+  else if (ulp_fmt == AA_FMT_FP32) cr = &ref->fp32;
+  else return aa_error_set(err, AA_EINVAL, "metrics: ULP distances are taken in bf16 or fp32 only");
+  n = aa_tensor_numel(got);
+  if (n != aa_tensor_numel(&ref->val) || n != aa_tensor_numel(cr))
+    return aa_error_set(err, AA_ESHAPE,
+                        "metrics: the tensor has %zu elements ([%zu, %zu, %zu]) but the oracle output has %zu", n,
+                        got->shape[0], got->shape[1], got->shape[2], aa_tensor_numel(&ref->val));
+  m->count = n;
+  if (n == 0) {
+    m->pass = 1;
+    return AA_OK;
+  }
+
+  /* Pass 1: counts, rule 1, the largest magnitudes (for exact power-of-two scaling) and ULPs. */
+  for (size_t i = 0; i < n; i++) {
+    double a = got->data[i], b = ref->val.data[i], d, u;
+    if (isnan(a)) {
+      m->nan++;
+      m->fail_count++;
+      continue;
+    }
+    if (isinf(a)) {
+      m->inf++;
+      m->fail_count++;
+      continue;
+    }
+    if (!usable(a, b)) {
+      m->fail_count++;
+      continue;
+    }
+    d = fabs(a - b);
+    if (d > max_d) max_d = d;
+    if (fabs(b) > max_b) max_b = fabs(b);
+    if (!(d <= atol + rtol * fabs(b))) m->fail_count++;
+    u = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr->data[i], ulp_fmt));
+    if (u > max_ulp) max_ulp = u;
+    ksum_add(&su, u);
+    used++;
+  }
+  m->pass = m->fail_count == 0;
+  if (used == 0) {
+    m->rel_l2 = m->max_abs = m->max_ulp = m->mean_ulp = NAN;
+    return AA_OK;
+  }
+  m->max_abs = max_d;
+  m->max_ulp = max_ulp;
+  m->mean_ulp = (double)((su.s + su.c) / (long double)used);
+
+  /* Pass 2: sums of squares scaled by powers of two (exact), so neither
+     overflow nor underflow can occur for any finite data. */
+  frexp(max_d, &ed);
+  frexp(max_b, &eb);
+  for (size_t i = 0; i < n; i++) {
+    double a = got->data[i], b = ref->val.data[i];
+    long double x, y;
+    if (!usable(a, b)) continue;
+    x = (long double)ldexp(a - b, -ed);
+    y = (long double)ldexp(b, -eb);
+    ksum_add(&sd, x * x);
+    ksum_add(&sb, y * y);
+  }
+  {
+    long double nd = sqrtl(sd.s + sd.c), nb = sqrtl(sb.s + sb.c);
+    if (max_b == 0) m->rel_l2 = max_d == 0 ? 0.0 : INFINITY;
+    else m->rel_l2 = (double)ldexpl(nd / nb, ed - eb);
+  }
+  return AA_OK;
+}

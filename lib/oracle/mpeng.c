@@ -1,0 +1,629 @@
+/* attnacc: the MPFR engine of the oracle: rows (O, LSE, dQ), columns (dK, dV) and sink gradients with running error bounds. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "oracle-impl.h"
+
+/* Error model (u = 2^-p, every MPFR operation correctly rounded):
+   - dot products of stored doubles: products are exact at 2p+64 bits and
+     mpfr_sum rounds the exact sum once: relative error u;
+   - S = RN(sigma t): relative (2u + sigma_rel) where sigma = 1/sqrt(d) is
+     rounded to p+64 bits (or exact when given);
+   - exp(x^) with |x^ - x| <= e: relative u e^e + expm1(e) against exp(x);
+   - log(Z (1 + eps)) = log Z + log(1 + eps): absolute eps/(1-eps);
+   - sums of exact products rounded once: absolute u |result| plus the
+     propagated sum of |input error| * |coefficient|, evaluated in double
+     and inflated by (1 + (n+2) 2^-52) for its own rounding;
+   - the factor 1.01 absorbs second-order terms (all relative errors here
+     are below 2^-40). */
+
+typedef struct {
+  mpfr_prec_t p;
+  size_t cap, tcap, d, m;
+  mpfr_t *a, *b, *s, *terms, *o, *dq;
+  mpfr_ptr *ptrs;
+  double *eS, *epsP, *Pd, *eDS, *eo, *edq;
+  size_t *idx;
+  uint8_t *kept;
+  mpfr_t sig, t1, t2, lse, D, Z;
+  double sig_rel, sig_d, e_lse, e_D;
+  int empty, ok;
+} ws_t;
+
+static void *xcalloc(size_t n, size_t sz, int *ok) {
+  void *p = calloc(n + 1, sz);
+  if (p == NULL) *ok = 0;
+  return p;
+}
+
+static void init_arr(mpfr_t **arr, size_t n, int *ok) {
+  *arr = xcalloc(n, sizeof(mpfr_t), ok);
+  if (*arr != NULL)
+    for (size_t i = 0; i < n; i++) mpfr_init2((*arr)[i], 64);
+}
+static void clear_arr(mpfr_t *arr, size_t n) {
+  if (arr == NULL) return;
+  for (size_t i = 0; i < n; i++) mpfr_clear(arr[i]);
+  free(arr);
+}
+
+static void ws_init(ws_t *w, const aa_or_ctx_t *cx) {
+  memset(w, 0, sizeof *w);
+  w->ok = 1;
+  w->d = cx->d;
+  w->cap = cx->n_k > cx->group * cx->n_q ? cx->n_k : cx->group * cx->n_q;
+  w->tcap = w->cap + cx->ns;
+  if (w->tcap < cx->d) w->tcap = cx->d;
+  if (w->tcap < cx->n_q) w->tcap = cx->n_q;
+  init_arr(&w->a, w->cap, &w->ok);
+  init_arr(&w->b, w->cap, &w->ok);
+  init_arr(&w->s, w->cap, &w->ok);
+  init_arr(&w->terms, w->tcap, &w->ok);
+  init_arr(&w->o, w->d, &w->ok);
+  init_arr(&w->dq, w->d, &w->ok);
+  w->ptrs = xcalloc(w->tcap, sizeof(mpfr_ptr), &w->ok);
+  w->eS = xcalloc(w->cap, sizeof(double), &w->ok);
+  w->epsP = xcalloc(w->cap, sizeof(double), &w->ok);
+  w->Pd = xcalloc(w->cap, sizeof(double), &w->ok);
+  w->eDS = xcalloc(w->cap, sizeof(double), &w->ok);
+  w->eo = xcalloc(w->d, sizeof(double), &w->ok);
+  w->edq = xcalloc(w->d, sizeof(double), &w->ok);
+  w->idx = xcalloc(w->cap, sizeof(size_t), &w->ok);
+  w->kept = xcalloc(w->cap, 1, &w->ok);
+  mpfr_inits2(64, w->sig, w->t1, w->t2, w->lse, w->D, w->Z, (mpfr_ptr)0);
+  w->p = 0;
+}
+
+static void ws_free(ws_t *w) {
+  clear_arr(w->a, w->cap);
+  clear_arr(w->b, w->cap);
+  clear_arr(w->s, w->cap);
+  clear_arr(w->terms, w->tcap);
+  clear_arr(w->o, w->d);
+  clear_arr(w->dq, w->d);
+  free(w->ptrs);
+  free(w->eS);
+  free(w->epsP);
+  free(w->Pd);
+  free(w->eDS);
+  free(w->eo);
+  free(w->edq);
+  free(w->idx);
+  free(w->kept);
+  mpfr_clears(w->sig, w->t1, w->t2, w->lse, w->D, w->Z, (mpfr_ptr)0);
+  mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+}
+
+static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
+  if (w->p == p) return;
+  w->p = p;
+  for (size_t i = 0; i < w->cap; i++) {
+    mpfr_set_prec(w->a[i], p);
+    mpfr_set_prec(w->b[i], p);
+    mpfr_set_prec(w->s[i], p);
+  }
+  for (size_t i = 0; i < w->tcap; i++) mpfr_set_prec(w->terms[i], 2 * p + 64);
+  for (size_t i = 0; i < w->d; i++) {
+    mpfr_set_prec(w->o[i], p);
+    mpfr_set_prec(w->dq[i], p);
+  }
+  mpfr_set_prec(w->sig, p + 64);
+  mpfr_set_prec(w->t1, p);
+  mpfr_set_prec(w->t2, p + 64);
+  mpfr_set_prec(w->lse, p + 64);
+  mpfr_set_prec(w->D, p + 64);
+  mpfr_set_prec(w->Z, p);
+  if (cx->pb->scale_default) {
+    mpfr_set_ui(w->sig, (unsigned long)cx->d, MPFR_RNDN);
+    w->sig_rel = mpfr_rec_sqrt(w->sig, w->sig, MPFR_RNDN) != 0 ? ldexp(1.0, -(int)p - 64) : 0.0;
+  } else {
+    mpfr_set_d(w->sig, cx->pb->scale, MPFR_RNDN);
+    w->sig_rel = 0;
+  }
+  w->sig_d = mpfr_get_d(w->sig, MPFR_RNDU);
+}
+
+static inline double absd(mpfr_srcptr x) { return fabs(mpfr_get_d(x, MPFR_RNDA)); }
+
+/* Upward inflation of a double sum of n non-negative terms. */
+static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
+
+/* out = RN_p(sum_c x[c] y[c]) from exact products; returns the ternary value. */
+static int dot_exact(ws_t *w, mpfr_ptr out, const double *x, const double *y, size_t n) {
+  for (size_t c = 0; c < n; c++) {
+    mpfr_set_d(w->terms[c], x[c], MPFR_RNDN);
+    mpfr_mul_d(w->terms[c], w->terms[c], y[c], MPFR_RNDN);
+    w->ptrs[c] = w->terms[c];
+  }
+  return mpfr_sum(out, w->ptrs, n, MPFR_RNDN);
+}
+
+/* Rounding error of one MPFR operation from its ternary value: 0 when exact
+   (this keeps exact results, such as the single-key row of a causal mask,
+   exact with a zero bound). */
+#define ERR(inex, uu, x) ((inex) != 0 ? (uu) * absd(x) : 0.0)
+
+/* relative error of exp(x^) (rounded, ternary inex) against exp(x), |x^ - x| <= e */
+static inline double exp_eps(int inex, double u, double e) {
+  return ((inex != 0 ? u * exp(e) : 0.0) + expm1(e)) * (1 + 0x1p-50);
+}
+
+/* S = sigma q.k into out, returns its bound. */
+static double s_val(ws_t *w, mpfr_ptr out, const double *q, const double *k, size_t d, double u) {
+  int i1 = dot_exact(w, w->t1, q, k, d);
+  double et = ERR(i1, u, w->t1);
+  int i2 = mpfr_mul(out, w->t1, w->sig, MPFR_RNDN);
+  return 1.01 * (w->sig_d * et + w->sig_rel * absd(out) + ERR(i2, u, out));
+}
+
+/* dS = P (ks dO.v - D) into out for a kept/dropped pair; returns its bound. */
+static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double epsP, const double *doi, const double *vj,
+                     int kept, const aa_or_ctx_t *cx, double u) {
+  double edp = 0;
+  if (kept) {
+    int i1 = dot_exact(w, w->t1, doi, vj, cx->d);
+    edp = ERR(i1, u, w->t1);
+    if (cx->ks != 1.0) {
+      int i2 = mpfr_mul_d(w->t1, w->t1, cx->ks, MPFR_RNDN);
+      edp = 1.01 * (cx->ks * edp + ERR(i2, u, w->t1));
+    }
+  } else {
+    mpfr_set_zero(w->t1, 1);
+  }
+  int i3 = mpfr_sub(w->t1, w->t1, w->D, MPFR_RNDN);
+  double dd = absd(w->t1), ediff = edp + w->e_D + ERR(i3, u, w->t1);
+  int i4 = mpfr_mul(out, P, w->t1, MPFR_RNDN);
+  return 1.01 * (Pd * ediff + epsP * Pd * (dd + ediff)) + ERR(i4, u, out);
+}
+
+/* Row i of head h at precision p: LSE, O[c], D and, when full, dQ[c]. */
+static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec_t p, int full) {
+  ws_set_prec(w, cx, p);
+  const aa_problem_t *pb = cx->pb;
+  const double u = ldexp(1.0, -(int)p), u64 = ldexp(u, -64);
+  size_t g = h / cx->group, d = cx->d, nk = cx->n_k, row = h * cx->n_q + i;
+  const double *qi = cx->q + row * d, *doi = cx->dO + row * d;
+  const double *K = cx->k + g * nk * d, *V = cx->v + g * nk * d;
+  const uint8_t *keep = pb->keep != NULL ? pb->keep + row * nk : NULL;
+  const double ks = cx->ks;
+  size_t m = 0;
+  for (size_t j = 0; j < nk; j++) {
+    if (!aa_problem_visible(pb, i, j)) continue;
+    w->eS[m] = s_val(w, w->s[m], qi, K + j * d, d, u);
+    w->idx[m] = j;
+    w->kept[m] = keep != NULL ? keep[j] != 0 : 1;
+    m++;
+  }
+  w->m = m;
+  w->empty = m + cx->ns == 0;
+  if (w->empty) {
+    mpfr_set_inf(w->lse, -1);
+    w->e_lse = 0;
+    mpfr_set_zero(w->D, 1);
+    w->e_D = 0;
+    for (size_t c = 0; c < d; c++) {
+      mpfr_set_zero(w->o[c], 1);
+      mpfr_set_zero(w->dq[c], 1);
+      w->eo[c] = w->edq[c] = 0;
+    }
+    return;
+  }
+  if (m + cx->ns == 1) {
+    /* one term: LSE is that logit and P = 1, both exactly */
+    if (m == 1) {
+      mpfr_set(w->lse, w->s[0], MPFR_RNDN);
+      w->e_lse = w->eS[0];
+      mpfr_set_ui(w->a[0], 1, MPFR_RNDN);
+      w->epsP[0] = 0;
+      w->Pd[0] = 1;
+    } else {
+      mpfr_set_d(w->lse, pb->sinks[h * cx->ns], MPFR_RNDN);
+      w->e_lse = 0;
+    }
+  } else {
+    /* Z = sum exp(S) + sum exp(sink), all terms positive: relative error of
+       the rounded sum <= max term error + u. */
+    double epsE = 0;
+    for (size_t r = 0; r < m; r++) {
+      int ie = mpfr_exp(w->a[r], w->s[r], MPFR_RNDN);
+      epsE = fmax(epsE, exp_eps(ie, u, w->eS[r]));
+      w->ptrs[r] = w->a[r];
+    }
+    for (size_t s = 0; s < cx->ns; s++) {
+      mpfr_set_d(w->terms[s], pb->sinks[h * cx->ns + s], MPFR_RNDN);
+      if (mpfr_exp(w->terms[s], w->terms[s], MPFR_RNDN) != 0) epsE = fmax(epsE, u64 * u);
+      w->ptrs[m + s] = w->terms[s];
+    }
+    int iz = mpfr_sum(w->Z, w->ptrs, m + cx->ns, MPFR_RNDN);
+    double epsZ = (epsE + (iz != 0 ? u : 0)) * 1.01;
+    int il = mpfr_log(w->lse, w->Z, MPFR_RNDN); /* lse has p + 64 bits */
+    w->e_lse = 1.01 * epsZ + ERR(il, u64, w->lse);
+    for (size_t r = 0; r < m; r++) {
+      int ix = mpfr_sub(w->t1, w->s[r], w->lse, MPFR_RNDN);
+      double ex = w->eS[r] + w->e_lse + ERR(ix, u, w->t1);
+      int ie = mpfr_exp(w->a[r], w->t1, MPFR_RNDN);
+      w->epsP[r] = exp_eps(ie, u, ex);
+      w->Pd[r] = absd(w->a[r]);
+    }
+  }
+  /* O[c] = ks sum_{kept} P v */
+  for (size_t c = 0; c < d; c++) {
+    size_t n = 0;
+    double acc = 0;
+    for (size_t r = 0; r < m; r++) {
+      if (!w->kept[r]) continue;
+      double vv = V[w->idx[r] * d + c];
+      mpfr_mul_d(w->terms[n], w->a[r], vv, MPFR_RNDN);
+      w->ptrs[n] = w->terms[n];
+      acc += w->epsP[r] * w->Pd[r] * fabs(vv);
+      n++;
+    }
+    int i1 = mpfr_sum(w->o[c], w->ptrs, n, MPFR_RNDN), i2 = 0;
+    double e1 = ERR(i1, u, w->o[c]);
+    if (ks != 1.0) i2 = mpfr_mul_d(w->o[c], w->o[c], ks, MPFR_RNDN);
+    w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
+  }
+  /* D = sum O dO */
+  double acc = 0;
+  for (size_t c = 0; c < d; c++) {
+    mpfr_mul_d(w->terms[c], w->o[c], doi[c], MPFR_RNDN);
+    w->ptrs[c] = w->terms[c];
+    acc += w->eo[c] * fabs(doi[c]);
+  }
+  int idd = mpfr_sum(w->D, w->ptrs, d, MPFR_RNDN);
+  w->e_D = acc * infl(d) + ERR(idd, u64, w->D);
+  if (!full) return;
+  for (size_t r = 0; r < m; r++)
+    w->eDS[r] = ds_val(w, w->b[r], w->a[r], w->Pd[r], w->epsP[r], doi, V + w->idx[r] * d, w->kept[r], cx, u);
+  for (size_t c = 0; c < d; c++) {
+    double a2 = 0;
+    for (size_t r = 0; r < m; r++) {
+      double kk = K[w->idx[r] * d + c];
+      mpfr_mul_d(w->terms[r], w->b[r], kk, MPFR_RNDN);
+      w->ptrs[r] = w->terms[r];
+      a2 += w->eDS[r] * fabs(kk);
+    }
+    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
+    double e1 = ERR(i1, u, w->t1);
+    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
+    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+  }
+}
+
+/* Row statistics source for columns and sinks. */
+typedef struct {
+  const aa_or_ctx_t *cx;
+  int use_dd;
+  aa_or_stats_t *st; /* [heads] when !use_dd */
+} src_t;
+
+/* lse/D of row (h, i) into w->lse, w->D (precision p + 64) with bounds. */
+static int get_stats(ws_t *w, const src_t *src, size_t h, size_t i) {
+  const aa_or_ctx_t *cx = src->cx;
+  size_t row = h * cx->n_q + i;
+  if (src->use_dd) {
+    if (cx->row_empty[row]) return 0;
+    mpfr_set_d(w->lse, cx->lse_h[row], MPFR_RNDN);
+    mpfr_add_d(w->lse, w->lse, cx->lse_l[row], MPFR_RNDN);
+    w->e_lse = cx->e_lse[row] + ldexp(absd(w->lse), -(int)w->p - 63);
+    mpfr_set_d(w->D, cx->d_h[row], MPFR_RNDN);
+    mpfr_add_d(w->D, w->D, cx->d_l[row], MPFR_RNDN);
+    w->e_D = cx->e_d[row] + ldexp(absd(w->D), -(int)w->p - 63);
+    return 1;
+  }
+  const aa_or_stats_t *s = &src->st[h];
+  if (s->empty[i]) return 0;
+  mpfr_set(w->lse, s->lse[i], MPFR_RNDN);
+  mpfr_set(w->D, s->dd[i], MPFR_RNDN);
+  w->e_lse = s->e_lse[i];
+  w->e_D = s->e_d[i];
+  return 1;
+}
+
+/* Column j of kv head g at precision p: dV[c] into w->o, dK[c] into w->dq. */
+static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p) {
+  const aa_or_ctx_t *cx = src->cx;
+  ws_set_prec(w, cx, p);
+  const aa_problem_t *pb = cx->pb;
+  const double u = ldexp(1.0, -(int)p), ks = cx->ks;
+  size_t d = cx->d, nk = cx->n_k, m = 0;
+  const double *kj = cx->k + (g * nk + j) * d, *vj = cx->v + (g * nk + j) * d;
+  for (size_t hh = 0; hh < cx->group; hh++) {
+    size_t h = g * cx->group + hh;
+    for (size_t i = 0; i < cx->n_q; i++) {
+      if (!aa_problem_visible(pb, i, j)) continue;
+      size_t row = h * cx->n_q + i;
+      if (!get_stats(w, src, h, i)) continue;
+      double eS = s_val(w, w->s[m], cx->q + row * d, kj, d, u);
+      int ix = mpfr_sub(w->t1, w->s[m], w->lse, MPFR_RNDN);
+      double ex = eS + w->e_lse + ERR(ix, u, w->t1);
+      int ie = mpfr_exp(w->a[m], w->t1, MPFR_RNDN);
+      w->epsP[m] = exp_eps(ie, u, ex);
+      w->Pd[m] = absd(w->a[m]);
+      w->kept[m] = pb->keep != NULL ? pb->keep[row * nk + j] != 0 : 1;
+      w->eDS[m] = ds_val(w, w->b[m], w->a[m], w->Pd[m], w->epsP[m], cx->dO + row * d, vj, w->kept[m], cx, u);
+      w->idx[m] = row;
+      m++;
+    }
+  }
+  w->m = m;
+  for (size_t c = 0; c < d; c++) {
+    size_t n = 0;
+    double acc = 0, a2 = 0;
+    for (size_t r = 0; r < m; r++) {
+      if (!w->kept[r]) continue;
+      double y = cx->dO[w->idx[r] * d + c];
+      mpfr_mul_d(w->terms[n], w->a[r], y, MPFR_RNDN);
+      w->ptrs[n] = w->terms[n];
+      acc += w->epsP[r] * w->Pd[r] * fabs(y);
+      n++;
+    }
+    int i1 = mpfr_sum(w->o[c], w->ptrs, n, MPFR_RNDN), i2 = 0;
+    double e1 = ERR(i1, u, w->o[c]);
+    if (ks != 1.0) i2 = mpfr_mul_d(w->o[c], w->o[c], ks, MPFR_RNDN);
+    w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
+    for (size_t r = 0; r < m; r++) {
+      double y = cx->q[w->idx[r] * d + c];
+      mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
+      w->ptrs[r] = w->terms[r];
+      a2 += w->eDS[r] * fabs(y);
+    }
+    i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
+    e1 = ERR(i1, u, w->t1);
+    i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
+    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+  }
+}
+
+/* dsinks[h, s] = - sum_i exp(sink - LSE_i) D_i into w->Z (precision p) with bound w->e_D... returned. */
+static double mp_sink(ws_t *w, const src_t *src, size_t h, size_t s, mpfr_prec_t p) {
+  const aa_or_ctx_t *cx = src->cx;
+  ws_set_prec(w, cx, p);
+  const double u = ldexp(1.0, -(int)p);
+  size_t n = 0;
+  double acc = 0;
+  for (size_t i = 0; i < cx->n_q; i++) {
+    if (!get_stats(w, src, h, i)) continue;
+    mpfr_set_d(w->t2, cx->pb->sinks[h * cx->ns + s], MPFR_RNDN);
+    int ix = mpfr_sub(w->t1, w->t2, w->lse, MPFR_RNDN);
+    double ex = w->e_lse + ERR(ix, u, w->t1);
+    int ie = mpfr_exp(w->t1, w->t1, MPFR_RNDN);
+    double eps = exp_eps(ie, u, ex);
+    double pd = absd(w->t1);
+    mpfr_mul(w->terms[n], w->t1, w->D, MPFR_RNDN);
+    w->ptrs[n] = w->terms[n];
+    acc += pd * (eps * absd(w->D) + w->e_D) * 1.01;
+    n++;
+  }
+  int iz = mpfr_sum(w->Z, w->ptrs, n, MPFR_RNDN);
+  mpfr_neg(w->Z, w->Z, MPFR_RNDN);
+  return acc * infl(n) + ERR(iz, u, w->Z);
+}
+
+static void stats_free(aa_or_stats_t *st, size_t heads, size_t n_q) {
+  if (st == NULL) return;
+  for (size_t h = 0; h < heads; h++) {
+    if (st[h].lse != NULL) {
+      for (size_t i = 0; i < n_q; i++) {
+        mpfr_clear(st[h].lse[i]);
+        mpfr_clear(st[h].dd[i]);
+      }
+    }
+    free(st[h].lse);
+    free(st[h].dd);
+    free(st[h].e_lse);
+    free(st[h].e_d);
+    free(st[h].empty);
+  }
+  free(st);
+}
+
+static int stats_alloc(aa_or_stats_t *s, size_t n_q, mpfr_prec_t p) {
+  int ok = 1;
+  s->lse = xcalloc(n_q, sizeof(mpfr_t), &ok);
+  s->dd = xcalloc(n_q, sizeof(mpfr_t), &ok);
+  s->e_lse = xcalloc(n_q, sizeof(double), &ok);
+  s->e_d = xcalloc(n_q, sizeof(double), &ok);
+  s->empty = xcalloc(n_q, 1, &ok);
+  if (!ok) {
+    free(s->lse);
+    free(s->dd);
+    s->lse = s->dd = NULL;
+    return 0;
+  }
+  for (size_t i = 0; i < n_q; i++) {
+    mpfr_init2(s->lse[i], p + 64);
+    mpfr_init2(s->dd[i], p + 64);
+  }
+  return 1;
+}
+
+static void stats_store(aa_or_stats_t *s, size_t i, const ws_t *w) {
+  mpfr_set(s->lse[i], w->lse, MPFR_RNDN);
+  mpfr_set(s->dd[i], w->D, MPFR_RNDN);
+  s->e_lse[i] = w->e_lse;
+  s->e_d[i] = w->e_D;
+  s->empty[i] = (uint8_t)w->empty;
+}
+
+static int any_todo(const aa_or_work_t *w, size_t off, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (w->todo[off + i]) return 1;
+  return 0;
+}
+
+int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
+  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d, H = cx->heads;
+  int nt = cx->threads, ok = 1;
+  if (!mpfr_buildopt_tls_p()) nt = 1; /* MPFR without thread-local state is not thread-safe */
+  if (use_dd_stats)
+    for (int t = 0; t < AA_OR_NT; t++)
+      for (size_t i = 0; i < cx->w[t].n; i++) cx->n_recomputed += cx->w[t].todo[i];
+  double t0 = aa_oracle_now();
+  for (int l = 0; l < AA_OR_LEVELS; l++) {
+    cx->stats[l] = calloc(H, sizeof(aa_or_stats_t));
+    if (cx->stats[l] == NULL) ok = 0;
+  }
+  /* ---- rows: O, LSE, dQ ---- */
+  size_t nrows = 0, *rows = malloc((H * nq + 1) * sizeof(size_t));
+  if (rows == NULL) ok = 0;
+  for (size_t r = 0; ok && r < H * nq; r++)
+    if (cx->w[AA_OR_LSE].todo[r] || any_todo(&cx->w[AA_OR_O], r * d, d) || any_todo(&cx->w[AA_OR_DQ], r * d, d))
+      rows[nrows++] = r;
+  if (ok && !use_dd_stats && nrows > 0) {
+    for (size_t h = 0; h < H; h++) {
+      if (!stats_alloc(&cx->stats[0][h], nq, cx->prec))
+        ok = 0;
+      else
+        cx->stats[0][h].ready = 1;
+    }
+  }
+  if (ok && nrows > 0) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+      ws_t w;
+      ws_init(&w, cx);
+      if (!w.ok) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+        ok = 0;
+      }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (size_t ri = 0; ri < nrows; ri++) {
+        if (!w.ok) continue;
+        size_t r = rows[ri], h = r / nq, i = r % nq;
+        for (int l = 0; l < AA_OR_LEVELS; l++) {
+          int final = l == AA_OR_LEVELS - 1, left = 0;
+          mp_row(&w, cx, h, i, (mpfr_prec_t)cx->prec << l, 1);
+          if (l == 0 && !use_dd_stats) stats_store(&cx->stats[0][h], i, &w);
+          if (cx->w[AA_OR_LSE].todo[r]) {
+            if (w.empty) { /* exact: no term at all */
+              aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
+              o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
+              cx->w[AA_OR_LSE].rel[r] = 0;
+              cx->w[AA_OR_LSE].todo[r] = 0;
+            } else {
+              left += !aa_oracle_settle_mp(cx, AA_OR_LSE, r, w.lse, w.e_lse, final);
+            }
+          }
+          for (size_t c = 0; c < d; c++) {
+            if (cx->w[AA_OR_O].todo[r * d + c])
+              left += !aa_oracle_settle_mp(cx, AA_OR_O, r * d + c, w.o[c], w.eo[c], final);
+            if (cx->w[AA_OR_DQ].todo[r * d + c])
+              left += !aa_oracle_settle_mp(cx, AA_OR_DQ, r * d + c, w.dq[c], w.edq[c], final);
+          }
+          if (!left) break;
+        }
+      }
+      ws_free(&w);
+    }
+  }
+  free(rows);
+  cx->sec_fwd = use_dd_stats ? cx->sec_fwd : aa_oracle_now() - t0;
+  /* ---- columns (dK, dV) and sink gradients, escalating the statistics ---- */
+  size_t ncols = 0, nsk = 0, *cols = malloc((cx->kvh * nk + 1) * sizeof(size_t));
+  size_t *sks = malloc((H * cx->ns + 1) * sizeof(size_t));
+  uint8_t *need = calloc(H + 1, 1);
+  if (cols == NULL || sks == NULL || need == NULL) ok = 0;
+  for (int l = 0; ok && l < AA_OR_LEVELS; l++) {
+    mpfr_prec_t p = (mpfr_prec_t)cx->prec << l;
+    ncols = nsk = 0;
+    memset(need, 0, H);
+    for (size_t r = 0; r < cx->kvh * nk; r++)
+      if (any_todo(&cx->w[AA_OR_DK], r * d, d) || any_todo(&cx->w[AA_OR_DV], r * d, d)) {
+        cols[ncols++] = r;
+        for (size_t hh = 0; hh < cx->group; hh++) need[(r / nk) * cx->group + hh] = 1;
+      }
+    for (size_t r = 0; r < H * cx->ns; r++)
+      if (cx->w[AA_OR_DSINKS].todo[r]) {
+        sks[nsk++] = r;
+        need[r / cx->ns] = 1;
+      }
+    if (ncols + nsk == 0) break;
+    src_t src = {cx, use_dd_stats && l == 0, cx->stats[l]};
+    if (!src.use_dd) {
+      /* make sure the MPFR statistics of every needed head exist at this level */
+      for (size_t h = 0; ok && h < H; h++)
+        if (need[h] && !cx->stats[l][h].ready && !stats_alloc(&cx->stats[l][h], nq, p)) ok = 0;
+      if (!ok) break;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+      {
+        ws_t w;
+        ws_init(&w, cx);
+        if (!w.ok) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+          ok = 0;
+        }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 4)
+#endif
+        for (size_t r = 0; r < H * nq; r++) {
+          size_t h = r / nq, i = r % nq;
+          if (!w.ok || !need[h] || cx->stats[l][h].ready) continue;
+          mp_row(&w, cx, h, i, p, 0);
+          stats_store(&cx->stats[l][h], i, &w);
+        }
+        ws_free(&w);
+      }
+      for (size_t h = 0; h < H; h++)
+        if (need[h]) cx->stats[l][h].ready = 1;
+    }
+    int final = l == AA_OR_LEVELS - 1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+      ws_t w;
+      ws_init(&w, cx);
+      if (!w.ok) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+        ok = 0;
+      }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (size_t ci = 0; ci < ncols + nsk; ci++) {
+        if (!w.ok) continue;
+        if (ci < ncols) {
+          size_t r = cols[ci];
+          mp_col(&w, &src, r / nk, r % nk, p);
+          for (size_t c = 0; c < d; c++) {
+            if (cx->w[AA_OR_DV].todo[r * d + c])
+              aa_oracle_settle_mp(cx, AA_OR_DV, r * d + c, w.o[c], w.eo[c], final);
+            if (cx->w[AA_OR_DK].todo[r * d + c])
+              aa_oracle_settle_mp(cx, AA_OR_DK, r * d + c, w.dq[c], w.edq[c], final);
+          }
+        } else {
+          size_t r = sks[ci - ncols];
+          double e = mp_sink(&w, &src, r / cx->ns, r % cx->ns, p);
+          aa_oracle_settle_mp(cx, AA_OR_DSINKS, r, w.Z, e, final);
+        }
+      }
+      ws_free(&w);
+    }
+  }
+  free(cols);
+  free(sks);
+  free(need);
+  for (int l = 0; l < AA_OR_LEVELS; l++) {
+    stats_free(cx->stats[l], H, nq);
+    cx->stats[l] = NULL;
+  }
+  if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the MPFR engine");
+  return AA_OK;
+}

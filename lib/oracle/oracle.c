@@ -1,0 +1,311 @@
+/* attnacc: oracle entry point: options, validation, output allocation, settling of certified values, path dispatch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "oracle-impl.h"
+
+static const char *const path_names[AA_ORACLE_COUNT] = {"mpfr", "fast"};
+static const char *const path_desc[AA_ORACLE_COUNT] = {
+    "every operation in MPFR (correctly rounded sums of exact products) with a running a-priori error bound",
+    "double-double kernels with certified per-element bounds; elements that miss 2^-48 or an undecided "
+    "FP32/BF16 rounding are recomputed in MPFR"};
+
+const char *aa_oracle_path_name(aa_oracle_path_t path) {
+  return (unsigned)path < AA_ORACLE_COUNT ? path_names[path] : "unknown";
+}
+
+int aa_oracle_path_from_name(aa_oracle_path_t *out, const char *name) {
+  for (int i = 0; name != NULL && i < AA_ORACLE_COUNT; i++)
+    if (strcmp(name, path_names[i]) == 0) {
+      *out = (aa_oracle_path_t)i;
+      return AA_OK;
+    }
+  return AA_ENOTFOUND;
+}
+
+const char *aa_oracle_path_describe(aa_oracle_path_t path) {
+  return (unsigned)path < AA_ORACLE_COUNT ? path_desc[path] : "unknown oracle path";
+}
+
+void aa_oracle_opts_init(aa_oracle_opts_t *opts) {
+  opts->path = AA_ORACLE_FAST;
+  opts->prec = 128;
+  opts->threads = 0;
+}
+
+static void out_free(aa_oracle_out_t *o) {
+  aa_tensor_free(&o->val);
+  aa_tensor_free(&o->fp32);
+  aa_tensor_free(&o->bf16);
+  o->relerr_bound = 0;
+}
+
+void aa_oracle_result_free(aa_oracle_result_t *res) {
+  if (res == NULL) return;
+  out_free(&res->o);
+  out_free(&res->lse);
+  out_free(&res->dq);
+  out_free(&res->dk);
+  out_free(&res->dv);
+  out_free(&res->dsinks);
+}
+
+static int out_alloc(aa_oracle_out_t *o, int ndim, const size_t *shape) {
+  int st;
+  if ((st = aa_tensor_alloc(&o->val, ndim, shape, AA_FMT_FP64)) != AA_OK) return st;
+  if ((st = aa_tensor_alloc(&o->fp32, ndim, shape, AA_FMT_FP32)) != AA_OK) return st;
+  if ((st = aa_tensor_alloc(&o->bf16, ndim, shape, AA_FMT_BF16)) != AA_OK) return st;
+  o->relerr_bound = 0;
+  return AA_OK;
+}
+
+double aa_oracle_now(void) { /* only for the seconds_* fields of the result */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void count_uncertified(aa_or_ctx_t *cx) {
+#ifdef _OPENMP
+#pragma omp atomic
+#endif
+  cx->n_uncertified++;
+}
+
+static void write_elem(aa_or_ctx_t *cx, int t, size_t idx, double val, double f32, double b16, double rel) {
+  aa_oracle_out_t *o = cx->w[t].out;
+  o->val.data[idx] = val;
+  o->fp32.data[idx] = f32;
+  o->bf16.data[idx] = b16;
+  cx->w[t].rel[idx] = rel;
+  cx->w[t].todo[idx] = 0;
+}
+
+int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, double e) {
+  double a = fabs(h);
+  if (!(a >= AA_OR_MINMAG) || !(a <= 0x1p1000) || !(e >= 0) || !(e < INFINITY)) return 0;
+  /* val = h: |h - exact| <= |l| + e and |exact| >= |h| - |l| - e */
+  double num = (fabs(l) + e) * (1 + 0x1p-50), den = (a - fabs(l) - e) * (1 - 0x1p-50);
+  if (!(den > 0) || num > AA_OR_TARGET * den) return 0;
+  /* interval ends pushed two ulps outward to cover the two roundings */
+  double lo = h + (l - e), hi = h + (l + e);
+  lo = nextafter(nextafter(lo, -INFINITY), -INFINITY);
+  hi = nextafter(nextafter(hi, INFINITY), INFINITY);
+  double f32 = aa_oracle_round_d(lo, 0), b16 = aa_oracle_round_d(lo, 1);
+  if (f32 != aa_oracle_round_d(hi, 0) || b16 != aa_oracle_round_d(hi, 1)) return 0;
+  write_elem(cx, t, idx, h, f32, b16, num / den * (1 + 0x1p-50));
+  return 1;
+}
+
+int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, double e, int final) {
+  mpfr_prec_t p = mpfr_get_prec(x) + 64;
+  mpfr_t lo, hi, r;
+  if (mpfr_nan_p(x) || !(e >= 0) || isinf(e)) {
+    if (!final) return 0;
+    count_uncertified(cx);
+    write_elem(cx, t, idx, NAN, NAN, NAN, -1);
+    return 1;
+  }
+  if (mpfr_zero_p(x) && e == 0) { /* exactly zero: no term at all, or an exact cancellation proven exact */
+    write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
+    return 1;
+  }
+  mpfr_inits2(p, lo, hi, r, (mpfr_ptr)0);
+  mpfr_sub_d(lo, x, e, MPFR_RNDD);
+  mpfr_add_d(hi, x, e, MPFR_RNDU);
+  double f32 = aa_oracle_round_mpfr(lo, 0), b16 = aa_oracle_round_mpfr(lo, 1);
+  int decided = f32 == aa_oracle_round_mpfr(hi, 0) && b16 == aa_oracle_round_mpfr(hi, 1);
+  int separated = mpfr_sgn(lo) > 0 || mpfr_sgn(hi) < 0;
+  double val = mpfr_get_d(x, MPFR_RNDN), rel = INFINITY;
+  int inrange = !mpfr_zero_p(x) && mpfr_get_exp(x) > -900 && mpfr_get_exp(x) <= 1000;
+  if (separated && inrange) {
+    /* rel = (|val - x| + e) / (|x| - e), rounded upward */
+    mpfr_t num, den;
+    mpfr_inits2(p + 64, num, den, (mpfr_ptr)0);
+    mpfr_sub_d(num, x, val, MPFR_RNDN); /* exact at this precision */
+    mpfr_abs(num, num, MPFR_RNDN);
+    mpfr_add_d(num, num, e, MPFR_RNDU);
+    mpfr_abs(den, x, MPFR_RNDN);
+    mpfr_sub_d(den, den, e, MPFR_RNDD);
+    mpfr_div(num, num, den, MPFR_RNDU);
+    rel = mpfr_get_d(num, MPFR_RNDU);
+    mpfr_clears(num, den, (mpfr_ptr)0);
+  }
+  int ok = 0;
+  if (decided && separated && inrange && rel <= AA_OR_TARGET) {
+    write_elem(cx, t, idx, val, f32, b16, rel);
+    ok = 1;
+  } else if (final) {
+    /* Best effort, documented in oracle.h: an exact value that cannot be
+       separated from zero is returned as 0 (its roundings are then those of
+       0 whenever decided); an undecided rounding uses the computed center. */
+    if (!(decided && separated && inrange)) count_uncertified(cx);
+    if (!separated && decided)
+      write_elem(cx, t, idx, 0.0, 0.0, 0.0, -1);
+    else if (decided)
+      write_elem(cx, t, idx, val, f32, b16, separated && inrange ? rel : -1);
+    else
+      write_elem(cx, t, idx, val, aa_oracle_round_mpfr(x, 0), aa_oracle_round_mpfr(x, 1),
+                 separated && inrange ? rel : -1);
+    ok = 1;
+  }
+  mpfr_clears(lo, hi, r, (mpfr_ptr)0);
+  return ok;
+}
+
+static int check_tensor(const aa_tensor_t *t, const char *name, size_t a, size_t b, size_t c, aa_error_t *err) {
+  if (t == NULL || t->data == NULL) return aa_error_set(err, AA_EINVAL, "oracle: tensor %s is missing", name);
+  if (t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
+    return aa_error_set(err, AA_ESHAPE, "oracle: %s has shape [%zu, %zu, %zu], expected [%zu, %zu, %zu]", name,
+                        t->shape[0], t->shape[1], t->shape[2], a, b, c);
+  size_t n = a * b * c;
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(t->data[i]))
+      return aa_error_set(err, AA_ENAN, "oracle: %s[%zu] is not finite (%a)", name, i, t->data[i]);
+  return AA_OK;
+}
+
+static double max_abs(const aa_tensor_t *t) {
+  double m = 0;
+  size_t n = aa_tensor_numel(t);
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(t->data[i]));
+  return m;
+}
+
+int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                  const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err) {
+  aa_oracle_opts_t defo;
+  int st;
+  if (out == NULL || pb == NULL) return aa_error_set(err, AA_EINVAL, "oracle: NULL result or problem");
+  memset(out, 0, sizeof *out);
+  if (opts == NULL) {
+    aa_oracle_opts_init(&defo);
+    opts = &defo;
+  }
+  if ((unsigned)opts->path >= AA_ORACLE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "oracle: unknown path %d", (int)opts->path);
+  if (opts->prec < 64 || opts->prec > 4096)
+    return aa_error_set(err, AA_EINVAL, "oracle: precision %d outside [64, 4096]", opts->prec);
+  if (opts->threads < 0) return aa_error_set(err, AA_EINVAL, "oracle: negative thread count %d", opts->threads);
+  if ((st = aa_problem_check(pb, err)) != AA_OK) return st;
+  if ((st = check_tensor(q, "q", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
+  if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
+  if ((st = check_tensor(v, "v", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
+  if ((st = check_tensor(dO, "dO", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
+  for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
+    if (!isfinite(pb->sinks[i]))
+      return aa_error_set(err, AA_ENAN, "oracle: sink logit %zu is not finite (%a)", i, pb->sinks[i]);
+  if (pb->bound_min != NULL)
+    for (size_t i = 0; i < pb->n_q; i++)
+      if (pb->bound_min[i] < 0 || pb->bound_max[i] < pb->bound_min[i] || (size_t)pb->bound_max[i] > pb->n_k)
+        return aa_error_set(err, AA_EINVAL, "oracle: packing bounds of row %zu are [%d, %d) outside [0, %zu]", i,
+                            (int)pb->bound_min[i], (int)pb->bound_max[i], pb->n_k);
+  if (pb->keep != NULL && !(pb->keep_scale < 0x1p500))
+    return aa_error_set(err, AA_EINVAL, "oracle: keep_scale %g too large", pb->keep_scale);
+
+  size_t sq[3] = {pb->heads, pb->n_q, pb->d}, sk[3] = {pb->kv_heads, pb->n_k, pb->d};
+  size_t sl[2] = {pb->heads, pb->n_q}, ss[2] = {pb->heads, pb->num_sinks};
+  if ((st = out_alloc(&out->o, 3, sq)) != AA_OK || (st = out_alloc(&out->lse, 2, sl)) != AA_OK ||
+      (st = out_alloc(&out->dq, 3, sq)) != AA_OK || (st = out_alloc(&out->dk, 3, sk)) != AA_OK ||
+      (st = out_alloc(&out->dv, 3, sk)) != AA_OK ||
+      (pb->num_sinks > 0 && (st = out_alloc(&out->dsinks, 2, ss)) != AA_OK)) {
+    aa_oracle_result_free(out);
+    return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the outputs");
+  }
+
+  aa_or_ctx_t *cx = calloc(1, sizeof *cx);
+  if (cx == NULL) {
+    aa_oracle_result_free(out);
+    return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the context");
+  }
+  cx->pb = pb;
+  cx->q = q->data;
+  cx->k = k->data;
+  cx->v = v->data;
+  cx->dO = dO->data;
+  cx->n_q = pb->n_q;
+  cx->n_k = pb->n_k;
+  cx->d = pb->d;
+  cx->heads = pb->heads;
+  cx->kvh = pb->kv_heads;
+  cx->group = pb->heads / pb->kv_heads;
+  cx->ns = pb->num_sinks;
+  cx->ks = pb->keep != NULL ? pb->keep_scale : 1.0;
+  cx->prec = opts->prec;
+#ifdef _OPENMP
+  cx->threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+#else
+  cx->threads = 1;
+#endif
+  if (pb->scale_default) {
+    /* 1/sqrt(d) is irrational for odd log2(d): held as a double-double,
+       relative error <= 2^-106 (1 + 2^-52) < 2^-105 */
+    mpfr_t s, r;
+    mpfr_inits2(320, s, r, (mpfr_ptr)0);
+    mpfr_set_ui(s, (unsigned long)pb->d, MPFR_RNDN);
+    mpfr_rec_sqrt(s, s, MPFR_RNDN);
+    cx->sig.hi = mpfr_get_d(s, MPFR_RNDN);
+    mpfr_sub_d(r, s, cx->sig.hi, MPFR_RNDN);
+    cx->sig.lo = mpfr_get_d(r, MPFR_RNDN);
+    cx->sig_rel = 0x1p-105;
+    mpfr_clears(s, r, (mpfr_ptr)0);
+  } else {
+    cx->sig.hi = pb->scale;
+    cx->sig.lo = 0;
+    cx->sig_rel = 0;
+  }
+  {
+    /* Absolute floor per accumulated term: bounds every effect of underflow
+       (P values flushed below exp(-707), subnormal low words) on any output,
+       using |P| <= 1, |dP|, |D| <= ks d M^2 and |O| <= ks M. */
+    double m = fmax(1.0, fmax(fmax(max_abs(q), max_abs(k)), fmax(max_abs(v), max_abs(dO))));
+    cx->floor_unit = AA_OR_TINY * m * fmax(1.0, 4.0 * cx->ks * (double)pb->d * m * m) * fmax(1.0, cx->sig.hi) *
+                     fmax(1.0, cx->ks) * 4.0;
+  }
+  aa_oracle_exp_tab_init(&cx->tab);
+  aa_oracle_out_t *outs[AA_OR_NT] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv, &out->dsinks};
+  st = AA_OK;
+  for (int t = 0; t < AA_OR_NT; t++) {
+    cx->w[t].out = outs[t];
+    cx->w[t].n = aa_tensor_numel(&outs[t]->val);
+    cx->w[t].rel = calloc(cx->w[t].n + 1, sizeof(double));
+    cx->w[t].todo = malloc(cx->w[t].n + 1);
+    if (cx->w[t].rel == NULL || cx->w[t].todo == NULL) st = AA_ENOMEM;
+    else memset(cx->w[t].todo, 1, cx->w[t].n + 1);
+  }
+  double t0 = aa_oracle_now();
+  if (st != AA_OK) {
+    aa_error_set(err, st, "oracle: cannot allocate the work arrays");
+  } else if (opts->path == AA_ORACLE_FAST) {
+    st = aa_oracle_fast_run(cx, err);
+    if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
+  } else {
+    st = aa_oracle_mp_resolve(cx, 0, err);
+  }
+  out->seconds_forward = cx->sec_fwd;
+  out->seconds_backward = aa_oracle_now() - t0 - cx->sec_fwd;
+  out->n_recomputed = cx->n_recomputed;
+  out->n_uncertified = cx->n_uncertified;
+  for (int t = 0; t < AA_OR_NT; t++) {
+    double m = 0;
+    for (size_t i = 0; i < cx->w[t].n; i++) m = fmax(m, cx->w[t].rel[i]);
+    outs[t]->relerr_bound = m;
+    free(cx->w[t].rel);
+    free(cx->w[t].todo);
+  }
+  free(cx->lse_h);
+  free(cx->lse_l);
+  free(cx->e_lse);
+  free(cx->d_h);
+  free(cx->d_l);
+  free(cx->e_d);
+  free(cx->row_empty);
+  free(cx);
+  if (st != AA_OK) aa_oracle_result_free(out);
+  return st;
+}

@@ -1,0 +1,45 @@
+/* attnacc: aa_recipe_check, the consistency rules a runnable recipe obeys. */
+#include "recipe.h"
+
+int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
+  if (r == NULL) return aa_error_set(err, AA_EINVAL, "recipe_check: NULL recipe");
+  if ((unsigned)r->scale_fold >= AA_SCALE_COUNT || (unsigned)r->exp_form >= AA_EXPFORM_COUNT ||
+      (unsigned)r->exp_impl >= AA_EXPIMPL_COUNT || (unsigned)r->fwd_softmax >= AA_SOFTMAX_COUNT ||
+      (unsigned)r->fwd_checkpoint >= AA_CKPT_COUNT || (unsigned)r->fwd_o_norm >= AA_NORM_COUNT ||
+      (unsigned)r->bwd_d_source >= AA_DSRC_COUNT || (unsigned)r->bwd_dq_scale >= AA_GSCALE_COUNT ||
+      (unsigned)r->bwd_dk_scale >= AA_GSCALE_COUNT || (unsigned)r->bwd_dkv_accumulate >= AA_KVACC_COUNT ||
+      (unsigned)r->bwd_gqa_reduce >= AA_GQA_COUNT)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': an enumerated field is out of range", r->name);
+  /* Each gradient must receive the softmax scale exactly once. */
+  int dq_n = r->bwd_ds_scale + (r->bwd_dq_scale != AA_GSCALE_NONE);
+  if (dq_n != 1)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': dQ receives the softmax scale %d times (bwd.ds_scale, bwd.dq_scale); need 1",
+                        r->name, dq_n);
+  if (r->scale_fold == AA_SCALE_Q && r->bwd_ds_scale)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': scale_fold = q already scales dK; bwd.ds_scale must be off",
+                        r->name);
+  int dk_n = r->bwd_ds_scale + (r->scale_fold == AA_SCALE_Q) + (r->bwd_dk_scale != AA_GSCALE_NONE);
+  if (dk_n != 1)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': dK receives the softmax scale %d times (scale_fold = q, bwd.ds_scale, "
+                        "bwd.dk_scale); need 1",
+                        r->name, dk_n);
+  if (r->bwd_dk_scale == AA_GSCALE_TILE)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.dk_scale = tile is not supported (use end or none)",
+                        r->name);
+  if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS && (r->fwd_tile_k != 0 || r->bwd_tile_k != 0 || r->bwd_section != 0))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.softmax = two-pass needs whole-row tiles (fwd.tile_k = bwd.tile_k = "
+                        "bwd.section = 0)",
+                        r->name);
+  if (r->bwd_d_source == AA_DSRC_P_DP && (r->bwd_tile_k != 0 || r->bwd_section != 0))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.d_source = p-dp needs the whole key row in one tile (bwd.tile_k = "
+                        "bwd.section = 0)",
+                        r->name);
+  if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
+  if (!(r->fwd_rescale_threshold >= 0))
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);
+  return AA_OK;
+}

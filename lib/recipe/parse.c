@@ -1,0 +1,102 @@
+/* attnacc: the recipe-file parser (`key = value` lines, '#' comments, optional first `base = PRESET`). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipe.h"
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  size_t n = strlen(s);
+  while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+  return s;
+}
+
+int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path, aa_error_t *err) {
+  if (out == NULL || text == NULL) return aa_error_set(err, AA_EINVAL, "recipe_parse: NULL argument");
+  if (path == NULL) path = "<string>";
+  aa_recipe_t r;
+  /* Without `base`, a file starts from the fa2 preset renamed "custom". */
+  aa_recipe_preset(&r, "fa2", NULL);
+  strcpy(r.name, "custom");
+  int lineno = 0, nkeys = 0;
+  const char *p = text;
+  char line[1024];
+  while (*p != '\0') {
+    const char *eol = strchr(p, '\n');
+    size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+    lineno++;
+    if (n >= sizeof line) return aa_error_set(err, AA_EFORMAT, "%s:%d: line longer than %zu characters", path,
+                                              lineno, sizeof line - 1);
+    memcpy(line, p, n);
+    line[n] = '\0';
+    p += n + (eol != NULL);
+    char *hash = strchr(line, '#');
+    if (hash != NULL) *hash = '\0';
+    char *s = trim(line);
+    if (*s == '\0') continue;
+    char *eq = strchr(s, '=');
+    if (eq == NULL) return aa_error_set(err, AA_EFORMAT, "%s:%d: missing '=' in '%s'", path, lineno, s);
+    *eq = '\0';
+    char *key = trim(s), *val = trim(eq + 1);
+    if (*key == '\0') return aa_error_set(err, AA_EFORMAT, "%s:%d: empty key", path, lineno);
+    if (*val == '\0') return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' has no value", path, lineno, key);
+    if (!strcmp(key, "base") && nkeys != 0)
+      return aa_error_set(err, AA_EFORMAT, "%s:%d: 'base' must be the first key", path, lineno);
+    aa_error_t e;
+    e.msg[0] = '\0';
+    int st = aa_recipe_set(&r, key, val, &e);
+    if (st != AA_OK) return aa_error_set(err, st, "%s:%d: %s", path, lineno, e.msg);
+    nkeys++;
+  }
+  *out = r;
+  return AA_OK;
+}
+
+int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err) {
+  if (out == NULL || path == NULL) return aa_error_set(err, AA_EINVAL, "recipe_parse_file: NULL argument");
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  if (buf == NULL) {
+    fclose(f);
+    return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
+  }
+  for (;;) {
+    if (len + 1 >= cap) {
+      if (cap > ((size_t)1 << 24)) {
+        free(buf);
+        fclose(f);
+        return aa_error_set(err, AA_EFORMAT, "%s: recipe file larger than 16 MiB", path);
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (nb == NULL) {
+        free(buf);
+        fclose(f);
+        return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + len, 1, cap - 1 - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  int rd_err = ferror(f);
+  fclose(f);
+  if (rd_err) {
+    free(buf);
+    return aa_error_set(err, AA_EIO, "%s: read error", path);
+  }
+  buf[len] = '\0';
+  if (strlen(buf) != len) {
+    free(buf);
+    return aa_error_set(err, AA_EFORMAT, "%s: NUL byte in recipe file", path);
+  }
+  int st = aa_recipe_parse_string(out, buf, path, err);
+  free(buf);
+  return st;
+}

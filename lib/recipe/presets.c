@@ -1,0 +1,192 @@
+/* attnacc: the named recipe presets (nki, nki-bf16, fa2, naive-bf16, exact-fp64) and their lookup. */
+#include <stdio.h>
+#include <string.h>
+
+#include "recipe.h"
+
+/* Common ground of the flash recipes: BF16 I/O, FP32 everywhere inside,
+   sequential FP32 accumulation of every product (REFERENCES section 6 gives
+   the tensor-core block models; they become gemm models later, and a recipe
+   picks them by key). */
+static void flash_common(aa_recipe_t *r) {
+  memset(r, 0, sizeof *r);
+  r->io_fmt = AA_FMT_BF16;
+  r->alu_fmt = AA_FMT_FP32;
+  r->scale_fmt = AA_FMT_FP32;
+  r->q_scale_fmt = AA_FMT_BF16;
+  r->s_fmt = AA_FMT_FP32;
+  r->exp_impl = AA_EXPIMPL_EXACT;
+  r->fwd_softmax = AA_SOFTMAX_ONLINE_LSE;
+  r->fwd_acc_qk = r->fwd_acc_pv = AA_ACC_FP32_SEQ;
+  r->fwd_p_fmt = AA_FMT_BF16;
+  r->fwd_rowsum_fmt = AA_FMT_FP32;
+  r->fwd_rowsum_rounded = 0;
+  r->fwd_rescale_threshold = 0.0;
+  r->fwd_o_acc_fmt = AA_FMT_FP32;
+  r->fwd_lse_fmt = AA_FMT_FP32;
+  r->bwd_acc_qk = r->bwd_acc_dp = r->bwd_acc_dv = r->bwd_acc_dk = r->bwd_acc_dq = AA_ACC_FP32_SEQ;
+  r->bwd_q_group = 1;
+  r->bwd_skip_masked = 1;
+  r->bwd_d_source = AA_DSRC_O_DO;
+  r->bwd_d_fmt = AA_FMT_FP32;
+  r->bwd_ds_fmt = AA_FMT_BF16;
+  r->bwd_dq_acc_fmt = AA_FMT_FP32;
+  r->bwd_dq_section_fmt = AA_FMT_FP32;
+  r->bwd_dkv_acc_fmt = AA_FMT_FP32;
+  r->bwd_dsinks_fmt = AA_FMT_FP32;
+}
+
+/* NKI (seed 000). Forward (the CTE kernel, not in the seeds): assumed to use
+   the same scaled-Q scores and natural exp with bias -max, checkpointing the
+   (-max, 1/sum) pair (seed 000 "The single-exp and the LSE sign chain"). */
+static void nki_common(aa_recipe_t *r, int mixed) {
+  flash_common(r);
+  r->scale_fold = AA_SCALE_Q;         /* load_q_dy scale_first (L698-699/751/790) */
+  r->q_scale_fmt = AA_FMT_BF16;       /* Q*scale lands in the kernel dtype */
+  r->exp_form = AA_EXPFORM_NATURAL;   /* activation(exp, bias=-LSE, scale=1.0), L964-970 */
+  r->fwd_tile_q = 128;
+  r->fwd_tile_k = 512;
+  r->fwd_checkpoint = AA_CKPT_NEGMAX_RECIP;
+  r->fwd_o_norm = AA_NORM_RECIPROCAL; /* the forward keeps exp_sum_reciprocal = 1/l */
+  r->bwd_tile_q = 128;                /* q_seq_tile_size (pmax) */
+  r->bwd_tile_k = 512;                /* K tile 512 when seqlen_k >= 512 (REFERENCES section 3) */
+  r->bwd_tile_k_short = 128;          /* ... else 128 */
+  r->bwd_sub_k = 128;                 /* k_seq_tile_size_backward, L1504-1556 */
+  r->bwd_section = 8192;              /* KV section budget, L1162 */
+  r->bwd_section_per_d = 128;         /* / power_of_2(ceil(d/128)), L494-497 */
+  r->bwd_d_tile = 128;                /* D over head-dim tiles then summed, L614-655, L1264-1270 */
+  r->bwd_p_dv_fmt = AA_FMT_BF16;      /* softmax_y feeds nc_matmul: kernel dtype (seed silent; chosen) */
+  r->bwd_p_ds_fmt = AA_FMT_BF16;      /* the same softmax_y buffer is operand1 of the dS op */
+  r->bwd_dp_fmt = AA_FMT_BF16;        /* REFERENCES section 3: dP rounded to kernel dtype before - D */
+  r->bwd_ds_fmt = AA_FMT_BF16;        /* softmax_dx_local feeds the dQ/dK matmuls */
+  r->bwd_ds_scale = 0;
+  r->bwd_dq_scale = AA_GSCALE_TILE;   /* dq_local += dq_psum * scale, L1558-1565 */
+  r->bwd_dk_scale = AA_GSCALE_NONE;   /* Q already scaled */
+  r->bwd_dq_section_fmt = AA_FMT_BF16; /* out_dq_ref write/reload between sections, L1188-1207, L1326-1335 */
+  r->bwd_dkv_accumulate = AA_KVACC_ADD; /* tensor_tensor add of each PSUM, L1568-1617 */
+  aa_fmt_t m = mixed ? AA_FMT_FP32 : AA_FMT_BF16;
+  r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = m;
+}
+
+static void p_nki(aa_recipe_t *r) {
+  nki_common(r, 1);
+  strcpy(r->name, "nki");
+}
+
+static void p_nki_bf16(aa_recipe_t *r) {
+  nki_common(r, 0);
+  strcpy(r->name, "nki-bf16");
+}
+
+/* FlashAttention-2 (REFERENCES section 3). */
+static void p_fa2(aa_recipe_t *r) {
+  flash_common(r);
+  strcpy(r->name, "fa2");
+  r->scale_fold = AA_SCALE_EXP;
+  r->exp_form = AA_EXPFORM_EXP2_FMA; /* exp2(S*scale*log2e - LSE*log2e), one FFMA */
+  r->fwd_tile_q = 128;
+  r->fwd_tile_k = 128;
+  r->fwd_checkpoint = AA_CKPT_LSE;
+  r->fwd_o_norm = AA_NORM_RECIPROCAL; /* acc_o * (1/sum) */
+  r->bwd_tile_q = 128;
+  r->bwd_tile_k = 128;
+  r->bwd_tile_k_short = 0;
+  r->bwd_sub_k = 0;
+  r->bwd_section = 0;
+  r->bwd_section_per_d = 0;
+  r->bwd_d_tile = 0;
+  r->bwd_p_dv_fmt = AA_FMT_BF16;
+  r->bwd_p_ds_fmt = AA_FMT_FP32;
+  r->bwd_dp_fmt = AA_FMT_FP32;
+  r->bwd_ds_scale = 0;
+  r->bwd_dq_scale = AA_GSCALE_END;
+  r->bwd_dk_scale = AA_GSCALE_END;
+  r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
+  r->bwd_gqa_reduce = AA_GQA_SUM_ROUNDED; /* mha_bwd: per-head dk/dv_expanded in bf16, summed over the group */
+}
+
+/* Same-precision naive reference in the spirit of PyTorch's BF16 math
+   attention (the FA pass rule's `*_pt`, REFERENCES section 4): every op's
+   output is BF16, reductions inside an op in FP32. */
+static void p_naive_bf16(aa_recipe_t *r) {
+  flash_common(r);
+  strcpy(r->name, "naive-bf16");
+  r->scale_fold = AA_SCALE_S;   /* S = bf16(QK^T); S' = bf16(S*scale) */
+  r->s_fmt = AA_FMT_BF16;
+  r->exp_form = AA_EXPFORM_NATURAL;
+  r->fwd_softmax = AA_SOFTMAX_TWO_PASS; /* softmax in fp32 from bf16 scores, P = bf16(p/l) */
+  r->fwd_tile_q = 64;
+  r->fwd_tile_k = 0;
+  r->fwd_checkpoint = AA_CKPT_LSE;
+  r->fwd_o_norm = AA_NORM_DIVIDE;
+  r->bwd_tile_q = 64;
+  r->bwd_tile_k = 0;
+  r->bwd_tile_k_short = 0;
+  r->bwd_sub_k = 0;
+  r->bwd_section = 0;
+  r->bwd_section_per_d = 0;
+  r->bwd_d_tile = 0;
+  r->bwd_p_dv_fmt = AA_FMT_BF16;
+  r->bwd_p_ds_fmt = AA_FMT_BF16;
+  r->bwd_dp_fmt = AA_FMT_BF16;     /* dP = bf16(dO V^T) */
+  r->bwd_d_source = AA_DSRC_P_DP;  /* softmax backward: rowsum(P*dP) in fp32 */
+  r->bwd_ds_fmt = AA_FMT_BF16;
+  r->bwd_ds_scale = 1;             /* grad of S*scale: bf16(dS*scale) */
+  r->bwd_dq_scale = AA_GSCALE_NONE;
+  r->bwd_dk_scale = AA_GSCALE_NONE;
+  r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
+}
+
+/* Everything in binary64: tests the pipeline's algebra, not any kernel. */
+static void p_exact_fp64(aa_recipe_t *r) {
+  flash_common(r);
+  strcpy(r->name, "exact-fp64");
+  r->io_fmt = r->alu_fmt = r->scale_fmt = r->q_scale_fmt = r->s_fmt = AA_FMT_FP64;
+  r->scale_fold = AA_SCALE_EXP;
+  r->exp_form = AA_EXPFORM_NATURAL;
+  r->fwd_tile_q = 64;
+  r->fwd_tile_k = 64;
+  r->fwd_acc_qk = r->fwd_acc_pv = AA_ACC_FP64_SEQ;
+  r->fwd_p_fmt = r->fwd_rowsum_fmt = r->fwd_o_acc_fmt = r->fwd_lse_fmt = AA_FMT_FP64;
+  r->fwd_checkpoint = AA_CKPT_LSE;
+  r->fwd_o_norm = AA_NORM_DIVIDE;
+  r->bwd_tile_q = 64;
+  r->bwd_tile_k = 64;
+  r->bwd_acc_qk = r->bwd_acc_dp = r->bwd_acc_dv = r->bwd_acc_dk = r->bwd_acc_dq = AA_ACC_FP64_SEQ;
+  r->bwd_p_dv_fmt = r->bwd_p_ds_fmt = r->bwd_dp_fmt = r->bwd_d_fmt = r->bwd_ds_fmt = AA_FMT_FP64;
+  r->bwd_dq_acc_fmt = r->bwd_dq_section_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = AA_FMT_FP64;
+  r->bwd_dq_scale = AA_GSCALE_END;
+  r->bwd_dk_scale = AA_GSCALE_END;
+  r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
+}
+
+static const struct {
+  const char *name;
+  const char *describe;
+  void (*fill)(aa_recipe_t *);
+} presets[] = {
+    {"nki", "NKI flash backward (seed 000), mixed_precision on: fp32 D, dQ and dK/dV accumulators", p_nki},
+    {"nki-bf16", "NKI flash backward (seed 000), mixed_precision off: D and accumulators in bf16", p_nki_bf16},
+    {"fa2", "FlashAttention-2: exp2 FMA recompute, fp32 dP/D, bf16 dS, fp32 dQ buffer scaled at the end", p_fa2},
+    {"naive-bf16", "naive math attention with every op's output rounded to bf16 (FA test *_pt reference)",
+     p_naive_bf16},
+    {"exact-fp64", "every format binary64, fp64-seq products: checks the pipeline itself", p_exact_fp64},
+};
+
+size_t aa_recipe_preset_count(void) { return sizeof presets / sizeof presets[0]; }
+
+const char *aa_recipe_preset_name(size_t i) { return i < aa_recipe_preset_count() ? presets[i].name : NULL; }
+
+const char *aa_recipe_preset_describe(size_t i) {
+  return i < aa_recipe_preset_count() ? presets[i].describe : NULL;
+}
+
+int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err) {
+  if (out == NULL || name == NULL) return aa_error_set(err, AA_EINVAL, "recipe_preset: NULL argument");
+  for (size_t i = 0; i < aa_recipe_preset_count(); i++)
+    if (!strcmp(presets[i].name, name)) {
+      presets[i].fill(out);
+      return AA_OK;
+    }
+  return aa_error_set(err, AA_ENOTFOUND, "unknown recipe preset '%s'", name);
+}

@@ -1,0 +1,232 @@
+/* attnacc: the sweep engine: resume from the journals, run a shard's cells on worker threads, append each cell atomically. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void aa_sweep_opts_init(aa_sweep_opts_t *opts) {
+  *opts = (aa_sweep_opts_t){.threads = 1, .shard_count = 1, .sync = 1};
+}
+
+typedef struct {
+  const aa_sweep_t *sw;
+  aa_sweep_eval_fn eval;
+  void *ctx;
+  const aa_sweep_opts_t *opts;
+  int fd;
+  const size_t *todo;
+  size_t ntodo, next;
+  unsigned char *have; /* per cell: complete in the folder */
+  aa_sweep_progress_t prog;
+  pthread_mutex_t lock;
+  int status;
+  aa_error_t err;
+} aa_run_t;
+
+/* "n=1024 mask=causal ..." for messages. */
+static void cell_desc(char *out, size_t size, const aa_cell_t *c) {
+  size_t k = 0;
+  out[0] = '\0';
+  for (size_t a = 0; a < c->ncoords && k + 1 < size; a++) {
+    char num[40];
+    const aa_val_t *v = &c->vals[a];
+    if (v->kind == AA_VAL_INT)
+      snprintf(num, sizeof num, "%lld", (long long)v->i);
+    else if (v->kind == AA_VAL_DOUBLE)
+      aa__fmt_double(num, v->d);
+    int n = snprintf(out + k, size - k, "%s%s=%s", a ? " " : "", c->names[a], v->kind == AA_VAL_STR ? v->s : num);
+    if (n < 0) break;
+    k += (size_t)n;
+  }
+}
+
+static void set_error(aa_run_t *run, int st, const char *fmt, const char *a, const char *b) {
+  if (run->status == AA_OK) {
+    run->status = st;
+    aa_error_set(&run->err, st, fmt, a, b);
+  }
+}
+
+static void *worker(void *arg) {
+  aa_run_t *run = arg;
+  aa_sweep_rows_t rows;
+  aa_buf_t buf = {0};
+  aa__rows_init(&rows, run->sw);
+  for (;;) {
+    pthread_mutex_lock(&run->lock);
+    int stop = run->status != AA_OK || run->next >= run->ntodo;
+    size_t i = stop ? 0 : run->todo[run->next++];
+    pthread_mutex_unlock(&run->lock);
+    if (stop) break;
+    const aa_cell_t *cell = &run->sw->cells[i];
+    aa__rows_reset(&rows, cell);
+    int st = run->eval(cell, &rows, run->ctx);
+    if (st == AA_OK) st = rows.status;
+    buf.len = 0;
+    if (st == AA_OK) {
+      aa__journal_record(&buf, &rows);
+      if (buf.oom) {
+        st = AA_ENOMEM;
+        aa_error_set(&rows.err, st, "out of memory for the record");
+      }
+    }
+    pthread_mutex_lock(&run->lock);
+    if (st != AA_OK) {
+      char desc[400], head[480];
+      cell_desc(desc, sizeof desc, cell);
+      snprintf(head, sizeof head, "sweep: cell %zu (%s)", cell->index, desc);
+      set_error(run, st, "%s: %s", head, rows.err.msg[0] ? rows.err.msg : aa_status_str(st));
+    } else if (run->status == AA_OK) {
+      /* One write() of the whole record to the O_APPEND journal: the cell is
+         complete exactly when its trailer line is on disk (see sweep.h). */
+      ssize_t w = write(run->fd, buf.p, buf.len);
+      if (w != (ssize_t)buf.len || (run->opts->sync && fsync(run->fd) != 0)) {
+        set_error(run, AA_EIO, "sweep: journal write failed: %s%s", strerror(w < 0 ? errno : EIO), "");
+      } else {
+        run->have[i] = 1;
+        run->prog.done++;
+        if (run->opts->progress != NULL) run->opts->progress(&run->prog, run->opts->progress_ctx);
+      }
+    }
+    pthread_mutex_unlock(&run->lock);
+  }
+  aa__rows_free(&rows);
+  aa__buf_free(&buf);
+  return NULL;
+}
+
+/* Open (creating) and lock this shard's journal, cut a torn tail, and write
+   the header into a new or empty one. */
+static int open_journal(int *fd_out, const aa_sweep_t *sw, const char *path, aa_error_t *err) {
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0666);
+  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return aa_error_set(err, AA_EIO, "%s: in use by another sweep run", path);
+  }
+  char *data;
+  size_t len, vend;
+  aa_sweep_set_t own = {0};
+  int st = aa__read_file(&data, &len, path, err);
+  if (st == AA_OK) {
+    if (!aa__parse_header(&own, sw->header, strlen(sw->header)))
+      st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
+    else
+      st = aa__journal_parse(&own, data, len, &vend, path, err);
+    free(data);
+  }
+  aa__set_free(&own);
+  if (st == AA_OK && vend < len && ftruncate(fd, (off_t)vend) != 0)
+    st = aa_error_set(err, AA_EIO, "%s: cannot truncate the torn tail: %s", path, strerror(errno));
+  if (st == AA_OK && vend == 0) {
+    size_t hl = strlen(sw->header);
+    if (write(fd, sw->header, hl) != (ssize_t)hl || fsync(fd) != 0)
+      st = aa_error_set(err, AA_EIO, "%s: cannot write the header: %s", path, strerror(errno));
+  }
+  if (st != AA_OK) {
+    close(fd);
+    return st;
+  }
+  *fd_out = fd;
+  return AA_OK;
+}
+
+int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
+                 const aa_sweep_opts_t *opts, aa_error_t *err) {
+  if (stats != NULL) *stats = (aa_sweep_progress_t){0};
+  if (sw == NULL || !sw->built) return aa_error_set(err, AA_EINVAL, "sweep: not built (call aa_sweep_build)");
+  if (eval == NULL || opts == NULL || opts->out_dir == NULL || opts->out_dir[0] == '\0')
+    return aa_error_set(err, AA_EINVAL, "sweep: eval and opts->out_dir are required");
+  size_t nsh = opts->shard_count > 1 ? opts->shard_count : 1, ish = opts->shard_index;
+  if (ish >= nsh) return aa_error_set(err, AA_EINVAL, "sweep: shard %zu of %zu does not exist", ish, nsh);
+  int threads = opts->threads > 0 ? opts->threads : 1;
+  if (threads > 1024) return aa_error_set(err, AA_EINVAL, "sweep: %d threads is too many", threads);
+  int st = aa__mkdir(opts->out_dir, err);
+  if (st) return st;
+
+  char path[4096];
+  snprintf(path, sizeof path, "%s/journal-%zu-of-%zu.txt", opts->out_dir, ish, nsh);
+  int fd = -1;
+  if ((st = open_journal(&fd, sw, path, err)) != AA_OK) return st;
+
+  /* Cells already complete in any journal of the folder. */
+  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd};
+  aa_sweep_set_t set = {0};
+  size_t *todo = NULL;
+  run.have = calloc(sw->ncells + 1, 1);
+  todo = calloc(sw->ncells + 1, sizeof *todo);
+  if (run.have == NULL || todo == NULL || !aa__parse_header(&set, sw->header, strlen(sw->header))) {
+    st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
+    goto done;
+  }
+  if ((st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK) goto done;
+  for (size_t r = 0; r < set.nrecs; r++) {
+    const aa_cell_t *c = &sw->cells[set.recs[r].index];
+    if (c->id.hi == set.recs[r].id.hi && c->id.lo == set.recs[r].id.lo && !run.have[c->index]) {
+      run.have[c->index] = 1;
+    }
+  }
+  aa__set_free(&set);
+  for (size_t i = ish; i < sw->ncells; i += nsh) {
+    run.prog.total++;
+    if (run.have[i])
+      run.prog.skipped++;
+    else if (opts->max_cells == 0 || run.ntodo < opts->max_cells)
+      todo[run.ntodo++] = i;
+  }
+  /* Without resume, finished cells of this shard mean a second run into a
+     used folder: refuse rather than mix two sweeps' timings silently. */
+  if (run.prog.skipped > 0 && !opts->resume) {
+    st = aa_error_set(err, AA_EINVAL, "%s: holds %zu finished cells of this shard; resume, or use a new folder",
+                      opts->out_dir, run.prog.skipped);
+    run.prog = (aa_sweep_progress_t){0};
+    goto done;
+  }
+  run.prog.todo = run.ntodo;
+  run.todo = todo;
+  if (opts->progress != NULL) opts->progress(&run.prog, opts->progress_ctx);
+
+  pthread_mutex_init(&run.lock, NULL);
+  pthread_t tid[1024];
+  int started = 0;
+  if (threads > 1 && (size_t)threads > run.ntodo) threads = run.ntodo > 0 ? (int)run.ntodo : 1;
+  for (int t = 1; t < threads; t++) {
+    if (pthread_create(&tid[t], NULL, worker, &run) != 0) break;
+    started++;
+  }
+  worker(&run); /* the calling thread is worker 0 */
+  for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
+  pthread_mutex_destroy(&run.lock);
+  if (run.status != AA_OK) {
+    st = run.status;
+    if (err != NULL) *err = run.err;
+    goto done;
+  }
+
+  /* Write the results files once the folder holds the whole grid. */
+  size_t nall = 0;
+  for (size_t i = 0; i < sw->ncells; i++) nall += run.have[i];
+  if (nall == sw->ncells) {
+    if (!aa__parse_header(&set, sw->header, strlen(sw->header))) {
+      st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
+      goto done;
+    }
+    st = aa__journal_load_dir(&set, opts->out_dir, err);
+    if (st == AA_OK) st = aa__set_finish(&set, err);
+    if (st == AA_OK) st = aa__write_results(opts->out_dir, &set, err);
+    if (st == AA_OK) run.prog.complete = 1;
+  }
+done:
+  aa__set_free(&set);
+  if (stats != NULL) *stats = run.prog;
+  free(run.have);
+  free(todo);
+  close(fd);
+  return st;
+}

@@ -1,0 +1,199 @@
+#!/bin/sh
+# attnacc: tests of the attnacc command: clear errors (exit 2, no output file), list, run --json keys, save/score consistency, determinism.
+set -u
+A=${top_builddir:-.}/experiments/attnacc
+[ -x "$A" ] || { echo "tcli: $A not built"; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/tcli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# Strip the timing fields, the only part of the JSON allowed to change between identical runs.
+untimed() { sed -e 's/"seconds": [^,}]*/"seconds": T/g' -e 's/"emulation_seconds": [^,}]*/"emulation_seconds": T/g' "$1"; }
+
+# expect_error WHAT PATTERN COMMAND...: exit status 2, one "attnacc CMD: ..." message naming PATTERN, nothing on
+# stdout, and the --out file (appended) not created, not even as a temporary.
+expect_error() {
+  what=$1
+  pat=$2
+  shift 2
+  rm -rf "$T/o"
+  mkdir "$T/o"
+  "$A" "$@" --out "$T/o/r.json" >"$T/stdout" 2>"$T/stderr"
+  rc=$?
+  [ $rc -eq 2 ] || FAIL "tcli $what: exit status $rc, want 2 (args: $*)"
+  grep -q "^attnacc [a-z]*: " "$T/stderr" || FAIL "tcli $what: no 'attnacc CMD:' message on stderr: $(cat "$T/stderr")"
+  grep -q -- "$pat" "$T/stderr" || FAIL "tcli $what: message does not say '$pat': $(cat "$T/stderr")"
+  [ "$(wc -l <"$T/stderr")" -le 2 ] || FAIL "tcli $what: more than one message: $(cat "$T/stderr")"
+  [ -s "$T/stdout" ] && FAIL "tcli $what: printed on stdout: $(head -c 200 "$T/stdout")"
+  [ -z "$(ls -A "$T/o")" ] || FAIL "tcli $what: left files behind: $(ls -A "$T/o")"
+}
+
+# ---- identity and help ----
+v=$("$A" --version) || FAIL "tcli --version: exit status $?"
+case $v in "attnacc $(cat "${top_srcdir:-..}/VERSION") (git "*")") ;; *) FAIL "tcli --version: printed '$v'" ;; esac
+"$A" --help >"$T/h" || FAIL "tcli --help: exit status"
+for c in list run score; do grep -q "^  $c " "$T/h" || FAIL "tcli --help: command $c not listed"; done
+"$A" run --help >"$T/h" || FAIL "tcli run --help: exit status"
+for o in variant recipe n d heads kv-heads seed dist sigma scale causal window sinks oracle prec inputs allow-nan json \
+  out save save-oracle threads; do
+  grep -q -- "--$o[ =]" "$T/h" || FAIL "tcli run --help: option --$o not listed"
+done
+grep -q -- "--n N .*(default: 1024)" "$T/h" || FAIL "tcli run --help: default of --n"
+grep -q -- "--prec BITS .*(default: 128)" "$T/h" || FAIL "tcli run --help: default of --prec"
+"$A" score --help >"$T/h" || FAIL "tcli score --help: exit status"
+for o in inputs grads causal window scale oracle prec fa json out; do
+  grep -q -- "--$o[ =]" "$T/h" || FAIL "tcli score --help: option --$o not listed"
+done
+
+# ---- list ----
+"$A" list >"$T/list" || FAIL "tcli list: exit status"
+for w in nki fa2 naive-bf16 mpfr fast run score; do
+  grep -q "^  $w " "$T/list" || FAIL "tcli list: '$w' not listed"
+done
+
+# ---- bad input: exit 2, one message, no output file ----
+S="--variant fa2 --n 16 --d 8"
+expect_error "unknown option" "unknown option '--bogus'" run $S --bogus 3
+expect_error "unknown variant" "unknown variant 'nosuch'.*fa2" run --variant fa2,nosuch --n 16 --d 8
+expect_error "no variant" "--variant" run --n 16
+expect_error "--n 0" "--n" run $S --n 0
+expect_error "--n huge" "too large" run $S --n 99999999999
+expect_error "--n 2^64" "too large" run $S --n 18446744073709551616
+expect_error "--d huge" "too large" run $S --d 4000000000000
+expect_error "--n text" "not a non-negative integer" run $S --n 12x
+expect_error "--n negative" "not a non-negative integer" run $S --n -5
+expect_error "--seed negative" "--seed" run $S --seed -1
+expect_error "missing value" "needs a value" run $S --n
+expect_error "--sigma 0" "--sigma" run $S --sigma 0
+expect_error "--sigma nan" "--sigma" run $S --sigma nan
+expect_error "--dist" "--dist" run $S --dist cauchy
+expect_error "--oracle" "--oracle" run $S --oracle exact
+expect_error "--prec" "--prec" run $S --prec 10
+expect_error "--window without --causal" "window" run $S --window 4
+expect_error "kv-heads" "kv-heads\|kv_heads" run $S --heads 3 --kv-heads 2
+expect_error "positional" "unexpected argument" run $S extra
+expect_error "--recipe missing" "nope.rcp" run --recipe "$T/nope.rcp"
+expect_error "inputs missing" "missing-dir" run $S --inputs "$T/missing-dir"
+expect_error "score without grads" "--grads" score --inputs "$T"
+"$A" frobnicate >/dev/null 2>"$T/stderr"
+[ $? -eq 2 ] && grep -q "unknown command 'frobnicate'" "$T/stderr" || FAIL "tcli unknown command"
+"$A" run $S --out "$T/no/such/dir/r.json" >/dev/null 2>"$T/stderr"
+[ $? -eq 2 ] && grep -q "does not exist" "$T/stderr" || FAIL "tcli --out into a missing folder: $(cat "$T/stderr")"
+
+# ---- run --json: the keys ----
+"$A" run --variant fa2 --n 64 --d 16 --json --out "$T/r1.json" >"$T/j1" 2>"$T/e1" || FAIL "tcli run --json: exit status $?: $(cat "$T/e1")"
+for k in attnacc_version git_hash seed variant recipe problem oracle outputs relerr_bound recomputed n d heads \
+  kv_heads causal window sinks dist sigma scale path prec; do
+  grep -q "\"$k\":" "$T/j1" || FAIL "tcli run --json: key $k missing"
+done
+for o in o dq dk dv; do
+  line=$(grep "^    \"$o\": {" "$T/j1")
+  [ -n "$line" ] || FAIL "tcli run --json: output $o missing"
+  for k in rel_l2 max_abs max_ulp mean_ulp nan inf pass fail_count fa_ratio fa_pass; do
+    echo "$line" | grep -q "\"$k\": " || FAIL "tcli run --json: outputs.$o.$k missing"
+  done
+done
+grep -q '"variant": "fa2"' "$T/j1" || FAIL "tcli run --json: variant is not fa2"
+grep -q '"seed": 1,' "$T/j1" || FAIL "tcli run --json: default seed is not 1"
+grep -q '"n": 64, "n_k": 64, "d": 16, "heads": 1, "kv_heads": 1' "$T/j1" || FAIL "tcli run --json: problem fields"
+cmp -s "$T/j1" "$T/r1.json" || FAIL "tcli run --out: file differs from the printed JSON"
+[ "$(grep -c '^{' "$T/j1")" -eq 1 ] || FAIL "tcli run --json: not one object"
+awk 'BEGIN{d=0} {for(i=1;i<=length($0);i++){c=substr($0,i,1); if(c=="{")d++; if(c=="}")d--; if(d<0)bad=1}} END{exit (d!=0||bad)}' "$T/j1" ||
+  FAIL "tcli run --json: unbalanced braces"
+grep -Eq '": -?(nan|inf)' "$T/j1" && FAIL "tcli run --json: non-finite number printed"
+
+# ---- determinism: same command twice, and --threads 1 vs 2 ----
+"$A" run --variant fa2 --n 64 --d 16 --json >"$T/j2" 2>/dev/null || FAIL "tcli run again: exit status"
+untimed "$T/j1" >"$T/u1"
+untimed "$T/j2" >"$T/u2"
+cmp -s "$T/u1" "$T/u2" || FAIL "tcli determinism: two identical runs differ: $(diff "$T/u1" "$T/u2" | head -5)"
+"$A" run --variant fa2 --n 64 --d 16 --json --threads 1 >"$T/t1" 2>/dev/null || FAIL "tcli --threads 1: exit status"
+"$A" run --variant fa2 --n 64 --d 16 --json --threads 2 >"$T/t2" 2>/dev/null || FAIL "tcli --threads 2: exit status"
+untimed "$T/t1" >"$T/u1"
+untimed "$T/t2" >"$T/u2"
+cmp -s "$T/u1" "$T/u2" || FAIL "tcli threads: --threads 1 and 2 differ: $(diff "$T/u1" "$T/u2" | head -5)"
+"$A" run --variant fa2 --n 64 --d 16 --json --seed 2 >"$T/j3" 2>/dev/null
+untimed "$T/j3" >"$T/u3"
+cmp -s "$T/u1" "$T/u3" && FAIL "tcli seed: --seed 2 gives the same JSON as --seed 1"
+
+# ---- several variants: one object with "runs" ----
+"$A" run --variant fa2,naive-bf16 --n 32 --d 16 --json >"$T/jm" 2>"$T/em" || FAIL "tcli two variants: $(cat "$T/em")"
+grep -q '"runs": \[' "$T/jm" || FAIL "tcli two variants: no runs array"
+[ "$(grep -c '"variant": ' "$T/jm")" -eq 2 ] || FAIL "tcli two variants: not two run objects"
+# naive-bf16 measured against itself: its fa ratio is exactly 1
+grep -A 12 '"variant": "naive-bf16"' "$T/jm" | grep '"dq": {' | grep -q '"fa_ratio": 1,' ||
+  FAIL "tcli two variants: naive-bf16's own fa_ratio is not 1"
+
+# ---- the table ----
+"$A" run --variant fa2 --n 32 --d 16 --seed 9 >"$T/tab" 2>&1 || FAIL "tcli table: exit status"
+for w in "^fa2 *o " "^fa2 *dq " "^fa2 *dk " "^fa2 *dv " "^oracle: fast, 128 bits" "^seconds: oracle" "^seed 9, attnacc "; do
+  grep -q "$w" "$T/tab" || FAIL "tcli table: no line matching '$w'"
+done
+
+# ---- save, then score the saved files: the same metrics ----
+check_same() { # check_same WHAT RUNJSON SCOREJSON
+  for o in o dq dk dv; do
+    a=$(grep "^    \"$o\": {" "$2" | sed 's/, "fa_factor".*//')
+    b=$(grep "^    \"$o\": {" "$3" | sed 's/, "fa_factor".*//')
+    [ -n "$a" ] && [ "$a" = "$b" ] || FAIL "tcli $1: $o differs between run and score: run: $a score: $b"
+  done
+}
+"$A" run --variant fa2 --n 48 --d 16 --seed 3 --save "$T/s1" --json >"$T/rs" 2>"$T/e" || FAIL "tcli --save: $(cat "$T/e")"
+for f in q k v do o dq dk dv; do
+  [ -f "$T/s1/$f.npy" ] || FAIL "tcli --save: $f.npy missing"
+  head -c 80 "$T/s1/$f.npy" | grep -q "'descr': '<u2'" || FAIL "tcli --save: $f.npy is not '<u2'"
+done
+[ -z "$(ls "$T/s1" | grep tmp)" ] || FAIL "tcli --save: temporary files left"
+"$A" score --inputs "$T/s1" --grads "$T/s1" --json >"$T/ss" 2>"$T/e" || FAIL "tcli score: $(cat "$T/e")"
+grep -q '"variant": "external"' "$T/ss" || FAIL "tcli score: variant is not external"
+check_same "save/score" "$T/rs" "$T/ss"
+# with a causal mask, GQA and sinks
+"$A" run --variant fa2 --n 40 --d 16 --heads 2 --kv-heads 1 --causal --seed 4 --save "$T/s2" --json >"$T/rs2" 2>"$T/e" ||
+  FAIL "tcli --save causal GQA: $(cat "$T/e")"
+"$A" score --inputs "$T/s2" --grads "$T/s2" --causal --json >"$T/ss2" 2>"$T/e" || FAIL "tcli score causal GQA: $(cat "$T/e")"
+check_same "save/score causal GQA" "$T/rs2" "$T/ss2"
+# score --fa reproduces run's flash-attention ratios
+"$A" score --inputs "$T/s1" --grads "$T/s1" --fa --json >"$T/sf" 2>"$T/e" || FAIL "tcli score --fa: $(cat "$T/e")"
+for o in o dq dk dv; do
+  a=$(grep "^    \"$o\": {" "$T/rs" | sed 's/.*"fa_factor"/"fa_factor"/')
+  b=$(grep "^    \"$o\": {" "$T/sf" | sed 's/.*"fa_factor"/"fa_factor"/')
+  [ "$a" = "$b" ] || FAIL "tcli score --fa: $o fa fields differ: run: $a score: $b"
+done
+# run --inputs on the saved files reproduces the drawn run
+"$A" run --variant fa2 --inputs "$T/s1" --json >"$T/ri" 2>"$T/e" || FAIL "tcli run --inputs: $(cat "$T/e")"
+check_same "run --inputs" "$T/rs" "$T/ri"
+
+# ---- bad files: malformed, mismatched shapes, NaN ----
+mkdir "$T/bad"
+cp "$T/s1/k.npy" "$T/s1/v.npy" "$T/s1/do.npy" "$T/bad/"
+printf 'not a npy file at all' >"$T/bad/q.npy"
+expect_error "malformed npy" "q.npy.*magic" run --variant fa2 --inputs "$T/bad"
+expect_error "score malformed npy" "q.npy" score --inputs "$T/bad" --grads "$T/s1"
+"$A" run --variant fa2 --n 48 --d 8 --save "$T/s3" >/dev/null 2>&1 || FAIL "tcli --save d=8"
+cp "$T/s1/q.npy" "$T/bad/q.npy"
+cp "$T/s3/k.npy" "$T/bad/k.npy"
+expect_error "mismatched shapes" "k.npy: shape \[1, 48, 8\] does not match q.npy's d = 16" run --variant fa2 --inputs "$T/bad"
+cp "$T/s1/k.npy" "$T/bad/k.npy"
+cp "$T/s3/dq.npy" "$T/bad/dq.npy"
+cp "$T/s1/dk.npy" "$T/s1/dv.npy" "$T/bad/"
+expect_error "score mismatched grads" "dq.npy: shape" score --inputs "$T/bad" --grads "$T/bad"
+expect_error "--n against inputs" "does not match" run --variant fa2 --inputs "$T/bad" --n 64
+# a '<u2' [4, 4] file of BF16 NaN (0x7fc0) built by hand: 10-byte prefix + 118-byte header = 128
+{
+  printf '\223NUMPY\001\000v\000'
+  printf "%-117s\n" "{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4), }"
+  i=0
+  while [ $i -lt 16 ]; do printf '\300\177'; i=$((i + 1)); done
+} >"$T/nan.npy"
+mkdir "$T/nan"
+"$A" run --variant fa2 --n 4 --d 4 --save "$T/nan" >/dev/null 2>&1 || FAIL "tcli --save n=4"
+cp "$T/nan.npy" "$T/nan/q.npy"
+expect_error "NaN input" "NaN" run --variant fa2 --inputs "$T/nan"
+expect_error "score NaN input" "NaN" score --inputs "$T/nan" --grads "$T/nan"
+
+if [ $fails -ne 0 ]; then
+  echo "tcli: $fails failure(s)"
+  exit 1
+fi
+echo "tcli: ok"
