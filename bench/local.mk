@@ -19,3 +19,5 @@ AA_BENCHES += bench/bench_oracle
 bench_bench_oracle_SOURCES = bench/bench_oracle.c
 bench_bench_oracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 CLEANFILES += bench/bench_oracle
+EXTRA_PROGRAMS += bench/bench_exp
+AA_BENCHES += bench/bench_exp

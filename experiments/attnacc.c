@@ -11,6 +11,8 @@ const aa_command_t aa_commands[] = {
     {"list", aa_cmd_list, "list recipes, accumulation models, oracle paths and commands"},
     {"run", aa_cmd_run, "emulate variants on one problem and compare them with the oracle"},
     {"score", aa_cmd_score, "compare gradients stored as .npy files with the oracle"},
+    {"expmap", aa_cmd_expmap, "exhaustive or sampled error map of an exp construction (ratio, errors, NaN regions)"},
+    {"table3", aa_cmd_table3, "the paper's Table 3 (packed BF16 exp accuracy) for every exp construction"},
 };
 const size_t aa_command_count = sizeof aa_commands / sizeof aa_commands[0];
 
@@ -20,7 +22,8 @@ static void usage(FILE *f) {
              "       attnacc --version\n\n"
              "Emulate flash-attention backward passes in bit-faithful BF16/FP32 and compare\n"
              "them with an MPFR-backed oracle.\n\ncommands:\n");
-  for (size_t i = 0; i < aa_command_count; i++) fprintf(f, "  %-10s %s\n", aa_commands[i].name, aa_commands[i].summary);
+  for (size_t i = 0; i < aa_command_count; i++)
+    fprintf(f, "  %-10s %s\n", aa_commands[i].name, aa_commands[i].summary);
 }
 
 int main(int argc, char **argv) {
@@ -39,7 +42,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < aa_command_count; i++)
     if (strcmp(argv[1], aa_commands[i].name) == 0) return aa_commands[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "attnacc: unknown command '%s' (commands:", argv[1]);
-  for (size_t i = 0; i < aa_command_count; i++) fprintf(stderr, "%s %s", i ? "," : "", aa_commands[i].name);
+  for (size_t i = 0; i < aa_command_count; i++)
+    fprintf(stderr, "%s %s", i ? "," : "", aa_commands[i].name);
   fprintf(stderr, "; see attnacc --help)\n");
   return 2;
 }

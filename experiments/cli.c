@@ -26,7 +26,9 @@ void cli_error(const char *cmd, const char *fmt, ...) {
   fputc('\n', stderr);
 }
 
-int cli_exit_status(int status) { return status == AA_ENOMEM || status == AA_EIO ? 1 : 2; }
+int cli_exit_status(int status) {
+  return status == AA_ENOMEM || status == AA_EIO ? 1 : 2;
+}
 
 /* ---- options ---- */
 
@@ -36,18 +38,19 @@ static void print_help(const char *cmd, const char *usage, const char *desc, con
     char lhs[64];
     snprintf(lhs, sizeof lhs, "--%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
              opts[i].metavar ? opts[i].metavar : "");
-    printf("  %-22s %s", lhs, opts[i].help);
+    printf("  %-25s %s", lhs, opts[i].help);
     if (opts[i].def != NULL) printf(" (default: %s)", opts[i].def);
     printf("\n");
   }
-  printf("  %-22s %s\n", "--help", "print this help and exit");
+  printf("  %-25s %s\n", "--help", "print this help and exit");
 }
 
 int cli_args_parse(cli_args_t *a, const char *cmd, const char *usage, const char *desc, const cli_opt_t *opts,
                    size_t n, int argc, char **argv) {
   a->opts = opts;
-  a->n = n;
-  for (size_t i = 0; i < CLI_MAX_OPTS; i++) a->val[i] = NULL;
+  a->n = n < CLI_MAX_OPTS ? n : CLI_MAX_OPTS; /* a longer table is a programming error: its tail is ignored */
+  for (size_t i = 0; i < CLI_MAX_OPTS; i++)
+    a->val[i] = NULL;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *eq, *name;
     size_t len, j;
@@ -62,9 +65,9 @@ int cli_args_parse(cli_args_t *a, const char *cmd, const char *usage, const char
     name = arg + 2;
     eq = strchr(name, '=');
     len = eq ? (size_t)(eq - name) : strlen(name);
-    for (j = 0; j < n; j++)
+    for (j = 0; j < a->n; j++)
       if (strlen(opts[j].name) == len && strncmp(opts[j].name, name, len) == 0) break;
-    if (j == n) {
+    if (j == a->n) {
       cli_error(cmd, "unknown option '--%.*s' (see attnacc %s --help)", (int)len, name, cmd);
       return 2;
     }
@@ -165,7 +168,8 @@ void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...) {
     {
       size_t cap = sb->cap ? sb->cap : 4096;
       char *nb;
-      while (cap < sb->len + (size_t)n + 1) cap *= 2;
+      while (cap < sb->len + (size_t)n + 1)
+        cap *= 2;
       nb = realloc(sb->buf, cap);
       if (nb == NULL) {
         sb->oom = 1;
@@ -185,18 +189,25 @@ void cli_sb_json_str(cli_sb_t *sb, const char *s) {
   cli_sb_printf(sb, "\"");
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') cli_sb_printf(sb, "\\%c", c);
-    else if (c == '\n') cli_sb_printf(sb, "\\n");
-    else if (c == '\t') cli_sb_printf(sb, "\\t");
-    else if (c < 0x20) cli_sb_printf(sb, "\\u%04x", c);
-    else cli_sb_printf(sb, "%c", c);
+    if (c == '"' || c == '\\')
+      cli_sb_printf(sb, "\\%c", c);
+    else if (c == '\n')
+      cli_sb_printf(sb, "\\n");
+    else if (c == '\t')
+      cli_sb_printf(sb, "\\t");
+    else if (c < 0x20)
+      cli_sb_printf(sb, "\\u%04x", c);
+    else
+      cli_sb_printf(sb, "%c", c);
   }
   cli_sb_printf(sb, "\"");
 }
 
 void cli_sb_json_num(cli_sb_t *sb, double x) {
-  if (!isfinite(x)) cli_sb_printf(sb, "null");
-  else cli_sb_printf(sb, "%.17g", x);
+  if (!isfinite(x))
+    cli_sb_printf(sb, "null");
+  else
+    cli_sb_printf(sb, "%.17g", x);
 }
 
 void cli_sb_free(cli_sb_t *sb) {
@@ -286,8 +297,10 @@ int cli_check_out_dir(const char *dir, aa_error_t *err) {
   /* Walk up to the first existing ancestor: it must be a writable folder. */
   while (rc == AA_OK) {
     if (stat(p, &st) == 0) {
-      if (!S_ISDIR(st.st_mode)) rc = aa_error_set(err, AA_EIO, "%s: %s exists and is not a folder", dir, p);
-      else if (access(p, W_OK) != 0) rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", dir, p);
+      if (!S_ISDIR(st.st_mode))
+        rc = aa_error_set(err, AA_EIO, "%s: %s exists and is not a folder", dir, p);
+      else if (access(p, W_OK) != 0)
+        rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", dir, p);
       break;
     }
     {
@@ -345,8 +358,8 @@ void cli_inputs_free(cli_inputs_t *in) {
   aa_tensor_free(&in->sinks);
 }
 
-static int draw_tensor(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols, int uniform,
-                       double sigma, aa_fmt_t fmt, aa_error_t *err) {
+static int draw_tensor(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols,
+                       int uniform, double sigma, aa_fmt_t fmt, aa_error_t *err) {
   size_t shape[3] = {heads, rows, cols}, per;
   aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
   if (aa_tensor_alloc(t, 3, shape, fmt) != AA_OK)
@@ -385,9 +398,12 @@ int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, 
 }
 
 void cli_shape_str(char *buf, size_t cap, const aa_tensor_t *t) {
-  if (t->ndim == 1) snprintf(buf, cap, "[%zu]", t->shape[0]);
-  else if (t->ndim == 2) snprintf(buf, cap, "[%zu, %zu]", t->shape[0], t->shape[1]);
-  else snprintf(buf, cap, "[%zu, %zu, %zu]", t->shape[0], t->shape[1], t->shape[2]);
+  if (t->ndim == 1)
+    snprintf(buf, cap, "[%zu]", t->shape[0]);
+  else if (t->ndim == 2)
+    snprintf(buf, cap, "[%zu, %zu]", t->shape[0], t->shape[1]);
+  else
+    snprintf(buf, cap, "[%zu, %zu, %zu]", t->shape[0], t->shape[1], t->shape[2]);
 }
 
 /* [N, d] becomes [1, N, d]; 1-D is refused. */
@@ -421,8 +437,7 @@ int cli_inputs_load(cli_inputs_t *in, const char *dir, aa_error_t *err) {
   int rc;
   struct stat st;
   *in = (cli_inputs_t){0};
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return aa_error_set(err, AA_EIO, "%s: not a readable folder", dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return aa_error_set(err, AA_EIO, "%s: not a readable folder", dir);
   if ((rc = load_one(&in->q, dir, "q.npy", err)) || (rc = cli_as_3d(&in->q, "q.npy", err))) goto fail;
   if ((rc = load_one(&in->k, dir, "k.npy", err)) || (rc = cli_as_3d(&in->k, "k.npy", err))) goto fail;
   if ((rc = load_one(&in->v, dir, "v.npy", err)) || (rc = cli_as_3d(&in->v, "v.npy", err))) goto fail;
@@ -475,8 +490,8 @@ int cli_inputs_load(cli_inputs_t *in, const char *dir, aa_error_t *err) {
         in->sinks.shape[0] = 1;
       }
       if (in->sinks.ndim != 2 || in->sinks.shape[0] != in->q.shape[0] || in->sinks.shape[1] == 0) {
-        rc = aa_error_set(err, AA_ESHAPE, "sinks.npy: shape %s is not [H, K] with q.npy's H = %zu", b,
-                          in->q.shape[0]);
+        rc =
+            aa_error_set(err, AA_ESHAPE, "sinks.npy: shape %s is not [H, K] with q.npy's H = %zu", b, in->q.shape[0]);
         goto fail;
       }
     } else {
@@ -576,13 +591,20 @@ double cli_oracle_bound(const aa_oracle_result_t *r) {
 
 const char *cli_fmt_name(aa_fmt_t f) {
   switch (f) {
-  case AA_FMT_BF16: return "bf16";
-  case AA_FMT_FP16: return "fp16";
-  case AA_FMT_FP32: return "fp32";
-  case AA_FMT_FP64: return "fp64";
-  case AA_FMT_E4M3: return "e4m3";
-  case AA_FMT_E5M2: return "e5m2";
-  default: return "?";
+  case AA_FMT_BF16:
+    return "bf16";
+  case AA_FMT_FP16:
+    return "fp16";
+  case AA_FMT_FP32:
+    return "fp32";
+  case AA_FMT_FP64:
+    return "fp64";
+  case AA_FMT_E4M3:
+    return "e4m3";
+  case AA_FMT_E5M2:
+    return "e5m2";
+  default:
+    return "?";
   }
 }
 
@@ -592,8 +614,10 @@ static void problem_line(FILE *f, const cli_report_t *rep) {
   if (pb->n_k != pb->n_q) fprintf(f, " n_k=%zu", pb->n_k);
   fprintf(f, " d=%zu heads=%zu kv_heads=%zu causal=%s window=%zu sinks=%zu scale=%.17g", pb->d, pb->heads,
           pb->kv_heads, pb->causal ? "yes" : "no", pb->window, pb->num_sinks, aa_problem_scale(pb));
-  if (rep->inputs_dir != NULL) fprintf(f, " inputs=%s", rep->inputs_dir);
-  else fprintf(f, " dist=%s sigma=%.17g", rep->dist, rep->sigma);
+  if (rep->inputs_dir != NULL)
+    fprintf(f, " inputs=%s", rep->inputs_dir);
+  else
+    fprintf(f, " dist=%s sigma=%.17g", rep->dist, rep->sigma);
   fprintf(f, "\n");
 }
 
@@ -609,15 +633,19 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
       fprintf(f, "%-14s %-6s %-4s %-13.6e %-13.6e %-10.4g %-10.4g %-5zu %-5zu %-5s ", vs[i].variant, o->name,
               cli_fmt_name(o->ulp_fmt), o->m.rel_l2, o->m.max_abs, o->m.max_ulp, o->m.mean_ulp, o->m.nan, o->m.inf,
               o->m.pass ? "yes" : "no");
-      if (o->fa_applied) fprintf(f, "%-13.6e %s (<= %g)\n", o->m.fa_ratio, o->m.fa_pass ? "yes" : "no", o->m.fa_factor);
-      else fprintf(f, "%-13s %s\n", "-", "-");
+      if (o->fa_applied)
+        fprintf(f, "%-13.6e %s (<= %g)\n", o->m.fa_ratio, o->m.fa_pass ? "yes" : "no", o->m.fa_factor);
+      else
+        fprintf(f, "%-13s %s\n", "-", "-");
     }
   }
   fprintf(f, "rule 1 (pass): |a - b| <= %g + %g |b| for every element; fa rule: max_abs <= factor x naive-bf16's\n",
           AA_METRICS_ATOL, AA_METRICS_RTOL);
-  fprintf(f, "oracle: %s, %d bits, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu uncertified\n",
-          aa_oracle_path_name(rep->oo->path), rep->oo->prec, cli_oracle_bound(rep->oracle),
-          rep->oracle->n_recomputed, rep->oracle->n_uncertified);
+  fprintf(
+      f,
+      "oracle: %s, %d bits, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu uncertified\n",
+      aa_oracle_path_name(rep->oo->path), rep->oo->prec, cli_oracle_bound(rep->oracle), rep->oracle->n_recomputed,
+      rep->oracle->n_uncertified);
   fprintf(f, "seconds: oracle %.3f, emulation %.3f\n", rep->oracle_seconds, emul);
   if (rep->seed_known) fprintf(f, "seed %llu, ", (unsigned long long)rep->seed);
   fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
@@ -630,8 +658,10 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
   cli_sb_printf(sb, ",\n%s  \"git_hash\": ", ind);
   cli_sb_json_str(sb, AA_GIT_HASH);
   cli_sb_printf(sb, ",\n%s  \"seed\": ", ind);
-  if (rep->seed_known) cli_sb_printf(sb, "%llu", (unsigned long long)rep->seed);
-  else cli_sb_printf(sb, "null");
+  if (rep->seed_known)
+    cli_sb_printf(sb, "%llu", (unsigned long long)rep->seed);
+  else
+    cli_sb_printf(sb, "null");
   cli_sb_printf(sb, ",\n%s  \"variant\": ", ind);
   cli_sb_json_str(sb, v->variant);
   cli_sb_printf(sb, ",\n%s  \"recipe\": ", ind);
@@ -644,8 +674,10 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
                 pb->window, pb->num_sinks);
   cli_sb_json_str(sb, rep->dist);
   cli_sb_printf(sb, ", \"sigma\": ");
-  if (rep->dist != NULL) cli_sb_json_num(sb, rep->sigma);
-  else cli_sb_printf(sb, "null");
+  if (rep->dist != NULL)
+    cli_sb_json_num(sb, rep->sigma);
+  else
+    cli_sb_printf(sb, "null");
   cli_sb_printf(sb, ", \"scale\": ");
   cli_sb_json_num(sb, aa_problem_scale(pb));
   cli_sb_printf(sb, "},\n%s  \"oracle\": {\"path\": ", ind);
@@ -678,14 +710,20 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
                   m->pass ? "true" : "false");
     cli_sb_json_num(sb, o->relerr_bound);
     cli_sb_printf(sb, ", \"fa_factor\": ");
-    if (o->fa_applied) cli_sb_json_num(sb, m->fa_factor);
-    else cli_sb_printf(sb, "null");
+    if (o->fa_applied)
+      cli_sb_json_num(sb, m->fa_factor);
+    else
+      cli_sb_printf(sb, "null");
     cli_sb_printf(sb, ", \"fa_ref_max_abs\": ");
-    if (o->fa_applied) cli_sb_json_num(sb, m->fa_ref_max_abs);
-    else cli_sb_printf(sb, "null");
+    if (o->fa_applied)
+      cli_sb_json_num(sb, m->fa_ref_max_abs);
+    else
+      cli_sb_printf(sb, "null");
     cli_sb_printf(sb, ", \"fa_ratio\": ");
-    if (o->fa_applied) cli_sb_json_num(sb, m->fa_ratio);
-    else cli_sb_printf(sb, "null");
+    if (o->fa_applied)
+      cli_sb_json_num(sb, m->fa_ratio);
+    else
+      cli_sb_printf(sb, "null");
     cli_sb_printf(sb, ", \"fa_pass\": %s}", o->fa_applied ? (m->fa_pass ? "true" : "false") : "null");
   }
   cli_sb_printf(sb, "\n%s  }\n%s}", ind, ind);

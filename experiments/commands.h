@@ -18,5 +18,7 @@ extern const size_t aa_command_count;
 int aa_cmd_list(int argc, char **argv);
 int aa_cmd_run(int argc, char **argv);
 int aa_cmd_score(int argc, char **argv);
+int aa_cmd_expmap(int argc, char **argv);
+int aa_cmd_table3(int argc, char **argv);
 
 #endif

@@ -1,7 +1,8 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
-	experiments/list.c experiments/run.c experiments/score.c
+	experiments/list.c experiments/run.c experiments/score.c \
+	experiments/expmap.c experiments/table3.c
 experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md
 TESTS += tests/tcli.sh

@@ -1,4 +1,5 @@
-/* attnacc: the `run` command: draw or read one problem, run the oracle once, emulate each variant and report the metrics. */
+/* attnacc: the `run` command: draw or read one problem, run the oracle once, emulate each variant and report the
+ * metrics. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,12 @@ static const char description[] =
     "aa_rng_derive(seed, {id, head}) with id 0 = q, 1 = k, 2 = v, 3 = dO, 4 = sinks,\n"
     "element by element in row-major [n, d] order, as sigma*N(0,1) (normal) or\n"
     "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), formed in double and rounded\n"
-    "to nearest even into the recipes' io format (bf16 for the presets). Sink logits\n"
-    "are N(0,1), not scaled by sigma. With --inputs, q.npy and do.npy are [N, d] or\n"
+    "to nearest even into the narrowest io format of the variants (bf16 for the\n"
+    "presets but exact-fp64; it must be contained in the others). Sink logits are\n"
+    "N(0,1), not scaled by sigma. With --inputs, q.npy and do.npy are [N, d] or\n"
     "[H, N, d], k.npy and v.npy [N_k, d] or [HKV, N_k, d], sinks.npy [H, K]; values not\n"
-    "in the io format are rounded to it (a note says how many). All variants of one run\n"
-    "must share the io format. Exit status: 0 done (whatever the metrics), 2 bad\n"
+    "in that format are rounded to it (a note says how many). Exit status: 0 done\n"
+    "(whatever the metrics), 2 bad "
     "usage or input, 1 failure while computing or writing.";
 
 static void list_presets(char *buf, size_t cap) {
@@ -59,6 +61,15 @@ static void list_presets(char *buf, size_t cap) {
   buf[0] = '\0';
   for (size_t i = 0; i < aa_recipe_preset_count() && used < cap; i++)
     used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", aa_recipe_preset_name(i));
+}
+
+/* 1 when every value of format a is a value of format b. */
+static int fmt_within(aa_fmt_t a, aa_fmt_t b) {
+  const aa_fmt_info_t *x = aa_fmt_info(a), *y = aa_fmt_info(b);
+  if (a == b) return 1;
+  if (x == NULL || y == NULL) return 0;
+  return x->prec <= y->prec && x->emax <= y->emax && x->emin >= y->emin && x->emin - x->prec >= y->emin - y->prec &&
+         (!x->has_inf || y->has_inf);
 }
 
 int aa_cmd_run(int argc, char **argv) {
@@ -139,18 +150,44 @@ int aa_cmd_run(int argc, char **argv) {
       status = cli_exit_status(rc);
       goto out;
     }
-    if (recipes[nrec].name[0] == '\0') snprintf(recipes[nrec].name, sizeof recipes[nrec].name, "recipe");
+    {
+      /* A file that starts from a preset keeps the preset's name unless it
+         sets its own; name it after the file when it differs from that
+         preset or repeats a --variant name, so the rows stay distinguishable. */
+      aa_recipe_t base;
+      int rename = recipes[nrec].name[0] == '\0';
+      for (size_t i = 0; i < nrec; i++)
+        if (strcmp(recipes[i].name, recipes[nrec].name) == 0) rename = 1;
+      if (!rename && aa_recipe_preset(&base, recipes[nrec].name, NULL) == AA_OK)
+        rename = !aa_recipe_equal(&base, &recipes[nrec]);
+      if (rename) {
+        const char *b = strrchr(s, '/');
+        size_t len;
+        b = b ? b + 1 : s;
+        len = strcspn(b, ".");
+        if (len == 0) len = strlen(b);
+        if (len >= sizeof recipes[nrec].name) len = sizeof recipes[nrec].name - 1;
+        memcpy(recipes[nrec].name, b, len);
+        recipes[nrec].name[len] = '\0';
+      }
+    }
     nrec++;
   }
   if (nrec == 0) {
     cli_error(cmd, "give --variant NAME[,NAME...] or --recipe FILE (attnacc list shows the presets)");
     goto out;
   }
+  /* The inputs are drawn in (or rounded to) the narrowest io format, which
+     must be contained in every other (bf16 in fp32 in fp64), so that all
+     variants and the oracle see the same values. */
   io_fmt = recipes[0].io_fmt;
   for (size_t i = 1; i < nrec; i++)
-    if (recipes[i].io_fmt != io_fmt) {
-      cli_error(cmd, "variants %s and %s have different io formats (%s, %s): run them separately", recipes[0].name,
-                recipes[i].name, cli_fmt_name(io_fmt), cli_fmt_name(recipes[i].io_fmt));
+    if (fmt_within(recipes[i].io_fmt, io_fmt)) io_fmt = recipes[i].io_fmt;
+  for (size_t i = 0; i < nrec; i++)
+    if (!fmt_within(io_fmt, recipes[i].io_fmt)) {
+      cli_error(cmd,
+                "variants %s and %s have io formats %s and %s, neither of which holds the other: run them separately",
+                recipes[0].name, recipes[i].name, cli_fmt_name(recipes[0].io_fmt), cli_fmt_name(recipes[i].io_fmt));
       goto out;
     }
 
@@ -161,7 +198,8 @@ int aa_cmd_run(int argc, char **argv) {
   if ((s = cli_get(&a, "kv-heads")) && cli_size(&kv_heads, cmd, "kv-heads", s, 1, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "seed")) && cli_u64(&seed, cmd, "seed", s)) goto out;
   if ((s = cli_get(&a, "dist")) != NULL) {
-    if (strcmp(s, "uniform") == 0) uniform = 1;
+    if (strcmp(s, "uniform") == 0)
+      uniform = 1;
     else if (strcmp(s, "normal") != 0) {
       cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
       goto out;
@@ -186,7 +224,8 @@ int aa_cmd_run(int argc, char **argv) {
   save_oracle = cli_get(&a, "save-oracle");
 
   /* ---- outputs must be creatable before any work is done ---- */
-  if ((out_file && (rc = cli_check_out_file(out_file, &err))) || (save_dir && (rc = cli_check_out_dir(save_dir, &err))) ||
+  if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
+      (save_dir && (rc = cli_check_out_dir(save_dir, &err))) ||
       (save_oracle && (rc = cli_check_out_dir(save_oracle, &err)))) {
     cli_error(cmd, "%s", err.msg);
     goto out;
@@ -201,7 +240,8 @@ int aa_cmd_run(int argc, char **argv) {
       goto out;
     }
     {
-      size_t want[4] = {n, d, heads, kv_heads}, have[4] = {in.q.shape[1], in.q.shape[2], in.q.shape[0], in.k.shape[0]};
+      size_t want[4] = {n, d, heads, kv_heads},
+             have[4] = {in.q.shape[1], in.q.shape[2], in.q.shape[0], in.k.shape[0]};
       const char *file[4] = {"q.npy's n", "q.npy's d", "q.npy's heads", "k.npy's heads"};
       for (int i = 0; i < 4; i++)
         if (cli_get(&a, given[i]) != NULL && want[i] != have[i]) {
@@ -233,8 +273,9 @@ int aa_cmd_run(int argc, char **argv) {
       }
     }
     if (changed > 0)
-      fprintf(stderr, "attnacc run: note: %zu input values were rounded to %s (the recipes' io format)\n", changed,
-              cli_fmt_name(io_fmt));
+      fprintf(stderr,
+              "attnacc run: note: %zu input values were rounded to %s (the narrowest io format of the variants)\n",
+              changed, cli_fmt_name(io_fmt));
   } else {
     /* Refuse sizes that cannot work: the operation count heads * n^2 * d
        must fit a size_t, and the tensors this command holds at once (the
@@ -253,7 +294,8 @@ int aa_cmd_run(int argc, char **argv) {
     }
     mem = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : SIZE_MAX;
     if (bytes > mem) {
-      cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, this machine has %.3g GiB",
+      cli_error(cmd,
+                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, this machine has %.3g GiB",
                 n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0);
       goto out;
     }
@@ -261,6 +303,11 @@ int aa_cmd_run(int argc, char **argv) {
       cli_error(cmd, "--kv-heads %zu does not divide --heads %zu", kv_heads, heads);
       goto out;
     }
+    if ((double)work > 1e12)
+      fprintf(stderr,
+              "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
+              "sweeps, expect hours\n",
+              (double)work);
     if ((rc = cli_inputs_draw(&in, seed, uniform, sigma, n, d, heads, kv_heads, num_sinks, io_fmt, &err)) != AA_OK) {
       cli_error(cmd, "%s", err.msg);
       status = cli_exit_status(rc);
@@ -315,7 +362,8 @@ int aa_cmd_run(int argc, char **argv) {
   }
   if (io_fmt == AA_FMT_BF16) {
     const cli_variant_t *nv = NULL;
-    if (naive_is >= 0) nv = &vs[naive_is];
+    if (naive_is >= 0)
+      nv = &vs[naive_is];
     else if (aa_recipe_preset(&recipes[nrec], "naive-bf16", &err) == AA_OK) {
       if ((rc = cli_run_variant(&naive_v, &naive_res, &recipes[nrec], &pb, &in, &oracle, &err)) != AA_OK) {
         cli_error(cmd, "%s", err.msg);
@@ -326,12 +374,14 @@ int aa_cmd_run(int argc, char **argv) {
       nv = &naive_v;
     }
     if (nv != NULL)
-      for (size_t i = 0; i < nrec; i++) cli_apply_fa(&vs[i], nv);
+      for (size_t i = 0; i < nrec; i++)
+        cli_apply_fa(&vs[i], nv);
   }
 
   /* ---- report ---- */
-  rep = (cli_report_t){cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir,
-                       &pb, &oo, &oracle, oracle_seconds};
+  rep = (cli_report_t){
+      cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
+      &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
     cli_json(&sb, &rep, vs, nrec);
     if (sb.oom) {
@@ -353,8 +403,10 @@ int aa_cmd_run(int argc, char **argv) {
     }
     for (size_t i = 0; i < nrec; i++) {
       char sub[4096];
-      if (nrec == 1) snprintf(sub, sizeof sub, "%s", save_dir);
-      else snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
+      if (nrec == 1)
+        snprintf(sub, sizeof sub, "%s", save_dir);
+      else
+        snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
       if ((rc = cli_save_outputs(&res[i], sub, &err)) != AA_OK) {
         cli_error(cmd, "--save: %s", err.msg);
         status = 1;
@@ -367,8 +419,10 @@ int aa_cmd_run(int argc, char **argv) {
     status = 1;
     goto out;
   }
-  if (cli_get(&a, "json") != NULL) fwrite(sb.buf, 1, sb.len, stdout);
-  else cli_print_table(stdout, &rep, vs, nrec);
+  if (cli_get(&a, "json") != NULL)
+    fwrite(sb.buf, 1, sb.len, stdout);
+  else
+    cli_print_table(stdout, &rep, vs, nrec);
   if (fflush(stdout) != 0) {
     status = 1;
     goto out;
@@ -378,9 +432,11 @@ int aa_cmd_run(int argc, char **argv) {
 out:
   cli_sb_free(&sb);
   if (vs != NULL)
-    for (size_t i = 0; i < nrec; i++) cli_variant_free(&vs[i]);
+    for (size_t i = 0; i < nrec; i++)
+      cli_variant_free(&vs[i]);
   if (res != NULL)
-    for (size_t i = 0; i < nrec; i++) aa_attn_result_free(&res[i]);
+    for (size_t i = 0; i < nrec; i++)
+      aa_attn_result_free(&res[i]);
   if (have_naive) aa_attn_result_free(&naive_res);
   cli_variant_free(&naive_v);
   free(vs);

@@ -33,8 +33,8 @@ static const char description[] =
     "flash-attention rule needs --fa (which needs bf16-representable inputs).\n"
     "Exit status: 0 done, 2 bad usage or input, 1 failure while computing or writing.";
 
-static int load_grad(aa_tensor_t *t, const char *dir, const char *file, const aa_tensor_t *like, const char *like_file,
-                     int optional, int *present, aa_error_t *err) {
+static int load_grad(aa_tensor_t *t, const char *dir, const char *file, const aa_tensor_t *like,
+                     const char *like_file, int optional, int *present, aa_error_t *err) {
   size_t len = strlen(dir) + strlen(file) + 2;
   char *p = malloc(len), a[96], b[96];
   int rc;
@@ -221,13 +221,16 @@ int aa_cmd_score(int argc, char **argv) {
     status = 1;
     goto out;
   }
-  if (cli_get(&a, "json") != NULL) fwrite(sb.buf, 1, sb.len, stdout);
-  else cli_print_table(stdout, &rep, &v, 1);
+  if (cli_get(&a, "json") != NULL)
+    fwrite(sb.buf, 1, sb.len, stdout);
+  else
+    cli_print_table(stdout, &rep, &v, 1);
   status = fflush(stdout) == 0 ? 0 : 1;
 
 out:
   cli_sb_free(&sb);
-  for (int i = 0; i < 5; i++) aa_tensor_free(&g[i]);
+  for (int i = 0; i < 5; i++)
+    aa_tensor_free(&g[i]);
   if (have_naive) aa_attn_result_free(&naive_res);
   cli_variant_free(&naive_v);
   cli_variant_free(&v);

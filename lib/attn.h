@@ -14,11 +14,11 @@ extern "C" {
 #endif
 
 typedef struct {
-  aa_tensor_t o;      /* [heads, n_q, d], stored format of the recipe */
-  aa_tensor_t lse;    /* [heads, n_q], the checkpoint the backward read (natural-log LSE) */
-  aa_tensor_t dq;     /* [heads, n_q, d] */
-  aa_tensor_t dk, dv; /* [kv_heads, n_k, d] */
-  aa_tensor_t dsinks; /* [heads, num_sinks] */
+  aa_tensor_t o;        /* [heads, n_q, d], stored format of the recipe */
+  aa_tensor_t lse;      /* [heads, n_q], the checkpoint the backward read (natural-log LSE) */
+  aa_tensor_t dq;       /* [heads, n_q, d] */
+  aa_tensor_t dk, dv;   /* [kv_heads, n_k, d] */
+  aa_tensor_t dsinks;   /* [heads, num_sinks] */
   size_t tiles_skipped; /* (q-tile, k-tile) pairs skipped by the mask */
   double seconds_forward, seconds_backward;
 } aa_attn_result_t;

@@ -16,5 +16,7 @@
 #include "metrics.h"
 #include "exp.h"
 #include "sweep.h"
+#include "reduce.h"
+#include "dropout.h"
 
 #endif

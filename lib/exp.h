@@ -20,7 +20,7 @@ typedef enum {
   AA_EXP_EXACT = 0,          /* correctly rounded FP32 2^x */
   AA_EXP_SCHRAUDOLPH_FP32,   /* i = round(2^23 x + 127*2^23 - c) as FP32 bits */
   AA_EXP_SCHRAUDOLPH_BF16,   /* i = round(2^7 x + 127*2^7 - c) in FP32 arithmetic, int16, BF16 bits */
-  AA_EXP_QUADRATIC_BF16,     /* BF16 mantissa 1 + d + f + k f (f - 1), exponent floor(x) added to the bits */
+  AA_EXP_QUADRATIC_BF16,     /* BF16 mantissa s (1 + d + f + k f (f - 1)), exponent floor(x) added to the bits */
   AA_EXP_FA4_POLY,           /* FA4 software exp2: Horner polynomial of degree 1..5 plus (j << 23) */
   AA_EXP_KIND_COUNT
 } aa_exp_kind_t;
@@ -41,12 +41,13 @@ typedef struct {
   aa_rnd_t icvt;        /* Schraudolph float -> integer conversion: AA_RND_NE (default), AA_RND_Z, AA_RND_D */
   double k;             /* quadratic-bf16: coefficient of f (f - 1) */
   double d;             /* quadratic-bf16: constant added to the mantissa */
+  double s;             /* quadratic-bf16: scale applied to the mantissa before the conversion (default 1) */
   int degree;           /* fa4-poly: 1..5 (3 = FA4's published coefficients) */
   aa_rnd_t cvt;         /* FP32 -> BF16 conversions: AA_RND_NE (default) or AA_RND_Z */
   aa_exp_order_t order; /* see aa_exp_order_t */
   /* derived (set by aa_exp_init / aa_exp_set) */
   float bmc;            /* Schraudolph b - c rounded to FP32 */
-  float kf, df1;        /* quadratic: k and 1 + d in FP32 (BF16-rounded in BF16 order) */
+  float kf, df1, sf;    /* quadratic: k, 1 + d and s in FP32 (BF16-rounded in BF16 order) */
   float coef[6];        /* fa4-poly: coef[0] = 1, coef[1..degree] */
 } aa_exp_t;
 
@@ -76,7 +77,7 @@ const aa_exp_param_info_t *aa_exp_common_params(int *count);
    (AA_ENOTFOUND for an unknown name). */
 int aa_exp_init(aa_exp_t *out, const char *name, aa_error_t *err);
 /* Set one parameter from text: c, preset (linear|rms|sym|above|below), arith
-   (fp32|fp64), icvt (rne|rz|rd), k, d, degree, cvt (rne|rz), order
+   (fp32|fp64), icvt (rne|rz|rd), k, d, s, degree, cvt (rne|rz), order
    (fp32|bf16). AA_EINVAL for an unknown key or a bad value. */
 int aa_exp_set(aa_exp_t *e, const char *key, const char *value, aa_error_t *err);
 /* Parse "name" or "name:key=value,key=value". */
@@ -161,6 +162,8 @@ typedef struct {
   int out_bf16;   /* 1: map the packed BF16 output (forced for BF16-native constructions) */
   int ref_check;  /* how many inputs, spread evenly, to check the libm reference against MPFR (0: none) */
   int threads;    /* 0: OpenMP default */
+  float shift;    /* the construction gets fl32(x - shift), the reference is 2^(x - shift) in FP64;
+                     with a non-zero shift cr_mismatch is not computed (left 0) */
 } aa_exp_map_opts_t;
 
 /* Order-preserving key of a float: key(a) < key(b) iff a < b for non-NaN

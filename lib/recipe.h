@@ -45,7 +45,7 @@ typedef enum {
 /* exp: how the exponential itself is evaluated. */
 typedef enum {
   AA_EXPIMPL_EXACT = 0, /* "exact": exp/exp2 in binary64 of the alu-format argument, rounded to alu_fmt */
-  AA_EXPIMPL_COUNT  /* packed / polynomial constructions are added here by the exp issue */
+  AA_EXPIMPL_COUNT      /* packed / polynomial constructions are added here by the exp issue */
 } aa_exp_impl_t;
 
 /* fwd.checkpoint: what the forward saves for the backward. */
@@ -80,23 +80,25 @@ typedef enum {
 /* bwd.dkv_accumulate: how dK/dV tiles are summed over query tiles. */
 typedef enum {
   AA_KVACC_CHAIN = 0, /* "chain": the product keeps accumulating into the accumulator (register/TMEM acc, FA2) */
-  AA_KVACC_ADD,       /* "add": a fresh PSUM product per q-tile group, then acc = fl(acc + psum) (NKI tensor_tensor) */
+  AA_KVACC_ADD, /* "add": a fresh PSUM product per q-tile group, then acc = fl(acc + psum) (NKI tensor_tensor) */
   AA_KVACC_COUNT
 } aa_kv_accumulate_t;
 
 /* bwd.gqa_reduce: how dK/dV of the query heads sharing one KV head are combined. */
 typedef enum {
-  AA_GQA_ACCUMULATE = 0, /* "accumulate": one accumulator for the whole group (NKI section accumulators, L1166-1180) */
-  AA_GQA_SUM_ROUNDED,    /* "sum-rounded": per-head dK/dV rounded to io, then summed over the group in alu and
-                            rounded again (FA2 mha_bwd: dk_expanded in the input dtype, then a sum over the group) */
+  AA_GQA_ACCUMULATE =
+      0,              /* "accumulate": one accumulator for the whole group (NKI section accumulators, L1166-1180) */
+  AA_GQA_SUM_ROUNDED, /* "sum-rounded": per-head dK/dV rounded to io, then summed over the group in alu and
+                         rounded again (FA2 mha_bwd: dk_expanded in the input dtype, then a sum over the group) */
   AA_GQA_COUNT
 } aa_gqa_reduce_t;
 
 /* ---- fields ---- */
 struct aa_recipe {
   char name[64];
-  aa_fmt_t io_fmt;  /* format of q, k, v, dO as loaded and of O, dQ, dK, dV as stored */
-  aa_fmt_t alu_fmt; /* format elementwise engines compute in: every op result is rounded to it before its destination */
+  aa_fmt_t io_fmt; /* format of q, k, v, dO as loaded and of O, dQ, dK, dV as stored */
+  aa_fmt_t
+      alu_fmt; /* format elementwise engines compute in: every op result is rounded to it before its destination */
   aa_fmt_t scale_fmt; /* format the softmax scale constant is held in */
 
   /* Scores and exponential (shared by forward and backward). */
@@ -113,10 +115,11 @@ struct aa_recipe {
   aa_fmt_t fwd_p_fmt;      /* P rounded to this before PV */
   aa_fmt_t fwd_rowsum_fmt; /* row-sum accumulator */
   int fwd_rowsum_rounded;  /* 1: sum the p_fmt-rounded weights; 0: the alu-format weights */
-  double fwd_rescale_threshold; /* rescale the running max only when it grows by more than this (exp-argument units) */
-  aa_fmt_t fwd_o_acc_fmt;  /* O accumulator (rescale multiply rounds to it) */
+  double
+      fwd_rescale_threshold; /* rescale the running max only when it grows by more than this (exp-argument units) */
+  aa_fmt_t fwd_o_acc_fmt;    /* O accumulator (rescale multiply rounds to it) */
   aa_checkpoint_t fwd_checkpoint;
-  aa_fmt_t fwd_lse_fmt;    /* checkpoint values (LSE, or neg_max and recip) */
+  aa_fmt_t fwd_lse_fmt; /* checkpoint values (LSE, or neg_max and recip) */
   aa_norm_t fwd_o_norm;
 
   /* Backward tiling. */
@@ -134,15 +137,15 @@ struct aa_recipe {
   aa_fmt_t bwd_p_dv_fmt, bwd_p_ds_fmt; /* P as used for dV and for dS */
   aa_fmt_t bwd_dp_fmt;                 /* dP rounded to this before subtracting D */
   aa_d_source_t bwd_d_source;
-  aa_fmt_t bwd_d_fmt;                  /* D (dy_o_sum) and its partial sums */
-  aa_fmt_t bwd_ds_fmt;                 /* dS before the dQ/dK products */
-  int bwd_ds_scale;                    /* 1: dS*scale rounded to ds_fmt before the products (naive) */
-  aa_fmt_t bwd_dq_acc_fmt;             /* dQ accumulator across K tiles */
+  aa_fmt_t bwd_d_fmt;      /* D (dy_o_sum) and its partial sums */
+  aa_fmt_t bwd_ds_fmt;     /* dS before the dQ/dK products */
+  int bwd_ds_scale;        /* 1: dS*scale rounded to ds_fmt before the products (naive) */
+  aa_fmt_t bwd_dq_acc_fmt; /* dQ accumulator across K tiles */
   aa_grad_scale_t bwd_dq_scale, bwd_dk_scale;
-  aa_fmt_t bwd_dq_section_fmt;         /* dQ stored (HBM) between KV sections: the section round trip */
-  aa_fmt_t bwd_dkv_acc_fmt;            /* dK/dV section accumulators */
+  aa_fmt_t bwd_dq_section_fmt; /* dQ stored (HBM) between KV sections: the section round trip */
+  aa_fmt_t bwd_dkv_acc_fmt;    /* dK/dV section accumulators */
   aa_kv_accumulate_t bwd_dkv_accumulate;
-  aa_fmt_t bwd_dsinks_fmt;             /* dsinks accumulators */
+  aa_fmt_t bwd_dsinks_fmt; /* dsinks accumulators */
   aa_gqa_reduce_t bwd_gqa_reduce;
 };
 

@@ -53,7 +53,12 @@ extern "C" {
                           byte identical between runs, thread counts,
                           shardings and resumes of the same sweep
    The results files are written (temp + rename) when the run, or a merge,
-   holds every cell of the grid.
+   holds every cell of the grid. Values: integers in decimal, doubles in the
+   shortest decimal that reads back exactly ("nan", "inf", "-inf" otherwise;
+   in JSON these three are strings), strings CSV-quoted when needed (RFC
+   4180) and JSON-escaped; a column a row did not set is empty in CSV and
+   null in JSON. The library reads no clock: eval measures its timing
+   columns itself (clock_gettime in experiments/).
 
    Journal scheme (crash safety). The journal starts with a header line
      #aasweep 1 grid=<32 hex> cells=<ncells> cols=<name>:<c|m|t>,...
@@ -62,14 +67,16 @@ extern "C" {
    column, tab-separated, each field empty (missing) or a type letter and
    the value ('i' integer, 'd' double in shortest round-trip decimal, 's'
    string with \\ \t \n \r escaped), followed by a trailer line
-     #done <index> <cell id, 32 hex> <nrows> <16 hex: FNV-1a 128 low half of the row lines>
+     #done <index> <cell id, 32 hex> <nrows> <16 hex: low 64 bits of FNV-1a 128 of the row lines>
    A cell counts as complete only when its trailer is present and the row
    count and checksum match the lines just before it, so a write cut by
    SIGKILL or power loss (a torn tail, a half line) is ignored by readers and
    its cell is run again on resume; a resumed run first truncates its own
    journal after the last complete cell, so new records never glue onto a
-   torn line. A killed sweep loses at most the cells in flight. Cells are
-   identified on resume by their content id, not by their index.
+   torn line. A killed sweep loses at most the cells in flight. A folder
+   belongs to one grid: a journal whose header differs (other axes, values,
+   filter outcome or columns) is refused with AA_EFORMAT. Two runs of one
+   shard at once are refused too (the journal is flock()ed).
 
    Sharding: shard I of N holds the cells with index % N == I. Shards may
    write into one shared folder (their journals have different names) or
@@ -121,7 +128,8 @@ typedef struct {
 
 /* Building a sweep. Names are 1..63 characters of [A-Za-z0-9_.-], unique
    over axes and columns. Enumeration is row-major: the first declared axis
-   varies slowest, the last fastest. Values are copied. */
+   varies slowest, the last fastest. Values are copied; an axis may not
+   repeat a value (two cells would share an id and a seed). */
 int aa_sweep_new(aa_sweep_t **out, aa_error_t *err);
 void aa_sweep_free(aa_sweep_t *sw); /* NULL allowed */
 int aa_sweep_axis_int(aa_sweep_t *sw, const char *name, const int64_t *vals, size_t n, unsigned flags,

@@ -18,10 +18,10 @@ static double worst_exact = 0;
 typedef struct {
   double *o, *lse, *dq, *dk, *dv, *dsinks;
   double *dsinks_abs; /* [h][s] sum_i |p_sink,i D_i|: the conditioning of dsinks */
-  double *pv_abs; /* [h][i][c] sum_j P_ij |z_ij V_jc|: the conditioning of O */
-  double *ds_max; /* [h][i] max_j over visible keys of the score error budget (see o_bound) */
-  double *s_abs;  /* [h][i] max_j |scale * q_i . k_j| */
-  double *qk_abs; /* [h][i] max_j scale * sum_c |q_ic k_jc| */
+  double *pv_abs;     /* [h][i][c] sum_j P_ij |z_ij V_jc|: the conditioning of O */
+  double *ds_max;     /* [h][i] max_j over visible keys of the score error budget (see o_bound) */
+  double *s_abs;      /* [h][i] max_j |scale * q_i . k_j| */
+  double *qk_abs;     /* [h][i] max_j scale * sum_c |q_ic k_jc| */
 } ref_t;
 
 static void ref_free(ref_t *r) {
@@ -88,10 +88,13 @@ static void reference(ref_t *R, const aa_problem_t *pb, const double *Q, const d
         continue; /* O = 0, gradients 0 */
       }
       long double l = 0;
-      for (size_t j = 0; j < nk; j++) l += s[j] == -INFINITY ? 0.0L : expl(s[j] - m);
-      for (size_t t = 0; t < pb->num_sinks; t++) l += expl(pb->sinks[h * pb->num_sinks + t] - m);
+      for (size_t j = 0; j < nk; j++)
+        l += s[j] == -INFINITY ? 0.0L : expl(s[j] - m);
+      for (size_t t = 0; t < pb->num_sinks; t++)
+        l += expl(pb->sinks[h * pb->num_sinks + t] - m);
       R->lse[h * nq + i] = (double)(m + logl(l));
-      for (size_t j = 0; j < nk; j++) P[j] = s[j] == -INFINITY ? 0.0L : expl(s[j] - m) / l;
+      for (size_t j = 0; j < nk; j++)
+        P[j] = s[j] == -INFINITY ? 0.0L : expl(s[j] - m) / l;
       long double D = 0;
       for (size_t c = 0; c < d; c++) {
         long double o = 0, oa = 0;
@@ -104,7 +107,8 @@ static void reference(ref_t *R, const aa_problem_t *pb, const double *Q, const d
       }
       for (size_t j = 0; j < nk; j++) {
         long double t = 0;
-        for (size_t c = 0; c < d; c++) t += (long double)go[c] * Vg[j * d + c];
+        for (size_t c = 0; c < d; c++)
+          t += (long double)go[c] * Vg[j * d + c];
         dP[j] = z[j] * t;
         D += P[j] * dP[j];
       }
@@ -151,7 +155,8 @@ static void fill(aa_tensor_t *t, size_t a, size_t b, size_t c, aa_fmt_t fmt, uin
   aa_pcg64_t rng;
   uint64_t tags[1] = {tag};
   aa_rng_derive(&rng, seed, tags, 1);
-  for (size_t i = 0; i < a * b * c; i++) t->data[i] = sd * aa_pcg64_normal(&rng);
+  for (size_t i = 0; i < a * b * c; i++)
+    t->data[i] = sd * aa_pcg64_normal(&rng);
   aa_tensor_round(t, fmt);
 }
 
@@ -169,7 +174,8 @@ static double rel_l2(const double *x, const double *ref, size_t n) {
 
 static size_t count_nonfinite(const double *x, size_t n) {
   size_t c = 0;
-  for (size_t i = 0; i < n; i++) c += !isfinite(x[i]);
+  for (size_t i = 0; i < n; i++)
+    c += !isfinite(x[i]);
   return c;
 }
 
@@ -195,8 +201,8 @@ static int run(aa_attn_result_t *res, const aa_problem_t *pb, const aa_recipe_t 
                const char *what) {
   aa_error_t err = {{0}};
   int st = aa_attn_run(res, pb, r, &in->q, &in->k, &in->v, &in->dO, &err);
-  if (st != AA_OK) AA_FAIL("%s: aa_attn_run(%s) returned %d: %s (seed %llu)", what, r->name, st, err.msg,
-                           (unsigned long long)seed);
+  if (st != AA_OK)
+    AA_FAIL("%s: aa_attn_run(%s) returned %d: %s (seed %llu)", what, r->name, st, err.msg, (unsigned long long)seed);
   return st;
 }
 
@@ -243,7 +249,8 @@ static void variant(aa_problem_t *pb, extras_t *ex, int v) {
     aa_pcg64_t rng;
     uint64_t tags[1] = {999};
     aa_rng_derive(&rng, seed, tags, 1);
-    for (size_t i = 0; i < cnt; i++) ex->keep[i] = aa_pcg64_uniform(&rng) < 0.75;
+    for (size_t i = 0; i < cnt; i++)
+      ex->keep[i] = aa_pcg64_uniform(&rng) < 0.75;
     pb->keep = ex->keep;
     pb->keep_scale = 1.0 / 0.75;
   }
@@ -323,8 +330,10 @@ static void test_exact(void) {
       aa_attn_result_t res;
       if (run(&res, &pb, &r, &in, names[rv]) == AA_OK) {
         size_t nqd = pb.heads * pb.n_q * pb.d, nkd = pb.kv_heads * pb.n_k * pb.d;
-        double e[6] = {rel_max(res.o.data, R.o, nqd), rel_max(res.lse.data, R.lse, pb.heads * pb.n_q),
-                       rel_max(res.dq.data, R.dq, nqd), rel_max(res.dk.data, R.dk, nkd),
+        double e[6] = {rel_max(res.o.data, R.o, nqd),
+                       rel_max(res.lse.data, R.lse, pb.heads * pb.n_q),
+                       rel_max(res.dq.data, R.dq, nqd),
+                       rel_max(res.dk.data, R.dk, nkd),
                        rel_max(res.dv.data, R.dv, nkd),
                        pb.num_sinks ? rel_max(res.dsinks.data, R.dsinks, pb.heads * pb.num_sinks) : 0};
         const char *on[6] = {"O", "LSE", "dQ", "dK", "dV", "dsinks"};
@@ -348,30 +357,42 @@ static void test_exact(void) {
   }
 }
 
+/* Error budget of one row's exponent arguments (score and LSE/max): ~1e-5
+   absolute in fp32 recipes; u * scale * sum_c |q_c k_c| more when Q*scale is
+   rounded to BF16 (scale_fold = q); 2u |S| + u scale sum |q k| more when S
+   and S*scale are rounded to BF16 (scale_fold = s). */
+static double es_row(const aa_recipe_t *r, const ref_t *R, const aa_problem_t *pb, size_t h, size_t i) {
+  const double u = 0x1p-8;
+  double es = 1e-5;
+  if (r->scale_fold == AA_SCALE_Q) es += u * R->qk_abs[h * pb->n_q + i];
+  if (r->scale_fold == AA_SCALE_S) es += 2 * u * R->s_abs[h * pb->n_q + i] + u * R->qk_abs[h * pb->n_q + i];
+  return es;
+}
+
 /* 2. BF16 recipes against the reference. u = 2^-8 is the BF16 unit
    roundoff. O: the elementwise bound below, derived from where each recipe
    rounds; gradients: relative l2 below 6u (each element of dS and P carries
    a few relative errors of size u; sums of independent errors keep their
    relative l2 near u, and 6u leaves room for the dP/D cancellation in dS),
    and not zero (the recipe must round). */
-static void test_bf16(void) {
+static void test_bf16(size_t n, size_t d, size_t heads, size_t kv_heads) {
   const double u = 0x1p-8;
   const char *recipes[] = {"fa2", "nki", "nki-bf16", "naive-bf16"};
-  for (int ri = 0; ri < 4; ri++)
-    for (int v = 0; v < V_COUNT; v++) {
+  for (int v = 0; v < V_COUNT; v++) {
+    aa_problem_t pb;
+    aa_problem_init(&pb, n, n, d, heads, kv_heads);
+    extras_t ex;
+    variant(&pb, &ex, v);
+    inputs_t in;
+    inputs_make(&in, &pb, AA_FMT_BF16, 20 + (uint64_t)v);
+    ref_t R;
+    reference(&R, &pb, in.q.data, in.k.data, in.v.data, in.dO.data);
+    for (int ri = 0; ri < 4; ri++) {
       aa_recipe_t r;
       aa_recipe_preset(&r, recipes[ri], NULL);
-      if (ri == 1 || ri == 2) set(&r, "bwd.section", "128"); /* make the nki dQ round trip happen */
-      aa_problem_t pb;
-      aa_problem_init(&pb, 256, 256, 32, 2, 1);
-      extras_t ex;
-      variant(&pb, &ex, v);
-      inputs_t in;
-      inputs_make(&in, &pb, AA_FMT_BF16, 20 + (uint64_t)v);
-      ref_t R;
-      reference(&R, &pb, in.q.data, in.k.data, in.v.data, in.dO.data);
+      if (ri == 1 || ri == 2) set(&r, "bwd.section", n > 1024 ? "512" : "128"); /* make the dQ round trip happen */
       aa_attn_result_t res;
-      if (run(&res, &pb, &r, &in, "bf16") != AA_OK) goto next;
+      if (run(&res, &pb, &r, &in, "bf16") != AA_OK) continue;
       size_t nqd = pb.heads * pb.n_q * pb.d, nkd = pb.kv_heads * pb.n_k * pb.d;
       /* O bound, per element: the stored O rounds once (u |O|); each weight
          carries its own BF16 rounding (u) plus the error of its exponent
@@ -382,16 +403,14 @@ static void test_bf16(void) {
       size_t bad = 0;
       for (size_t h = 0; h < pb.heads; h++)
         for (size_t i = 0; i < pb.n_q; i++) {
-          double es = 1e-5;
-          if (r.scale_fold == AA_SCALE_Q) es += u * R.qk_abs[h * pb.n_q + i];
-          if (r.scale_fold == AA_SCALE_S) es += 2 * u * R.s_abs[h * pb.n_q + i] + u * R.qk_abs[h * pb.n_q + i];
+          double es = es_row(&r, &R, &pb, h, i);
           for (size_t c = 0; c < pb.d; c++) {
             size_t x = (h * pb.n_q + i) * pb.d + c;
             double bound = 1.001 * u * fabs(R.o[x]) + (2 * u + 2 * es) * R.pv_abs[x] * 1.001 + 1e-30;
             double err = fabs(res.o.data[x] - R.o[x]);
             if (!(err <= bound) && bad++ < 3)
-              AA_FAIL("%s %s: O[%zu][%zu][%zu] = %a, reference %a, error %.3e > bound %.3e (seed %llu)",
-                      recipes[ri], vname[v], h, i, c, res.o.data[x], R.o[x], err, bound, (unsigned long long)seed);
+              AA_FAIL("%s %s: O[%zu][%zu][%zu] = %a, reference %a, error %.3e > bound %.3e (seed %llu)", recipes[ri],
+                      vname[v], h, i, c, res.o.data[x], R.o[x], err, bound, (unsigned long long)seed);
           }
         }
       double e_dq = rel_l2(res.dq.data, R.dq, nqd), e_dk = rel_l2(res.dk.data, R.dk, nkd),
@@ -409,23 +428,38 @@ static void test_bf16(void) {
                        count_nonfinite(res.dk.data, nkd) + count_nonfinite(res.dv.data, nkd) ==
                    0,
                "%s %s: non-finite outputs", recipes[ri], vname[v]);
-      /* dsinks: 6u of the value, plus the recursive-summation bound of its
-         accumulators, (adds along the longest chain) * u_acc * sum |terms|:
-         n_q / tile_q adds per partition row, then tile_q partition sums. */
-      for (size_t x = 0; x < pb.heads * pb.num_sinks; x++) {
-        double ua = r.bwd_dsinks_fmt == AA_FMT_BF16 ? u : 0x1p-24;
-        double chain = (double)(pb.n_q / r.bwd_tile_q + r.bwd_tile_q);
-        double bound = 6 * u * fabs(R.dsinks[x]) + chain * ua * R.dsinks_abs[x];
-        double err = fabs(res.dsinks.data[x] - R.dsinks[x]);
-        AA_CHECK(err <= bound, "%s %s: dsinks[%zu] = %a, reference %a, error %.3e > bound %.3e (seed %llu)",
-                 recipes[ri], vname[v], x, res.dsinks.data[x], R.dsinks[x], err, bound, (unsigned long long)seed);
-      }
+      /* dsinks = -sum_i p_i D_i with D_i = dO_i . O_i computed from the
+         stored O: its error is sum_i p_i |dO_i| . (O bound)_i, plus p_i's own
+         relative error (u + 2 es), plus the recursive-summation bound of the
+         accumulators, (adds along the longest chain) * u_acc * sum |p_i D_i|
+         (n_q / tile_q adds per partition row, then tile_q partition sums). */
+      for (size_t h = 0; h < pb.heads; h++)
+        for (size_t t = 0; t < pb.num_sinks; t++) {
+          size_t x = h * pb.num_sinks + t;
+          double ua = r.bwd_dsinks_fmt == AA_FMT_BF16 ? u : 0x1p-24;
+          double chain = (double)(pb.n_q / r.bwd_tile_q + r.bwd_tile_q);
+          double bound = chain * ua * R.dsinks_abs[x] + 1e-30;
+          for (size_t i = 0; i < pb.n_q; i++) {
+            double L = R.lse[h * pb.n_q + i];
+            if (!isfinite(L)) continue;
+            double ps = exp(pb.sinks[x] - L), es = es_row(&r, &R, &pb, h, i), dD = 0, Dv = 0;
+            for (size_t c = 0; c < pb.d; c++) {
+              size_t y = (h * pb.n_q + i) * pb.d + c;
+              dD += fabs(in.dO.data[y]) * (1.001 * u * fabs(R.o[y]) + (2 * u + 2 * es) * R.pv_abs[y]);
+              Dv += R.o[y] * in.dO.data[y];
+            }
+            bound += ps * (dD + (2 * u + 2 * es) * fabs(Dv)) * 1.01;
+          }
+          double err = fabs(res.dsinks.data[x] - R.dsinks[x]);
+          AA_CHECK(err <= bound, "%s %s: dsinks[%zu] = %a, reference %a, error %.3e > bound %.3e (seed %llu)",
+                   recipes[ri], vname[v], x, res.dsinks.data[x], R.dsinks[x], err, bound, (unsigned long long)seed);
+        }
       aa_attn_result_free(&res);
-    next:
-      ref_free(&R);
-      inputs_free(&in);
-      extras_free(&ex);
     }
+    ref_free(&R);
+    inputs_free(&in);
+    extras_free(&ex);
+  }
 }
 
 static int same_bits(const aa_tensor_t *a, const aa_tensor_t *b) {
@@ -438,32 +472,39 @@ static int same_result(const aa_attn_result_t *a, const aa_attn_result_t *b) {
          same_bits(&a->dk, &b->dk) && same_bits(&a->dv, &b->dv) && same_bits(&a->dsinks, &b->dsinks);
 }
 
-/* 3. Identical bits for one and two threads. */
+/* 3. Identical bits for one and two threads: with 2 KV heads the backward
+   splits over KV heads, with 1 KV head over the K tiles of each chunk. */
 static void test_threads(void) {
 #ifdef _OPENMP
   const char *recipes[] = {"fa2", "nki", "naive-bf16"};
-  aa_problem_t pb;
-  aa_problem_init(&pb, 200, 200, 16, 4, 2);
-  extras_t ex;
-  variant(&pb, &ex, V_SINKS);
-  inputs_t in;
-  inputs_make(&in, &pb, AA_FMT_BF16, 40);
-  for (int ri = 0; ri < 3; ri++) {
-    aa_recipe_t r;
-    aa_recipe_preset(&r, recipes[ri], NULL);
-    aa_attn_result_t a, b;
-    omp_set_num_threads(1);
-    int st = run(&a, &pb, &r, &in, "threads=1");
-    omp_set_num_threads(2);
-    if (st == AA_OK && run(&b, &pb, &r, &in, "threads=2") == AA_OK) {
-      AA_CHECK(same_result(&a, &b) && a.tiles_skipped == b.tiles_skipped, "%s: results differ between 1 and 2 threads",
-               recipes[ri]);
-      aa_attn_result_free(&b);
+  for (int kvh = 1; kvh <= 2; kvh++) {
+    aa_problem_t pb;
+    aa_problem_init(&pb, 300, 300, 16, 4, (size_t)kvh);
+    extras_t ex;
+    variant(&pb, &ex, V_SINKS);
+    inputs_t in;
+    inputs_make(&in, &pb, AA_FMT_BF16, 40);
+    for (int ri = 0; ri < 3; ri++) {
+      aa_recipe_t r;
+      aa_recipe_preset(&r, recipes[ri], NULL);
+      if (ri == 1) {
+        set(&r, "bwd.tile_k", "64"); /* several K tiles per section and chunks */
+        set(&r, "bwd.sub_k", "32");
+      }
+      aa_attn_result_t a, b;
+      omp_set_num_threads(1);
+      int st = run(&a, &pb, &r, &in, "threads=1");
+      omp_set_num_threads(2);
+      if (st == AA_OK && run(&b, &pb, &r, &in, "threads=2") == AA_OK) {
+        AA_CHECK(same_result(&a, &b) && a.tiles_skipped == b.tiles_skipped,
+                 "%s kv_heads=%d: results differ between 1 and 2 threads", recipes[ri], kvh);
+        aa_attn_result_free(&b);
+      }
+      if (st == AA_OK) aa_attn_result_free(&a);
     }
-    if (st == AA_OK) aa_attn_result_free(&a);
+    inputs_free(&in);
+    extras_free(&ex);
   }
-  inputs_free(&in);
-  extras_free(&ex);
 #else
   printf("  (no OpenMP: thread test skipped)\n");
 #endif
@@ -549,7 +590,8 @@ int main(void) {
   test_errors();
   test_exact();
   printf("  binary64 recipes: worst max-error ratio %.3e over all outputs and variants\n", worst_exact);
-  test_bf16();
+  test_bf16(256, 32, 2, 1);
+  if (aa_test_expensive()) test_bf16(2048, 128, 1, 1);
   test_threads();
   test_sections();
   return aa_test_finish("tattn");

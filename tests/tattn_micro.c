@@ -1,4 +1,5 @@
-/* attnacc: hand-checkable 4 x 2 attention: every fa2 and nki rounding step written out as scalar code, bits compared. */
+/* attnacc: hand-checkable 4 x 2 attention: every fa2 and nki rounding step written out as scalar code, bits compared.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,10 +22,16 @@ static float bf(float x) { /* one RNE rounding to BF16, through the library's sc
   aa_round_opts_t o = {AA_FMT_BF16, AA_RND_NE, 1, 0};
   return (float)aa_round((double)x, &o, NULL);
 }
-static float ex2(float x) { return (float)exp2((double)x); } /* exp = exact: FP32 of the binary64 exp2 */
-static float exn(float x) { return (float)exp((double)x); }
+static float ex2(float x) {
+  return (float)exp2((double)x);
+} /* exp = exact: FP32 of the binary64 exp2 */
+static float exn(float x) {
+  return (float)exp((double)x);
+}
 
-static int visible(int causal, int i, int j) { return !causal || j <= i; }
+static int visible(int causal, int i, int j) {
+  return !causal || j <= i;
+}
 
 /* ---- FA2 (REFERENCES section 3), K tiles of width tk, q tiles of width tq ---- */
 static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, int causal) {
@@ -35,7 +42,8 @@ static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, i
   for (int i = 0; i < N; i++)
     for (int j = 0; j < N; j++) { /* S = Q K^T, FP32 FMA chain over d */
       float a = 0;
-      for (int e = 0; e < DH; e++) a = fmaf((float)Qv[i][e], (float)Kv[j][e], a);
+      for (int e = 0; e < DH; e++)
+        a = fmaf((float)Qv[i][e], (float)Kv[j][e], a);
       S[i][j] = a;
     }
   /* forward: online softmax per row, rescale on every increase */
@@ -54,7 +62,8 @@ static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, i
         if (m != -INFINITY) {
           float alpha = ex2((m - mx) * c); /* exp2((m_old - m_new) * scale_log2) */
           l = l * alpha;
-          for (int e = 0; e < DH; e++) acc[e] = acc[e] * alpha;
+          for (int e = 0; e < DH; e++)
+            acc[e] = acc[e] * alpha;
         }
         m = mx;
       }
@@ -63,14 +72,16 @@ static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, i
       for (int j = j0; j < j0 + tk; j++) {
         if (!visible(causal, i, j)) continue;
         float p = ex2(fmaf(S[i][j], c, -b));
-        l = l + p;     /* row sum of the FP32 weights */
-        P[j] = bf(p);  /* BF16 before P V */
+        l = l + p;    /* row sum of the FP32 weights */
+        P[j] = bf(p); /* BF16 before P V */
       }
       for (int e = 0; e < DH; e++)
-        for (int j = j0; j < j0 + tk; j++) acc[e] = fmaf(P[j], (float)Vv[j][e], acc[e]);
+        for (int j = j0; j < j0 + tk; j++)
+          acc[e] = fmaf(P[j], (float)Vv[j][e], acc[e]);
     }
     float r = 1.0f / l;
-    for (int e = 0; e < DH; e++) O[i][e] = bf(acc[e] * r);
+    for (int e = 0; e < DH; e++)
+      O[i][e] = bf(acc[e] * r);
     lse[i] = fmaf(m, scale, (float)log((double)l)); /* row_max*scale + log(sum) */
   }
   /* backward: D from BF16 O and dO in FP32; P = exp2(fma(S, c, -lse*log2e));
@@ -78,28 +89,34 @@ static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, i
   float D[N];
   for (int i = 0; i < N; i++) {
     float s = 0;
-    for (int e = 0; e < DH; e++) s = s + O[i][e] * (float)dOv[i][e];
+    for (int e = 0; e < DH; e++)
+      s = s + O[i][e] * (float)dOv[i][e];
     D[i] = s;
   }
   for (int i = 0; i < N; i++) {
     float dq[DH] = {0, 0};
     for (int j0 = 0; j0 < N; j0 += tk) {
       int any = 0;
-      for (int j = j0; j < j0 + tk; j++) any |= visible(causal, i, j);
+      for (int j = j0; j < j0 + tk; j++)
+        any |= visible(causal, i, j);
       if (!any) continue;
       float part[DH] = {0, 0}, dS[N] = {0};
       for (int j = j0; j < j0 + tk; j++) {
         if (!visible(causal, i, j)) continue;
         float P = ex2(fmaf(S[i][j], c, -(lse[i] * l2e)));
         float dP = 0;
-        for (int e = 0; e < DH; e++) dP = fmaf((float)dOv[i][e], (float)Vv[j][e], dP);
+        for (int e = 0; e < DH; e++)
+          dP = fmaf((float)dOv[i][e], (float)Vv[j][e], dP);
         dS[j] = bf((dP - D[i]) * P);
       }
       for (int e = 0; e < DH; e++)
-        for (int j = j0; j < j0 + tk; j++) part[e] = fmaf(dS[j], (float)Kv[j][e], part[e]);
-      for (int e = 0; e < DH; e++) dq[e] = part[e] + dq[e]; /* atomicAdd, ascending K tiles */
+        for (int j = j0; j < j0 + tk; j++)
+          part[e] = fmaf(dS[j], (float)Kv[j][e], part[e]);
+      for (int e = 0; e < DH; e++)
+        dq[e] = part[e] + dq[e]; /* atomicAdd, ascending K tiles */
     }
-    for (int e = 0; e < DH; e++) dQ[i][e] = bf(dq[e] * scale);
+    for (int e = 0; e < DH; e++)
+      dQ[i][e] = bf(dq[e] * scale);
   }
 }
 
@@ -108,11 +125,13 @@ static void nki_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int causa
   const float scale = (float)(1.0 / sqrt((double)DH));
   float Qs[N][DH], S[N][N];
   for (int i = 0; i < N; i++)
-    for (int e = 0; e < DH; e++) Qs[i][e] = bf((float)Qv[i][e] * scale); /* load_q_dy: bf16(q*scale) */
+    for (int e = 0; e < DH; e++)
+      Qs[i][e] = bf((float)Qv[i][e] * scale); /* load_q_dy: bf16(q*scale) */
   for (int i = 0; i < N; i++)
     for (int j = 0; j < N; j++) {
       float a = 0;
-      for (int e = 0; e < DH; e++) a = fmaf(Qs[i][e], (float)Kv[j][e], a);
+      for (int e = 0; e < DH; e++)
+        a = fmaf(Qs[i][e], (float)Kv[j][e], a);
       S[i][j] = a;
     }
   for (int i = 0; i < N; i++) { /* forward: exp(S - max), O * (1/l), checkpoint (-max, 1/l) */
@@ -126,15 +145,18 @@ static void nki_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int causa
       P[j] = bf(p);
     }
     for (int e = 0; e < DH; e++)
-      for (int j = 0; j < N; j++) acc[e] = fmaf(P[j], (float)Vv[j][e], acc[e]);
+      for (int j = 0; j < N; j++)
+        acc[e] = fmaf(P[j], (float)Vv[j][e], acc[e]);
     float recip = 1.0f / l, neg_max = -m;
-    for (int e = 0; e < DH; e++) O[i][e] = bf(acc[e] * recip);
+    for (int e = 0; e < DH; e++)
+      O[i][e] = bf(acc[e] * recip);
     lse[i] = -(neg_max + (float)log((double)recip)); /* host: lse = -(neg_max + log(recip)) */
   }
   float D[N];
   for (int i = 0; i < N; i++) { /* dy_o_sum in fp32 (mixed_precision) */
     float s = 0;
-    for (int e = 0; e < DH; e++) s = s + O[i][e] * (float)dOv[i][e];
+    for (int e = 0; e < DH; e++)
+      s = s + O[i][e] * (float)dOv[i][e];
     D[i] = s;
   }
   for (int i = 0; i < N; i++) {
@@ -143,14 +165,18 @@ static void nki_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int causa
       if (!visible(causal, i, j)) continue;
       float P = bf(exn(S[i][j] + (-lse[i]))); /* activation(exp, bias=-LSE) into bf16 softmax_y */
       float dP = 0;
-      for (int e = 0; e < DH; e++) dP = fmaf((float)dOv[i][e], (float)Vv[j][e], dP);
+      for (int e = 0; e < DH; e++)
+        dP = fmaf((float)dOv[i][e], (float)Vv[j][e], dP);
       dP = bf(dP);                 /* dP in the kernel dtype */
       dS[j] = bf((dP - D[i]) * P); /* scalar_tensor_tensor(subtract, multiply) */
     }
     for (int e = 0; e < DH; e++)
-      for (int j = 0; j < N; j++) psum[e] = fmaf(dS[j], (float)Kv[j][e], psum[e]);
-    for (int e = 0; e < DH; e++) dq[e] = psum[e] * scale + dq[e]; /* dq_local += dq_psum * scale */
-    for (int e = 0; e < DH; e++) dQ[i][e] = bf(bf(dq[e]));         /* written in bf16 (section store, output) */
+      for (int j = 0; j < N; j++)
+        psum[e] = fmaf(dS[j], (float)Kv[j][e], psum[e]);
+    for (int e = 0; e < DH; e++)
+      dq[e] = psum[e] * scale + dq[e]; /* dq_local += dq_psum * scale */
+    for (int e = 0; e < DH; e++)
+      dQ[i][e] = bf(bf(dq[e])); /* written in bf16 (section store, output) */
   }
 }
 
@@ -227,11 +253,13 @@ int main(void) {
     aa_attn_result_t res;
     if (aa_attn_run(&res, &pb, &r, &q, &k, &v, &dO, NULL) == AA_OK) {
       double s0[N] = {1.0, 1.0, -0.625, 1.375}, t = 0;
-      for (int j = 0; j < N; j++) t += exp(s0[j] / sqrt(2.0));
+      for (int j = 0; j < N; j++)
+        t += exp(s0[j] / sqrt(2.0));
       AA_CHECK(fabs(res.lse.data[0] - log(t)) < 1e-6, "fa2 LSE[0] %a vs closed form %a", res.lse.data[0], log(t));
       aa_attn_result_free(&res);
     }
   }
-  for (int t = 0; t < 4; t++) aa_tensor_free(ts[t]);
+  for (int t = 0; t < 4; t++)
+    aa_tensor_free(ts[t]);
   return aa_test_finish("tattn_micro");
 }

@@ -125,6 +125,27 @@ grep -q '"runs": \[' "$T/jm" || FAIL "tcli two variants: no runs array"
 grep -A 12 '"variant": "naive-bf16"' "$T/jm" | grep '"dq": {' | grep -q '"fa_ratio": 1,' ||
   FAIL "tcli two variants: naive-bf16's own fa_ratio is not 1"
 
+# ---- recipe files: same as the preset when unchanged, named after the file when changed ----
+printf '# fa2 unchanged\nbase = fa2\n' >"$T/same.rcp"
+printf 'base = fa2\nfwd.p_fmt = fp32\n' >"$T/p32.rcp"
+printf 'base = fa2\nno.such.key = 1\n' >"$T/bad.rcp"
+"$A" run --recipe "$T/same.rcp" --n 64 --d 16 --json >"$T/jr" 2>"$T/e" || FAIL "tcli --recipe: $(cat "$T/e")"
+untimed "$T/jr" | grep -v '"recipe":' >"$T/ur"
+untimed "$T/j1" | grep -v '"recipe":' >"$T/u1"
+cmp -s "$T/ur" "$T/u1" || FAIL "tcli --recipe base = fa2 differs from --variant fa2: $(diff "$T/ur" "$T/u1" | head -4)"
+"$A" run --variant fa2 --recipe "$T/p32.rcp" --n 32 --d 16 --json >"$T/jr" 2>"$T/e" || FAIL "tcli --recipe p32: $(cat "$T/e")"
+grep -q '"variant": "p32"' "$T/jr" || FAIL "tcli --recipe: a changed fa2 is not named after its file"
+grep -q 'fwd.p_fmt = fp32' "$T/jr" || FAIL "tcli --recipe: the recipe text lacks the changed key"
+expect_error "bad recipe key" "bad.rcp:2" run --recipe "$T/bad.rcp" --n 16
+
+# ---- mixed io formats: exact-fp64 runs on the same bf16 inputs and agrees with the oracle ----
+"$A" run --variant fa2,exact-fp64 --n 32 --d 16 --json >"$T/jx" 2>"$T/e" || FAIL "tcli fa2,exact-fp64: $(cat "$T/e")"
+for o in o dq dk dv; do
+  v=$(grep -A 12 '"variant": "exact-fp64"' "$T/jx" | grep "^        \"$o\": {" | sed 's/.*"rel_l2": \([^,]*\),.*/\1/')
+  awk -v v="$v" 'BEGIN { exit !(v != "" && v != "null" && v + 0 < 1e-12) }' ||
+    FAIL "tcli exact-fp64: $o rel_l2 '$v' is not below 1e-12"
+done
+
 # ---- the table ----
 "$A" run --variant fa2 --n 32 --d 16 --seed 9 >"$T/tab" 2>&1 || FAIL "tcli table: exit status"
 for w in "^fa2 *o " "^fa2 *dq " "^fa2 *dk " "^fa2 *dv " "^oracle: fast, 128 bits" "^seconds: oracle" "^seed 9, attnacc "; do
@@ -191,6 +212,14 @@ mkdir "$T/nan"
 cp "$T/nan.npy" "$T/nan/q.npy"
 expect_error "NaN input" "NaN" run --variant fa2 --inputs "$T/nan"
 expect_error "score NaN input" "NaN" score --inputs "$T/nan" --grads "$T/nan"
+# NaN in the gradients is measured, not refused: counted, statistics over no finite element are null, pass false.
+mkdir "$T/nang"
+"$A" run --variant fa2 --n 4 --d 4 --save "$T/nang" >/dev/null 2>&1 || FAIL "tcli --save n=4 (2)"
+cp "$T/nan.npy" "$T/nang/dq.npy"
+"$A" score --inputs "$T/nang" --grads "$T/nang" --json >"$T/jn" 2>"$T/e" || FAIL "tcli score NaN grads: $(cat "$T/e")"
+grep '^    "dq": {' "$T/jn" | grep -q '"rel_l2": null, "max_abs": null, .*"nan": 16, "inf": 0, .*"fail_count": 16, "pass": false' ||
+  FAIL "tcli score NaN grads: dq line is $(grep '^    "dq": {' "$T/jn")"
+grep '^    "dk": {' "$T/jn" | grep -q '"nan": 0, "inf": 0,' || FAIL "tcli score NaN grads: dk affected"
 
 if [ $fails -ne 0 ]; then
   echo "tcli: $fails failure(s)"

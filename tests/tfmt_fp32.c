@@ -36,7 +36,7 @@ static double random_input(aa_pcg64_t *g) {
 
 static void check_fp32_sampled(uint64_t seed) {
   const double mult = aa_test_multiplier();
-  const long n = (long)(2000000 * mult);
+  const long n = (long)(3000000 * mult);
   aa_pcg64_t g;
   aa_pcg64_seed(&g, seed, 32);
   n_compared = 0;

@@ -125,7 +125,8 @@ static void test_closed_form(void) {
   make_t(&t, a, 4, AA_FMT_BF16);
   rc = aa_metrics_compare(&m, &t, &r, AA_FMT_BF16, AA_METRICS_ATOL, AA_METRICS_RTOL, &err);
   AA_CHECK(rc == AA_OK, "tmetrics closed form: status %d (%s)", rc, err.msg);
-  AA_CHECK(m.count == 4 && m.nan == 0 && m.inf == 0, "tmetrics closed form: counts %zu %zu %zu", m.count, m.nan, m.inf);
+  AA_CHECK(m.count == 4 && m.nan == 0 && m.inf == 0, "tmetrics closed form: counts %zu %zu %zu", m.count, m.nan,
+           m.inf);
   AA_CHECK(close_rel(m.rel_l2, want_rel, 1e-15), "tmetrics closed form: rel_l2 %a want %a", m.rel_l2, want_rel);
   AA_CHECK(m.max_abs == 0x1p-5, "tmetrics closed form: max_abs %a want 0x1p-5", m.max_abs);
   AA_CHECK(want_ulp == 15488 && m.max_ulp == want_ulp, "tmetrics closed form: max_ulp %.17g want %.17g", m.max_ulp,
@@ -161,7 +162,8 @@ static void test_closed_form(void) {
     aa_metrics_compare(&m, &t, &r, AA_FMT_FP32, 0.25, 0.25, &err);
     AA_CHECK(m.fail_count == 1 && !m.pass, "tmetrics rule 1 boundary: fail_count %zu", m.fail_count);
     AA_CHECK(aa_metrics_compare(&m, &t, &r, AA_FMT_FP32, -1, 0.25, &err) == AA_EINVAL, "tmetrics: atol < 0 accepted");
-    AA_CHECK(aa_metrics_compare(&m, &t, &r, AA_FMT_FP64, 0.25, 0.25, &err) == AA_EINVAL, "tmetrics: fp64 ulps accepted");
+    AA_CHECK(aa_metrics_compare(&m, &t, &r, AA_FMT_FP64, 0.25, 0.25, &err) == AA_EINVAL,
+             "tmetrics: fp64 ulps accepted");
     aa_tensor_free(&t);
     free_ref(&r);
   }
@@ -206,7 +208,8 @@ static void test_nonfinite(void) {
     const double v3[3] = {1, 2, 3};
     make_ref(&r, v3, NULL, NULL, 3);
     make_t(&t, v3, 2, AA_FMT_BF16);
-    AA_CHECK(aa_metrics_compare(&m, &t, &r, AA_FMT_BF16, 0.01, 0.01, &err) == AA_ESHAPE, "tmetrics: shape mismatch accepted");
+    AA_CHECK(aa_metrics_compare(&m, &t, &r, AA_FMT_BF16, 0.01, 0.01, &err) == AA_ESHAPE,
+             "tmetrics: shape mismatch accepted");
     aa_tensor_free(&t);
     free_ref(&r);
   }

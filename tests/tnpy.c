@@ -13,7 +13,9 @@
 
 static char dir[64];
 
-static void path_in(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", dir, name); }
+static void path_in(char *buf, size_t cap, const char *name) {
+  snprintf(buf, cap, "%s/%s", dir, name);
+}
 
 static uint64_t bits64(double x) {
   uint64_t u;
@@ -39,7 +41,8 @@ static void write_raw(const char *name, int major, int minor, const char *header
     fputc((int)(hl & 0xff), f);
     fputc((int)(hl >> 8), f);
   } else {
-    for (int i = 0; i < 4; i++) fputc((int)((hl >> (8 * i)) & 0xff), f);
+    for (int i = 0; i < 4; i++)
+      fputc((int)((hl >> (8 * i)) & 0xff), f);
   }
   fwrite(header, 1, hl, f);
   if (nbytes) fwrite(data, 1, nbytes, f);
@@ -71,9 +74,12 @@ static void test_roundtrip(aa_fmt_t fmt, const char *descr, const double *vals, 
     unsigned char buf[4096];
     size_t len, hlen;
     int rc;
-    if (ndim == 1) shape[0] = nv;
-    else if (ndim == 2) shape[0] = 1, shape[1] = nv;
-    else shape[0] = 1, shape[1] = 1, shape[2] = nv;
+    if (ndim == 1)
+      shape[0] = nv;
+    else if (ndim == 2)
+      shape[0] = 1, shape[1] = nv;
+    else
+      shape[0] = 1, shape[1] = 1, shape[2] = nv;
     if (aa_tensor_alloc(&t, ndim, shape, AA_FMT_FP64) != AA_OK) {
       AA_FAIL("tnpy alloc: returned an error");
       return;
@@ -93,7 +99,10 @@ static void test_roundtrip(aa_fmt_t fmt, const char *descr, const double *vals, 
       snprintf(want, sizeof want, "'descr': '%s'", descr);
       AA_CHECK(strstr((char *)buf + 10, want) != NULL, "tnpy write %s: header lacks %s", descr, want);
     }
-    AA_CHECK(len == 10 + hlen + nv * (size_t)(fmt == AA_FMT_FP64 ? 8 : fmt == AA_FMT_FP32 ? 4 : 2),
+    AA_CHECK(len == 10 + hlen +
+                        nv * (size_t)(fmt == AA_FMT_FP64   ? 8
+                                      : fmt == AA_FMT_FP32 ? 4
+                                                           : 2),
              "tnpy write %s: file length %zu", descr, len);
     AA_CHECK(memcmp(buf + 10 + hlen, first_bytes, nfirst) == 0, "tnpy write %s: data bytes differ from the encoding",
              descr);
@@ -101,11 +110,12 @@ static void test_roundtrip(aa_fmt_t fmt, const char *descr, const double *vals, 
     AA_CHECK(rc == AA_OK, "tnpy read %s %d-D: status %d (%s)", descr, ndim, rc, err.msg);
     if (rc == AA_OK) {
       AA_CHECK(r.ndim == ndim && r.fmt == fmt, "tnpy read %s: ndim %d fmt %d", descr, r.ndim, (int)r.fmt);
-      for (int i = 0; i < ndim; i++) AA_CHECK(r.shape[i] == shape[i], "tnpy read %s: axis %d is %zu", descr, i, r.shape[i]);
+      for (int i = 0; i < ndim; i++)
+        AA_CHECK(r.shape[i] == shape[i], "tnpy read %s: axis %d is %zu", descr, i, r.shape[i]);
       for (size_t i = 0; i < nv && aa_tensor_numel(&r) == nv; i++) {
         int same = isnan(vals[i]) ? isnan(r.data[i]) : bits64(vals[i]) == bits64(r.data[i]);
-        AA_CHECK(same, "tnpy round trip %s %d-D: element %zu: wrote %a (0x%016llx) read %a (0x%016llx)", descr, ndim, i,
-                 vals[i], (unsigned long long)bits64(vals[i]), r.data[i], (unsigned long long)bits64(r.data[i]));
+        AA_CHECK(same, "tnpy round trip %s %d-D: element %zu: wrote %a (0x%016llx) read %a (0x%016llx)", descr, ndim,
+                 i, vals[i], (unsigned long long)bits64(vals[i]), r.data[i], (unsigned long long)bits64(r.data[i]));
       }
       aa_tensor_free(&r);
     }
@@ -119,16 +129,16 @@ static void test_write_rounding(void) {
     aa_fmt_t fmt;
     double in, want;
   } cases[] = {
-      {AA_FMT_BF16, 1.0 + 0x1p-8, 1.0},              /* tie between 1 and 1 + 2^-7: even is 1 */
-      {AA_FMT_BF16, 1.0 + 3 * 0x1p-8, 1.0 + 0x1p-6}, /* tie: even is 1 + 2^-6 */
+      {AA_FMT_BF16, 1.0 + 0x1p-8, 1.0},                    /* tie between 1 and 1 + 2^-7: even is 1 */
+      {AA_FMT_BF16, 1.0 + 3 * 0x1p-8, 1.0 + 0x1p-6},       /* tie: even is 1 + 2^-6 */
       {AA_FMT_BF16, 1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-7}, /* just above the tie: up */
-      {AA_FMT_BF16, 0x1p-134, 0.0},                  /* half the smallest subnormal 2^-133: even is 0 */
-      {AA_FMT_BF16, 0x1.8p-133, 0x1p-132},           /* 1.5 subnormal ulps: even is 2 */
-      {AA_FMT_BF16, 0x1.ffp127, INFINITY},           /* max 0x1.fep127 + half ulp: tie to even = overflow */
+      {AA_FMT_BF16, 0x1p-134, 0.0},                        /* half the smallest subnormal 2^-133: even is 0 */
+      {AA_FMT_BF16, 0x1.8p-133, 0x1p-132},                 /* 1.5 subnormal ulps: even is 2 */
+      {AA_FMT_BF16, 0x1.ffp127, INFINITY},                 /* max 0x1.fep127 + half ulp: tie to even = overflow */
       {AA_FMT_FP16, 1.0 + 0x1p-11, 1.0},
       {AA_FMT_FP16, 65520.0, INFINITY}, /* max 65504 + half ulp 16: tie to even = overflow */
       {AA_FMT_FP16, 65519.0, 65504.0},
-      {AA_FMT_FP16, 0x1p-25, 0.0},      /* half the smallest subnormal 2^-24 */
+      {AA_FMT_FP16, 0x1p-25, 0.0}, /* half the smallest subnormal 2^-24 */
       {AA_FMT_FP16, 0x1.8p-24, 0x1p-23},
       {AA_FMT_FP32, 1.0 + 0x1p-24, 1.0},
       {AA_FMT_FP32, -(1.0 + 3 * 0x1p-24), -(1.0 + 0x1p-22)},
@@ -179,10 +189,11 @@ static void test_headers(void) {
     write_raw("hdr.npy", cases[i].major, 0, cases[i].hdr, f4, sizeof f4);
     path_in(p, sizeof p, "hdr.npy");
     rc = aa_npy_read(&r, p, &err);
-    AA_CHECK(rc == AA_OK, "tnpy header %zu (version %d.0 \"%s\"): status %d (%s)", i, cases[i].major, cases[i].hdr, rc,
-             err.msg);
+    AA_CHECK(rc == AA_OK, "tnpy header %zu (version %d.0 \"%s\"): status %d (%s)", i, cases[i].major, cases[i].hdr,
+             rc, err.msg);
     if (rc != AA_OK) continue;
-    AA_CHECK(r.ndim == cases[i].ndim && r.shape[0] == cases[i].s0 && (cases[i].ndim == 1 || r.shape[1] == cases[i].s1),
+    AA_CHECK(r.ndim == cases[i].ndim && r.shape[0] == cases[i].s0 &&
+                 (cases[i].ndim == 1 || r.shape[1] == cases[i].s1),
              "tnpy header %zu: shape read as %d-D [%zu, %zu]", i, r.ndim, r.shape[0], r.shape[1]);
     AA_CHECK(r.fmt == AA_FMT_FP32, "tnpy header %zu: fmt %d", i, (int)r.fmt);
     for (int j = 0; j < 6; j++)
@@ -198,7 +209,8 @@ static void test_headers(void) {
     path_in(p, sizeof p, "bf.npy");
     AA_CHECK(aa_npy_read(&r, p, &err) == AA_OK, "tnpy '<u2': %s", err.msg);
     AA_CHECK(r.fmt == AA_FMT_BF16 && r.data[0] == 1.0 && r.data[1] == -1.5,
-             "tnpy '<u2': bits 0x3f80 0xbfc0 read as %a %a (fmt %d), want 1 and -1.5", r.data[0], r.data[1], (int)r.fmt);
+             "tnpy '<u2': bits 0x3f80 0xbfc0 read as %a %a (fmt %d), want 1 and -1.5", r.data[0], r.data[1],
+             (int)r.fmt);
     aa_tensor_free(&r);
   }
 }
@@ -272,7 +284,8 @@ static void test_refusals(void) {
     AA_CHECK(aa_npy_read(&r, p, &err) == AA_EFORMAT && strstr(err.msg, "short.npy") && strstr(err.msg, "truncated"),
              "tnpy refusal truncated header: \"%s\"", err.msg);
     path_in(p, sizeof p, "absent.npy");
-    AA_CHECK(aa_npy_read(&r, p, &err) == AA_EIO && strstr(err.msg, "absent.npy"), "tnpy absent file: \"%s\"", err.msg);
+    AA_CHECK(aa_npy_read(&r, p, &err) == AA_EIO && strstr(err.msg, "absent.npy"), "tnpy absent file: \"%s\"",
+             err.msg);
   }
 }
 

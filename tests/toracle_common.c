@@ -134,6 +134,7 @@ static const aa_oracle_out_t *tor_out(const aa_oracle_result_t *r, int t) {
   return o[t];
 }
 
+#ifndef TOR_NO_COMPARE
 /* Every element: |a - b| <= (rel_a + rel_b) |b| (1 + 2^-40), identical
    FP32/BF16 roundings, no NaN. Returns the number of failures. */
 static int tor_compare(const aa_oracle_result_t *a, const aa_oracle_result_t *b, const char *what, uint64_t seed,
@@ -165,3 +166,4 @@ static int tor_compare(const aa_oracle_result_t *a, const aa_oracle_result_t *b,
   }
   return fails;
 }
+#endif

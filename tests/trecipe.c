@@ -24,8 +24,7 @@ static void test_roundtrip(void) {
              "preset %s: no description", name);
     size_t need = aa_recipe_format(NULL, 0, &r);
     size_t got = aa_recipe_format(buf, sizeof buf, &r);
-    AA_CHECK(need == got && got == strlen(buf), "preset %s: format length %zu/%zu/%zu", name, need, got,
-             strlen(buf));
+    AA_CHECK(need == got && got == strlen(buf), "preset %s: format length %zu/%zu/%zu", name, need, got, strlen(buf));
     if (aa_recipe_parse_string(&back, buf, "roundtrip", &err) != AA_OK) {
       AA_FAIL("preset %s: parse of its own format failed: %s", name, err.msg);
       continue;

@@ -33,7 +33,9 @@ static inline double aa_attn_rnd(double x, aa_fmt_t fmt) {
    result rounded once. With FP32 operands the binary64 sum, difference,
    product or quotient rounded to FP32 equals the directly rounded result
    (53 >= 2*24 + 2), so computing in double and rounding is exact emulation. */
-static inline double aa_attn_alu(double exact, aa_fmt_t alu) { return aa_attn_rnd(exact, alu); }
+static inline double aa_attn_alu(double exact, aa_fmt_t alu) {
+  return aa_attn_rnd(exact, alu);
+}
 
 /* Fused multiply-add in the ALU format: one rounding of a*b + c. */
 static inline double aa_attn_fma(double a, double b, double c, aa_fmt_t alu) {
@@ -47,11 +49,11 @@ typedef struct {
   const aa_problem_t *pb;
   const aa_recipe_t *r;
   size_t n_q, n_k, d, heads, kv_heads, group; /* group = heads / kv_heads */
-  double scale;   /* softmax scale held in scale_fmt */
-  double c;       /* coefficient of S in the exp argument (see exp_arg) */
-  double se;      /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
-  double l2e;     /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
-  double ks;      /* dropout keep_scale in the ALU format (1 without dropout) */
+  double scale;                               /* softmax scale held in scale_fmt */
+  double c;                                   /* coefficient of S in the exp argument (see exp_arg) */
+  double se;           /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
+  double l2e;          /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
+  double ks;           /* dropout keep_scale in the ALU format (1 without dropout) */
   const double *sinks; /* [heads][num_sinks], rounded to alu, or NULL */
   const double *Q, *K, *V, *dO;
 } aa_attn_ctx_t;

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "attn-impl.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int native_fmt(aa_fmt_t f, aa_accum_t model) {
   return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
@@ -11,7 +14,8 @@ static int native_fmt(aa_fmt_t f, aa_accum_t model) {
 
 static size_t pow2_ceil(size_t n) {
   size_t p = 1;
-  while (p < n) p <<= 1;
+  while (p < n)
+    p <<= 1;
   return p;
 }
 
@@ -33,13 +37,20 @@ static double rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double
   return D;
 }
 
+/* Per kv-head state (one per outer thread). */
 typedef struct {
   double *dk, *dv, *dkp, *dvp; /* section accumulators and PSUMs [sec x d] */
   double *gk, *gv;             /* gqa_reduce = sum-rounded: group sums [sec x d] */
   uint8_t *live;               /* per K tile of the section: PSUM holds a product */
-  double *qe, *S, *Pdv, *Pds, *dP, *dS, *dql, *dqp, *D;
-  uint8_t *vis;
+  uint8_t *done;               /* per K tile of the current chunk: 0 skipped, 1 computed */
+  double *qe, *dql, *dqp, *D;  /* dqp: one dQ partial per K tile of a chunk */
 } bwd_buf_t;
+
+/* Per-thread scratch of one (q tile, k tile) pair. */
+typedef struct {
+  double *S, *Pdv, *Pds, *dP, *dS;
+  uint8_t *vis;
+} tile_buf_t;
 
 static void buf_free(bwd_buf_t *b) {
   free(b->dk);
@@ -49,16 +60,30 @@ static void buf_free(bwd_buf_t *b) {
   free(b->gk);
   free(b->gv);
   free(b->live);
+  free(b->done);
   free(b->qe);
-  free(b->S);
-  free(b->Pdv);
-  free(b->Pds);
-  free(b->dP);
-  free(b->dS);
   free(b->dql);
   free(b->dqp);
   free(b->D);
-  free(b->vis);
+}
+
+static int tile_alloc(tile_buf_t *t, size_t tt) {
+  t->S = malloc(tt * sizeof(double));
+  t->Pdv = malloc(tt * sizeof(double));
+  t->Pds = malloc(tt * sizeof(double));
+  t->dP = malloc(tt * sizeof(double));
+  t->dS = malloc(tt * sizeof(double));
+  t->vis = malloc(tt);
+  return t->S && t->Pdv && t->Pds && t->dP && t->dS && t->vis;
+}
+
+static void tile_free(tile_buf_t *t) {
+  free(t->S);
+  free(t->Pdv);
+  free(t->Pds);
+  free(t->dP);
+  free(t->dS);
+  free(t->vis);
 }
 
 /* Flush the PSUMs of a finished q-tile group into the section accumulators:
@@ -88,15 +113,133 @@ static void finish_kv(const aa_attn_ctx_t *cx, double *k_out, double *v_out, dou
   *v_out = aa_attn_rnd(v, r->io_fmt);
 }
 
-static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, size_t tq, size_t tk,
-                       size_t sub, size_t sec, size_t *skipped) {
+/* One (q tile, k tile) pair: recompute P, dP, dS; the dQ partial into dqp;
+   dV and dK into the rows of this K tile of the section accumulators (or
+   PSUMs), which no other K tile touches. *computed = 0 when the pair is
+   skipped by the mask. */
+static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_t g, size_t hh, size_t i0,
+                    size_t rows, size_t s0, size_t j0, size_t tkc, size_t kt, size_t sub, double *dqp,
+                    const double *lse, int *computed) {
+  const aa_recipe_t *r = cx->r;
+  const aa_problem_t *pb = cx->pb;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, h = g * cx->group + hh;
+  const double *K = cx->K + g * n_k * d, *V = cx->V + g * n_k * d;
+  const double *Qraw = cx->Q + (h * n_q + i0) * d, *dO = cx->dO + (h * n_q + i0) * d;
+  const double *Qk = r->scale_fold == AA_SCALE_Q ? b->qe : Qraw; /* dK = Q^T dS with Q as loaded */
+  const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
+  int st;
+  *computed = 0;
+  size_t nv = aa_attn_visible(cx, tb->vis, i0, rows, j0, tkc);
+  if (nv == 0 && r->bwd_skip_masked) return AA_OK; /* get_required_tiles_mask, L794-846 */
+  *computed = 1;
+  st = aa_attn_scores(cx, tb->S, b->qe, rows, K + j0 * d, tkc, r->bwd_acc_qk);
+  if (st != AA_OK) return st;
+  /* ---- Step 2: recompute P ---- */
+  for (size_t a = 0; a < rows; a++) {
+    double *srow = tb->S + a * tkc, *prow = tb->dS + a * tkc; /* dS doubles as scratch for p */
+    const uint8_t *vrow = tb->vis + a * tkc;
+    if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS) {
+      /* Naive keeps the forward's P: recomputing it with the same two-pass
+         row gives the identical values. */
+      double m, l;
+      aa_attn_twopass_row(cx, prow, srow, vrow, tkc, sinks, &m, &l);
+    } else if (lse[a] == -INFINITY) {
+      for (size_t x = 0; x < tkc; x++)
+        prow[x] = 0; /* empty row: P = 0, never exp(-inf + inf) */
+    } else {
+      /* nki: activation(exp, data=S, bias=-LSE, scale=1.0), L964-970;
+         fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one FP32
+         multiply (REFERENCES section 3). */
+      double bb = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
+      for (size_t x = 0; x < tkc; x++)
+        prow[x] = vrow[x] ? aa_attn_exp(cx, aa_attn_fma(srow[x], cx->c, -bb, alu)) : 0.0;
+    }
+    const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * n_q + i0 + a) * n_k + j0) : NULL;
+    for (size_t x = 0; x < tkc; x++) {
+      tb->Pds[a * tkc + x] = aa_attn_rnd(prow[x], r->bwd_p_ds_fmt);
+      /* Dropout: the redrawn mask zeroes P for dV (twin L974-981); the 1/keep
+         rescale is applied to the dV accumulator at the end. */
+      tb->Pdv[a * tkc + x] = (krow != NULL && !krow[x]) ? 0.0 : aa_attn_rnd(prow[x], r->bwd_p_dv_fmt);
+    }
+  }
+  /* ---- Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt ---- */
+  st = aa_gemm(tb->dP, tkc, dO, d, 0, V + j0 * d, d, 1, rows, tkc, d, 0, r->bwd_acc_dp);
+  if (st != AA_OK) return st;
+  if (!native_fmt(r->bwd_dp_fmt, r->bwd_acc_dp))
+    for (size_t x = 0; x < rows * tkc; x++)
+      tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);
+  if (pb->keep != NULL)
+    for (size_t a = 0; a < rows; a++) {
+      const uint8_t *krow = pb->keep + ((h * n_q + i0 + a) * n_k + j0);
+      for (size_t x = 0; x < tkc; x++) {
+        double *v = &tb->dP[a * tkc + x];
+        *v = krow[x] ? aa_attn_alu(*v * cx->ks, alu) : 0.0; /* dropped: dS = -P*D */
+      }
+    }
+  /* ---- D from the key axis (textbook softmax backward; one K tile only) ---- */
+  if (r->bwd_d_source == AA_DSRC_P_DP)
+    for (size_t a = 0; a < rows; a++) {
+      double D = 0;
+      for (size_t x = 0; x < tkc; x++)
+        D = aa_attn_rnd(D + aa_attn_rnd(aa_attn_alu(tb->Pds[a * tkc + x] * tb->dP[a * tkc + x], alu), r->bwd_d_fmt),
+                        r->bwd_d_fmt);
+      b->D[hh * n_q + i0 + a] = D;
+    }
+  /* ---- Step 4: dS = (dP - D) * P, one fused scalar_tensor_tensor
+     (L1029-1036): op0 result in the ALU format, final in ds_fmt ---- */
+  for (size_t a = 0; a < rows; a++) {
+    double D = b->D[hh * n_q + i0 + a];
+    for (size_t x = 0; x < tkc; x++) {
+      size_t e = a * tkc + x;
+      double t0 = aa_attn_alu(tb->dP[e] - D, alu);
+      double v = aa_attn_rnd(aa_attn_alu(t0 * tb->Pds[e], alu), r->bwd_ds_fmt);
+      if (r->bwd_ds_scale) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
+      tb->dS[e] = v;
+    }
+  }
+  /* ---- Step 5.2: dQ partial over the 128-wide sub-tiles chained in one
+     PSUM (L1548-1556); the caller adds it in K order ---- */
+  for (size_t kb = 0; kb < tkc; kb += sub) {
+    size_t sc = tkc - kb < sub ? tkc - kb : sub;
+    st = aa_gemm(dqp, d, tb->dS + kb, tkc, 0, K + (j0 + kb) * d, d, 0, rows, d, sc, kb > 0, r->bwd_acc_dq);
+    if (st != AA_OK) return st;
+  }
+  /* ---- Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS ---- */
+  size_t off = (j0 - s0) * d;
+  if (r->bwd_dkv_accumulate == AA_KVACC_CHAIN) {
+    st = aa_gemm(b->dv + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
+    if (st == AA_OK) st = aa_gemm(b->dk + off, d, tb->dS, tkc, 1, Qk, d, 0, tkc, d, rows, 1, r->bwd_acc_dk);
+    if (st != AA_OK) return st;
+    if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dv))
+      for (size_t x = 0; x < tkc * d; x++)
+        b->dv[off + x] = aa_attn_rnd(b->dv[off + x], r->bwd_dkv_acc_fmt);
+    if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dk))
+      for (size_t x = 0; x < tkc * d; x++)
+        b->dk[off + x] = aa_attn_rnd(b->dk[off + x], r->bwd_dkv_acc_fmt);
+  } else {
+    /* seed 000 L1568-1617: dv_psum/dk_psum over the q-tile group, added
+       into the section accumulators when the group ends (flush_psums). */
+    int acc = b->live[kt];
+    st = aa_gemm(b->dvp + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
+    if (st == AA_OK) st = aa_gemm(b->dkp + off, d, tb->dS, tkc, 1, Qk, d, 0, tkc, d, rows, acc, r->bwd_acc_dk);
+    if (st != AA_OK) return st;
+    b->live[kt] = 1;
+  }
+  return AA_OK;
+}
+
+/* K tiles handled per parallel chunk (bounds the dQ partial buffers). */
+#define AA_ATTN_CHUNK 16
+
+static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, tile_buf_t *tbs,
+                       int inner, size_t tq, size_t tk, size_t sub, size_t sec, size_t *skipped) {
   const aa_recipe_t *r = cx->r;
   const aa_problem_t *pb = cx->pb;
   aa_fmt_t alu = r->alu_fmt;
   size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, G = cx->group;
-  const double *K = cx->K + g * n_k * d, *V = cx->V + g * n_k * d;
   size_t nqt = (n_q + tq - 1) / tq;
-  int st;
+  int status = AA_OK;
 
   /* Step 1 once per q head (seed 000 L1233: only on the first K section). */
   if (r->bwd_d_source == AA_DSRC_O_DO)
@@ -107,129 +250,62 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
     }
 
   for (size_t s0 = 0; s0 < n_k; s0 += sec) { /* KV sections, L1162 */
-    size_t s1 = s0 + sec < n_k ? s0 + sec : n_k, sl = s1 - s0;
+    size_t s1 = s0 + sec < n_k ? s0 + sec : n_k, sl = s1 - s0, nkt = (sl + tk - 1) / tk;
     memset(b->dk, 0, sl * d * sizeof(double)); /* section accumulators zeroed, L1166-1167 */
     memset(b->dv, 0, sl * d * sizeof(double));
-    memset(b->live, 0, (sl + tk - 1) / tk);
+    memset(b->live, 0, nkt);
     for (size_t hh = 0; hh < G; hh++) { /* GQA q heads, L1180 */
       size_t h = g * G + hh;
-      const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
       for (size_t t = 0; t < nqt; t++) { /* q tiles, L1184 */
         size_t i0 = t * tq, rows = n_q - i0 < tq ? n_q - i0 : tq;
         int group_end = (t % r->bwd_q_group) == r->bwd_q_group - 1 || t == nqt - 1;
-        const double *Qraw = cx->Q + (h * n_q + i0) * d, *dO = cx->dO + (h * n_q + i0) * d;
         const double *lse = out->lse.data + h * n_q + i0;
-        aa_attn_load_q(cx, b->qe, Qraw, rows);
-        const double *Qk = r->scale_fold == AA_SCALE_Q ? b->qe : Qraw; /* dK = Q^T dS with Q as loaded */
+        aa_attn_load_q(cx, b->qe, cx->Q + (h * n_q + i0) * d, rows);
         /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */
         double *dq_store = out->dq.data + (h * n_q + i0) * d;
         memcpy(b->dql, dq_store, rows * d * sizeof(double));
-        for (size_t j0 = s0; j0 < s1; j0 += tk) { /* K tiles of the section, L1274 */
-          size_t tkc = s1 - j0 < tk ? s1 - j0 : tk, kt = (j0 - s0) / tk;
-          size_t nv = aa_attn_visible(cx, b->vis, i0, rows, j0, tkc);
-          if (nv == 0 && r->bwd_skip_masked) { /* get_required_tiles_mask, L794-846 */
-            (*skipped)++;
-            continue;
-          }
-          st = aa_attn_scores(cx, b->S, b->qe, rows, K + j0 * d, tkc, r->bwd_acc_qk);
-          if (st != AA_OK) return st;
-          /* ---- Step 2: recompute P ---- */
-          for (size_t a = 0; a < rows; a++) {
-            double *srow = b->S + a * tkc, *prow = b->dS + a * tkc; /* dS doubles as scratch for p */
-            const uint8_t *vrow = b->vis + a * tkc;
-            if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS) {
-              /* Naive keeps the forward's P: recomputing it with the same
-                 two-pass row gives the identical values. */
-              double m, l;
-              aa_attn_twopass_row(cx, prow, srow, vrow, tkc, sinks, &m, &l);
-            } else if (lse[a] == -INFINITY) {
-              for (size_t x = 0; x < tkc; x++) prow[x] = 0; /* empty row: P = 0, never exp(-inf + inf) */
-            } else {
-              /* nki: activation(exp, data=S, bias=-LSE, scale=1.0), L964-970;
-                 fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one
-                 FP32 multiply (REFERENCES section 3). */
-              double bb = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
-              for (size_t x = 0; x < tkc; x++)
-                prow[x] = vrow[x] ? aa_attn_exp(cx, aa_attn_fma(srow[x], cx->c, -bb, alu)) : 0.0;
-            }
-            const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * n_q + i0 + a) * n_k + j0) : NULL;
-            for (size_t x = 0; x < tkc; x++) {
-              b->Pds[a * tkc + x] = aa_attn_rnd(prow[x], r->bwd_p_ds_fmt);
-              /* Dropout: the redrawn mask zeroes P for dV (twin L974-981);
-                 the 1/keep rescale is applied to the dV accumulator at the end. */
-              b->Pdv[a * tkc + x] = (krow != NULL && !krow[x]) ? 0.0 : aa_attn_rnd(prow[x], r->bwd_p_dv_fmt);
+        for (size_t c0 = 0; c0 < nkt; c0 += AA_ATTN_CHUNK) {
+          size_t c1 = c0 + AA_ATTN_CHUNK < nkt ? c0 + AA_ATTN_CHUNK : nkt;
+          long nc = (long)(c1 - c0);
+          /* The K tiles of a chunk are independent (each owns its dK/dV rows
+             and its dQ partial); only the dQ adds below are ordered. */
+#pragma omp parallel for if (inner && nc > 1) schedule(dynamic, 1)
+          for (long ci = 0; ci < nc; ci++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            size_t kt = c0 + (size_t)ci, j0 = s0 + kt * tk, tkc = s1 - j0 < tk ? s1 - j0 : tk;
+            int computed = 0;
+            int st = bwd_pair(cx, b, &tbs[tid], g, hh, i0, rows, s0, j0, tkc, kt, sub, b->dqp + (size_t)ci * tq * d,
+                              lse, &computed);
+            b->done[ci] = (uint8_t)computed;
+            if (st != AA_OK) {
+#pragma omp critical
+              status = st;
             }
           }
-          /* ---- Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt ---- */
-          st = aa_gemm(b->dP, tkc, dO, d, 0, V + j0 * d, d, 1, rows, tkc, d, 0, r->bwd_acc_dp);
-          if (st != AA_OK) return st;
-          if (!native_fmt(r->bwd_dp_fmt, r->bwd_acc_dp))
-            for (size_t x = 0; x < rows * tkc; x++) b->dP[x] = aa_attn_rnd(b->dP[x], r->bwd_dp_fmt);
-          if (pb->keep != NULL)
-            for (size_t a = 0; a < rows; a++) {
-              const uint8_t *krow = pb->keep + ((h * n_q + i0 + a) * n_k + j0);
-              for (size_t x = 0; x < tkc; x++) {
-                double *v = &b->dP[a * tkc + x];
-                *v = krow[x] ? aa_attn_alu(*v * cx->ks, alu) : 0.0; /* dropped: dS = -P*D */
-              }
+          if (status != AA_OK) return status;
+          /* dq_local = dq_psum*scale + dq_local, one fused op per K tile in K
+             order (L1558-1565); FA2: atomicAdd of the tile partial into the
+             FP32 buffer in ascending KV order (REFERENCES section 3). */
+          for (size_t ci = 0; ci < (size_t)nc; ci++) {
+            if (!b->done[ci]) {
+              (*skipped)++;
+              continue;
             }
-          /* ---- D from the key axis (textbook softmax backward) ---- */
-          if (r->bwd_d_source == AA_DSRC_P_DP)
-            for (size_t a = 0; a < rows; a++) {
-              double D = 0;
-              for (size_t x = 0; x < tkc; x++)
-                D = aa_attn_rnd(D + aa_attn_rnd(aa_attn_alu(b->Pds[a * tkc + x] * b->dP[a * tkc + x], alu),
-                                                r->bwd_d_fmt),
-                                r->bwd_d_fmt);
-              b->D[hh * n_q + i0 + a] = D;
+            const double *dqp = b->dqp + ci * tq * d;
+            for (size_t x = 0; x < rows * d; x++) {
+              double p = dqp[x];
+              if (r->bwd_dq_scale == AA_GSCALE_TILE) p = aa_attn_alu(p * cx->scale, alu);
+              b->dql[x] = aa_attn_rnd(aa_attn_alu(p + b->dql[x], alu), r->bwd_dq_acc_fmt);
             }
-          /* ---- Step 4: dS = (dP - D) * P, one fused scalar_tensor_tensor
-             (L1029-1036): op0 result in the ALU format, final in ds_fmt ---- */
-          for (size_t a = 0; a < rows; a++) {
-            double D = b->D[hh * n_q + i0 + a];
-            for (size_t x = 0; x < tkc; x++) {
-              size_t e = a * tkc + x;
-              double t0 = aa_attn_alu(b->dP[e] - D, alu);
-              double v = aa_attn_rnd(aa_attn_alu(t0 * b->Pds[e], alu), r->bwd_ds_fmt);
-              if (r->bwd_ds_scale) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
-              b->dS[e] = v;
-            }
-          }
-          /* ---- Step 5.2: dQ partial over the 128-wide sub-tiles in one PSUM
-             (L1548-1556), then dq_local = dq_psum*scale + dq_local in one
-             fused op (L1558-1565); FA2: atomicAdd of the tile's partial into
-             the FP32 buffer in ascending KV order ---- */
-          for (size_t kb = 0; kb < tkc; kb += sub) {
-            size_t sc = tkc - kb < sub ? tkc - kb : sub;
-            st = aa_gemm(b->dqp, d, b->dS + kb, tkc, 0, K + (j0 + kb) * d, d, 0, rows, d, sc, kb > 0, r->bwd_acc_dq);
-            if (st != AA_OK) return st;
-          }
-          for (size_t x = 0; x < rows * d; x++) {
-            double p = b->dqp[x];
-            if (r->bwd_dq_scale == AA_GSCALE_TILE) p = aa_attn_alu(p * cx->scale, alu);
-            b->dql[x] = aa_attn_rnd(aa_attn_alu(p + b->dql[x], alu), r->bwd_dq_acc_fmt);
-          }
-          /* ---- Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS ---- */
-          size_t off = (j0 - s0) * d;
-          if (r->bwd_dkv_accumulate == AA_KVACC_CHAIN) {
-            st = aa_gemm(b->dv + off, d, b->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
-            if (st == AA_OK) st = aa_gemm(b->dk + off, d, b->dS, tkc, 1, Qk, d, 0, tkc, d, rows, 1, r->bwd_acc_dk);
-            if (st != AA_OK) return st;
-            if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dv))
-              for (size_t x = 0; x < tkc * d; x++) b->dv[off + x] = aa_attn_rnd(b->dv[off + x], r->bwd_dkv_acc_fmt);
-            if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dk))
-              for (size_t x = 0; x < tkc * d; x++) b->dk[off + x] = aa_attn_rnd(b->dk[off + x], r->bwd_dkv_acc_fmt);
-          } else {
-            int acc = b->live[kt];
-            st = aa_gemm(b->dvp + off, d, b->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
-            if (st == AA_OK) st = aa_gemm(b->dkp + off, d, b->dS, tkc, 1, Qk, d, 0, tkc, d, rows, acc, r->bwd_acc_dk);
-            if (st != AA_OK) return st;
-            b->live[kt] = 1;
           }
         }
         if (r->bwd_dkv_accumulate == AA_KVACC_ADD && group_end) flush_psums(cx, b, sl, tk);
         /* write dq (L1326-1335): the section round trip through dq_section_fmt */
-        for (size_t x = 0; x < rows * d; x++) dq_store[x] = aa_attn_rnd(b->dql[x], r->bwd_dq_section_fmt);
+        for (size_t x = 0; x < rows * d; x++)
+          dq_store[x] = aa_attn_rnd(b->dql[x], r->bwd_dq_section_fmt);
       }
       if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
         /* FA2 GQA: this head's dK/dV finished and stored in io (dk_expanded),
@@ -245,18 +321,16 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
       }
     }
     /* write dK, dV of the section (L1340-1353) */
-    if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
-      for (size_t x = 0; x < sl * d; x++) {
-        out->dk.data[(g * n_k + s0) * d + x] = aa_attn_rnd(b->gk[x], r->io_fmt);
-        out->dv.data[(g * n_k + s0) * d + x] = aa_attn_rnd(b->gv[x], r->io_fmt);
-      }
-    } else {
-      for (size_t x = 0; x < sl * d; x++) {
-        double k, v;
+    for (size_t x = 0; x < sl * d; x++) {
+      double k, v;
+      if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
+        k = aa_attn_rnd(b->gk[x], r->io_fmt);
+        v = aa_attn_rnd(b->gv[x], r->io_fmt);
+      } else {
         finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
-        out->dk.data[(g * n_k + s0) * d + x] = k;
-        out->dv.data[(g * n_k + s0) * d + x] = v;
       }
+      out->dk.data[(g * n_k + s0) * d + x] = k;
+      out->dv.data[(g * n_k + s0) * d + x] = v;
     }
   }
   /* Final dQ: FA2 scales the FP32 buffer once and rounds (REFERENCES section 3). */
@@ -277,8 +351,9 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
       size_t h = g * G + hh;
       for (size_t s = 0; s < pb->num_sinks; s++) {
         double sink = cx->sinks[h * pb->num_sinks + s];
-        double *acc = b->dqp; /* tq scratch */
-        for (size_t a = 0; a < tq; a++) acc[a] = 0;
+        double *acc = b->dql; /* tq scratch */
+        for (size_t a = 0; a < tq; a++)
+          acc[a] = 0;
         for (size_t i = 0; i < n_q; i++) {
           double L = out->lse.data[h * n_q + i], ps;
           if (L == -INFINITY)
@@ -291,12 +366,32 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
           acc[i % tq] = aa_attn_rnd(aa_attn_alu(acc[i % tq] - t0, alu), r->bwd_dsinks_fmt);
         }
         double tot = 0;
-        for (size_t a = 0; a < tq; a++) tot = aa_attn_rnd(tot + acc[a], r->bwd_dsinks_fmt);
+        for (size_t a = 0; a < tq; a++)
+          tot = aa_attn_rnd(tot + acc[a], r->bwd_dsinks_fmt);
         out->dsinks.data[h * pb->num_sinks + s] = tot;
       }
     }
   }
   return AA_OK;
+}
+
+static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t sec) {
+  size_t d = cx->d, sd = sec * d;
+  memset(b, 0, sizeof *b);
+  b->dk = calloc(sd, sizeof(double));
+  b->dv = calloc(sd, sizeof(double));
+  b->dkp = calloc(sd, sizeof(double));
+  b->dvp = calloc(sd, sizeof(double));
+  b->gk = calloc(sd, sizeof(double));
+  b->gv = calloc(sd, sizeof(double));
+  b->live = calloc(sec, 1);
+  b->done = calloc(AA_ATTN_CHUNK, 1);
+  b->qe = malloc(tq * d * sizeof(double));
+  b->dql = malloc(tq * d * sizeof(double));
+  b->dqp = malloc(AA_ATTN_CHUNK * tq * d * sizeof(double));
+  b->D = calloc(cx->group * cx->n_q, sizeof(double));
+  return b->dk && b->dv && b->dkp && b->dvp && b->gk && b->gv && b->live && b->done && b->qe && b->dql && b->dqp &&
+         b->D;
 }
 
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
@@ -318,46 +413,51 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   }
   if (tk > sec) tk = sec;
   size_t sub = r->bwd_sub_k && r->bwd_sub_k < tk ? r->bwd_sub_k : tk;
-  int status = AA_OK;
+  size_t tt = tq * tk;
+  int status = AA_OK, nth = 1;
   size_t skipped = 0;
-  long nkv = (long)cx->kv_heads;
-#pragma omp parallel reduction(+ : skipped)
-  {
+#ifdef _OPENMP
+  nth = omp_get_max_threads();
+#endif
+  if ((size_t)nth > cx->kv_heads) {
+    /* Fewer KV heads than threads: KV heads in turn, the K tiles of each
+       chunk in parallel (same arithmetic, same order of every sum). */
     bwd_buf_t b = {0};
-    size_t sd = sec * d, td = tq * (d > tq ? d : tq), tt = tq * tk;
-    b.dk = calloc(sd, sizeof(double));
-    b.dv = calloc(sd, sizeof(double));
-    b.dkp = calloc(sd, sizeof(double));
-    b.dvp = calloc(sd, sizeof(double));
-    b.gk = calloc(sd, sizeof(double));
-    b.gv = calloc(sd, sizeof(double));
-    b.live = calloc((sec + tk - 1) / tk, 1);
-    b.qe = malloc(tq * d * sizeof(double));
-    b.S = malloc(tt * sizeof(double));
-    b.Pdv = malloc(tt * sizeof(double));
-    b.Pds = malloc(tt * sizeof(double));
-    b.dP = malloc(tt * sizeof(double));
-    b.dS = malloc(tt * sizeof(double));
-    b.dql = malloc(tq * d * sizeof(double));
-    b.dqp = malloc(td * sizeof(double));
-    b.D = calloc(cx->group * n_q, sizeof(double));
-    b.vis = malloc(tt);
-    int ok = b.dk && b.dv && b.dkp && b.dvp && b.gk && b.gv && b.live && b.qe && b.S && b.Pdv && b.Pds && b.dP && b.dS && b.dql &&
-             b.dqp && b.D && b.vis;
-    if (!ok) {
-#pragma omp critical
-      status = AA_ENOMEM;
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (long g = 0; g < nkv; g++) {
-      if (!ok) continue;
-      int st = bwd_kv_head(cx, out, (size_t)g, &b, tq, tk, sub, sec, &skipped);
-      if (st != AA_OK) {
-#pragma omp critical
-        status = st;
-      }
-    }
+    tile_buf_t *tbs = calloc((size_t)nth, sizeof *tbs);
+    int ok = tbs != NULL && buf_alloc(&b, cx, tq, sec);
+    for (int i = 0; ok && i < nth; i++)
+      ok = tile_alloc(&tbs[i], tt);
+    for (size_t g = 0; ok && status == AA_OK && g < cx->kv_heads; g++)
+      status = bwd_kv_head(cx, out, g, &b, tbs, 1, tq, tk, sub, sec, &skipped);
+    if (!ok) status = AA_ENOMEM;
+    if (tbs != NULL)
+      for (int i = 0; i < nth; i++)
+        tile_free(&tbs[i]);
+    free(tbs);
     buf_free(&b);
+  } else {
+    long nkv = (long)cx->kv_heads;
+#pragma omp parallel reduction(+ : skipped)
+    {
+      bwd_buf_t b;
+      tile_buf_t tb = {0};
+      int ok = buf_alloc(&b, cx, tq, sec) && tile_alloc(&tb, tt);
+      if (!ok) {
+#pragma omp critical
+        status = AA_ENOMEM;
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (long g = 0; g < nkv; g++) {
+        if (!ok) continue;
+        int st = bwd_kv_head(cx, out, (size_t)g, &b, &tb, 0, tq, tk, sub, sec, &skipped);
+        if (st != AA_OK) {
+#pragma omp critical
+          status = st;
+        }
+      }
+      tile_free(&tb);
+      buf_free(&b);
+    }
   }
   out->tiles_skipped = skipped;
   return status;

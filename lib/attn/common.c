@@ -13,7 +13,8 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
   }
   /* seed 000 L698-699/751/790: Q*scale on the load path (engine in alu),
      written in the kernel dtype q_scale_fmt. */
-  for (size_t i = 0; i < n; i++) dst[i] = aa_attn_rnd(aa_attn_alu(q[i] * cx->scale, r->alu_fmt), r->q_scale_fmt);
+  for (size_t i = 0; i < n; i++)
+    dst[i] = aa_attn_rnd(aa_attn_alu(q[i] * cx->scale, r->alu_fmt), r->q_scale_fmt);
 }
 
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
@@ -24,13 +25,15 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
   int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
   if (st != AA_OK) return st;
   size_t n = tq * tk;
-  int native = (r->s_fmt == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) ||
-               (r->s_fmt == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
+  int native =
+      (r->s_fmt == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (r->s_fmt == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
   /* seed 000 L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
   if (!native)
-    for (size_t i = 0; i < n; i++) S[i] = aa_attn_rnd(S[i], r->s_fmt);
+    for (size_t i = 0; i < n; i++)
+      S[i] = aa_attn_rnd(S[i], r->s_fmt);
   if (r->scale_fold == AA_SCALE_S)
-    for (size_t i = 0; i < n; i++) S[i] = aa_attn_rnd(aa_attn_alu(S[i] * cx->scale, r->alu_fmt), r->s_fmt);
+    for (size_t i = 0; i < n; i++)
+      S[i] = aa_attn_rnd(aa_attn_alu(S[i] * cx->scale, r->alu_fmt), r->s_fmt);
   return AA_OK;
 }
 
@@ -59,11 +62,13 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
   aa_fmt_t alu = r->alu_fmt;
   size_t ns = sinks != NULL ? cx->pb->num_sinks : 0;
   double m = -INFINITY, l = 0;
-  for (size_t s = 0; s < ns; s++) m = fmax(m, sink_in_s_units(cx, sinks[s]));
+  for (size_t s = 0; s < ns; s++)
+    m = fmax(m, sink_in_s_units(cx, sinks[s]));
   for (size_t j = 0; j < n; j++)
     if (vis[j] && S[j] > m) m = S[j];
   if (m == -INFINITY) { /* no visible key, no sink: P = 0, l = 0 (O = 0, LSE = -inf) */
-    for (size_t j = 0; j < n; j++) P[j] = 0;
+    for (size_t j = 0; j < n; j++)
+      P[j] = 0;
     *m_out = m;
     *l_out = 0;
     return;
@@ -82,9 +87,11 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
   }
   if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
     double rr = aa_attn_alu(1.0 / l, alu);
-    for (size_t j = 0; j < n; j++) P[j] = aa_attn_rnd(aa_attn_alu(P[j] * rr, alu), r->fwd_p_fmt);
+    for (size_t j = 0; j < n; j++)
+      P[j] = aa_attn_rnd(aa_attn_alu(P[j] * rr, alu), r->fwd_p_fmt);
   } else {
-    for (size_t j = 0; j < n; j++) P[j] = aa_attn_rnd(aa_attn_alu(P[j] / l, alu), r->fwd_p_fmt);
+    for (size_t j = 0; j < n; j++)
+      P[j] = aa_attn_rnd(aa_attn_alu(P[j] / l, alu), r->fwd_p_fmt);
   }
   *m_out = m;
   *l_out = l;

@@ -35,13 +35,15 @@ static void finish_row(const aa_attn_ctx_t *cx, double *o, const double *acc, do
   aa_fmt_t alu = r->alu_fmt;
   size_t d = cx->d;
   if (l == 0 || m == -INFINITY) {
-    for (size_t c = 0; c < d; c++) o[c] = 0;
+    for (size_t c = 0; c < d; c++)
+      o[c] = 0;
     return;
   }
   if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
     double rr = aa_attn_alu(1.0 / l, alu);
     if (cx->pb->keep != NULL) rr = aa_attn_alu(rr * cx->ks, alu);
-    for (size_t c = 0; c < d; c++) o[c] = aa_attn_rnd(aa_attn_alu(acc[c] * rr, alu), r->io_fmt);
+    for (size_t c = 0; c < d; c++)
+      o[c] = aa_attn_rnd(aa_attn_alu(acc[c] * rr, alu), r->io_fmt);
   } else {
     for (size_t c = 0; c < d; c++) {
       double x = aa_attn_alu(acc[c] / l, alu);
@@ -75,7 +77,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     if (sinks == NULL) continue;
     /* Sinks open the row: they set the first max and row sum (they join the
        softmax denominator, REFERENCES/seed 000 "Attention-sink gradient"). */
-    for (size_t s = 0; s < pb->num_sinks; s++) m[a] = fmax(m[a], sink_s(cx, sinks[s]));
+    for (size_t s = 0; s < pb->num_sinks; s++)
+      m[a] = fmax(m[a], sink_s(cx, sinks[s]));
     double b = aa_attn_alu(m[a] * cx->c, alu);
     for (size_t s = 0; s < pb->num_sinks; s++) {
       double p = aa_attn_exp(cx, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
@@ -102,7 +105,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
         if (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold) m_new = mx;
       }
       if (m_new == -INFINITY) { /* nothing visible yet in this row */
-        for (size_t b = 0; b < tk; b++) prow[b] = 0;
+        for (size_t b = 0; b < tk; b++)
+          prow[b] = 0;
         continue;
       }
       if (m_new != m_old && m_old != -INFINITY) {
@@ -111,7 +115,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
         double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
         l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
         double *arow = acc + a * d;
-        for (size_t c = 0; c < d; c++) arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
+        for (size_t c = 0; c < d; c++)
+          arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
       }
       m[a] = m_new;
       /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
@@ -137,7 +142,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
     if (st != AA_OK) return st;
     if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
-      for (size_t x = 0; x < tq * d; x++) acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+      for (size_t x = 0; x < tq * d; x++)
+        acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
   }
   for (size_t a = 0; a < tq; a++) {
     size_t i = i0 + a;
@@ -149,8 +155,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
 
 /* One (head, q tile) of the two-pass forward: whole rows, P normalised
    before PV, O = round(P V) (naive math attention). */
-static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
-                            double *S, double *P, uint8_t *vis, double *acc) {
+static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
+                            double *qe, double *S, double *P, uint8_t *vis, double *acc) {
   const aa_recipe_t *r = cx->r;
   const aa_problem_t *pb = cx->pb;
   size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
@@ -174,7 +180,8 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
   st = aa_gemm(acc, d, P, n_k, 0, V, d, 0, tq, d, n_k, 0, r->fwd_acc_pv);
   if (st != AA_OK) return st;
   double *o = out->o.data + (h * cx->n_q + i0) * d;
-  for (size_t x = 0; x < tq * d; x++) o[x] = aa_attn_rnd(aa_attn_rnd(acc[x], r->fwd_o_acc_fmt), r->io_fmt);
+  for (size_t x = 0; x < tq * d; x++)
+    o[x] = aa_attn_rnd(aa_attn_rnd(acc[x], r->fwd_o_acc_fmt), r->io_fmt);
   return AA_OK;
 }
 
@@ -203,8 +210,9 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
       if (!ok) continue;
       size_t h = job / ntiles, i0 = (job % ntiles) * tq;
       size_t rows = n_q - i0 < tq ? n_q - i0 : tq;
-      int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
-                                                     : fwd_tile_online(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l);
+      int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS
+                   ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
+                   : fwd_tile_online(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l);
       if (st != AA_OK) {
 #pragma omp critical
         status = st;

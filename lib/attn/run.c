@@ -97,7 +97,8 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     sinks = malloc(ns * sizeof *sinks);
     if (sinks == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
     /* sink logits are loaded into the engine's format (seed 000 L1361-1372) */
-    for (size_t i = 0; i < ns; i++) sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
+    for (size_t i = 0; i < ns; i++)
+      sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
     cx.sinks = sinks;
   }
 

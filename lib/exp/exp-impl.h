@@ -100,11 +100,13 @@ static inline int64_t aa_exp_fa4_signed(const aa_exp_t *e, float x) {
 }
 
 /* Quadratic-corrected BF16 mantissa, the shape of hardware BF16 exp units:
-   j = floor(x), f = x - j, m = (1 + d) + f + k f (f - 1), converted to BF16,
+   j = floor(x), f = x - j, m = s ((1 + d) + f + k f (f - 1)), converted to BF16,
    then the exponent added as (j << 7) on the 16-bit pattern (per-half
    integer add, no carry into the other half of a packed pair). FP32 order:
-   m in FP32 (one FMA for the last step), one conversion with cvt. BF16
-   order: every operation rounded to BF16 (RNE), the FMA rounded once. */
+   m in FP32 (one FMA for the last step, then the product by s), one
+   conversion with cvt. BF16 order: every operation rounded to BF16 (RNE),
+   the FMA rounded once. The scale s is how a kernel folds a constant factor
+   (which a fixed shift and the final normalisation cancel) into the weights. */
 static inline int32_t aa_exp_quad_signed(const aa_exp_t *e, float x) {
   int32_t j;
   uint16_t mb;
@@ -116,6 +118,7 @@ static inline int32_t aa_exp_quad_signed(const aa_exp_t *e, float x) {
     float g = aa_exp_round_bf16_d((double)f - 1.0);
     float h = aa_exp_round_bf16_d((double)e->kf * f);
     float m = aa_exp_round_bf16_d((double)h * g + u);
+    if (e->sf != 1.0f) m = aa_exp_round_bf16_d((double)m * e->sf);
     mb = (uint16_t)(aa_f32_bits(m) >> 16);
   } else {
     j = aa_exp_floor_int(x);
@@ -123,7 +126,7 @@ static inline int32_t aa_exp_quad_signed(const aa_exp_t *e, float x) {
     float u = e->df1 + f;
     float g = f - 1.0f;
     float h = e->kf * f;
-    mb = aa_exp_cvt16(fmaf(h, g, u), e->cvt);
+    mb = aa_exp_cvt16(fmaf(h, g, u) * e->sf, e->cvt); /* s = 1 leaves the FMA result unchanged */
   }
   return (int32_t)mb + j * 128;
 }

@@ -50,14 +50,13 @@ static inline float src_x(const source_t *s, uint64_t idx) {
   return s->arr != NULL ? s->arr[idx] : aa_exp_unkey((uint32_t)(s->key_lo + idx));
 }
 
-static inline int classify(float v) {
-  uint32_t u = aa_f32_bits(v) & 0x7fffffffu;
-  if (u > 0x7f800000u) return AA_EXP_CLS_NAN;
-  if (u == 0x7f800000u) return AA_EXP_CLS_INF;
-  if (u == 0) return AA_EXP_CLS_ZERO;
-  if (v < 0) return AA_EXP_CLS_NEG;
-  if (u < 0x00800000u) return AA_EXP_CLS_SUBNORMAL;
-  return AA_EXP_NCLS; /* positive normal */
+/* libm exp2 with the cheap ends answered directly (the underflow and
+   overflow paths of libm set errno and are slow; half of all bit patterns
+   have |x| >= 2^10). */
+static inline double ref_of(float x) {
+  if (x < -1100.0f) return 0.0;
+  if (x > 1100.0f) return INFINITY;
+  return exp2((double)x);
 }
 
 /* Relative error of the libm reference against MPFR (the reference's own
@@ -79,47 +78,125 @@ static double ref_error(float x, double ref) {
   return out;
 }
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define AA_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#else
+#define AA_CLONES
+#endif
+
+/* RNE of a positive normal double to p = 53 - drop bits on its bit pattern
+   (the carry into the exponent is the correct rounding up to the next
+   binade). Only valid for v >= 2^-126; the caller flags smaller values. */
+static inline double rne_bits(double v, int drop) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  u += (UINT64_C(1) << (drop - 1)) - 1 + ((u >> drop) & 1);
+  u &= ~((UINT64_C(1) << drop) - 1);
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+/* Pass 1, straight-line and vectorisable: class, validity, ratio, relative
+   error, and the correct-rounding comparison. mis[i] = 0 equal, 1 differs,
+   2 undecided (the libm value is within 2^-49 of a rounding boundary, or in
+   the BF16 subnormal range): those few go to the exact path afterwards. */
+AA_CLONES static void stats_pass(uint8_t *cls, uint8_t *mis, double *ratio, double *rel, const double *ref,
+                                 const float *out, const uint16_t *out16, size_t m, int bf16) {
+  for (size_t i = 0; i < m; i++) {
+    float v = out[i];
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    uint32_t a = u & 0x7fffffffu;
+    cls[i] = a > 0x7f800000u ? AA_EXP_CLS_NAN
+             : a == 0x7f800000u ? AA_EXP_CLS_INF
+             : a == 0 ? AA_EXP_CLS_ZERO
+             : (u >> 31) ? AA_EXP_CLS_NEG
+             : a < 0x00800000u ? AA_EXP_CLS_SUBNORMAL
+                               : AA_EXP_NCLS;
+    double r = ref[i], dv = (double)v;
+    int valid = r > 0 && r < INFINITY && dv >= 0 && dv < INFINITY;
+    double rr = valid ? r : 1.0;
+    ratio[i] = valid ? dv / rr : NAN;
+    rel[i] = valid ? fabs(dv - rr) / rr : -1.0;
+    double lo = rr * (1.0 - 0x1p-49), hi = rr * (1.0 + 0x1p-49);
+    uint8_t mm;
+    if (bf16) {
+      double ql = rne_bits(lo, 45), qh = rne_bits(hi, 45);
+      float qf = (float)ql;
+      uint32_t qb;
+      memcpy(&qb, &qf, sizeof qb);
+      int undecided = ql != qh || lo < 0x1p-126 || ql >= 0x1p128;
+      mm = undecided ? 2 : (uint16_t)(qb >> 16) != out16[i];
+    } else {
+      float fl = (float)lo, fh = (float)hi;
+      uint32_t qb;
+      memcpy(&qb, &fl, sizeof qb);
+      mm = fl != fh ? 2 : qb != u;
+    }
+    mis[i] = valid ? mm : 0;
+  }
+}
+
 static void block_stats(part_t *p, const float *x, const double *ref, const float *out, const uint16_t *out16,
-                        size_t m, uint64_t base, int bf16) {
+                        size_t m, uint64_t base, int bf16, int shifted, uint8_t *cls, uint8_t *mis, double *ratio,
+                        double *rel) {
   memset(p, 0, sizeof *p);
   p->min_ratio = INFINITY;
   p->max_ratio = -INFINITY;
   p->max_rel = -1;
-  int prev = -1, stored = -1; /* class of the current run, its slot in run_lo/run_hi or -1 */
+  stats_pass(cls, mis, ratio, rel, ref, out, out16, m, bf16);
   for (size_t i = 0; i < m; i++) {
-    float v = out[i];
-    int c = classify(v);
-    if (c != prev) {
-      if (prev >= 0 && prev < AA_EXP_NCLS && stored >= 0) p->run_hi[prev][stored] = base + i - 1;
-      stored = -1;
-      if (c < AA_EXP_NCLS) {
-        p->cls_runs[c]++;
-        if (p->nrun[c] < RUNS_PER_BLK) {
-          stored = p->nrun[c]++;
-          p->run_lo[c][stored] = base + i;
-        } else {
-          p->trunc[c] = 1;
-        }
-      }
-      if (i == 0) p->first_cls = c;
-      prev = c;
-    }
-    if (c < AA_EXP_NCLS) p->cls_count[c]++;
-    double r = ref[i];
-    if (!(r > 0 && r < INFINITY) || x[i] != x[i] || !(v >= 0) || v == INFINITY) continue;
+    double rl = rel[i];
+    if (rl < 0) continue;
     p->valid++;
-    double ratio = (double)v / r;
-    double rel = fabs((double)v - r) / r;
-    p->sum_rel += rel;
-    if (ratio < p->min_ratio) { p->min_ratio = ratio; p->argmin = base + i; }
-    if (ratio > p->max_ratio) { p->max_ratio = ratio; p->argmax = base + i; }
-    if (rel > p->max_rel) { p->max_rel = rel; p->argrel = base + i; }
-    if (bf16) {
-      if (out16[i] != aa_exp2_cr_bf16_ref(x[i], r)) p->mismatch++;
-    } else {
-      if (aa_f32_bits(v) != aa_f32_bits(aa_exp2_cr_f32_ref(x[i], r))) p->mismatch++;
+    p->sum_rel += rl;
+    if (ratio[i] < p->min_ratio) { p->min_ratio = ratio[i]; p->argmin = base + i; }
+    if (ratio[i] > p->max_ratio) { p->max_ratio = ratio[i]; p->argmax = base + i; }
+    if (rl > p->max_rel) { p->max_rel = rl; p->argrel = base + i; }
+  }
+  if (!shifted) {
+    for (size_t i = 0; i < m; i++) {
+      if (mis[i] == 1) p->mismatch++;
+      else if (mis[i] == 2) {
+        if (bf16) p->mismatch += out16[i] != aa_exp2_cr_bf16_ref(x[i], ref[i]);
+        else p->mismatch += aa_f32_bits(out[i]) != aa_f32_bits(aa_exp2_cr_f32_ref(x[i], ref[i]));
+      }
     }
   }
+  /* runs: scan for class changes */
+  int prev = -1, stored = -1; /* class of the current run, its slot in run_lo/run_hi or -1 */
+  for (size_t i = 0; i < m; i++) {
+    int c = cls[i];
+    if (c == prev) continue;
+    if (prev >= 0 && prev < AA_EXP_NCLS && stored >= 0) p->run_hi[prev][stored] = base + i - 1;
+    stored = -1;
+    if (c < AA_EXP_NCLS) {
+      p->cls_runs[c]++;
+      if (p->nrun[c] < RUNS_PER_BLK) {
+        stored = p->nrun[c]++;
+        p->run_lo[c][stored] = base + i;
+      } else {
+        p->trunc[c] = 1;
+      }
+    }
+    if (i == 0) p->first_cls = c;
+    prev = c;
+  }
+  /* local counters (a counter in memory indexed by class is a store-forwarding chain) */
+  uint32_t n0 = 0, n1 = 0, n2 = 0, n3 = 0, n4 = 0;
+  for (size_t i = 0; i < m; i++) {
+    uint8_t c = cls[i];
+    n0 += c == 0;
+    n1 += c == 1;
+    n2 += c == 2;
+    n3 += c == 3;
+    n4 += c == 4;
+  }
+  p->cls_count[0] = n0;
+  p->cls_count[1] = n1;
+  p->cls_count[2] = n2;
+  p->cls_count[3] = n3;
+  p->cls_count[4] = n4;
   if (prev >= 0 && prev < AA_EXP_NCLS && stored >= 0) p->run_hi[prev][stored] = base + m - 1;
   p->last_cls = prev;
   p->last_stored = stored >= 0;
@@ -167,7 +244,7 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
                    const aa_exp_map_opts_t *opts, aa_error_t *err) {
   if (out == NULL || e == NULL || ne < 1) return aa_error_set(err, AA_EINVAL, "aa_exp_map: bad arguments");
   if (n == 0) return aa_error_set(err, AA_EINVAL, "aa_exp_map: no inputs");
-  aa_exp_map_opts_t def = {0, 4096, 0};
+  aa_exp_map_opts_t def = {0, 4096, 0, 0.0f};
   if (opts == NULL) opts = &def;
   uint64_t stride = opts->ref_check > 0 ? (n + (uint64_t)opts->ref_check - 1) / (uint64_t)opts->ref_check : 0;
   int *bf16 = calloc((size_t)ne, sizeof *bf16);
@@ -197,40 +274,50 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
     uint64_t nb = nblk - b0 < sb ? nblk - b0 : sb;
 #pragma omp parallel num_threads(nthreads)
     {
-      float *x = malloc(sizeof(float) * BLK * 2);
+      float *x = malloc(sizeof(float) * BLK * 3);
       double *ref = malloc(sizeof(double) * BLK);
       uint16_t *o16 = malloc(sizeof(uint16_t) * BLK);
-      if (x == NULL || ref == NULL || o16 == NULL) {
+      double *ratio = malloc(sizeof(double) * BLK * 2);
+      uint8_t *cls = malloc(BLK * 2);
+      if (x == NULL || ref == NULL || o16 == NULL || ratio == NULL || cls == NULL) {
 #pragma omp atomic write
         ok = 0;
       } else {
-        float *o = x + BLK;
+        float *o = x + BLK, *xin = x + 2 * BLK;
+        const float sh = opts->shift;
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t bi = 0; bi < nb; bi++) {
           uint64_t base = (b0 + bi) * BLK;
           size_t m = (size_t)(n - base < BLK ? n - base : BLK);
           if (src->arr != NULL) memcpy(x, src->arr + base, sizeof(float) * m);
           else for (size_t i = 0; i < m; i++) x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
-          for (size_t i = 0; i < m; i++) ref[i] = exp2((double)x[i]);
+          if (sh != 0.0f) {
+            /* the kernel subtracts the shift in FP32; the reference does not round */
+            for (size_t i = 0; i < m; i++) xin[i] = x[i] - sh;
+            for (size_t i = 0; i < m; i++) ref[i] = exp2((double)x[i] - (double)sh);
+          } else {
+            memcpy(xin, x, sizeof(float) * m);
+            for (size_t i = 0; i < m; i++) ref[i] = ref_of(x[i]);
+          }
           uint64_t checked = 0;
           double rmax = 0;
           if (stride) {
             uint64_t first = (base + stride - 1) / stride * stride;
             for (uint64_t idx = first; idx < base + m; idx += stride) {
-              double re = ref_error(x[idx - base], ref[idx - base]);
+              double re = ref_error(xin[idx - base], exp2((double)xin[idx - base]));
               checked++;
               if (re > rmax) rmax = re;
             }
           }
           for (int c = 0; c < ne; c++) {
             if (bf16[c]) {
-              aa_exp_eval_bf16_batch(o16, x, m, &e[c]);
+              aa_exp_eval_bf16_batch(o16, xin, m, &e[c]);
               aa_exp_widen_bf16(o, o16, m);
             } else {
-              aa_exp_eval_batch(o, x, m, &e[c]);
+              aa_exp_eval_batch(o, xin, m, &e[c]);
             }
             part_t *p = &parts[(size_t)bi * (size_t)ne + (size_t)c];
-            block_stats(p, x, ref, o, o16, m, base, bf16[c]);
+            block_stats(p, x, ref, o, o16, m, base, bf16[c], sh != 0.0f, cls, cls + BLK, ratio, ratio + BLK);
             p->ref_checked = checked;
             p->ref_max = rmax;
           }
@@ -239,6 +326,8 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
       free(x);
       free(ref);
       free(o16);
+      free(ratio);
+      free(cls);
     }
     if (!ok) break;
     for (uint64_t bi = 0; bi < nb; bi++)

@@ -50,7 +50,8 @@ static const aa_exp_param_info_t sbf16_params[] = {
 };
 static const aa_exp_param_info_t quad_params[] = {
     {"k", "0.33984375", "coefficient of the correction f (f - 1); 0.33984375 (BF16-exact) is near the log-minimax 0.3397"},
-    {"d", "0", "constant added to the mantissa (1 + d + f + ...): scales the result by about 1 + d"},
+    {"d", "0", "constant added to the mantissa (1 + d + f + ...): raises the ratio by d at f = 0, d/2 at f -> 1"},
+    {"s", "1", "scale of the mantissa before the BF16 conversion: multiplies the ratio by s"},
 };
 static const aa_exp_param_info_t fa4_params[] = {
     {"degree", "3", "polynomial degree 1..5 (3 = FA4's published coefficients, others our Remez fits)"},
@@ -79,11 +80,11 @@ static const aa_exp_info_t registry[AA_EXP_KIND_COUNT] = {
      sbf16_params, 3},
     {"quadratic-bf16", AA_EXP_QUADRATIC_BF16, 1,
      "Quadratic-corrected BF16 mantissa in the spirit of hardware BF16 exp units: j = floor(x), f = x - j, "
-     "m = 1 + d + f + k f (f - 1) (the linear mantissa bent toward 2^f), m converted to BF16 and the exponent added to "
+     "m = s (1 + d + f + k f (f - 1)) (the linear mantissa bent toward 2^f, then scaled), m converted to BF16 and the exponent added to "
      "its bits as j << 7 (16-bit integer add). In fp32 order m is computed in FP32 and converted with cvt; in bf16 order "
      "the score is converted first and every step is a BF16 operation. For j <= -128 the add borrows into the sign: "
      "NaN and -Inf patterns as in schraudolph-bf16.",
-     quad_params, 2},
+     quad_params, 3},
     {"fa4-poly", AA_EXP_FA4_POLY, 0,
      "FA4's software exp2: clamp x at -127, j = floor(x) (add of 1.5*2^23 in round-down), f = x - j in FP32, "
      "p(f) = 1 + c1 f + ... + cn f^n by FP32 FMA Horner, result bits = bits(p) + (j << 23). Degree 3 uses FA4's "
@@ -116,9 +117,11 @@ static void derive(aa_exp_t *e) {
     /* constants of paired BF16 arithmetic are themselves BF16 */
     e->kf = aa_exp_round_bf16_d(e->k);
     e->df1 = aa_exp_round_bf16_d(1.0 + e->d);
+    e->sf = aa_exp_round_bf16_d(e->s);
   } else {
     e->kf = (float)e->k;
     e->df1 = (float)(1.0 + e->d);
+    e->sf = (float)e->s;
   }
   memset(e->coef, 0, sizeof e->coef);
   if (e->degree >= 1 && e->degree <= 5) memcpy(e->coef, fa4_coefs[e->degree], sizeof(float) * (size_t)(e->degree + 1));
@@ -135,6 +138,7 @@ int aa_exp_init(aa_exp_t *out, const char *name, aa_error_t *err) {
       out->icvt = AA_RND_NE;
       out->k = 0.33984375;
       out->d = 0;
+      out->s = 1;
       out->degree = 3;
       out->cvt = AA_RND_NE;
       out->order = AA_EXP_ORDER_FP32;
@@ -196,6 +200,9 @@ int aa_exp_set(aa_exp_t *e, const char *key, const char *value, aa_error_t *err)
   } else if (strcmp(key, "d") == 0) {
     if (!parse_double(&v, value) || v <= -0.5 || v >= 0.5) return aa_error_set(err, AA_EINVAL, "%s: bad d '%s' (|d| < 0.5)", name, value);
     e->d = v;
+  } else if (strcmp(key, "s") == 0) {
+    if (!parse_double(&v, value) || v < 0.5 || v > 1.5) return aa_error_set(err, AA_EINVAL, "%s: bad s '%s' (0.5 <= s <= 1.5)", name, value);
+    e->s = v;
   } else if (strcmp(key, "degree") == 0) {
     if (!parse_double(&v, value) || v != floor(v) || v < 1 || v > 5)
       return aa_error_set(err, AA_EINVAL, "%s: degree must be an integer 1..5, not '%s'", name, value);
@@ -247,7 +254,8 @@ int aa_exp_describe(char *buf, size_t size, const aa_exp_t *e) {
     n = snprintf(buf, size, "%s:c=%.17g,icvt=%s,cvt=%s,order=%s", registry[e->kind].name, e->c, icvt, cvt, order);
     break;
   case AA_EXP_QUADRATIC_BF16:
-    n = snprintf(buf, size, "%s:k=%.17g,d=%.17g,cvt=%s,order=%s", registry[e->kind].name, e->k, e->d, cvt, order);
+    n = snprintf(buf, size, "%s:k=%.17g,d=%.17g,s=%.17g,cvt=%s,order=%s", registry[e->kind].name, e->k, e->d, e->s, cvt,
+                 order);
     break;
   case AA_EXP_FA4_POLY:
     n = snprintf(buf, size, "%s:degree=%d,cvt=%s,order=%s", registry[e->kind].name, e->degree, cvt, order);

@@ -1,4 +1,5 @@
-/* attnacc: error measures (rel_l2, max_abs, ULP distances, non-finite counts, allclose rule) of a tensor against the oracle. */
+/* attnacc: error measures (rel_l2, max_abs, ULP distances, non-finite counts, allclose rule) of a tensor against the
+ * oracle. */
 #include <float.h>
 #include <math.h>
 
@@ -13,14 +14,18 @@ typedef struct {
 
 static void ksum_add(ksum_t *k, long double x) {
   long double t = k->s + x;
-  if (fabsl(k->s) >= fabsl(x)) k->c += (k->s - t) + x;
-  else k->c += (x - t) + k->s;
+  if (fabsl(k->s) >= fabsl(x))
+    k->c += (k->s - t) + x;
+  else
+    k->c += (x - t) + k->s;
   k->s = t;
 }
 
 /* Element i takes part in the statistics when got is finite and so is the
    oracle value (an Inf equal to the oracle's is an exact match). */
-static int usable(double a, double b) { return isfinite(a) && isfinite(b); }
+static int usable(double a, double b) {
+  return isfinite(a) && isfinite(b);
+}
 
 int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
                        double atol, double rtol, aa_error_t *err) {
@@ -37,9 +42,12 @@ int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_
   m->fa_ref_max_abs = NAN;
   if (!(atol >= 0) || !(rtol >= 0))
     return aa_error_set(err, AA_EINVAL, "metrics: tolerances must be >= 0 (atol %g, rtol %g)", atol, rtol);
-  if (ulp_fmt == AA_FMT_BF16) cr = &ref->bf16;
-  else if (ulp_fmt == AA_FMT_FP32) cr = &ref->fp32;
-  else return aa_error_set(err, AA_EINVAL, "metrics: ULP distances are taken in bf16 or fp32 only");
+  if (ulp_fmt == AA_FMT_BF16)
+    cr = &ref->bf16;
+  else if (ulp_fmt == AA_FMT_FP32)
+    cr = &ref->fp32;
+  else
+    return aa_error_set(err, AA_EINVAL, "metrics: ULP distances are taken in bf16 or fp32 only");
   n = aa_tensor_numel(got);
   if (n != aa_tensor_numel(&ref->val) || n != aa_tensor_numel(cr))
     return aa_error_set(err, AA_ESHAPE,
@@ -101,8 +109,10 @@ int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_
   }
   {
     long double nd = sqrtl(sd.s + sd.c), nb = sqrtl(sb.s + sb.c);
-    if (max_b == 0) m->rel_l2 = max_d == 0 ? 0.0 : INFINITY;
-    else m->rel_l2 = (double)ldexpl(nd / nb, ed - eb);
+    if (max_b == 0)
+      m->rel_l2 = max_d == 0 ? 0.0 : INFINITY;
+    else
+      m->rel_l2 = (double)ldexpl(nd / nb, ed - eb);
   }
   return AA_OK;
 }

@@ -14,16 +14,25 @@ double aa_metrics_ordinal(double x, aa_fmt_t fmt) {
   int p, emin, emax, e;
   double a = fabs(x), half, ord, ord_inf;
   switch (fmt) {
-  case AA_FMT_BF16: p = 8, emin = -126, emax = 127; break;
-  case AA_FMT_FP16: p = 11, emin = -14, emax = 15; break;
-  case AA_FMT_FP32: p = 24, emin = -126, emax = 127; break;
-  default: return NAN;
+  case AA_FMT_BF16:
+    p = 8, emin = -126, emax = 127;
+    break;
+  case AA_FMT_FP16:
+    p = 11, emin = -14, emax = 15;
+    break;
+  case AA_FMT_FP32:
+    p = 24, emin = -126, emax = 127;
+    break;
+  default:
+    return NAN;
   }
   if (isnan(x)) return NAN;
   half = ldexp(1.0, p - 1);
   ord_inf = (double)(emax - emin + 2) * half; /* one past the largest finite pattern */
-  if (isinf(a)) ord = ord_inf;
-  else if (a == 0) return 0.0;
+  if (isinf(a))
+    ord = ord_inf;
+  else if (a == 0)
+    return 0.0;
   else {
     frexp(a, &e);
     e = e - 1 < emin ? emin : e - 1;

@@ -75,10 +75,15 @@ void aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *re
   for (size_t i = 0; i < n; i++) {
     double x = xh[i], xlo = xl[i];
     int under = !(x >= -707.0);
-    if (under) x = 0.0, xlo = 0.0;
-    if (x > 708.0) x = 708.0; /* never reached by the callers (arguments <= 0 up to rounding) */
-    double nd = nearbyint(x * inv);
-    int64_t N = (int64_t)nd;
+    x = under ? 0.0 : x;
+    xlo = under ? 0.0 : xlo;
+    x = x > 708.0 ? 708.0 : x; /* never reached by the callers (arguments <= 0 up to rounding) */
+    /* N = nearest integer to x 256/ln2 through the 1.5 * 2^52 shifter (|x inv| < 2^18, round to nearest
+       in the default environment); its low bits are N in two's complement */
+    double shf = x * inv + 0x1.8p52, nd = shf - 0x1.8p52;
+    uint64_t nb;
+    memcpy(&nb, &shf, sizeof nb);
+    int64_t N = (int64_t)(nb - UINT64_C(0x4338000000000000));
     int jj = (int)(N & 255);
     int64_t kk = N >> 8;
     double t = x - nd * c1;          /* exact */
@@ -96,15 +101,20 @@ void aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *re
     double sh = c24h + p, sb = sh - c24h, sl = ((c24h - (sh - sb)) + (p - sb)) + (c24l + pe);
     double ah = sh + sl, al = sl - (ah - sh);
     /* a3 = 1/6 + r a4, a2 = 1/2 + r a3, a1 = 1 + r a2, a0 = 1 + r a1 */
-    double ch_[4] = {c6h, 0.5, 1.0, 1.0}, cl_[4] = {c6l, 0.0, 0.0, 0.0};
-    for (int s = 0; s < 4; s++) {
-      double m = rh * ah, me = fma(rh, ah, -m);
-      me += rh * al + rl * ah;
-      double mh = m + me, ml = me - (mh - m);
-      double u = ch_[s] + mh, ub = u - ch_[s], ul = ((ch_[s] - (u - ub)) + (mh - ub)) + (cl_[s] + ml);
-      ah = u + ul;
-      al = ul - (ah - u);
-    }
+#define AA_OR_HORNER_STEP(CH, CL)                                                                              \
+  do {                                                                                                         \
+    double m_ = rh * ah, me_ = fma(rh, ah, -m_);                                                               \
+    me_ += rh * al + rl * ah;                                                                                  \
+    double mh_ = m_ + me_, ml_ = me_ - (mh_ - m_);                                                             \
+    double u_ = (CH) + mh_, ub_ = u_ - (CH), ul_ = (((CH) - (u_ - ub_)) + (mh_ - ub_)) + ((CL) + ml_);        \
+    ah = u_ + ul_;                                                                                             \
+    al = ul_ - (ah - u_);                                                                                      \
+  } while (0)
+    AA_OR_HORNER_STEP(c6h, c6l);
+    AA_OR_HORNER_STEP(0.5, 0.0);
+    AA_OR_HORNER_STEP(1.0, 0.0);
+    AA_OR_HORNER_STEP(1.0, 0.0);
+#undef AA_OR_HORNER_STEP
     /* times 2^(j/256) */
     double tj = th[jj], tjl = tl[jj];
     double m = tj * ah, me = fma(tj, ah, -m);

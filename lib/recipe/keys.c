@@ -18,7 +18,8 @@ static const char *const gscale_names[] = {"none", "tile", "end", NULL};
 static const char *const kvacc_names[] = {"chain", "add", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
 
-#define K_(name, type, field, names) {name, type, offsetof(aa_recipe_t, field), names}
+#define K_(name, type, field, names)                                                                                 \
+  { name, type, offsetof(aa_recipe_t, field), names }
 
 /* Order = order of aa_recipe_format output and of KEYS.md. */
 const aa_recipe_key_t aa_recipe_keys[] = {
@@ -194,7 +195,9 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
 static void value_text(char *buf, size_t len, const aa_recipe_key_t *k, const aa_recipe_t *r) {
   const char *field = (const char *)r + k->offset;
   switch (k->type) {
-  case AA_KEY_STRING: snprintf(buf, len, "%s", field); break;
+  case AA_KEY_STRING:
+    snprintf(buf, len, "%s", field);
+    break;
   case AA_KEY_FMT: {
     aa_fmt_t f;
     memcpy(&f, field, sizeof f);
@@ -212,7 +215,8 @@ static void value_text(char *buf, size_t len, const aa_recipe_key_t *k, const aa
   case AA_KEY_ENUM: {
     int j, cnt = 0;
     memcpy(&j, field, sizeof j);
-    while (k->names[cnt] != NULL) cnt++;
+    while (k->names[cnt] != NULL)
+      cnt++;
     snprintf(buf, len, "%s", j >= 0 && j < cnt ? k->names[j] : "?");
     break;
   }

@@ -8,9 +8,11 @@
 #include "recipe.h"
 
 static char *trim(char *s) {
-  while (isspace((unsigned char)*s)) s++;
+  while (isspace((unsigned char)*s))
+    s++;
   size_t n = strlen(s);
-  while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+  while (n > 0 && isspace((unsigned char)s[n - 1]))
+    s[--n] = '\0';
   return s;
 }
 
@@ -28,8 +30,8 @@ int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path,
     const char *eol = strchr(p, '\n');
     size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
     lineno++;
-    if (n >= sizeof line) return aa_error_set(err, AA_EFORMAT, "%s:%d: line longer than %zu characters", path,
-                                              lineno, sizeof line - 1);
+    if (n >= sizeof line)
+      return aa_error_set(err, AA_EFORMAT, "%s:%d: line longer than %zu characters", path, lineno, sizeof line - 1);
     memcpy(line, p, n);
     line[n] = '\0';
     p += n + (eol != NULL);

@@ -41,9 +41,9 @@ static void flash_common(aa_recipe_t *r) {
    (-max, 1/sum) pair (seed 000 "The single-exp and the LSE sign chain"). */
 static void nki_common(aa_recipe_t *r, int mixed) {
   flash_common(r);
-  r->scale_fold = AA_SCALE_Q;         /* load_q_dy scale_first (L698-699/751/790) */
-  r->q_scale_fmt = AA_FMT_BF16;       /* Q*scale lands in the kernel dtype */
-  r->exp_form = AA_EXPFORM_NATURAL;   /* activation(exp, bias=-LSE, scale=1.0), L964-970 */
+  r->scale_fold = AA_SCALE_Q;       /* load_q_dy scale_first (L698-699/751/790) */
+  r->q_scale_fmt = AA_FMT_BF16;     /* Q*scale lands in the kernel dtype */
+  r->exp_form = AA_EXPFORM_NATURAL; /* activation(exp, bias=-LSE, scale=1.0), L964-970 */
   r->fwd_tile_q = 128;
   r->fwd_tile_k = 512;
   r->fwd_checkpoint = AA_CKPT_NEGMAX_RECIP;
@@ -60,9 +60,9 @@ static void nki_common(aa_recipe_t *r, int mixed) {
   r->bwd_dp_fmt = AA_FMT_BF16;        /* REFERENCES section 3: dP rounded to kernel dtype before - D */
   r->bwd_ds_fmt = AA_FMT_BF16;        /* softmax_dx_local feeds the dQ/dK matmuls */
   r->bwd_ds_scale = 0;
-  r->bwd_dq_scale = AA_GSCALE_TILE;   /* dq_local += dq_psum * scale, L1558-1565 */
-  r->bwd_dk_scale = AA_GSCALE_NONE;   /* Q already scaled */
-  r->bwd_dq_section_fmt = AA_FMT_BF16; /* out_dq_ref write/reload between sections, L1188-1207, L1326-1335 */
+  r->bwd_dq_scale = AA_GSCALE_TILE;     /* dq_local += dq_psum * scale, L1558-1565 */
+  r->bwd_dk_scale = AA_GSCALE_NONE;     /* Q already scaled */
+  r->bwd_dq_section_fmt = AA_FMT_BF16;  /* out_dq_ref write/reload between sections, L1188-1207, L1326-1335 */
   r->bwd_dkv_accumulate = AA_KVACC_ADD; /* tensor_tensor add of each PSUM, L1568-1617 */
   aa_fmt_t m = mixed ? AA_FMT_FP32 : AA_FMT_BF16;
   r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = m;
@@ -111,7 +111,7 @@ static void p_fa2(aa_recipe_t *r) {
 static void p_naive_bf16(aa_recipe_t *r) {
   flash_common(r);
   strcpy(r->name, "naive-bf16");
-  r->scale_fold = AA_SCALE_S;   /* S = bf16(QK^T); S' = bf16(S*scale) */
+  r->scale_fold = AA_SCALE_S; /* S = bf16(QK^T); S' = bf16(S*scale) */
   r->s_fmt = AA_FMT_BF16;
   r->exp_form = AA_EXPFORM_NATURAL;
   r->fwd_softmax = AA_SOFTMAX_TWO_PASS; /* softmax in fp32 from bf16 scores, P = bf16(p/l) */
@@ -128,10 +128,10 @@ static void p_naive_bf16(aa_recipe_t *r) {
   r->bwd_d_tile = 0;
   r->bwd_p_dv_fmt = AA_FMT_BF16;
   r->bwd_p_ds_fmt = AA_FMT_BF16;
-  r->bwd_dp_fmt = AA_FMT_BF16;     /* dP = bf16(dO V^T) */
-  r->bwd_d_source = AA_DSRC_P_DP;  /* softmax backward: rowsum(P*dP) in fp32 */
+  r->bwd_dp_fmt = AA_FMT_BF16;    /* dP = bf16(dO V^T) */
+  r->bwd_d_source = AA_DSRC_P_DP; /* softmax backward: rowsum(P*dP) in fp32 */
   r->bwd_ds_fmt = AA_FMT_BF16;
-  r->bwd_ds_scale = 1;             /* grad of S*scale: bf16(dS*scale) */
+  r->bwd_ds_scale = 1; /* grad of S*scale: bf16(dS*scale) */
   r->bwd_dq_scale = AA_GSCALE_NONE;
   r->bwd_dk_scale = AA_GSCALE_NONE;
   r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
@@ -173,9 +173,13 @@ static const struct {
     {"exact-fp64", "every format binary64, fp64-seq products: checks the pipeline itself", p_exact_fp64},
 };
 
-size_t aa_recipe_preset_count(void) { return sizeof presets / sizeof presets[0]; }
+size_t aa_recipe_preset_count(void) {
+  return sizeof presets / sizeof presets[0];
+}
 
-const char *aa_recipe_preset_name(size_t i) { return i < aa_recipe_preset_count() ? presets[i].name : NULL; }
+const char *aa_recipe_preset_name(size_t i) {
+  return i < aa_recipe_preset_count() ? presets[i].name : NULL;
+}
 
 const char *aa_recipe_preset_describe(size_t i) {
   return i < aa_recipe_preset_count() ? presets[i].describe : NULL;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,8 @@ typedef struct {
 } npy_cursor_t;
 
 static void skip_ws(npy_cursor_t *c) {
-  while (c->s < c->end && (*c->s == ' ' || *c->s == '\t' || *c->s == '\n' || *c->s == '\r')) c->s++;
+  while (c->s < c->end && (*c->s == ' ' || *c->s == '\t' || *c->s == '\n' || *c->s == '\r'))
+    c->s++;
 }
 
 /* A Python string literal in single or double quotes (no escapes are needed
@@ -53,7 +55,7 @@ static int match_word(npy_cursor_t *c, const char *w) {
 }
 
 /* A shape tuple: '(' [int {',' int} [',']] ')'. Returns the axis count or -1;
-   *overflow is set for an integer that does not fit size_t. */
+ *overflow is set for an integer that does not fit size_t. */
 static int parse_shape(npy_cursor_t *c, size_t *shape, int cap, int *overflow) {
   int n = 0;
   *overflow = 0;
@@ -69,8 +71,10 @@ static int parse_shape(npy_cursor_t *c, size_t *shape, int cap, int *overflow) {
     }
     while (c->s < c->end && *c->s >= '0' && *c->s <= '9') {
       unsigned dgt = (unsigned)(*c->s - '0');
-      if (v > (SIZE_MAX - dgt) / 10) *overflow = 1;
-      else v = v * 10 + dgt;
+      if (v > (SIZE_MAX - dgt) / 10)
+        *overflow = 1;
+      else
+        v = v * 10 + dgt;
       c->s++;
       digits++;
     }
@@ -125,15 +129,18 @@ static int parse_header(npy_header_t *h, const char *txt, size_t len, const char
     if (strcmp(key, "descr") == 0) {
       if (have_descr++) return aa_error_set(err, AA_EFORMAT, "%s: header repeats the key 'descr'", path);
       if (c.s < c.end && *c.s == '[')
-        return aa_error_set(err, AA_EFORMAT, "%s: structured dtypes are not supported (need '<u2', '<f2', '<f4' or '<f8')",
-                            path);
+        return aa_error_set(err, AA_EFORMAT,
+                            "%s: structured dtypes are not supported (need '<u2', '<f2', '<f4' or '<f8')", path);
       if (parse_str(&c, h->descr, sizeof h->descr) != 0)
         return aa_error_set(err, AA_EFORMAT, "%s: malformed header (the value of 'descr' is not a string)", path);
     } else if (strcmp(key, "fortran_order") == 0) {
       if (have_fortran++) return aa_error_set(err, AA_EFORMAT, "%s: header repeats the key 'fortran_order'", path);
-      if (match_word(&c, "True")) h->fortran = 1;
-      else if (match_word(&c, "False")) h->fortran = 0;
-      else return aa_error_set(err, AA_EFORMAT, "%s: malformed header ('fortran_order' is not True or False)", path);
+      if (match_word(&c, "True"))
+        h->fortran = 1;
+      else if (match_word(&c, "False"))
+        h->fortran = 0;
+      else
+        return aa_error_set(err, AA_EFORMAT, "%s: malformed header ('fortran_order' is not True or False)", path);
     } else if (strcmp(key, "shape") == 0) {
       if (have_shape++) return aa_error_set(err, AA_EFORMAT, "%s: header repeats the key 'shape'", path);
       h->ndim = parse_shape(&c, h->shape, 8, &h->shape_overflow);
@@ -156,12 +163,15 @@ static int parse_header(npy_header_t *h, const char *txt, size_t len, const char
   skip_ws(&c);
   if (c.s != c.end) {
     /* NumPy pads with spaces; tolerate NUL padding written by some tools. */
-    while (c.s < c.end && *c.s == '\0') c.s++;
+    while (c.s < c.end && *c.s == '\0')
+      c.s++;
     if (c.s != c.end) return aa_error_set(err, AA_EFORMAT, "%s: malformed header (text after the closing '}')", path);
   }
   if (!have_descr || !have_fortran || !have_shape)
     return aa_error_set(err, AA_EFORMAT, "%s: header lacks the key '%s'", path,
-                        !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+                        !have_descr     ? "descr"
+                        : !have_fortran ? "fortran_order"
+                                        : "shape");
   return AA_OK;
 }
 
@@ -190,16 +200,21 @@ static int dtype_lookup(aa_fmt_t *fmt, size_t *itemsize, const char *descr, cons
 static double half_to_double(uint16_t b) {
   int e = (b >> 10) & 0x1f;
   double m = (double)(b & 0x3ff), v;
-  if (e == 0x1f) v = (b & 0x3ff) ? NAN : INFINITY;
-  else if (e == 0) v = ldexp(m, -24);
-  else v = ldexp(m + 1024.0, e - 25);
+  if (e == 0x1f)
+    v = (b & 0x3ff) ? NAN : INFINITY;
+  else if (e == 0)
+    v = ldexp(m, -24);
+  else
+    v = ldexp(m + 1024.0, e - 25);
   return (b & 0x8000) ? -v : v;
 }
 
 static double decode_item(const unsigned char *p, aa_fmt_t fmt) {
   switch (fmt) {
-  case AA_FMT_BF16: return (double)aa_bf16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8));
-  case AA_FMT_FP16: return half_to_double((uint16_t)(p[0] | (unsigned)p[1] << 8));
+  case AA_FMT_BF16:
+    return (double)aa_bf16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8));
+  case AA_FMT_FP16:
+    return half_to_double((uint16_t)(p[0] | (unsigned)p[1] << 8));
   case AA_FMT_FP32: {
     uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     return (double)aa_f32_from_bits(u);
@@ -207,7 +222,8 @@ static double decode_item(const unsigned char *p, aa_fmt_t fmt) {
   default: {
     uint64_t u = 0;
     double d;
-    for (int i = 7; i >= 0; i--) u = u << 8 | p[i];
+    for (int i = 7; i >= 0; i--)
+      u = u << 8 | p[i];
     memcpy(&d, &u, sizeof d);
     return d;
   }
@@ -285,16 +301,19 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
   format_shape(shp, sizeof shp, h.shape, h.ndim);
   for (int i = 0; i < h.ndim; i++)
     if (h.shape_overflow || aa_size_mul(&numel, numel, h.shape[i]) != AA_OK) {
-      st_code = aa_error_set(err, AA_EFORMAT, "%s: shape %s is absurd (the element count overflows)", path,
-                             h.shape_overflow ? "(too large)" : shp);
+      st_code =
+          h.shape_overflow
+              ? aa_error_set(err, AA_EFORMAT, "%s: shape is absurd (an axis does not fit in 64 bits)", path)
+              : aa_error_set(err, AA_EFORMAT, "%s: shape %s is absurd (the element count overflows)", path, shp);
       goto done;
     }
   if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || (uintmax_t)st.st_size < data_off ||
       (uintmax_t)(st.st_size - (off_t)data_off) != (uintmax_t)nbytes) {
     uintmax_t have = (uintmax_t)st.st_size >= data_off ? (uintmax_t)(st.st_size - (off_t)data_off) : 0;
     if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || have < nbytes)
-      st_code = aa_error_set(err, AA_EFORMAT, "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju",
-                             path, shp, h.descr, numel, itemsize, have);
+      st_code = aa_error_set(err, AA_EFORMAT,
+                             "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju", path,
+                             shp, h.descr, numel, itemsize, have);
     else
       st_code = aa_error_set(err, AA_EFORMAT, "%s: %ju trailing bytes after the data of shape %s of '%s'", path,
                              have - (uintmax_t)nbytes, shp, h.descr);
@@ -315,7 +334,8 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
         st_code = aa_error_set(err, AA_EIO, "%s: read error in the data", path);
         goto done;
       }
-      for (size_t i = 0; i < want; i++) out->data[got + i] = decode_item(buf + i * itemsize, fmt);
+      for (size_t i = 0; i < want; i++)
+        out->data[got + i] = decode_item(buf + i * itemsize, fmt);
       got += want;
     }
   }
@@ -379,20 +399,22 @@ static void encode_item(unsigned char *p, double x, aa_fmt_t fmt) {
   }
   case AA_FMT_FP32: {
     uint32_t u = aa_f32_bits((float)x); /* C conversion rounds to nearest even */
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(u >> (8 * i));
+    for (int i = 0; i < 4; i++)
+      p[i] = (unsigned char)(u >> (8 * i));
     break;
   }
   default: {
     uint64_t u;
     memcpy(&u, &x, sizeof u);
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(u >> (8 * i));
+    for (int i = 0; i < 8; i++)
+      p[i] = (unsigned char)(u >> (8 * i));
     break;
   }
   }
 }
 
 int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err) {
-  static unsigned counter = 0;
+  static atomic_uint counter = 0; /* unique temporary names across threads */
   const char *descr;
   size_t itemsize, numel, hlen, total;
   char hdr[256], shp[128], *tmp;
@@ -400,10 +422,18 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
   FILE *f = NULL;
 
   switch (fmt) {
-  case AA_FMT_BF16: descr = "<u2", itemsize = 2; break;
-  case AA_FMT_FP16: descr = "<f2", itemsize = 2; break;
-  case AA_FMT_FP32: descr = "<f4", itemsize = 4; break;
-  case AA_FMT_FP64: descr = "<f8", itemsize = 8; break;
+  case AA_FMT_BF16:
+    descr = "<u2", itemsize = 2;
+    break;
+  case AA_FMT_FP16:
+    descr = "<f2", itemsize = 2;
+    break;
+  case AA_FMT_FP32:
+    descr = "<f4", itemsize = 4;
+    break;
+  case AA_FMT_FP64:
+    descr = "<f8", itemsize = 8;
+    break;
   default:
     return aa_error_set(err, AA_EUNSUPPORTED, "%s: .npy has no dtype for format %d (use bf16, fp16, fp32 or fp64)",
                         path, (int)fmt);
@@ -411,9 +441,12 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
   if (t == NULL || t->ndim < 1 || t->ndim > 3 || t->data == NULL)
     return aa_error_set(err, AA_EINVAL, "%s: nothing to write (empty tensor)", path);
   numel = aa_tensor_numel(t);
-  if (t->ndim == 1) snprintf(shp, sizeof shp, "(%zu,)", t->shape[0]);
-  else if (t->ndim == 2) snprintf(shp, sizeof shp, "(%zu, %zu)", t->shape[0], t->shape[1]);
-  else snprintf(shp, sizeof shp, "(%zu, %zu, %zu)", t->shape[0], t->shape[1], t->shape[2]);
+  if (t->ndim == 1)
+    snprintf(shp, sizeof shp, "(%zu,)", t->shape[0]);
+  else if (t->ndim == 2)
+    snprintf(shp, sizeof shp, "(%zu, %zu)", t->shape[0], t->shape[1]);
+  else
+    snprintf(shp, sizeof shp, "(%zu, %zu, %zu)", t->shape[0], t->shape[1], t->shape[2]);
   n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shp);
   /* Pad with spaces and a final '\n' so that data starts at a multiple of 64 bytes, as NumPy does. */
   hlen = (size_t)n + 1;
@@ -428,7 +461,7 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
   /* A unique name in the same folder, created exclusively so that rename()
      is atomic (same file system) and no other writer is clobbered. */
   for (int tries = 0;; tries++) {
-    sprintf(tmp, "%s.tmp%ld.%u", path, (long)getpid(), counter++);
+    sprintf(tmp, "%s.tmp%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     if (fd >= 0 || errno != EEXIST || tries > 100) break;
   }
@@ -443,14 +476,15 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
     goto fail;
   }
   {
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
-                             (unsigned char)(hlen >> 8)};
+    unsigned char pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
     unsigned char buf[1 << 15];
     size_t per = sizeof buf / itemsize, done = 0;
     if (fwrite(pre, 1, 10, f) != 10 || fwrite(hdr, 1, hlen, f) != hlen) goto fail;
     while (done < numel) {
       size_t k = numel - done < per ? numel - done : per;
-      for (size_t i = 0; i < k; i++) encode_item(buf + i * itemsize, t->data[done + i], fmt);
+      for (size_t i = 0; i < k; i++)
+        encode_item(buf + i * itemsize, t->data[done + i], fmt);
       if (fwrite(buf, itemsize, k, f) != k) goto fail;
       done += k;
     }
@@ -465,7 +499,7 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
   free(tmp);
   return AA_OK;
 
-fail: {
+fail : {
   int e = errno;
   if (f != NULL) fclose(f);
   unlink(tmp);

@@ -33,8 +33,7 @@ size_t aa_tensor_numel(const aa_tensor_t *t) {
 
 void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt) {
   aa_round_opts_t o = {fmt, AA_RND_NE, 1, 0};
-  size_t n = aa_tensor_numel(t);
-  for (size_t i = 0; i < n; i++) t->data[i] = aa_round(t->data[i], &o, NULL);
+  aa_round_n(t->data, t->data, aa_tensor_numel(t), &o, NULL);
   t->fmt = fmt;
 }
 

@@ -1,0 +1,413 @@
+/* attnacc: the `expmap` command: exhaustive or sampled error map of exp constructions (ratio, errors, NaN/Inf/...
+ * regions). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+#define MAXC 16
+
+static const char *help_text =
+    "usage: attnacc expmap --construction NAME [--param K=V ...] [--construction NAME2 ...]\n"
+    "                      [--lo X] [--hi Y] [--exhaustive | --samples N [--seed S]] [--shift S]\n"
+    "                      [--packed] [--ref-check N] [--threads T] [--curve FILE] [--curve-points N] [--json]\n"
+    "\n"
+    "Evaluate exp constructions on FP32 inputs and compare them with 2^x. Every construction\n"
+    "takes BASE-2 inputs: x is the score after the shift, in log2 units.\n"
+    "\n"
+    "options (defaults in brackets):\n"
+    "  --construction NAME  exact, schraudolph-fp32, schraudolph-bf16, quadratic-bf16, fa4-poly\n"
+    "                       (repeatable; each --param applies to the latest construction)\n"
+    "  --param K=V          construction parameter; see `attnacc expmap --list`\n"
+    "  --list               list the constructions, their parameters and defaults, and exit\n"
+    "  --lo X, --hi Y       input interval [-149, 0x1.fffffep+6]: where the exact 2^x is a finite\n"
+    "                       non-zero FP32, i.e. x in [-149, 128)\n"
+    "  --exhaustive         every FP32 in [lo, hi] (the default)\n"
+    "  --samples N          N uniform samples of [lo, hi] from pcg64 (aa_rng_derive(S, {0x657870}))\n"
+    "  --seed S             sample seed [1]\n"
+    "  --shift S            the construction gets fl32(x - S), the reference is 2^(x - S) [0]\n"
+    "  --packed             map the packed BF16 output (default: FP32 output, except for BF16-native\n"
+    "                       constructions, which always give BF16)\n"
+    "  --ref-check N        inputs (spread evenly) on which the libm reference is checked against MPFR [4096]\n"
+    "  --threads T          OpenMP threads [OpenMP default]; results do not depend on it\n"
+    "  --curve FILE         also write a decimated CSV curve (x, ratio and output class per construction)\n"
+    "                       for plots/expratio.gp\n"
+    "  --curve-points N     points of the curve, uniform in x [4000]\n"
+    "  --json               JSON instead of text\n"
+    "\n"
+    "Reference: libm exp2 in FP64 at the (unrounded) input. Its relative error is below 2^-52 =\n"
+    "2.22e-16 (reference_max_relerr): glibc documents at most 1 ulp, tests/texp checks it against\n"
+    "MPFR on a dense sample and on the proof-relevant inputs, and each run re-checks it against\n"
+    "MPFR exp2 at 113 bits on --ref-check inputs (reference_checked, reference_observed_max_relerr).\n"
+    "Ratio and relative errors are over the 'valid' inputs: finite, non-negative output and finite\n"
+    "non-zero reference. cr_mismatch counts valid inputs whose output differs from the correctly\n"
+    "rounded 2^x in the output format (0 for `exact`).\n"
+    "\n"
+    "Runs: inputs are visited in increasing order; each class of output (nan, inf, negative, zero,\n"
+    "subnormal) is reported as a count and as [lo, hi] runs of consecutive inputs (with --samples:\n"
+    "consecutive sorted samples). Each run is also given in effective encoded base-two exponent:\n"
+    "E = S / 2^m - 127, where S is the signed integer the construction writes over the sign,\n"
+    "exponent and mantissa fields before it wraps into the unsigned pattern, and m = 23 (FP32) or\n"
+    "7 (BF16). For a positive normal result E is exponent + mantissa/2^m, a piecewise-linear log2 of\n"
+    "the value; for S < 0 it keeps counting downward where the pattern itself has wrapped into the\n"
+    "sign bit (0xFF81..0xFFFF NaN at E in [-127.99, -127.008] for BF16). The JSON's\n"
+    "paper_nan_exponents says whether E = -127 and E = -126.5 (seed 003, section 5.5) lie within one\n"
+    "encoding step of a NaN run.\n"
+    "\n"
+    "exit status: 0 ok, 2 bad options, 1 failure\n";
+
+static void list_constructions(void) {
+  int n, nc;
+  const aa_exp_info_t *reg = aa_exp_registry(&n);
+  const aa_exp_param_info_t *cp = aa_exp_common_params(&nc);
+  for (int i = 0; i < n; i++) {
+    printf("%s\n  %s\n", reg[i].name, reg[i].description);
+    for (int j = 0; j < reg[i].nparams; j++)
+      printf("    %-8s [%s] %s\n", reg[i].params[j].name, reg[i].params[j].defval, reg[i].params[j].help);
+    for (int j = 0; j < nc; j++)
+      printf("    %-8s [%s] %s\n", cp[j].name, cp[j].defval, cp[j].help);
+  }
+}
+
+static int parse_float(float *out, const char *opt, const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || v != v) {
+    cli_error("expmap", "--%s: '%s' is not a number", opt, s);
+    return 2;
+  }
+  float f = (float)v;
+  if ((double)f != v) {
+    cli_error("expmap", "--%s: %s is not an FP32 value (nearest %a)", opt, s, (double)f);
+    return 2;
+  }
+  *out = f;
+  return 0;
+}
+
+static void json_ranges(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int c, int exponent, int bf16,
+                        float shift) {
+  cli_sb_printf(sb, "[");
+  for (int r = 0; r < m->nranges[c]; r++) {
+    float lo = m->ranges[c][r].lo, hi = m->ranges[c][r].hi;
+    cli_sb_printf(sb, "%s[", r ? ", " : "");
+    if (exponent) {
+      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, lo - shift, bf16));
+      cli_sb_printf(sb, ", ");
+      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, hi - shift, bf16));
+    } else {
+      cli_sb_json_num(sb, lo);
+      cli_sb_printf(sb, ", ");
+      cli_sb_json_num(sb, hi);
+    }
+    cli_sb_printf(sb, "]");
+  }
+  cli_sb_printf(sb, "]");
+}
+
+/* Is E within one encoding step of some NaN run (in encoded-exponent terms)? */
+static int nan_near(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift, double E) {
+  double step = bf16 ? 1.0 / 128 : 0x1p-23;
+  for (int r = 0; r < m->nranges[AA_EXP_CLS_NAN]; r++) {
+    double a = aa_exp_encoded_exponent(e, m->ranges[AA_EXP_CLS_NAN][r].lo - shift, bf16);
+    double b = aa_exp_encoded_exponent(e, m->ranges[AA_EXP_CLS_NAN][r].hi - shift, bf16);
+    if (a > b) {
+      double t = a;
+      a = b;
+      b = t;
+    }
+    if (E >= a - step && E <= b + step) return 1;
+  }
+  return 0;
+}
+
+static void json_one(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float lo, float hi,
+                     int exhaustive, uint64_t seed, float shift) {
+  char spec[256];
+  aa_exp_describe(spec, sizeof spec, e);
+  cli_sb_printf(sb, "{\"version\": ");
+  cli_sb_json_str(sb, AA_VERSION);
+  cli_sb_printf(sb, ", \"git\": ");
+  cli_sb_json_str(sb, AA_GIT_HASH);
+  cli_sb_printf(sb, ", \"construction\": ");
+  cli_sb_json_str(sb, aa_exp_info(e->kind)->name);
+  cli_sb_printf(sb, ", \"spec\": ");
+  cli_sb_json_str(sb, spec);
+  cli_sb_printf(sb, ", \"input_base\": \"2\", \"output\": \"%s\", \"mode\": \"%s\"", bf16 ? "bf16" : "fp32",
+                exhaustive ? "exhaustive" : "samples");
+  if (!exhaustive) cli_sb_printf(sb, ", \"seed\": %llu", (unsigned long long)seed);
+  cli_sb_printf(sb, ", \"lo\": ");
+  cli_sb_json_num(sb, lo);
+  cli_sb_printf(sb, ", \"hi\": ");
+  cli_sb_json_num(sb, hi);
+  cli_sb_printf(sb, ", \"shift\": ");
+  cli_sb_json_num(sb, shift);
+  cli_sb_printf(sb, ", \"inputs\": %llu, \"valid\": %llu", (unsigned long long)m->inputs,
+                (unsigned long long)m->valid);
+  const char *k[] = {"min_ratio", "max_ratio", "max_rel_err", "mean_rel_err"};
+  double v[] = {m->min_ratio, m->max_ratio, m->max_rel_err, m->mean_rel_err};
+  for (int i = 0; i < 4; i++) {
+    cli_sb_printf(sb, ", \"%s\": ", k[i]);
+    cli_sb_json_num(sb, v[i]);
+  }
+  cli_sb_printf(sb, ", \"min_ratio_at\": ");
+  cli_sb_json_num(sb, m->argmin_ratio);
+  cli_sb_printf(sb, ", \"max_ratio_at\": ");
+  cli_sb_json_num(sb, m->argmax_ratio);
+  cli_sb_printf(sb, ", \"max_rel_err_at\": ");
+  cli_sb_json_num(sb, m->argmax_rel_err);
+  if (shift != 0.0f)
+    cli_sb_printf(sb, ", \"cr_mismatch\": null");
+  else
+    cli_sb_printf(sb, ", \"cr_mismatch\": %llu", (unsigned long long)m->cr_mismatch);
+  for (int c = 0; c < AA_EXP_NCLS; c++) {
+    const char *n = aa_exp_cls_name(c);
+    cli_sb_printf(sb, ", \"%s_count\": %llu, \"%s_runs\": %llu, \"%s_ranges\": ", n,
+                  (unsigned long long)m->cls_count[c], n, (unsigned long long)m->cls_runs[c], n);
+    json_ranges(sb, m, e, c, 0, bf16, shift);
+    cli_sb_printf(sb, ", \"%s_ranges_exponent\": ", n);
+    json_ranges(sb, m, e, c, 1, bf16, shift);
+    cli_sb_printf(sb, ", \"%s_ranges_truncated\": %s", n, m->ranges_truncated[c] ? "true" : "false");
+  }
+  cli_sb_printf(sb, ", \"paper_nan_exponents\": {\"-127\": %s, \"-126.5\": %s}",
+                nan_near(m, e, bf16, shift, -127.0) ? "true" : "false",
+                nan_near(m, e, bf16, shift, -126.5) ? "true" : "false");
+  cli_sb_printf(sb, ", \"reference\": \"libm exp2 (FP64)\", \"reference_max_relerr\": ");
+  cli_sb_json_num(sb, AA_EXP_REF_RELERR);
+  cli_sb_printf(
+      sb, ", \"reference_checked\": %llu, \"reference_observed_max_relerr\": ", (unsigned long long)m->ref_checked);
+  cli_sb_json_num(sb, m->ref_observed_max_relerr);
+  cli_sb_printf(sb, "}");
+}
+
+static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift) {
+  char spec[256];
+  aa_exp_describe(spec, sizeof spec, e);
+  printf("%s (output %s)\n", spec, bf16 ? "bf16" : "fp32");
+  printf("  inputs %llu, valid %llu\n", (unsigned long long)m->inputs, (unsigned long long)m->valid);
+  printf("  ratio output/2^x in [%.7f, %.7f] (at x = %a, %a)\n", m->min_ratio, m->max_ratio, (double)m->argmin_ratio,
+         (double)m->argmax_ratio);
+  printf("  max rel err %.4e (at x = %a), mean rel err %.4e\n", m->max_rel_err, (double)m->argmax_rel_err,
+         m->mean_rel_err);
+  if (shift == 0.0f)
+    printf("  differs from correctly rounded 2^x: %llu inputs\n", (unsigned long long)m->cr_mismatch);
+  for (int c = 0; c < AA_EXP_NCLS; c++) {
+    if (!m->cls_count[c]) continue;
+    printf("  %-9s %llu inputs in %llu runs%s\n", aa_exp_cls_name(c), (unsigned long long)m->cls_count[c],
+           (unsigned long long)m->cls_runs[c], m->ranges_truncated[c] ? " (run list truncated)" : "");
+    for (int r = 0; r < m->nranges[c]; r++)
+      printf("    x in [%a, %a]  E in [%.7g, %.7g]\n", (double)m->ranges[c][r].lo, (double)m->ranges[c][r].hi,
+             aa_exp_encoded_exponent(e, m->ranges[c][r].lo - shift, bf16),
+             aa_exp_encoded_exponent(e, m->ranges[c][r].hi - shift, bf16));
+  }
+  printf("  reference: libm exp2, bound %.3g, checked on %llu inputs, observed max %.3g\n", AA_EXP_REF_RELERR,
+         (unsigned long long)m->ref_checked, m->ref_observed_max_relerr);
+}
+
+static int write_curve(const char *path, const aa_exp_t *e, const int *bf16, int ne, float lo, float hi, float shift,
+                       size_t npts) {
+  cli_sb_t sb = {0};
+  cli_sb_printf(&sb,
+                "# attnacc %s (git %s) expmap curve: ratio = output / 2^(x - shift), class 0 valid, 1 nan, 2 inf, "
+                "3 negative, 4 zero, 5 subnormal; shift %.9g\n",
+                AA_VERSION, AA_GIT_HASH, (double)shift);
+  cli_sb_printf(&sb, "x");
+  for (int c = 0; c < ne; c++) {
+    char spec[256];
+    aa_exp_describe(spec, sizeof spec, &e[c]);
+    cli_sb_printf(&sb, ",%s,class%d", spec, c + 1);
+  }
+  cli_sb_printf(&sb, "\n");
+  for (size_t i = 0; i < npts; i++) {
+    float x = (float)((double)lo + ((double)hi - (double)lo) * (double)i / (double)(npts > 1 ? npts - 1 : 1));
+    double ref = exp2((double)x - (double)shift);
+    cli_sb_printf(&sb, "%.9g", (double)x);
+    for (int c = 0; c < ne; c++) {
+      float xin = x - shift;
+      float v = bf16[c] ? aa_bf16_to_f32((uint16_t)aa_exp_eval_packed(&e[c], xin, xin)) : aa_exp_eval(&e[c], xin);
+      uint32_t u = aa_f32_bits(v) & 0x7fffffffu;
+      int cls = u > 0x7f800000u ? 1 : u == 0x7f800000u ? 2 : u == 0 ? 4 : v < 0 ? 3 : u < 0x00800000u ? 5 : 0;
+      if (cls == 0 || cls == 5)
+        cli_sb_printf(&sb, ",%.9g,%d", (double)v / ref, cls);
+      else
+        cli_sb_printf(&sb, ",nan,%d", cls);
+    }
+    cli_sb_printf(&sb, "\n");
+  }
+  aa_error_t err;
+  int st = sb.oom ? AA_ENOMEM : cli_write_atomic(path, sb.buf, sb.len, &err);
+  cli_sb_free(&sb);
+  if (st != AA_OK) {
+    cli_error("expmap", "--curve: %s", st == AA_ENOMEM ? "out of memory" : err.msg);
+    return 1;
+  }
+  return 0;
+}
+
+int aa_cmd_expmap(int argc, char **argv) {
+  aa_exp_t e[MAXC];
+  int ne = 0, json = 0, exhaustive = 0, packed = 0, threads = 0;
+  float lo = -149.0f, hi = 0x1.fffffep+6f, shift = 0.0f;
+  uint64_t nsamples = 0, seed = 1;
+  size_t ref_check = 4096, curve_points = 4000;
+  const char *curve = NULL;
+  aa_error_t err;
+  int rc;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(help_text, stdout);
+      return 0;
+    }
+    if (strcmp(a, "--list") == 0) {
+      list_constructions();
+      return 0;
+    }
+    if (strcmp(a, "--json") == 0) {
+      json = 1;
+      continue;
+    }
+    if (strcmp(a, "--exhaustive") == 0) {
+      exhaustive = 1;
+      continue;
+    }
+    if (strcmp(a, "--packed") == 0) {
+      packed = 1;
+      continue;
+    }
+    if (val == NULL) {
+      cli_error("expmap", "%s: unknown option or missing value (see attnacc expmap --help)", a);
+      return 2;
+    }
+    i++;
+    if (strcmp(a, "--construction") == 0) {
+      if (ne == MAXC) {
+        cli_error("expmap", "at most %d constructions", MAXC);
+        return 2;
+      }
+      if (aa_exp_init(&e[ne], val, &err) != AA_OK) {
+        cli_error("expmap", "--construction: %s", err.msg);
+        return 2;
+      }
+      ne++;
+    } else if (strcmp(a, "--param") == 0) {
+      char kv[256];
+      char *eq;
+      if (ne == 0) {
+        cli_error("expmap", "--param %s comes before any --construction", val);
+        return 2;
+      }
+      if (strlen(val) >= sizeof kv || (eq = strchr(strcpy(kv, val), '=')) == NULL) {
+        cli_error("expmap", "--param: '%s' is not K=V", val);
+        return 2;
+      }
+      *eq = '\0';
+      if (aa_exp_set(&e[ne - 1], kv, eq + 1, &err) != AA_OK) {
+        cli_error("expmap", "--param: %s", err.msg);
+        return 2;
+      }
+    } else if (strcmp(a, "--lo") == 0) {
+      if ((rc = parse_float(&lo, "lo", val))) return rc;
+    } else if (strcmp(a, "--hi") == 0) {
+      if ((rc = parse_float(&hi, "hi", val))) return rc;
+    } else if (strcmp(a, "--shift") == 0) {
+      if ((rc = parse_float(&shift, "shift", val))) return rc;
+      if (!isfinite(shift)) {
+        cli_error("expmap", "--shift must be finite");
+        return 2;
+      }
+    } else if (strcmp(a, "--samples") == 0) {
+      if ((rc = cli_u64(&nsamples, "expmap", "samples", val))) return rc;
+      if (nsamples == 0 || nsamples > (UINT64_C(1) << 30)) {
+        cli_error("expmap", "--samples must be in 1..2^30, not %s", val);
+        return 2;
+      }
+    } else if (strcmp(a, "--seed") == 0) {
+      if ((rc = cli_u64(&seed, "expmap", "seed", val))) return rc;
+    } else if (strcmp(a, "--ref-check") == 0) {
+      if ((rc = cli_size(&ref_check, "expmap", "ref-check", val, 0, 1u << 24))) return rc;
+    } else if (strcmp(a, "--threads") == 0) {
+      size_t t;
+      if ((rc = cli_size(&t, "expmap", "threads", val, 1, 1024))) return rc;
+      threads = (int)t;
+    } else if (strcmp(a, "--curve") == 0) {
+      curve = val;
+    } else if (strcmp(a, "--curve-points") == 0) {
+      if ((rc = cli_size(&curve_points, "expmap", "curve-points", val, 2, 10000000))) return rc;
+    } else {
+      cli_error("expmap", "unknown option '%s' (see attnacc expmap --help)", a);
+      return 2;
+    }
+  }
+  if (ne == 0) {
+    cli_error("expmap", "--construction NAME is required (see attnacc expmap --list)");
+    return 2;
+  }
+  if (exhaustive && nsamples) {
+    cli_error("expmap", "--exhaustive and --samples exclude each other");
+    return 2;
+  }
+  if (!(lo <= hi)) {
+    cli_error("expmap", "need --lo <= --hi (got %a > %a)", (double)lo, (double)hi);
+    return 2;
+  }
+  if (curve != NULL && cli_check_out_file(curve, &err) != AA_OK) {
+    cli_error("expmap", "--curve: %s", err.msg);
+    return 2;
+  }
+  aa_exp_map_t *maps = calloc((size_t)ne, sizeof *maps);
+  float *xs = NULL;
+  if (maps == NULL) return 1;
+  aa_exp_map_opts_t mo = {packed, (int)ref_check, threads, shift};
+  int st;
+  if (nsamples) {
+    xs = malloc(sizeof(float) * nsamples);
+    if (xs == NULL) {
+      free(maps);
+      cli_error("expmap", "out of memory");
+      return 1;
+    }
+    aa_pcg64_t rng;
+    uint64_t tag = 0x657870;
+    aa_rng_derive(&rng, seed, &tag, 1);
+    for (uint64_t i = 0; i < nsamples; i++) {
+      float x = (float)((double)lo + ((double)hi - (double)lo) * aa_pcg64_uniform(&rng));
+      xs[i] = x < lo ? lo : x > hi ? hi : x;
+    }
+    st = aa_exp_map_samples(maps, e, ne, xs, (size_t)nsamples, &mo, &err);
+  } else {
+    st = aa_exp_map_interval(maps, e, ne, lo, hi, &mo, &err);
+  }
+  free(xs);
+  if (st != AA_OK) {
+    cli_error("expmap", "%s", err.msg);
+    free(maps);
+    return cli_exit_status(st);
+  }
+  int bf16[MAXC];
+  for (int c = 0; c < ne; c++)
+    bf16[c] = packed || aa_exp_info(e[c].kind)->bf16_native;
+  if (json) {
+    cli_sb_t sb = {0};
+    if (ne > 1) cli_sb_printf(&sb, "[");
+    for (int c = 0; c < ne; c++) {
+      if (c) cli_sb_printf(&sb, ",\n");
+      json_one(&sb, &maps[c], &e[c], bf16[c], lo, hi, nsamples == 0, seed, shift);
+    }
+    if (ne > 1) cli_sb_printf(&sb, "]");
+    if (!sb.oom) printf("%s\n", sb.buf);
+    cli_sb_free(&sb);
+  } else {
+    printf("attnacc %s (git %s) expmap over [%a, %a]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
+           shift != 0.0f ? " shifted" : "", nsamples ? "samples" : "every FP32 input");
+    for (int c = 0; c < ne; c++)
+      text_one(&maps[c], &e[c], bf16[c], shift);
+  }
+  free(maps);
+  if (curve != NULL && write_curve(curve, e, bf16, ne, lo, hi, shift, curve_points)) return 1;
+  return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,169 @@
+/* attnacc: reduce strategy names, defaults, parameter parsing, canonical text, checks and equality. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce-impl.h"
+
+static const char *const kind_names[AA_REDUCE_COUNT] = {
+    "fp32-ordered", "fp32-ordered-desc", "fp32-atomic", "fp32-splits", "bf16-pair", "fixed", "section-roundtrip"};
+static const char *const pair_names[AA_PAIR_COUNT] = {"tree", "chain"};
+static const char *const split_names[AA_SPLIT_COUNT] = {"strided", "contiguous"};
+
+void aa_reduce_default(aa_reduce_t *out) {
+  memset(out, 0, sizeof *out);
+  out->kind = AA_REDUCE_FP32_ORDERED;
+  out->add_fmt = AA_FMT_FP32;
+  out->acc_fmt = AA_FMT_FP32;
+  out->order_seed = 0;
+  out->splits = 1;
+  out->split_layout = AA_SPLIT_STRIDED;
+  out->pair = AA_PAIR_TREE;
+  out->scale_exp = 16;
+  out->width = 32;
+  out->section = 0;
+  out->store_fmt = AA_FMT_BF16;
+}
+
+const char *aa_reduce_kind_name(aa_reduce_kind_t kind) {
+  return (unsigned)kind < AA_REDUCE_COUNT ? kind_names[kind] : "?";
+}
+const char *aa_reduce_pair_name(aa_reduce_pair_t p) { return (unsigned)p < AA_PAIR_COUNT ? pair_names[p] : "?"; }
+const char *aa_reduce_split_name(aa_reduce_split_t s) {
+  return (unsigned)s < AA_SPLIT_COUNT ? split_names[s] : "?";
+}
+
+static int lookup(int *out, const char *name, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(name, names[i])) {
+      *out = i;
+      return AA_OK;
+    }
+  return AA_ENOTFOUND;
+}
+
+int aa_reduce_kind_from_name(aa_reduce_kind_t *out, const char *name) {
+  int i;
+  if (name == NULL || lookup(&i, name, kind_names, AA_REDUCE_COUNT) != AA_OK) return AA_ENOTFOUND;
+  *out = (aa_reduce_kind_t)i;
+  return AA_OK;
+}
+
+static int parse_u64(uint64_t *out, const char *v) {
+  char *end;
+  if (*v == '-' || *v == '\0') return 0;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 0);
+  if (errno || *end != '\0') return 0;
+  *out = (uint64_t)x;
+  return 1;
+}
+
+static int parse_long(long *out, const char *v) {
+  char *end;
+  if (*v == '\0') return 0;
+  errno = 0;
+  long x = strtol(v, &end, 0);
+  if (errno || *end != '\0') return 0;
+  *out = x;
+  return 1;
+}
+
+int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t *err) {
+  uint64_t u;
+  long l;
+  int i;
+  if (key == NULL || value == NULL) return aa_error_set(err, AA_EINVAL, "dq_reduce: missing key or value");
+#define BAD() return aa_error_set(err, AA_EINVAL, "dq_reduce_%s: invalid value '%s'", key, value)
+  if (!strcmp(key, "kind")) {
+    aa_reduce_kind_t k;
+    if (aa_reduce_kind_from_name(&k, value) != AA_OK)
+      return aa_error_set(err, AA_EINVAL,
+                          "dq_reduce: unknown strategy '%s' (fp32-ordered, fp32-ordered-desc, fp32-atomic, "
+                          "fp32-splits, bf16-pair, fixed, section-roundtrip)",
+                          value);
+    s->kind = k;
+  } else if (!strcmp(key, "order_seed")) {
+    if (!parse_u64(&u, value)) BAD();
+    s->order_seed = u;
+  } else if (!strcmp(key, "splits")) {
+    if (!parse_u64(&u, value) || u < 1 || u > 65536) BAD();
+    s->splits = (unsigned)u;
+  } else if (!strcmp(key, "split_layout")) {
+    if (lookup(&i, value, split_names, AA_SPLIT_COUNT) != AA_OK) BAD();
+    s->split_layout = (aa_reduce_split_t)i;
+  } else if (!strcmp(key, "pair")) {
+    if (lookup(&i, value, pair_names, AA_PAIR_COUNT) != AA_OK) BAD();
+    s->pair = (aa_reduce_pair_t)i;
+  } else if (!strcmp(key, "scale_exp")) {
+    if (!parse_long(&l, value) || l < -200 || l > 200) BAD();
+    s->scale_exp = (int)l;
+  } else if (!strcmp(key, "width")) {
+    if (!parse_u64(&u, value) || u < 2 || u > 32) BAD();
+    s->width = (unsigned)u;
+  } else if (!strcmp(key, "section")) {
+    if (!parse_u64(&u, value)) BAD();
+    s->section = (size_t)u;
+  } else if (!strcmp(key, "store_fmt") || !strcmp(key, "add_fmt") || !strcmp(key, "acc_fmt")) {
+    aa_fmt_t f;
+    if (aa_fmt_from_name(&f, value) != AA_OK) BAD();
+    if (key[1] == 't')
+      s->store_fmt = f;
+    else if (key[1] == 'd')
+      s->add_fmt = f;
+    else
+      s->acc_fmt = f;
+  } else {
+    return aa_error_set(err, AA_ENOTFOUND, "dq_reduce: unknown parameter '%s'", key);
+  }
+#undef BAD
+  return AA_OK;
+}
+
+size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char *prefix) {
+  char head[64];
+  size_t pl = strlen(prefix);
+  if (pl >= sizeof head) pl = sizeof head - 1;
+  memcpy(head, prefix, pl);
+  head[pl] = '\0';
+  if (pl > 0 && head[pl - 1] == '_') head[pl - 1] = '\0';
+  int n = snprintf(buf, len,
+                   "%s = %s\n%sorder_seed = %" PRIu64 "\n%ssplits = %u\n%ssplit_layout = %s\n%spair = %s\n"
+                   "%sscale_exp = %d\n%swidth = %u\n%ssection = %zu\n%sstore_fmt = %s\n%sadd_fmt = %s\n"
+                   "%sacc_fmt = %s\n",
+                   head, aa_reduce_kind_name(s->kind), prefix, s->order_seed, prefix, s->splits, prefix,
+                   aa_reduce_split_name(s->split_layout), prefix, aa_reduce_pair_name(s->pair), prefix, s->scale_exp,
+                   prefix, s->width, prefix, s->section, prefix, aa_fmt_info(s->store_fmt)->name, prefix,
+                   aa_fmt_info(s->add_fmt)->name, prefix, aa_fmt_info(s->acc_fmt)->name);
+  return n < 0 ? 0 : (size_t)n;
+}
+
+int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err) {
+  if ((unsigned)s->kind >= AA_REDUCE_COUNT) return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid kind %d", s->kind);
+  if ((unsigned)s->add_fmt >= AA_FMT_COUNT || (unsigned)s->acc_fmt >= AA_FMT_COUNT ||
+      (unsigned)s->store_fmt >= AA_FMT_COUNT)
+    return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid format");
+  if (s->splits < 1) return aa_error_set(err, AA_EINVAL, "dq_reduce_splits must be >= 1");
+  if ((unsigned)s->split_layout >= AA_SPLIT_COUNT || (unsigned)s->pair >= AA_PAIR_COUNT)
+    return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid split_layout or pair");
+  if (s->width < 2 || s->width > 32)
+    return aa_error_set(err, AA_EINVAL, "dq_reduce_width = %u: must be in 2..32", s->width);
+  if (s->scale_exp < -200 || s->scale_exp > 200)
+    return aa_error_set(err, AA_EINVAL, "dq_reduce_scale_exp = %d: must be in -200..200", s->scale_exp);
+  return AA_OK;
+}
+
+int aa_reduce_equal(const aa_reduce_t *a, const aa_reduce_t *b) {
+  if (a->kind != b->kind || a->add_fmt != b->add_fmt || a->acc_fmt != b->acc_fmt) return 0;
+  switch (a->kind) {
+  case AA_REDUCE_FP32_ATOMIC: return a->order_seed == b->order_seed;
+  case AA_REDUCE_FP32_SPLITS:
+    return a->splits == b->splits && (a->splits == 1 || a->split_layout == b->split_layout);
+  case AA_REDUCE_BF16_PAIR: return a->pair == b->pair;
+  case AA_REDUCE_FIXED: return a->scale_exp == b->scale_exp && a->width == b->width;
+  case AA_REDUCE_SECTION_ROUNDTRIP: return a->section == b->section && a->store_fmt == b->store_fmt;
+  default: return 1;
+  }
+}
