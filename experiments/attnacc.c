@@ -13,6 +13,8 @@ const aa_command_t aa_commands[] = {
     {"score", aa_cmd_score, "compare gradients stored as .npy files with the oracle"},
     {"expmap", aa_cmd_expmap, "exhaustive or sampled error map of an exp construction (ratio, errors, NaN regions)"},
     {"table3", aa_cmd_table3, "the paper's Table 3 (packed BF16 exp accuracy) for every exp construction"},
+    {"dropout-map", aa_cmd_dropout_map, "dropout mask redraw mismatch and gradient error over p, n and tiling"},
+    {"determinism", aa_cmd_determinism, "run one cell R times with different dQ order seeds: distinct bit patterns, ULP spread"},
 };
 const size_t aa_command_count = sizeof aa_commands / sizeof aa_commands[0];
 

@@ -639,6 +639,16 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
         fprintf(f, "%-13s %s\n", "-", "-");
     }
   }
+  for (size_t i = 0; i < nv; i++)
+    if (vs[i].dq_reduce[0] != '\0')
+      fprintf(f, "dq reduce: %s %s, %llu tiles, %llu budget failures, %llu FP64 recomputes\n", vs[i].variant,
+              vs[i].dq_reduce, (unsigned long long)vs[i].dq_stats.tiles,
+              (unsigned long long)vs[i].dq_stats.budget_failures, (unsigned long long)vs[i].dq_stats.fp64_recomputes);
+  for (size_t i = 0; i < nv; i++)
+    if (vs[i].softmax[0] != '\0')
+      fprintf(f, "normalisation: %s %s, %zu of %zu forward tiles flagged, %zu rows recovered, NaN/Inf in outputs: %s\n",
+              vs[i].variant, vs[i].softmax, vs[i].tiles_flagged, vs[i].fwd_tiles, vs[i].rows_recovered,
+              vs[i].nonfinite ? "yes" : "no");
   fprintf(f, "rule 1 (pass): |a - b| <= %g + %g |b| for every element; fa rule: max_abs <= factor x naive-bf16's\n",
           AA_METRICS_ATOL, AA_METRICS_RTOL);
   fprintf(
@@ -689,6 +699,18 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
   cli_sb_json_num(sb, rep->oracle_seconds);
   cli_sb_printf(sb, "},\n%s  \"emulation_seconds\": ", ind);
   cli_sb_json_num(sb, v->seconds);
+  if (v->dq_reduce[0] != '\0')
+    cli_sb_printf(sb,
+                  ",\n%s  \"dq_reduce\": {\"kind\": \"%s\", \"tiles\": %llu, \"conv_failures\": %llu, "
+                  "\"sum_failures\": %llu, \"budget_failures\": %llu, \"fp64_recomputes\": %llu}",
+                  ind, v->dq_reduce, (unsigned long long)v->dq_stats.tiles,
+                  (unsigned long long)v->dq_stats.conv_failures, (unsigned long long)v->dq_stats.sum_failures,
+                  (unsigned long long)v->dq_stats.budget_failures, (unsigned long long)v->dq_stats.fp64_recomputes);
+  if (v->softmax[0] != '\0')
+    cli_sb_printf(sb,
+                  ",\n%s  \"normalisation\": {\"softmax\": \"%s\", \"fwd_tiles\": %zu, \"tiles_flagged\": %zu, "
+                  "\"rows_recovered\": %zu, \"nonfinite\": %s}",
+                  ind, v->softmax, v->fwd_tiles, v->tiles_flagged, v->rows_recovered, v->nonfinite ? "true" : "false");
   cli_sb_printf(sb, ",\n%s  \"outputs\": {", ind);
   for (int j = 0; j < v->nout; j++) {
     const cli_out_t *o = &v->out[j];
@@ -781,6 +803,16 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
     err_prefix(err, r->name);
     return rc;
   }
+  snprintf(v->dq_reduce, sizeof v->dq_reduce, "%s", aa_reduce_kind_name(r->bwd_dq_reduce.kind));
+  v->dq_stats = res->dq_reduce;
+  {
+    static const char *const sm[] = {"online-lse", "two-pass", "fixed-shift", "guarded"};
+    snprintf(v->softmax, sizeof v->softmax, "%s",
+             (unsigned)r->fwd_softmax < sizeof sm / sizeof sm[0] ? sm[r->fwd_softmax] : "?");
+    v->fwd_tiles = res->fwd_q_tiles * pb->heads;
+    v->tiles_flagged = res->tiles_flagged;
+    v->rows_recovered = res->rows_recovered;
+  }
   v->nout = 0;
   if ((rc = cli_compare(&v->out[v->nout++], "o", &res->o, &oracle->o, err)) ||
       (rc = cli_compare(&v->out[v->nout++], "dq", &res->dq, &oracle->dq, err)) ||
@@ -789,6 +821,9 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
     return rc;
   if (pb->num_sinks > 0 && (rc = cli_compare(&v->out[v->nout++], "dsinks", &res->dsinks, &oracle->dsinks, err)))
     return rc;
+  v->nonfinite = 0;
+  for (int j = 0; j < v->nout; j++)
+    if (v->out[j].m.nan + v->out[j].m.inf > 0) v->nonfinite = 1;
   return AA_OK;
 }
 

@@ -19,6 +19,8 @@ int aa_cmd_list(int argc, char **argv);
 int aa_cmd_run(int argc, char **argv);
 int aa_cmd_score(int argc, char **argv);
 int aa_cmd_expmap(int argc, char **argv);
+int aa_cmd_determinism(int argc, char **argv);
+int aa_cmd_dropout_map(int argc, char **argv);
 int aa_cmd_table3(int argc, char **argv);
 
 #endif

@@ -105,7 +105,7 @@ void dropout_cli_json(cli_sb_t *sb, const dropout_cli_t *dc) {
 void dropout_cli_print(FILE *f, const dropout_cli_t *dc) {
   if (!dc->on) return;
   fprintf(f,
-          "dropout: scheme %s, p %.17g, seed %llu; forward tiles %zu x %zu, backward %zu x %zu (%s counts)\n"
+          "dropout: scheme %s, p %.15g, seed %llu; forward tiles %zu x %zu, backward %zu x %zu (%s counts)\n"
           "  backward redraw differs from the forward mask in %zu of %zu bits (fraction %.6g)\n"
           "  keep rate: realised %.6f, nominal %.6f, exact for the scheme %.9f; rescale %.9g\n"
           "  E[O] bias from the rescale: exact %.6g, estimate %.6g +- %.2g (95%%, %u masks)\n",

@@ -1,4 +1,4 @@
-/* attnacc: dropout options of the run command and the dropout-map command (mask draw, mismatch, keep rate, E[O] bias). */
+/* attnacc: dropout options of the run command (mask draws, mismatch, keep rate, E[O] bias estimate). */
 #ifndef AA_DROPOUT_CLI_H
 #define AA_DROPOUT_CLI_H
 

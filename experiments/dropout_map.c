@@ -1,4 +1,4 @@
-/* attnacc: the `dropout-map` command: which (scheme, tiling, p, n) give a backward mask redraw that differs from the forward's, and the gradient error it costs. */
+/* attnacc: the `dropout-map` command: where the backward mask redraw differs from the forward's, and its cost. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +64,12 @@ static size_t split(char **items, size_t max, char *buf) {
   size_t n = 0;
   for (char *t = strtok(buf, ","); t != NULL && n < max; t = strtok(NULL, ",")) items[n++] = t;
   return n;
+}
+
+/* Shortest of %.15g / %.17g that reads back as x (0.1 prints as 0.1). */
+static void short_num(char *buf, size_t len, double x) {
+  snprintf(buf, len, "%.15g", x);
+  if (strtod(buf, NULL) != x) snprintf(buf, len, "%.17g", x);
 }
 
 static void csv_num(cli_sb_t *sb, double x) {
@@ -135,96 +141,111 @@ int aa_cmd_dropout_map(int argc, char **argv) {
                      "o_bias_implied,rel_l2_o,rel_l2_dq,rel_l2_dk,rel_l2_dv,max_abs_dq,max_abs_dk,max_abs_dv,"
                      "consistent_rel_l2_dq,consistent_rel_l2_dk,consistent_rel_l2_dv,seconds\n");
   for (size_t in = 0; in < nn; in++) {
-    size_t n = nv[in];
+    size_t n = nv[in], total = heads * n * n;
     cli_inputs_t inp = {0};
-    if ((rc = cli_inputs_draw(&inp, seed, 0, 1.0, n, d, heads, heads, 0, base.io_fmt, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
+    /* Settings that share a forward mask (the three tile-seeded ones share
+       the forward tiling) share the oracle and the consistent-mask run:
+       both depend on the inputs and the forward's mask only. */
+    uint8_t *fwd = malloc(total), *bwd = malloc(total), *prev = malloc(total);
+    aa_oracle_result_t orc;
+    int have_orc = 0, have_cons = 0;
+    double cons[3] = {0, 0, 0};
+    memset(&orc, 0, sizeof orc);
+    if (fwd == NULL || bwd == NULL || prev == NULL) {
+      free(fwd);
+      free(bwd);
+      free(prev);
+      cli_error(cmd, "out of memory");
+      status = 1;
       goto out;
     }
-    for (size_t is = 0; is < nset; is++)
-      for (size_t ip = 0; ip < np; ip++) {
+    rc = cli_inputs_draw(&inp, seed, 0, 1.0, n, d, heads, heads, 0, base.io_fmt, &err);
+    for (size_t ip = 0; ip < np && rc == AA_OK; ip++)
+      for (size_t is = 0; is < nset && rc == AA_OK; is++) {
         aa_dropout_t dd;
         aa_problem_t pb;
-        aa_oracle_opts_t oo;
-        aa_oracle_result_t orc;
-        aa_recipe_t r = base, rc_base = base;
+        aa_recipe_t r = base, rcons = base;
         cli_variant_t v, vc;
-        aa_attn_result_t res, resc;
-        size_t ftq, ftk, btq, btk, total = heads * n * n;
-        uint8_t *fwd = malloc(total), *bwd = malloc(total);
-        double t0 = cli_now(), ks;
+        aa_attn_result_t res;
+        size_t ftq, ftk, btq, btk, mis;
+        double t0 = cli_now(), ks = 1;
         memset(&v, 0, sizeof v);
         memset(&vc, 0, sizeof vc);
-        memset(&orc, 0, sizeof orc);
-        if (fwd == NULL || bwd == NULL) {
-          free(fwd);
-          free(bwd);
-          cli_inputs_free(&inp);
-          cli_error(cmd, "out of memory");
-          status = 1;
-          goto out;
-        }
         setting_dropout(&dd, sets[is]);
         dd.p = pv[ip];
         dd.seed = seed;
         rc = aa_dropout_mask_fwd(fwd, &ks, &dd, heads, n, n, &err);
         if (rc == AA_OK) rc = aa_dropout_mask_bwd(bwd, NULL, &dd, heads, n, n, &err);
+        if (rc != AA_OK) break;
         aa_dropout_fwd_tiles(&ftq, &ftk, &dd, n, n);
         aa_dropout_bwd_tiles(&btq, &btk, &dd, n, n);
         aa_problem_init(&pb, n, n, d, heads, heads);
         pb.keep = fwd;
         pb.keep_scale = ks;
-        aa_oracle_opts_init(&oo);
-        oo.threads = (int)threads;
-        if (rc == AA_OK) rc = aa_oracle_run(&orc, &pb, &inp.q, &inp.k, &inp.v, &inp.dO, &oo, &err);
-        /* The variant redraws with its backward tiling (recipe dropout);
-           the consistent run reuses the forward's mask (recipe dropout none,
-           problem.keep for both passes). Identical masks give identical
-           runs, so the second emulation is skipped then. */
-        r.dropout = dd;
-        size_t mis = aa_dropout_mismatch_count(fwd, bwd, total);
-        if (rc == AA_OK) rc = cli_run_variant(&v, &res, &r, &pb, &inp, &orc, &err);
-        if (rc == AA_OK && mis > 0) {
-          aa_dropout_default(&rc_base.dropout);
-          rc = cli_run_variant(&vc, &resc, &rc_base, &pb, &inp, &orc, &err);
-          aa_attn_result_free(&resc);
-        }
-        aa_attn_result_free(&res);
-        if (rc != AA_OK) {
-          free(fwd);
-          free(bwd);
+        if (have_orc && memcmp(prev, fwd, total) != 0) {
           aa_oracle_result_free(&orc);
-          cli_variant_free(&v);
-          cli_variant_free(&vc);
-          cli_inputs_free(&inp);
-          cli_error(cmd, "%s", err.msg);
-          status = cli_exit_status(rc);
-          goto out;
+          have_orc = have_cons = 0;
         }
-        const cli_variant_t *c = mis > 0 ? &vc : &v;
-        cli_sb_printf(&sb, "%s,%s,%.17g,%zu,%zu,%zu", sets[is], aa_dropout_scheme_name(dd.scheme), dd.p, n, ftk, btk);
-        csv_num(&sb, aa_dropout_mismatch(fwd, bwd, total));
-        csv_num(&sb, aa_dropout_keep_rate(fwd, total));
-        csv_num(&sb, aa_dropout_expected_keep(&dd));
-        csv_num(&sb, aa_dropout_implied_bias(&dd));
-        for (int j = 0; j < 4; j++) csv_num(&sb, v.out[j].m.rel_l2);
-        for (int j = 1; j < 4; j++) csv_num(&sb, v.out[j].m.max_abs);
-        for (int j = 1; j < 4; j++) csv_num(&sb, c->out[j].m.rel_l2);
-        csv_num(&sb, cli_now() - t0);
-        cli_sb_printf(&sb, "\n");
-        if (out_file != NULL) {
-          fprintf(stderr, "dropout-map: %s p %g n %zu: mismatch %.4f rel_l2 dq %.3g (consistent %.3g), %.1f s\n",
-                  sets[is], dd.p, n, aa_dropout_mismatch(fwd, bwd, total), v.out[1].m.rel_l2, c->out[1].m.rel_l2,
-                  cli_now() - t0);
+        if (!have_orc) {
+          aa_oracle_opts_t oo;
+          aa_oracle_opts_init(&oo);
+          oo.threads = (int)threads;
+          if ((rc = aa_oracle_run(&orc, &pb, &inp.q, &inp.k, &inp.v, &inp.dO, &oo, &err)) != AA_OK) break;
+          have_orc = 1;
+          memcpy(prev, fwd, total);
         }
-        free(fwd);
-        free(bwd);
-        aa_oracle_result_free(&orc);
+        /* The variant redraws with its backward tiling (recipe dropout);
+           the consistent run reuses the forward's mask (recipe dropout none:
+           problem.keep in both passes). Identical masks give identical
+           runs, so the consistent run is only done after a mismatch. */
+        r.dropout = dd;
+        mis = aa_dropout_mismatch_count(fwd, bwd, total);
+        rc = cli_run_variant(&v, &res, &r, &pb, &inp, &orc, &err);
+        aa_attn_result_free(&res);
+        if (rc == AA_OK && mis == 0 && !have_cons) {
+          for (int j = 0; j < 3; j++) cons[j] = v.out[j + 1].m.rel_l2;
+          have_cons = 1;
+        }
+        if (rc == AA_OK && !have_cons) {
+          aa_dropout_default(&rcons.dropout);
+          rc = cli_run_variant(&vc, &res, &rcons, &pb, &inp, &orc, &err);
+          aa_attn_result_free(&res);
+          if (rc == AA_OK) {
+            for (int j = 0; j < 3; j++) cons[j] = vc.out[j + 1].m.rel_l2;
+            have_cons = 1;
+          }
+        }
+        if (rc == AA_OK) {
+          double mf = aa_dropout_mismatch(fwd, bwd, total);
+          char pt[32];
+          short_num(pt, sizeof pt, dd.p);
+          cli_sb_printf(&sb, "%s,%s,%s,%zu,%zu,%zu", sets[is], aa_dropout_scheme_name(dd.scheme), pt, n, ftk, btk);
+          csv_num(&sb, mf);
+          csv_num(&sb, aa_dropout_keep_rate(fwd, total));
+          csv_num(&sb, aa_dropout_expected_keep(&dd));
+          csv_num(&sb, aa_dropout_implied_bias(&dd));
+          for (int j = 0; j < 4; j++) csv_num(&sb, v.out[j].m.rel_l2);
+          for (int j = 1; j < 4; j++) csv_num(&sb, v.out[j].m.max_abs);
+          for (int j = 0; j < 3; j++) csv_num(&sb, cons[j]);
+          csv_num(&sb, cli_now() - t0);
+          cli_sb_printf(&sb, "\n");
+          if (out_file != NULL)
+            fprintf(stderr, "dropout-map: %s p %g n %zu: mismatch %.4f, rel_l2 dq %.3g (consistent %.3g), %.1f s\n",
+                    sets[is], dd.p, n, mf, v.out[1].m.rel_l2, cons[0], cli_now() - t0);
+        }
         cli_variant_free(&v);
         cli_variant_free(&vc);
       }
+    if (have_orc) aa_oracle_result_free(&orc);
+    free(fwd);
+    free(bwd);
+    free(prev);
     cli_inputs_free(&inp);
+    if (rc != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
   }
   if (sb.oom) {
     cli_error(cmd, "out of memory");

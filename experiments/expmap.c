@@ -36,7 +36,7 @@ static const char *help_text =
     "  --curve FILE         also write a decimated CSV curve (x, ratio and output class per construction)\n"
     "                       for plots/expratio.gp\n"
     "  --curve-points N     points of the curve, uniform in x [4000]\n"
-    "  --json               JSON instead of text\n"
+    "  --json               JSON instead of text: one object per construction (an array when several)\n"
     "\n"
     "Reference: libm exp2 in FP64 at the (unrounded) input. Its relative error is below 2^-52 =\n"
     "2.22e-16 (reference_max_relerr): glibc documents at most 1 ulp, tests/texp checks it against\n"
@@ -218,6 +218,8 @@ static int write_curve(const char *path, const aa_exp_t *e, const int *bf16, int
   for (int c = 0; c < ne; c++) {
     char spec[256];
     aa_exp_describe(spec, sizeof spec, &e[c]);
+    for (char *q = spec; *q; q++)
+      if (*q == ',') *q = ' '; /* one CSV field */
     cli_sb_printf(&sb, ",%s,class%d", spec, c + 1);
   }
   cli_sb_printf(&sb, "\n");

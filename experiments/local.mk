@@ -2,7 +2,9 @@
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
 	experiments/list.c experiments/run.c experiments/score.c \
-	experiments/expmap.c experiments/table3.c
+	experiments/expmap.c experiments/table3.c \
+	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
+	experiments/determinism.c
 experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md
 TESTS += tests/tcli.sh

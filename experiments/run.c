@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "dropout_cli.h"
 
 #define MAX_VARIANTS 32
 
@@ -33,6 +34,7 @@ static const cli_opt_t opts[] = {
     {"save", "DIR", NULL, "write the inputs and each variant's o/dq/dk/dv as .npy into DIR"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
+    DROPOUT_CLI_OPTS,
 };
 
 static const char usage_line[] = "--variant NAME[,NAME...] | --recipe FILE [OPTIONS]";
@@ -54,7 +56,7 @@ static const char description[] =
     "[H, N, d], k.npy and v.npy [N_k, d] or [HKV, N_k, d], sinks.npy [H, K]; values not\n"
     "in that format are rounded to it (a note says how many). Exit status: 0 done\n"
     "(whatever the metrics), 2 bad "
-    "usage or input, 1 failure while computing or writing.";
+    "usage or input, 1 failure while computing or writing." DROPOUT_CLI_HELP;
 
 static void list_presets(char *buf, size_t cap) {
   size_t used = 0;
@@ -94,6 +96,7 @@ int aa_cmd_run(int argc, char **argv) {
   int have_naive = 0, naive_is = -1;
   cli_sb_t sb = {0};
   cli_report_t rep;
+  dropout_cli_t dc = {0};
   double t0, oracle_seconds;
 
   memset(&naive_v, 0, sizeof naive_v);
@@ -333,6 +336,22 @@ int aa_cmd_run(int argc, char **argv) {
     cli_error(cmd, "%s%s", inputs_dir ? "" : "the drawn input ", err.msg);
     goto out;
   }
+  /* ---- dropout: the forward's mask goes to the oracle, each variant's
+     backward redraws (experiments/dropout_cli.c) ---- */
+  if ((status = dropout_cli_setup(&dc, cmd, cli_get(&a, "dropout"), cli_get(&a, "dropout-scheme"),
+                                  cli_get(&a, "dropout-seed"), cli_get(&a, "dropout-seeds"), seed,
+                                  &recipes[0].dropout)) != 0)
+    goto out;
+  status = 2;
+  if (dc.on) {
+    for (size_t i = 0; i < nrec; i++)
+      recipes[i].dropout = dc.d;
+    if ((rc = dropout_cli_draw(&dc, &pb, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
+  }
   cli_set_threads(threads);
 
   /* ---- oracle, variants, naive reference ---- */
@@ -384,6 +403,7 @@ int aa_cmd_run(int argc, char **argv) {
       &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
     cli_json(&sb, &rep, vs, nrec);
+    dropout_cli_json(&sb, &dc);
     if (sb.oom) {
       cli_error(cmd, "out of memory");
       status = 1;
@@ -421,8 +441,10 @@ int aa_cmd_run(int argc, char **argv) {
   }
   if (cli_get(&a, "json") != NULL)
     fwrite(sb.buf, 1, sb.len, stdout);
-  else
+  else {
     cli_print_table(stdout, &rep, vs, nrec);
+    dropout_cli_print(stdout, &dc);
+  }
   if (fflush(stdout) != 0) {
     status = 1;
     goto out;
@@ -431,6 +453,7 @@ int aa_cmd_run(int argc, char **argv) {
 
 out:
   cli_sb_free(&sb);
+  dropout_cli_free(&dc);
   if (vs != NULL)
     for (size_t i = 0; i < nrec; i++)
       cli_variant_free(&vs[i]);

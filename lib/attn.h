@@ -20,8 +20,29 @@ typedef struct {
   aa_tensor_t dk, dv;   /* [kv_heads, n_k, d] */
   aa_tensor_t dsinks;   /* [heads, num_sinks] */
   size_t tiles_skipped; /* (q-tile, k-tile) pairs skipped by the mask */
+  /* The dQ reduction (recipe dq_reduce): tiles = (q head, q tile, KV
+     section) reductions, partials = K tiles reduced, and for fixed the
+     budget failures and FP64 recomputes (lib/reduce.h). */
+  aa_reduce_stats_t dq_reduce;
+  /* Per-row checkpoint of the normalisation variants (fwd.softmax =
+     fixed-shift or guarded; empty/NULL otherwise). row_ckpt[h*n_q + i] is
+     AA_ROW_CKPT_RECIP when the row saved (shift, 1/l) or AA_ROW_CKPT_LSE
+     when it saved LSE (a recovered guarded tile, or an empty row). For recip
+     rows lse holds the equivalent LSE = (shift + log2 l) ln 2 (exp2-fma; shift
+     + log l for natural exp), used by LSE backwards and the sink gradient. */
+  aa_tensor_t recip;            /* [heads, n_q]: saved 1/l in fwd.lse_fmt (0 for LSE rows) */
+  aa_tensor_t shift;            /* [heads, n_q]: the row's shift b in exp-argument units */
+  unsigned char *row_ckpt;      /* [heads * n_q] */
+  unsigned char *tile_flagged;  /* [heads * fwd_q_tiles]: 1 when the query tile failed the range checks */
+  size_t fwd_q_tiles;           /* forward query tiles per head */
+  size_t tiles_flagged;         /* guarded: tiles recomputed online; fixed-shift: tiles that failed the checks */
+  size_t rows_recovered;        /* rows whose checkpoint is the recovered LSE */
+  size_t contractions_skipped;  /* guarded: fully masked (sub-tile, key block) contractions skipped (3.4) */
   double seconds_forward, seconds_backward;
 } aa_attn_result_t;
+
+#define AA_ROW_CKPT_LSE 0
+#define AA_ROW_CKPT_RECIP 1
 
 /* Run the recipe's forward (producing O and its checkpoint) and backward
    on the inputs (values must be representable in recipe io_fmt, else

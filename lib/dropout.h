@@ -1,4 +1,4 @@
-/* attnacc: dropout keep-mask schemes (tile-seeded NKI twin, position-keyed Philox, FA2 u8 threshold), rates and mask comparison. */
+/* attnacc: dropout keep-mask schemes (tile-seeded NKI twin, position-keyed Philox, FA2 u8), rates, comparison. */
 #ifndef AA_DROPOUT_H
 #define AA_DROPOUT_H
 

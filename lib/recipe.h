@@ -6,7 +6,9 @@
 
 #include "common.h"
 #include "fmt.h"
+#include "dropout.h"
 #include "gemm.h"
+#include "reduce.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,8 +26,20 @@ typedef struct aa_recipe aa_recipe_t;
 typedef enum {
   AA_SOFTMAX_ONLINE_LSE = 0, /* "online-lse": running max, rescale, divide at the end (FA2, NKI CTE) */
   AA_SOFTMAX_TWO_PASS,       /* "two-pass": whole row max, sum, P = p/l before PV (naive math attention) */
-  AA_SOFTMAX_COUNT           /* fixed-shift / guarded schemes are added here by later issues */
+  AA_SOFTMAX_FIXED_SHIFT,    /* "fixed-shift": one constant shift fwd.shift for every row, no running max, no
+                                rescale; saves (shift, 1/l) per row (seed 003 sections 3.1, 3.5) */
+  AA_SOFTMAX_GUARDED,        /* "guarded": shift anchored to each row's first visible key block; a query tile
+                                failing the range checks is recomputed online and saves LSE (seed 003 3.2, 3.4) */
+  AA_SOFTMAX_COUNT
 } aa_softmax_t;
+
+/* bwd.norm: how the backward normalises the recomputed weights. */
+typedef enum {
+  AA_BWDNORM_LSE = 0, /* "lse": P = exp(S*c - LSE) per score from the LSE checkpoint (FA2, NKI) */
+  AA_BWDNORM_RECIP,   /* "recip": rows with a saved reciprocal scale dO by it once in the preprocessing pass and
+                         recompute unnormalised exp(S*c - shift); rows saved as LSE use it (seed 003 3.5) */
+  AA_BWDNORM_COUNT
+} aa_bwd_norm_t;
 
 /* scale_fold: where the softmax scale enters the scores (both passes). */
 typedef enum {
@@ -147,6 +161,33 @@ struct aa_recipe {
   aa_kv_accumulate_t bwd_dkv_accumulate;
   aa_fmt_t bwd_dsinks_fmt; /* dsinks accumulators */
   aa_gqa_reduce_t bwd_gqa_reduce;
+
+  /* Normalisation variants of seed 003 (fixed shift, guarded causal, saved
+     reciprocal; keys in KEYS.md). The shift is in exp-argument units
+     (log2 units with exp_form = exp2-fma: weight = exp2(fma(S, c, -b)));
+     the guard bounds are base-2 exponents of the weight value. */
+  double fwd_shift;          /* fixed-shift: the nominal shift b */
+  double fwd_guard_lo;       /* range checks: every weight and the row sum in [2^lo, 2^hi), finite, non-zero */
+  double fwd_guard_hi;
+  size_t fwd_sub_q;          /* guarded: query sub-tile whose fully masked contractions are skipped; 0 = tile_q */
+  aa_bwd_norm_t bwd_norm;    /* lse or recip */
+  aa_fmt_t bwd_do_fmt;       /* recip: the scaled dO = dO * (1/l) rounded to this (an MMA operand) */
+
+  /* Dropout (keys `dropout_<name>`, lib/dropout.h): with scheme none both
+     passes apply the problem's keep mask; otherwise the backward redraws
+     its mask with the scheme and its own tiling (twin L974-981) while the
+     forward applies the problem's mask (or draws it with its tiling when
+     the problem has none). Written in the recipe text only when on. */
+  aa_dropout_t dropout;
+
+  /* dQ reduction across KV blocks (keys `dq_reduce = NAME` and
+     `dq_reduce_<param>`, lib/reduce.h): the partials of one (q tile, KV
+     section) are reduced by this strategy into the dQ accumulator; the adds
+     round to alu then bwd.dq_acc_fmt (the strategy's add_fmt/acc_fmt are
+     overwritten with these), and the section round trip stays bwd.section
+     with bwd.dq_section_fmt. Written in the recipe text with the
+     parameters its kind reads. */
+  aa_reduce_t bwd_dq_reduce;
 };
 
 /* Presets. */

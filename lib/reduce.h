@@ -94,10 +94,16 @@ const char *aa_reduce_split_name(aa_reduce_split_t s);                 /* "strid
    "store_fmt", "add_fmt", "acc_fmt". AA_ENOTFOUND for an unknown key,
    AA_EINVAL for a bad value (message names both). */
 int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t *err);
-/* Canonical "key = value" lines of every parameter, each prefixed by
-   `prefix` (e.g. "dq_reduce_"); the kind line is `<prefix without the
-   trailing '_'> = NAME`. snprintf-style: returns the length needed. */
-size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char *prefix);
+/* Canonical "key = value" lines, each parameter key prefixed by `prefix`
+   (e.g. "dq_reduce_"); the kind line is `<prefix without the trailing '_'>
+   = NAME`. flags: AA_REDUCE_FMT_USED writes only the parameters the kind
+   reads; AA_REDUCE_FMT_PIPELINE leaves out add_fmt, acc_fmt, section and
+   store_fmt (the attn pipeline takes them from alu, bwd.dq_acc_fmt,
+   bwd.section and bwd.dq_section_fmt). snprintf-style: returns the length
+   needed (buf may be NULL when len is 0). */
+#define AA_REDUCE_FMT_USED 1u
+#define AA_REDUCE_FMT_PIPELINE 2u
+size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char *prefix, unsigned flags);
 /* Parameter ranges (splits >= 1, 2 <= width <= 32, |scale_exp| <= 200). */
 int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err);
 /* 1 when two strategies reduce identically (ignores fields the kind does not read). */

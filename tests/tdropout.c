@@ -1,4 +1,4 @@
-/* attnacc: tests of the dropout mask schemes (Philox vectors, tiling independence, twin forward/backward agreement, keep rates). */
+/* attnacc: tests of the dropout schemes (Philox vectors, tiling independence, twin fwd/bwd agreement, rates). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -225,9 +225,11 @@ static void test_tile_seeded(void) {
              expect, sigma, p, seed);
     printf("tdropout: tile-seeded n = 384 forward/backward mismatch %.6f (independent redraw: %.6f)\n", mis, expect);
     AA_CHECK(tile_matches_spec(b, &d, H, NQ, NK, 128, 128, 1, 2, 1),
-             "tile-seeded n_k 384 backward: tile (1,2,1) does not follow the documented draw (seed %" PRIu64 ")", seed);
+             "tile-seeded n_k 384 backward: tile (1,2,1) does not follow the documented draw (seed %" PRIu64 ")",
+             seed);
     AA_CHECK(tile_matches_spec(f, &d, H, NQ, NK, 128, 512, 1, 2, 0),
-             "tile-seeded n_k 384 forward: tile (1,2,0) does not follow the documented draw (seed %" PRIu64 ")", seed);
+             "tile-seeded n_k 384 forward: tile (1,2,0) does not follow the documented draw (seed %" PRIu64 ")",
+             seed);
 
     /* The same length with a backward that keeps 512-wide tiles lines up. */
     d.bwd_tile_k_short = 512;

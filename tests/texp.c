@@ -301,6 +301,46 @@ static void test_map_stitching(void) {
   }
 }
 
+/* A second algorithm for the quadratic family: with k = 0 and truncating
+   conversion its BF16 pattern is 1 + floor(128 f)/128 with exponent j, which
+   is exactly Schraudolph's i = floor(2^7 x + 127*2^7) (icvt = rd), including
+   the wrap below the range (same integer, same 16 bits). Valid for |x| >= 1,
+   where f = x - j and 1 + f are exact in FP32, and x a multiple of 2^-16,
+   where Schraudolph's FP32 sum is exact as well. Also the scale s multiplies
+   the FP32 mantissa before the conversion. */
+static void test_quadratic(void) {
+  aa_exp_t q, sch, qs;
+  aa_exp_parse(&q, "quadratic-bf16:k=0,cvt=rz", NULL);
+  aa_exp_parse(&sch, "schraudolph-bf16:icvt=rd", NULL);
+  aa_exp_parse(&qs, "quadratic-bf16:k=0.25,s=1.0625,cvt=rz", NULL);
+  aa_pcg64_t rng;
+  uint64_t tag = 4;
+  aa_rng_derive(&rng, seed, &tag, 1);
+  int n = (int)(100000 * aa_test_multiplier());
+  for (int i = 0; i < n; i++) {
+    /* multiples of 2^-16, so that Schraudolph's FP32 sum 2^7 x + 16256 is exact too */
+    float x = (float)(ldexp(floor(ldexp(-200.0 + 320.0 * aa_pcg64_uniform(&rng), 16)), -16));
+    if (fabsf(x) < 1.0f) continue;
+    uint32_t a = aa_f32_bits(aa_exp_eval(&q, x)), b = aa_f32_bits(aa_exp_eval(&sch, x));
+    if (a != b) {
+      AA_FAIL("quadratic-bf16 k=0 rz == schraudolph-bf16 rd: x = %a (0x%08x): 0x%08x vs 0x%08x seed %llu", (double)x,
+              aa_f32_bits(x), a, b, (unsigned long long)seed);
+      return;
+    }
+    if (x > -120.0f && x < 120.0f) {
+      float j = floorf(x), f = x - j;
+      float m = fmaf(0.25f * f, f - 1.0f, 1.0f + f) * 1.0625f; /* FP32, as documented */
+      float want = ldexpf(aa_bf16_to_f32((uint16_t)(aa_f32_bits(m) >> 16)), (int)j);
+      float got = aa_exp_eval(&qs, x);
+      if (got != want) {
+        AA_FAIL("quadratic-bf16 k=0.25 s=1.0625: x = %a got %a want %a seed %llu", (double)x, (double)got, (double)want,
+                (unsigned long long)seed);
+        return;
+      }
+    }
+  }
+}
+
 /* Full exhaustive map of `exact` over [-149, 128): zero mismatches. */
 static void test_expensive(void) {
   aa_exp_t e;
@@ -323,6 +363,7 @@ int main(void) {
   test_bf16_nan("below");
   test_packed();
   test_fa4();
+  test_quadratic();
   test_map_stitching();
   if (aa_test_expensive()) test_expensive();
   else printf("texp: exhaustive map of exact skipped (set ATTNACC_CHECK_EXPENSIVE)\n");

@@ -423,7 +423,7 @@ static void test_names(void) {
   aa_reduce_t a = strat("fixed", "width=16,scale_exp=-3,order_seed=42,splits=7,split_layout=contiguous,pair=chain,"
                                  "section=9,store_fmt=fp16,add_fmt=fp64,acc_fmt=fp64");
   char buf[1024];
-  size_t n = aa_reduce_format(buf, sizeof buf, &a, "dq_reduce_");
+  size_t n = aa_reduce_format(buf, sizeof buf, &a, "dq_reduce_", 0);
   AA_CHECK(n > 0 && n < sizeof buf && strncmp(buf, "dq_reduce = fixed\n", 18) == 0, "format: %s", buf);
   aa_reduce_t b;
   aa_reduce_default(&b);

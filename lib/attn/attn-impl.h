@@ -54,8 +54,17 @@ typedef struct {
   double se;           /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
   double l2e;          /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
   double ks;           /* dropout keep_scale in the ALU format (1 without dropout) */
+  /* Dropout keep masks [heads][n_q][n_k] (NULL: none): the forward's (the
+     problem's, or drawn with the recipe's forward tiling) and the one the
+     backward applies (the problem's when recipe dropout is none, else the
+     recipe scheme's redraw with the backward tiling, twin L974-981). */
+  const uint8_t *keep_fwd, *keep_bwd;
   const double *sinks; /* [heads][num_sinks], rounded to alu, or NULL */
   const double *Q, *K, *V, *dO;
+  /* bwd.norm = recip (lib/attn/backward_recip.c): the exp bias of every row
+     [heads][n_q] (the saved shift for reciprocal rows, the LSE bias for LSE
+     rows); NULL: the backward forms it from the LSE. */
+  const double *bias;
 } aa_attn_ctx_t;
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
@@ -84,6 +93,18 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
                          const double *sinks, double *m_out, double *l_out);
 
 int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* One (head, q tile) of the online-LSE forward (forward.c): O rows and LSE. */
+int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
+                            double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
+/* One (head, q tile) of the fixed-shift or guarded forward (forward_fixed.c),
+   same buffers (tile_q x tile_k scores); a flagged guarded tile is redone by
+   aa_attn_fwd_tile_online. */
+int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
+                             double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
+/* bwd.norm = recip preprocessing (backward_recip.c): *dO_eff [heads][n_q][d]
+   = dO scaled by each reciprocal row's 1/l (rounded to bwd.do_fmt), dO for
+   LSE rows; *bias [heads][n_q] as aa_attn_ctx_t.bias. Both malloc'd. */
+int aa_attn_recip_prepare(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, double **dO_eff, double **bias);
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 
 #endif

@@ -44,6 +44,9 @@ typedef struct {
   uint8_t *live;               /* per K tile of the section: PSUM holds a product */
   uint8_t *done;               /* per K tile of the current chunk: 0 skipped, 1 computed */
   double *qe, *dql, *dqp, *D;  /* dqp: one dQ partial per K tile of a chunk */
+  double *dqall;               /* dq_reduce kinds other than ordered: every partial of a (q tile, section) */
+  aa_reduce_t red;             /* the recipe's dq_reduce with add = alu, acc = bwd.dq_acc_fmt */
+  aa_reduce_stats_t rstats;    /* this worker's dq_reduce counters */
 } bwd_buf_t;
 
 /* Per-thread scratch of one (q tile, k tile) pair. */
@@ -64,6 +67,7 @@ static void buf_free(bwd_buf_t *b) {
   free(b->qe);
   free(b->dql);
   free(b->dqp);
+  free(b->dqall);
   free(b->D);
 }
 
@@ -108,7 +112,7 @@ static void flush_psums(const aa_attn_ctx_t *cx, bwd_buf_t *b, size_t sec_len, s
 static void finish_kv(const aa_attn_ctx_t *cx, double *k_out, double *v_out, double k, double v) {
   const aa_recipe_t *r = cx->r;
   if (r->bwd_dk_scale == AA_GSCALE_END) k = aa_attn_alu(k * cx->scale, r->alu_fmt);
-  if (cx->pb->keep != NULL) v = aa_attn_alu(v * cx->ks, r->alu_fmt);
+  if (cx->keep_bwd != NULL) v = aa_attn_alu(v * cx->ks, r->alu_fmt);
   *k_out = aa_attn_rnd(k, r->io_fmt);
   *v_out = aa_attn_rnd(v, r->io_fmt);
 }
@@ -152,10 +156,13 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
          fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one FP32
          multiply (REFERENCES section 3). */
       double bb = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
+      /* bwd.norm = recip: the row's saved shift, unnormalised weights (seed
+         003 section 3.5; backward_recip.c); LSE rows get the same bb. */
+      if (cx->bias != NULL) bb = cx->bias[h * n_q + i0 + a];
       for (size_t x = 0; x < tkc; x++)
         prow[x] = vrow[x] ? aa_attn_exp(cx, aa_attn_fma(srow[x], cx->c, -bb, alu)) : 0.0;
     }
-    const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * n_q + i0 + a) * n_k + j0) : NULL;
+    const uint8_t *krow = cx->keep_bwd != NULL ? cx->keep_bwd + ((h * n_q + i0 + a) * n_k + j0) : NULL;
     for (size_t x = 0; x < tkc; x++) {
       tb->Pds[a * tkc + x] = aa_attn_rnd(prow[x], r->bwd_p_ds_fmt);
       /* Dropout: the redrawn mask zeroes P for dV (twin L974-981); the 1/keep
@@ -169,9 +176,9 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
   if (!native_fmt(r->bwd_dp_fmt, r->bwd_acc_dp))
     for (size_t x = 0; x < rows * tkc; x++)
       tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);
-  if (pb->keep != NULL)
+  if (cx->keep_bwd != NULL)
     for (size_t a = 0; a < rows; a++) {
-      const uint8_t *krow = pb->keep + ((h * n_q + i0 + a) * n_k + j0);
+      const uint8_t *krow = cx->keep_bwd + ((h * n_q + i0 + a) * n_k + j0);
       for (size_t x = 0; x < tkc; x++) {
         double *v = &tb->dP[a * tkc + x];
         *v = krow[x] ? aa_attn_alu(*v * cx->ks, alu) : 0.0; /* dropped: dS = -P*D */
@@ -238,7 +245,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
   const aa_problem_t *pb = cx->pb;
   aa_fmt_t alu = r->alu_fmt;
   size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, G = cx->group;
-  size_t nqt = (n_q + tq - 1) / tq;
+  size_t nqt = (n_q + tq - 1) / tq, nsec = (n_k + sec - 1) / sec;
   int status = AA_OK;
 
   /* Step 1 once per q head (seed 000 L1233: only on the first K section). */
@@ -264,6 +271,10 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
         /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */
         double *dq_store = out->dq.data + (h * n_q + i0) * d;
         memcpy(b->dql, dq_store, rows * d * sizeof(double));
+        /* dq_reduce tile id: a pure function of (q head, q tile, section), so
+           the fp32-atomic order does not depend on threads or schedule. */
+        uint64_t tile_id = ((uint64_t)h * nqt + t) * nsec + s0 / sec;
+        size_t np = 0;
         for (size_t c0 = 0; c0 < nkt; c0 += AA_ATTN_CHUNK) {
           size_t c1 = c0 + AA_ATTN_CHUNK < nkt ? c0 + AA_ATTN_CHUNK : nkt;
           long nc = (long)(c1 - c0);
@@ -288,19 +299,35 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
           if (status != AA_OK) return status;
           /* dq_local = dq_psum*scale + dq_local, one fused op per K tile in K
              order (L1558-1565); FA2: atomicAdd of the tile partial into the
-             FP32 buffer in ascending KV order (REFERENCES section 3). */
+             FP32 buffer in ascending KV order (REFERENCES section 3). The
+             adds are the dq_reduce strategy's (lib/reduce.h): ordered kinds
+             take each partial as it comes, the others collect the partials
+             of the (q tile, section) and reduce them below. */
           for (size_t ci = 0; ci < (size_t)nc; ci++) {
             if (!b->done[ci]) {
               (*skipped)++;
               continue;
             }
-            const double *dqp = b->dqp + ci * tq * d;
-            for (size_t x = 0; x < rows * d; x++) {
-              double p = dqp[x];
-              if (r->bwd_dq_scale == AA_GSCALE_TILE) p = aa_attn_alu(p * cx->scale, alu);
-              b->dql[x] = aa_attn_rnd(aa_attn_alu(p + b->dql[x], alu), r->bwd_dq_acc_fmt);
+            double *dqp = b->dqp + ci * tq * d;
+            if (r->bwd_dq_scale == AA_GSCALE_TILE)
+              for (size_t x = 0; x < rows * d; x++)
+                dqp[x] = aa_attn_alu(dqp[x] * cx->scale, alu);
+            if (b->dqall != NULL) {
+              memcpy(b->dqall + np * rows * d, dqp, rows * d * sizeof(double));
+              np++;
+            } else {
+              int st = aa_reduce_tile(b->dql, NULL, dqp, 1, rows * d, tile_id, &b->red, NULL, NULL, NULL);
+              if (st != AA_OK) return st;
+              np++;
             }
           }
+        }
+        if (b->dqall != NULL) {
+          int st = aa_reduce_tile(b->dql, &b->rstats, b->dqall, np, rows * d, tile_id, &b->red, NULL, NULL, NULL);
+          if (st != AA_OK) return st;
+        } else {
+          b->rstats.tiles++;
+          b->rstats.partials += np;
         }
         if (r->bwd_dkv_accumulate == AA_KVACC_ADD && group_end) flush_psums(cx, b, sl, tk);
         /* write dq (L1326-1335): the section round trip through dq_section_fmt */
@@ -358,6 +385,10 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
           double L = out->lse.data[h * n_q + i], ps;
           if (L == -INFINITY)
             ps = 0;
+          else if (cx->bias != NULL) /* recip: unnormalised p_sink times the scaled-dO D (backward_recip.c) */
+            ps = aa_attn_exp(cx, r->exp_form == AA_EXPFORM_EXP2_FMA
+                                     ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
+                                     : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
           else if (r->exp_form == AA_EXPFORM_EXP2_FMA)
             ps = aa_attn_exp(cx, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
           else
@@ -375,7 +406,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
   return AA_OK;
 }
 
-static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t sec) {
+static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t tk, size_t sec) {
   size_t d = cx->d, sd = sec * d;
   memset(b, 0, sizeof *b);
   b->dk = calloc(sd, sizeof(double));
@@ -390,8 +421,34 @@ static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t se
   b->dql = malloc(tq * d * sizeof(double));
   b->dqp = malloc(AA_ATTN_CHUNK * tq * d * sizeof(double));
   b->D = calloc(cx->group * cx->n_q, sizeof(double));
+  b->red = cx->r->bwd_dq_reduce;
+  b->red.add_fmt = cx->r->alu_fmt;
+  b->red.acc_fmt = cx->r->bwd_dq_acc_fmt;
+  b->red.section = 0; /* sections are the pipeline's (bwd.section, bwd.dq_section_fmt) */
+  b->red.store_fmt = cx->r->bwd_dq_section_fmt;
+  int streaming = b->red.kind == AA_REDUCE_FP32_ORDERED || b->red.kind == AA_REDUCE_SECTION_ROUNDTRIP;
+  if (streaming) {
+    /* Within a section both are ascending adds, one partial at a time; the
+       section-roundtrip store/reload is the pipeline's own section write. */
+    b->red.kind = AA_REDUCE_FP32_ORDERED;
+  } else {
+    size_t nkt = (sec + tk - 1) / tk, m;
+    if (aa_size_mul(&m, nkt, tq) || aa_size_mul(&m, m, d) || (b->dqall = malloc(m * sizeof(double))) == NULL)
+      return 0;
+  }
   return b->dk && b->dv && b->dkp && b->dvp && b->gk && b->gv && b->live && b->done && b->qe && b->dql && b->dqp &&
          b->D;
+}
+
+/* Add a worker's dq_reduce counters into the result (integer sums: the
+   totals do not depend on the thread count). */
+static void stats_merge(aa_reduce_stats_t *to, const aa_reduce_stats_t *s) {
+  to->tiles += s->tiles;
+  to->partials += s->partials;
+  to->conv_failures += s->conv_failures;
+  to->sum_failures += s->sum_failures;
+  to->budget_failures += s->budget_failures;
+  to->fp64_recomputes += s->fp64_recomputes;
 }
 
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
@@ -424,12 +481,13 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
        chunk in parallel (same arithmetic, same order of every sum). */
     bwd_buf_t b = {0};
     tile_buf_t *tbs = calloc((size_t)nth, sizeof *tbs);
-    int ok = tbs != NULL && buf_alloc(&b, cx, tq, sec);
+    int ok = tbs != NULL && buf_alloc(&b, cx, tq, tk, sec);
     for (int i = 0; ok && i < nth; i++)
       ok = tile_alloc(&tbs[i], tt);
     for (size_t g = 0; ok && status == AA_OK && g < cx->kv_heads; g++)
       status = bwd_kv_head(cx, out, g, &b, tbs, 1, tq, tk, sub, sec, &skipped);
     if (!ok) status = AA_ENOMEM;
+    stats_merge(&out->dq_reduce, &b.rstats);
     if (tbs != NULL)
       for (int i = 0; i < nth; i++)
         tile_free(&tbs[i]);
@@ -441,7 +499,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     {
       bwd_buf_t b;
       tile_buf_t tb = {0};
-      int ok = buf_alloc(&b, cx, tq, sec) && tile_alloc(&tb, tt);
+      int ok = buf_alloc(&b, cx, tq, tk, sec) && tile_alloc(&tb, tt);
       if (!ok) {
 #pragma omp critical
         status = AA_ENOMEM;
@@ -455,6 +513,8 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
           status = st;
         }
       }
+#pragma omp critical
+      stats_merge(&out->dq_reduce, &b.rstats);
       tile_free(&tb);
       buf_free(&b);
     }

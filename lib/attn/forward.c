@@ -41,13 +41,13 @@ static void finish_row(const aa_attn_ctx_t *cx, double *o, const double *acc, do
   }
   if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
     double rr = aa_attn_alu(1.0 / l, alu);
-    if (cx->pb->keep != NULL) rr = aa_attn_alu(rr * cx->ks, alu);
+    if (cx->keep_fwd != NULL) rr = aa_attn_alu(rr * cx->ks, alu);
     for (size_t c = 0; c < d; c++)
       o[c] = aa_attn_rnd(aa_attn_alu(acc[c] * rr, alu), r->io_fmt);
   } else {
     for (size_t c = 0; c < d; c++) {
       double x = aa_attn_alu(acc[c] / l, alu);
-      if (cx->pb->keep != NULL) x = aa_attn_alu(x * cx->ks, alu);
+      if (cx->keep_fwd != NULL) x = aa_attn_alu(x * cx->ks, alu);
       o[c] = aa_attn_rnd(x, r->io_fmt);
     }
   }
@@ -123,7 +123,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
          p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
       double bb = aa_attn_alu(m_new * cx->c, alu);
       double la = l[a];
-      const uint8_t *krow = pb->keep != NULL ? pb->keep + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
+      const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
       for (size_t b = 0; b < tk; b++) {
         if (!vrow[b]) {
           prow[b] = 0;
@@ -153,6 +153,12 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   return AA_OK;
 }
 
+/* The online tile for the guarded forward's recovery (forward_fixed.c). */
+int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
+                            double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
+  return fwd_tile_online(cx, out, h, i0, tq, qe, S, P, vis, acc, m, l);
+}
+
 /* One (head, q tile) of the two-pass forward: whole rows, P normalised
    before PV, O = round(P V) (naive math attention). */
 static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
@@ -171,8 +177,8 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
     double *prow = P + a * n_k;
     aa_attn_twopass_row(cx, prow, S + a * n_k, vis + a * n_k, n_k, sinks, &m, &l);
     out->lse.data[h * cx->n_q + i0 + a] = checkpoint_lse(cx, m, l);
-    if (pb->keep != NULL) {
-      const uint8_t *krow = pb->keep + (h * cx->n_q + i0 + a) * n_k;
+    if (cx->keep_fwd != NULL) {
+      const uint8_t *krow = cx->keep_fwd + (h * cx->n_q + i0 + a) * n_k;
       for (size_t b = 0; b < n_k; b++)
         prow[b] = krow[b] ? aa_attn_rnd(aa_attn_alu(prow[b] * cx->ks, r->alu_fmt), r->fwd_p_fmt) : 0.0;
     }
@@ -212,6 +218,8 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
       size_t rows = n_q - i0 < tq ? n_q - i0 : tq;
       int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS
                    ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
+               : r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED
+                   ? aa_attn_fwd_tile_shifted(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l) /* forward_fixed.c */
                    : fwd_tile_online(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l);
       if (st != AA_OK) {
 #pragma omp critical

@@ -1,9 +1,10 @@
 # attnacc: build fragment of the attn module.
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
-	lib/attn/run.c
+	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c
 
-check_PROGRAMS += tests/tattn tests/tattn_micro
-TESTS += tests/tattn tests/tattn_micro
+check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm
+TESTS += tests/tattn tests/tattn_micro tests/tnorm
+tests_tnorm_SOURCES = tests/tnorm.c
 tests_tattn_SOURCES = tests/tattn.c
 tests_tattn_micro_SOURCES = tests/tattn_micro.c

@@ -41,6 +41,13 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   aa_tensor_free(&res->dv);
   aa_tensor_free(&res->dsinks);
   res->tiles_skipped = 0;
+  memset(&res->dq_reduce, 0, sizeof res->dq_reduce);
+  aa_tensor_free(&res->recip);
+  aa_tensor_free(&res->shift);
+  free(res->row_ckpt);
+  free(res->tile_flagged);
+  res->row_ckpt = res->tile_flagged = NULL;
+  res->fwd_q_tiles = res->tiles_flagged = res->rows_recovered = res->contractions_skipped = 0;
   res->seconds_forward = res->seconds_backward = 0;
 }
 
@@ -86,7 +93,17 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     cx.c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx.l2e;
   else
     cx.c = cx.se;
-  cx.ks = pb->keep != NULL ? aa_attn_rnd(pb->keep_scale, alu) : 1.0;
+  /* Dropout: the forward applies the problem's mask (the oracle's); a
+     recipe with a dropout scheme makes the backward redraw its own mask with
+     its tiling (seed 000 CORRECTION, twin L974-981), and draws the forward's
+     too when the problem has none. The rescale is the problem's with a
+     given mask, else the scheme's. */
+  int redraw = r->dropout.scheme != AA_DROPOUT_NONE;
+  cx.keep_fwd = cx.keep_bwd = pb->keep;
+  if (pb->keep != NULL)
+    cx.ks = aa_attn_rnd(pb->keep_scale, alu);
+  else
+    cx.ks = redraw ? aa_attn_rnd(aa_dropout_keep_scale(&r->dropout), alu) : 1.0;
   cx.Q = q->data;
   cx.K = k->data;
   cx.V = v->data;
@@ -111,19 +128,63 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     if (st == AA_OK) st = aa_tensor_alloc(&out->dv, 3, s3k, r->io_fmt);
     if (st == AA_OK && pb->num_sinks > 0) st = aa_tensor_alloc(&out->dsinks, 2, ss, r->bwd_dsinks_fmt);
   }
+  {
+    size_t tqf = r->fwd_tile_q && r->fwd_tile_q < nq ? r->fwd_tile_q : nq;
+    out->fwd_q_tiles = nq ? (nq + tqf - 1) / tqf : 0;
+  }
+  if (st == AA_OK && (r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED)) {
+    /* Per-row (shift, 1/l) checkpoint and per-tile flags (forward_fixed.c). */
+    st = aa_tensor_alloc(&out->recip, 2, s2, r->fwd_lse_fmt);
+    if (st == AA_OK) st = aa_tensor_alloc(&out->shift, 2, s2, r->fwd_lse_fmt);
+    if (st == AA_OK) {
+      out->row_ckpt = calloc(H * nq + 1, 1);
+      out->tile_flagged = calloc(H * out->fwd_q_tiles + 1, 1);
+      if (out->row_ckpt == NULL || out->tile_flagged == NULL) st = AA_ENOMEM;
+    }
+  }
   if (st != AA_OK) {
     free(sinks);
     aa_attn_result_free(out);
     return aa_error_set(err, st, "attn_run: cannot allocate the outputs");
   }
+  uint8_t *drawn_fwd = NULL, *drawn_bwd = NULL;
+  if (redraw) {
+    size_t nm = 0;
+    if (aa_size_mul(&nm, H, nq) == AA_OK && aa_size_mul(&nm, nm, nk) == AA_OK) drawn_bwd = malloc(nm ? nm : 1);
+    if (drawn_bwd != NULL && pb->keep == NULL) drawn_fwd = malloc(nm ? nm : 1);
+    st = drawn_bwd == NULL || (pb->keep == NULL && drawn_fwd == NULL) ? AA_ENOMEM : AA_OK;
+    if (st == AA_OK) st = aa_dropout_mask_bwd(drawn_bwd, NULL, &r->dropout, H, nq, nk, err);
+    if (st == AA_OK && drawn_fwd != NULL) st = aa_dropout_mask_fwd(drawn_fwd, NULL, &r->dropout, H, nq, nk, err);
+    if (st != AA_OK) {
+      free(drawn_fwd);
+      free(drawn_bwd);
+      free(sinks);
+      aa_attn_result_free(out);
+      return st == AA_ENOMEM ? aa_error_set(err, st, "attn_run: cannot allocate the dropout masks") : st;
+    }
+    cx.keep_bwd = drawn_bwd;
+    if (drawn_fwd != NULL) cx.keep_fwd = drawn_fwd;
+  }
   double t0 = now_seconds();
   st = aa_attn_forward(&cx, out);
   double t1 = now_seconds();
   out->seconds_forward = t1 - t0;
+  double *dO_eff = NULL, *bias = NULL;
+  if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
+    /* Reciprocal backward (seed 003 section 3.5): dO scaled once in the
+       linear preprocessing pass, the saved shifts as exp biases. */
+    st = aa_attn_recip_prepare(&cx, out, &dO_eff, &bias);
+    cx.dO = dO_eff;
+    cx.bias = bias;
+  }
   if (st == AA_OK && dO != NULL) {
     st = aa_attn_backward(&cx, out);
     out->seconds_backward = now_seconds() - t1;
   }
+  free(dO_eff);
+  free(bias);
+  free(drawn_fwd);
+  free(drawn_bwd);
   free(sinks);
   if (st != AA_OK) {
     aa_attn_result_free(out);

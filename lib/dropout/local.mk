@@ -7,3 +7,9 @@ check_PROGRAMS += tests/tdropout
 TESTS += tests/tdropout
 tests_tdropout_SOURCES = tests/tdropout.c
 tests_tdropout_LDADD = $(LDADD) -lm
+
+# Dropout in the attn pipeline: forward mask vs the backward's redraw (bitwise identities, oracle error).
+check_PROGRAMS += tests/tdropout_attn
+TESTS += tests/tdropout_attn
+tests_tdropout_attn_SOURCES = tests/tdropout_attn.c
+tests_tdropout_attn_LDADD = $(LDADD) -lmpfr -lgmp -lm

@@ -1,4 +1,4 @@
-/* attnacc: dropout keep-mask generation for a given tiling (tile-seeded pcg32, position-keyed Philox, u8 threshold). */
+/* attnacc: dropout keep masks for a given tiling (tile-seeded pcg32, position-keyed Philox, u8 threshold). */
 #include <string.h>
 
 #include "dropout-impl.h"

@@ -1,4 +1,4 @@
-/* attnacc: dropout scheme names, defaults, parameter parsing, canonical text, checks, rescale and exact keep rates. */
+/* attnacc: dropout scheme names, defaults, parameter parsing, canonical text, checks, rescale, keep rates. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

@@ -254,7 +254,9 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
   nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
 #endif
   uint64_t nblk = (n + BLK - 1) / BLK;
-  uint64_t sb = (uint64_t)nthreads * 16;
+  /* large superblocks: few barriers, so a thread descheduled on a shared
+     machine costs little spin-waiting in the others */
+  uint64_t sb = (uint64_t)nthreads * 256;
   part_t *parts = malloc(sizeof(part_t) * (size_t)sb * (size_t)ne);
   if (bf16 == NULL || g == NULL || parts == NULL) {
     free(bf16); free(g); free(parts);
@@ -279,14 +281,18 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
       uint16_t *o16 = malloc(sizeof(uint16_t) * BLK);
       double *ratio = malloc(sizeof(double) * BLK * 2);
       uint8_t *cls = malloc(BLK * 2);
-      if (x == NULL || ref == NULL || o16 == NULL || ratio == NULL || cls == NULL) {
+      int mine = x != NULL && ref != NULL && o16 != NULL && ratio != NULL && cls != NULL;
+      if (!mine) {
 #pragma omp atomic write
         ok = 0;
-      } else {
-        float *o = x + BLK, *xin = x + 2 * BLK;
+      }
+      {
+        /* every thread reaches the worksharing loop, even one without buffers */
+        float *o = mine ? x + BLK : NULL, *xin = mine ? x + 2 * BLK : NULL;
         const float sh = opts->shift;
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t bi = 0; bi < nb; bi++) {
+          if (!mine) continue;
           uint64_t base = (b0 + bi) * BLK;
           size_t m = (size_t)(n - base < BLK ? n - base : BLK);
           if (src->arr != NULL) memcpy(x, src->arr + base, sizeof(float) * m);
@@ -310,7 +316,14 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
             }
           }
           for (int c = 0; c < ne; c++) {
-            if (bf16[c]) {
+            if (e[c].kind == AA_EXP_EXACT && e[c].order == AA_EXP_ORDER_FP32 && sh == 0.0f) {
+              /* `exact` from the reference already computed (same function as aa_exp_eval) */
+              for (size_t i = 0; i < m; i++) o[i] = aa_exp2_cr_f32_ref(x[i], ref[i]);
+              if (bf16[c]) {
+                for (size_t i = 0; i < m; i++) o16[i] = aa_exp_cvt16(o[i], e[c].cvt);
+                aa_exp_widen_bf16(o, o16, m);
+              }
+            } else if (bf16[c]) {
               aa_exp_eval_bf16_batch(o16, xin, m, &e[c]);
               aa_exp_widen_bf16(o, o16, m);
             } else {

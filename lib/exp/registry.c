@@ -247,14 +247,14 @@ int aa_exp_describe(char *buf, size_t size, const aa_exp_t *e) {
   int n;
   switch (e->kind) {
   case AA_EXP_SCHRAUDOLPH_FP32:
-    n = snprintf(buf, size, "%s:c=%.17g,arith=%s,icvt=%s,cvt=%s,order=%s", registry[e->kind].name, e->c,
+    n = snprintf(buf, size, "%s:c=%.10g,arith=%s,icvt=%s,cvt=%s,order=%s", registry[e->kind].name, e->c,
                  e->arith64 ? "fp64" : "fp32", icvt, cvt, order);
     break;
   case AA_EXP_SCHRAUDOLPH_BF16:
-    n = snprintf(buf, size, "%s:c=%.17g,icvt=%s,cvt=%s,order=%s", registry[e->kind].name, e->c, icvt, cvt, order);
+    n = snprintf(buf, size, "%s:c=%.10g,icvt=%s,cvt=%s,order=%s", registry[e->kind].name, e->c, icvt, cvt, order);
     break;
   case AA_EXP_QUADRATIC_BF16:
-    n = snprintf(buf, size, "%s:k=%.17g,d=%.17g,s=%.17g,cvt=%s,order=%s", registry[e->kind].name, e->k, e->d, e->s, cvt,
+    n = snprintf(buf, size, "%s:k=%.10g,d=%.10g,s=%.10g,cvt=%s,order=%s", registry[e->kind].name, e->k, e->d, e->s, cvt,
                  order);
     break;
   case AA_EXP_FA4_POLY:

@@ -1,4 +1,6 @@
 /* attnacc: aa_recipe_check, the consistency rules a runnable recipe obeys. */
+#include <math.h>
+
 #include "recipe.h"
 
 int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
@@ -8,8 +10,16 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
       (unsigned)r->fwd_checkpoint >= AA_CKPT_COUNT || (unsigned)r->fwd_o_norm >= AA_NORM_COUNT ||
       (unsigned)r->bwd_d_source >= AA_DSRC_COUNT || (unsigned)r->bwd_dq_scale >= AA_GSCALE_COUNT ||
       (unsigned)r->bwd_dk_scale >= AA_GSCALE_COUNT || (unsigned)r->bwd_dkv_accumulate >= AA_KVACC_COUNT ||
-      (unsigned)r->bwd_gqa_reduce >= AA_GQA_COUNT)
+      (unsigned)r->bwd_gqa_reduce >= AA_GQA_COUNT || (unsigned)r->bwd_norm >= AA_BWDNORM_COUNT)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': an enumerated field is out of range", r->name);
+  {
+    int st = aa_reduce_check(&r->bwd_dq_reduce, err);
+    if (st != AA_OK) return st;
+  }
+  if (r->dropout.scheme != AA_DROPOUT_NONE) {
+    int st = aa_dropout_check(&r->dropout, err);
+    if (st != AA_OK) return st;
+  }
   /* Each gradient must receive the softmax scale exactly once. */
   int dq_n = r->bwd_ds_scale + (r->bwd_dq_scale != AA_GSCALE_NONE);
   if (dq_n != 1)
@@ -41,5 +51,19 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);
+  /* Normalisation variants (seed 003 sections 3.1, 3.2, 3.5). */
+  int shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED;
+  if (!isfinite(r->fwd_shift))
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.shift must be finite", r->name);
+  if (shifted && !(r->fwd_guard_lo < r->fwd_guard_hi))
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.guard_lo must be below fwd.guard_hi", r->name);
+  if (r->bwd_norm == AA_BWDNORM_RECIP && !shifted)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.norm = recip needs a forward that saves reciprocals (fwd.softmax = "
+                        "fixed-shift or guarded)",
+                        r->name);
+  if (r->bwd_norm == AA_BWDNORM_RECIP && r->bwd_d_source != AA_DSRC_O_DO)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.norm = recip forms D from the scaled dO (bwd.d_source = o-do)",
+                        r->name);
   return AA_OK;
 }

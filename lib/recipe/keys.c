@@ -7,7 +7,8 @@
 
 #include "recipe-impl.h"
 
-static const char *const softmax_names[] = {"online-lse", "two-pass", NULL};
+static const char *const softmax_names[] = {"online-lse", "two-pass", "fixed-shift", "guarded", NULL};
+static const char *const bwdnorm_names[] = {"lse", "recip", NULL};
 static const char *const fold_names[] = {"q", "s", "exp", NULL};
 static const char *const expform_names[] = {"natural", "exp2-fma", NULL};
 static const char *const expimpl_names[] = {"exact", NULL};
@@ -41,6 +42,10 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     K_("fwd.rowsum_fmt", AA_KEY_FMT, fwd_rowsum_fmt, NULL),
     K_("fwd.rowsum_rounded", AA_KEY_BOOL, fwd_rowsum_rounded, NULL),
     K_("fwd.rescale_threshold", AA_KEY_DOUBLE, fwd_rescale_threshold, NULL),
+    K_("fwd.shift", AA_KEY_DOUBLE, fwd_shift, NULL),
+    K_("fwd.guard_lo", AA_KEY_DOUBLE, fwd_guard_lo, NULL),
+    K_("fwd.guard_hi", AA_KEY_DOUBLE, fwd_guard_hi, NULL),
+    K_("fwd.sub_q", AA_KEY_SIZE, fwd_sub_q, NULL),
     K_("fwd.o_acc_fmt", AA_KEY_FMT, fwd_o_acc_fmt, NULL),
     K_("fwd.checkpoint", AA_KEY_ENUM, fwd_checkpoint, ckpt_names),
     K_("fwd.lse_fmt", AA_KEY_FMT, fwd_lse_fmt, NULL),
@@ -54,6 +59,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     K_("bwd.q_group", AA_KEY_SIZE, bwd_q_group, NULL),
     K_("bwd.d_tile", AA_KEY_SIZE, bwd_d_tile, NULL),
     K_("bwd.skip_masked", AA_KEY_BOOL, bwd_skip_masked, NULL),
+    K_("bwd.norm", AA_KEY_ENUM, bwd_norm, bwdnorm_names),
+    K_("bwd.do_fmt", AA_KEY_FMT, bwd_do_fmt, NULL),
     K_("bwd.acc_qk", AA_KEY_ACCUM, bwd_acc_qk, NULL),
     K_("bwd.acc_dp", AA_KEY_ACCUM, bwd_acc_dp, NULL),
     K_("bwd.acc_dv", AA_KEY_ACCUM, bwd_acc_dv, NULL),
@@ -108,6 +115,12 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     *r = tmp;
     return AA_OK;
   }
+  if (!strncmp(key, "dropout_", 8)) {
+    /* The dropout scheme and its parameters live in lib/dropout.h. */
+    int st = aa_dropout_set(&r->dropout, key + 8, value, err);
+    if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
+    return st;
+  }
   if (!strcmp(key, "mixed_precision")) {
     int on;
     if (parse_bool(&on, value) != 0)
@@ -119,6 +132,16 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     aa_fmt_t f = on ? AA_FMT_FP32 : r->io_fmt;
     r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = f;
     return AA_OK;
+  }
+  if (!strncmp(key, "dq_reduce", 9) && (key[9] == '\0' || key[9] == '_')) {
+    /* The dQ reduction strategy and its parameters (lib/reduce.h). */
+    const char *sub = key[9] == '\0' ? "kind" : key + 10;
+    if (!strcmp(sub, "add_fmt") || !strcmp(sub, "acc_fmt") || !strcmp(sub, "section") || !strcmp(sub, "store_fmt"))
+      return aa_error_set(err, AA_EINVAL,
+                          "key '%s': set by the pipeline (alu, bwd.dq_acc_fmt, bwd.section, bwd.dq_section_fmt)", key);
+    int st = aa_reduce_set(&r->bwd_dq_reduce, sub, value, err);
+    if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
+    return st;
   }
   for (size_t i = 0; i < aa_recipe_nkeys; i++) {
     const aa_recipe_key_t *k = &aa_recipe_keys[i];
@@ -253,6 +276,19 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
                      "%s = %s\n", aa_recipe_keys[i].key, val);
     if (w > 0) need += (size_t)w;
   }
+  if (r->dropout.scheme != AA_DROPOUT_NONE) {
+    /* Only when on, so that the text (and hashes) of dropout-free recipes
+       stay as they were. */
+    size_t w = aa_dropout_format(buf != NULL && need < len ? buf + need : NULL,
+                                 buf != NULL && need < len ? len - need : 0, &r->dropout, "dropout_");
+    need += w;
+  }
+  if (r->bwd_dq_reduce.kind != AA_REDUCE_FP32_ORDERED) {
+    /* Only when not the default fp32-ordered, so that the text (and
+       hashes) of recipes that reduce dQ in order stay as they were. */
+    need += aa_reduce_format(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
+                             &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
+  }
   if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
   return need;
 }
@@ -268,5 +304,13 @@ int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
                sizeof(double)) != 0)
       return 0;
   }
+  if (a->dropout.scheme != b->dropout.scheme) return 0;
+  if (a->dropout.scheme != AA_DROPOUT_NONE) {
+    char da[512], db[512];
+    aa_dropout_format(da, sizeof da, &a->dropout, "");
+    aa_dropout_format(db, sizeof db, &b->dropout, "");
+    if (strcmp(da, db) != 0 || memcmp(&a->dropout.p, &b->dropout.p, sizeof(double)) != 0) return 0;
+  }
+  if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
   return 1;
 }

@@ -10,6 +10,8 @@
    picks them by key). */
 static void flash_common(aa_recipe_t *r) {
   memset(r, 0, sizeof *r);
+  aa_dropout_default(&r->dropout); /* scheme none; twin tile widths if a recipe turns it on */
+  aa_reduce_default(&r->bwd_dq_reduce); /* fp32-ordered: ascending KV blocks (FA2 deterministic order) */
   r->io_fmt = AA_FMT_BF16;
   r->alu_fmt = AA_FMT_FP32;
   r->scale_fmt = AA_FMT_FP32;
@@ -34,6 +36,14 @@ static void flash_common(aa_recipe_t *r) {
   r->bwd_dq_section_fmt = AA_FMT_FP32;
   r->bwd_dkv_acc_fmt = AA_FMT_FP32;
   r->bwd_dsinks_fmt = AA_FMT_FP32;
+  /* Range of the guarded checks (seed 003 section 3.2): weights and row sums
+     must be BF16/FP32 normal numbers, [2^-126, 2^128); below 2^-126 the
+     packed exponential reaches its NaN encodings (section 5.5: encoded
+     exponents -127 and -126.5). Unused by the other schemes. */
+  r->fwd_guard_lo = -126.0;
+  r->fwd_guard_hi = 128.0;
+  r->bwd_norm = AA_BWDNORM_LSE;
+  r->bwd_do_fmt = AA_FMT_BF16;
 }
 
 /* NKI (seed 000). Forward (the CTE kernel, not in the seeds): assumed to use
@@ -66,6 +76,9 @@ static void nki_common(aa_recipe_t *r, int mixed) {
   r->bwd_dkv_accumulate = AA_KVACC_ADD; /* tensor_tensor add of each PSUM, L1568-1617 */
   aa_fmt_t m = mixed ? AA_FMT_FP32 : AA_FMT_BF16;
   r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = m;
+  /* dq_local accumulated per K tile in order within a section and written
+     / reloaded through out_dq_ref between sections (L1188-1207, L1326-1335). */
+  r->bwd_dq_reduce.kind = AA_REDUCE_SECTION_ROUNDTRIP;
 }
 
 static void p_nki(aa_recipe_t *r) {
@@ -103,6 +116,54 @@ static void p_fa2(aa_recipe_t *r) {
   r->bwd_dk_scale = AA_GSCALE_END;
   r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
   r->bwd_gqa_reduce = AA_GQA_SUM_ROUNDED; /* mha_bwd: per-head dk/dv_expanded in bf16, summed over the group */
+}
+
+/* The paper's dense route (seed 003): fixed-shift forward, saved FP32
+   reciprocal, reciprocal backward; otherwise FA2 so that the difference to
+   fa2 is the normalisation alone (exact exp, FP32 dQ buffer: the packed exp
+   and the dQ reductions are recipe keys of their own). */
+static void recip_common(aa_recipe_t *r) {
+  p_fa2(r);
+  /* Section 3.5: score scaling folded into the FP32 QK result without
+     scaling K: weight = exp2(fma(S, scale*log2e, -shift)) (FA2's FFMA). */
+  r->scale_fold = AA_SCALE_EXP;
+  r->exp_form = AA_EXPFORM_EXP2_FMA;
+  r->fwd_tile_q = 256; /* section 4.1: a forward tile owns 256 query rows ... */
+  r->fwd_tile_k = 128; /* ... and advances through 128 keys */
+  r->fwd_softmax = AA_SOFTMAX_FIXED_SHIFT; /* section 3.1 */
+  /* Nominal shift 0 (log2 units; the paper does not give its value): the
+     row sum must lie in [2^-126, 2^128), so the admissible row LSE window
+     is (b - 126, b + 128) in log2 units; b = 0 centres it on 0, giving
+     positive and negative score excursions the same headroom (a shift b
+     moves b units of headroom from one side to the other). Overflow then
+     starts where the row LSE reaches 128 log2 = 88.7 natural units, the
+     classical FP32 exp limit. KEYS.md discusses the choice. */
+  r->fwd_shift = 0.0;
+  r->fwd_rowsum_rounded = 1;               /* section 3.5: sum of the BF16-rounded weights in FP32 */
+  r->fwd_rowsum_fmt = AA_FMT_FP32;
+  r->fwd_o_norm = AA_NORM_RECIPROCAL;      /* O = acc * (1/l), the same FP32 reciprocal that is saved */
+  r->fwd_lse_fmt = AA_FMT_FP32;            /* section 3.5: the saved reciprocal is FP32 */
+  r->bwd_norm = AA_BWDNORM_RECIP;          /* section 3.5: dO scaled once, no LSE load */
+  r->bwd_do_fmt = AA_FMT_BF16;             /* scaled dO feeds the dV and dP MMAs (paper silent: BF16) */
+}
+
+static void p_recip(aa_recipe_t *r) {
+  recip_common(r);
+  strcpy(r->name, "recip");
+}
+
+/* Guarded causal route (seed 003 sections 3.2, 3.4): the shift of each row
+   is the max of its first visible key block; a 256-row tile whose weights
+   or row sums leave [2^-126, 2^128) is recomputed with FA4's conditionally
+   rescaled online softmax (rescale when the max grows by more than 8 log2
+   units, REFERENCES section 3) and saves LSE; fully masked 128-row halves
+   of diagonal contractions are skipped. */
+static void p_recip_causal(aa_recipe_t *r) {
+  recip_common(r);
+  strcpy(r->name, "recip-causal");
+  r->fwd_softmax = AA_SOFTMAX_GUARDED;
+  r->fwd_sub_q = 128; /* section 4.1/4.3: the H and L 128-row query groups of a 256-row tile */
+  r->fwd_rescale_threshold = 8.0;
 }
 
 /* Same-precision naive reference in the spirit of PyTorch's BF16 math
@@ -168,6 +229,10 @@ static const struct {
     {"nki", "NKI flash backward (seed 000), mixed_precision on: fp32 D, dQ and dK/dV accumulators", p_nki},
     {"nki-bf16", "NKI flash backward (seed 000), mixed_precision off: D and accumulators in bf16", p_nki_bf16},
     {"fa2", "FlashAttention-2: exp2 FMA recompute, fp32 dP/D, bf16 dS, fp32 dQ buffer scaled at the end", p_fa2},
+    {"recip", "seed 003 dense route: fixed-shift forward (shift 0), saved fp32 1/l, dO scaled once in the backward",
+     p_recip},
+    {"recip-causal", "seed 003 guarded causal route: first-block anchored shift, tile recovery to online LSE",
+     p_recip_causal},
     {"naive-bf16", "naive math attention with every op's output rounded to bf16 (FA test *_pt reference)",
      p_naive_bf16},
     {"exact-fp64", "every format binary64, fp64-seq products: checks the pipeline itself", p_exact_fp64},

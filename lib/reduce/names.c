@@ -122,22 +122,43 @@ int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t
   return AA_OK;
 }
 
-size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char *prefix) {
+size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char *prefix, unsigned flags) {
   char head[64];
-  size_t pl = strlen(prefix);
+  size_t need = 0, pl = strlen(prefix);
+  int used = (flags & AA_REDUCE_FMT_USED) != 0, arith = !(flags & AA_REDUCE_FMT_PIPELINE);
+  aa_reduce_kind_t k = s->kind;
   if (pl >= sizeof head) pl = sizeof head - 1;
   memcpy(head, prefix, pl);
   head[pl] = '\0';
   if (pl > 0 && head[pl - 1] == '_') head[pl - 1] = '\0';
-  int n = snprintf(buf, len,
-                   "%s = %s\n%sorder_seed = %" PRIu64 "\n%ssplits = %u\n%ssplit_layout = %s\n%spair = %s\n"
-                   "%sscale_exp = %d\n%swidth = %u\n%ssection = %zu\n%sstore_fmt = %s\n%sadd_fmt = %s\n"
-                   "%sacc_fmt = %s\n",
-                   head, aa_reduce_kind_name(s->kind), prefix, s->order_seed, prefix, s->splits, prefix,
-                   aa_reduce_split_name(s->split_layout), prefix, aa_reduce_pair_name(s->pair), prefix, s->scale_exp,
-                   prefix, s->width, prefix, s->section, prefix, aa_fmt_info(s->store_fmt)->name, prefix,
-                   aa_fmt_info(s->add_fmt)->name, prefix, aa_fmt_info(s->acc_fmt)->name);
-  return n < 0 ? 0 : (size_t)n;
+#define PUT(...)                                                                                                  \
+  do {                                                                                                            \
+    int w_ = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,    \
+                      __VA_ARGS__);                                                                               \
+    if (w_ > 0) need += (size_t)w_;                                                                               \
+  } while (0)
+  PUT("%s = %s\n", head, aa_reduce_kind_name(k));
+  if (!used || k == AA_REDUCE_FP32_ATOMIC) PUT("%sorder_seed = %" PRIu64 "\n", prefix, s->order_seed);
+  if (!used || k == AA_REDUCE_FP32_SPLITS) {
+    PUT("%ssplits = %u\n", prefix, s->splits);
+    PUT("%ssplit_layout = %s\n", prefix, aa_reduce_split_name(s->split_layout));
+  }
+  if (!used || k == AA_REDUCE_BF16_PAIR) PUT("%spair = %s\n", prefix, aa_reduce_pair_name(s->pair));
+  if (!used || k == AA_REDUCE_FIXED) {
+    PUT("%sscale_exp = %d\n", prefix, s->scale_exp);
+    PUT("%swidth = %u\n", prefix, s->width);
+  }
+  if (arith && (!used || k == AA_REDUCE_SECTION_ROUNDTRIP)) {
+    PUT("%ssection = %zu\n", prefix, s->section);
+    PUT("%sstore_fmt = %s\n", prefix, aa_fmt_info(s->store_fmt)->name);
+  }
+  if (arith) {
+    PUT("%sadd_fmt = %s\n", prefix, aa_fmt_info(s->add_fmt)->name);
+    PUT("%sacc_fmt = %s\n", prefix, aa_fmt_info(s->acc_fmt)->name);
+  }
+#undef PUT
+  if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
+  return need;
 }
 
 int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err) {

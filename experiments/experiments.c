@@ -1,0 +1,312 @@
+/* attnacc: the experiment registry of `attnacc sweep`, recipe lists, shared axes and the attention-cell evaluation. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "experiments.h"
+
+const xp_experiment_t xp_experiments[] = {
+    {"table4", "the paper's accuracy grid: BF16, d = 128, n = 1024..32768, dense and causal, every backward recipe",
+     0, xp_table4_declare, xp_attn_eval},
+    {"nanmap", "NaN/Inf/overflow regions of each recipe over input scale sigma and length, dense and causal", 0,
+     xp_nanmap_declare, xp_attn_eval},
+    {"smoke", "a tiny grid (n <= 48, d = 8) for the tests of the sweep command", 1, xp_smoke_declare, xp_attn_eval},
+};
+const size_t xp_experiment_count = sizeof xp_experiments / sizeof xp_experiments[0];
+
+const xp_experiment_t *xp_find(const char *name) {
+  for (size_t i = 0; i < xp_experiment_count; i++)
+    if (strcmp(xp_experiments[i].name, name) == 0) return &xp_experiments[i];
+  return NULL;
+}
+
+/* ---- recipes ---- */
+
+size_t xp_default_recipes(const char **names, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < aa_recipe_preset_count() && n < cap; i++) {
+    aa_recipe_t r;
+    const char *name = aa_recipe_preset_name(i);
+    if (aa_recipe_preset(&r, name, NULL) != AA_OK) continue;
+    if (r.io_fmt != AA_FMT_BF16 || r.dropout.scheme != AA_DROPOUT_NONE) continue;
+    names[n++] = name;
+  }
+  return n;
+}
+
+void xp_ctx_init(xp_ctx_t *ctx) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->d = 128;
+  ctx->heads = 1;
+  ctx->sigma = 1.0;
+  ctx->oracle_path = AA_ORACLE_FAST;
+  pthread_mutex_init(&ctx->lock, NULL);
+  pthread_cond_init(&ctx->cond, NULL);
+}
+
+void xp_ctx_destroy(xp_ctx_t *ctx) {
+  pthread_mutex_destroy(&ctx->lock);
+  pthread_cond_destroy(&ctx->cond);
+}
+
+int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_error_t *err) {
+  if (n == 0) return aa_error_set(err, AA_EINVAL, "no recipes");
+  if (n > XP_MAX_RECIPES) return aa_error_set(err, AA_EINVAL, "at most %d recipes", XP_MAX_RECIPES);
+  for (size_t i = 0; i < n; i++) {
+    aa_recipe_t *r = &ctx->recipe[i];
+    size_t need;
+    char *text;
+    aa_hash128_t h;
+    if (aa_recipe_preset(r, names[i], err) != AA_OK) return AA_ENOTFOUND;
+    /* The recipe text hash ties every row to the exact rounding recipe that
+       produced it, even if a preset of the same name changes later. */
+    {
+      char probe[2];
+      need = aa_recipe_format(probe, sizeof probe, r);
+    }
+    if ((text = malloc(need + 1)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+    aa_recipe_format(text, need + 1, r);
+    aa_hash128_init(&h);
+    aa_hash128_update(&h, text, strlen(text));
+    free(text);
+    snprintf(ctx->recipe_hash[i], sizeof ctx->recipe_hash[i], "%016llx", (unsigned long long)h.lo);
+  }
+  ctx->nrecipes = n;
+  return AA_OK;
+}
+
+/* ---- axes ---- */
+
+int xp_axis_recipes(aa_sweep_t *sw, const xp_ctx_t *ctx, aa_error_t *err) {
+  char list[XP_MAX_RECIPES * 65] = "";
+  const char *v[1] = {list};
+  size_t used = 0;
+  for (size_t i = 0; i < ctx->nrecipes; i++)
+    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? "+" : "", ctx->recipe[i].name);
+  return aa_sweep_axis_str(sw, "recipes", v, 1, AA_AXIS_NOSEED, err);
+}
+
+int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err) {
+  int64_t *v;
+  int rc;
+  if (k == 0) k = 1;
+  if ((v = malloc(k * sizeof *v)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t i = 0; i < k; i++)
+    v[i] = (int64_t)i + 1;
+  rc = aa_sweep_axis_int(sw, "seed", v, k, 0, err);
+  free(v);
+  return rc;
+}
+
+int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t count, aa_error_t *err) {
+  int64_t v[64];
+  size_t k = 0;
+  if (o->ns == NULL) return aa_sweep_axis_int(sw, "n", ns, count, 0, err);
+  for (const char *p = o->ns; *p;) {
+    char *end;
+    long long x;
+    errno = 0;
+    x = strtoll(p, &end, 10);
+    if (end == p || errno || x < 1 || x > (1LL << 20) || (*end != ',' && *end != '\0'))
+      return aa_error_set(err, AA_EINVAL, "--n: '%s' is not a comma-separated list of lengths 1..2^20", o->ns);
+    if (k == 64) return aa_error_set(err, AA_EINVAL, "--n: at most 64 lengths");
+    v[k++] = x;
+    p = *end ? end + 1 : end;
+  }
+  return aa_sweep_axis_int(sw, "n", v, k, 0, err);
+}
+
+/* ---- the attention cell ---- */
+
+static const char *const attn_cols[] = {"recipe", "tensor",   "count",      "nan",          "inf",         "rel_l2",
+                                        "max_abs",  "max_ulp",    "mean_ulp",     "fail_count",  "pass",
+                                        "ref_max_abs", "ref_overflow", "oracle_bound", "recipe_hash", "input_seed",
+                                        "version",  "error"};
+
+int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err) {
+  int rc;
+  for (size_t i = 0; i < sizeof attn_cols / sizeof attn_cols[0]; i++)
+    if ((rc = aa_sweep_column(sw, attn_cols[i], 0, err)) != AA_OK) return rc;
+  if ((rc = aa_sweep_column(sw, "seconds_oracle", AA_COL_TIMING, err)) != AA_OK) return rc;
+  return aa_sweep_column(sw, "seconds_emul", AA_COL_TIMING, err);
+}
+
+static int busy_find(const xp_ctx_t *ctx, const aa_hash128_t *k) {
+  for (size_t i = 0; i < ctx->nbusy; i++)
+    if (ctx->busy[i].hi == k->hi && ctx->busy[i].lo == k->lo) return (int)i;
+  return -1;
+}
+
+/* The oracle of one fixture through the disk cache. Cells that differ only
+   in the recipe share a fixture: while one thread computes its oracle the
+   others wait for it and then read the cache, so each fixture pays once. */
+static int cell_oracle(aa_oracle_result_t *res, xp_ctx_t *ctx, const aa_problem_t *pb, const cli_inputs_t *in,
+                       const aa_oracle_opts_t *oo, aa_error_t *err) {
+  aa_hash128_t key;
+  int rc, slot = 0;
+  if (ctx->cache_dir == NULL) return aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, err);
+  if ((rc = aa_oracle_cache_key(&key, pb, &in->q, &in->k, &in->v, &in->dO, oo, err)) != AA_OK) return rc;
+  pthread_mutex_lock(&ctx->lock);
+  while (busy_find(ctx, &key) >= 0 || ctx->nbusy == sizeof ctx->busy / sizeof ctx->busy[0])
+    pthread_cond_wait(&ctx->cond, &ctx->lock);
+  ctx->busy[ctx->nbusy++] = key;
+  pthread_mutex_unlock(&ctx->lock);
+  rc = aa_oracle_cached_run(res, NULL, ctx->cache_dir, pb, &in->q, &in->k, &in->v, &in->dO, oo, err);
+  pthread_mutex_lock(&ctx->lock);
+  slot = busy_find(ctx, &key);
+  if (slot >= 0) ctx->busy[slot] = ctx->busy[--ctx->nbusy];
+  pthread_cond_broadcast(&ctx->cond);
+  pthread_mutex_unlock(&ctx->lock);
+  return rc;
+}
+
+static void ref_stats(double *max_abs, size_t *overflow, const aa_oracle_out_t *ref, aa_fmt_t f) {
+  const aa_tensor_t *r = f == AA_FMT_BF16 ? &ref->bf16 : &ref->fp32;
+  size_t n = aa_tensor_numel(&ref->val);
+  double m = 0;
+  size_t ov = 0;
+  for (size_t i = 0; i < n; i++) {
+    double a = fabs(ref->val.data[i]);
+    if (a > m) m = a;
+    if (r->data != NULL && isinf(r->data[i])) ov++;
+  }
+  *max_abs = m;
+  *overflow = ov;
+}
+
+/* One recipe on the cell's fixture: rows for o, dq, dk, dv. */
+static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *rhash, const aa_problem_t *pb,
+                       const cli_inputs_t *in, const aa_oracle_result_t *oracle, double t_oracle, const char *seedhex,
+                       const char *version, aa_error_t *err) {
+  static const char *const outs[4] = {"o", "dq", "dk", "dv"};
+  aa_attn_result_t res;
+  aa_error_t e1 = {{0}};
+  double t0, t_emul;
+  int rc;
+  memset(&res, 0, sizeof res);
+  t0 = cli_now();
+  rc = aa_attn_run(&res, pb, r, &in->q, &in->k, &in->v, &in->dO, &e1);
+  t_emul = cli_now() - t0;
+  if (rc == AA_ENOMEM || rc == AA_EIO) {
+    snprintf(err->msg, sizeof err->msg, "%s: %s", r->name, e1.msg);
+    aa_attn_result_free(&res);
+    return rc;
+  }
+  for (int t = 0; t < 4; t++) {
+    const aa_oracle_out_t *ref = t == 0 ? &oracle->o : t == 1 ? &oracle->dq : t == 2 ? &oracle->dk : &oracle->dv;
+    const aa_tensor_t *got = t == 0 ? &res.o : t == 1 ? &res.dq : t == 2 ? &res.dk : &res.dv;
+    aa_fmt_t uf = r->io_fmt == AA_FMT_BF16 ? AA_FMT_BF16 : AA_FMT_FP32;
+    double ref_max;
+    size_t ref_ov;
+    aa_metrics_t m;
+    aa_error_t e2 = {{0}};
+    aa_sweep_row_new(rows);
+    aa_sweep_set_str(rows, "recipe", r->name);
+    aa_sweep_set_str(rows, "tensor", outs[t]);
+    ref_stats(&ref_max, &ref_ov, ref, uf);
+    aa_sweep_set_double(rows, "ref_max_abs", ref_max);
+    aa_sweep_set_int(rows, "ref_overflow", (int64_t)ref_ov);
+    aa_sweep_set_double(rows, "oracle_bound", ref->relerr_bound);
+    aa_sweep_set_str(rows, "recipe_hash", rhash);
+    aa_sweep_set_str(rows, "input_seed", seedhex);
+    aa_sweep_set_str(rows, "version", version);
+    aa_sweep_set_double(rows, "seconds_oracle", t_oracle);
+    aa_sweep_set_double(rows, "seconds_emul", t_emul);
+    if (rc != AA_OK) {
+      /* A recipe that refuses the problem (a NaN it detects, a range it
+         cannot hold) is a result of the map, not a failure of the sweep. */
+      aa_sweep_set_str(rows, "error", e1.msg[0] ? e1.msg : aa_status_str(rc));
+      aa_sweep_set_int(rows, "pass", 0);
+      continue;
+    }
+    if (aa_metrics_compare(&m, got, ref, uf, AA_METRICS_ATOL, AA_METRICS_RTOL, &e2) != AA_OK) {
+      snprintf(err->msg, sizeof err->msg, "%s %s: %s", r->name, outs[t], e2.msg);
+      aa_attn_result_free(&res);
+      return AA_EINVAL;
+    }
+    aa_sweep_set_int(rows, "count", (int64_t)m.count);
+    aa_sweep_set_int(rows, "nan", (int64_t)m.nan);
+    aa_sweep_set_int(rows, "inf", (int64_t)m.inf);
+    aa_sweep_set_double(rows, "rel_l2", m.rel_l2);
+    aa_sweep_set_double(rows, "max_abs", m.max_abs);
+    aa_sweep_set_double(rows, "max_ulp", m.max_ulp);
+    aa_sweep_set_double(rows, "mean_ulp", m.mean_ulp);
+    aa_sweep_set_int(rows, "fail_count", (int64_t)m.fail_count);
+    aa_sweep_set_int(rows, "pass", m.pass);
+  }
+  aa_attn_result_free(&res);
+  return AA_OK;
+}
+
+int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
+  xp_ctx_t *ctx = vctx;
+  aa_error_t *err = aa_sweep_rows_error(rows);
+  const char *mask = aa_cell_str(cell, "mask", "dense");
+  size_t n = (size_t)aa_cell_int(cell, "n", 0), d = (size_t)aa_cell_int(cell, "d", (int64_t)ctx->d),
+         heads = (size_t)aa_cell_int(cell, "heads", (int64_t)ctx->heads);
+  double sigma, t0, t_oracle;
+  uint64_t seed = aa_cell_seed(cell);
+  cli_inputs_t in = {0};
+  aa_problem_t pb;
+  aa_oracle_opts_t oo;
+  aa_oracle_result_t oracle;
+  int rc, have_oracle = 0;
+  char seedhex[24], version[96];
+
+  memset(&oracle, 0, sizeof oracle);
+  if (aa_cell_find(cell, "log2_sigma") >= 0)
+    sigma = ldexp(1.0, (int)aa_cell_int(cell, "log2_sigma", 0));
+  else
+    sigma = aa_cell_double(cell, "sigma", ctx->sigma);
+  if (n == 0 || d == 0 || heads == 0) return aa_error_set(err, AA_EINVAL, "cell has n, d or heads 0");
+  snprintf(seedhex, sizeof seedhex, "0x%016llx", (unsigned long long)seed);
+  snprintf(version, sizeof version, "%s+%s", AA_VERSION, AA_GIT_HASH);
+  if (ctx->inner_threads > 0) cli_set_threads((size_t)ctx->inner_threads);
+
+  /* Inputs are BF16 for every recipe (a recipe with a wider io format holds
+     every BF16 value), so all recipes of the cell see the same values and
+     share one oracle. */
+  if ((rc = cli_inputs_draw(&in, seed, ctx->uniform, sigma, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK)
+    goto out;
+  aa_problem_init(&pb, n, n, d, heads, heads);
+  pb.causal = strcmp(mask, "causal") == 0;
+  if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;
+  aa_oracle_opts_init(&oo);
+  oo.path = ctx->oracle_path;
+  oo.threads = ctx->inner_threads;
+
+  t0 = cli_now();
+  rc = cell_oracle(&oracle, ctx, &pb, &in, &oo, err);
+  t_oracle = cli_now() - t0;
+  if (rc != AA_OK) goto out;
+  have_oracle = 1;
+  for (size_t i = 0; i < ctx->nrecipes; i++)
+    if ((rc = eval_recipe(rows, &ctx->recipe[i], ctx->recipe_hash[i], &pb, &in, &oracle, t_oracle, seedhex, version,
+                          err)) != AA_OK)
+      goto out;
+  if (ctx->delay_ms > 0) {
+    struct timespec ts = {(time_t)(ctx->delay_ms / 1000), (long)(ctx->delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+out:
+  if (have_oracle) aa_oracle_result_free(&oracle);
+  cli_inputs_free(&in);
+  return rc;
+}
+
+/* ---- the smoke grid (tests) ---- */
+
+int xp_smoke_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  static const int64_t ns[] = {16, 32, 48};
+  static const char *const masks[] = {"dense", "causal"};
+  int rc;
+  ctx->d = 8;
+  if ((rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_axis_n(sw, o, ns, o->quick ? 2 : 3, err)) ||
+      (rc = aa_sweep_axis_str(sw, "mask", masks, 2, 0, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 2, err)) ||
+      (rc = xp_attn_columns(sw, err)))
+    return rc;
+  return aa_sweep_build(sw, NULL, NULL, err);
+}
