@@ -14,7 +14,12 @@ const aa_command_t aa_commands[] = {
     {"expmap", aa_cmd_expmap, "exhaustive or sampled error map of an exp construction (ratio, errors, NaN regions)"},
     {"table3", aa_cmd_table3, "the paper's Table 3 (packed BF16 exp accuracy) for every exp construction"},
     {"dropout-map", aa_cmd_dropout_map, "dropout mask redraw mismatch and gradient error over p, n and tiling"},
+    {"normmap", aa_cmd_normmap, "where the fixed shift and the guarded causal route break: sigma x n x d x seeds map"},
     {"determinism", aa_cmd_determinism, "run one cell R times with different dQ order seeds: distinct bit patterns, ULP spread"},
+    {"dq-budget", aa_cmd_dqbudget, "fixed-point dQ budget map: fallback fraction and added error over n, mask, sigma, scale"},
+    {"sweep", aa_cmd_sweep, "run an experiment's grid (table4, nanmap): resumable, sharded, threaded, MPI"},
+    {"main", aa_cmd_main, "the first run: table4 --quick, table3 (sampled), exp curves and the report; prints its path"},
+    {"report", aa_cmd_report, "turn result folders into a Markdown report with tables and gnuplot plots"},
 };
 const size_t aa_command_count = sizeof aa_commands / sizeof aa_commands[0];
 

@@ -20,7 +20,12 @@ int aa_cmd_run(int argc, char **argv);
 int aa_cmd_score(int argc, char **argv);
 int aa_cmd_expmap(int argc, char **argv);
 int aa_cmd_determinism(int argc, char **argv);
+int aa_cmd_dqbudget(int argc, char **argv);
 int aa_cmd_dropout_map(int argc, char **argv);
 int aa_cmd_table3(int argc, char **argv);
+int aa_cmd_normmap(int argc, char **argv);
+int aa_cmd_sweep(int argc, char **argv);
+int aa_cmd_report(int argc, char **argv);
+int aa_cmd_main(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
-/* attnacc: the `determinism` command: run one cell R times with different dQ order seeds and measure the run-to-run spread. */
+/* attnacc: the `determinism` command: run one cell R times with different dQ order seeds and measure the run-to-run
+ * spread. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +26,15 @@ static const cli_opt_t opts[] = {
     {"json", NULL, NULL, "print one JSON object instead of the text report"},
 };
 
-static const char usage_line[] = "--variant NAME | --recipe FILE [--runs R] [--n N] ... [--order-seed-base S] [--json]";
-static const char description[] =
-    "Run the same cell (inputs, recipe) R times; run r sets dq_reduce_order_seed =\n"
-    "base + r, which only the fp32-atomic dQ reduction reads. Reports for the stored\n"
-    "dQ: the number of distinct bit patterns, the elements that differ between runs,\n"
-    "the max and mean per-element spread max_r(dq) - min_r(dq) in ULPs of dQ's format\n"
-    "(bf16 for the presets), the error against the oracle (max and mean ULP, rel_l2,\n"
-    "averaged over runs), the ratios spread / error, and the fixed-point budget\n"
-    "failures and FP64 recomputes per run. Exit status 0 done, 2 bad usage, 1 failure.";
+static const char usage_line[] =
+    "--variant NAME | --recipe FILE [--runs R] [--n N] ... [--order-seed-base S] [--json]";
+static const char description[] = "Run the same cell (inputs, recipe) R times; run r sets dq_reduce_order_seed =\n"
+                                  "base + r, which only the fp32-atomic dQ reduction reads. Reports for the stored\n"
+                                  "dQ: the number of distinct bit patterns, the elements that differ between runs,\n"
+                                  "the max and mean per-element spread max_r(dq) - min_r(dq) in ULPs of dQ's format\n"
+                                  "(bf16 for the presets), the error against the oracle (max and mean ULP, rel_l2,\n"
+                                  "averaged over runs), the ratios spread / error, and the fixed-point budget\n"
+                                  "failures and FP64 recomputes per run. Exit status 0 done, 2 bad usage, 1 failure.";
 
 /* Apply "k=v,k=v" to r. */
 static int apply_sets(aa_recipe_t *r, const char *cmd, const char *s) {
@@ -59,7 +60,9 @@ static int apply_sets(aa_recipe_t *r, const char *cmd, const char *s) {
   return 0;
 }
 
-static aa_fmt_t ulp_fmt_of(aa_fmt_t f) { return f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f : AA_FMT_FP32; }
+static aa_fmt_t ulp_fmt_of(aa_fmt_t f) {
+  return f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f : AA_FMT_FP32;
+}
 
 int aa_cmd_determinism(int argc, char **argv) {
   const char *cmd = "determinism";
@@ -167,7 +170,8 @@ int aa_cmd_determinism(int argc, char **argv) {
   uint64_t fails = 0, recomputes = 0, tiles = 0;
   aa_fmt_t uf = AA_FMT_FP32;
   double ref2 = 0;
-  for (size_t i = 0; i < numel; i++) ref2 += oracle.dq.val.data[i] * oracle.dq.val.data[i];
+  for (size_t i = 0; i < numel; i++)
+    ref2 += oracle.dq.val.data[i] * oracle.dq.val.data[i];
   for (size_t r = 0; r < runs; r++) {
     aa_recipe_t rr = rec;
     cli_variant_t v;
@@ -191,7 +195,8 @@ int aa_cmd_determinism(int argc, char **argv) {
     recomputes += res.dq_reduce.fp64_recomputes;
     tiles += res.dq_reduce.tiles;
     int seen = 0;
-    for (size_t k = 0; k < npat && !seen; k++) seen = memcmp(pat[k], q, numel * sizeof *q) == 0;
+    for (size_t k = 0; k < npat && !seen; k++)
+      seen = memcmp(pat[k], q, numel * sizeof *q) == 0;
     if (!seen) {
       if ((pat[npat] = malloc(numel * sizeof *q)) == NULL) {
         cli_error(cmd, "out of memory");
@@ -224,7 +229,8 @@ int aa_cmd_determinism(int argc, char **argv) {
   }
   double mean_spread = numel ? sum_spread / (double)numel : 0, mean_ulp_err = sum_mean_ulp / (double)runs;
   double rel_l2_err = sum_rel_l2 / (double)runs, spread_l2 = ref2 > 0 ? sqrt(max_diff_l2 / ref2) : 0;
-  double r_max = max_ulp_err > 0 ? max_spread / max_ulp_err : 0, r_mean = mean_ulp_err > 0 ? mean_spread / mean_ulp_err : 0;
+  double r_max = max_ulp_err > 0 ? max_spread / max_ulp_err : 0,
+         r_mean = mean_ulp_err > 0 ? mean_spread / mean_ulp_err : 0;
   double r_l2 = rel_l2_err > 0 ? spread_l2 / rel_l2_err : 0;
   const char *kind = aa_reduce_kind_name(rec.bwd_dq_reduce.kind);
 
@@ -245,8 +251,8 @@ int aa_cmd_determinism(int argc, char **argv) {
     cli_sb_json_num(&sb, sigma);
     cli_sb_printf(&sb, "},\n  \"runs\": %zu,\n  \"order_seed_base\": %llu,\n  \"distinct_patterns\": %zu,\n", runs,
                   (unsigned long long)base, npat);
-    cli_sb_printf(&sb, "  \"elements\": %zu,\n  \"elements_differing\": %zu,\n  \"ulp_fmt\": \"%s\",\n", numel, differ,
-                  cli_fmt_name(uf));
+    cli_sb_printf(&sb, "  \"elements\": %zu,\n  \"elements_differing\": %zu,\n  \"ulp_fmt\": \"%s\",\n", numel,
+                  differ, cli_fmt_name(uf));
     cli_sb_printf(&sb, "  \"spread_max_ulp\": ");
     cli_sb_json_num(&sb, max_spread);
     cli_sb_printf(&sb, ",\n  \"spread_mean_ulp\": ");
@@ -265,8 +271,7 @@ int aa_cmd_determinism(int argc, char **argv) {
     cli_sb_json_num(&sb, r_mean);
     cli_sb_printf(&sb, ",\n  \"spread_over_error_l2\": ");
     cli_sb_json_num(&sb, r_l2);
-    cli_sb_printf(&sb,
-                  ",\n  \"dq_tiles_per_run\": %llu,\n  \"dq_budget_failures_per_run\": ",
+    cli_sb_printf(&sb, ",\n  \"dq_tiles_per_run\": %llu,\n  \"dq_budget_failures_per_run\": ",
                   (unsigned long long)(tiles / runs));
     cli_sb_json_num(&sb, (double)fails / (double)runs);
     cli_sb_printf(&sb, ",\n  \"dq_fp64_recomputes_per_run\": ");
@@ -283,9 +288,10 @@ int aa_cmd_determinism(int argc, char **argv) {
     }
     fwrite(sb.buf, 1, sb.len, stdout);
   } else {
-    printf("determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
-           rec.name, kind, n, d, heads, kv_heads, pb.causal ? "causal" : "dense", uniform ? "uniform" : "normal", sigma,
-           (unsigned long long)seed);
+    printf(
+        "determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
+        rec.name, kind, n, d, heads, kv_heads, pb.causal ? "causal" : "dense", uniform ? "uniform" : "normal", sigma,
+        (unsigned long long)seed);
     printf("runs: %zu (order seeds %llu..%llu)\n", runs, (unsigned long long)base,
            (unsigned long long)(base + runs - 1));
     printf("distinct dQ bit patterns: %zu\n", npat);
@@ -305,7 +311,8 @@ int aa_cmd_determinism(int argc, char **argv) {
 out:
   cli_sb_free(&sb);
   if (pat != NULL)
-    for (size_t k = 0; k < npat; k++) free(pat[k]);
+    for (size_t k = 0; k < npat; k++)
+      free(pat[k]);
   free(pat);
   free(lo);
   free(hi);

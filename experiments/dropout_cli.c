@@ -71,10 +71,12 @@ int dropout_cli_draw(dropout_cli_t *dc, aa_problem_t *pb, aa_error_t *err) {
 void dropout_cli_json(cli_sb_t *sb, const dropout_cli_t *dc) {
   if (!dc->on || sb->buf == NULL) return;
   /* Reopen the object: drop its closing brace and the newline after it. */
-  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' ')) sb->len--;
+  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' '))
+    sb->len--;
   if (sb->len == 0 || sb->buf[sb->len - 1] != '}') return;
   sb->len--;
-  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' ')) sb->len--;
+  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' '))
+    sb->len--;
   cli_sb_printf(sb, ",\n  \"dropout\": {\"scheme\": ");
   cli_sb_json_str(sb, aa_dropout_scheme_name(dc->d.scheme));
   cli_sb_printf(sb, ", \"p\": ");

@@ -7,25 +7,27 @@
 #include "cli.h"
 
 /* The options `run` adds to its table (name, metavar, default, help). */
+// clang-format off
 #define DROPOUT_CLI_OPTS                                                                                   \
   {"dropout", "P", "0 = off", "dropout probability (the emulated backward redraws the mask, see below)"},  \
   {"dropout-scheme", "NAME", "recipe's, else position-keyed",                                              \
    "tile-seeded | position-keyed | u8-threshold (lib/dropout.h)"},                                        \
   {"dropout-seed", "S", "= seed", "seed of the dropout mask draw"},                                        \
   {"dropout-seeds", "K", "32", "independent mask draws for the E[O] bias estimate (see below)"}
+// clang-format on
 
 /* Text `run --help` appends to its description. */
-#define DROPOUT_CLI_HELP                                                                                            \
-  "\n\nDropout (--dropout P): the forward's keep mask is drawn with the forward tiling\n"                        \
-  "and given to the oracle exactly; each variant's emulated backward redraws it with\n"                          \
-  "its backward tiling (NKI twin: 128 x 512 forward chunks; backward 512-wide K tiles\n"                         \
-  "when n_k >= 512, else 128), so the metrics are the backward's error for the\n"                                \
-  "forward that ran. Reported: mismatch (fraction of the heads x n x n_k mask bits\n"                            \
-  "the redraw got different), the realised keep rate against nominal 1-p and the\n"                              \
-  "scheme's exact rate, and the bias of E[O] implied by the rescale s: exact\n"                                   \
-  "E[m] s - 1, and its estimate over K = --dropout-seeds independent forward masks\n"                            \
-  "(seeds S + k 2^32): b_k = s * kept_k / elements - 1 is the bias of the average\n"                             \
-  "weight of draw k (every weight has the same E[m s], so E[O] = (1 + E[b]) O);\n"                               \
+#define DROPOUT_CLI_HELP                                                                                             \
+  "\n\nDropout (--dropout P): the forward's keep mask is drawn with the forward tiling\n"                            \
+  "and given to the oracle exactly; each variant's emulated backward redraws it with\n"                              \
+  "its backward tiling (NKI twin: 128 x 512 forward chunks; backward 512-wide K tiles\n"                             \
+  "when n_k >= 512, else 128), so the metrics are the backward's error for the\n"                                    \
+  "forward that ran. Reported: mismatch (fraction of the heads x n x n_k mask bits\n"                                \
+  "the redraw got different), the realised keep rate against nominal 1-p and the\n"                                  \
+  "scheme's exact rate, and the bias of E[O] implied by the rescale s: exact\n"                                      \
+  "E[m] s - 1, and its estimate over K = --dropout-seeds independent forward masks\n"                                \
+  "(seeds S + k 2^32): b_k = s * kept_k / elements - 1 is the bias of the average\n"                                 \
+  "weight of draw k (every weight has the same E[m s], so E[O] = (1 + E[b]) O);\n"                                   \
   "the estimate is mean(b_k) +- 1.96 sd(b_k)/sqrt(K) (normal 95% interval)."
 
 typedef struct {

@@ -62,7 +62,8 @@ static int setting_dropout(aa_dropout_t *d, const char *name) {
 /* Split a comma-separated list into at most max items (pointers into buf). */
 static size_t split(char **items, size_t max, char *buf) {
   size_t n = 0;
-  for (char *t = strtok(buf, ","); t != NULL && n < max; t = strtok(NULL, ",")) items[n++] = t;
+  for (char *t = strtok(buf, ","); t != NULL && n < max; t = strtok(NULL, ","))
+    items[n++] = t;
   return n;
 }
 
@@ -99,8 +100,10 @@ int aa_cmd_dropout_map(int argc, char **argv) {
     cli_error(cmd, "unknown variant '%s' (attnacc list shows the presets)", variant);
     return 2;
   }
-  snprintf(setbuf, sizeof setbuf, "%s", (s = cli_get(&a, "settings")) ? s : "twin,twin-bwd128,twin-aligned,"
-                                                                         "position-keyed,u8-threshold");
+  snprintf(setbuf, sizeof setbuf, "%s",
+           (s = cli_get(&a, "settings")) ? s
+                                         : "twin,twin-bwd128,twin-aligned,"
+                                           "position-keyed,u8-threshold");
   snprintf(pbuf, sizeof pbuf, "%s", (s = cli_get(&a, "p")) ? s : "0.05,0.1,0.2,0.5");
   snprintf(nbuf, sizeof nbuf, "%s", (s = cli_get(&a, "n")) ? s : "128,256,384,512,640,1024,4096");
   nset = split(sets, 16, setbuf);
@@ -109,8 +112,9 @@ int aa_cmd_dropout_map(int argc, char **argv) {
   for (size_t i = 0; i < nset; i++) {
     aa_dropout_t t;
     if (!setting_dropout(&t, sets[i])) {
-      cli_error(cmd, "--settings: unknown setting '%s' (twin, twin-bwd128, twin-aligned, position-keyed, "
-                     "u8-threshold)",
+      cli_error(cmd,
+                "--settings: unknown setting '%s' (twin, twin-bwd128, twin-aligned, position-keyed, "
+                "u8-threshold)",
                 sets[i]);
       return 2;
     }
@@ -203,7 +207,8 @@ int aa_cmd_dropout_map(int argc, char **argv) {
         rc = cli_run_variant(&v, &res, &r, &pb, &inp, &orc, &err);
         aa_attn_result_free(&res);
         if (rc == AA_OK && mis == 0 && !have_cons) {
-          for (int j = 0; j < 3; j++) cons[j] = v.out[j + 1].m.rel_l2;
+          for (int j = 0; j < 3; j++)
+            cons[j] = v.out[j + 1].m.rel_l2;
           have_cons = 1;
         }
         if (rc == AA_OK && !have_cons) {
@@ -211,7 +216,8 @@ int aa_cmd_dropout_map(int argc, char **argv) {
           rc = cli_run_variant(&vc, &res, &rcons, &pb, &inp, &orc, &err);
           aa_attn_result_free(&res);
           if (rc == AA_OK) {
-            for (int j = 0; j < 3; j++) cons[j] = vc.out[j + 1].m.rel_l2;
+            for (int j = 0; j < 3; j++)
+              cons[j] = vc.out[j + 1].m.rel_l2;
             have_cons = 1;
           }
         }
@@ -224,9 +230,12 @@ int aa_cmd_dropout_map(int argc, char **argv) {
           csv_num(&sb, aa_dropout_keep_rate(fwd, total));
           csv_num(&sb, aa_dropout_expected_keep(&dd));
           csv_num(&sb, aa_dropout_implied_bias(&dd));
-          for (int j = 0; j < 4; j++) csv_num(&sb, v.out[j].m.rel_l2);
-          for (int j = 1; j < 4; j++) csv_num(&sb, v.out[j].m.max_abs);
-          for (int j = 0; j < 3; j++) csv_num(&sb, cons[j]);
+          for (int j = 0; j < 4; j++)
+            csv_num(&sb, v.out[j].m.rel_l2);
+          for (int j = 1; j < 4; j++)
+            csv_num(&sb, v.out[j].m.max_abs);
+          for (int j = 0; j < 3; j++)
+            csv_num(&sb, cons[j]);
           csv_num(&sb, cli_now() - t0);
           cli_sb_printf(&sb, "\n");
           if (out_file != NULL)

@@ -1,4 +1,5 @@
-/* attnacc: the experiment registry of `attnacc sweep`, recipe lists, shared axes and the attention-cell evaluation. */
+/* attnacc: the experiment registry of `attnacc sweep`, recipe lists, shared axes and the attention-cell evaluation.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -89,6 +90,22 @@ int xp_axis_recipes(aa_sweep_t *sw, const xp_ctx_t *ctx, aa_error_t *err) {
   return aa_sweep_axis_str(sw, "recipes", v, 1, AA_AXIS_NOSEED, err);
 }
 
+int xp_axis_masks(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
+  static const char *const both[] = {"dense", "causal"};
+  const char *v[2];
+  size_t k = 0;
+  if (o->masks == NULL) return aa_sweep_axis_str(sw, "mask", both, 2, 0, err);
+  if (strcmp(o->masks, "dense") == 0 || strcmp(o->masks, "causal") == 0) {
+    v[k++] = o->masks;
+  } else if (strcmp(o->masks, "dense,causal") == 0) {
+    v[k++] = "dense";
+    v[k++] = "causal";
+  } else {
+    return aa_error_set(err, AA_EINVAL, "--masks: '%s' is not dense, causal or dense,causal", o->masks);
+  }
+  return aa_sweep_axis_str(sw, "mask", v, k, 0, err);
+}
+
 int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err) {
   int64_t *v;
   int rc;
@@ -121,10 +138,11 @@ int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t coun
 
 /* ---- the attention cell ---- */
 
-static const char *const attn_cols[] = {"recipe", "tensor",   "count",      "nan",          "inf",         "rel_l2",
-                                        "max_abs",  "max_ulp",    "mean_ulp",     "fail_count",  "pass",
-                                        "ref_max_abs", "ref_overflow", "oracle_bound", "recipe_hash", "input_seed",
-                                        "version",  "error"};
+static const char *const attn_cols[] = {
+    "recipe",      "tensor",      "count",        "nan",          "inf",
+    "rel_l2",      "max_abs",     "max_ulp",      "mean_ulp",     "fail_count",
+    "pass",        "ref_max_abs", "ref_overflow", "oracle_bound", "oracle_uncertified",
+    "recipe_hash", "input_seed",  "version",      "error"};
 
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err) {
   int rc;
@@ -191,7 +209,7 @@ static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
   rc = aa_attn_run(&res, pb, r, &in->q, &in->k, &in->v, &in->dO, &e1);
   t_emul = cli_now() - t0;
   if (rc == AA_ENOMEM || rc == AA_EIO) {
-    snprintf(err->msg, sizeof err->msg, "%s: %s", r->name, e1.msg);
+    snprintf(err->msg, sizeof err->msg, "%.60s: %.400s", r->name, e1.msg);
     aa_attn_result_free(&res);
     return rc;
   }
@@ -210,6 +228,7 @@ static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
     aa_sweep_set_double(rows, "ref_max_abs", ref_max);
     aa_sweep_set_int(rows, "ref_overflow", (int64_t)ref_ov);
     aa_sweep_set_double(rows, "oracle_bound", ref->relerr_bound);
+    aa_sweep_set_int(rows, "oracle_uncertified", (int64_t)oracle->n_uncertified);
     aa_sweep_set_str(rows, "recipe_hash", rhash);
     aa_sweep_set_str(rows, "input_seed", seedhex);
     aa_sweep_set_str(rows, "version", version);
@@ -223,7 +242,7 @@ static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
       continue;
     }
     if (aa_metrics_compare(&m, got, ref, uf, AA_METRICS_ATOL, AA_METRICS_RTOL, &e2) != AA_OK) {
-      snprintf(err->msg, sizeof err->msg, "%s %s: %s", r->name, outs[t], e2.msg);
+      snprintf(err->msg, sizeof err->msg, "%.60s %s: %.400s", r->name, outs[t], e2.msg);
       aa_attn_result_free(&res);
       return AA_EINVAL;
     }
@@ -262,7 +281,7 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   else
     sigma = aa_cell_double(cell, "sigma", ctx->sigma);
   if (n == 0 || d == 0 || heads == 0) return aa_error_set(err, AA_EINVAL, "cell has n, d or heads 0");
-  snprintf(seedhex, sizeof seedhex, "0x%016llx", (unsigned long long)seed);
+  snprintf(seedhex, sizeof seedhex, "%llu", (unsigned long long)seed);
   snprintf(version, sizeof version, "%s+%s", AA_VERSION, AA_GIT_HASH);
   if (ctx->inner_threads > 0) cli_set_threads((size_t)ctx->inner_threads);
 
@@ -301,11 +320,10 @@ out:
 
 int xp_smoke_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns[] = {16, 32, 48};
-  static const char *const masks[] = {"dense", "causal"};
   int rc;
   ctx->d = 8;
   if ((rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_axis_n(sw, o, ns, o->quick ? 2 : 3, err)) ||
-      (rc = aa_sweep_axis_str(sw, "mask", masks, 2, 0, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 2, err)) ||
+      (rc = xp_axis_masks(sw, o, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 2, err)) ||
       (rc = xp_attn_columns(sw, err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);

@@ -18,7 +18,8 @@ typedef struct {
   size_t heads;               /* --heads H: heads per cell */
   const char *const *recipes; /* --variants: preset names (nrecipes of them) */
   size_t nrecipes;
-  const char *ns;             /* --n LIST: comma-separated lengths replacing the experiment's */
+  const char *ns;    /* --n LIST: comma-separated lengths replacing the experiment's */
+  const char *masks; /* --masks LIST: "dense", "causal" or both (default both) */
 } xp_opts_t;
 
 /* What the cell evaluation needs besides the cell's coordinates: the
@@ -69,16 +70,19 @@ void xp_ctx_init(xp_ctx_t *ctx);
 void xp_ctx_destroy(xp_ctx_t *ctx);
 
 /* Columns every attention cell writes (in this order), and the evaluation:
-   coordinates "recipe" (string), "n", "mask" ("dense" | "causal"), "seed"
-   (integer), and optionally "d", "heads", "log2_sigma" (integer: sigma =
-   2^v) or "sigma" (double); inputs q, k, v, dO drawn with cli_inputs_draw
-   from aa_cell_seed(cell), in BF16; the oracle through the cache; one row
-   per output o, dq, dk, dv. */
+   coordinates "n", "mask" ("dense" | "causal"), "seed" (integer), and
+   optionally "d", "heads", "log2_sigma" (integer: sigma = 2^v) or "sigma"
+   (double); inputs q, k, v, dO drawn with cli_inputs_draw from
+   aa_cell_seed(cell), in BF16; the oracle once, through the cache; then
+   every recipe of ctx (the NOSEED axis "recipes" names them), one row per
+   recipe and output o, dq, dk, dv (column "recipe" says which). */
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err);
 int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
 
 /* The recipe axis from ctx (flag NOSEED: every recipe sees the same inputs). */
 int xp_axis_recipes(aa_sweep_t *sw, const xp_ctx_t *ctx, aa_error_t *err);
+/* Mask axis: opts->masks when given (checked), else dense and causal. */
+int xp_axis_masks(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err);
 /* Seed axis 1..k. */
 int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err);
 /* Length axis: opts->ns when given, else the n values given. */

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "experiments.h"
 
 static const cli_opt_t opts[] = {{"dummy-never-used", NULL, NULL, ""}};
 
@@ -27,5 +28,8 @@ int aa_cmd_list(int argc, char **argv) {
   printf("\ncommands:\n");
   for (size_t i = 0; i < aa_command_count; i++)
     printf("  %-16s %s\n", aa_commands[i].name, aa_commands[i].summary);
+  printf("\nexperiments (attnacc sweep --experiment NAME):\n");
+  for (size_t i = 0; i < xp_experiment_count; i++)
+    if (!xp_experiments[i].hidden) printf("  %-16s %s\n", xp_experiments[i].name, xp_experiments[i].summary);
   return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -4,7 +4,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h exper
 	experiments/list.c experiments/run.c experiments/score.c \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
-	experiments/determinism.c
+	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
 experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md
 TESTS += tests/tcli.sh
@@ -17,3 +17,4 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/q.npy fixtures/causal-gqa/k.npy fixtures/causal-gqa/v.npy fixtures/causal-gqa/do.npy \
 	fixtures/causal-gqa/golden/o.npy fixtures/causal-gqa/golden/lse.npy fixtures/causal-gqa/golden/dq.npy \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
+include $(srcdir)/experiments/tables.mk

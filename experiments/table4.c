@@ -1,4 +1,5 @@
-/* attnacc: the `table4` experiment: the paper's accuracy grid (seed 003, REFERENCES section 2) over every backward recipe. */
+/* attnacc: the `table4` experiment: the paper's accuracy grid (seed 003, REFERENCES section 2) over every backward
+ * recipe. */
 #include "experiments.h"
 
 /* REFERENCES section 2, "benchmark grid": BF16, head dim 128, lengths
@@ -10,14 +11,13 @@
    minutes on two cores (the oracle at 4096 takes about 7 s unloaded). */
 int xp_table4_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns[] = {1024, 2048, 4096, 8192, 16384, 32768};
-  static const char *const masks[] = {"dense", "causal"};
-  int64_t heads = (int64_t)(o->heads ? o->heads : 1);
+  int64_t heads = (int64_t)(o->heads ? o->heads : 1), d = 128;
   int rc;
   ctx->d = 128;
   /* Axis order: length slowest, so that a sweep fills the short lengths of
      every recipe first and the table grows left to right. */
-  if ((rc = xp_axis_n(sw, o, ns, o->quick ? 3 : 6, err)) || (rc = aa_sweep_axis_str(sw, "mask", masks, 2, 0, err)) ||
-      (rc = aa_sweep_axis_int(sw, "heads", &heads, 1, 0, err)) ||
+  if ((rc = xp_axis_n(sw, o, ns, o->quick ? 3 : 6, err)) || (rc = xp_axis_masks(sw, o, err)) ||
+      (rc = aa_sweep_axis_int(sw, "d", &d, 1, 0, err)) || (rc = aa_sweep_axis_int(sw, "heads", &heads, 1, 0, err)) ||
       (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 1, err)) || (rc = xp_axis_recipes(sw, ctx, err)) ||
       (rc = xp_attn_columns(sw, err)))
     return rc;

@@ -77,7 +77,7 @@ typedef enum {
    aa_dropout_default (NKI twin tiles). */
 typedef struct {
   aa_dropout_scheme_t scheme;
-  double p;                      /* drop probability, 0 <= p < 1 */
+  double p; /* drop probability, 0 <= p < 1 */
   uint64_t seed;
   uint64_t batch;                /* batch index of this (single-batch) problem */
   size_t fwd_tile_q, fwd_tile_k; /* forward tiling of the mask draw (twin: 128 x 512 chunks) */
@@ -93,7 +93,7 @@ void aa_dropout_default(aa_dropout_t *out);
 
 const char *aa_dropout_scheme_name(aa_dropout_scheme_t s); /* "none", "tile-seeded", ... ("?" if invalid) */
 int aa_dropout_scheme_from_name(aa_dropout_scheme_t *out, const char *name); /* AA_OK or AA_ENOTFOUND */
-const char *aa_dropout_count_name(aa_dropout_count_t c); /* "ceil", "floor" */
+const char *aa_dropout_count_name(aa_dropout_count_t c);                     /* "ceil", "floor" */
 
 /* Set one parameter by short name: "scheme", "p", "seed", "batch",
    "fwd_tile_q", "fwd_tile_k", "bwd_tile_q", "bwd_tile_k",

@@ -17,6 +17,8 @@ typedef enum {
   AA_ACC_FP32_SEQ = 0,  /* "fp32-seq": acc = fmaf(a_k, b_k, acc), k = 0..K-1, acc starts at the incoming C or +0 */
   AA_ACC_FP32_PAIRWISE, /* "fp32-pairwise": products rounded to fp32, summed by a fixed pairwise tree, then added to C */
   AA_ACC_FP64_SEQ,      /* "fp64-seq": as fp32-seq in IEEE double (for exact-arithmetic recipes) */
+  AA_ACC_TC_K16_F25,    /* "tc-k16-f25": tensor-core blocks of 16, 25 fractional bits, RZ (H100/H200/B200) */
+  AA_ACC_TC_K8_F24,     /* "tc-k8-f24": tensor-core blocks of 8, 24 fractional bits, RZ (A100/Ada) */
   AA_ACC_COUNT
 } aa_accum_t;
 
@@ -35,6 +37,43 @@ typedef enum {
                   C = accumulate ? fl32(C + S) : S; for K = 0, C = accumulate ? C : +0.
    fp64-seq       as fp32-seq with fma() in binary64 and C not rounded.
 
+   tc-kK-fF       the tensor-core model of REFERENCES section 6 (Fasi, Higham,
+                  Mikaitis and Pranesh 2021; MMA-Sim 2025; Khattak and Mikaitis
+                  2025), with (K, F) = (16, 25) for tc-k16-f25 and (8, 24) for
+                  tc-k8-f24. Operands are first rounded to fp32 (RNE; the
+                  identity for the bf16/fp16/fp32 values callers pass).
+                  acc = accumulate ? fl32(C) : +0. The k axis is cut into
+                  blocks of K consecutive indices (0..K-1, K..2K-1, ...; the
+                  last block may be shorter). For each block in order, the
+                  terms are acc and the exact products p_k = a_k * b_k (no
+                  rounding: an fp32 x fp32 product is exact in binary64), and
+                    E    = floor(log2 max |t|) over the nonzero terms (a zero
+                           accumulator or product takes no part: it
+                           contributes exactly 0 whatever E is; products are
+                           taken as normalised values, so a significand
+                           product in [2, 4) raises E by one);
+                    t'   = t truncated toward zero to a multiple of 2^(E-F)
+                           (F fractional bits below the leading bit of the
+                           largest term; the accumulator is aligned and
+                           truncated like any product, so it loses its low
+                           bits when a product is larger);
+                    S    = the exact sum of the t' (no intermediate rounding);
+                    acc  = RZ_fp32(S): truncation to 24 significant bits,
+                           subnormal results truncated to multiples of 2^-149,
+                           overflow gives +-FLT_MAX (IEEE RZ), an exact zero
+                           sum gives +0 (also when every term is -0), a
+                           nonzero sum below 2^-149 in magnitude a zero of
+                           its own sign.
+                  Inf/NaN: when a block holds an infinite or NaN term (an
+                  Inf or NaN accumulator or operand; 0 * Inf is NaN) its
+                  result is the IEEE sum of those non-finite terms, the
+                  finite ones being ignored. Products of finite fp32 values
+                  never overflow (binary64 holds them), so a block of finite
+                  terms only overflows in its final RZ, to FLT_MAX.
+                  C = acc after the last block; for K = 0, C = accumulate ? fl32(C) : +0.
+                  Every path (reference loop, packed threaded path) gives
+                  identical bits.
+
    NaN payloads are not part of the model (paths may propagate different
    NaNs); everything else, including signed zeros, subnormals and
    infinities, is bitwise identical whatever vector path and thread count. */
@@ -42,6 +81,10 @@ typedef enum {
 const char *aa_accum_name(aa_accum_t model);
 int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFOUND */
 const char *aa_accum_describe(aa_accum_t model);            /* one line for `attnacc list` */
+
+/* Block length K and fractional bits F of a tc-* model; AA_ENOTFOUND for the
+   other models (either output may be NULL). */
+int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits);
 
 /* C[i][j] (+)= sum_k op(A)[i][k] * op(B)[k][j], for i < M, j < N, k < K.
    op(A) is A (M x K, row stride lda) or, with transA, A^T where A is K x M.

@@ -20,12 +20,13 @@ extern "C" {
    arrays, so the module is tested on constructed inputs (tests/treduce*.c)
    and the attn pipeline routes its dQ through it (recipe key dq_reduce). */
 typedef enum {
-  AA_REDUCE_FP32_ORDERED = 0, /* "fp32-ordered": acc += p_0, p_1, ... ascending KV block (FA2/FA3 dense deterministic) */
+  AA_REDUCE_FP32_ORDERED =
+      0, /* "fp32-ordered": acc += p_0, p_1, ... ascending KV block (FA2/FA3 dense deterministic) */
   AA_REDUCE_FP32_ORDERED_DESC, /* "fp32-ordered-desc": descending KV block (FA3/FA4 causal deterministic schedule) */
-  AA_REDUCE_FP32_ATOMIC,      /* "fp32-atomic": ascending adds in a seeded random order per tile (hardware atomics) */
-  AA_REDUCE_FP32_SPLITS,      /* "fp32-splits": per-split FP32 buffers summed in split order (FA2 deterministic) */
-  AA_REDUCE_BF16_PAIR,        /* "bf16-pair": partials rounded to BF16, reduced in BF16 pairs (seed 003 3.6 dense) */
-  AA_REDUCE_FIXED,            /* "fixed": bounded (packed) fixed point with budget checks, FP64 fallback (003 3.6) */
+  AA_REDUCE_FP32_ATOMIC, /* "fp32-atomic": ascending adds in a seeded random order per tile (hardware atomics) */
+  AA_REDUCE_FP32_SPLITS, /* "fp32-splits": per-split FP32 buffers summed in split order (FA2 deterministic) */
+  AA_REDUCE_BF16_PAIR,   /* "bf16-pair": partials rounded to BF16, reduced in BF16 pairs (seed 003 3.6 dense) */
+  AA_REDUCE_FIXED,       /* "fixed": bounded (packed) fixed point with budget checks, FP64 fallback (003 3.6) */
   AA_REDUCE_SECTION_ROUNDTRIP, /* "section-roundtrip": ordered within a section, stored/reloaded between (seed 000) */
   AA_REDUCE_COUNT
 } aa_reduce_kind_t;
@@ -52,25 +53,42 @@ typedef struct {
      exact sum rounded to add_fmt, then stored in acc_fmt (the attn
      pipeline passes alu and bwd.dq_acc_fmt; both default to fp32). */
   aa_fmt_t add_fmt, acc_fmt;
-  uint64_t order_seed;        /* atomic: the permutation of a tile is a pure function of (order_seed, tile) */
-  unsigned splits;            /* splits: S >= 1 */
+  uint64_t order_seed; /* atomic: the permutation of a tile is a pure function of (order_seed, tile) */
+  unsigned splits;     /* splits: S >= 1 */
   aa_reduce_split_t split_layout;
-  aa_reduce_pair_t pair;      /* bf16-pair */
-  int scale_exp;              /* fixed: s, a partial x becomes the integer rne(x * 2^s) */
-  unsigned width;             /* fixed: w in 2..32 bits (two's complement); w = 16 packs two per 32-bit word */
-  size_t section;             /* section-roundtrip: partials per section (0 = all in one section) */
-  aa_fmt_t store_fmt;         /* section-roundtrip: format of the store/reload between sections */
+  aa_reduce_pair_t pair; /* bf16-pair */
+  int scale_exp;         /* fixed: s, a partial x becomes the integer rne(x * 2^s) */
+  unsigned width;        /* fixed: w in 2..32 bits (two's complement); w = 16 packs two per 32-bit word */
+  size_t section;        /* section-roundtrip: partials per section (0 = all in one section) */
+  aa_fmt_t store_fmt;    /* section-roundtrip: format of the store/reload between sections */
+  int probe;             /* fixed: also evaluate the budget at scale_exp-8..+8 (stats.probe_*); no effect on acc */
 } aa_reduce_t;
+
+/* Scale exponents a fixed-point probe evaluates: scale_exp + k - AA_REDUCE_PROBE/2, k < AA_REDUCE_PROBE. */
+#define AA_REDUCE_PROBE 17
 
 /* Counters; aa_reduce_tile ADDS to them (callers sum over tiles). */
 typedef struct {
-  uint64_t tiles;          /* tiles reduced */
-  uint64_t partials;       /* partials consumed */
-  uint64_t conv_failures;  /* fixed: elements of partials with |rne(x 2^s)| >= 2^(w-1) (or not finite) */
-  uint64_t sum_failures;   /* fixed: tile elements whose integer sum leaves [-2^(w-1), 2^(w-1)-1] */
+  uint64_t tiles;           /* tiles reduced */
+  uint64_t partials;        /* partials consumed */
+  uint64_t conv_failures;   /* fixed: elements of partials with |rne(x 2^s)| >= 2^(w-1) (or not finite) */
+  uint64_t sum_failures;    /* fixed: tile elements whose integer sum leaves [-2^(w-1), 2^(w-1)-1] */
   uint64_t budget_failures; /* fixed: tiles with at least one failed check (= FP64 recomputes) */
   uint64_t fp64_recomputes; /* tiles whose result came from the FP64 fallback */
+  /* fixed with probe on: for each probed scale exponent, the tiles that
+     would fail the budget, and the squared L2 distance of the tiles'
+     reductions (FP64 fallback where they fail) from the FP32 ascending sum
+     of the same partials; probe_ref2 is that sum's squared L2 norm. The
+     double sums depend on the order tiles are merged (threads) in their
+     last bits only. */
+  uint64_t probe_tiles;
+  uint64_t probe_fail[AA_REDUCE_PROBE];
+  double probe_err2[AA_REDUCE_PROBE];
+  double probe_ref2;
 } aa_reduce_stats_t;
+
+/* to += from, every counter (the probe arrays element by element). */
+void aa_reduce_stats_add(aa_reduce_stats_t *to, const aa_reduce_stats_t *from);
 
 /* FP64 recompute of a tile that failed its fixed-point budget: write the
    tile's dQ contribution (what the partials sum to, in binary64 or better)
@@ -91,7 +109,7 @@ const char *aa_reduce_split_name(aa_reduce_split_t s);                 /* "strid
 
 /* Set one parameter by its short name: "kind" (a kind name), "order_seed",
    "splits", "split_layout", "pair", "scale_exp", "width", "section",
-   "store_fmt", "add_fmt", "acc_fmt". AA_ENOTFOUND for an unknown key,
+   "store_fmt", "add_fmt", "acc_fmt", "probe" (on|off). AA_ENOTFOUND for an unknown key,
    AA_EINVAL for a bad value (message names both). */
 int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t *err);
 /* Canonical "key = value" lines, each parameter key prefixed by `prefix`

@@ -42,12 +42,11 @@ static void print_first_diff(const uint8_t *a, const uint8_t *b, size_t nq, size
 /* 1. Philox4x32-10 against the published known-answer vectors of the
    Random123 distribution (tests/kat_vectors, "philox4x32 10" lines). */
 static void test_philox_kat(void) {
-  static const uint32_t v[3][10] = {
-      {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
-      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d, 0x41c83b0e, 0xa20bc7c6,
-       0x6d5451fd},
-      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb, 0x5001e420,
-       0x24126ea1}};
+  static const uint32_t v[3][10] = {{0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+                                    {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
+                                     0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+                                    {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+                                     0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}};
   for (int t = 0; t < 3; t++) {
     uint32_t out[4];
     aa_philox4x32_10(out, v[t], v[t] + 4);
@@ -71,10 +70,10 @@ static void test_names(void) {
 
   aa_dropout_t a, b;
   aa_dropout_default(&a);
-  const char *kv[][2] = {{"scheme", "u8-threshold"}, {"p", "0.1"},          {"seed", "12345678901"},
-                         {"batch", "3"},             {"fwd_tile_q", "64"},  {"fwd_tile_k", "256"},
-                         {"bwd_tile_q", "32"},       {"bwd_tile_k", "1024"}, {"bwd_tile_k_short", "64"},
-                         {"tile_count", "floor"}};
+  const char *kv[][2] = {
+      {"scheme", "u8-threshold"}, {"p", "0.1"},           {"seed", "12345678901"}, {"batch", "3"},
+      {"fwd_tile_q", "64"},       {"fwd_tile_k", "256"},  {"bwd_tile_q", "32"},    {"bwd_tile_k", "1024"},
+      {"bwd_tile_k_short", "64"}, {"tile_count", "floor"}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     AA_CHECK(aa_dropout_set(&a, kv[i][0], kv[i][1], &err) == AA_OK, "set %s = %s", kv[i][0], kv[i][1]);
   AA_CHECK(a.p == 0.1 && a.seed == UINT64_C(12345678901) && a.batch == 3 && a.fwd_tile_q == 64 &&
@@ -95,8 +94,9 @@ static void test_names(void) {
   }
   AA_CHECK(memcmp(&a, &b, sizeof a) == 0, "format/set round trip differs");
 
-  const char *bad[][2] = {{"p", "1"}, {"p", "-0.1"}, {"p", "nan"}, {"p", "0.1x"}, {"scheme", "philox"},
-                          {"fwd_tile_k", "0"}, {"tile_count", "round"}, {"seed", "-1"}};
+  const char *bad[][2] = {
+      {"p", "1"},          {"p", "-0.1"},           {"p", "nan"},  {"p", "0.1x"}, {"scheme", "philox"},
+      {"fwd_tile_k", "0"}, {"tile_count", "round"}, {"seed", "-1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     AA_CHECK(aa_dropout_set(&a, bad[i][0], bad[i][1], &err) == AA_EINVAL, "bad value accepted: %s = %s", bad[i][0],
              bad[i][1]);
@@ -130,7 +130,8 @@ static void test_position_keyed(void) {
     /* Element-wise specification check on a strided sample. */
     float keepf = 1.0f - (float)d.p;
     unsigned t8 = 0;
-    while (t8 < 255 && (double)(t8 + 1) <= (double)keepf * 255.0) t8++; /* largest byte <= 255*keep */
+    while (t8 < 255 && (double)(t8 + 1) <= (double)keepf * 255.0)
+      t8++; /* largest byte <= 255*keep */
     for (size_t i = 0; i < n; i += 97) {
       size_t h = i / (NQ * NK), r = i / NK % NQ, c = i % NK;
       uint32_t ctr[4] = {(uint32_t)c, (uint32_t)r, (uint32_t)h, (uint32_t)d.batch}, key[2], out[4];
@@ -215,8 +216,10 @@ static void test_tile_seeded(void) {
     AA_CHECK(aa_dropout_mask_fwd(f, NULL, &d, H, NQ, NK, &err) == AA_OK, "mask_fwd: %s", err.msg);
     AA_CHECK(aa_dropout_mask_bwd(b, NULL, &d, H, NQ, NK, &err) == AA_OK, "mask_bwd: %s", err.msg);
     size_t mis_row0 = aa_dropout_mismatch_count(f, b, 128);
-    AA_CHECK(mis_row0 == 0, "tile-seeded n_k 384: head 0 row 0 cols 0..127 share offset 0 and draw order, "
-                            "yet %zu bits differ (seed %" PRIu64 ")", mis_row0, seed);
+    AA_CHECK(mis_row0 == 0,
+             "tile-seeded n_k 384: head 0 row 0 cols 0..127 share offset 0 and draw order, "
+             "yet %zu bits differ (seed %" PRIu64 ")",
+             mis_row0, seed);
     double mis = aa_dropout_mismatch(f, b, n);
     double q = 2 * p * (1 - p), m = (double)(n - 128);
     double expect = q * m / n, sigma = sqrt(q * (1 - q) / m);
@@ -282,7 +285,8 @@ static void test_keep_rates(void) {
         float keep = 1.0f - (float)p;
         double lim = floor((double)keep * 255.0);
         int cnt = 0;
-        for (int v = 0; v < 256; v++) cnt += v <= lim;
+        for (int v = 0; v < 256; v++)
+          cnt += v <= lim;
         expect = cnt / 256.0;
         AA_CHECK(aa_dropout_expected_keep(&d) == expect, "u8-threshold p %a: expected_keep %.10f, derived %.10f", p,
                  aa_dropout_expected_keep(&d), expect);
@@ -292,8 +296,8 @@ static void test_keep_rates(void) {
                  aa_dropout_implied_bias(&d), bias);
       } else {
         expect = 1.0 - p;
-        AA_CHECK(fabs(aa_dropout_expected_keep(&d) - expect) <= 0x1p-31,
-                 "%s p %a: expected_keep %.12f vs 1-p", names[s], p, aa_dropout_expected_keep(&d));
+        AA_CHECK(fabs(aa_dropout_expected_keep(&d) - expect) <= 0x1p-31, "%s p %a: expected_keep %.12f vs 1-p",
+                 names[s], p, aa_dropout_expected_keep(&d));
         AA_CHECK(fabs(aa_dropout_keep_scale(&d) * (1 - p) - 1) < 1e-15, "%s p %a: keep_scale %a", names[s], p,
                  aa_dropout_keep_scale(&d));
       }

@@ -25,7 +25,8 @@ static void draw(inputs_t *in, size_t n) {
     uint64_t tags[2] = {77, (uint64_t)i};
     if (aa_tensor_alloc(t[i], 3, shape, AA_FMT_BF16) != AA_OK) abort();
     aa_rng_derive(&rng, seed, tags, 2);
-    for (size_t j = 0; j < H * n * D; j++) t[i]->data[j] = (double)aa_bf16_rne((float)aa_pcg64_normal(&rng));
+    for (size_t j = 0; j < H * n * D; j++)
+      t[i]->data[j] = (double)aa_bf16_rne((float)aa_pcg64_normal(&rng));
   }
 }
 
@@ -77,8 +78,11 @@ static void test_consistent(void) {
   const struct {
     const char *preset, *scheme;
     size_t n;
-  } cases[] = {{"fa2", "tile-seeded", 640}, {"nki", "tile-seeded", 512}, {"fa2", "position-keyed", 384},
-               {"nki", "u8-threshold", 200}, {"exact-fp64", "position-keyed", 300}};
+  } cases[] = {{"fa2", "tile-seeded", 640},
+               {"nki", "tile-seeded", 512},
+               {"fa2", "position-keyed", 384},
+               {"nki", "u8-threshold", 200},
+               {"exact-fp64", "position-keyed", 300}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     size_t n = cases[c].n;
     inputs_t in;

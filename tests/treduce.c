@@ -1,4 +1,5 @@
-/* attnacc: tests of the dQ reduction strategies (exact sums, fallbacks, hand-derived BF16 pairs, atomic orders, splits). */
+/* attnacc: tests of the dQ reduction strategies (exact sums, fallbacks, hand-derived BF16 pairs, atomic orders,
+ * splits). */
 #include <fenv.h>
 #include <inttypes.h>
 #include <math.h>
@@ -77,11 +78,13 @@ static void test_exact_all(aa_pcg64_t *rng) {
     if (e < 0) ss[9] = strat("fixed", "width=24,scale_exp=6"); /* e >= -6: k 2^e 2^6 is an integer */
     for (size_t k = 0; k < sizeof ss / sizeof ss[0]; k++) {
       aa_reduce_stats_t st = {0};
-      for (size_t x = 0; x < LEN; x++) acc[x] = 0.0;
+      for (size_t x = 0; x < LEN; x++)
+        acc[x] = 0.0;
       if (run(acc, &st, parts, np, LEN, (uint64_t)it, &ss[k]) != AA_OK) continue;
       for (size_t x = 0; x < LEN; x++) {
         int64_t sum = 0;
-        for (size_t p = 0; p < np; p++) sum += ks[p * LEN + x];
+        for (size_t p = 0; p < np; p++)
+          sum += ks[p * LEN + x];
         double want = ldexp((double)sum, e);
         if (acc[x] != want)
           AA_FAIL("exact %s (seed %" PRIu64 ", it %d, np %zu, e %d, x %zu): got %a (0x%016" PRIx64 ") want %a",
@@ -105,9 +108,12 @@ static void test_exact_all(aa_pcg64_t *rng) {
 static void test_exact_fp32(aa_pcg64_t *rng) {
   enum { LEN = 7, MAXP = 64 };
   double parts[MAXP * LEN], acc[LEN];
-  aa_reduce_t ss[] = {strat("fp32-ordered", NULL),        strat("fp32-ordered-desc", NULL),
-                      strat("fp32-atomic", "order_seed=99"), strat("fp32-splits", "splits=5"),
-                      strat("fixed", "width=32,scale_exp=3"), strat("section-roundtrip", "section=5,store_fmt=fp32")};
+  aa_reduce_t ss[] = {strat("fp32-ordered", NULL),
+                      strat("fp32-ordered-desc", NULL),
+                      strat("fp32-atomic", "order_seed=99"),
+                      strat("fp32-splits", "splits=5"),
+                      strat("fixed", "width=32,scale_exp=3"),
+                      strat("section-roundtrip", "section=5,store_fmt=fp32")};
   for (int it = 0; it < 100; it++) {
     size_t np = 1 + (size_t)(aa_pcg64_uniform(rng) * MAXP);
     int64_t want8[LEN] = {0}; /* sums in units of 2^-3 */
@@ -119,7 +125,8 @@ static void test_exact_fp32(aa_pcg64_t *rng) {
         want8[x] += k * (INT64_C(1) << (e + 3));
       }
     for (size_t k = 0; k < sizeof ss / sizeof ss[0]; k++) {
-      for (size_t x = 0; x < LEN; x++) acc[x] = 0.0;
+      for (size_t x = 0; x < LEN; x++)
+        acc[x] = 0.0;
       if (run(acc, NULL, parts, np, LEN, (uint64_t)it, &ss[k]) != AA_OK) continue;
       for (size_t x = 0; x < LEN; x++) {
         double want = ldexp((double)want8[x], -3);
@@ -155,7 +162,8 @@ static int fb_record(double *out, const double *parts, size_t np, size_t len, ui
   log->calls++;
   for (size_t x = 0; x < len; x++) {
     double s = 0;
-    for (size_t p = np; p-- > 0;) s += parts[p * len + x];
+    for (size_t p = np; p-- > 0;)
+      s += parts[p * len + x];
     out[x] = s;
   }
   return AA_OK;
@@ -180,13 +188,15 @@ static void test_fallback(void) {
   double parts[NT][NP * LEN];
   for (int t = 0; t < NT; t++)
     for (int p = 0; p < NP; p++)
-      for (int x = 0; x < LEN; x++) parts[t][p * LEN + x] = ldexp((double)((t + 1) * (p + 2) * (x ? -1 : 1)), -6);
+      for (int x = 0; x < LEN; x++)
+        parts[t][p * LEN + x] = ldexp((double)((t + 1) * (p + 2) * (x ? -1 : 1)), -6);
   parts[1][2 * LEN + 1] = 200.0;
-  for (int p = 0; p < NP; p++) parts[3][p * LEN + 0] = 100.0, parts[3][p * LEN + 1] = -1.0;
+  for (int p = 0; p < NP; p++)
+    parts[3][p * LEN + 0] = 100.0, parts[3][p * LEN + 1] = -1.0;
   parts[5][0 * LEN + 0] = 128.0 - 0x1p-9;
   parts[5][1 * LEN + 1] = 128.0 - 0x1p-8;
   parts[7][0 * LEN + 1] = 100.0, parts[7][1 * LEN + 1] = 100.0, parts[7][2 * LEN + 1] = -100.0,
-  parts[7][3 * LEN + 1] = -28.0;
+                     parts[7][3 * LEN + 1] = -28.0;
   for (int pass = 0; pass < 3; pass++) {
     /* pass 0: default fallback, acc fp64; pass 1: acc fp32; pass 2: recording callback */
     aa_reduce_t s = strat("fixed", pass == 0 ? "width=16,scale_exp=8,acc_fmt=fp64" : "width=16,scale_exp=8");
@@ -199,7 +209,8 @@ static void test_fallback(void) {
       AA_CHECK(rc == AA_OK, "fallback pass %d tile %d: status %d %s", pass, t, rc, err.msg);
       for (int x = 0; x < LEN; x++) {
         double exact = x ? -0.5 : 0.25; /* dyadic values: these binary64 sums are exact */
-        for (int p = 0; p < NP; p++) exact += parts[t][p * LEN + x];
+        for (int p = 0; p < NP; p++)
+          exact += parts[t][p * LEN + x];
         double want = pass == 0 ? exact : (double)(float)exact;
         if (acc[x] != want)
           AA_FAIL("fallback pass %d tile %d x %d: got %a want %a (the FP64 recompute / exact)", pass, t, x, acc[x],
@@ -279,7 +290,8 @@ static void test_atomic(void) {
   double parts[5 * LEN];
   const double vals[5] = {1.0, 0x1p-24, 0x1p-24, 0x1p-24, -1.0};
   for (int p = 0; p < 5; p++)
-    for (int x = 0; x < LEN; x++) parts[p * LEN + x] = vals[p];
+    for (int x = 0; x < LEN; x++)
+      parts[p * LEN + x] = vals[p];
   double r[3][NT * LEN];
   const uint64_t seeds[3] = {1, 2, 1};
   for (int k = 0; k < 3; k++) {
@@ -287,7 +299,8 @@ static void test_atomic(void) {
     snprintf(prm, sizeof prm, "order_seed=%" PRIu64, seeds[k]);
     aa_reduce_t s = strat("fp32-atomic", prm);
     for (int t = 0; t < NT; t++) {
-      for (int x = 0; x < LEN; x++) r[k][t * LEN + x] = 0.0;
+      for (int x = 0; x < LEN; x++)
+        r[k][t * LEN + x] = 0.0;
       run(r[k] + t * LEN, NULL, parts, 5, LEN, (uint64_t)t, &s);
     }
   }
@@ -300,13 +313,14 @@ static void test_atomic(void) {
     size_t pm[5];
     aa_reduce_order(pm, 5, 1, (uint64_t)t);
     volatile float f = 0;
-    for (int k = 0; k < 5; k++) f += (float)vals[pm[k]];
+    for (int k = 0; k < 5; k++)
+      f += (float)vals[pm[k]];
     double v = r[0][t * LEN];
     saw0 |= v == 0.0;
     sawmax |= v == 0x1.8p-23;
     for (int x = 0; x < LEN; x++)
-      AA_CHECK(r[0][t * LEN + x] == (double)f, "fp32-atomic tile %d x %d: got %a, float loop in the drawn order %a", t,
-               x, r[0][t * LEN + x], (double)f);
+      AA_CHECK(r[0][t * LEN + x] == (double)f, "fp32-atomic tile %d x %d: got %a, float loop in the drawn order %a",
+               t, x, r[0][t * LEN + x], (double)f);
   }
   AA_CHECK(saw0 && sawmax, "fp32-atomic: 256 tiles never gave 0 (%d) or 0x1.8p-23 (%d)", saw0, sawmax);
   /* Permutations of 3: 6000 draws, each of the 6 orders expected 1000 times;
@@ -350,7 +364,8 @@ static void test_splits_orders(aa_pcg64_t *rng) {
         if (p % 2 == 1 || p == NP - 1) sec = aa_bf16_rne(sec);
       }
       float sb = 0, sc = 0;
-      for (int k = 0; k < 3; k++) sb += b3[k], sc += c3[k];
+      for (int k = 0; k < 3; k++)
+        sb += b3[k], sc += c3[k];
       struct {
         const char *kind, *prm;
         float want;
@@ -381,15 +396,18 @@ static void test_fixed_random(aa_pcg64_t *rng) {
   aa_reduce_t s = strat("fixed", "width=32,scale_exp=20");
   fesetround(FE_TONEAREST);
   for (int it = 0; it < 100; it++) {
-    for (size_t i = 0; i < NP * LEN; i++) parts[i] = (double)(float)(aa_pcg64_normal(rng) * 8.0);
+    for (size_t i = 0; i < NP * LEN; i++)
+      parts[i] = (double)(float)(aa_pcg64_normal(rng) * 8.0);
     for (size_t i = 0; i < NP * LEN; i++)
       if (fabs(parts[i]) >= 64) parts[i] = 1.0;
     aa_reduce_stats_t st = {0};
-    for (size_t x = 0; x < LEN; x++) acc[x] = 0;
+    for (size_t x = 0; x < LEN; x++)
+      acc[x] = 0;
     run(acc, &st, parts, NP, LEN, 0, &s);
     for (size_t x = 0; x < LEN; x++) {
       long long q = 0;
-      for (size_t p = 0; p < NP; p++) q += llrint(ldexp(parts[p * LEN + x], 20));
+      for (size_t p = 0; p < NP; p++)
+        q += llrint(ldexp(parts[p * LEN + x], 20));
       double want = (double)(float)ldexp((double)q, -20);
       if (acc[x] != want)
         AA_FAIL("fixed random (seed %" PRIu64 ", it %d, x %zu): got %a want %a", seed, it, x, acc[x], want);
@@ -402,6 +420,35 @@ static void test_fixed_random(aa_pcg64_t *rng) {
   aa_reduce_t s1 = strat("fixed", "width=8,scale_exp=1");
   run(&a1, NULL, tp, 4, 1, 0, &s1);
   AA_CHECK(a1 == 2.0, "fixed ties-to-even conversion: got %a want 2", a1);
+}
+
+/* 6b. The probe, on a constructed tile (w = 16, scale_exp 8: probed s' = 0..16):
+   partials {50, 3 2^-10} twice. Element 0 converts while 50 2^s' < 2^15
+   (s' <= 9) and its sum 100 2^s' fits while s' <= 8: the tile fails for
+   s' = 9..16 (8 exponents). Element 1: rne(3 2^(s'-10)) is 0 for s' <= 7
+   (0.375 and below), 1 at s' = 8 (0.75); so the recovered sum is 0 (error
+   6 2^-10 against the FP32 sum 6 2^-10) for s' <= 7 and 2 2^-8 = 8 2^-10
+   (error 2 2^-10) at s' = 8; element 0 is exact. The probe must not change
+   the result. */
+static void test_probe(void) {
+  double parts[4] = {50.0, 3 * 0x1p-10, 50.0, 3 * 0x1p-10};
+  aa_reduce_t s = strat("fixed", "width=16,scale_exp=8,probe=on");
+  aa_reduce_t s0 = strat("fixed", "width=16,scale_exp=8");
+  aa_reduce_stats_t st = {0};
+  double acc[2] = {0, 0}, acc0[2] = {0, 0};
+  run(acc, &st, parts, 2, 2, 0, &s);
+  run(acc0, NULL, parts, 2, 2, 0, &s0);
+  AA_CHECK(acc[0] == acc0[0] && acc[1] == acc0[1], "probe changed the result: %a %a vs %a %a", acc[0], acc[1],
+           acc0[0], acc0[1]);
+  AA_CHECK(st.probe_tiles == 1 && st.probe_ref2 == 100.0 * 100.0 + (6 * 0x1p-10) * (6 * 0x1p-10),
+           "probe: tiles %llu ref2 %a", (unsigned long long)st.probe_tiles, st.probe_ref2);
+  for (int k = 0; k < AA_REDUCE_PROBE; k++) {
+    uint64_t wf = k >= 9;
+    double we = k == 8 ? 0x1p-9 * 0x1p-9 : k < 8 ? (6 * 0x1p-10) * (6 * 0x1p-10) : 0.0;
+    AA_CHECK(st.probe_fail[k] == wf && st.probe_err2[k] == we,
+             "probe s'=%d: fail %llu (want %llu), err2 %a (want %a)", k, (unsigned long long)st.probe_fail[k],
+             (unsigned long long)wf, st.probe_err2[k], we);
+  }
 }
 
 /* 7. Names and parameters. */
@@ -435,7 +482,8 @@ static void test_names(void) {
   }
   AA_CHECK(a.kind == b.kind && a.add_fmt == b.add_fmt && a.acc_fmt == b.acc_fmt && a.order_seed == b.order_seed &&
                a.splits == b.splits && a.split_layout == b.split_layout && a.pair == b.pair &&
-               a.scale_exp == b.scale_exp && a.width == b.width && a.section == b.section && a.store_fmt == b.store_fmt,
+               a.scale_exp == b.scale_exp && a.width == b.width && a.section == b.section &&
+               a.store_fmt == b.store_fmt,
            "format/set round trip lost a field");
   AA_CHECK(aa_reduce_equal(&a, &b), "aa_reduce_equal after round trip");
 }
@@ -453,5 +501,6 @@ int main(void) {
   test_atomic();
   test_splits_orders(&rng);
   test_fixed_random(&rng);
+  test_probe();
   return aa_test_finish("treduce");
 }

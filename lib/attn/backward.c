@@ -440,16 +440,6 @@ static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t tk
          b->D;
 }
 
-/* Add a worker's dq_reduce counters into the result (integer sums: the
-   totals do not depend on the thread count). */
-static void stats_merge(aa_reduce_stats_t *to, const aa_reduce_stats_t *s) {
-  to->tiles += s->tiles;
-  to->partials += s->partials;
-  to->conv_failures += s->conv_failures;
-  to->sum_failures += s->sum_failures;
-  to->budget_failures += s->budget_failures;
-  to->fp64_recomputes += s->fp64_recomputes;
-}
 
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   const aa_recipe_t *r = cx->r;
@@ -487,7 +477,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     for (size_t g = 0; ok && status == AA_OK && g < cx->kv_heads; g++)
       status = bwd_kv_head(cx, out, g, &b, tbs, 1, tq, tk, sub, sec, &skipped);
     if (!ok) status = AA_ENOMEM;
-    stats_merge(&out->dq_reduce, &b.rstats);
+    aa_reduce_stats_add(&out->dq_reduce, &b.rstats);
     if (tbs != NULL)
       for (int i = 0; i < nth; i++)
         tile_free(&tbs[i]);
@@ -514,7 +504,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
         }
       }
 #pragma omp critical
-      stats_merge(&out->dq_reduce, &b.rstats);
+      aa_reduce_stats_add(&out->dq_reduce, &b.rstats);
       tile_free(&tb);
       buf_free(&b);
     }

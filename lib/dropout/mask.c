@@ -51,8 +51,10 @@ static void fill_tile_seeded(uint8_t *keep, const aa_dropout_t *d, size_t heads,
            are never reached, so their draws need not be taken. */
         for (size_t r = 0; r < rows; r++) {
           uint8_t *row = keep + (h * n_q + r0 + r) * n_k + c0;
-          for (size_t c = 0; c < cols; c++) row[c] = (uint64_t)aa_pcg32_next(&rng) < t32;
-          for (size_t c = cols; c < tile_k; c++) (void)aa_pcg32_next(&rng);
+          for (size_t c = 0; c < cols; c++)
+            row[c] = (uint64_t)aa_pcg32_next(&rng) < t32;
+          for (size_t c = cols; c < tile_k; c++)
+            (void)aa_pcg32_next(&rng);
         }
       }
 }
@@ -89,10 +91,16 @@ int aa_dropout_mask(uint8_t *keep, double *keep_scale, const aa_dropout_t *d, si
   if (keep_scale != NULL) *keep_scale = aa_dropout_keep_scale(d);
   if (total == 0) return AA_OK;
   switch (d->scheme) {
-  case AA_DROPOUT_TILE_SEEDED: fill_tile_seeded(keep, d, heads, n_q, n_k, tile_q, tile_k); break;
+  case AA_DROPOUT_TILE_SEEDED:
+    fill_tile_seeded(keep, d, heads, n_q, n_k, tile_q, tile_k);
+    break;
   case AA_DROPOUT_POSITION_KEYED:
-  case AA_DROPOUT_U8_THRESHOLD: fill_position_keyed(keep, d, heads, n_q, n_k); break;
-  default: memset(keep, 1, total); break;
+  case AA_DROPOUT_U8_THRESHOLD:
+    fill_position_keyed(keep, d, heads, n_q, n_k);
+    break;
+  default:
+    memset(keep, 1, total);
+    break;
   }
   return AA_OK;
 }

@@ -132,22 +132,27 @@ int aa_dropout_check(const aa_dropout_t *d, aa_error_t *err) {
 double aa_dropout_keep_scale(const aa_dropout_t *d) {
   switch (d->scheme) {
   case AA_DROPOUT_TILE_SEEDED:
-  case AA_DROPOUT_POSITION_KEYED: return 1.0 / (1.0 - d->p); /* twin: nl.multiply(y, 1 / (1 - dropout_p)) */
+  case AA_DROPOUT_POSITION_KEYED:
+    return 1.0 / (1.0 - d->p); /* twin: nl.multiply(y, 1 / (1 - dropout_p)) */
   case AA_DROPOUT_U8_THRESHOLD: {
     /* FA2 rp_dropout = 1.f / p_dropout with p_dropout = 1.f - p in float. */
     float keep = 1.0f - (float)d->p;
     return (double)(1.0f / keep);
   }
-  default: return 1.0;
+  default:
+    return 1.0;
   }
 }
 
 double aa_dropout_expected_keep(const aa_dropout_t *d) {
   switch (d->scheme) {
   case AA_DROPOUT_TILE_SEEDED:
-  case AA_DROPOUT_POSITION_KEYED: return ldexp((double)aa_dropout_t32(d->p), -32);
-  case AA_DROPOUT_U8_THRESHOLD: return (aa_dropout_t8(d->p) + 1) / 256.0;
-  default: return 1.0;
+  case AA_DROPOUT_POSITION_KEYED:
+    return ldexp((double)aa_dropout_t32(d->p), -32);
+  case AA_DROPOUT_U8_THRESHOLD:
+    return (aa_dropout_t8(d->p) + 1) / 256.0;
+  default:
+    return 1.0;
   }
 }
 

@@ -6,7 +6,8 @@
 
 static size_t count_kept(const uint8_t *keep, size_t n) {
   size_t c = 0;
-  for (size_t i = 0; i < n; i++) c += keep[i] != 0;
+  for (size_t i = 0; i < n; i++)
+    c += keep[i] != 0;
   return c;
 }
 
@@ -16,7 +17,8 @@ double aa_dropout_keep_rate(const uint8_t *keep, size_t n) {
 
 size_t aa_dropout_mismatch_count(const uint8_t *a, const uint8_t *b, size_t n) {
   size_t c = 0;
-  for (size_t i = 0; i < n; i++) c += (a[i] != 0) != (b[i] != 0);
+  for (size_t i = 0; i < n; i++)
+    c += (a[i] != 0) != (b[i] != 0);
   return c;
 }
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "exp.h"
 
@@ -22,7 +23,19 @@ static inline uint16_t aa_exp_cvt16(float v, aa_rnd_t cvt) {
    as a float. Used for the BF16-arithmetic order, where an FP32 operation
    followed by a second rounding could double-round. */
 static inline float aa_exp_round_bf16_d(double v) {
-  if (v == 0 || !(fabs(v) < 0x1p128)) return (float)v;
+  double av = fabs(v);
+  if (av >= 0x1p-126 && av < 0x1p128) {
+    /* normal range: RNE on the FP64 pattern, keeping 7 fraction bits (the
+       carry into the exponent is the correct rounding to the next binade) */
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    u += (UINT64_C(1) << 44) - 1 + ((u >> 45) & 1);
+    u &= ~((UINT64_C(1) << 45) - 1);
+    double r;
+    memcpy(&r, &u, sizeof r);
+    return fabs(r) >= 0x1p128 ? (float)(r * 2.0) : (float)r; /* overflow to a signed Inf */
+  }
+  if (v == 0 || !(av < 0x1p128)) return (float)v;
   int e;
   (void)frexp(v, &e); /* |v| in [2^(e-1), 2^e) */
   int q = (e - 1 < -126 ? -126 : e - 1) - 7;
@@ -74,7 +87,9 @@ static inline int32_t aa_exp_sbf16_int(const aa_exp_t *e, float x) {
    beyond |x| = 2^20 every construction is far outside its range anyway. */
 static inline int32_t aa_exp_floor_int(float x) {
   float j = floorf(x);
-  j = fminf(fmaxf(j, -1048576.0f), 1048576.0f);
+  /* comparisons instead of fminf/fmaxf so the loops vectorise; NaN -> -2^20 */
+  j = j >= -1048576.0f ? j : -1048576.0f;
+  j = j <= 1048576.0f ? j : 1048576.0f;
   return (int32_t)j;
 }
 
@@ -83,7 +98,7 @@ static inline int32_t aa_exp_floor_int(float x) {
    f = x - j in FP32, Horner in FP32 FMA with p(0) = 1, bits(p) + (j << 23)
    as 32-bit integer arithmetic (wraps like the GPU's integer add). */
 static inline uint32_t aa_exp_fa4_bits(const aa_exp_t *e, float x) {
-  float xc = fmaxf(x, -127.0f); /* fmax drops a NaN operand, as fmax.f32 does */
+  float xc = x >= -127.0f ? x : -127.0f; /* as fmax.f32: a NaN operand is dropped, giving -127 */
   int32_t j = aa_exp_floor_int(xc);
   float f = xc - (float)j;
   float p = e->coef[e->degree];
@@ -91,7 +106,7 @@ static inline uint32_t aa_exp_fa4_bits(const aa_exp_t *e, float x) {
   return aa_f32_bits(p) + ((uint32_t)j << 23);
 }
 static inline int64_t aa_exp_fa4_signed(const aa_exp_t *e, float x) {
-  float xc = fmaxf(x, -127.0f);
+  float xc = x >= -127.0f ? x : -127.0f;
   int32_t j = aa_exp_floor_int(xc);
   float f = xc - (float)j;
   float p = e->coef[e->degree];

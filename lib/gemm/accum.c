@@ -3,12 +3,16 @@
 
 #include "gemm.h"
 
-static const char *const names[AA_ACC_COUNT] = {"fp32-seq", "fp32-pairwise", "fp64-seq"};
+static const char *const names[AA_ACC_COUNT] = {"fp32-seq", "fp32-pairwise", "fp64-seq", "tc-k16-f25", "tc-k8-f24"};
 
 static const char *const descriptions[AA_ACC_COUNT] = {
     "fp32 FMA chain in k order, acc = fmaf(a_k, b_k, acc) from the incoming C or +0 (CPU/scalar accumulator)",
     "fp32 products, summed by a fixed pairwise tree (left block = largest power of two below n), then added to C",
     "fp64 FMA chain in k order from the incoming C or +0 (near-exact reference products)",
+    "tensor core H100/H200/B200: blocks of 16 exact products + fp32 acc aligned to the largest exponent (zeros "
+    "ignored), truncated to 25 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
+    "tensor core A100/Ada: blocks of 8 exact products + fp32 acc aligned to the largest exponent (zeros ignored), "
+    "truncated to 24 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
 };
 
 const char *aa_accum_name(aa_accum_t model) {

@@ -1,5 +1,6 @@
 /* attnacc: aa_gemm and aa_gemm_ref entry points: argument checks, then the model's fast path or reference loop. */
 #include "gemm-impl.h"
+#include "tc-impl.h"
 
 int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb, int transB,
             size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
@@ -14,6 +15,8 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
   case AA_ACC_FP32_PAIRWISE:
     return aa_gemm_fp32_pairwise(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
   case AA_ACC_FP64_SEQ: return aa_gemm_fp64_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+  case AA_ACC_TC_K16_F25:
+  case AA_ACC_TC_K8_F24: return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
   default: return AA_EINVAL;
   }
 }
@@ -34,6 +37,10 @@ int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, 
     return aa_gemm_ref_fp32_pairwise(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
   case AA_ACC_FP64_SEQ:
     aa_gemm_ref_fp64_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+    return AA_OK;
+  case AA_ACC_TC_K16_F25:
+  case AA_ACC_TC_K8_F24:
+    aa_gemm_ref_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
     return AA_OK;
   default: return AA_EINVAL;
   }

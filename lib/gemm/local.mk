@@ -2,8 +2,14 @@
 attnaccinclude_HEADERS += lib/gemm.h
 lib_libattnacc_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
 	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c
+lib_libattnacc_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c
 
 check_PROGRAMS += tests/tgemm
 TESTS += tests/tgemm
 tests_tgemm_SOURCES = tests/tgemm.c
 tests_tgemm_LDADD = $(LDADD) -lmpfr -lgmp -lm
+
+check_PROGRAMS += tests/tgemm_tc
+TESTS += tests/tgemm_tc
+tests_tgemm_tc_SOURCES = tests/tgemm_tc.c
+tests_tgemm_tc_LDADD = $(LDADD) -lmpfr -lgmp -lm

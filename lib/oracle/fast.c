@@ -1,4 +1,4 @@
-/* attnacc: the fast oracle path: double-double attention forward and backward with certified per-element bounds. */
+/* attnacc: the fast oracle path: tiled double-double attention forward and backward with certified per-element bounds. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,11 +22,32 @@
      doubles gather a = sum |c_hi y| and b = sum e_c |y|: the element's bound
      is b (1 + (n+2) 2^-52) + kappa(n) a, plus floor_unit (n+1) for anything
      below the normal range (flushed P < 2^-1019, subnormal low words);
-   - the factor 1.01 covers second-order products of relative errors. */
+   - the factor 1.01 covers second-order products of relative errors.
+
+   Tiling (flash-style). The work is cut into blocks of QB "own" rows (query
+   rows for the forward and dQ, key rows for dK and dV) against tiles of TB
+   "other" rows, aligned on multiples of TB so that the transposed copies
+   (panels [d][TB]) of K, V, Q and dO serve as the right operand of a small
+   GEMM for S = q.k and dP = dO.v. Each output element still receives its
+   terms one at a time, in ascending order of the other index (and of the
+   query head within a GQA group), through exactly the same operations as the
+   row-by-row kernel (fast_rows.c): a pair outside the mask or dropped gets
+   coefficients (+0, +0, +0), which leaves every accumulator word unchanged
+   bit for bit (s and cc are never -0: they start at +0 and RNE gives +0 for
+   exact zero sums; y is finite). The plain-double S and dP of pairs that pass
+   the span test are exact, so the GEMM's summation order does not matter;
+   the other pairs take the compensated dot product in the reference order.
+   Hence the a-priori bounds above hold unchanged, term counts n included,
+   and results never depend on the tiling or on the thread count (each
+   element is owned by one block). */
 
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #define U2 AA_OR_U2
-#define BLK 256
+#define TB 64 /* other rows per tile (panel width) */
+#define QB 8  /* own rows per block */
+#define RB 4  /* own rows per register block of the accumulation kernel */
+#define CW 8  /* columns per register block */
+#define NP (QB * TB)
 
 static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
 
@@ -52,7 +73,7 @@ static int lowbit_exp(double x) {
    vector. If span(a) span(b) d <= 2^52 and lb(a) + lb(b) >= -1074, every
    product a_c b_c and every partial sum of a.b is an integer multiple of
    2^(lb(a)+lb(b)) below 2^53 times it, so the plain double dot product is
-   exact in any order (tested in toracle_fast). */
+   exact in any order (tested in toracle_kernels). */
 static void span(double *sp, int *lb, const double *x, size_t n) {
   double m = 0;
   int l = INT_MAX;
@@ -95,143 +116,6 @@ static aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *b
   }
   *bound = aa_or_kappa(n) * ab * infl(n) + (double)(n + 1) * 0x1p-1070;
   return aa_or_two_sum(s, cc);
-}
-
-/* a.b as a double-double with bound: exact when the spans allow it */
-static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
-  if (exact) {
-    aa_or_dd_t r = {dot_plain(a, b, n), 0};
-    *bound = 0;
-    return r;
-  }
-  return dot_comp(a, b, n, bound);
-}
-
-/* acc[c] += sum_t (ch_t + cl_t) Y[idx_t][c], with a[c] += |ch_t Y|, b[c] += ec_t |Y|. */
-TC static void acc_block(double *restrict s, double *restrict cc, double *restrict a, double *restrict b,
-                         const double *restrict Y, const size_t *restrict idx, const double *restrict ch,
-                         const double *restrict cl, const double *restrict ec, const uint8_t *restrict use,
-                         size_t nt, size_t d) {
-  for (size_t t = 0; t < nt; t++) {
-    if (use != NULL && !use[t]) continue;
-    const double *restrict y = Y + idx[t] * d;
-    const double xh = ch[t], xl = cl[t], ex = ec[t];
-#pragma omp simd
-    for (size_t c = 0; c < d; c++) {
-      double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
-      double sv = s[c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
-      s[c] = ss;
-      cc[c] += (tt + e) + l;
-      a[c] += fabs(p);
-      b[c] += ex * fabs(yy);
-    }
-  }
-}
-
-typedef struct {
-  double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec;
-  double *s, *cc, *a, *b, *s2, *cc2, *a2, *b2;
-  double *rsh, *rsl, *res, *rxh, *rxl, *reh, *rel, *ree; /* one row of n_k */
-  size_t *rows, *keys, *yidx;
-  uint8_t *kept;
-  int ok;
-} buf_t;
-
-static void buf_init(buf_t *B, size_t d, size_t nk) {
-  memset(B, 0, sizeof *B);
-  double **dv[] = {&B->sh, &B->sl, &B->eS, &B->xh, &B->xl, &B->ex, &B->ph, &B->pl, &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec};
-  B->ok = 1;
-  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
-    if ((*dv[i] = malloc(BLK * sizeof(double))) == NULL) B->ok = 0;
-  double **av[] = {&B->s, &B->cc, &B->a, &B->b, &B->s2, &B->cc2, &B->a2, &B->b2};
-  for (size_t i = 0; i < sizeof av / sizeof av[0]; i++)
-    if ((*av[i] = malloc((d + 1) * sizeof(double))) == NULL) B->ok = 0;
-  double **rv[] = {&B->rsh, &B->rsl, &B->res, &B->rxh, &B->rxl, &B->reh, &B->rel, &B->ree};
-  for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
-    if ((*rv[i] = malloc((nk + 1) * sizeof(double))) == NULL) B->ok = 0;
-  B->rows = malloc(BLK * sizeof(size_t));
-  B->keys = malloc(BLK * sizeof(size_t));
-  B->yidx = malloc(BLK * sizeof(size_t));
-  B->kept = malloc(BLK);
-  if (!B->rows || !B->keys || !B->yidx || !B->kept) B->ok = 0;
-}
-
-static void buf_free(buf_t *B) {
-  double *dv[] = {B->sh, B->sl, B->eS, B->xh, B->xl, B->ex, B->ph, B->pl, B->epsP, B->eP, B->ch, B->cl, B->ec,
-                  B->s,  B->cc, B->a,  B->b,  B->s2, B->cc2, B->a2, B->b2, B->rsh, B->rsl, B->res, B->rxh,
-                  B->rxl, B->reh, B->rel, B->ree};
-  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) free(dv[i]);
-  free(B->rows);
-  free(B->keys);
-  free(B->yidx);
-  free(B->kept);
-}
-
-static void acc_zero(double *s, double *cc, double *a, double *b, size_t d) {
-  memset(s, 0, d * sizeof *s);
-  memset(cc, 0, d * sizeof *cc);
-  memset(a, 0, d * sizeof *a);
-  memset(b, 0, d * sizeof *b);
-}
-
-/* S for pair t of the block: rows[t] = h n_q + i, keys[t] = g n_k + j. */
-static void block_s(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t nb) {
-  size_t d = cx->d;
-  for (size_t t = 0; t < nb; t++) {
-    size_t r = B->rows[t], kk = B->keys[t];
-    double et;
-    aa_or_dd_t tt = dot_dd(cx->q + r * d, cx->k + kk * d, d, exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d), &et);
-    aa_or_dd_t S = tt.lo == 0 ? aa_or_dd_mul_d(cx->sig, tt.hi) : aa_or_dd_mul(cx->sig, tt);
-    B->sh[t] = S.hi;
-    B->sl[t] = S.lo;
-    B->eS[t] = 1.01 * (cx->sig.hi * et + (cx->sig_rel + 5 * U2) * fabs(S.hi));
-  }
-}
-
-/* P = exp(S - LSE_row) and, when want_ds, dS = P (dP - D_row) for the block. */
-static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t nb, int want_ds) {
-  size_t d = cx->d;
-  block_s(cx, sp, B, nb);
-  for (size_t t = 0; t < nb; t++) {
-    size_t r = B->rows[t];
-    aa_or_dd_t S = {B->sh[t], B->sl[t]}, L = {cx->lse_h[r], cx->lse_l[r]};
-    aa_or_dd_t x = aa_or_dd_add(S, aa_or_dd_neg(L));
-    B->xh[t] = x.hi;
-    B->xl[t] = x.lo;
-    B->ex[t] = B->eS[t] + cx->e_lse[r] + 4 * U2 * (fabs(S.hi) + fabs(L.hi));
-  }
-  aa_oracle_dd_exp(B->ph, B->pl, B->xh, B->xl, nb, &cx->tab);
-  for (size_t t = 0; t < nb; t++) {
-    B->epsP[t] = exp_eps(B->xh[t], B->ex[t]);
-    B->eP[t] = 1.01 * B->epsP[t] * B->ph[t];
-  }
-  if (!want_ds) return;
-  const aa_problem_t *pb = cx->pb;
-  for (size_t t = 0; t < nb; t++) {
-    size_t r = B->rows[t], kk = B->keys[t], j = kk % cx->n_k;
-    B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + j] != 0 : 1;
-    aa_or_dd_t dP = {0, 0};
-    double edp = 0;
-    if (B->kept[t]) {
-      double et;
-      dP = dot_dd(cx->dO + r * d, cx->v + kk * d, d, exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d), &et);
-      if (cx->ks != 1.0) {
-        dP = aa_or_dd_mul(dP, (aa_or_dd_t){cx->ks, 0});
-        edp = 1.01 * (cx->ks * et + 5 * U2 * fabs(dP.hi));
-      } else {
-        dP = aa_or_fast_two_sum(dP.hi, dP.lo);
-        edp = et;
-      }
-    }
-    aa_or_dd_t D = {cx->d_h[r], cx->d_l[r]};
-    aa_or_dd_t df = aa_or_dd_add(dP, aa_or_dd_neg(D));
-    double ediff = edp + cx->e_d[r] + 4 * U2 * (fabs(dP.hi) + fabs(D.hi));
-    aa_or_dd_t P = {B->ph[t], B->pl[t]};
-    aa_or_dd_t dS = aa_or_dd_mul(P, df);
-    B->ch[t] = dS.hi;
-    B->cl[t] = dS.lo;
-    B->ec[t] = 1.01 * (P.hi * ediff + B->epsP[t] * P.hi * (fabs(df.hi) + ediff)) + 5 * U2 * fabs(dS.hi);
-  }
 }
 
 /* visible keys of row i form an interval [lo, hi) */
@@ -277,179 +161,708 @@ static void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, doub
   aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
 }
 
-/* Forward of row r = h n_q + i: LSE, O, D. */
-static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr_t mz, mpfr_t ml) {
+
+/* Transposed copies: panel p of head h holds rows p TB .. p TB + TB - 1 of
+   X [heads][n][d], zero padded, as TB/16 contiguous sub-panels [d][16]
+   (row p TB + 16 m + jj, column c at m 16 d + 16 c + jj), so that the GEMM
+   streams each sub-panel sequentially. */
+static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
+  size_t np = (n + TB - 1) / TB;
+  size_t bytes = (heads * np * d * TB * sizeof(double) + 64) / 64 * 64; /* 64-byte aligned: no split vector loads */
+  double *P = aligned_alloc(64, bytes);
+  if (P == NULL) return NULL;
+  memset(P, 0, bytes);
+  for (size_t h = 0; h < heads; h++)
+    for (size_t j = 0; j < n; j++) {
+      const double *x = X + (h * n + j) * d;
+      double *o = P + (h * np + j / TB) * d * TB + (j % TB) / 16 * 16 * d + j % 16;
+      for (size_t c = 0; c < d; c++) o[c * 16] = x[c];
+    }
+  return P;
+}
+
+/* T[i TB + jj] = sum_c A[i d + c] X_jj[c] for i < na, jj < TB (X a panel) (plain
+   double: exact for the pairs that pass the span test, in any order). The
+   4 x 16 accumulators are GCC vectors so that they stay in registers. */
+typedef double v8d_t __attribute__((vector_size(64), aligned(8), may_alias));
+TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na, const double *restrict XT, size_t d) {
+  for (size_t j0 = 0; j0 < TB; j0 += 16) {
+    const double *X = XT + j0 * d;
+    for (size_t i = 0; i < na; i += 4) {
+      /* padding rows repeat row i and are not stored */
+      const double *a0 = A + i * d, *a1 = i + 1 < na ? a0 + d : a0, *a2 = i + 2 < na ? a0 + 2 * d : a0,
+                   *a3 = i + 3 < na ? a0 + 3 * d : a0;
+      const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
+      v8d_t t00 = z, t01 = z, t10 = z, t11 = z, t20 = z, t21 = z, t30 = z, t31 = z;
+      for (size_t c = 0; c < d; c++) {
+        v8d_t x0 = *(const v8d_t *)(X + 16 * c), x1 = *(const v8d_t *)(X + 16 * c + 8);
+        double u0 = a0[c], u1 = a1[c], u2 = a2[c], u3 = a3[c];
+        t00 += u0 * x0;
+        t01 += u0 * x1;
+        t10 += u1 * x0;
+        t11 += u1 * x1;
+        t20 += u2 * x0;
+        t21 += u2 * x1;
+        t30 += u3 * x0;
+        t31 += u3 * x1;
+      }
+      double *o = T + i * TB + j0;
+      *(v8d_t *)o = t00;
+      *(v8d_t *)(o + 8) = t01;
+      if (i + 1 < na) *(v8d_t *)(o + TB) = t10, *(v8d_t *)(o + TB + 8) = t11;
+      if (i + 2 < na) *(v8d_t *)(o + 2 * TB) = t20, *(v8d_t *)(o + 2 * TB + 8) = t21;
+      if (i + 3 < na) *(v8d_t *)(o + 3 * TB) = t30, *(v8d_t *)(o + 3 * TB + 8) = t31;
+    }
+  }
+}
+
+/* Accumulation kernel: for own rows i < nrows (a multiple of RB, padding
+   rows have zero coefficients) and columns c < d,
+   acc_i[c] += sum_{t < nt} (ch + cl)[i TB + t] Y[t d + c] in ascending t
+   (layout acc[(i 4 + k) ld + c]: k = 0 s, 1 cc, 2 a, 3 b). s and cc go
+   through exactly the operations of the row-by-row kernel (TwoProduct,
+   TwoSum, error terms in cc); RB x CW of them stay in registers while the Y
+   rows stream through.
+   The bound words are per tile instead of per term: with M[c] >= |Y[t d + c]|
+   for all t < nt (the column maximum over the tile's rows),
+     a_i[c] += (sum_t |ch_t|) M[c] >= sum_t |ch_t Y_tc|,
+     b_i[c] += (sum_t ec_t) M[c]   >= sum_t ec_t |Y_tc|,
+   which bound the same quantities as the per-term sums sum |RN(ch y)| and
+   sum ec |y| of the row-by-row kernel (RN(ch y) <= |ch y| (1 + u), and the
+   roundings of these few nonnegative sums, at most (n/TB + TB + 2) u
+   relative, are inside the factor 1.01 and the slack of kappa). They are
+   larger by the ratio of the tile maximum of |y| to its weighted mean (about
+   3 on Gaussian data), which leaves the certified bounds near 2^-98 of
+   sum |terms|, and save 3 of the 14 vector operations per term. */
+TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict Y, size_t d, const double *restrict ch,
+                        const double *restrict cl, const double *restrict ec, const double *restrict M, size_t nt,
+                        size_t nrows) {
+  for (size_t i0 = 0; i0 < nrows; i0 += RB) {
+    double *A = acc + i0 * 4 * ld;
+    const double *H = ch + i0 * TB, *L = cl + i0 * TB, *E = ec + i0 * TB;
+    double sa[RB], sb[RB];
+    for (int i = 0; i < RB; i++) {
+      double x = 0, y = 0;
+      for (size_t t = 0; t < nt; t++) {
+        x += fabs(H[i * TB + t]);
+        y += E[i * TB + t];
+      }
+      sa[i] = x;
+      sb[i] = y;
+    }
+    size_t c0 = 0;
+    for (; c0 + CW <= d; c0 += CW) {
+      double s[RB][CW], cc[RB][CW];
+      for (int i = 0; i < RB; i++)
+        for (int c = 0; c < CW; c++) {
+          s[i][c] = A[(i * 4 + 0) * ld + c0 + c];
+          cc[i][c] = A[(i * 4 + 1) * ld + c0 + c];
+        }
+      for (size_t t = 0; t < nt; t++) {
+        const double *restrict y = Y + t * d + c0;
+#pragma GCC unroll 4
+        for (int i = 0; i < RB; i++) {
+          const double xh = H[i * TB + t], xl = L[i * TB + t];
+#pragma omp simd
+          for (int c = 0; c < CW; c++) {
+            double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
+            double sv = s[i][c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
+            s[i][c] = ss;
+            cc[i][c] += (tt + e) + l;
+          }
+        }
+      }
+      for (int i = 0; i < RB; i++)
+        for (int c = 0; c < CW; c++) {
+          A[(i * 4 + 0) * ld + c0 + c] = s[i][c];
+          A[(i * 4 + 1) * ld + c0 + c] = cc[i][c];
+        }
+    }
+    if (c0 < d)
+      for (size_t t = 0; t < nt; t++) {
+        const double *restrict y = Y + t * d;
+        for (int i = 0; i < RB; i++) {
+          const double xh = H[i * TB + t], xl = L[i * TB + t];
+          double *restrict s = A + (i * 4) * ld, *restrict cc = s + ld;
+          for (size_t c = c0; c < d; c++) {
+            double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
+            double sv = s[c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
+            s[c] = ss;
+            cc[c] += (tt + e) + l;
+          }
+        }
+      }
+    for (int i = 0; i < RB; i++) {
+      double *restrict a = A + (i * 4 + 2) * ld, *restrict b = a + ld;
+      const double x = sa[i], z = sb[i];
+#pragma omp simd
+      for (size_t c = 0; c < d; c++) {
+        a[c] += x * M[c];
+        b[c] += z * M[c];
+      }
+    }
+  }
+}
+
+/* Column maxima of |X| over the rows of each panel: [heads][np][d]. */
+static double *panel_max(const double *X, size_t heads, size_t n, size_t d) {
+  size_t np = (n + TB - 1) / TB;
+  double *M = calloc(heads * np * d + 1, sizeof(double));
+  if (M == NULL) return NULL;
+  for (size_t h = 0; h < heads; h++)
+    for (size_t j = 0; j < n; j++) {
+      const double *x = X + (h * n + j) * d;
+      double *m = M + (h * np + j / TB) * d;
+      for (size_t c = 0; c < d; c++) m[c] = fmax(m[c], fabs(x[c]));
+    }
+  return M;
+}
+
+/* Per-thread workspace. Pair arrays are [QB][TB] (index i TB + jj). */
+typedef struct {
+  double *T, *U;                 /* plain S and dP dots from the GEMMs */
+  double *th, *tl, *et, *uh, *ul, *eu; /* raw dots as dd with bounds */
+  double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec, *ph2, *pl2, *eP2;
+  double *Lh, *Ll, *eL, *Dh, *Dl, *eD; /* row statistics of the pair's query row */
+  uint8_t *vis, *kept;
+  double *acc1, *acc2; /* [QB][4][ld] */
+  size_t ld;
+  double *rsh, *rsl, *res, *rxh, *rxl, *reh, *rel, *ree; /* forward: [QB][n_k + 1] */
+  size_t rn;
+  int ok;
+} ws_t;
+
+static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
+  memset(W, 0, sizeof *W);
+  W->ok = 1;
+  double **pv[] = {&W->T,  &W->U,  &W->th, &W->tl, &W->et,   &W->uh, &W->ul, &W->eu, &W->sh,  &W->sl,
+                   &W->eS, &W->xh, &W->xl, &W->ex, &W->ph,   &W->pl, &W->epsP, &W->eP, &W->ch, &W->cl,
+                   &W->ec, &W->ph2, &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh, &W->Dl, &W->eD};
+  for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
+    if ((*pv[i] = calloc(NP, sizeof(double))) == NULL) W->ok = 0;
+  W->vis = calloc(NP, 1);
+  W->kept = calloc(NP, 1);
+  W->ld = d + 1;
+  W->acc1 = calloc(QB * 4 * W->ld, sizeof(double));
+  W->acc2 = calloc(QB * 4 * W->ld, sizeof(double));
+  if (!W->vis || !W->kept || !W->acc1 || !W->acc2) W->ok = 0;
+  if (fwd) {
+    W->rn = nk + 1;
+    double **rv[] = {&W->rsh, &W->rsl, &W->res, &W->rxh, &W->rxl, &W->reh, &W->rel, &W->ree};
+    for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
+      if ((*rv[i] = malloc(QB * W->rn * sizeof(double))) == NULL) W->ok = 0;
+  }
+}
+
+static void ws_free(ws_t *W) {
+  double *pv[] = {W->T,  W->U,  W->th, W->tl, W->et,   W->uh, W->ul,   W->eu,  W->sh,  W->sl,  W->eS,
+                  W->xh, W->xl, W->ex, W->ph, W->pl,   W->epsP, W->eP, W->ch,  W->cl,  W->ec,  W->ph2,
+                  W->pl2, W->eP2, W->Lh, W->Ll, W->eL, W->Dh, W->Dl,   W->eD,  W->acc1, W->acc2, W->rsh,
+                  W->rsl, W->res, W->rxh, W->rxl, W->reh, W->rel, W->ree};
+  for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) free(pv[i]);
+  free(W->vis);
+  free(W->kept);
+}
+
+/* The pair (own row i, other row jj) of a tile: the query row r and the key kk. */
+typedef struct {
+  size_t own0, oth0; /* first own / other global row (query row h n_q + i, or key g n_k + j) */
+  int tr;            /* 0: own rows are queries, 1: own rows are keys */
+  size_t na, nb;
+} tile_t;
+
+static inline void pair_rk(const tile_t *T, size_t i, size_t jj, size_t *r, size_t *kk) {
+  if (T->tr) {
+    *kk = T->own0 + i;
+    *r = T->oth0 + jj;
+  } else {
+    *r = T->own0 + i;
+    *kk = T->oth0 + jj;
+  }
+}
+
+/* Raw dots of the visible pairs: the GEMM value when the span test proves
+   it exact, else the compensated dot product in the reference order; with
+   want_dp also dO.v for the kept pairs. Invisible pairs get zeros. exS, exP:
+   the span test passes for the whole tile (maximum spans and minimum low
+   bits over its rows pass it, hence every pair does), no per-pair test. */
+static void tile_raw(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const tile_t *T, int want_dp, int exS,
+                     int exP) {
   const aa_problem_t *pb = cx->pb;
-  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  row_range(pb, i, &lo, &hi);
-  size_t m = hi - lo, ns = cx->ns;
-  cx->row_empty[r] = m + ns == 0;
-  if (m + ns == 0) {
-    aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
-    o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
-    cx->w[AA_OR_LSE].rel[r] = 0;
-    cx->w[AA_OR_LSE].todo[r] = 0;
-    cx->lse_h[r] = -INFINITY;
-    cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
-    for (size_t c = 0; c < d; c++) finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+  size_t d = cx->d, n = T->na * TB;
+  memset(W->tl, 0, n * sizeof(double));
+  memset(W->et, 0, n * sizeof(double));
+  if (exS) {
+    for (size_t t = 0; t < n; t++) W->th[t] = W->vis[t] ? W->T[t] : 0;
+  } else {
+    for (size_t i = 0; i < T->na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t t = i * TB + jj, r, kk;
+        W->th[t] = 0;
+        if (!W->vis[t]) continue;
+        pair_rk(T, i, jj, &r, &kk);
+        if (exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d)) {
+          W->th[t] = W->T[t];
+        } else {
+          aa_or_dd_t tt = dot_comp(cx->q + r * d, cx->k + kk * d, d, &W->et[t]);
+          W->th[t] = tt.hi;
+          W->tl[t] = tt.lo;
+        }
+      }
+  }
+  if (!want_dp) return;
+  if (pb->keep == NULL) {
+    memcpy(W->kept, W->vis, n);
+  } else {
+    for (size_t i = 0; i < T->na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t t = i * TB + jj, r, kk;
+        pair_rk(T, i, jj, &r, &kk);
+        W->kept[t] = W->vis[t] && pb->keep[r * cx->n_k + kk % cx->n_k] != 0;
+      }
+  }
+  memset(W->ul, 0, n * sizeof(double));
+  memset(W->eu, 0, n * sizeof(double));
+  if (exP) {
+    for (size_t t = 0; t < n; t++) W->uh[t] = W->kept[t] ? W->U[t] : 0;
     return;
   }
-  /* pass 1: S row and its maximum (any double works as a shift; the max keeps Z in [1, m + ns]) */
-  double mx = -INFINITY;
-  for (size_t s = 0; s < ns; s++) mx = fmax(mx, pb->sinks[h * ns + s]);
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
-    for (size_t t = 0; t < nb; t++) {
-      B->rows[t] = r;
-      B->keys[t] = g * cx->n_k + j0 + t;
+  for (size_t i = 0; i < T->na; i++)
+    for (size_t jj = 0; jj < TB; jj++) {
+      size_t t = i * TB + jj, r, kk;
+      W->uh[t] = 0;
+      if (!W->kept[t]) continue;
+      pair_rk(T, i, jj, &r, &kk);
+      if (exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d)) {
+        W->uh[t] = W->U[t];
+      } else {
+        aa_or_dd_t tt = dot_comp(cx->dO + r * d, cx->v + kk * d, d, &W->eu[t]);
+        W->uh[t] = tt.hi;
+        W->ul[t] = tt.lo;
+      }
     }
-    block_s(cx, sp, B, nb);
-    for (size_t t = 0; t < nb; t++) {
-      mx = fmax(mx, B->sh[t]);
-      B->rsh[j0 - lo + t] = B->sh[t];
-      B->rsl[j0 - lo + t] = B->sl[t];
-      B->res[j0 - lo + t] = B->eS[t];
+}
+
+/* Largest span and smallest low bit over n rows (for the tile-level span test). */
+static void span_agg(double *sx, int *lb, const double *xs, const int *ls, size_t n) {
+  double m = 0;
+  int l = INT_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (xs[i] != 0) {
+      m = fmax(m, xs[i]);
+      if (ls[i] < l) l = ls[i];
+    }
+  *sx = m;
+  *lb = m == 0 ? 0 : l;
+}
+
+/* S = sigma (th + tl) with its bound, as block_s of the reference kernel. */
+TC static void tile_s(double *restrict sh, double *restrict sl, double *restrict eS, const double *restrict th,
+                      const double *restrict tl, const double *restrict et, size_t n, aa_or_dd_t sig, double sig_rel) {
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    aa_or_dd_t tt = {th[t], tl[t]};
+    aa_or_dd_t S1 = aa_or_dd_mul_d(sig, tt.hi), S2 = aa_or_dd_mul(sig, tt);
+    aa_or_dd_t S = tt.lo == 0 ? S1 : S2;
+    sh[t] = S.hi;
+    sl[t] = S.lo;
+    eS[t] = 1.01 * (sig.hi * et[t] + (sig_rel + 5 * U2) * fabs(S.hi));
+  }
+}
+
+/* x = S - LSE and its bound */
+TC static void tile_x(ws_t *restrict W, size_t n) {
+  double *restrict xh = W->xh, *restrict xl = W->xl, *restrict ex = W->ex;
+  const double *restrict sh = W->sh, *restrict sl = W->sl, *restrict eS = W->eS, *restrict Lh = W->Lh,
+                         *restrict Ll = W->Ll, *restrict eL = W->eL;
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    aa_or_dd_t S = {sh[t], sl[t]}, L = {Lh[t], Ll[t]};
+    aa_or_dd_t x = aa_or_dd_add(S, aa_or_dd_neg(L));
+    xh[t] = x.hi;
+    xl[t] = x.lo;
+    ex[t] = eS[t] + eL[t] + 4 * U2 * (fabs(S.hi) + fabs(L.hi));
+  }
+}
+
+/* relative error of the computed exp, fast case (ex <= 2^-30) of exp_eps */
+TC static void tile_eps(double *restrict epsP, const double *restrict xh, const double *restrict ex, size_t n) {
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    double rel = AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh[t]);
+    epsP[t] = (rel + ex[t]) * (1 + 0x1p-29);
+  }
+}
+
+/* eP, dP, dS and their bounds, as block_pairs of the reference kernel */
+TC static void tile_ds(ws_t *restrict W, size_t n, double ks) {
+  const double *restrict ph = W->ph, *restrict pl = W->pl, *restrict epsP = W->epsP, *restrict uh = W->uh,
+                         *restrict ul = W->ul, *restrict eu = W->eu, *restrict Dh = W->Dh, *restrict Dl = W->Dl,
+                         *restrict eD = W->eD;
+  double *restrict eP = W->eP, *restrict ch = W->ch, *restrict cl = W->cl, *restrict ec = W->ec;
+  const uint8_t *restrict kept = W->kept;
+  const int scaled = ks != 1.0;
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    eP[t] = 1.01 * epsP[t] * ph[t];
+    aa_or_dd_t dP = {uh[t], ul[t]}, dPs = aa_or_dd_mul(dP, (aa_or_dd_t){ks, 0}),
+               dPu = aa_or_fast_two_sum(dP.hi, dP.lo);
+    double edp = scaled ? 1.01 * (ks * eu[t] + 5 * U2 * fabs(dPs.hi)) : eu[t];
+    dP = scaled ? dPs : dPu;
+    dP.hi = kept[t] ? dP.hi : 0;
+    dP.lo = kept[t] ? dP.lo : 0;
+    edp = kept[t] ? edp : 0;
+    aa_or_dd_t D = {Dh[t], Dl[t]};
+    aa_or_dd_t df = aa_or_dd_add(dP, aa_or_dd_neg(D));
+    double ediff = edp + eD[t] + 4 * U2 * (fabs(dP.hi) + fabs(D.hi));
+    aa_or_dd_t P = {ph[t], pl[t]};
+    aa_or_dd_t dS = aa_or_dd_mul(P, df);
+    ch[t] = dS.hi;
+    cl[t] = dS.lo;
+    ec[t] = 1.01 * (P.hi * ediff + epsP[t] * P.hi * (fabs(df.hi) + ediff)) + 5 * U2 * fabs(dS.hi);
+  }
+}
+
+/* masked pairs: coefficients +0 (no-ops in acc_tile); dV only for kept pairs */
+TC static void tile_mask(ws_t *restrict W, size_t n) {
+  const uint8_t *restrict vis = W->vis, *restrict kept = W->kept;
+  double *restrict ch = W->ch, *restrict cl = W->cl, *restrict ec = W->ec, *restrict ph2 = W->ph2,
+                   *restrict pl2 = W->pl2, *restrict eP2 = W->eP2;
+  const double *restrict ph = W->ph, *restrict pl = W->pl, *restrict eP = W->eP;
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    int v = vis[t], k = kept[t]; /* kept implies visible */
+    ch[t] = v ? ch[t] : 0;
+    cl[t] = v ? cl[t] : 0;
+    ec[t] = v ? ec[t] : 0;
+    ph2[t] = k ? ph[t] : 0;
+    pl2[t] = k ? pl[t] : 0;
+    eP2[t] = k ? eP[t] : 0;
+  }
+}
+
+/* All pair quantities of a backward tile (T, U and vis filled). */
+static void tile_bwd(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const tile_t *T, int exS, int exP) {
+  size_t n = T->na * TB;
+  tile_raw(cx, sp, W, T, 1, exS, exP);
+  tile_s(W->sh, W->sl, W->eS, W->th, W->tl, W->et, n, cx->sig, cx->sig_rel);
+  /* row statistics of each pair's query row (values of invisible pairs are masked below) */
+  for (size_t i = 0; i < T->na; i++)
+    for (size_t jj = 0; jj < TB; jj++) {
+      size_t t = i * TB + jj, r = T->tr ? T->oth0 + (jj < T->nb ? jj : 0) : T->own0 + i;
+      W->Lh[t] = cx->lse_h[r];
+      W->Ll[t] = cx->lse_l[r];
+      W->eL[t] = cx->e_lse[r];
+      W->Dh[t] = cx->d_h[r];
+      W->Dl[t] = cx->d_l[r];
+      W->eD[t] = cx->e_d[r];
+    }
+  tile_x(W, n);
+  aa_oracle_dd_exp(W->ph, W->pl, W->xh, W->xl, n, &cx->tab);
+  tile_eps(W->epsP, W->xh, W->ex, n);
+  for (size_t t = 0; t < n; t++)
+    if (W->vis[t] && !(W->ex[t] <= 0x1p-30)) W->epsP[t] = exp_eps(W->xh[t], W->ex[t]);
+  tile_ds(W, n, cx->ks);
+  tile_mask(W, n);
+}
+
+static void acc_clear(ws_t *W) {
+  memset(W->acc1, 0, QB * 4 * W->ld * sizeof(double));
+  memset(W->acc2, 0, QB * 4 * W->ld * sizeof(double));
+}
+
+static void zero_rows(double *v, size_t na) { /* padding rows of a pair array */
+  if (na < QB) memset(v + na * TB, 0, (QB - na) * TB * sizeof(double));
+}
+
+typedef struct {
+  const double *KT, *VT, *QT, *DT; /* panels */
+  size_t npk, npq;                 /* panels per head */
+  double *ks, *vs, *qs, *os;       /* largest span over the rows of each panel (k, v, q, dO) */
+  int *kl, *vl, *ql, *ol;          /* smallest low bit over the rows of each panel */
+  double *KM, *VM, *QM, *DM;       /* column maxima of |x| over the rows of each panel [d] */
+} panels_t;
+
+/* the span test for every pair of a tile, from aggregates of both sides */
+static inline int tile_exact(double sa, int la, double sb, int lb, size_t d) { return exact_pair(sa, la, sb, lb, d); }
+
+/* Forward of the query rows r0 .. r0 + na - 1 of head h: LSE, O, D. */
+static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na,
+                      mpfr_t mz, mpfr_t ml) {
+  const aa_problem_t *pb = cx->pb;
+  size_t g = h / cx->group, d = cx->d, ns = cx->ns, r0 = h * cx->n_q + i0;
+  size_t lo[QB], hi[QB], nkept[QB];
+  double pz[QB];
+  aa_or_dd_t iz[QB];
+  int act[QB];
+  size_t ulo = SIZE_MAX, uhi = 0;
+  for (size_t i = 0; i < na; i++) {
+    size_t r = r0 + i;
+    row_range(pb, i0 + i, &lo[i], &hi[i]);
+    size_t m = hi[i] - lo[i];
+    act[i] = m > 0;
+    nkept[i] = 0;
+    cx->row_empty[r] = m + ns == 0;
+    if (m + ns == 0) { /* as the reference kernel */
+      aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
+      o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
+      cx->w[AA_OR_LSE].rel[r] = 0;
+      cx->w[AA_OR_LSE].todo[r] = 0;
+      cx->lse_h[r] = -INFINITY;
+      cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
+      for (size_t c = 0; c < d; c++) finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+      continue;
+    }
+    if (act[i]) {
+      if (lo[i] < ulo) ulo = lo[i];
+      if (hi[i] > uhi) uhi = hi[i];
     }
   }
-  /* pass 2: E = exp(S - mx), Z = sum E + sum exp(sink - mx) */
-  double zs = 0, zc = 0, epsE = 0;
-  for (size_t s = 0; s < ns; s++) {
-    aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -mx); /* exact */
-    double eh, el;
-    aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
-    epsE = fmax(epsE, aa_or_exp_relerr(x.hi));
-    aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
-    zs = t2.hi;
-    zc += t2.lo + el;
+  tile_t T = {r0, g * cx->n_k, 0, na, TB};
+  double qsx;
+  int qlb;
+  span_agg(&qsx, &qlb, sp->xq + r0, sp->lq + r0, na);
+  /* pass 1: S rows */
+  for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
+    size_t j0 = p * TB;
+    T.oth0 = g * cx->n_k + j0;
+    T.nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
+    int any = 0;
+    for (size_t i = 0; i < na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t j = j0 + jj;
+        W->vis[i * TB + jj] = act[i] && j >= lo[i] && j < hi[i];
+        any |= W->vis[i * TB + jj];
+      }
+    if (!any) continue;
+    gemm_tile(W->T, cx->q + r0 * d, na, PN->KT + (g * PN->npk + p) * d * TB, d);
+    tile_raw(cx, sp, W, &T, 0, tile_exact(qsx, qlb, PN->ks[g * PN->npk + p], PN->kl[g * PN->npk + p], d), 0);
+    tile_s(W->sh, W->sl, W->eS, W->th, W->tl, W->et, na * TB, cx->sig, cx->sig_rel);
+    for (size_t i = 0; i < na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t t = i * TB + jj, j = j0 + jj;
+        if (!W->vis[t]) continue;
+        W->rsh[i * W->rn + j - lo[i]] = W->sh[t];
+        W->rsl[i * W->rn + j - lo[i]] = W->sl[t];
+        W->res[i * W->rn + j - lo[i]] = W->eS[t];
+      }
   }
-  for (size_t j = 0; j < m; j++) {
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){B->rsh[j], B->rsl[j]}, (aa_or_dd_t){-mx, 0});
-    B->rxh[j] = x.hi;
-    B->rxl[j] = x.lo;
+  /* pass 2 per row, as the reference kernel: max, E = exp(S - mx), Z, LSE, 1/Z */
+  for (size_t i = 0; i < na; i++) {
+    size_t r = r0 + i, m = hi[i] - lo[i];
+    if (m + ns == 0) continue;
+    double *rsh = W->rsh + i * W->rn, *rsl = W->rsl + i * W->rn, *res = W->res + i * W->rn;
+    double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn,
+           *rel = W->rel + i * W->rn, *ree = W->ree + i * W->rn;
+    double m_ = -INFINITY;
+    for (size_t s = 0; s < ns; s++) m_ = fmax(m_, pb->sinks[h * ns + s]);
+    for (size_t j = 0; j < m; j++) m_ = fmax(m_, rsh[j]);
+    double zs = 0, zc = 0, epsE = 0;
+    for (size_t s = 0; s < ns; s++) {
+      aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -m_); /* exact */
+      double eh, el;
+      aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
+      epsE = fmax(epsE, aa_or_exp_relerr(x.hi));
+      aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
+      zs = t2.hi;
+      zc += t2.lo + el;
+    }
+    for (size_t j = 0; j < m; j++) {
+      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){rsh[j], rsl[j]}, (aa_or_dd_t){-m_, 0});
+      rxh[j] = x.hi;
+      rxl[j] = x.lo;
+    }
+    aa_oracle_dd_exp(reh, rel, rxh, rxl, m, &cx->tab);
+    for (size_t j = 0; j < m; j++) {
+      double ex = res[j] + 4 * U2 * (fabs(rsh[j]) + fabs(m_));
+      ree[j] = exp_eps(rxh[j], ex);
+      epsE = fmax(epsE, ree[j]);
+      aa_or_dd_t t2 = aa_or_two_sum(zs, reh[j]);
+      zs = t2.hi;
+      zc += t2.lo + rel[j];
+    }
+    /* all terms positive: relative error of Z <= max term error + kappa(m + ns)
+       (+ flushed terms below 2^-1019 against Z >= 1/2) */
+    double epsZ = 1.01 * (epsE + aa_or_kappa(m + ns)) + (double)(m + ns) * 0x1p-1018;
+    /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
+    mpfr_set_d(mz, zs, MPFR_RNDN);
+    mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
+    mpfr_log(ml, mz, MPFR_RNDN);
+    mpfr_add_d(ml, ml, m_, MPFR_RNDN);
+    double lh = mpfr_get_d(ml, MPFR_RNDN);
+    mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
+    double ll = mpfr_get_d(ml, MPFR_RNDN);
+    cx->lse_h[r] = lh;
+    cx->lse_l[r] = ll;
+    cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(m_));
+    mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
+    iz[i].hi = mpfr_get_d(ml, MPFR_RNDN);
+    mpfr_sub_d(ml, ml, iz[i].hi, MPFR_RNDN);
+    iz[i].lo = mpfr_get_d(ml, MPFR_RNDN);
+    aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
+    pz[i] = 1.01 * (epsZ + 0x1p-105);
   }
-  aa_oracle_dd_exp(B->reh, B->rel, B->rxh, B->rxl, m, &cx->tab);
-  for (size_t j = 0; j < m; j++) {
-    double ex = B->res[j] + 4 * U2 * (fabs(B->rsh[j]) + fabs(mx));
-    B->ree[j] = exp_eps(B->rxh[j], ex);
-    epsE = fmax(epsE, B->ree[j]);
-    aa_or_dd_t t2 = aa_or_two_sum(zs, B->reh[j]);
-    zs = t2.hi;
-    zc += t2.lo + B->rel[j];
-  }
-  /* all terms positive: relative error of Z <= max term error + kappa(m + ns)
-     (+ flushed terms below 2^-1019 against Z >= 1/2) */
-  double epsZ = 1.01 * (epsE + aa_or_kappa(m + ns)) + (double)(m + ns) * 0x1p-1018;
-  /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
-  mpfr_set_d(mz, zs, MPFR_RNDN);
-  mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
-  mpfr_log(ml, mz, MPFR_RNDN);
-  mpfr_add_d(ml, ml, mx, MPFR_RNDN);
-  double lh = mpfr_get_d(ml, MPFR_RNDN);
-  mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
-  double ll = mpfr_get_d(ml, MPFR_RNDN);
-  cx->lse_h[r] = lh;
-  cx->lse_l[r] = ll;
-  cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(mx));
-  mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
-  aa_or_dd_t iz;
-  iz.hi = mpfr_get_d(ml, MPFR_RNDN);
-  mpfr_sub_d(ml, ml, iz.hi, MPFR_RNDN);
-  iz.lo = mpfr_get_d(ml, MPFR_RNDN);
-  aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
   /* pass 3: P = E / Z, O = ks sum_kept P v */
+  acc_clear(W);
+  size_t nrows = (na + RB - 1) / RB * RB;
+  zero_rows(W->ch, na);
+  zero_rows(W->cl, na);
+  zero_rows(W->ec, na);
   const double *V = cx->v + g * cx->n_k * d;
-  double *s = B->s, *cc = B->cc, *a = B->a, *b = B->b;
-  acc_zero(s, cc, a, b, d);
-  size_t nkept = 0;
-  double pz = 1.01 * (epsZ + 0x1p-105);
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
-    for (size_t t = 0; t < nb; t++) {
-      size_t j = j0 - lo + t;
-      aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){B->reh[j], B->rel[j]}, iz);
-      B->ch[t] = P.hi;
-      B->cl[t] = P.lo;
-      B->ec[t] = 1.01 * (B->ree[j] + pz + 5 * U2) * P.hi;
-      B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + j0 + t] != 0 : 1;
-      B->yidx[t] = j0 + t;
-      nkept += B->kept[t];
-    }
-    acc_block(s, cc, a, b, V, B->yidx, B->ch, B->cl, B->ec, pb->keep != NULL ? B->kept : NULL, nb, d);
+  for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
+    size_t j0 = p * TB, nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
+    int any = 0;
+    for (size_t i = 0; i < na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t t = i * TB + jj, j = j0 + jj;
+        int use = act[i] && j >= lo[i] && j < hi[i];
+        if (use && pb->keep != NULL) use = pb->keep[(r0 + i) * cx->n_k + j] != 0;
+        W->ch[t] = W->cl[t] = W->ec[t] = 0;
+        if (!use) continue;
+        any = 1;
+        size_t jr = j - lo[i];
+        aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){W->reh[i * W->rn + jr], W->rel[i * W->rn + jr]}, iz[i]);
+        W->ch[t] = P.hi;
+        W->cl[t] = P.lo;
+        W->ec[t] = 1.01 * (W->ree[i * W->rn + jr] + pz[i] + 5 * U2) * P.hi;
+        nkept[i]++;
+      }
+    if (any) acc_tile(W->acc1, W->ld, V + j0 * d, d, W->ch, W->cl, W->ec, PN->VM + (g * PN->npk + p) * d, nb, nrows);
   }
   /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
-  const double *doi = cx->dO + r * d;
-  double ds = 0, dc = 0, da = 0, db = 0;
   aa_or_dd_t ksd = {cx->ks, 0};
-  for (size_t c = 0; c < d; c++) {
-    double oh, ol, oe;
-    finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a[c], b[c], nkept, ksd, 0, &oh, &ol, &oe);
-    double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
-    aa_or_dd_t t2 = aa_or_two_sum(ds, p);
-    ds = t2.hi;
-    dc += (t2.lo + e) + l;
-    da += fabs(p);
-    db += oe * fabs(y);
+  for (size_t i = 0; i < na; i++) {
+    size_t r = r0 + i;
+    if (hi[i] - lo[i] + ns == 0) continue;
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
+    const double *doi = cx->dO + r * d;
+    double ds = 0, dc = 0, da = 0, db = 0;
+    for (size_t c = 0; c < d; c++) {
+      double oh, ol, oe;
+      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a[c], b[c], nkept[i], ksd, 0, &oh, &ol, &oe);
+      double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
+      aa_or_dd_t t2 = aa_or_two_sum(ds, p);
+      ds = t2.hi;
+      dc += (t2.lo + e) + l;
+      da += fabs(p);
+      db += oe * fabs(y);
+    }
+    aa_or_dd_t D = aa_or_two_sum(ds, dc);
+    cx->d_h[r] = D.hi;
+    cx->d_l[r] = D.lo;
+    cx->e_d[r] = nkept[i] == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
   }
-  aa_or_dd_t D = aa_or_two_sum(ds, dc);
-  cx->d_h[r] = D.hi;
-  cx->d_l[r] = D.lo;
-  cx->e_d[r] = nkept == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
 }
 
-/* dQ of row r. */
-static void dq_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r) {
-  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  row_range(cx->pb, i, &lo, &hi);
+/* dQ of the query rows r0 .. r0 + na - 1 of head h. */
+static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na) {
+  size_t g = h / cx->group, d = cx->d, r0 = h * cx->n_q + i0;
+  size_t lo[QB], hi[QB], ulo = SIZE_MAX, uhi = 0;
+  for (size_t i = 0; i < na; i++) {
+    row_range(cx->pb, i0 + i, &lo[i], &hi[i]);
+    if (hi[i] > lo[i]) {
+      if (lo[i] < ulo) ulo = lo[i];
+      if (hi[i] > uhi) uhi = hi[i];
+    }
+  }
+  acc_clear(W);
+  size_t nrows = (na + RB - 1) / RB * RB;
+  zero_rows(W->ch, na);
+  zero_rows(W->cl, na);
+  zero_rows(W->ec, na);
   const double *K = cx->k + g * cx->n_k * d;
-  acc_zero(B->s, B->cc, B->a, B->b, d);
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
-    for (size_t t = 0; t < nb; t++) {
-      B->rows[t] = r;
-      B->keys[t] = g * cx->n_k + j0 + t;
-      B->yidx[t] = j0 + t;
-    }
-    block_pairs(cx, sp, B, nb, 1);
-    acc_block(B->s, B->cc, B->a, B->b, K, B->yidx, B->ch, B->cl, B->ec, NULL, nb, d);
+  tile_t T = {r0, 0, 0, na, TB};
+  double qsx, osx;
+  int qlb, olb;
+  span_agg(&qsx, &qlb, sp->xq + r0, sp->lq + r0, na);
+  span_agg(&osx, &olb, sp->xdo + r0, sp->ldo + r0, na);
+  for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
+    size_t j0 = p * TB;
+    T.oth0 = g * cx->n_k + j0;
+    T.nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
+    int any = 0;
+    for (size_t i = 0; i < na; i++)
+      for (size_t jj = 0; jj < TB; jj++) {
+        size_t j = j0 + jj;
+        W->vis[i * TB + jj] = j >= lo[i] && j < hi[i];
+        any |= W->vis[i * TB + jj];
+      }
+    if (!any) continue;
+    gemm_tile(W->T, cx->q + r0 * d, na, PN->KT + (g * PN->npk + p) * d * TB, d);
+    gemm_tile(W->U, cx->dO + r0 * d, na, PN->VT + (g * PN->npk + p) * d * TB, d);
+    size_t pk = g * PN->npk + p;
+    tile_bwd(cx, sp, W, &T, tile_exact(qsx, qlb, PN->ks[pk], PN->kl[pk], d),
+             tile_exact(osx, olb, PN->vs[pk], PN->vl[pk], d));
+    acc_tile(W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->ec, PN->KM + pk * d, T.nb, nrows);
   }
-  for (size_t c = 0; c < d; c++)
-    finish(cx, AA_OR_DQ, r * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], hi - lo, cx->sig, cx->sig_rel, NULL, NULL,
-           NULL);
+  for (size_t i = 0; i < na; i++) {
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
+    for (size_t c = 0; c < d; c++)
+      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], a[c], b[c], hi[i] - lo[i], cx->sig, cx->sig_rel, NULL,
+             NULL, NULL);
+  }
 }
 
-/* dK and dV of key column kk = g n_k + j. */
-static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
+/* dK and dV of the keys j0 .. j0 + na - 1 of key/value head g. */
+static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t g, size_t j0, size_t na) {
   const aa_problem_t *pb = cx->pb;
-  size_t g = kk / cx->n_k, j = kk % cx->n_k, d = cx->d, nvis = 0, nkept = 0;
-  size_t ilo = pb->causal ? j : 0, ihi = cx->n_q;
-  if (pb->window != 0 && j + pb->window < ihi) ihi = j + pb->window;
-  acc_zero(B->s, B->cc, B->a, B->b, d);    /* dK */
-  acc_zero(B->s2, B->cc2, B->a2, B->b2, d); /* dV */
+  size_t d = cx->d, kk0 = g * cx->n_k + j0, nvis[QB], nkept[QB], ilo = SIZE_MAX, ihi = 0, jlo[QB], jhi[QB];
+  for (size_t i = 0; i < na; i++) {
+    size_t j = j0 + i, a = pb->causal ? j : 0, b = cx->n_q;
+    if (pb->window != 0 && j + pb->window < b) b = j + pb->window;
+    jlo[i] = a;
+    jhi[i] = b;
+    if (a < ilo) ilo = a;
+    if (b > ihi) ihi = b;
+    nvis[i] = nkept[i] = 0;
+  }
+  acc_clear(W);
+  size_t nrows = (na + RB - 1) / RB * RB;
+  double *zr[] = {W->ch, W->cl, W->ec, W->ph2, W->pl2, W->eP2};
+  for (int z = 0; z < 6; z++) zero_rows(zr[z], na);
+  tile_t T = {kk0, 0, 1, na, TB};
+  double ksx, vsx;
+  int klb, vlb;
+  span_agg(&ksx, &klb, sp->xk + kk0, sp->lk + kk0, na);
+  span_agg(&vsx, &vlb, sp->xv + kk0, sp->lv + kk0, na);
   for (size_t hh = 0; hh < cx->group; hh++) {
-    size_t h = g * cx->group + hh, nb = 0;
-    for (size_t i = ilo; i <= ihi; i++) {
-      if (i < ihi && aa_problem_visible(pb, i, j)) {
-        B->rows[nb] = h * cx->n_q + i;
-        B->keys[nb] = kk;
-        B->yidx[nb] = h * cx->n_q + i;
-        nb++;
-      }
-      if (nb == BLK || (i == ihi && nb > 0)) {
-        block_pairs(cx, sp, B, nb, 1);
-        acc_block(B->s, B->cc, B->a, B->b, cx->q, B->yidx, B->ch, B->cl, B->ec, NULL, nb, d);
-        acc_block(B->s2, B->cc2, B->a2, B->b2, cx->dO, B->yidx, B->ph, B->pl, B->eP,
-                  pb->keep != NULL ? B->kept : NULL, nb, d);
-        nvis += nb;
-        for (size_t t = 0; t < nb; t++) nkept += B->kept[t];
-        nb = 0;
-      }
+    size_t h = g * cx->group + hh;
+    for (size_t p = ilo / TB; ilo < ihi && p * TB < ihi; p++) {
+      size_t i0 = p * TB;
+      T.oth0 = h * cx->n_q + i0;
+      T.nb = cx->n_q - i0 < TB ? cx->n_q - i0 : TB;
+      int any = 0;
+      for (size_t i = 0; i < na; i++)
+        for (size_t jj = 0; jj < TB; jj++) {
+          size_t iq = i0 + jj;
+          int v = iq >= jlo[i] && iq < jhi[i] && aa_problem_visible(pb, iq, j0 + i);
+          W->vis[i * TB + jj] = v;
+          any |= v;
+        }
+      if (!any) continue;
+      gemm_tile(W->T, cx->k + kk0 * d, na, PN->QT + (h * PN->npq + p) * d * TB, d);
+      gemm_tile(W->U, cx->v + kk0 * d, na, PN->DT + (h * PN->npq + p) * d * TB, d);
+      size_t pq = h * PN->npq + p;
+      tile_bwd(cx, sp, W, &T, tile_exact(ksx, klb, PN->qs[pq], PN->ql[pq], d),
+               tile_exact(vsx, vlb, PN->os[pq], PN->ol[pq], d));
+      for (size_t i = 0; i < na; i++)
+        for (size_t jj = 0; jj < T.nb; jj++) {
+          nvis[i] += W->vis[i * TB + jj];
+          nkept[i] += W->vis[i * TB + jj] && W->kept[i * TB + jj];
+        }
+      acc_tile(W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->ec, PN->QM + pq * d, T.nb, nrows);
+      acc_tile(W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->eP2, PN->DM + pq * d, T.nb, nrows);
     }
   }
   aa_or_dd_t ksd = {cx->ks, 0};
-  for (size_t c = 0; c < d; c++) {
-    finish(cx, AA_OR_DK, kk * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], nvis, cx->sig, cx->sig_rel, NULL, NULL,
-           NULL);
-    finish(cx, AA_OR_DV, kk * d + c, B->s2[c], B->cc2[c], B->a2[c], B->b2[c], nkept, ksd, 0, NULL, NULL, NULL);
+  for (size_t i = 0; i < na; i++) {
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
+    const double *s2 = W->acc2 + (i * 4) * W->ld, *cc2 = s2 + W->ld, *a2 = cc2 + W->ld, *b2 = a2 + W->ld;
+    size_t kk = kk0 + i;
+    for (size_t c = 0; c < d; c++) {
+      finish(cx, AA_OR_DK, kk * d + c, s[c], cc[c], a[c], b[c], nvis[i], cx->sig, cx->sig_rel, NULL, NULL, NULL);
+      finish(cx, AA_OR_DV, kk * d + c, s2[c], cc2[c], a2[c], b2[c], nkept[i], ksd, 0, NULL, NULL, NULL);
+    }
   }
 }
 
@@ -481,6 +894,7 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   int nt = cx->threads, ok = 1;
   if (!mpfr_buildopt_tls_p()) nt = 1;
   spans_t sp;
+  panels_t PN;
   sp.xq = malloc((nr + 1) * sizeof(double));
   sp.xdo = malloc((nr + 1) * sizeof(double));
   sp.xk = malloc((nc + 1) * sizeof(double));
@@ -496,8 +910,19 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   cx->d_l = malloc((nr + 1) * sizeof(double));
   cx->e_d = malloc((nr + 1) * sizeof(double));
   cx->row_empty = malloc(nr + 1);
+  PN.npk = (nk + TB - 1) / TB;
+  PN.npq = (nq + TB - 1) / TB;
+  PN.KT = make_panels(cx->k, cx->kvh, nk, d);
+  PN.VT = make_panels(cx->v, cx->kvh, nk, d);
+  PN.QT = make_panels(cx->q, H, nq, d);
+  PN.DT = make_panels(cx->dO, H, nq, d);
+  PN.KM = panel_max(cx->k, cx->kvh, nk, d);
+  PN.VM = panel_max(cx->v, cx->kvh, nk, d);
+  PN.QM = panel_max(cx->q, H, nq, d);
+  PN.DM = panel_max(cx->dO, H, nq, d);
   if (!sp.xq || !sp.xdo || !sp.xk || !sp.xv || !sp.lq || !sp.ldo || !sp.lk || !sp.lv || !cx->lse_h || !cx->lse_l ||
-      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty)
+      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty || !PN.KT || !PN.VT || !PN.QT || !PN.DT || !PN.KM ||
+      !PN.VM || !PN.QM || !PN.DM)
     ok = 0;
   double t0 = aa_oracle_now();
   if (ok) {
@@ -510,35 +935,59 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
       span(&sp.xv[r], &sp.lv[r], cx->v + r * d, d);
     }
   }
+  size_t nbq = (nq + QB - 1) / QB, nbk = (nk + QB - 1) / QB, npk_all = cx->kvh * PN.npk, npq_all = H * PN.npq;
+  PN.ks = malloc((npk_all + 1) * sizeof(double));
+  PN.vs = malloc((npk_all + 1) * sizeof(double));
+  PN.qs = malloc((npq_all + 1) * sizeof(double));
+  PN.os = malloc((npq_all + 1) * sizeof(double));
+  PN.kl = malloc((npk_all + 1) * sizeof(int));
+  PN.vl = malloc((npk_all + 1) * sizeof(int));
+  PN.ql = malloc((npq_all + 1) * sizeof(int));
+  PN.ol = malloc((npq_all + 1) * sizeof(int));
+  if (!PN.ks || !PN.vs || !PN.qs || !PN.os || !PN.kl || !PN.vl || !PN.ql || !PN.ol) ok = 0;
+  for (size_t b = 0; ok && b < npk_all; b++) {
+    size_t g = b / PN.npk, j0 = (b % PN.npk) * TB, m = nk - j0 < TB ? nk - j0 : TB, o = g * nk + j0;
+    span_agg(&PN.ks[b], &PN.kl[b], sp.xk + o, sp.lk + o, m);
+    span_agg(&PN.vs[b], &PN.vl[b], sp.xv + o, sp.lv + o, m);
+  }
+  for (size_t b = 0; ok && b < npq_all; b++) {
+    size_t h = b / PN.npq, i0 = (b % PN.npq) * TB, m = nq - i0 < TB ? nq - i0 : TB, o = h * nq + i0;
+    span_agg(&PN.qs[b], &PN.ql[b], sp.xq + o, sp.lq + o, m);
+    span_agg(&PN.os[b], &PN.ol[b], sp.xdo + o, sp.ldo + o, m);
+  }
   for (int phase = 0; ok && phase < 3; phase++) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
 #endif
     {
-      buf_t B;
+      ws_t W;
       mpfr_t mz, ml;
       mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
-      buf_init(&B, d, nk);
-      if (!B.ok) {
+      ws_init(&W, d, nk, phase == 0);
+      if (!W.ok) {
 #ifdef _OPENMP
 #pragma omp atomic write
 #endif
         ok = 0;
       }
-      size_t n = phase == 2 ? nc : nr;
+      size_t n = phase == 2 ? cx->kvh * nbk : H * nbq;
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 8)
+#pragma omp for schedule(dynamic, 1)
 #endif
-      for (size_t r = 0; r < n; r++) {
-        if (!B.ok) continue;
-        if (phase == 0)
-          fwd_row(cx, &sp, &B, r, mz, ml);
-        else if (phase == 1)
-          dq_row(cx, &sp, &B, r);
-        else
-          kv_col(cx, &sp, &B, r);
+      for (size_t blk = 0; blk < n; blk++) {
+        if (!W.ok) continue;
+        if (phase == 2) {
+          size_t g = blk / nbk, j0 = (blk % nbk) * QB;
+          kv_block(cx, &sp, &PN, &W, g, j0, nk - j0 < QB ? nk - j0 : QB);
+        } else {
+          size_t h = blk / nbq, i0 = (blk % nbq) * QB, na = nq - i0 < QB ? nq - i0 : QB;
+          if (phase == 0)
+            fwd_block(cx, &sp, &PN, &W, h, i0, na, mz, ml);
+          else
+            dq_block(cx, &sp, &PN, &W, h, i0, na);
+        }
       }
-      buf_free(&B);
+      ws_free(&W);
       mpfr_clears(mz, ml, (mpfr_ptr)0);
       mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     }
@@ -555,6 +1004,22 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   free(sp.ldo);
   free(sp.lk);
   free(sp.lv);
+  free((void *)PN.KT);
+  free((void *)PN.VT);
+  free((void *)PN.QT);
+  free((void *)PN.DT);
+  free(PN.KM);
+  free(PN.VM);
+  free(PN.QM);
+  free(PN.DM);
+  free(PN.ks);
+  free(PN.vs);
+  free(PN.qs);
+  free(PN.os);
+  free(PN.kl);
+  free(PN.vl);
+  free(PN.ql);
+  free(PN.ol);
   if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
   return AA_OK;
 }

@@ -1,16 +1,19 @@
 # attnacc: build fragment of the oracle module.
 attnaccinclude_HEADERS += lib/oracle.h
 lib_libattnacc_la_SOURCES += lib/oracle/oracle-impl.h lib/oracle/oracle.c lib/oracle/round.c lib/oracle/ddexp.c \
-	lib/oracle/mpeng.c lib/oracle/fast.c
+	lib/oracle/mpeng.c lib/oracle/fast.c lib/oracle/fast_rows.c
 
 # Tests: fast vs mpfr over masks/GQA/sinks/dropout, MPFR self-consistency,
-# closed forms, finite differences, identities, kernels (dd exp, spans, rounding).
-check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels
-TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed
+# closed forms, finite differences, identities, kernels (dd exp, spans, rounding);
+# the tiled fast kernel against the row-by-row one, bit for bit, and across thread counts.
+check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled
+TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled
 tests_toracle_SOURCES = tests/toracle.c
 tests_toracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_closed_SOURCES = tests/toracle_closed.c
 tests_toracle_closed_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_kernels_SOURCES = tests/toracle_kernels.c
 tests_toracle_kernels_LDADD = $(LDADD) -lmpfr -lgmp -lm
+tests_toracle_tiled_SOURCES = tests/toracle_tiled.c
+tests_toracle_tiled_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += tests/toracle_common.c

@@ -141,8 +141,18 @@ int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, doubl
 /* Same from a double-double center (h, l) with bound e (fast path). */
 int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, double e);
 
-/* Fast path: double-double forward and backward; marks unsettled elements todo. */
+/* Fast path: double-double forward and backward; marks unsettled elements todo.
+   aa_oracle_fast_run is the tiled kernel (fast.c); aa_oracle_fast_run_rows
+   the earlier row-by-row kernel (fast_rows.c), same bounds and the same
+   per-element operations, kept as a second algorithm for tests and for
+   side-by-side benchmarks. */
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err);
+int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err);
+enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1 };
+/* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */
+int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                         const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
+                         aa_error_t *err);
 /* MPFR engine: recompute every todo element (all of them on the mpfr path),
    escalating precision; use_dd_stats: level 0 of the column pass may take the
    fast path's row statistics. */

@@ -179,6 +179,12 @@ static double max_abs(const aa_tensor_t *t) {
 
 int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
                   const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err) {
+  return aa_oracle_run_kernel(out, pb, q, k, v, dO, opts, AA_OR_KERNEL_TILED, err);
+}
+
+int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                         const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
+                         aa_error_t *err) {
   aa_oracle_opts_t defo;
   int st;
   if (out == NULL || pb == NULL) return aa_error_set(err, AA_EINVAL, "oracle: NULL result or problem");
@@ -191,6 +197,8 @@ int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tens
     return aa_error_set(err, AA_EINVAL, "oracle: unknown path %d", (int)opts->path);
   if (opts->prec < 64 || opts->prec > 4096)
     return aa_error_set(err, AA_EINVAL, "oracle: precision %d outside [64, 4096]", opts->prec);
+  if (kernel != AA_OR_KERNEL_TILED && kernel != AA_OR_KERNEL_ROWS)
+    return aa_error_set(err, AA_EINVAL, "oracle: unknown fast kernel %d", kernel);
   if (opts->threads < 0) return aa_error_set(err, AA_EINVAL, "oracle: negative thread count %d", opts->threads);
   if ((st = aa_problem_check(pb, err)) != AA_OK) return st;
   if ((st = check_tensor(q, "q", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
@@ -282,7 +290,7 @@ int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tens
   if (st != AA_OK) {
     aa_error_set(err, st, "oracle: cannot allocate the work arrays");
   } else if (opts->path == AA_ORACLE_FAST) {
-    st = aa_oracle_fast_run(cx, err);
+    st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
     if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
   } else {
     st = aa_oracle_mp_resolve(cx, 0, err);

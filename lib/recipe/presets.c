@@ -166,6 +166,52 @@ static void p_recip_causal(aa_recipe_t *r) {
   r->fwd_rescale_threshold = 8.0;
 }
 
+/* fa2 with hardware-atomic dQ adds: FP32 adds in a seeded random order per
+   dQ tile (dq_reduce_order_seed picks the order; REFERENCES section 3: FA2's
+   non-deterministic mode). */
+static void p_fa2_atomic(aa_recipe_t *r) {
+  p_fa2(r);
+  strcpy(r->name, "fa2-atomic");
+  r->bwd_dq_reduce.kind = AA_REDUCE_FP32_ATOMIC;
+}
+
+/* fa2 with the bounded packed fixed-point dQ reduction of seed 003 section
+   3.6: 16-bit integers packed two per 32-bit word, FP64 recompute of a tile
+   that fails its budget. The paper gives no scale; s = 12 is ours: on N(0,1)
+   inputs at d = 128 it leaves dense n = 1024..4096 without fallbacks and
+   keeps dQ's rel_l2 within 20% of fa2's (attnacc determinism, budget map). */
+static void p_fa2_fixed(aa_recipe_t *r) {
+  p_fa2(r);
+  strcpy(r->name, "fa2-fixed");
+  r->bwd_dq_reduce.kind = AA_REDUCE_FIXED;
+  r->bwd_dq_reduce.width = 16;
+  r->bwd_dq_reduce.scale_exp = 12;
+}
+
+/* The dQ side of seed 003's TLX backward on top of the recip routes
+   (section 3.6, 4.5): alpha is applied once when a partial is published
+   (bwd.dq_scale = tile), dense partials are reduced as BF16 pairs, causal
+   ones with bounded packed fixed point (16-bit words; s = 15 is ours: the
+   fa2-fixed budget s = 12 moved by the scale 2^-3.5 at d = 128), FP64
+   recompute on a budget failure. The paper's causal route uses FP32 at
+   n = 32768 (recip-causal). Not yet here: the packed BF16 exponential
+   (recipe key exp has only `exact`). */
+static void p_tlx_dq(aa_recipe_t *r) {
+  recip_common(r);
+  strcpy(r->name, "tlx-dq");
+  r->bwd_dq_scale = AA_GSCALE_TILE;
+  r->bwd_dq_reduce.kind = AA_REDUCE_BF16_PAIR;
+}
+
+static void p_tlx_dq_causal(aa_recipe_t *r) {
+  p_recip_causal(r);
+  strcpy(r->name, "tlx-dq-causal");
+  r->bwd_dq_scale = AA_GSCALE_TILE;
+  r->bwd_dq_reduce.kind = AA_REDUCE_FIXED;
+  r->bwd_dq_reduce.width = 16;
+  r->bwd_dq_reduce.scale_exp = 15;
+}
+
 /* Same-precision naive reference in the spirit of PyTorch's BF16 math
    attention (the FA pass rule's `*_pt`, REFERENCES section 4): every op's
    output is BF16, reductions inside an op in FP32. */
@@ -233,6 +279,13 @@ static const struct {
      p_recip},
     {"recip-causal", "seed 003 guarded causal route: first-block anchored shift, tile recovery to online LSE",
      p_recip_causal},
+    {"fa2-atomic", "fa2 with FP32 atomic dQ adds in a seeded random order per tile (dq_reduce_order_seed)",
+     p_fa2_atomic},
+    {"fa2-fixed", "fa2 with packed 16-bit fixed-point dQ (scale 2^12), FP64 recompute on budget failure",
+     p_fa2_fixed},
+    {"tlx-dq", "recip + seed 003 dense dQ: alpha at publication, BF16 pair reduction (no packed exp yet)", p_tlx_dq},
+    {"tlx-dq-causal", "recip-causal + seed 003 causal dQ: packed 16-bit fixed point (2^15), FP64 fallback",
+     p_tlx_dq_causal},
     {"naive-bf16", "naive math attention with every op's output rounded to bf16 (FA test *_pt reference)",
      p_naive_bf16},
     {"exact-fp64", "every format binary64, fp64-seq products: checks the pipeline itself", p_exact_fp64},

@@ -6,3 +6,11 @@ check_PROGRAMS += tests/treduce
 TESTS += tests/treduce
 tests_treduce_SOURCES = tests/treduce.c
 tests_treduce_LDADD = $(LDADD) -lmpfr -lgmp -lm
+
+check_PROGRAMS += tests/treduce_attn
+TESTS += tests/treduce_attn
+tests_treduce_attn_SOURCES = tests/treduce_attn.c
+
+TESTS += tests/tdeterminism.sh
+EXTRA_DIST += tests/tdeterminism.sh
+EXTRA_DIST += plots/dqbudget.gp

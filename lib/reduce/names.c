@@ -30,7 +30,9 @@ void aa_reduce_default(aa_reduce_t *out) {
 const char *aa_reduce_kind_name(aa_reduce_kind_t kind) {
   return (unsigned)kind < AA_REDUCE_COUNT ? kind_names[kind] : "?";
 }
-const char *aa_reduce_pair_name(aa_reduce_pair_t p) { return (unsigned)p < AA_PAIR_COUNT ? pair_names[p] : "?"; }
+const char *aa_reduce_pair_name(aa_reduce_pair_t p) {
+  return (unsigned)p < AA_PAIR_COUNT ? pair_names[p] : "?";
+}
 const char *aa_reduce_split_name(aa_reduce_split_t s) {
   return (unsigned)s < AA_SPLIT_COUNT ? split_names[s] : "?";
 }
@@ -106,6 +108,13 @@ int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t
   } else if (!strcmp(key, "section")) {
     if (!parse_u64(&u, value)) BAD();
     s->section = (size_t)u;
+  } else if (!strcmp(key, "probe")) {
+    if (!strcmp(value, "on") || !strcmp(value, "1"))
+      s->probe = 1;
+    else if (!strcmp(value, "off") || !strcmp(value, "0"))
+      s->probe = 0;
+    else
+      BAD();
   } else if (!strcmp(key, "store_fmt") || !strcmp(key, "add_fmt") || !strcmp(key, "acc_fmt")) {
     aa_fmt_t f;
     if (aa_fmt_from_name(&f, value) != AA_OK) BAD();
@@ -131,11 +140,11 @@ size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char 
   memcpy(head, prefix, pl);
   head[pl] = '\0';
   if (pl > 0 && head[pl - 1] == '_') head[pl - 1] = '\0';
-#define PUT(...)                                                                                                  \
-  do {                                                                                                            \
-    int w_ = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,    \
-                      __VA_ARGS__);                                                                               \
-    if (w_ > 0) need += (size_t)w_;                                                                               \
+#define PUT(...)                                                                                                     \
+  do {                                                                                                               \
+    int w_ = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,     \
+                      __VA_ARGS__);                                                                                  \
+    if (w_ > 0) need += (size_t)w_;                                                                                  \
   } while (0)
   PUT("%s = %s\n", head, aa_reduce_kind_name(k));
   if (!used || k == AA_REDUCE_FP32_ATOMIC) PUT("%sorder_seed = %" PRIu64 "\n", prefix, s->order_seed);
@@ -147,6 +156,7 @@ size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char 
   if (!used || k == AA_REDUCE_FIXED) {
     PUT("%sscale_exp = %d\n", prefix, s->scale_exp);
     PUT("%swidth = %u\n", prefix, s->width);
+    if (!used || s->probe) PUT("%sprobe = %s\n", prefix, s->probe ? "on" : "off");
   }
   if (arith && (!used || k == AA_REDUCE_SECTION_ROUNDTRIP)) {
     PUT("%ssection = %zu\n", prefix, s->section);
@@ -162,7 +172,8 @@ size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char 
 }
 
 int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err) {
-  if ((unsigned)s->kind >= AA_REDUCE_COUNT) return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid kind %d", s->kind);
+  if ((unsigned)s->kind >= AA_REDUCE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid kind %d", s->kind);
   if ((unsigned)s->add_fmt >= AA_FMT_COUNT || (unsigned)s->acc_fmt >= AA_FMT_COUNT ||
       (unsigned)s->store_fmt >= AA_FMT_COUNT)
     return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid format");
@@ -179,12 +190,32 @@ int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err) {
 int aa_reduce_equal(const aa_reduce_t *a, const aa_reduce_t *b) {
   if (a->kind != b->kind || a->add_fmt != b->add_fmt || a->acc_fmt != b->acc_fmt) return 0;
   switch (a->kind) {
-  case AA_REDUCE_FP32_ATOMIC: return a->order_seed == b->order_seed;
+  case AA_REDUCE_FP32_ATOMIC:
+    return a->order_seed == b->order_seed;
   case AA_REDUCE_FP32_SPLITS:
     return a->splits == b->splits && (a->splits == 1 || a->split_layout == b->split_layout);
-  case AA_REDUCE_BF16_PAIR: return a->pair == b->pair;
-  case AA_REDUCE_FIXED: return a->scale_exp == b->scale_exp && a->width == b->width;
-  case AA_REDUCE_SECTION_ROUNDTRIP: return a->section == b->section && a->store_fmt == b->store_fmt;
-  default: return 1;
+  case AA_REDUCE_BF16_PAIR:
+    return a->pair == b->pair;
+  case AA_REDUCE_FIXED:
+    return a->scale_exp == b->scale_exp && a->width == b->width;
+  case AA_REDUCE_SECTION_ROUNDTRIP:
+    return a->section == b->section && a->store_fmt == b->store_fmt;
+  default:
+    return 1;
   }
+}
+
+void aa_reduce_stats_add(aa_reduce_stats_t *to, const aa_reduce_stats_t *from) {
+  to->tiles += from->tiles;
+  to->partials += from->partials;
+  to->conv_failures += from->conv_failures;
+  to->sum_failures += from->sum_failures;
+  to->budget_failures += from->budget_failures;
+  to->fp64_recomputes += from->fp64_recomputes;
+  to->probe_tiles += from->probe_tiles;
+  for (int k = 0; k < AA_REDUCE_PROBE; k++) {
+    to->probe_fail[k] += from->probe_fail[k];
+    to->probe_err2[k] += from->probe_err2[k];
+  }
+  to->probe_ref2 += from->probe_ref2;
 }

@@ -1,0 +1,114 @@
+/* attnacc: the `main` command: the first thing a user runs: table4 --quick, table3 (sampled), the exp curve, a
+ * report. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const cli_opt_t opts[] = {
+    {"out", "DIR", "results/quick", "result folder; the report goes to DIR/report/report.md"},
+    {"jobs", "J", "1", "cells of the sweep run at once (results do not depend on it)"},
+    {"nanmap", NULL, NULL, "also run the nanmap experiment (--quick; several minutes more)"},
+};
+
+static const char description[] =
+    "Run the accuracy tables a user asks for first and write a report:\n"
+    "  1. attnacc sweep --experiment table4 --quick --out DIR/table4-quick (BF16, d = 128,\n"
+    "     n = 1024, 2048, 4096, dense and causal, every BF16 backward recipe; a few minutes)\n"
+    "  2. attnacc table3 --samples 4000000 --no-exhaustive --out DIR (the packed-exp table)\n"
+    "  3. attnacc expmap --curve DIR/expratio.csv (ratio curves of three exp constructions)\n"
+    "  4. with --nanmap: attnacc sweep --experiment nanmap --quick --out DIR/nanmap-quick\n"
+    "  5. attnacc report --in DIR --out DIR/report\n"
+    "The output of each step goes to DIR/<step>.log; the last line printed is the path of\n"
+    "the report. Rerunning it continues an interrupted run (the sweeps resume; finished\n"
+    "cells are kept). Exit status: that of the first failing step, else 0.";
+
+/* Run one subcommand with its stdout sent to DIR/log (messages stay on stderr). */
+static int step(const char *dir, const char *log, int (*fn)(int, char **), int argc, char **argv) {
+  char path[4300];
+  int saved, fd, rc;
+  snprintf(path, sizeof path, "%s/%s", dir, log);
+  fflush(stdout);
+  saved = dup(1);
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (saved < 0 || fd < 0) {
+    if (saved >= 0) close(saved);
+    if (fd >= 0) close(fd);
+    return fn(argc, argv);
+  }
+  dup2(fd, 1);
+  close(fd);
+  rc = fn(argc, argv);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  return rc;
+}
+
+int aa_cmd_main(int argc, char **argv) {
+  const char *cmd = "main", *dir, *jobs;
+  cli_args_t a;
+  aa_error_t err = {{0}};
+  char t4[4300], nm[4300], rep[4300], curve[4300];
+  int rc;
+  double t0 = cli_now();
+  if ((rc = cli_args_parse(&a, cmd, "[--out DIR] [--jobs J] [--nanmap]", description, opts,
+                           sizeof opts / sizeof opts[0], argc, argv)) >= 0)
+    return rc;
+  dir = cli_get(&a, "out") ? cli_get(&a, "out") : "results/quick";
+  jobs = cli_get(&a, "jobs") ? cli_get(&a, "jobs") : "1";
+  if (cli_mkdir_p(dir, &err) != AA_OK) {
+    cli_error(cmd, "--out: %s", err.msg);
+    return 1;
+  }
+  snprintf(t4, sizeof t4, "%s/table4-quick", dir);
+  snprintf(nm, sizeof nm, "%s/nanmap-quick", dir);
+  snprintf(rep, sizeof rep, "%s/report", dir);
+  snprintf(curve, sizeof curve, "%s/expratio.csv", dir);
+
+  fprintf(stderr, "attnacc main: 1/4 table4 --quick into %s\n", t4);
+  {
+    char *v[] = {"sweep", "--experiment", "table4", "--quick", "--out", t4, "--jobs", (char *)jobs, "--resume", NULL};
+    if ((rc = step(dir, "table4-quick.log", aa_cmd_sweep, 9, v)) != 0) return rc;
+  }
+  fprintf(stderr, "attnacc main: 2/4 table3 (4000000 samples) into %s/table3.csv\n", dir);
+  {
+    char *v[] = {"table3", "--samples", "4000000", "--no-exhaustive", "--out", (char *)dir, NULL};
+    if ((rc = step(dir, "table3.log", aa_cmd_table3, 6, v)) != 0) return rc;
+  }
+  fprintf(stderr, "attnacc main: 3/4 exp ratio curves into %s\n", curve);
+  {
+    char *v[] = {"expmap",
+                 "--construction",
+                 "schraudolph-bf16",
+                 "--construction",
+                 "quadratic-bf16",
+                 "--construction",
+                 "fa4-poly",
+                 "--lo",
+                 "-140",
+                 "--hi",
+                 "4",
+                 "--samples",
+                 "200000",
+                 "--curve",
+                 curve,
+                 NULL};
+    if ((rc = step(dir, "expmap.log", aa_cmd_expmap, 15, v)) != 0) return rc;
+  }
+  if (cli_get(&a, "nanmap") != NULL) {
+    fprintf(stderr, "attnacc main: nanmap --quick into %s\n", nm);
+    char *v[] = {"sweep", "--experiment", "nanmap", "--quick", "--out", nm, "--jobs", (char *)jobs, "--resume", NULL};
+    if ((rc = step(dir, "nanmap-quick.log", aa_cmd_sweep, 9, v)) != 0) return rc;
+  }
+  fprintf(stderr, "attnacc main: 4/4 report into %s (%.0f s so far)\n", rep, cli_now() - t0);
+  {
+    char *v[] = {"report", "--in", (char *)dir, "--out", rep, NULL};
+    if ((rc = step(dir, "report.log", aa_cmd_report, 5, v)) != 0) return rc;
+  }
+  printf("attnacc main: done in %.0f s; report:\n%s/report.md\n", cli_now() - t0, rep);
+  return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,32 @@
+/* attnacc: the `nanmap` experiment: where each recipe's outputs turn NaN, Inf or overflow, over input scale and
+ * length. */
+#include "experiments.h"
+
+/* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores
+   S = q.k / sqrt(d) grow like sigma^2 and the gradients dQ, dK like
+   sigma^3 (dS = P (dP - D) with dP ~ sigma^2, times K ~ sigma), so FP32/BF16
+   (largest finite 2^128) overflow the gradients near sigma = 2^42 and the
+   scores near 2^62; tiny sigma underflows dQ (~sigma^3) below 2^-149 near
+   sigma = 2^-50. The grid spans both ends with a dense middle where the
+   softmax turns one-hot (sigma 4..256). The oracle is exact whatever the
+   scale, so rel_l2 stays meaningful where the recipes fail (its certified
+   bound and uncertified count are in the rows). Small d and n keep the
+   oracle cheap: near one-hot rows fall back to MPFR for most elements. */
+int xp_nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  static const int64_t ns_full[] = {32, 128, 512};
+  static const int64_t ns_quick[] = {32, 128};
+  static const int64_t sig_full[] = {-56, -48, -40, -24, -8, 0, 2, 4, 6, 8, 12, 16, 24, 32, 40, 44, 48, 56, 62, 64};
+  static const int64_t sig_quick[] = {-56, -40, 0, 4, 8, 16, 32, 44, 56, 64};
+  int64_t d = 32;
+  int rc;
+  ctx->d = (size_t)d;
+  if ((rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
+      (rc = xp_axis_masks(sw, o, err)) ||
+      (rc = aa_sweep_axis_int(
+           sw, "log2_sigma", o->quick ? sig_quick : sig_full,
+           o->quick ? sizeof sig_quick / sizeof sig_quick[0] : sizeof sig_full / sizeof sig_full[0], 0, err)) ||
+      (rc = aa_sweep_axis_int(sw, "d", &d, 1, 0, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 1, err)) ||
+      (rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_attn_columns(sw, err)))
+    return rc;
+  return aa_sweep_build(sw, NULL, NULL, err);
+}

@@ -1,0 +1,670 @@
+/* attnacc: the `normmap` command: where the fixed shift and the guarded causal route break, over input scale, length, head dim and seeds (seed 003 sections 3.1, 3.2, 5.4). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+
+#define MAX_LIST 16
+#define MAX_REC 8
+
+static const cli_opt_t opts[] = {
+    {"out", "DIR", "normmap-out", "sweep folder: journal, results.csv, results.jsonl, results.canon.csv"},
+    {"n", "N[,N...]", "1024,4096,16384", "sequence lengths"},
+    {"d", "D[,D...]", "64,128", "head dimensions"},
+    {"sigma", "X[,X...]", "1,2,3,3.5,4,4.5", "input scales: q and k drawn sigma*N(0,1), v and dO N(0,1)"},
+    {"seeds", "K", "3", "seeds 1..K of the input draw (the same draws as attnacc run --seed S --sigma X)"},
+    {"masks", "dense,causal", "dense,causal", "masks to map"},
+    {"dense", "NAME[,NAME...]", "fa2,recip,recip-unrounded",
+     "recipes run on dense cells (presets, or recip-unrounded = recip with fwd.rowsum_rounded = off)"},
+    {"causal", "NAME[,NAME...]", "fa2,recip-causal", "recipes run on causal cells"},
+    {"shift", "B", "preset's (0)", "fwd.shift of the fixed-shift recipes, log2 units"},
+    {"rows", "M", "0 = all", "evaluate only the last M query rows when n > M (exact for those rows; see --help)"},
+    {"reference", "oracle|fp64", "oracle",
+     "what rel_l2 is measured against: the MPFR-backed oracle, or the exact-fp64 recipe (fast; see --help)"},
+    {"oracle", "mpfr|fast", "fast", "oracle path"},
+    {"oracle-cache", "DIR", NULL, "on-disk oracle cache shared by runs (lib/sweep.h)"},
+    {"jobs", "J", "1", "cells evaluated at once"},
+    {"threads", "T", "0 = all", "OpenMP threads of the oracle and the emulation inside a cell"},
+    {"resume", NULL, NULL, "continue a sweep folder (finished cells are kept)"},
+    {"max-cells", "C", "0 = all", "stop after starting C cells (resume later)"},
+};
+
+static const char usage_line[] = "[--out DIR] [--n LIST] [--d LIST] [--sigma LIST] [--seeds K] [OPTIONS]";
+static const char description[] =
+    "Map where the seed 003 normalisation variants break. Each cell (mask, n, d, sigma,\n"
+    "seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
+    "attnacc run, so `run --seed S --sigma X` reproduces a cell), runs the oracle once\n"
+    "and every recipe of its mask, and writes one CSV row per recipe and output\n"
+    "(o, dq, dk, dv): rel_l2 and max_abs against the oracle, NaN/Inf counts, the pass\n"
+    "rule, the forward tiles flagged by the range checks, the rows recovered to LSE,\n"
+    "and the oracle's row LSE range in log2 units (lse2_max, lse2_min: the fixed shift\n"
+    "b overflows when a row LSE reaches b + 128 and underflows below b - 126).\n"
+    "Scaled scores have standard deviation sigma^2 whatever d; their tails are heavier\n"
+    "for smaller d (a sum of d products of normals).\n\n"
+    "--rows M keeps the cost at M x n per cell: the problem holds the last M query\n"
+    "rows of the length-n problem (rows n-M..n-1, drawn exactly as in the full\n"
+    "problem) against all n keys; causal rows keep their masks through sequence\n"
+    "bounds (row i sees keys 0..n-M+i). O, dQ and the row statistics are those of\n"
+    "the full problem's rows; dK and dV hold these rows' contributions only.\n\n"
+    "--reference fp64 replaces the oracle by the exact-fp64 recipe run on the same\n"
+    "inputs (every format binary64): not an independent witness, but tests/tnorm and\n"
+    "tests/tattn check it against long-double references to ~1e-15, eleven orders\n"
+    "below the BF16 errors mapped here; it costs one emulation instead of the\n"
+    "oracle's MPFR recomputes, which dominate at n_k = 16384.\n\n"
+    "After the sweep a summary is printed: per n the sigma where the fixed shift\n"
+    "breaks (overflow or underflow, from NaN/Inf and the LSE range), per (n, d) where\n"
+    "the guarded route starts recovering, and dq rel_l2 of the recipes.";
+
+static size_t split(char **out, size_t max, char *s) {
+  size_t n = 0;
+  for (char *p = strtok(s, ","); p != NULL && n < max; p = strtok(NULL, ","))
+    out[n++] = p;
+  return n;
+}
+
+typedef struct {
+  char name[64];
+  aa_recipe_t r;
+} rec_t;
+
+typedef struct {
+  rec_t dense[MAX_REC], causal[MAX_REC];
+  size_t ndense, ncausal;
+  size_t rows;
+  int ref_fp64;
+  aa_oracle_opts_t oo;
+  const char *cache;
+} ctx_t;
+
+static int make_recipe(rec_t *out, const char *name, int have_shift, double shift, aa_error_t *err) {
+  int unrounded = strcmp(name, "recip-unrounded") == 0;
+  int st = aa_recipe_preset(&out->r, unrounded ? "recip" : name, err);
+  if (st != AA_OK) return st;
+  if (unrounded) {
+    /* Section 3.5's rounded weights need not sum to one: the same recipe
+       with the row sum of the unrounded FP32 weights measures that cost. */
+    out->r.fwd_rowsum_rounded = 0;
+    snprintf(out->r.name, sizeof out->r.name, "recip-unrounded");
+  }
+  if (have_shift) out->r.fwd_shift = shift;
+  snprintf(out->name, sizeof out->name, "%s", out->r.name);
+  return aa_recipe_check(&out->r, err);
+}
+
+static int set_row(aa_sweep_rows_t *rows, const char *recipe, const char *tensor, const aa_metrics_t *m,
+                   const aa_attn_result_t *res, int nonfinite, double lmax, double lmin, double t_or, double t_em,
+                   int hit) {
+  int st = aa_sweep_row_new(rows);
+  if (st == AA_OK) st = aa_sweep_set_str(rows, "recipe", recipe);
+  if (st == AA_OK) st = aa_sweep_set_str(rows, "tensor", tensor);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "rel_l2", m->rel_l2);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "max_abs", m->max_abs);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "nan", (int64_t)m->nan);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "inf", (int64_t)m->inf);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "pass", m->pass);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "fwd_tiles", (int64_t)res->fwd_q_tiles);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "tiles_flagged", (int64_t)res->tiles_flagged);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "rows_recovered", (int64_t)res->rows_recovered);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "nonfinite", nonfinite);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "lse2_max", lmax);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "lse2_min", lmin);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "oracle_cached", hit);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "seconds_oracle", t_or);
+  if (st == AA_OK) st = aa_sweep_set_double(rows, "seconds_emul", t_em);
+  return st;
+}
+
+/* Copy rows [r0, r0 + m) of a [1, n, d] tensor. */
+static int take_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t m) {
+  size_t shape[3] = {1, m, src->shape[2]};
+  int st = aa_tensor_alloc(dst, 3, shape, src->fmt);
+  if (st == AA_OK) memcpy(dst->data, src->data + r0 * src->shape[2], m * src->shape[2] * sizeof(double));
+  return st;
+}
+
+/* The exact-fp64 recipe's outputs dressed as an oracle result (val, and
+   its FP32/BF16 roundings for the ULP metrics). The relerr_bound is a
+   documented estimate, not a certificate: sums of n binary64 terms, about
+   n 2^-53 relative to the sum of magnitudes. */
+static int fp64_reference(aa_oracle_result_t *orc, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                          const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  aa_recipe_t r;
+  aa_attn_result_t res;
+  int st = aa_recipe_preset(&r, "exact-fp64", err);
+  if (st == AA_OK) st = aa_attn_run(&res, pb, &r, q, k, v, dO, err);
+  if (st != AA_OK) return st;
+  memset(orc, 0, sizeof *orc);
+  aa_oracle_out_t *outs[5] = {&orc->o, &orc->lse, &orc->dq, &orc->dk, &orc->dv};
+  aa_tensor_t *ts[5] = {&res.o, &res.lse, &res.dq, &res.dk, &res.dv};
+  for (int t = 0; t < 5 && st == AA_OK; t++) {
+    outs[t]->val = *ts[t];
+    memset(ts[t], 0, sizeof *ts[t]);
+    outs[t]->relerr_bound = (double)pb->n_k * 0x1p-53;
+    st = aa_tensor_alloc(&outs[t]->fp32, outs[t]->val.ndim, outs[t]->val.shape, AA_FMT_FP64);
+    if (st == AA_OK) st = aa_tensor_alloc(&outs[t]->bf16, outs[t]->val.ndim, outs[t]->val.shape, AA_FMT_FP64);
+    if (st != AA_OK) break;
+    size_t n = aa_tensor_numel(&outs[t]->val);
+    memcpy(outs[t]->fp32.data, outs[t]->val.data, n * sizeof(double));
+    memcpy(outs[t]->bf16.data, outs[t]->val.data, n * sizeof(double));
+    aa_tensor_round(&outs[t]->fp32, AA_FMT_FP32);
+    aa_tensor_round(&outs[t]->bf16, AA_FMT_BF16);
+  }
+  aa_attn_result_free(&res);
+  if (st != AA_OK) {
+    aa_oracle_result_free(orc);
+    return aa_error_set(err, st, "fp64 reference: out of memory");
+  }
+  return AA_OK;
+}
+
+static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
+  const ctx_t *cx = vctx;
+  aa_error_t *err = aa_sweep_rows_error(rows);
+  const char *mask = aa_cell_str(cell, "mask", "dense");
+  size_t n = (size_t)aa_cell_int(cell, "n", 1024), d = (size_t)aa_cell_int(cell, "d", 128);
+  double sigma = aa_cell_double(cell, "sigma", 1);
+  uint64_t seed = (uint64_t)aa_cell_int(cell, "seed", 1);
+  int causal = strcmp(mask, "causal") == 0;
+  size_t m = cx->rows && cx->rows < n ? cx->rows : n;
+  cli_inputs_t A = {0}, B = {0};
+  aa_tensor_t q = {0}, dO = {0};
+  int32_t *bmin = NULL, *bmax = NULL;
+  aa_oracle_result_t orc;
+  int have_orc = 0, hit = 0, st;
+  memset(&orc, 0, sizeof orc);
+
+  /* q, k at sigma; v, dO at 1 (same streams, ids 2 and 3). */
+  st = cli_inputs_draw(&A, seed, 0, sigma, n, d, 1, 1, 0, AA_FMT_BF16, err);
+  if (st == AA_OK) st = cli_inputs_draw(&B, seed, 0, 1.0, n, d, 1, 1, 0, AA_FMT_BF16, err);
+  if (st == AA_OK) st = take_rows(&q, &A.q, n - m, m);
+  if (st == AA_OK) st = take_rows(&dO, &B.dO, n - m, m);
+  if (st != AA_OK) goto out;
+  aa_problem_t pb;
+  aa_problem_init(&pb, m, n, d, 1, 1);
+  if (causal && m == n) {
+    pb.causal = 1;
+  } else if (causal) {
+    bmin = malloc(m * sizeof *bmin);
+    bmax = malloc(m * sizeof *bmax);
+    if (bmin == NULL || bmax == NULL) {
+      st = aa_error_set(err, AA_ENOMEM, "out of memory");
+      goto out;
+    }
+    for (size_t i = 0; i < m; i++) {
+      bmin[i] = 0;
+      bmax[i] = (int32_t)(n - m + i + 1); /* the causal row n-m+i */
+    }
+    pb.bound_min = bmin;
+    pb.bound_max = bmax;
+  }
+  double t0 = cli_now();
+  if (cx->ref_fp64)
+    st = fp64_reference(&orc, &pb, &q, &A.k, &B.v, &dO, err);
+  else
+    st = aa_oracle_cached_run(&orc, &hit, cx->cache, &pb, &q, &A.k, &B.v, &dO, &cx->oo, err);
+  double t_or = cli_now() - t0;
+  if (st != AA_OK) goto out;
+  have_orc = 1;
+  /* Row LSE range in log2 units: the fixed shift b keeps the row sum in
+     [2^-126, 2^128) iff every row LSE lies in (b - 126, b + 128). */
+  double lmax = -INFINITY, lmin = INFINITY;
+  for (size_t i = 0; i < m; i++) {
+    double L = orc.lse.val.data[i] * 1.4426950408889634;
+    if (!isfinite(L)) continue;
+    if (L > lmax) lmax = L;
+    if (L < lmin) lmin = L;
+  }
+  const rec_t *recs = causal ? cx->causal : cx->dense;
+  size_t nrec = causal ? cx->ncausal : cx->ndense;
+  for (size_t ri = 0; ri < nrec && st == AA_OK; ri++) {
+    aa_attn_result_t res;
+    t0 = cli_now();
+    st = aa_attn_run(&res, &pb, &recs[ri].r, &q, &A.k, &B.v, &dO, err);
+    double t_em = cli_now() - t0;
+    if (st != AA_OK) goto out;
+    cli_out_t outs[4];
+    const char *names[4] = {"o", "dq", "dk", "dv"};
+    const aa_tensor_t *ts[4] = {&res.o, &res.dq, &res.dk, &res.dv};
+    const aa_oracle_out_t *refs[4] = {&orc.o, &orc.dq, &orc.dk, &orc.dv};
+    int nonfinite = 0;
+    for (int t = 0; t < 4 && st == AA_OK; t++) {
+      st = cli_compare(&outs[t], names[t], ts[t], refs[t], err);
+      if (st == AA_OK && outs[t].m.nan + outs[t].m.inf > 0) nonfinite = 1;
+    }
+    for (int t = 0; t < 4 && st == AA_OK; t++)
+      st = set_row(rows, recs[ri].name, names[t], &outs[t].m, &res, nonfinite, lmax, lmin, t_or, t_em, hit);
+    aa_attn_result_free(&res);
+  }
+out:
+  if (have_orc) aa_oracle_result_free(&orc);
+  cli_inputs_free(&A);
+  cli_inputs_free(&B);
+  aa_tensor_free(&q);
+  aa_tensor_free(&dO);
+  free(bmin);
+  free(bmax);
+  return st;
+}
+
+/* ---- summary from results.csv ---- */
+typedef struct {
+  char mask[8], recipe[64], tensor[8];
+  long n, d, seed;
+  double sigma, rel_l2, lmax, lmin;
+  long tiles, flagged, recovered, nonfinite;
+} row_t;
+
+static int col_of(char **h, size_t nh, const char *name) {
+  for (size_t i = 0; i < nh; i++)
+    if (strcmp(h[i], name) == 0) return (int)i;
+  return -1;
+}
+
+static size_t split_csv(char **f, size_t max, char *line) {
+  size_t n = 0;
+  char *p = line;
+  while (n < max) {
+    f[n++] = p;
+    char *c = strchr(p, ',');
+    if (c == NULL) break;
+    *c = '\0';
+    p = c + 1;
+  }
+  char *e = f[n - 1] + strcspn(f[n - 1], "\r\n");
+  *e = '\0';
+  return n;
+}
+
+static row_t *read_rows(const char *path, size_t *count) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  char line[4096], hdr[4096];
+  char *h[64], *v[64];
+  row_t *rs = NULL;
+  size_t n = 0, cap = 0, nh;
+  if (fgets(hdr, sizeof hdr, f) == NULL) {
+    fclose(f);
+    return NULL;
+  }
+  nh = split_csv(h, 64, hdr);
+  int c_mask = col_of(h, nh, "mask"), c_n = col_of(h, nh, "n"), c_d = col_of(h, nh, "d"),
+      c_sig = col_of(h, nh, "sigma"), c_seed = col_of(h, nh, "seed"), c_rec = col_of(h, nh, "recipe"),
+      c_ten = col_of(h, nh, "tensor"), c_rel = col_of(h, nh, "rel_l2"), c_lmax = col_of(h, nh, "lse2_max"),
+      c_lmin = col_of(h, nh, "lse2_min"), c_t = col_of(h, nh, "fwd_tiles"), c_fl = col_of(h, nh, "tiles_flagged"),
+      c_rr = col_of(h, nh, "rows_recovered"), c_nf = col_of(h, nh, "nonfinite");
+  if (c_mask < 0 || c_n < 0 || c_d < 0 || c_sig < 0 || c_seed < 0 || c_rec < 0 || c_ten < 0 || c_rel < 0 ||
+      c_lmax < 0 || c_lmin < 0 || c_t < 0 || c_fl < 0 || c_rr < 0 || c_nf < 0) {
+    fclose(f);
+    return NULL;
+  }
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (split_csv(v, 64, line) < nh) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 256;
+      row_t *t = realloc(rs, cap * sizeof *rs);
+      if (t == NULL) break;
+      rs = t;
+    }
+    row_t *r = &rs[n++];
+    snprintf(r->mask, sizeof r->mask, "%s", v[c_mask]);
+    snprintf(r->recipe, sizeof r->recipe, "%s", v[c_rec]);
+    snprintf(r->tensor, sizeof r->tensor, "%s", v[c_ten]);
+    r->n = atol(v[c_n]);
+    r->d = atol(v[c_d]);
+    r->seed = atol(v[c_seed]);
+    r->sigma = strtod(v[c_sig], NULL);
+    r->rel_l2 = strtod(v[c_rel], NULL);
+    r->lmax = strtod(v[c_lmax], NULL);
+    r->lmin = strtod(v[c_lmin], NULL);
+    r->tiles = atol(v[c_t]);
+    r->flagged = atol(v[c_fl]);
+    r->recovered = atol(v[c_rr]);
+    r->nonfinite = atol(v[c_nf]);
+  }
+  fclose(f);
+  *count = n;
+  return rs;
+}
+
+static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
+                    const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
+  fprintf(o, "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
+             "(b - 126, b + 128) = (%g, %g))\n",
+          shift, shift - 126, shift + 128);
+  /* (a) the fixed shift, dense */
+  for (size_t in = 0; in < nn; in++) {
+    double first_bad = NAN, last_good = NAN, lmax_bad = NAN, lmax_good = -INFINITY, lmin_all = INFINITY;
+    double lmin_bad = NAN;
+    int any = 0;
+    for (size_t is = 0; is < ns_; is++) {
+      int bad = 0, seen = 0;
+      double lmx = -INFINITY, lmn = INFINITY;
+      for (size_t i = 0; i < nr; i++) {
+        const row_t *r = &rs[i];
+        if (strcmp(r->mask, "dense") || strcmp(r->recipe, fixed) || r->n != ns[in] || r->sigma != sg[is] ||
+            strcmp(r->tensor, "o"))
+          continue;
+        seen = 1;
+        bad |= r->nonfinite != 0;
+        lmx = fmax(lmx, r->lmax);
+        lmn = fmin(lmn, r->lmin);
+      }
+      if (!seen) continue;
+      any = 1;
+      lmin_all = fmin(lmin_all, lmn);
+      if (bad && isnan(first_bad)) {
+        first_bad = sg[is];
+        lmax_bad = lmx;
+        lmin_bad = lmn;
+      }
+      if (!bad && isnan(first_bad)) {
+        last_good = sg[is];
+        lmax_good = lmx;
+      }
+    }
+    if (!any) continue;
+    fprintf(o, "  fixed shift (%s, dense) n=%ld: ", fixed, ns[in]);
+    if (!isnan(last_good))
+      fprintf(o, "finite up to sigma=%g (max row LSE %.1f log2)", last_good, lmax_good);
+    else
+      fprintf(o, "no clean sigma");
+    if (!isnan(first_bad))
+      fprintf(o, "; NaN/Inf from sigma=%g (max row LSE %.1f, min %.1f log2: %s)\n", first_bad, lmax_bad, lmin_bad,
+              lmax_bad >= shift + 128 ? "overflow"
+              : lmin_bad <= shift - 126 ? "underflow"
+                                        : "inside the LSE window: weight-level failure");
+    else
+      fprintf(o, "; no NaN/Inf in the map\n");
+    fprintf(o, "    underflow: min row LSE over the map %.1f log2 %s b - 126 = %g: %s\n", lmin_all,
+            lmin_all > shift - 126 ? ">" : "<=", shift - 126,
+            lmin_all > shift - 126 ? "not reached (dense rows sum >= n weights, LSE >~ log2 n + mean score)"
+                                   : "reached");
+  }
+  /* (b) the guarded route, causal */
+  for (size_t in = 0; in < nn; in++)
+    for (size_t id = 0; id < nd; id++) {
+      int any = 0;
+      char line[1024];
+      size_t used = 0;
+      double first = NAN;
+      long nf_tot = 0;
+      line[0] = '\0';
+      for (size_t is = 0; is < ns_; is++) {
+        long fl = 0, tl = 0, rec = 0;
+        int seen = 0;
+        for (size_t i = 0; i < nr; i++) {
+          const row_t *r = &rs[i];
+          if (strcmp(r->mask, "causal") || strcmp(r->recipe, guarded) || r->n != ns[in] || r->d != ds[id] ||
+              r->sigma != sg[is] || strcmp(r->tensor, "o"))
+            continue;
+          seen = 1;
+          fl += r->flagged;
+          tl += r->tiles;
+          rec += r->recovered;
+          nf_tot += r->nonfinite;
+        }
+        if (!seen) continue;
+        any = 1;
+        if (fl > 0 && isnan(first)) first = sg[is];
+        if (used < sizeof line)
+          used += (size_t)snprintf(line + used, sizeof line - used, " s=%g:%ld/%ld", sg[is], fl, tl);
+      }
+      if (!any) continue;
+      fprintf(o, "  guarded (%s, causal) n=%ld d=%ld: flagged/tiles over seeds%s; ", guarded, ns[in], ds[id], line);
+      if (isnan(first))
+        fprintf(o, "never flagged");
+      else
+        fprintf(o, "recovery from sigma=%g", first);
+      fprintf(o, "; cells with NaN/Inf: %ld\n", nf_tot);
+    }
+  /* (c) the paper's observation (section 5.4) */
+  if (nd >= 2) {
+    fprintf(o, "  paper 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, sigma):\n");
+    for (size_t in = 0; in < nn; in++)
+      for (size_t is = 0; is < ns_; is++) {
+        long f64 = -1, f128 = -1;
+        for (size_t i = 0; i < nr; i++) {
+          const row_t *r = &rs[i];
+          if (strcmp(r->mask, "causal") || strcmp(r->recipe, guarded) || r->n != ns[in] || r->sigma != sg[is] ||
+              strcmp(r->tensor, "o"))
+            continue;
+          if (r->d == 64) f64 = (f64 < 0 ? 0 : f64) + r->flagged;
+          if (r->d == 128) f128 = (f128 < 0 ? 0 : f128) + r->flagged;
+        }
+        if (f64 < 0 || f128 < 0) continue;
+        if (f64 > 0 || f128 > 0)
+          fprintf(o, "    n=%ld sigma=%g: flagged tiles d=64 %ld, d=128 %ld%s\n", ns[in], sg[is], f64, f128,
+                  f64 > 0 && f128 == 0 ? "  <- d=64 recovers, d=128 does not" : "");
+      }
+  }
+  /* (d) accuracy: dq rel_l2, mean over seeds and d, per recipe */
+  fprintf(o, "  dq rel_l2 (geometric mean over seeds and d; '-' where an output is not finite):\n");
+  const char *masks[2] = {"dense", "causal"};
+  for (int mk = 0; mk < 2; mk++) {
+    char recs[MAX_REC][64];
+    size_t nrec = 0;
+    for (size_t i = 0; i < nr; i++) {
+      if (strcmp(rs[i].mask, masks[mk])) continue;
+      size_t k = 0;
+      while (k < nrec && strcmp(recs[k], rs[i].recipe)) k++;
+      if (k == nrec && nrec < MAX_REC) snprintf(recs[nrec++], 64, "%s", rs[i].recipe);
+    }
+    if (nrec == 0) continue;
+    fprintf(o, "    %-6s %-6s %-6s", masks[mk], "n", "sigma");
+    for (size_t k = 0; k < nrec; k++)
+      fprintf(o, " %-16s", recs[k]);
+    fprintf(o, "\n");
+    for (size_t in = 0; in < nn; in++)
+      for (size_t is = 0; is < ns_; is++) {
+        int seen = 0;
+        char buf[512];
+        size_t used = 0;
+        for (size_t k = 0; k < nrec; k++) {
+          double lg = 0;
+          int cnt = 0, bad = 0;
+          for (size_t i = 0; i < nr; i++) {
+            const row_t *r = &rs[i];
+            if (strcmp(r->mask, masks[mk]) || strcmp(r->recipe, recs[k]) || r->n != ns[in] || r->sigma != sg[is] ||
+                strcmp(r->tensor, "dq"))
+              continue;
+            if (r->nonfinite || !(r->rel_l2 > 0) || !isfinite(r->rel_l2))
+              bad = 1;
+            else {
+              lg += log(r->rel_l2);
+              cnt++;
+            }
+          }
+          if (cnt == 0 && !bad) continue;
+          seen = 1;
+          if (bad || cnt == 0)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, " %-16s", "-");
+          else
+            used += (size_t)snprintf(buf + used, sizeof buf - used, " %-16.4e", exp(lg / cnt));
+        }
+        if (seen) fprintf(o, "    %-6s %-6ld %-6g%s\n", "", ns[in], sg[is], buf);
+      }
+  }
+}
+
+int aa_cmd_normmap(int argc, char **argv) {
+  const char *cmd = "normmap";
+  cli_args_t a;
+  aa_error_t err = {{0}};
+  char nbuf[256], dbuf[256], sbuf[256], mbuf[64], drbuf[512], crbuf[512];
+  char *ns[MAX_LIST], *dsv[MAX_LIST], *ss[MAX_LIST], *ms[4], *drs[MAX_REC], *crs[MAX_REC];
+  int64_t nv[MAX_LIST], dv[MAX_LIST], seeds[64];
+  long nl[MAX_LIST], dl[MAX_LIST];
+  double sv[MAX_LIST], shift = 0;
+  size_t nn, nd, nsg, nm, ndr, ncr, nseeds = 3, jobs = 1, threads = 0, max_cells = 0, tmp;
+  const char *s, *out_dir;
+  int rc, have_shift = 0;
+  ctx_t *cx = calloc(1, sizeof *cx);
+  aa_sweep_t *sw = NULL;
+  int status = 2;
+  if (cx == NULL) {
+    cli_error(cmd, "out of memory");
+    return 1;
+  }
+  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >= 0) {
+    free(cx);
+    return rc;
+  }
+  out_dir = (s = cli_get(&a, "out")) ? s : "normmap-out";
+  snprintf(nbuf, sizeof nbuf, "%s", (s = cli_get(&a, "n")) ? s : "1024,4096,16384");
+  snprintf(dbuf, sizeof dbuf, "%s", (s = cli_get(&a, "d")) ? s : "64,128");
+  snprintf(sbuf, sizeof sbuf, "%s", (s = cli_get(&a, "sigma")) ? s : "1,2,3,3.5,4,4.5");
+  snprintf(mbuf, sizeof mbuf, "%s", (s = cli_get(&a, "masks")) ? s : "dense,causal");
+  snprintf(drbuf, sizeof drbuf, "%s", (s = cli_get(&a, "dense")) ? s : "fa2,recip,recip-unrounded");
+  snprintf(crbuf, sizeof crbuf, "%s", (s = cli_get(&a, "causal")) ? s : "fa2,recip-causal");
+  nn = split(ns, MAX_LIST, nbuf);
+  nd = split(dsv, MAX_LIST, dbuf);
+  nsg = split(ss, MAX_LIST, sbuf);
+  nm = split(ms, 4, mbuf);
+  ndr = split(drs, MAX_REC, drbuf);
+  ncr = split(crs, MAX_REC, crbuf);
+  for (size_t i = 0; i < nn; i++) {
+    if (cli_size(&tmp, cmd, "n", ns[i], 1, 1u << 20)) goto out;
+    nv[i] = (int64_t)tmp;
+    nl[i] = (long)tmp;
+  }
+  for (size_t i = 0; i < nd; i++) {
+    if (cli_size(&tmp, cmd, "d", dsv[i], 1, 4096)) goto out;
+    dv[i] = (int64_t)tmp;
+    dl[i] = (long)tmp;
+  }
+  for (size_t i = 0; i < nsg; i++)
+    if (cli_double(&sv[i], cmd, "sigma", ss[i], 0, 1e6, 1)) goto out;
+  for (size_t i = 0; i < nm; i++)
+    if (strcmp(ms[i], "dense") && strcmp(ms[i], "causal")) {
+      cli_error(cmd, "--masks: '%s' is not dense or causal", ms[i]);
+      goto out;
+    }
+  if ((s = cli_get(&a, "seeds")) && cli_size(&nseeds, cmd, "seeds", s, 1, 64)) goto out;
+  if ((s = cli_get(&a, "shift")) != NULL) {
+    if (cli_double(&shift, cmd, "shift", s, -1e4, 1e4, 0)) goto out;
+    have_shift = 1;
+  }
+  if ((s = cli_get(&a, "rows")) && cli_size(&cx->rows, cmd, "rows", s, 0, 1u << 30)) goto out;
+  if ((s = cli_get(&a, "jobs")) && cli_size(&jobs, cmd, "jobs", s, 1, 256)) goto out;
+  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
+  if ((s = cli_get(&a, "max-cells")) && cli_size(&max_cells, cmd, "max-cells", s, 0, SIZE_MAX)) goto out;
+  aa_oracle_opts_init(&cx->oo);
+  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&cx->oo.path, s) != AA_OK) {
+    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
+    goto out;
+  }
+  cx->oo.threads = (int)threads;
+  if ((s = cli_get(&a, "reference")) != NULL) {
+    if (strcmp(s, "fp64") == 0)
+      cx->ref_fp64 = 1;
+    else if (strcmp(s, "oracle") != 0) {
+      cli_error(cmd, "--reference: '%s' is not oracle or fp64", s);
+      goto out;
+    }
+  }
+  cx->cache = cli_get(&a, "oracle-cache");
+  for (size_t i = 0; i < ndr; i++)
+    if (make_recipe(&cx->dense[i], drs[i], have_shift, shift, &err) != AA_OK) {
+      cli_error(cmd, "--dense: %s", err.msg);
+      goto out;
+    }
+  for (size_t i = 0; i < ncr; i++)
+    if (make_recipe(&cx->causal[i], crs[i], have_shift, shift, &err) != AA_OK) {
+      cli_error(cmd, "--causal: %s", err.msg);
+      goto out;
+    }
+  cx->ndense = ndr;
+  cx->ncausal = ncr;
+  if (!have_shift) {
+    shift = 0;
+    for (size_t i = 0; i < ndr; i++)
+      if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) shift = cx->dense[i].r.fwd_shift;
+  }
+  for (size_t i = 0; i < nseeds; i++)
+    seeds[i] = (int64_t)(i + 1);
+  cli_set_threads(threads);
+
+  /* ---- the grid ---- */
+  {
+    const char *mv[4];
+    for (size_t i = 0; i < nm; i++)
+      mv[i] = ms[i];
+    const char *cols[] = {"recipe", "tensor", "rel_l2", "max_abs", "nan", "inf", "pass", "fwd_tiles",
+                          "tiles_flagged", "rows_recovered", "nonfinite", "lse2_max", "lse2_min", "oracle_cached"};
+    if ((rc = aa_sweep_new(&sw, &err)) || (rc = aa_sweep_axis_str(sw, "mask", mv, nm, 0, &err)) ||
+        (rc = aa_sweep_axis_int(sw, "n", nv, nn, 0, &err)) || (rc = aa_sweep_axis_int(sw, "d", dv, nd, 0, &err)) ||
+        (rc = aa_sweep_axis_double(sw, "sigma", sv, nsg, 0, &err)) ||
+        (rc = aa_sweep_axis_int(sw, "seed", seeds, nseeds, 0, &err))) {
+      cli_error(cmd, "%s", err.msg);
+      goto out;
+    }
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+      if ((rc = aa_sweep_column(sw, cols[i], 0, &err)) != AA_OK) {
+        cli_error(cmd, "%s", err.msg);
+        goto out;
+      }
+    if ((rc = aa_sweep_column(sw, "seconds_oracle", AA_COL_TIMING, &err)) ||
+        (rc = aa_sweep_column(sw, "seconds_emul", AA_COL_TIMING, &err)) ||
+        (rc = aa_sweep_build(sw, NULL, NULL, &err))) {
+      cli_error(cmd, "%s", err.msg);
+      goto out;
+    }
+  }
+  aa_sweep_opts_t so;
+  aa_sweep_opts_init(&so);
+  so.out_dir = out_dir;
+  so.threads = (int)jobs;
+  so.resume = cli_get(&a, "resume") != NULL;
+  so.max_cells = max_cells;
+  aa_sweep_progress_t stats;
+  double t0 = cli_now();
+  fprintf(stderr, "attnacc normmap: %zu cells into %s (jobs %zu)\n", aa_sweep_ncells(sw), out_dir, jobs);
+  rc = aa_sweep_run(&stats, sw, eval_cell, cx, &so, &err);
+  double secs = cli_now() - t0;
+  if (rc != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    status = cli_exit_status(rc);
+    goto out;
+  }
+  printf("normmap: %zu cells (%zu resumed, %zu run) in %.1f s; results in %s/results.csv\n", stats.total,
+         stats.skipped, stats.done, secs, out_dir);
+  if (!stats.complete) {
+    printf("normmap: incomplete (--max-cells); rerun with --resume to finish and get the summary\n");
+    status = 0;
+    goto out;
+  }
+  {
+    char path[4096];
+    size_t nr = 0;
+    snprintf(path, sizeof path, "%s/results.csv", out_dir);
+    row_t *rs = read_rows(path, &nr);
+    if (rs == NULL) {
+      cli_error(cmd, "cannot read %s for the summary", path);
+      status = 1;
+      goto out;
+    }
+    const char *fixed = "recip", *guarded = "recip-causal";
+    for (size_t i = 0; i < ndr; i++)
+      if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) {
+        fixed = cx->dense[i].name;
+        break;
+      }
+    for (size_t i = 0; i < ncr; i++)
+      if (cx->causal[i].r.fwd_softmax == AA_SOFTMAX_GUARDED) {
+        guarded = cx->causal[i].name;
+        break;
+      }
+    summary(stdout, rs, nr, nl, nn, dl, nd, sv, nsg, fixed, guarded, shift);
+    free(rs);
+  }
+  printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+  status = 0;
+out:
+  aa_sweep_free(sw);
+  free(cx);
+  return status;
+}

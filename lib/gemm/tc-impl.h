@@ -1,0 +1,21 @@
+/* attnacc: internal declarations of the tensor-core block accumulation models (tc-k16-f25, tc-k8-f24). */
+#ifndef AA_GEMM_TC_IMPL_H
+#define AA_GEMM_TC_IMPL_H
+
+#include <stddef.h>
+
+#include "gemm.h"
+
+/* One block of the tc models: terms t[0..n) (exact products and, first,
+   the incoming fp32 accumulator) aligned to the largest exponent, each
+   truncated toward zero to frac_bits fractional bits, summed exactly and
+   normalised to fp32 with RZ (definitions in gemm.h). */
+float aa_gemm_tc_block(const double *t, size_t n, int frac_bits);
+
+/* Literal scalar loop and the packed, threaded path (bitwise equal). M, N, K > 0. */
+void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+
+#endif

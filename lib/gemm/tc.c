@@ -1,0 +1,141 @@
+/* attnacc: tensor-core block accumulation models (REFERENCES section 6): exact products, blocks of k aligned to the largest exponent, truncated to F fractional bits, RZ to fp32. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "gemm-impl.h"
+#include "tc-impl.h"
+
+int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
+  int k, f;
+  switch (model) {
+  case AA_ACC_TC_K16_F25: k = 16, f = 25; break; /* H100 / H200 / B200 (REFERENCES section 6) */
+  case AA_ACC_TC_K8_F24: k = 8, f = 24; break;   /* A100 / Ada */
+  default: return AA_ENOTFOUND;
+  }
+  if (block_k != NULL) *block_k = k;
+  if (frac_bits != NULL) *frac_bits = f;
+  return AA_OK;
+}
+
+/* Round a double toward zero to binary32 (subnormals kept, overflow to
+   +-FLT_MAX as IEEE RZ prescribes): the RNE conversion gives one of the two
+   binary32 neighbours of x; when it lies further from zero than x, the
+   neighbour towards zero is the RZ result. */
+static float rz32(double x) {
+  float f = (float)x;
+  if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+  return f;
+}
+
+static double pow2(int e) {
+  union {
+    uint64_t u;
+    double d;
+  } v = {(uint64_t)(e + 1023) << 52};
+  return v.d;
+}
+
+float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
+  double mx = 0;
+  int nonfinite = 0;
+  for (size_t i = 0; i < n; i++) {
+    double a = fabs(t[i]);
+    if (!(a <= DBL_MAX)) nonfinite = 1;
+    else if (a > mx) mx = a;
+  }
+  if (nonfinite) {
+    /* Inf/NaN: the IEEE sum of the special terms (NaN for Inf - Inf, an
+       Inf product, or a NaN); finite terms cannot change it. */
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!(fabs(t[i]) <= DBL_MAX)) s += t[i];
+    return (float)s;
+  }
+  if (mx == 0) return 0.0f; /* every term is a zero of either sign: +0 */
+  /* E = floor(log2(max |t_i|)) over the nonzero terms (a zero accumulator
+     takes no part). frexp gives mx = m 2^e with m in [0.5, 1), so E = e - 1.
+     Every term scaled by 2^(F-E) is below 2^(F+1) in magnitude, so the
+     conversion to int64 truncates it toward zero exactly (the scaling is a
+     power of two and products of fp32 values are exact in binary64, far
+     from its underflow: |t| >= 2^-298, 2^(F-E) >= 2^-230). */
+  int e;
+  frexp(mx, &e);
+  int shift = frac_bits - (e - 1);
+  /* shift lies in [-231, 323] (E from -298 to 255, F <= 25), so 2^shift
+     and 2^-shift are normal binary64 numbers, built from their bits. */
+  double up = pow2(shift), down = pow2(-shift);
+  int64_t s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (int64_t)(t[i] * up);
+  /* |s| < n 2^(F+1) < 2^53: exact as a double, and so is the scaling back. */
+  return rz32((double)s * down);
+}
+
+/* The definition of gemm.h, literally: per output, blocks of k consecutive
+   k-indices, the running fp32 accumulator entering each block as its first
+   term. */
+void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
+  int bk = 16, fb = 25;
+  aa_accum_tc_params(model, &bk, &fb);
+  double t[33];
+  for (size_t i = 0; i < M; i++)
+    for (size_t j = 0; j < N; j++) {
+      float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
+      for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
+        size_t nb = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
+        t[0] = acc;
+        for (size_t k = 0; k < nb; k++)
+          t[1 + k] = (double)(float)aa_gemm_opa(A, lda, transA, i, k0 + k) *
+                     (double)(float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
+        acc = aa_gemm_tc_block(t, nb + 1, fb);
+      }
+      C[i * ldc + j] = acc;
+    }
+}
+
+/* Same arithmetic, operands packed once as fp32 rows (op(A) row i and
+   op(B) column j contiguous in k), rows of C shared out by OpenMP: each
+   element's operations are those of the reference, so the bits do not
+   depend on the thread count. */
+int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
+  int bk = 16, fb = 25;
+  aa_accum_tc_params(model, &bk, &fb);
+  size_t na, nb;
+  if (aa_size_mul(&na, M, K) != AA_OK || aa_size_mul(&nb, N, K) != AA_OK) return AA_ENOMEM;
+  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb);
+  if (pa == NULL || pb == NULL) {
+    free(pa);
+    free(pb);
+    return AA_ENOMEM;
+  }
+  for (size_t i = 0; i < M; i++)
+    for (size_t k = 0; k < K; k++)
+      pa[i * K + k] = (float)aa_gemm_opa(A, lda, transA, i, k);
+  for (size_t j = 0; j < N; j++)
+    for (size_t k = 0; k < K; k++)
+      pb[j * K + k] = (float)aa_gemm_opb(B, ldb, transB, k, j);
+  AA_OMP(omp parallel for schedule(static))
+  for (size_t i = 0; i < M; i++) {
+    double t[33];
+    const float *ar = pa + i * K;
+    for (size_t j = 0; j < N; j++) {
+      const float *bc = pb + j * K;
+      float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
+      for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
+        size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
+        t[0] = acc;
+        for (size_t k = 0; k < n; k++)
+          t[1 + k] = (double)ar[k0 + k] * (double)bc[k0 + k];
+        acc = aa_gemm_tc_block(t, n + 1, fb);
+      }
+      C[i * ldc + j] = acc;
+    }
+  }
+  free(pa);
+  free(pb);
+  return AA_OK;
+}

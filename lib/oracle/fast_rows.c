@@ -1,0 +1,560 @@
+/* attnacc: the reference row-by-row kernel of the fast oracle path (before tiling), kept as a second algorithm for tests and benchmarks. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "oracle-impl.h"
+
+/* Bound bookkeeping (u = 2^-53, u2 = u^2):
+   - every double-double value c carries an absolute bound e on |c - exact|;
+   - S = q.k: exact in plain double when the "span" test below holds, else a
+     compensated dot product (bound kappa(d) sum|q k|); times sigma (a dd of
+     relative error sig_rel) with a dd product (rel 5 u2);
+   - x = S - LSE (or S - max): accurate dd sum, |err| <= 4 u2 (|S| + |LSE|);
+   - P = exp(x): aa_oracle_dd_exp, relative AA_OR_EXP_REL + AA_OR_EXP_XREL |x|,
+     and exp(x^)/exp(x) - 1 <= expm1(e_x) for the argument error e_x;
+   - n-term sums sum_j c_j y_j (c dd, y a stored double) are accumulated per
+     element with TwoProduct/TwoSum (aa_or_kappa bound) while two plain
+     doubles gather a = sum |c_hi y| and b = sum e_c |y|: the element's bound
+     is b (1 + (n+2) 2^-52) + kappa(n) a, plus floor_unit (n+1) for anything
+     below the normal range (flushed P < 2^-1019, subnormal low words);
+   - the factor 1.01 covers second-order products of relative errors. */
+
+#define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define U2 AA_OR_U2
+#define BLK 256
+
+static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
+
+/* relative error of the computed exp against exp(exact x), |x^ - x| <= ex */
+static inline double exp_eps(double xh, double ex) {
+  double rel = aa_or_exp_relerr(xh);
+  if (ex <= 0x1p-30) return (rel + ex) * (1 + 0x1p-29);
+  return (rel * exp(ex) + expm1(ex)) * (1 + 0x1p-50);
+}
+
+/* Exponent of the lowest set bit of a non-zero double. */
+static int lowbit_exp(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  int ef = (int)((b >> 52) & 0x7ff);
+  uint64_t m = b & ((UINT64_C(1) << 52) - 1);
+  int e0 = ef == 0 ? -1074 : ef - 1075;
+  if (ef != 0) m |= UINT64_C(1) << 52;
+  return e0 + __builtin_ctzll(m);
+}
+
+/* Span of a vector: max|x| / 2^lb with lb the lowest set bit over the
+   vector. If span(a) span(b) d <= 2^52 and lb(a) + lb(b) >= -1074, every
+   product a_c b_c and every partial sum of a.b is an integer multiple of
+   2^(lb(a)+lb(b)) below 2^53 times it, so the plain double dot product is
+   exact in any order (tested in toracle_kernels). */
+static void span(double *sp, int *lb, const double *x, size_t n) {
+  double m = 0;
+  int l = INT_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != 0) {
+      m = fmax(m, fabs(x[i]));
+      int e = lowbit_exp(x[i]);
+      if (e < l) l = e;
+    }
+  *sp = m == 0 ? 0 : ldexp(m, -l);
+  *lb = m == 0 ? 0 : l;
+}
+
+typedef struct {
+  double *xq, *xk, *xv, *xdo;
+  int *lq, *lk, *lv, *ldo;
+} spans_t;
+
+static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
+  if (sa == 0 || sb == 0) return 1;
+  return (double)d * sa * sb <= 0x1p52 && la + lb >= -1074;
+}
+
+TC static double dot_plain(const double *restrict a, const double *restrict b, size_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (size_t c = 0; c < n; c++) s += a[c] * b[c];
+  return s;
+}
+
+/* compensated dot product (Dot2 without the final rounding), fixed order */
+static aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
+  double s = 0, cc = 0, ab = 0;
+  for (size_t c = 0; c < n; c++) {
+    double p = a[c] * b[c], e = fma(a[c], b[c], -p);
+    double ss = s + p, bv = ss - s, t = (s - (ss - bv)) + (p - bv);
+    s = ss;
+    cc += t + e;
+    ab += fabs(p);
+  }
+  *bound = aa_or_kappa(n) * ab * infl(n) + (double)(n + 1) * 0x1p-1070;
+  return aa_or_two_sum(s, cc);
+}
+
+/* a.b as a double-double with bound: exact when the spans allow it */
+static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
+  if (exact) {
+    aa_or_dd_t r = {dot_plain(a, b, n), 0};
+    *bound = 0;
+    return r;
+  }
+  return dot_comp(a, b, n, bound);
+}
+
+/* acc[c] += sum_t (ch_t + cl_t) Y[idx_t][c], with a[c] += |ch_t Y|, b[c] += ec_t |Y|. */
+TC static void acc_block(double *restrict s, double *restrict cc, double *restrict a, double *restrict b,
+                         const double *restrict Y, const size_t *restrict idx, const double *restrict ch,
+                         const double *restrict cl, const double *restrict ec, const uint8_t *restrict use,
+                         size_t nt, size_t d) {
+  for (size_t t = 0; t < nt; t++) {
+    if (use != NULL && !use[t]) continue;
+    const double *restrict y = Y + idx[t] * d;
+    const double xh = ch[t], xl = cl[t], ex = ec[t];
+#pragma omp simd
+    for (size_t c = 0; c < d; c++) {
+      double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
+      double sv = s[c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
+      s[c] = ss;
+      cc[c] += (tt + e) + l;
+      a[c] += fabs(p);
+      b[c] += ex * fabs(yy);
+    }
+  }
+}
+
+typedef struct {
+  double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec;
+  double *s, *cc, *a, *b, *s2, *cc2, *a2, *b2;
+  double *rsh, *rsl, *res, *rxh, *rxl, *reh, *rel, *ree; /* one row of n_k */
+  size_t *rows, *keys, *yidx;
+  uint8_t *kept;
+  int ok;
+} buf_t;
+
+static void buf_init(buf_t *B, size_t d, size_t nk) {
+  memset(B, 0, sizeof *B);
+  double **dv[] = {&B->sh, &B->sl, &B->eS, &B->xh, &B->xl, &B->ex, &B->ph, &B->pl, &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec};
+  B->ok = 1;
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
+    if ((*dv[i] = malloc(BLK * sizeof(double))) == NULL) B->ok = 0;
+  double **av[] = {&B->s, &B->cc, &B->a, &B->b, &B->s2, &B->cc2, &B->a2, &B->b2};
+  for (size_t i = 0; i < sizeof av / sizeof av[0]; i++)
+    if ((*av[i] = malloc((d + 1) * sizeof(double))) == NULL) B->ok = 0;
+  double **rv[] = {&B->rsh, &B->rsl, &B->res, &B->rxh, &B->rxl, &B->reh, &B->rel, &B->ree};
+  for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
+    if ((*rv[i] = malloc((nk + 1) * sizeof(double))) == NULL) B->ok = 0;
+  B->rows = malloc(BLK * sizeof(size_t));
+  B->keys = malloc(BLK * sizeof(size_t));
+  B->yidx = malloc(BLK * sizeof(size_t));
+  B->kept = malloc(BLK);
+  if (!B->rows || !B->keys || !B->yidx || !B->kept) B->ok = 0;
+}
+
+static void buf_free(buf_t *B) {
+  double *dv[] = {B->sh, B->sl, B->eS, B->xh, B->xl, B->ex, B->ph, B->pl, B->epsP, B->eP, B->ch, B->cl, B->ec,
+                  B->s,  B->cc, B->a,  B->b,  B->s2, B->cc2, B->a2, B->b2, B->rsh, B->rsl, B->res, B->rxh,
+                  B->rxl, B->reh, B->rel, B->ree};
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) free(dv[i]);
+  free(B->rows);
+  free(B->keys);
+  free(B->yidx);
+  free(B->kept);
+}
+
+static void acc_zero(double *s, double *cc, double *a, double *b, size_t d) {
+  memset(s, 0, d * sizeof *s);
+  memset(cc, 0, d * sizeof *cc);
+  memset(a, 0, d * sizeof *a);
+  memset(b, 0, d * sizeof *b);
+}
+
+/* S for pair t of the block: rows[t] = h n_q + i, keys[t] = g n_k + j. */
+static void block_s(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t nb) {
+  size_t d = cx->d;
+  for (size_t t = 0; t < nb; t++) {
+    size_t r = B->rows[t], kk = B->keys[t];
+    double et;
+    aa_or_dd_t tt = dot_dd(cx->q + r * d, cx->k + kk * d, d, exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d), &et);
+    aa_or_dd_t S = tt.lo == 0 ? aa_or_dd_mul_d(cx->sig, tt.hi) : aa_or_dd_mul(cx->sig, tt);
+    B->sh[t] = S.hi;
+    B->sl[t] = S.lo;
+    B->eS[t] = 1.01 * (cx->sig.hi * et + (cx->sig_rel + 5 * U2) * fabs(S.hi));
+  }
+}
+
+/* P = exp(S - LSE_row) and, when want_ds, dS = P (dP - D_row) for the block. */
+static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t nb, int want_ds) {
+  size_t d = cx->d;
+  block_s(cx, sp, B, nb);
+  for (size_t t = 0; t < nb; t++) {
+    size_t r = B->rows[t];
+    aa_or_dd_t S = {B->sh[t], B->sl[t]}, L = {cx->lse_h[r], cx->lse_l[r]};
+    aa_or_dd_t x = aa_or_dd_add(S, aa_or_dd_neg(L));
+    B->xh[t] = x.hi;
+    B->xl[t] = x.lo;
+    B->ex[t] = B->eS[t] + cx->e_lse[r] + 4 * U2 * (fabs(S.hi) + fabs(L.hi));
+  }
+  aa_oracle_dd_exp(B->ph, B->pl, B->xh, B->xl, nb, &cx->tab);
+  for (size_t t = 0; t < nb; t++) {
+    B->epsP[t] = exp_eps(B->xh[t], B->ex[t]);
+    B->eP[t] = 1.01 * B->epsP[t] * B->ph[t];
+  }
+  if (!want_ds) return;
+  const aa_problem_t *pb = cx->pb;
+  for (size_t t = 0; t < nb; t++) {
+    size_t r = B->rows[t], kk = B->keys[t], j = kk % cx->n_k;
+    B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + j] != 0 : 1;
+    aa_or_dd_t dP = {0, 0};
+    double edp = 0;
+    if (B->kept[t]) {
+      double et;
+      dP = dot_dd(cx->dO + r * d, cx->v + kk * d, d, exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d), &et);
+      if (cx->ks != 1.0) {
+        dP = aa_or_dd_mul(dP, (aa_or_dd_t){cx->ks, 0});
+        edp = 1.01 * (cx->ks * et + 5 * U2 * fabs(dP.hi));
+      } else {
+        dP = aa_or_fast_two_sum(dP.hi, dP.lo);
+        edp = et;
+      }
+    }
+    aa_or_dd_t D = {cx->d_h[r], cx->d_l[r]};
+    aa_or_dd_t df = aa_or_dd_add(dP, aa_or_dd_neg(D));
+    double ediff = edp + cx->e_d[r] + 4 * U2 * (fabs(dP.hi) + fabs(D.hi));
+    aa_or_dd_t P = {B->ph[t], B->pl[t]};
+    aa_or_dd_t dS = aa_or_dd_mul(P, df);
+    B->ch[t] = dS.hi;
+    B->cl[t] = dS.lo;
+    B->ec[t] = 1.01 * (P.hi * ediff + B->epsP[t] * P.hi * (fabs(df.hi) + ediff)) + 5 * U2 * fabs(dS.hi);
+  }
+}
+
+/* visible keys of row i form an interval [lo, hi) */
+static void row_range(const aa_problem_t *pb, size_t i, size_t *lo, size_t *hi) {
+  size_t a = 0, b = pb->n_k;
+  if (pb->causal && b > i + 1) b = i + 1;
+  if (pb->window != 0 && i + 1 > pb->window) a = i + 1 - pb->window;
+  if (pb->bound_min != NULL) {
+    if ((size_t)pb->bound_min[i] > a) a = (size_t)pb->bound_min[i];
+    if ((size_t)pb->bound_max[i] < b) b = (size_t)pb->bound_max[i];
+  }
+  if (b < a) b = a;
+  *lo = a;
+  *hi = b;
+}
+
+/* Finish an accumulated element: value (s + cc) times the dd factor f (rel
+   error frel), bound; settles it (or leaves it todo). */
+static void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
+                   aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
+  aa_or_dd_t v = aa_or_two_sum(s, cc);
+  double e;
+  if (n == 0) {
+    v.hi = v.lo = 0;
+    e = 0;
+  } else {
+    v = aa_or_dd_mul(v, f);
+    e = 1.01 * f.hi * (b * infl(n) + aa_or_kappa(n) * a) + (frel + 5 * U2) * 1.01 * fabs(v.hi) +
+        (double)(n + 1) * cx->floor_unit * fmax(1.0, f.hi);
+  }
+  if (vh != NULL) {
+    *vh = v.hi;
+    *vl = v.lo;
+    *ve = e;
+  }
+  if (n == 0 || (v.hi == 0 && e == 0)) { /* exactly zero: no term at all */
+    aa_oracle_out_t *o = cx->w[t].out;
+    o->val.data[idx] = o->fp32.data[idx] = o->bf16.data[idx] = 0;
+    cx->w[t].rel[idx] = 0;
+    cx->w[t].todo[idx] = 0;
+    return;
+  }
+  aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
+}
+
+/* Forward of row r = h n_q + i: LSE, O, D. */
+static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr_t mz, mpfr_t ml) {
+  const aa_problem_t *pb = cx->pb;
+  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
+  row_range(pb, i, &lo, &hi);
+  size_t m = hi - lo, ns = cx->ns;
+  cx->row_empty[r] = m + ns == 0;
+  if (m + ns == 0) {
+    aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
+    o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
+    cx->w[AA_OR_LSE].rel[r] = 0;
+    cx->w[AA_OR_LSE].todo[r] = 0;
+    cx->lse_h[r] = -INFINITY;
+    cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
+    for (size_t c = 0; c < d; c++) finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+    return;
+  }
+  /* pass 1: S row and its maximum (any double works as a shift; the max keeps Z in [1, m + ns]) */
+  double mx = -INFINITY;
+  for (size_t s = 0; s < ns; s++) mx = fmax(mx, pb->sinks[h * ns + s]);
+  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
+    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+    for (size_t t = 0; t < nb; t++) {
+      B->rows[t] = r;
+      B->keys[t] = g * cx->n_k + j0 + t;
+    }
+    block_s(cx, sp, B, nb);
+    for (size_t t = 0; t < nb; t++) {
+      mx = fmax(mx, B->sh[t]);
+      B->rsh[j0 - lo + t] = B->sh[t];
+      B->rsl[j0 - lo + t] = B->sl[t];
+      B->res[j0 - lo + t] = B->eS[t];
+    }
+  }
+  /* pass 2: E = exp(S - mx), Z = sum E + sum exp(sink - mx) */
+  double zs = 0, zc = 0, epsE = 0;
+  for (size_t s = 0; s < ns; s++) {
+    aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -mx); /* exact */
+    double eh, el;
+    aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
+    epsE = fmax(epsE, aa_or_exp_relerr(x.hi));
+    aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
+    zs = t2.hi;
+    zc += t2.lo + el;
+  }
+  for (size_t j = 0; j < m; j++) {
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){B->rsh[j], B->rsl[j]}, (aa_or_dd_t){-mx, 0});
+    B->rxh[j] = x.hi;
+    B->rxl[j] = x.lo;
+  }
+  aa_oracle_dd_exp(B->reh, B->rel, B->rxh, B->rxl, m, &cx->tab);
+  for (size_t j = 0; j < m; j++) {
+    double ex = B->res[j] + 4 * U2 * (fabs(B->rsh[j]) + fabs(mx));
+    B->ree[j] = exp_eps(B->rxh[j], ex);
+    epsE = fmax(epsE, B->ree[j]);
+    aa_or_dd_t t2 = aa_or_two_sum(zs, B->reh[j]);
+    zs = t2.hi;
+    zc += t2.lo + B->rel[j];
+  }
+  /* all terms positive: relative error of Z <= max term error + kappa(m + ns)
+     (+ flushed terms below 2^-1019 against Z >= 1/2) */
+  double epsZ = 1.01 * (epsE + aa_or_kappa(m + ns)) + (double)(m + ns) * 0x1p-1018;
+  /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
+  mpfr_set_d(mz, zs, MPFR_RNDN);
+  mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
+  mpfr_log(ml, mz, MPFR_RNDN);
+  mpfr_add_d(ml, ml, mx, MPFR_RNDN);
+  double lh = mpfr_get_d(ml, MPFR_RNDN);
+  mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
+  double ll = mpfr_get_d(ml, MPFR_RNDN);
+  cx->lse_h[r] = lh;
+  cx->lse_l[r] = ll;
+  cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(mx));
+  mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
+  aa_or_dd_t iz;
+  iz.hi = mpfr_get_d(ml, MPFR_RNDN);
+  mpfr_sub_d(ml, ml, iz.hi, MPFR_RNDN);
+  iz.lo = mpfr_get_d(ml, MPFR_RNDN);
+  aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
+  /* pass 3: P = E / Z, O = ks sum_kept P v */
+  const double *V = cx->v + g * cx->n_k * d;
+  double *s = B->s, *cc = B->cc, *a = B->a, *b = B->b;
+  acc_zero(s, cc, a, b, d);
+  size_t nkept = 0;
+  double pz = 1.01 * (epsZ + 0x1p-105);
+  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
+    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+    for (size_t t = 0; t < nb; t++) {
+      size_t j = j0 - lo + t;
+      aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){B->reh[j], B->rel[j]}, iz);
+      B->ch[t] = P.hi;
+      B->cl[t] = P.lo;
+      B->ec[t] = 1.01 * (B->ree[j] + pz + 5 * U2) * P.hi;
+      B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + j0 + t] != 0 : 1;
+      B->yidx[t] = j0 + t;
+      nkept += B->kept[t];
+    }
+    acc_block(s, cc, a, b, V, B->yidx, B->ch, B->cl, B->ec, pb->keep != NULL ? B->kept : NULL, nb, d);
+  }
+  /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
+  const double *doi = cx->dO + r * d;
+  double ds = 0, dc = 0, da = 0, db = 0;
+  aa_or_dd_t ksd = {cx->ks, 0};
+  for (size_t c = 0; c < d; c++) {
+    double oh, ol, oe;
+    finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a[c], b[c], nkept, ksd, 0, &oh, &ol, &oe);
+    double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
+    aa_or_dd_t t2 = aa_or_two_sum(ds, p);
+    ds = t2.hi;
+    dc += (t2.lo + e) + l;
+    da += fabs(p);
+    db += oe * fabs(y);
+  }
+  aa_or_dd_t D = aa_or_two_sum(ds, dc);
+  cx->d_h[r] = D.hi;
+  cx->d_l[r] = D.lo;
+  cx->e_d[r] = nkept == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
+}
+
+/* dQ of row r. */
+static void dq_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r) {
+  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
+  row_range(cx->pb, i, &lo, &hi);
+  const double *K = cx->k + g * cx->n_k * d;
+  acc_zero(B->s, B->cc, B->a, B->b, d);
+  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
+    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+    for (size_t t = 0; t < nb; t++) {
+      B->rows[t] = r;
+      B->keys[t] = g * cx->n_k + j0 + t;
+      B->yidx[t] = j0 + t;
+    }
+    block_pairs(cx, sp, B, nb, 1);
+    acc_block(B->s, B->cc, B->a, B->b, K, B->yidx, B->ch, B->cl, B->ec, NULL, nb, d);
+  }
+  for (size_t c = 0; c < d; c++)
+    finish(cx, AA_OR_DQ, r * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], hi - lo, cx->sig, cx->sig_rel, NULL, NULL,
+           NULL);
+}
+
+/* dK and dV of key column kk = g n_k + j. */
+static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
+  const aa_problem_t *pb = cx->pb;
+  size_t g = kk / cx->n_k, j = kk % cx->n_k, d = cx->d, nvis = 0, nkept = 0;
+  size_t ilo = pb->causal ? j : 0, ihi = cx->n_q;
+  if (pb->window != 0 && j + pb->window < ihi) ihi = j + pb->window;
+  acc_zero(B->s, B->cc, B->a, B->b, d);    /* dK */
+  acc_zero(B->s2, B->cc2, B->a2, B->b2, d); /* dV */
+  for (size_t hh = 0; hh < cx->group; hh++) {
+    size_t h = g * cx->group + hh, nb = 0;
+    for (size_t i = ilo; i <= ihi; i++) {
+      if (i < ihi && aa_problem_visible(pb, i, j)) {
+        B->rows[nb] = h * cx->n_q + i;
+        B->keys[nb] = kk;
+        B->yidx[nb] = h * cx->n_q + i;
+        nb++;
+      }
+      if (nb == BLK || (i == ihi && nb > 0)) {
+        block_pairs(cx, sp, B, nb, 1);
+        acc_block(B->s, B->cc, B->a, B->b, cx->q, B->yidx, B->ch, B->cl, B->ec, NULL, nb, d);
+        acc_block(B->s2, B->cc2, B->a2, B->b2, cx->dO, B->yidx, B->ph, B->pl, B->eP,
+                  pb->keep != NULL ? B->kept : NULL, nb, d);
+        nvis += nb;
+        for (size_t t = 0; t < nb; t++) nkept += B->kept[t];
+        nb = 0;
+      }
+    }
+  }
+  aa_or_dd_t ksd = {cx->ks, 0};
+  for (size_t c = 0; c < d; c++) {
+    finish(cx, AA_OR_DK, kk * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], nvis, cx->sig, cx->sig_rel, NULL, NULL,
+           NULL);
+    finish(cx, AA_OR_DV, kk * d + c, B->s2[c], B->cc2[c], B->a2[c], B->b2[c], nkept, ksd, 0, NULL, NULL, NULL);
+  }
+}
+
+/* dsinks[h, s] = - sum_i exp(sink - LSE_i) D_i, in row order. */
+static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
+  double sink = cx->pb->sinks[h * cx->ns + s], zs = 0, zc = 0, a = 0, b = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < cx->n_q; i++) {
+    size_t r = h * cx->n_q + i;
+    if (cx->row_empty[r]) continue;
+    aa_or_dd_t L = {cx->lse_h[r], cx->lse_l[r]};
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sink, 0}, aa_or_dd_neg(L));
+    double ex = cx->e_lse[r] + 4 * U2 * (fabs(sink) + fabs(L.hi)), ph, pl;
+    aa_oracle_dd_exp(&ph, &pl, &x.hi, &x.lo, 1, &cx->tab);
+    aa_or_dd_t T = aa_or_dd_mul((aa_or_dd_t){ph, pl}, (aa_or_dd_t){cx->d_h[r], cx->d_l[r]});
+    double eT = 1.01 * (exp_eps(x.hi, ex) * fabs(T.hi) + ph * cx->e_d[r]) + 5 * U2 * fabs(T.hi);
+    aa_or_dd_t t2 = aa_or_two_sum(zs, T.hi);
+    zs = t2.hi;
+    zc += t2.lo + T.lo;
+    a += fabs(T.hi);
+    b += eT;
+    n++;
+  }
+  finish(cx, AA_OR_DSINKS, h * cx->ns + s, -zs, -zc, a, b, n, (aa_or_dd_t){1, 0}, 0, NULL, NULL, NULL);
+}
+
+int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
+  size_t H = cx->heads, nq = cx->n_q, nk = cx->n_k, d = cx->d, nr = H * nq, nc = cx->kvh * nk;
+  int nt = cx->threads, ok = 1;
+  if (!mpfr_buildopt_tls_p()) nt = 1;
+  spans_t sp;
+  sp.xq = malloc((nr + 1) * sizeof(double));
+  sp.xdo = malloc((nr + 1) * sizeof(double));
+  sp.xk = malloc((nc + 1) * sizeof(double));
+  sp.xv = malloc((nc + 1) * sizeof(double));
+  sp.lq = malloc((nr + 1) * sizeof(int));
+  sp.ldo = malloc((nr + 1) * sizeof(int));
+  sp.lk = malloc((nc + 1) * sizeof(int));
+  sp.lv = malloc((nc + 1) * sizeof(int));
+  cx->lse_h = malloc((nr + 1) * sizeof(double));
+  cx->lse_l = malloc((nr + 1) * sizeof(double));
+  cx->e_lse = malloc((nr + 1) * sizeof(double));
+  cx->d_h = malloc((nr + 1) * sizeof(double));
+  cx->d_l = malloc((nr + 1) * sizeof(double));
+  cx->e_d = malloc((nr + 1) * sizeof(double));
+  cx->row_empty = malloc(nr + 1);
+  if (!sp.xq || !sp.xdo || !sp.xk || !sp.xv || !sp.lq || !sp.ldo || !sp.lk || !sp.lv || !cx->lse_h || !cx->lse_l ||
+      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty)
+    ok = 0;
+  double t0 = aa_oracle_now();
+  if (ok) {
+    for (size_t r = 0; r < nr; r++) {
+      span(&sp.xq[r], &sp.lq[r], cx->q + r * d, d);
+      span(&sp.xdo[r], &sp.ldo[r], cx->dO + r * d, d);
+    }
+    for (size_t r = 0; r < nc; r++) {
+      span(&sp.xk[r], &sp.lk[r], cx->k + r * d, d);
+      span(&sp.xv[r], &sp.lv[r], cx->v + r * d, d);
+    }
+  }
+  for (int phase = 0; ok && phase < 3; phase++) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+      buf_t B;
+      mpfr_t mz, ml;
+      mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
+      buf_init(&B, d, nk);
+      if (!B.ok) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+        ok = 0;
+      }
+      size_t n = phase == 2 ? nc : nr;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 8)
+#endif
+      for (size_t r = 0; r < n; r++) {
+        if (!B.ok) continue;
+        if (phase == 0)
+          fwd_row(cx, &sp, &B, r, mz, ml);
+        else if (phase == 1)
+          dq_row(cx, &sp, &B, r);
+        else
+          kv_col(cx, &sp, &B, r);
+      }
+      buf_free(&B);
+      mpfr_clears(mz, ml, (mpfr_ptr)0);
+      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    }
+    if (phase == 0) cx->sec_fwd = aa_oracle_now() - t0;
+  }
+  if (ok)
+    for (size_t h = 0; h < H; h++)
+      for (size_t s = 0; s < cx->ns; s++) sink_grad(cx, h, s);
+  free(sp.xq);
+  free(sp.xdo);
+  free(sp.xk);
+  free(sp.xv);
+  free(sp.lq);
+  free(sp.ldo);
+  free(sp.lk);
+  free(sp.lv);
+  if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
+  return AA_OK;
+}

@@ -1,0 +1,32 @@
+# attnacc: gnuplot script: heatmap of where each recipe's outputs pass, fail the rule, overflow to Inf or turn NaN,
+# over input scale sigma (columns) and recipe x length (rows), one panel per mask.
+# Written for `attnacc report`, which sets these variables in a file loaded before this one:
+#   datafile  blocks (one per panel, two blank lines apart) of lines: x index, y index, class
+#             (0 pass, 1 finite but fails |a-b| <= 0.01 + 0.01|b|, 2 Inf, 3 NaN, 4 recipe refused the input)
+#   ovfile    same blocks: x, y of cells where the exact result itself overflows BF16 (marked R)
+#   npanels, panels (space-separated panel titles), xtic and ytic (tic definitions "label" index, ...)
+#   nx, ny (grid size), out (.png or .svg), caption (provenance)
+if (!exists("caption")) caption = ""
+if (strstrt(out, ".svg") > 0) { set terminal svg size 1400,900 dynamic font "sans,12" } else { set terminal pngcairo size 1400,900 font "sans,11" }
+set output out
+set palette defined (0 "#1a9850", 1 "#fee08b", 2 "#fc8d59", 3 "#d73027", 4 "#878787")
+set palette maxcolors 5
+set cbrange [-0.5:4.5]
+set cbtics ("pass" 0, "fails rule" 1, "Inf" 2, "NaN" 3, "refused" 4)
+set xrange [-0.5:nx-0.5]
+set yrange [-0.5:ny-0.5]
+eval("set xtics (" . xtic . ") rotate by 90 right font ',9'")
+eval("set ytics (" . ytic . ") font ',9'")
+set xlabel "log2 sigma (inputs sigma * N(0,1), rounded to BF16)"
+set tics noenhanced
+set label 1 caption at screen 0.01, screen 0.02 left font ",9" noenhanced
+set multiplot layout 1,npanels title "NaN / Inf / overflow map (R: the exact result overflows BF16)" noenhanced
+set bmargin 8
+do for [p=0:npanels-1] {
+  set title word(panels, p+1) noenhanced
+  if (p < npanels - 1) { unset colorbox } else { set colorbox }
+  plot datafile index p using 1:2:3 with image notitle, \
+       ovfile index p using 1:2:("R") with labels font ",9" tc rgb "black" notitle
+  unset label 1
+}
+unset multiplot

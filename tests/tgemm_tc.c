@@ -1,0 +1,362 @@
+/* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and hand-derived cases. */
+#include <float.h>
+#include <math.h>
+#include <mpfr.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gemm.h"
+#include "rng.h"
+#include "tests.h"
+
+static uint32_t bits32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/* ---- the independent model: MPFR, written from REFERENCES section 6 ----
+   Each block: exact products (precision 64 holds any 24 x 24-bit product),
+   E from mpfr_get_exp of the largest nonzero term, each term multiplied by
+   2^(F-E) and truncated to an integer with mpfr_trunc, the integers summed
+   exactly in precision 128, scaled back, then rounded toward zero to a
+   binary32 emulated by MPFR (precision 24, emin -148, emax 128,
+   mpfr_subnormalize), whose RZ overflow is the largest finite number. */
+static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F) {
+  mpfr_t t[40], s, r;
+  size_t nt = 0;
+  int special = 0;
+  double sp = 0;
+  mpfr_inits2(64, s, (mpfr_ptr)0);
+  mpfr_init2(r, 24);
+  mpfr_set_prec(s, 128);
+  for (size_t i = 0; i < n + 1; i++) mpfr_init2(t[i], 64);
+  mpfr_set_flt(t[nt++], *acc, MPFR_RNDN);
+  for (size_t i = 0; i < n; i++) {
+    mpfr_set_flt(t[nt], a[i], MPFR_RNDN);
+    mpfr_t bb;
+    mpfr_init2(bb, 24);
+    mpfr_set_flt(bb, b[i], MPFR_RNDN);
+    mpfr_mul(t[nt], t[nt], bb, MPFR_RNDN); /* exact */
+    mpfr_clear(bb);
+    nt++;
+  }
+  for (size_t i = 0; i < nt; i++)
+    if (mpfr_nan_p(t[i]) || mpfr_inf_p(t[i])) {
+      special = 1;
+      sp += mpfr_get_d(t[i], MPFR_RNDN);
+    }
+  float out;
+  if (special) {
+    out = (float)sp;
+  } else {
+    mpfr_exp_t E = 0;
+    int any = 0;
+    for (size_t i = 0; i < nt; i++)
+      if (!mpfr_zero_p(t[i]) && (!any || mpfr_get_exp(t[i]) - 1 > E)) {
+        E = mpfr_get_exp(t[i]) - 1; /* mpfr: |x| = m 2^exp with m in [1/2, 1) */
+        any = 1;
+      }
+    mpfr_set_ui(s, 0, MPFR_RNDN);
+    if (any)
+      for (size_t i = 0; i < nt; i++) {
+        mpfr_mul_2si(t[i], t[i], (long)F - E, MPFR_RNDN);
+        mpfr_trunc(t[i], t[i]);
+        mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^40: exact */
+      }
+    mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
+    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_set_emin(-148);
+    mpfr_set_emax(128);
+    int inex = mpfr_set(r, s, MPFR_RNDZ);
+    inex = mpfr_check_range(r, inex, MPFR_RNDZ);
+    mpfr_subnormalize(r, inex, MPFR_RNDZ);
+    out = mpfr_get_flt(r, MPFR_RNDZ);
+    mpfr_set_emin(emin);
+    mpfr_set_emax(emax);
+    if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
+  }
+  for (size_t i = 0; i < n + 1; i++) mpfr_clear(t[i]);
+  mpfr_clears(s, r, (mpfr_ptr)0);
+  return out;
+}
+
+static float model_elem(aa_accum_t model, double cin, int accumulate, const double *A, size_t lda, int tA,
+                        const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  int bk, F;
+  aa_accum_tc_params(model, &bk, &F);
+  float acc = accumulate ? (float)cin : 0.0f, a[32], b[32];
+  for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
+    size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
+    for (size_t k = 0; k < n; k++) {
+      a[k] = (float)(tA ? A[(k0 + k) * lda + i] : A[i * lda + k0 + k]);
+      b[k] = (float)(tB ? B[j * ldb + k0 + k] : B[(k0 + k) * ldb + j]);
+    }
+    acc = mpfr_block(&acc, a, b, n, F);
+  }
+  return acc;
+}
+
+/* Values: kind 0 bf16 normals N(0,1), kind 1 fp32 with a wide exponent
+   spread (forces alignment losses and cancellations), kind 2 bf16 with
+   exact zeros, negatives and tiny/subnormal magnitudes. */
+static double rand_value(aa_pcg64_t *rng, int kind) {
+  double x = aa_pcg64_normal(rng);
+  if (kind == 0) return (double)(float)((float)x); /* fp32, then to bf16 below */
+  if (kind == 1) return (float)ldexp(x, (int)(aa_pcg64_next(rng) % 41) - 20);
+  uint64_t u = aa_pcg64_next(rng) % 8;
+  if (u == 0) return 0.0;
+  if (u == 1) return (float)ldexp(x, -70 - (int)(aa_pcg64_next(rng) % 10)); /* products near 2^-149 */
+  return (float)ldexp(x, (int)(aa_pcg64_next(rng) % 7) - 3);
+}
+
+static double to_bf16(double x) {
+  float f = (float)x;
+  uint32_t u = bits32(f);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* RNE to bf16 (finite inputs) */
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+typedef struct {
+  aa_accum_t model;
+  size_t M, N, K, lda, ldb, ldc;
+  int tA, tB, acc, kind;
+  double *A, *B, *C0;
+} case_t;
+
+static void case_make(case_t *c, aa_pcg64_t *rng, size_t M, size_t N, size_t K, aa_accum_t model, int kind) {
+  c->model = model, c->M = M, c->N = N, c->K = K, c->kind = kind;
+  c->tA = (int)(aa_pcg64_next(rng) & 1), c->tB = (int)(aa_pcg64_next(rng) & 1), c->acc = (int)(aa_pcg64_next(rng) & 1);
+  size_t ra = c->tA ? K : M, ca = c->tA ? M : K, rb = c->tB ? N : K, cb = c->tB ? K : N;
+  c->lda = ca + aa_pcg64_next(rng) % 3, c->ldb = cb + aa_pcg64_next(rng) % 3, c->ldc = N + aa_pcg64_next(rng) % 3;
+  c->A = malloc(ra * c->lda * sizeof(double));
+  c->B = malloc(rb * c->ldb * sizeof(double));
+  c->C0 = malloc(M * c->ldc * sizeof(double));
+  if (c->A == NULL || c->B == NULL || c->C0 == NULL) exit(1);
+  for (size_t t = 0; t < ra * c->lda; t++) c->A[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
+  for (size_t t = 0; t < rb * c->ldb; t++) c->B[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
+  for (size_t t = 0; t < M * c->ldc; t++) c->C0[t] = (float)ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2);
+}
+
+static void case_free(case_t *c) {
+  free(c->A);
+  free(c->B);
+  free(c->C0);
+}
+
+static double *case_run(const case_t *c, int ref) {
+  double *C = malloc(c->M * c->ldc * sizeof(double));
+  if (C == NULL) exit(1);
+  memcpy(C, c->C0, c->M * c->ldc * sizeof(double));
+  int st = (ref ? aa_gemm_ref : aa_gemm)(C, c->ldc, c->A, c->lda, c->tA, c->B, c->ldb, c->tB, c->M, c->N, c->K, c->acc,
+                                         c->model);
+  AA_CHECK(st == AA_OK, "tgemm_tc %s: status %d", ref ? "aa_gemm_ref" : "aa_gemm", st);
+  return C;
+}
+
+static uint64_t seed;
+
+static int compare(const case_t *c, const double *got, const double *want, const char *what) {
+  int bad = 0;
+  for (size_t i = 0; i < c->M; i++)
+    for (size_t j = 0; j < c->N; j++) {
+      double g = got[i * c->ldc + j], w = want[i * c->ldc + j];
+      if (bits32((float)g) != bits32((float)w) || g != (double)(float)g) {
+        if (bad < 3)
+          AA_FAIL("tgemm_tc %s: %s M=%zu N=%zu K=%zu tA=%d tB=%d acc=%d kind=%d C[%zu][%zu] = %a (0x%08x), want %a "
+                  "(0x%08x), C_in %a, seed %llu",
+                  what, aa_accum_name(c->model), c->M, c->N, c->K, c->tA, c->tB, c->acc, c->kind, i, j, g,
+                  bits32((float)g), w, bits32((float)w), c->C0[i * c->ldc + j], (unsigned long long)seed);
+        if (bad < 3 && c->K <= 4)
+          for (size_t k = 0; k < c->K; k++)
+            printf("  k=%zu a=%a b=%a\n", k, c->tA ? c->A[k * c->lda + i] : c->A[i * c->lda + k],
+                   c->tB ? c->B[j * c->ldb + k] : c->B[k * c->ldb + j]);
+        bad++;
+      }
+    }
+  return bad;
+}
+
+static const aa_accum_t models[2] = {AA_ACC_TC_K16_F25, AA_ACC_TC_K8_F24};
+
+/* Random shapes against the MPFR model, both paths. */
+static void test_mpfr(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++) {
+    aa_accum_t model = models[it % 2];
+    int kind = (int)(aa_pcg64_next(rng) % 3);
+    size_t M = 1 + aa_pcg64_next(rng) % 12, N = 1 + aa_pcg64_next(rng) % 12, K = 1 + aa_pcg64_next(rng) % 70;
+    case_t c;
+    case_make(&c, rng, M, N, K, model, kind);
+    double *want = malloc(M * c.ldc * sizeof(double));
+    if (want == NULL) exit(1);
+    memcpy(want, c.C0, M * c.ldc * sizeof(double));
+    for (size_t i = 0; i < M; i++)
+      for (size_t j = 0; j < N; j++)
+        want[i * c.ldc + j] = model_elem(model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, K);
+    double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
+    compare(&c, fast, want, "aa_gemm vs MPFR model");
+    compare(&c, ref, want, "aa_gemm_ref vs MPFR model");
+    free(fast);
+    free(ref);
+    free(want);
+    case_free(&c);
+  }
+}
+
+/* The threaded packed path against the reference loop, threads 1 and 2. */
+static void test_fast_vs_ref(aa_pcg64_t *rng) {
+  static const size_t shapes[][3] = {{37, 41, 300}, {1, 1, 1}, {9, 70, 129}, {64, 64, 128}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int m = 0; m < 2; m++) {
+      case_t c;
+      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], models[m], (int)(s % 3));
+      double *ref = case_run(&c, 1);
+      for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#else
+        if (threads == 2) continue;
+#endif
+        double *fast = case_run(&c, 0);
+        compare(&c, fast, ref, threads == 1 ? "packed path (1 thread) vs loop" : "packed path (2 threads) vs loop");
+        free(fast);
+      }
+      free(ref);
+      case_free(&c);
+    }
+}
+
+/* Hand-derived single-element cases: a row of K values times a column of
+   ones (or given b), expected bits worked out below from the definition. */
+static void one(aa_accum_t model, const char *what, float cin, int accumulate, const float *a, const float *b,
+                size_t K, float want) {
+  double A[64], B[64], C[1] = {cin};
+  for (size_t k = 0; k < K; k++) {
+    A[k] = a[k];
+    B[k] = b != NULL ? b[k] : 1.0;
+  }
+  for (int ref = 0; ref < 2; ref++) {
+    C[0] = cin;
+    int st = (ref ? aa_gemm_ref : aa_gemm)(C, 1, A, K, 0, B, 1, 0, 1, 1, K, accumulate, model);
+    float g = (float)C[0];
+    int same = isnan(want) ? isnan(g) : bits32(g) == bits32(want);
+    AA_CHECK(st == AA_OK && same, "tgemm_tc case %s (%s, %s): got %a (0x%08x), want %a (0x%08x), C_in %a, accumulate %d",
+             what, aa_accum_name(model), ref ? "ref" : "fast", g, bits32(g), want, bits32(want), cin, accumulate);
+  }
+}
+
+static void test_cases(void) {
+  const aa_accum_t T16 = AA_ACC_TC_K16_F25, T8 = AA_ACC_TC_K8_F24;
+  float a[64];
+  /* 1 + 15 * 2^-25 in one block of 16: E = 0, F = 25 keeps each 2^-25,
+     the exact sum 1 + 15 2^-25 = 1 + 3.75 2^-23 truncates to 1 + 3 2^-23.
+     (An fp32 FMA chain gives 1: each 2^-25 is below half an ulp.) With
+     F = 24 (blocks of 8) each 2^-25 truncates to 0: the result is 1. */
+  a[0] = 1;
+  for (int k = 1; k < 16; k++) a[k] = 0x1p-25f;
+  one(T16, "1 + 15 ulp/4", 0, 0, a, NULL, 16, 1 + 0x3p-23f);
+  one(T8, "1 + 15 ulp/4", 0, 0, a, NULL, 16, 1.0f);
+  /* The same 15 small terms without the 1 (E = -25): exact, 15 2^-25. */
+  one(T16, "15 * 2^-25 alone", 0, 0, a + 1, NULL, 15, 15 * 0x1p-25f);
+  /* Accumulator as the large term: C = 1, products 2^-25 x 16 -> same as
+     above but 16 small terms: 1 + 16 2^-25 = 1 + 4 2^-23 exactly. */
+  for (int k = 0; k < 16; k++) a[k] = 0x1p-25f;
+  one(T16, "C = 1 + 16 ulp/4", 1.0f, 1, a, NULL, 16, 1 + 0x4p-23f);
+  /* accumulate off: C ignored, the block is 16 2^-25 = 2^-21 exactly. */
+  one(T16, "accumulate off", 1.0f, 0, a, NULL, 16, 0x1p-21f);
+  /* Two blocks (K = 17): block 1 = 16 2^-25 from +0 -> 2^-21; block 2 =
+     acc 2^-21 + product 1: E = 0, 2^-21 kept (multiple of 2^-25): 1 + 2^-21. */
+  a[16] = 1;
+  one(T16, "two blocks", 0, 0, a, NULL, 17, 1 + 0x1p-21f);
+  /* Truncation toward zero of a negative term: 1 + (-3 2^-26): the term is
+     -1.5 2^-25, truncated to -2^-25; 1 - 2^-25 truncates (RZ, 24 bits) to
+     1 - 2^-24. */
+  a[0] = 1, a[1] = -0x3p-26f;
+  one(T16, "negative truncation", 0, 0, a, NULL, 2, 1 - 0x1p-24f);
+  /* Cancellation: C = 1, products -1 and 2^-30: 2^-30 lies below 2^-25,
+     truncated to 0; the exact sum is 0 -> +0 (an FMA chain gives 2^-30). */
+  a[0] = -1, a[1] = 0x1p-30f;
+  one(T16, "cancellation", 1.0f, 1, a, NULL, 2, 0.0f);
+  /* ... while the same small product survives in a block of its own (K =
+     17 puts it alone with the accumulator 0 of block 1): exactly 2^-30. */
+  for (int k = 0; k < 16; k++) a[k] = (k % 2) ? -1.0f : 1.0f;
+  a[16] = 0x1p-30f;
+  one(T16, "cancel then small", 0, 0, a, NULL, 17, 0x1p-30f);
+  /* A zero accumulator takes no part in E: C = +0, product 3 2^-40 is exact. */
+  a[0] = 0x3p-40f;
+  one(T16, "zero accumulator", 0.0f, 1, a, NULL, 1, 0x3p-40f);
+  /* Signed zeros: (-0) * 1 with accumulate off gives +0. */
+  a[0] = -0.0f;
+  one(T16, "negative zero", 0.0f, 0, a, NULL, 1, 0.0f);
+  one(T16, "negative zero acc", -0.0f, 1, a, NULL, 1, 0.0f);
+  /* Significand product in [2, 4): a = b = 1.5 gives 2.25 = 1.125 2^1, so
+     E = 1 and the quantum is 2^-24: with 2^-25 * 3 added it truncates to 2^-24
+     (E = 0 would have kept 3 2^-25). 2.25 + 2^-24 rounds RZ at ulp 2^-22 to 2.25. */
+  {
+    float aa[2] = {1.5f, 0x3p-25f}, bb[2] = {1.5f, 1.0f};
+    one(T16, "product exponent from the value", 0, 0, aa, bb, 2, 2.25f);
+    float cc[3] = {1.5f, 0x3p-25f, 0x3p-25f}, dd[3] = {1.5f, 1.0f, 1.0f};
+    /* 2.25 + 2 2^-24 = 2.25 + 2^-23: still below the ulp 2^-22 -> 2.25 */
+    one(T16, "two truncated terms", 0, 0, cc, dd, 3, 2.25f);
+  }
+  /* Subnormal results: 2^-140 * 2^-10 = 2^-150 alone truncates to +0;
+     3 2^-150 truncates to 2^-149 (RZ at the subnormal quantum). */
+  {
+    float aa[1] = {0x1p-140f}, bb[1] = {0x1p-10f}, cc[1] = {0x3p-140f}, nn[1] = {-0x1p-140f};
+    one(T16, "subnormal to zero", 0, 0, aa, bb, 1, 0.0f);
+    one(T16, "negative subnormal to -0", 0, 0, nn, bb, 1, -0.0f);
+    one(T16, "subnormal RZ", 0, 0, cc, bb, 1, 0x1p-149f);
+  }
+  /* Overflow: C = FLT_MAX plus the product FLT_MAX * 1: exact 2 FLT_MAX,
+     RZ gives FLT_MAX (not Inf); negative likewise. */
+  a[0] = FLT_MAX;
+  one(T16, "overflow RZ", FLT_MAX, 1, a, NULL, 1, FLT_MAX);
+  a[0] = -FLT_MAX;
+  one(T16, "negative overflow RZ", -FLT_MAX, 1, a, NULL, 1, -FLT_MAX);
+  /* Products beyond fp32 are exact: 2^100 * 2^100 - 2^100 * 2^100 = 0. */
+  {
+    float aa[2] = {0x1p100f, -0x1p100f}, bb[2] = {0x1p100f, 0x1p100f};
+    one(T16, "huge products cancel", 0, 0, aa, bb, 2, 0.0f);
+  }
+  /* Inf and NaN. */
+  a[0] = INFINITY, a[1] = 1;
+  one(T16, "Inf operand", 0, 0, a, NULL, 2, INFINITY);
+  a[0] = INFINITY, a[1] = -INFINITY;
+  one(T16, "Inf - Inf", 0, 0, a, NULL, 2, NAN);
+  {
+    float aa[1] = {INFINITY}, bb[1] = {0};
+    one(T16, "Inf * 0", 0, 0, aa, bb, 1, NAN);
+  }
+  a[0] = 1;
+  one(T16, "Inf accumulator", INFINITY, 1, a, NULL, 1, INFINITY);
+}
+
+static void test_names(void) {
+  aa_accum_t m;
+  AA_CHECK(aa_accum_from_name(&m, "tc-k16-f25") == AA_OK && m == AA_ACC_TC_K16_F25, "tgemm_tc names: tc-k16-f25");
+  AA_CHECK(aa_accum_from_name(&m, "tc-k8-f24") == AA_OK && m == AA_ACC_TC_K8_F24, "tgemm_tc names: tc-k8-f24");
+  AA_CHECK(strcmp(aa_accum_name(AA_ACC_TC_K8_F24), "tc-k8-f24") == 0, "tgemm_tc names: name of tc-k8-f24");
+  int k = 0, f = 0;
+  AA_CHECK(aa_accum_tc_params(AA_ACC_TC_K16_F25, &k, &f) == AA_OK && k == 16 && f == 25, "tgemm_tc params k16");
+  AA_CHECK(aa_accum_tc_params(AA_ACC_TC_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params k8");
+  AA_CHECK(aa_accum_tc_params(AA_ACC_FP32_SEQ, &k, &f) == AA_ENOTFOUND, "tgemm_tc params of fp32-seq");
+  AA_CHECK(strstr(aa_accum_describe(AA_ACC_TC_K16_F25), "25 fractional") != NULL, "tgemm_tc describe k16");
+}
+
+int main(void) {
+  seed = aa_test_seed("tgemm_tc");
+  aa_pcg64_t rng;
+  aa_pcg64_seed(&rng, seed, 13);
+  int iters = (int)(400 * aa_test_multiplier());
+  test_names();
+  test_cases();
+  test_mpfr(&rng, iters);
+  test_fast_vs_ref(&rng);
+  return aa_test_finish("tgemm_tc");
+}
