@@ -76,6 +76,7 @@ typedef struct {
   size_t ndense, ncausal;
   size_t rows;
   int ref_fp64;
+  size_t threads;
   aa_oracle_opts_t oo;
   const char *cache;
 } ctx_t;
@@ -176,6 +177,7 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   aa_oracle_result_t orc;
   int have_orc = 0, hit = 0, st;
   memset(&orc, 0, sizeof orc);
+  cli_set_threads(cx->threads); /* the OpenMP thread count is per calling thread: set it in each sweep worker */
 
   /* q, k at sigma; v, dO at 1 (same streams, ids 2 and 3). */
   st = cli_inputs_draw(&A, seed, 0, sigma, n, d, 1, 1, 0, AA_FMT_BF16, err);
@@ -558,6 +560,7 @@ int aa_cmd_normmap(int argc, char **argv) {
     goto out;
   }
   cx->oo.threads = (int)threads;
+  cx->threads = threads;
   if ((s = cli_get(&a, "reference")) != NULL) {
     if (strcmp(s, "fp64") == 0)
       cx->ref_fp64 = 1;

@@ -188,6 +188,14 @@ struct aa_recipe {
      with bwd.dq_section_fmt. Written in the recipe text with the
      parameters its kind reads. */
   aa_reduce_t bwd_dq_reduce;
+
+  /* FA2's split-KV forward and key-block order (keys fwd.k_order,
+     fwd.splits, fwd.split_sms; lib/attn/forward_split.c). Written in the
+     recipe text only when not the defaults (asc, 0, 0), so that the text
+     (and hashes) of other recipes stay as they were. */
+  int fwd_k_desc;       /* fwd.k_order = desc: key blocks from the last to the first (FA2 n_block loop) */
+  size_t fwd_splits;    /* split-KV into this many ranges of key blocks, combined by LSE (0 or 1: none) */
+  size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
 };
 
 /* Presets. */

@@ -1,11 +1,12 @@
 # attnacc: gnuplot script: fixed-point dQ budget map from `attnacc dq-budget` (fallback fraction and added error against the scale exponent).
 # Usage: gnuplot -e "csv='DIR/results.csv'; out='plots/dqbudget.png'" plots/dqbudget.gp
-# Optional: sigma (default 1), ns (lengths, default "1024 2048 4096 8192 16384 32768"), caption.
+# Optional: sigma (default 1), ns (lengths, default "1024 2048 4096 8192 16384 32768"), d, thr (safe error line, 1e-3), caption.
 # CSV columns (from the sweep): mask,sigma,n,scale_exp,width,tiles,fail_tiles,fail_frac,red_rel_l2,seconds
 if (!exists("sigma")) sigma = "1"
 if (!exists("ns")) ns = "1024 2048 4096 8192 16384 32768"
 if (!exists("caption")) caption = ""
 if (!exists("d")) d = "128"
+if (!exists("thr")) thr = 1e-3
 if (strstrt(out, ".svg") > 0) { set terminal svg size 1300,640 dynamic font "sans,12" } else { set terminal pngcairo size 1300,640 font "sans,11" }
 set output out
 set datafile separator ","
@@ -25,6 +26,8 @@ set logscale y 10
 set format y "%.0e"
 set yrange [*:*]
 set label 1 caption at screen 0.01, screen 0.02 left font ",8" noenhanced
+set arrow 1 from graph 0, first thr to graph 1, first thr nohead dt 3 lw 2 lc rgb "black"
+set label 2 sprintf("safe threshold %g", thr) at graph 0.98, first thr*1.3 right font ",9" noenhanced
 plot for [i=1:words(ns)] sel("dense", word(ns, i)) using 4:($9 > 0 ? $9 : 1/0) with linespoints lt i notitle, \
      for [i=1:words(ns)] sel("causal", word(ns, i)) using 4:($9 > 0 ? $9 : 1/0) with linespoints lt (i+16) notitle
 unset multiplot

@@ -5,11 +5,14 @@
 /* The tiled kernel (fast.c) performs, for every output element, the same
    operations in the same order as the row-by-row kernel (fast_rows.c), so
    the two must agree bit for bit in values and FP32/BF16 roundings, and in
-   the number of MPFR recomputes. The certified bounds are plain-double sums
-   of error terms (with slack factors) that the compiler may contract into
-   FMAs differently in the vectorised tile loops, so they must agree to a
-   relative 2^-40 only. Across thread counts everything, bounds included,
-   must be identical. The cases cross the tile edges (n not a multiple of the
+   the number of MPFR recomputes. The certified bounds differ slightly: the
+   tiled kernel merges the two bound words (kappa(n) sum |ch y| and
+   sum ec |y|) into one weighted sum, and the compiler may contract the
+   plain-double error-term arithmetic into FMAs differently in the vectorised
+   tile loops; both changes move a per-element relative bound (about 2^-53,
+   dominated by the rounding of the value to a double) by terms of order
+   2^-90, so the two must agree to 2^-70 absolute. Across thread counts
+   everything, bounds included, must be identical. The cases cross the tile edges (n not a multiple of the
    64-row tiles or of the 8-row blocks, d not a multiple of 8), and mix tiles
    whose dot products are provably exact with tiles that need the
    compensated dot product (rows with FP32 values among BF16 ones). */
@@ -28,8 +31,8 @@ static void same_meta(const aa_oracle_result_t *a, const aa_oracle_result_t *b, 
                       double tol) {
   for (int t = 0; t < 6; t++) {
     double x = tor_out(a, t)->relerr_bound, y = tor_out(b, t)->relerr_bound;
-    if (tol == 0 ? tor_bits(x) != tor_bits(y) : !(fabs(x - y) <= tol * fabs(y)))
-      AA_FAIL("%s %s: certified bounds agree (relative tolerance %g): %a vs %a, seed %llu", what, tor_names[t], tol, x, y, (unsigned long long)seed);
+    if (tol == 0 ? tor_bits(x) != tor_bits(y) : !(fabs(x - y) <= tol))
+      AA_FAIL("%s %s: certified bounds agree (to %a): %a vs %a, seed %llu", what, tor_names[t], tol, x, y, (unsigned long long)seed);
   }
   if (a->n_recomputed != b->n_recomputed || a->n_uncertified != b->n_uncertified)
     AA_FAIL("%s: identical recompute counts: %zu/%zu vs %zu/%zu, seed %llu", what, a->n_recomputed, a->n_uncertified,
@@ -89,7 +92,7 @@ int main(void) {
           }
           if (run_kernel(&rr, &tc, AA_OR_KERNEL_ROWS, 2) == AA_OK) {
             tor_compare(&rt1, &rr, what, s, 1);
-            same_meta(&rt1, &rr, what, s, 0x1p-40);
+            same_meta(&rt1, &rr, what, s, 0x1p-70);
             printf("cfg %zu spoiled %d: tiled %.3f s, rows %.3f s, %zu recomputed, bounds O %.2g dQ %.2g dK %.2g\n",
                    ci, spoil, rt1.seconds_forward + rt1.seconds_backward, rr.seconds_forward + rr.seconds_backward,
                    rt1.n_recomputed, rt1.o.relerr_bound, rt1.dq.relerr_bound, rt1.dk.relerr_bound);

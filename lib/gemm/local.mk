@@ -13,3 +13,11 @@ check_PROGRAMS += tests/tgemm_tc
 TESTS += tests/tgemm_tc
 tests_tgemm_tc_SOURCES = tests/tgemm_tc.c
 tests_tgemm_tc_LDADD = $(LDADD) -lmpfr -lgmp -lm
+
+# External check against H200 outputs (fixtures/h200-sdpa, experiments/README-gpu.md).
+TESTS += tests/tgpu_agree.sh
+EXTRA_DIST += tests/tgpu_agree.sh experiments/README-gpu.md fixtures/h200-sdpa/gpu_sdpa.py \
+	fixtures/h200-sdpa/inputs/q.npy fixtures/h200-sdpa/inputs/k.npy fixtures/h200-sdpa/inputs/v.npy \
+	fixtures/h200-sdpa/inputs/do.npy fixtures/h200-sdpa/flash-dense/o.npy fixtures/h200-sdpa/flash-dense/dq.npy \
+	fixtures/h200-sdpa/flash-dense/dk.npy fixtures/h200-sdpa/flash-dense/dv.npy fixtures/h200-sdpa/flash-causal/o.npy \
+	fixtures/h200-sdpa/flash-causal/dq.npy fixtures/h200-sdpa/flash-causal/dk.npy fixtures/h200-sdpa/flash-causal/dv.npy

@@ -44,7 +44,7 @@
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #define U2 AA_OR_U2
 #define TB 64 /* other rows per tile (panel width) */
-#define QB 8  /* own rows per block */
+#define QB 16 /* own rows per block */
 #define RB 4  /* own rows per register block of the accumulation kernel */
 #define CW 8  /* columns per register block */
 #define NP (QB * TB)
@@ -163,8 +163,8 @@ static void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, doub
 
 
 /* Transposed copies: panel p of head h holds rows p TB .. p TB + TB - 1 of
-   X [heads][n][d], zero padded, as TB/16 contiguous sub-panels [d][16]
-   (row p TB + 16 m + jj, column c at m 16 d + 16 c + jj), so that the GEMM
+   X [heads][n][d], zero padded, as TB/8 contiguous sub-panels [d][8]
+   (row p TB + 8 m + jj, column c at m 8 d + 8 c + jj), so that the GEMM
    streams each sub-panel sequentially. */
 static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
   size_t np = (n + TB - 1) / TB;
@@ -175,100 +175,74 @@ static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
   for (size_t h = 0; h < heads; h++)
     for (size_t j = 0; j < n; j++) {
       const double *x = X + (h * n + j) * d;
-      double *o = P + (h * np + j / TB) * d * TB + (j % TB) / 16 * 16 * d + j % 16;
-      for (size_t c = 0; c < d; c++) o[c * 16] = x[c];
+      double *o = P + (h * np + j / TB) * d * TB + (j % TB) / 8 * 8 * d + j % 8;
+      for (size_t c = 0; c < d; c++) o[c * 8] = x[c];
     }
   return P;
 }
 
 /* T[i TB + jj] = sum_c A[i d + c] X_jj[c] for i < na, jj < TB (X a panel) (plain
    double: exact for the pairs that pass the span test, in any order). The
-   4 x 16 accumulators are GCC vectors so that they stay in registers. */
+   QB x 8 accumulators are GCC vectors so that they stay in registers; one
+   panel load serves QB rows, which keeps the GEMM off the L3 bandwidth
+   limit. */
 typedef double v8d_t __attribute__((vector_size(64), aligned(8), may_alias));
 TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na, const double *restrict XT, size_t d) {
-  for (size_t j0 = 0; j0 < TB; j0 += 16) {
+  const double *a[QB];
+  for (size_t k = 0; k < QB; k++) a[k] = A + (k < na ? k : 0) * d; /* padding rows repeat row 0, not stored */
+  for (size_t j0 = 0; j0 < TB; j0 += 8) {
     const double *X = XT + j0 * d;
-    for (size_t i = 0; i < na; i += 4) {
-      /* padding rows repeat row i and are not stored */
-      const double *a0 = A + i * d, *a1 = i + 1 < na ? a0 + d : a0, *a2 = i + 2 < na ? a0 + 2 * d : a0,
-                   *a3 = i + 3 < na ? a0 + 3 * d : a0;
-      const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
-      v8d_t t00 = z, t01 = z, t10 = z, t11 = z, t20 = z, t21 = z, t30 = z, t31 = z;
-      for (size_t c = 0; c < d; c++) {
-        v8d_t x0 = *(const v8d_t *)(X + 16 * c), x1 = *(const v8d_t *)(X + 16 * c + 8);
-        double u0 = a0[c], u1 = a1[c], u2 = a2[c], u3 = a3[c];
-        t00 += u0 * x0;
-        t01 += u0 * x1;
-        t10 += u1 * x0;
-        t11 += u1 * x1;
-        t20 += u2 * x0;
-        t21 += u2 * x1;
-        t30 += u3 * x0;
-        t31 += u3 * x1;
-      }
-      double *o = T + i * TB + j0;
-      *(v8d_t *)o = t00;
-      *(v8d_t *)(o + 8) = t01;
-      if (i + 1 < na) *(v8d_t *)(o + TB) = t10, *(v8d_t *)(o + TB + 8) = t11;
-      if (i + 2 < na) *(v8d_t *)(o + 2 * TB) = t20, *(v8d_t *)(o + 2 * TB + 8) = t21;
-      if (i + 3 < na) *(v8d_t *)(o + 3 * TB) = t30, *(v8d_t *)(o + 3 * TB + 8) = t31;
+    const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
+    v8d_t t[QB];
+    for (size_t k = 0; k < QB; k++) t[k] = z;
+    for (size_t c = 0; c < d; c++) {
+      v8d_t x = *(const v8d_t *)(X + 8 * c);
+#pragma GCC unroll 16
+      for (size_t k = 0; k < QB; k++) t[k] += a[k][c] * x;
     }
+    for (size_t k = 0; k < na; k++) *(v8d_t *)(T + k * TB + j0) = t[k];
   }
 }
 
 /* Accumulation kernel: for own rows i < nrows (a multiple of RB, padding
    rows have zero coefficients) and columns c < d,
    acc_i[c] += sum_{t < nt} (ch + cl)[i TB + t] Y[t d + c] in ascending t
-   (layout acc[(i 4 + k) ld + c]: k = 0 s, 1 cc, 2 a, 3 b). s and cc go
-   through exactly the operations of the row-by-row kernel (TwoProduct,
-   TwoSum, error terms in cc); RB x CW of them stay in registers while the Y
-   rows stream through.
-   The bound words are per tile instead of per term: with M[c] >= |Y[t d + c]|
-   for all t < nt (the column maximum over the tile's rows),
-     a_i[c] += (sum_t |ch_t|) M[c] >= sum_t |ch_t Y_tc|,
-     b_i[c] += (sum_t ec_t) M[c]   >= sum_t ec_t |Y_tc|,
-   which bound the same quantities as the per-term sums sum |RN(ch y)| and
-   sum ec |y| of the row-by-row kernel (RN(ch y) <= |ch y| (1 + u), and the
-   roundings of these few nonnegative sums, at most (n/TB + TB + 2) u
-   relative, are inside the factor 1.01 and the slack of kappa). They are
-   larger by the ratio of the tile maximum of |y| to its weighted mean (about
-   3 on Gaussian data), which leaves the certified bounds near 2^-98 of
-   sum |terms|, and save 3 of the 14 vector operations per term. */
+   (layout acc[(i 4 + k) ld + c]: k = 0 s, 1 cc, 3 w; k = 2 is unused). s
+   and cc go through exactly the operations of the row-by-row kernel
+   (TwoProduct, TwoSum, error terms in cc); RB x CW of them stay in
+   registers while the Y rows stream through.
+   The two bound words of the row-by-row kernel, a = sum |RN(ch y)| (times
+   kappa(n)) and b = sum ec |y|, are merged into one: with a per-term weight
+   wt >= kappa(n) (1 + u) |ch| + ec (see tile_w), w_i[c] += wt |y| bounds
+   kappa(n) a + b from above, one FMA per term and element instead of an
+   absolute value, an addition and an FMA (14 -> 12 vector operations per
+   term); finish() then gets a = 0, b = w. */
 TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict Y, size_t d, const double *restrict ch,
-                        const double *restrict cl, const double *restrict ec, const double *restrict M, size_t nt,
-                        size_t nrows) {
+                        const double *restrict cl, const double *restrict wt, size_t nt, size_t nrows) {
   for (size_t i0 = 0; i0 < nrows; i0 += RB) {
     double *A = acc + i0 * 4 * ld;
-    const double *H = ch + i0 * TB, *L = cl + i0 * TB, *E = ec + i0 * TB;
-    double sa[RB], sb[RB];
-    for (int i = 0; i < RB; i++) {
-      double x = 0, y = 0;
-      for (size_t t = 0; t < nt; t++) {
-        x += fabs(H[i * TB + t]);
-        y += E[i * TB + t];
-      }
-      sa[i] = x;
-      sb[i] = y;
-    }
+    const double *H = ch + i0 * TB, *L = cl + i0 * TB, *E = wt + i0 * TB;
     size_t c0 = 0;
     for (; c0 + CW <= d; c0 += CW) {
-      double s[RB][CW], cc[RB][CW];
+      double s[RB][CW], cc[RB][CW], b[RB][CW];
       for (int i = 0; i < RB; i++)
         for (int c = 0; c < CW; c++) {
           s[i][c] = A[(i * 4 + 0) * ld + c0 + c];
           cc[i][c] = A[(i * 4 + 1) * ld + c0 + c];
+          b[i][c] = A[(i * 4 + 3) * ld + c0 + c];
         }
       for (size_t t = 0; t < nt; t++) {
         const double *restrict y = Y + t * d + c0;
 #pragma GCC unroll 4
         for (int i = 0; i < RB; i++) {
-          const double xh = H[i * TB + t], xl = L[i * TB + t];
+          const double xh = H[i * TB + t], xl = L[i * TB + t], ex = E[i * TB + t];
 #pragma omp simd
           for (int c = 0; c < CW; c++) {
             double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
             double sv = s[i][c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
             s[i][c] = ss;
             cc[i][c] += (tt + e) + l;
+            b[i][c] += ex * fabs(yy);
           }
         }
       }
@@ -276,47 +250,44 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
         for (int c = 0; c < CW; c++) {
           A[(i * 4 + 0) * ld + c0 + c] = s[i][c];
           A[(i * 4 + 1) * ld + c0 + c] = cc[i][c];
+          A[(i * 4 + 3) * ld + c0 + c] = b[i][c];
         }
     }
     if (c0 < d)
       for (size_t t = 0; t < nt; t++) {
         const double *restrict y = Y + t * d;
         for (int i = 0; i < RB; i++) {
-          const double xh = H[i * TB + t], xl = L[i * TB + t];
-          double *restrict s = A + (i * 4) * ld, *restrict cc = s + ld;
+          const double xh = H[i * TB + t], xl = L[i * TB + t], ex = E[i * TB + t];
+          double *restrict s = A + (i * 4) * ld, *restrict cc = s + ld, *restrict b = s + 3 * ld;
           for (size_t c = c0; c < d; c++) {
             double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
             double sv = s[c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
             s[c] = ss;
             cc[c] += (tt + e) + l;
+            b[c] += ex * fabs(yy);
           }
         }
       }
-    for (int i = 0; i < RB; i++) {
-      double *restrict a = A + (i * 4 + 2) * ld, *restrict b = a + ld;
-      const double x = sa[i], z = sb[i];
-#pragma omp simd
-      for (size_t c = 0; c < d; c++) {
-        a[c] += x * M[c];
-        b[c] += z * M[c];
-      }
-    }
   }
 }
 
-/* Column maxima of |X| over the rows of each panel: [heads][np][d]. */
-static double *panel_max(const double *X, size_t heads, size_t n, size_t d) {
-  size_t np = (n + TB - 1) / TB;
-  double *M = calloc(heads * np * d + 1, sizeof(double));
-  if (M == NULL) return NULL;
-  for (size_t h = 0; h < heads; h++)
-    for (size_t j = 0; j < n; j++) {
-      const double *x = X + (h * n + j) * d;
-      double *m = M + (h * np + j / TB) * d;
-      for (size_t c = 0; c < d; c++) m[c] = fmax(m[c], fabs(x[c]));
-    }
-  return M;
+/* Merged bound weights of the accumulation terms, rows i < na of a tile:
+   wt = (kap_i |ch| + ec) (1 + 2^-50) with kap_i = kappa(n_i) (1 + 2^-52) for
+   the number n_i of terms the element receives (or an upper bound: kappa is
+   increasing). The factor 1 + 2^-50 covers the three roundings of wt, and
+   kap_i covers |RN(ch y)| <= |ch y| (1 + u); the roundings of the sum
+   w = sum wt |y| are covered by infl(n) in finish(), as for b before.
+   Masked terms (ch = ec = +0) get wt = +0 and leave w unchanged. */
+TC static void tile_w(double *restrict wt, const double *restrict ch, const double *restrict ec,
+                      const double *restrict kap, size_t na) {
+  for (size_t i = 0; i < na; i++) {
+    const double k = kap[i];
+#pragma omp simd
+    for (size_t t = 0; t < TB; t++) wt[i * TB + t] = (k * fabs(ch[i * TB + t]) + ec[i * TB + t]) * (1 + 0x1p-50);
+  }
 }
+
+static inline double kap_of(size_t n) { return aa_or_kappa(n) * (1 + 0x1p-52); }
 
 /* Per-thread workspace. Pair arrays are [QB][TB] (index i TB + jj). */
 typedef struct {
@@ -324,6 +295,7 @@ typedef struct {
   double *th, *tl, *et, *uh, *ul, *eu; /* raw dots as dd with bounds */
   double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec, *ph2, *pl2, *eP2;
   double *Lh, *Ll, *eL, *Dh, *Dl, *eD; /* row statistics of the pair's query row */
+  double *wt, *wt2;                    /* merged bound weights (acc_tile) */
   uint8_t *vis, *kept;
   double *acc1, *acc2; /* [QB][4][ld] */
   size_t ld;
@@ -337,7 +309,7 @@ static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
   W->ok = 1;
   double **pv[] = {&W->T,  &W->U,  &W->th, &W->tl, &W->et,   &W->uh, &W->ul, &W->eu, &W->sh,  &W->sl,
                    &W->eS, &W->xh, &W->xl, &W->ex, &W->ph,   &W->pl, &W->epsP, &W->eP, &W->ch, &W->cl,
-                   &W->ec, &W->ph2, &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh, &W->Dl, &W->eD};
+                   &W->ec, &W->ph2, &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh, &W->Dl, &W->eD, &W->wt, &W->wt2};
   for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
     if ((*pv[i] = calloc(NP, sizeof(double))) == NULL) W->ok = 0;
   W->vis = calloc(NP, 1);
@@ -357,7 +329,7 @@ static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
 static void ws_free(ws_t *W) {
   double *pv[] = {W->T,  W->U,  W->th, W->tl, W->et,   W->uh, W->ul,   W->eu,  W->sh,  W->sl,  W->eS,
                   W->xh, W->xl, W->ex, W->ph, W->pl,   W->epsP, W->eP, W->ch,  W->cl,  W->ec,  W->ph2,
-                  W->pl2, W->eP2, W->Lh, W->Ll, W->eL, W->Dh, W->Dl,   W->eD,  W->acc1, W->acc2, W->rsh,
+                  W->pl2, W->eP2, W->Lh, W->Ll, W->eL, W->Dh, W->Dl,   W->eD,  W->wt, W->wt2, W->acc1, W->acc2, W->rsh,
                   W->rsl, W->res, W->rxh, W->rxl, W->reh, W->rel, W->ree};
   for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) free(pv[i]);
   free(W->vis);
@@ -580,11 +552,22 @@ typedef struct {
   size_t npk, npq;                 /* panels per head */
   double *ks, *vs, *qs, *os;       /* largest span over the rows of each panel (k, v, q, dO) */
   int *kl, *vl, *ql, *ol;          /* smallest low bit over the rows of each panel */
-  double *KM, *VM, *QM, *DM;       /* column maxima of |x| over the rows of each panel [d] */
 } panels_t;
 
 /* the span test for every pair of a tile, from aggregates of both sides */
 static inline int tile_exact(double sa, int la, double sb, int lb, size_t d) { return exact_pair(sa, la, sb, lb, d); }
+
+/* P = E / Z (E times the double-double 1/Z) and its bound, for a run of keys */
+TC static void tile_p(double *restrict ch, double *restrict cl, double *restrict ec, const double *restrict eh,
+                      const double *restrict el, const double *restrict ee, size_t n, aa_or_dd_t iz, double pz) {
+#pragma omp simd
+  for (size_t t = 0; t < n; t++) {
+    aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){eh[t], el[t]}, iz);
+    ch[t] = P.hi;
+    cl[t] = P.lo;
+    ec[t] = 1.01 * (ee[t] + pz + 5 * U2) * P.hi;
+  }
+}
 
 /* Forward of the query rows r0 .. r0 + na - 1 of head h: LSE, O, D. */
 static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na,
@@ -702,44 +685,57 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
     pz[i] = 1.01 * (epsZ + 0x1p-105);
   }
-  /* pass 3: P = E / Z, O = ks sum_kept P v */
+  /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */
+  double kap[QB];
+  for (size_t i = 0; i < na; i++) kap[i] = kap_of(hi[i] - lo[i]);
   acc_clear(W);
   size_t nrows = (na + RB - 1) / RB * RB;
   zero_rows(W->ch, na);
   zero_rows(W->cl, na);
-  zero_rows(W->ec, na);
+  zero_rows(W->wt, na);
+  zero_rows(W->wt2, na);
   const double *V = cx->v + g * cx->n_k * d;
   for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
     size_t j0 = p * TB, nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
     int any = 0;
-    for (size_t i = 0; i < na; i++)
-      for (size_t jj = 0; jj < TB; jj++) {
-        size_t t = i * TB + jj, j = j0 + jj;
-        int use = act[i] && j >= lo[i] && j < hi[i];
-        if (use && pb->keep != NULL) use = pb->keep[(r0 + i) * cx->n_k + j] != 0;
-        W->ch[t] = W->cl[t] = W->ec[t] = 0;
-        if (!use) continue;
-        any = 1;
-        size_t jr = j - lo[i];
-        aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){W->reh[i * W->rn + jr], W->rel[i * W->rn + jr]}, iz[i]);
-        W->ch[t] = P.hi;
-        W->cl[t] = P.lo;
-        W->ec[t] = 1.01 * (W->ree[i * W->rn + jr] + pz[i] + 5 * U2) * P.hi;
-        nkept[i]++;
+    memset(W->ch, 0, na * TB * sizeof(double));
+    memset(W->cl, 0, na * TB * sizeof(double));
+    memset(W->ec, 0, na * TB * sizeof(double));
+    for (size_t i = 0; i < na; i++) {
+      size_t a = lo[i] > j0 ? lo[i] : j0, b = hi[i] < j0 + TB ? hi[i] : j0 + TB;
+      if (!act[i] || a >= b) continue;
+      any = 1;
+      tile_p(W->ch + i * TB + (a - j0), W->cl + i * TB + (a - j0), W->ec + i * TB + (a - j0),
+             W->reh + i * W->rn + (a - lo[i]), W->rel + i * W->rn + (a - lo[i]), W->ree + i * W->rn + (a - lo[i]),
+             b - a, iz[i], pz[i]);
+      if (pb->keep == NULL) {
+        nkept[i] += b - a;
+        continue;
       }
-    if (any) acc_tile(W->acc1, W->ld, V + j0 * d, d, W->ch, W->cl, W->ec, PN->VM + (g * PN->npk + p) * d, nb, nrows);
+      for (size_t j = a; j < b; j++) { /* dropped: coefficients +0 */
+        size_t t = i * TB + (j - j0);
+        if (pb->keep[(r0 + i) * cx->n_k + j] != 0) {
+          nkept[i]++;
+        } else {
+          W->ch[t] = W->cl[t] = W->ec[t] = 0;
+        }
+      }
+    }
+    if (!any) continue;
+    tile_w(W->wt, W->ch, W->ec, kap, na);
+    acc_tile(W->acc1, W->ld, V + j0 * d, d, W->ch, W->cl, W->wt, nb, nrows);
   }
   /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
   aa_or_dd_t ksd = {cx->ks, 0};
   for (size_t i = 0; i < na; i++) {
     size_t r = r0 + i;
     if (hi[i] - lo[i] + ns == 0) continue;
-    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
     const double *doi = cx->dO + r * d;
     double ds = 0, dc = 0, da = 0, db = 0;
     for (size_t c = 0; c < d; c++) {
       double oh, ol, oe;
-      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a[c], b[c], nkept[i], ksd, 0, &oh, &ol, &oe);
+      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], 0, b[c], nkept[i], ksd, 0, &oh, &ol, &oe);
       double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
       aa_or_dd_t t2 = aa_or_two_sum(ds, p);
       ds = t2.hi;
@@ -769,8 +765,11 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   size_t nrows = (na + RB - 1) / RB * RB;
   zero_rows(W->ch, na);
   zero_rows(W->cl, na);
-  zero_rows(W->ec, na);
+  zero_rows(W->wt, na);
+  zero_rows(W->wt2, na);
   const double *K = cx->k + g * cx->n_k * d;
+  double kap[QB];
+  for (size_t i = 0; i < na; i++) kap[i] = kap_of(hi[i] - lo[i]);
   tile_t T = {r0, 0, 0, na, TB};
   double qsx, osx;
   int qlb, olb;
@@ -793,12 +792,13 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     size_t pk = g * PN->npk + p;
     tile_bwd(cx, sp, W, &T, tile_exact(qsx, qlb, PN->ks[pk], PN->kl[pk], d),
              tile_exact(osx, olb, PN->vs[pk], PN->vl[pk], d));
-    acc_tile(W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->ec, PN->KM + pk * d, T.nb, nrows);
+    tile_w(W->wt, W->ch, W->ec, kap, na);
+    acc_tile(W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
   }
   for (size_t i = 0; i < na; i++) {
-    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
     for (size_t c = 0; c < d; c++)
-      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], a[c], b[c], hi[i] - lo[i], cx->sig, cx->sig_rel, NULL,
+      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], 0, b[c], hi[i] - lo[i], cx->sig, cx->sig_rel, NULL,
              NULL, NULL);
   }
 }
@@ -820,6 +820,13 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   size_t nrows = (na + RB - 1) / RB * RB;
   double *zr[] = {W->ch, W->cl, W->ec, W->ph2, W->pl2, W->eP2};
   for (int z = 0; z < 6; z++) zero_rows(zr[z], na);
+  /* terms per key, counted first for the merged bound weights (dV has at most as many) */
+  double kap[QB];
+  for (size_t i = 0; i < na; i++) {
+    size_t cnt = 0;
+    for (size_t iq = jlo[i]; iq < jhi[i]; iq++) cnt += aa_problem_visible(pb, iq, j0 + i);
+    kap[i] = kap_of(cnt * cx->group);
+  }
   tile_t T = {kk0, 0, 1, na, TB};
   double ksx, vsx;
   int klb, vlb;
@@ -850,18 +857,20 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
           nvis[i] += W->vis[i * TB + jj];
           nkept[i] += W->vis[i * TB + jj] && W->kept[i * TB + jj];
         }
-      acc_tile(W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->ec, PN->QM + pq * d, T.nb, nrows);
-      acc_tile(W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->eP2, PN->DM + pq * d, T.nb, nrows);
+      tile_w(W->wt, W->ch, W->ec, kap, na);
+      tile_w(W->wt2, W->ph2, W->eP2, kap, na);
+      acc_tile(W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
+      acc_tile(W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->wt2, T.nb, nrows);
     }
   }
   aa_or_dd_t ksd = {cx->ks, 0};
   for (size_t i = 0; i < na; i++) {
-    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *a = cc + W->ld, *b = a + W->ld;
-    const double *s2 = W->acc2 + (i * 4) * W->ld, *cc2 = s2 + W->ld, *a2 = cc2 + W->ld, *b2 = a2 + W->ld;
+    const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
+    const double *s2 = W->acc2 + (i * 4) * W->ld, *cc2 = s2 + W->ld, *b2 = s2 + 3 * W->ld;
     size_t kk = kk0 + i;
     for (size_t c = 0; c < d; c++) {
-      finish(cx, AA_OR_DK, kk * d + c, s[c], cc[c], a[c], b[c], nvis[i], cx->sig, cx->sig_rel, NULL, NULL, NULL);
-      finish(cx, AA_OR_DV, kk * d + c, s2[c], cc2[c], a2[c], b2[c], nkept[i], ksd, 0, NULL, NULL, NULL);
+      finish(cx, AA_OR_DK, kk * d + c, s[c], cc[c], 0, b[c], nvis[i], cx->sig, cx->sig_rel, NULL, NULL, NULL);
+      finish(cx, AA_OR_DV, kk * d + c, s2[c], cc2[c], 0, b2[c], nkept[i], ksd, 0, NULL, NULL, NULL);
     }
   }
 }
@@ -916,13 +925,9 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   PN.VT = make_panels(cx->v, cx->kvh, nk, d);
   PN.QT = make_panels(cx->q, H, nq, d);
   PN.DT = make_panels(cx->dO, H, nq, d);
-  PN.KM = panel_max(cx->k, cx->kvh, nk, d);
-  PN.VM = panel_max(cx->v, cx->kvh, nk, d);
-  PN.QM = panel_max(cx->q, H, nq, d);
-  PN.DM = panel_max(cx->dO, H, nq, d);
+
   if (!sp.xq || !sp.xdo || !sp.xk || !sp.xv || !sp.lq || !sp.ldo || !sp.lk || !sp.lv || !cx->lse_h || !cx->lse_l ||
-      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty || !PN.KT || !PN.VT || !PN.QT || !PN.DT || !PN.KM ||
-      !PN.VM || !PN.QM || !PN.DM)
+      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty || !PN.KT || !PN.VT || !PN.QT || !PN.DT)
     ok = 0;
   double t0 = aa_oracle_now();
   if (ok) {
@@ -1008,10 +1013,6 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   free((void *)PN.VT);
   free((void *)PN.QT);
   free((void *)PN.DT);
-  free(PN.KM);
-  free(PN.VM);
-  free(PN.QM);
-  free(PN.DM);
   free(PN.ks);
   free(PN.vs);
   free(PN.qs);

@@ -48,6 +48,13 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': bwd.d_source = p-dp needs the whole key row in one tile (bwd.tile_k = "
                         "bwd.section = 0)",
                         r->name);
+  if ((r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0) &&
+      (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_checkpoint != AA_CKPT_LSE ||
+       r->dropout.scheme != AA_DROPOUT_NONE))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.k_order = desc, fwd.splits and fwd.split_sms need fwd.softmax = online-lse, "
+                        "fwd.checkpoint = lse and no dropout",
+                        r->name);
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);

@@ -118,6 +118,39 @@ static void p_fa2(aa_recipe_t *r) {
   r->bwd_gqa_reduce = AA_GQA_SUM_ROUNDED; /* mha_bwd: per-head dk/dv_expanded in bf16, summed over the group */
 }
 
+/* fa2 as PyTorch's flash backend runs it on an H100/H200 (sm90 executing
+   FA2's sm80 code), calibrated on H200 outputs (experiments/README-gpu.md):
+   - every product on the tensor cores, modelled by tc-k16-f25 (REFERENCES
+     section 6: blocks of 16 exact products aligned to the largest exponent,
+     25 fractional bits, RZ); mma.sync m16n8k16 chains k in steps of 16;
+   - mha_fwd asks set_params_splitkv for FA2's num_splits_heuristic when
+     dropout is off: with batch * heads * ceil(n / 64) below 0.8 * 264 work
+     units (132 SMs, two 128-thread blocks each) the forward is split-KV
+     (n = 1024, one head: 8 splits; n = 4096: 4), run by the splitkv kernel
+     with 128-key blocks, each split normalised on its own and merged by the
+     combine kernel through the LSEs;
+   - the forward iterates key blocks from the last to the first (n_block
+     loop counts down);
+   - the backward kernel for d = 128 uses 64-query x 128-key tiles.
+   Not modelled: ex2.approx.ftz / lg2.approx / rcp.approx (fast-math; about
+   2 ulp), the per-thread partial row sums combined over the quad of lanes
+   (FP32-level, invisible after BF16 rounding in the measurements), the
+   descending query-block order of the dK/dV accumulation and the
+   nondeterministic order of the dQ atomics. With many heads or batches
+   (heuristic = 1) FA2 runs the 128 x 64 non-split kernel instead: set
+   fwd.tile_k = 64 then. */
+static void p_fa2_h100(aa_recipe_t *r) {
+  p_fa2(r);
+  strcpy(r->name, "fa2-h100");
+  r->fwd_acc_qk = r->fwd_acc_pv = AA_ACC_TC_K16_F25;
+  r->bwd_acc_qk = r->bwd_acc_dp = r->bwd_acc_dv = r->bwd_acc_dk = r->bwd_acc_dq = AA_ACC_TC_K16_F25;
+  r->fwd_tile_k = 128;
+  r->fwd_k_desc = 1;
+  r->fwd_split_sms = 132;
+  r->bwd_tile_q = 64;
+  r->bwd_tile_k = 128;
+}
+
 /* The paper's dense route (seed 003): fixed-shift forward, saved FP32
    reciprocal, reciprocal backward; otherwise FA2 so that the difference to
    fa2 is the normalisation alone (exact exp, FP32 dQ buffer: the packed exp
@@ -275,6 +308,9 @@ static const struct {
     {"nki", "NKI flash backward (seed 000), mixed_precision on: fp32 D, dQ and dK/dV accumulators", p_nki},
     {"nki-bf16", "NKI flash backward (seed 000), mixed_precision off: D and accumulators in bf16", p_nki_bf16},
     {"fa2", "FlashAttention-2: exp2 FMA recompute, fp32 dP/D, bf16 dS, fp32 dQ buffer scaled at the end", p_fa2},
+    {"fa2-h100", "fa2 as run on H100/H200 (calibrated on H200): tc-k16-f25 products, split-KV forward, blocks "
+                 "last to first",
+     p_fa2_h100},
     {"recip", "seed 003 dense route: fixed-shift forward (shift 0), saved fp32 1/l, dO scaled once in the backward",
      p_recip},
     {"recip-causal", "seed 003 guarded causal route: first-block anchored shift, tile recovery to online LSE",

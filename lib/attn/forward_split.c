@@ -1,0 +1,186 @@
+/* attnacc: the FA2 split-KV forward and key-block order (keys fwd.k_order, fwd.splits, fwd.split_sms). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn-impl.h"
+
+/* FA2's num_splits_heuristic (flash_api.cpp, used by mha_fwd through
+   set_params_splitkv when dropout is off): with fewer than 0.8 * num_SMs
+   work units (batch * heads * ceil(n_q / 64)) it picks the smallest
+   "eligible" split count whose wave efficiency n_waves / ceil(n_waves) is
+   at least 0.85 of the best, among 1 .. min(128, num_SMs, n_blocks); a
+   count is eligible when it changes ceil(n_blocks / splits). num_SMs is
+   twice the SM count (FA2 hard-codes 128-thread blocks, two per SM). The
+   float arithmetic follows the source's float/ceil expressions. */
+static size_t fa2_num_splits(size_t units, size_t sms, size_t n_blocks) {
+  size_t num_sms = 2 * sms, max_splits = 128;
+  if ((float)units >= 0.8f * (float)num_sms) return 1;
+  if (num_sms < max_splits) max_splits = num_sms;
+  if (n_blocks < max_splits) max_splits = n_blocks;
+  float eff[129], best = 0;
+  for (size_t s = 1; s <= max_splits; s++) {
+    int eligible = s == 1 || (n_blocks + s - 1) / s != (n_blocks + s - 2) / (s - 1);
+    eff[s] = 0;
+    if (!eligible) continue;
+    float waves = (float)(units * s) / (float)num_sms;
+    eff[s] = waves / ceilf(waves);
+    if (eff[s] > best) best = eff[s];
+  }
+  for (size_t s = 1; s <= max_splits; s++)
+    if (eff[s] > 0 && eff[s] >= 0.85f * best) return s;
+  return 1;
+}
+
+size_t aa_attn_fwd_nsplits(const aa_attn_ctx_t *cx) {
+  const aa_recipe_t *r = cx->r;
+  size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : cx->n_k;
+  size_t nblk = (cx->n_k + tkk - 1) / tkk;
+  if (r->fwd_split_sms > 0) return fa2_num_splits(cx->heads * ((cx->n_q + 63) / 64), r->fwd_split_sms, nblk);
+  return r->fwd_splits > 1 ? r->fwd_splits : 1;
+}
+
+/* One (head, q tile): the key blocks are cut into nsplit contiguous ranges
+   of ceil(nblk / nsplit) blocks (FA2 compute_attn_1rowblock_splitkv:
+   n_block_min = split * n_blocks_per_split); each range runs the online
+   softmax of forward.c over its blocks, last block first with
+   fwd.k_order = desc (FA2 iterates n_block from n_block_max - 1 down, so
+   only the first block processed needs the boundary mask), and ends with
+   its own normalised FP32 O_s = acc * (1/l) and lse_s = fma(m, scale, log l).
+   With one split these are the final O (rounded to io) and LSE, as in
+   forward.c. With several, flash_fwd_split_kv_combine_kernel merges them in
+   the ALU format: lse_max = max lse_s (0 when all are -inf),
+   sum = sum_s exp(lse_s - lse_max) in split order, lse = log(sum) + lse_max,
+   O = sum_s fma(exp(lse_s - lse), O_s, O) from 0 in split order, then O is
+   rounded to io. FA2 evaluates expf/logf/1/l with fast-math hardware
+   approximations (ex2.approx, lg2.approx, rcp.approx); they are modelled by
+   the recipe's exact exp and correctly rounded operations. */
+int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
+                           double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
+  size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx);
+  size_t per = (nblk + nsplit - 1) / nsplit;
+  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
+  if (cx->sinks != NULL || cx->keep_fwd != NULL || r->fwd_checkpoint != AA_CKPT_LSE ||
+      r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
+    return AA_EUNSUPPORTED; /* aa_recipe_check and aa_attn_run refuse these combinations first */
+  double *os = NULL, *ls = NULL;
+  if (nsplit > 1) {
+    os = malloc(nsplit * tq * d * sizeof *os);
+    ls = malloc(nsplit * tq * sizeof *ls);
+    if (os == NULL || ls == NULL) {
+      free(os);
+      free(ls);
+      return AA_ENOMEM;
+    }
+  }
+  int st = AA_OK;
+  aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
+  for (size_t sp = 0; sp < nsplit && st == AA_OK; sp++) {
+    size_t b0 = sp * per, b1 = (sp + 1) * per < nblk ? (sp + 1) * per : nblk;
+    memset(acc, 0, tq * d * sizeof *acc);
+    for (size_t a = 0; a < tq; a++)
+      m[a] = -INFINITY, l[a] = 0;
+    for (size_t bi = b0; bi < b1; bi++) {
+      size_t b = r->fwd_k_desc ? b1 - 1 - (bi - b0) : bi;
+      size_t j0 = b * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
+      if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) continue;
+      st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
+      if (st != AA_OK) break;
+      for (size_t a = 0; a < tq; a++) {
+        double *srow = S + a * tk, *prow = P + a * tk;
+        const uint8_t *vrow = vis + a * tk;
+        double mx = -INFINITY;
+        for (size_t c = 0; c < tk; c++)
+          if (vrow[c] && srow[c] > mx) mx = srow[c];
+        double m_old = m[a], m_new = m_old;
+        if (mx > m_old && (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold)) m_new = mx;
+        if (m_new == -INFINITY) {
+          memset(prow, 0, tk * sizeof *prow);
+          continue;
+        }
+        if (m_new != m_old && m_old != -INFINITY) {
+          /* FA2 softmax_rescale_o (exp2 of 0 is 1: skipping equal maxima changes nothing) */
+          double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
+          l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
+          for (size_t c = 0; c < d; c++)
+            acc[a * d + c] = aa_attn_rnd(aa_attn_alu(acc[a * d + c] * alpha, alu), r->fwd_o_acc_fmt);
+        }
+        m[a] = m_new;
+        double bb = aa_attn_alu(m_new * cx->c, alu), la = l[a];
+        for (size_t c = 0; c < tk; c++) {
+          if (!vrow[c]) {
+            prow[c] = 0;
+            continue;
+          }
+          double p = aa_attn_exp(cx, aa_attn_fma(srow[c], cx->c, -bb, alu));
+          double pr = aa_attn_rnd(p, r->fwd_p_fmt);
+          la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
+          prow[c] = pr;
+        }
+        l[a] = la;
+      }
+      st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
+      if (st != AA_OK) break;
+      if (r->fwd_o_acc_fmt != AA_FMT_FP32 || r->fwd_acc_pv == AA_ACC_FP64_SEQ)
+        for (size_t x = 0; x < tq * d; x++)
+          acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+    }
+    if (st != AA_OK) break;
+    for (size_t a = 0; a < tq; a++) {
+      size_t i = i0 + a;
+      double *o = nsplit > 1 ? os + (sp * tq + a) * d : out->o.data + (h * cx->n_q + i) * d;
+      double lse = -INFINITY;
+      if (l[a] == 0 || m[a] == -INFINITY) {
+        for (size_t c = 0; c < d; c++)
+          o[c] = 0; /* empty row or split: O_s = 0, lse_s = -inf (FA2 writes -inf for split partials) */
+      } else {
+        double rr = aa_attn_alu(1.0 / l[a], alu);
+        for (size_t c = 0; c < d; c++) {
+          double x = r->fwd_o_norm == AA_NORM_RECIPROCAL ? aa_attn_alu(acc[a * d + c] * rr, alu)
+                                                         : aa_attn_alu(acc[a * d + c] / l[a], alu);
+          o[c] = nsplit > 1 ? x : aa_attn_rnd(x, r->io_fmt);
+        }
+        lse = aa_attn_fma(m[a], cx->se, aa_attn_alu(log(l[a]), alu), alu);
+      }
+      if (nsplit > 1)
+        ls[sp * tq + a] = lse;
+      else
+        out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
+    }
+  }
+  if (st == AA_OK && nsplit > 1)
+    for (size_t a = 0; a < tq; a++) {
+      size_t i = i0 + a;
+      double *o = out->o.data + (h * cx->n_q + i) * d;
+      double mx = -INFINITY, sum = 0;
+      for (size_t sp = 0; sp < nsplit; sp++)
+        if (ls[sp * tq + a] > mx) mx = ls[sp * tq + a];
+      if (mx == -INFINITY) { /* no visible key: the oracle's convention */
+        for (size_t c = 0; c < d; c++)
+          o[c] = 0;
+        out->lse.data[h * cx->n_q + i] = -INFINITY;
+        continue;
+      }
+      for (size_t sp = 0; sp < nsplit; sp++)
+        sum = aa_attn_alu(sum + aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - mx, alu)), alu), alu);
+      double lse = aa_attn_alu(aa_attn_alu(log(sum), alu) + mx, alu);
+      for (size_t c = 0; c < d; c++)
+        acc[c] = 0;
+      for (size_t sp = 0; sp < nsplit; sp++) {
+        double w = aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - lse, alu)), alu);
+        const double *src = os + (sp * tq + a) * d;
+        for (size_t c = 0; c < d; c++)
+          acc[c] = aa_attn_fma(w, src[c], acc[c], alu);
+      }
+      for (size_t c = 0; c < d; c++)
+        o[c] = aa_attn_rnd(acc[c], r->io_fmt);
+      out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
+    }
+  free(os);
+  free(ls);
+  return st;
+}
