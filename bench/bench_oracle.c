@@ -15,9 +15,9 @@
 #include "rng.h"
 
 static const char *const usage =
-    "usage: bench_oracle [--kernel tiled|rows|both] [--reps R] [--rows-max N] [--no-mpfr] [N ...]\n"
+    "usage: bench_oracle [--kernel tiled|rows|both] [--reps R] [--rows-max N] [--no-mpfr] [--only] [N ...]\n"
     "  one head, d = 128, BF16 standard-normal q, k, v, dO, no mask; forward + backward of the fast path\n"
-    "  N: sequence lengths (default 1024 2048 4096 8192; e.g. 32768 to add it)\n"
+    "  N: sequence lengths added to 1024 2048 4096 8192 (e.g. 32768); --only: just the N given\n"
     "  --kernel: tiled (current), rows (the earlier row-by-row kernel) or both (default), run\n"
     "            alternately R times each (default 1); medians of wall and user CPU seconds\n"
     "  --rows-max: skip the row-by-row kernel above this N (default 8192)\n"
@@ -141,7 +141,11 @@ static void machine(void) {
 
 int main(int argc, char **argv) {
   size_t d = 128, nmp = 256, ns[32];
-  int nn = 0, reps = 1, want[2] = {1, 1}, do_mpfr = 1;
+  int nn = 0, reps = 1, want[2] = {1, 1}, do_mpfr = 1, only = 0;
+  {
+    size_t def[4] = {1024, 2048, 4096, 8192};
+    for (int i = 0; i < 4; i++) ns[nn++] = def[i];
+  }
   size_t rows_max = 8192;
   for (int a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--kernel") == 0 && a + 1 < argc) {
@@ -158,6 +162,8 @@ int main(int argc, char **argv) {
       rows_max = (size_t)strtoul(argv[++a], NULL, 10);
     } else if (strcmp(argv[a], "--no-mpfr") == 0) {
       do_mpfr = 0;
+    } else if (strcmp(argv[a], "--only") == 0) {
+      only = 1;
     } else if (argv[a][0] != '-' && nn < 32 && strtoul(argv[a], NULL, 10) > 0) {
       ns[nn++] = (size_t)strtoul(argv[a], NULL, 10);
     } else {
@@ -166,9 +172,9 @@ int main(int argc, char **argv) {
     }
   }
   if (reps < 1 || reps > 99) reps = 1;
-  if (nn == 0) {
-    size_t def[4] = {1024, 2048, 4096, 8192};
-    for (int i = 0; i < 4; i++) ns[nn++] = def[i];
+  if (only) { /* drop the default lengths */
+    memmove(ns, ns + 4, (size_t)(nn - 4) * sizeof ns[0]);
+    nn -= 4;
   }
   printf("bench_oracle: d = %zu, one head, BF16 standard-normal q, k, v, dO, dense (no mask); fast path, forward + "
          "backward\n",

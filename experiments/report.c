@@ -698,6 +698,31 @@ static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const c
       }
       cli_sb_printf(md, "\n");
     }
+  {
+    /* Seconds of the grid as run, and extrapolated to n = 32768 from the
+       largest length run (the oracle and the emulation grow like n^2). */
+    double run_s = 0, full_s = 0;
+    for (size_t mi = 0; mi < M; mi++)
+      for (size_t ni = 0; ni < N; ni++) {
+        double cell_s;
+        if (!kor[mi * N + ni]) continue;
+        cell_s = tor[mi * N + ni] / (double)kor[mi * N + ni];
+        for (size_t ri = 0; ri < R; ri++)
+          if (kem[(ri * M + mi) * N + ni])
+            cell_s += tem[(ri * M + mi) * N + ni] / (double)kem[(ri * M + mi) * N + ni];
+        run_s += cell_s * (double)S;
+        if (ni == N - 1)
+          for (double n2 = 2 * ns.v[ni]; n2 <= 32768; n2 *= 2)
+            full_s += cell_s * (double)S * (n2 / ns.v[ni]) * (n2 / ns.v[ni]);
+      }
+    cli_sb_printf(md, "\nThis grid took about %.0f s of cell time (sum over cells, one at a time)", run_s);
+    if (full_s > 0)
+      cli_sb_printf(md,
+                    "; the lengths up to 32768 would add about %.0f s (%.1f h), scaling the largest length run by "
+                    "n^2 (measured under the load of this run)",
+                    full_s, full_s / 3600);
+    cli_sb_printf(md, ".\n");
+  }
   cli_sb_printf(md, "\nA cached oracle (a rerun over the same fixtures) shows the time to read it back. The oracle "
                     "and the emulation grow like n^2 (causal about half).\n\n");
 

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "fmt.h"
 #include "dropout.h"
+#include "exp.h"
 #include "gemm.h"
 #include "reduce.h"
 
@@ -196,6 +197,17 @@ struct aa_recipe {
   int fwd_k_desc;       /* fwd.k_order = desc: key blocks from the last to the first (FA2 n_block loop) */
   size_t fwd_splits;    /* split-KV into this many ranges of key blocks, combined by LSE (0 or 1: none) */
   size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
+
+  /* Exp constructions of the weights (keys fwd.exp and bwd.exp, value a
+     lib/exp.h spec "name[:key=value,...]"): fwd_exp for the forward weights,
+     bwd_exp for the backward recompute. Each construction gets the base-2
+     argument of the weight (exp2-fma: the FP32 fma result; natural: that
+     argument times log2(e) in FP32). The default `exact` keeps the `exp`
+     key's evaluation bit for bit (binary64 exp rounded to alu); BF16-native
+     constructions (schraudolph-bf16, quadratic-bf16) make the weight the BF16
+     value of the packed evaluator (seed 003 section 3.3). Written in the
+     recipe text only when not `exact`, so other recipes keep their text. */
+  aa_exp_t fwd_exp, bwd_exp;
 };
 
 /* Presets. */
@@ -221,6 +233,9 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r);
 /* Consistency of a recipe (each gradient receives the scale exactly once,
    tile sizes, two-pass needs whole-row tiles, ...); AA_EINVAL with a message. */
 int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err);
+/* 1 when an exp construction is the default `exact` (fwd.exp, bwd.exp):
+   the pipeline then evaluates the weight as the `exp` key says, bit for bit. */
+int aa_recipe_exp_is_default(const aa_exp_t *e);
 /* 1 when the two recipes have the same fields (names ignored). */
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b);
 

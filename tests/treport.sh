@@ -6,6 +6,9 @@ A=${top_builddir:-.}/experiments/attnacc
 T=$(mktemp -d "${TMPDIR:-/tmp}/treport.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 fails=0
+# idle OpenMP threads sleep instead of spinning: the machine is shared with other tests
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
 FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 # plots/ of the source tree (the build may be out of tree)
 export ATTNACC_PLOTS_DIR="${top_srcdir:-.}/plots"
@@ -68,6 +71,21 @@ expect_tables "$T/r2/report.md" "without gnuplot"
 grep -q 'apt-get install gnuplot-nox' "$T/r2/report.md" || FAIL "treport no gnuplot: no install note in report.md"
 grep -q 'gnuplot-nox' "$T/err2" || FAIL "treport no gnuplot: no install note on stderr"
 ls "$T/r2"/*.png >/dev/null 2>&1 && FAIL "treport no gnuplot: PNG files without gnuplot"
+
+# ---- a nanmap folder: the threshold table agrees with an awk reading of the CSV, and the heatmap ----
+"$A" sweep --experiment nanmap --quick --n 16 --masks dense --variants fa2 --out "$T/in/map" >/dev/null 2>"$T/err" ||
+  FAIL "treport nanmap: the sweep failed: $(cat "$T/err")"
+"$A" report --in "$T/in" --out "$T/r3" >/dev/null 2>"$T/err" || FAIL "treport nanmap: exit $? ($(cat "$T/err"))"
+grep -q '^## NaN / Inf / overflow map' "$T/r3/report.md" || FAIL "treport nanmap: no map section"
+want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { s = $h["log2_sigma"] + 0
+    if ($h["pass"] != 1 && (f == "" || s < f)) f = s
+    if (($h["nan"] > 0 || $h["inf"] > 0 || $h["error"] != "") && (x == "" || s < x)) x = s }
+  END { printf "| fa2 | %s / %s / - |", (f == "" ? "-" : f), (x == "" ? "-" : x) }' "$T/in/map/results.csv")
+grep -qF -- "$want" "$T/r3/report.md" || FAIL "treport nanmap: want the row '$want' in: $(grep '^| fa2 |' "$T/r3/report.md" | tail -1)"
+if [ -n "$gp" ] && [ -x "$gp" ]; then
+  [ -s "$T/r3/map_map.png" ] && [ -s "$T/r3/map_map.svg" ] || FAIL "treport nanmap: heatmap PNG/SVG missing"
+fi
 
 # ---- bad usage ----
 "$A" report >/dev/null 2>&1

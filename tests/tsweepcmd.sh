@@ -6,6 +6,9 @@ A=${top_builddir:-.}/experiments/attnacc
 T=$(mktemp -d "${TMPDIR:-/tmp}/tsweepcmd.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 fails=0
+# idle OpenMP threads sleep instead of spinning: the machine is shared with other tests
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY
 FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 # The hidden experiment `smoke`: n = 16, 32, 48, d = 8, dense and causal, seeds 1..2 (12 cells).
 V=fa2,naive-bf16

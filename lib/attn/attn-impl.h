@@ -10,6 +10,7 @@
 #include "fmt.h"
 #include "gemm.h"
 #include "problem.h"
+#include "exp.h"
 #include "recipe.h"
 
 /* log2(e) rounded to binary64 (not relying on the non-ISO M_LOG2E). */
@@ -65,6 +66,9 @@ typedef struct {
      [heads][n_q] (the saved shift for reciprocal rows, the LSE bias for LSE
      rows); NULL: the backward forms it from the LSE. */
   const double *bias;
+  /* Exp constructions of the weights (recipe fwd.exp / bwd.exp); NULL for
+     the default `exact`, which keeps aa_attn_exp bit for bit. */
+  const aa_exp_t *wexp_fwd, *wexp_bwd;
 } aa_attn_ctx_t;
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
@@ -75,6 +79,21 @@ typedef struct {
 static inline double aa_attn_exp(const aa_attn_ctx_t *cx, double a) {
   double e = cx->r->exp_form == AA_EXPFORM_EXP2_FMA ? exp2(a) : exp(a);
   return aa_attn_rnd(e, cx->r->alu_fmt);
+}
+
+/* A softmax weight exp(a) (exp2(a) for exp2-fma) by the construction e of
+   fwd.exp / bwd.exp (NULL: aa_attn_exp). Constructions take the base-2
+   argument in FP32 (lib/exp.h): the exp2-fma argument itself, or the natural
+   argument times log2(e) in one FP32 multiply. BF16-native constructions
+   return the BF16 weight the packed evaluator writes (seed 003 section 3.3:
+   two consecutive keys per bf16x2 word; the lanes are independent, so the
+   element-wise value is the packed one); rounding it to fwd.p_fmt = bf16
+   afterwards is then exact. Only weights go through e: FA2's rescale factor
+   alpha stays aa_attn_exp. */
+static inline double aa_attn_wexp(const aa_attn_ctx_t *cx, const aa_exp_t *e, double a) {
+  if (e == NULL) return aa_attn_exp(cx, a);
+  float x = cx->r->exp_form == AA_EXPFORM_EXP2_FMA ? (float)a : (float)a * (float)cx->l2e;
+  return (double)aa_exp_eval(e, x);
 }
 
 /* Q tile as used by the score product: with scale_fold = q the engine

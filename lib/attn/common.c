@@ -77,11 +77,12 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
      sequential sum, then normalise each weight (REFERENCES section 4, *_pt). */
   double b = aa_attn_alu(m * cx->c, alu);
   for (size_t s = 0; s < ns; s++) {
-    double p = aa_attn_exp(cx, aa_attn_fma(sink_in_s_units(cx, sinks[s]), cx->c, -b, alu));
+    double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_in_s_units(cx, sinks[s]), cx->c, -b, alu));
     l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
   }
   for (size_t j = 0; j < n; j++) {
-    double p = vis[j] ? aa_attn_exp(cx, aa_attn_fma(S[j], cx->c, -b, alu)) : 0.0;
+    /* the backward recomputes the forward's P with this same row (fwd.exp) */
+    double p = vis[j] ? aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(S[j], cx->c, -b, alu)) : 0.0;
     P[j] = p;
     l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
   }

@@ -83,7 +83,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
       m[a] = fmax(m[a], sink_s(cx, sinks[s]));
     double b = aa_attn_alu(m[a] * cx->c, alu);
     for (size_t s = 0; s < pb->num_sinks; s++) {
-      double p = aa_attn_exp(cx, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
+      double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
       l[a] = aa_attn_rnd(l[a] + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
     }
   }
@@ -131,7 +131,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
           prow[b] = 0;
           continue;
         }
-        double p = aa_attn_exp(cx, aa_attn_fma(srow[b], cx->c, -bb, alu));
+        double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
         double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
         la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
         /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded

@@ -62,7 +62,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
     if (sinks != NULL && !guarded) {
       /* Sinks join the row sum first (as in the online forward). */
       for (size_t s = 0; s < pb->num_sinks; s++) {
-        double p = aa_attn_exp(cx, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -m[a], alu));
+        double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -m[a], alu));
         double pr = aa_attn_rnd(p, r->fwd_p_fmt);
         l[a] = aa_attn_rnd(l[a] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
       }
@@ -116,7 +116,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
           }
           /* Section 3.5: the scale folded into the FP32 QK result by the
              exp2 FFMA, exp2(fma(S, scale*log2e, -shift)), K unscaled. */
-          double p = aa_attn_exp(cx, aa_attn_fma(srow[b], cx->c, -bb, alu));
+          double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
           double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* BF16 weight, the PV operand */
           if (!in_range(pr, lo2, hi2)) ok = 0;
           /* Section 3.5: the denominator sums the BF16-rounded weights in
@@ -147,7 +147,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
         m[a] = aa_attn_alu(mx * cx->c, alu);
       }
       for (size_t s = 0; s < pb->num_sinks; s++) {
-        double p = aa_attn_exp(cx, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -m[a], alu));
+        double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -m[a], alu));
         double pr = aa_attn_rnd(p, r->fwd_p_fmt);
         l[a] = aa_attn_rnd(l[a] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
       }

@@ -116,7 +116,7 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
             prow[c] = 0;
             continue;
           }
-          double p = aa_attn_exp(cx, aa_attn_fma(srow[c], cx->c, -bb, alu));
+          double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[c], cx->c, -bb, alu));
           double pr = aa_attn_rnd(p, r->fwd_p_fmt);
           la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
           prow[c] = pr;

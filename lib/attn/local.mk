@@ -9,3 +9,7 @@ TESTS += tests/tattn tests/tattn_micro tests/tnorm
 tests_tnorm_SOURCES = tests/tnorm.c
 tests_tattn_SOURCES = tests/tattn.c
 tests_tattn_micro_SOURCES = tests/tattn_micro.c
+check_PROGRAMS += tests/texp_attn
+TESTS += tests/texp_attn
+tests_texp_attn_SOURCES = tests/texp_attn.c
+tests_texp_attn_LDADD = $(LDADD) -lm

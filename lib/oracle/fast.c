@@ -44,7 +44,8 @@
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #define U2 AA_OR_U2
 #define TB 64 /* other rows per tile (panel width) */
-#define QB 16 /* own rows per block */
+#define QB 32 /* own rows per block */
+#define GR 16 /* own rows per register block of the GEMM */
 #define RB 4  /* own rows per register block of the accumulation kernel */
 #define CW 8  /* columns per register block */
 #define NP (QB * TB)
@@ -183,24 +184,26 @@ static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
 
 /* T[i TB + jj] = sum_c A[i d + c] X_jj[c] for i < na, jj < TB (X a panel) (plain
    double: exact for the pairs that pass the span test, in any order). The
-   QB x 8 accumulators are GCC vectors so that they stay in registers; one
-   panel load serves QB rows, which keeps the GEMM off the L3 bandwidth
-   limit. */
+   GR x 8 accumulators are GCC vectors so that they stay in registers; one
+   panel load from L3 serves QB rows (the sub-panel stays in L1 for the
+   second group), which keeps the GEMM off the L3 bandwidth limit. */
 typedef double v8d_t __attribute__((vector_size(64), aligned(8), may_alias));
 TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na, const double *restrict XT, size_t d) {
-  const double *a[QB];
-  for (size_t k = 0; k < QB; k++) a[k] = A + (k < na ? k : 0) * d; /* padding rows repeat row 0, not stored */
   for (size_t j0 = 0; j0 < TB; j0 += 8) {
-    const double *X = XT + j0 * d;
-    const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
-    v8d_t t[QB];
-    for (size_t k = 0; k < QB; k++) t[k] = z;
-    for (size_t c = 0; c < d; c++) {
-      v8d_t x = *(const v8d_t *)(X + 8 * c);
+    const double *X = XT + j0 * d; /* 8 d doubles, in L1 for the second group of rows */
+    for (size_t i0 = 0; i0 < na; i0 += GR) {
+      const double *a[GR];
+      for (size_t k = 0; k < GR; k++) a[k] = A + (i0 + k < na ? i0 + k : i0) * d; /* padding rows: not stored */
+      const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
+      v8d_t t[GR];
+      for (size_t k = 0; k < GR; k++) t[k] = z;
+      for (size_t c = 0; c < d; c++) {
+        v8d_t x = *(const v8d_t *)(X + 8 * c);
 #pragma GCC unroll 16
-      for (size_t k = 0; k < QB; k++) t[k] += a[k][c] * x;
+        for (size_t k = 0; k < GR; k++) t[k] += a[k][c] * x;
+      }
+      for (size_t k = 0; k < GR && i0 + k < na; k++) *(v8d_t *)(T + (i0 + k) * TB + j0) = t[k];
     }
-    for (size_t k = 0; k < na; k++) *(v8d_t *)(T + k * TB + j0) = t[k];
   }
 }
 

@@ -55,6 +55,14 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': fwd.k_order = desc, fwd.splits and fwd.split_sms need fwd.softmax = online-lse, "
                         "fwd.checkpoint = lse and no dropout",
                         r->name);
+  if ((!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) &&
+      r->alu_fmt != AA_FMT_FP32)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.exp / bwd.exp constructions other than exact evaluate FP32 arguments "
+                        "(alu = fp32)",
+                        r->name);
+  if ((unsigned)r->fwd_exp.kind >= AA_EXP_KIND_COUNT || (unsigned)r->bwd_exp.kind >= AA_EXP_KIND_COUNT)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.exp / bwd.exp kind out of range", r->name);
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);

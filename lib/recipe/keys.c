@@ -136,6 +136,16 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     *(!strcmp(key, "fwd.split_sms") ? &r->fwd_split_sms : &r->fwd_splits) = (size_t)u;
     return AA_OK;
   }
+  if (!strcmp(key, "fwd.exp") || !strcmp(key, "bwd.exp")) {
+    /* The weight's exp construction, a lib/exp.h spec (KEYS.md). */
+    aa_exp_t e;
+    aa_error_t e2;
+    e2.msg[0] = '\0';
+    if (aa_exp_parse(&e, value, &e2) != AA_OK)
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad construction '%s' (%s)", key, value, e2.msg);
+    *(!strcmp(key, "fwd.exp") ? &r->fwd_exp : &r->bwd_exp) = e;
+    return AA_OK;
+  }
   if (!strcmp(key, "mixed_precision")) {
     int on;
     if (parse_bool(&on, value) != 0)
@@ -311,8 +321,27 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
                      r->fwd_splits, r->fwd_split_sms);
     if (w > 0) need += (size_t)w;
   }
+  if (!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) {
+    /* Only when not `exact`, like the dropout and dq_reduce keys. */
+    char fe[160], be[160];
+    aa_exp_describe(fe, sizeof fe, &r->fwd_exp);
+    aa_exp_describe(be, sizeof be, &r->bwd_exp);
+    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
+                     "fwd.exp = %s\nbwd.exp = %s\n", fe, be);
+    if (w > 0) need += (size_t)w;
+  }
   if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
   return need;
+}
+
+int aa_recipe_exp_is_default(const aa_exp_t *e) {
+  aa_exp_t def;
+  char a[160], b[160];
+  if (e->kind != AA_EXP_EXACT) return 0;
+  aa_exp_init(&def, "exact", NULL);
+  aa_exp_describe(a, sizeof a, e);
+  aa_exp_describe(b, sizeof b, &def);
+  return !strcmp(a, b);
 }
 
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
@@ -336,5 +365,14 @@ int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
   if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
   if (a->fwd_k_desc != b->fwd_k_desc || a->fwd_splits != b->fwd_splits || a->fwd_split_sms != b->fwd_split_sms)
     return 0;
+  {
+    char ea[160], eb[160];
+    aa_exp_describe(ea, sizeof ea, &a->fwd_exp);
+    aa_exp_describe(eb, sizeof eb, &b->fwd_exp);
+    if (strcmp(ea, eb) != 0) return 0;
+    aa_exp_describe(ea, sizeof ea, &a->bwd_exp);
+    aa_exp_describe(eb, sizeof eb, &b->bwd_exp);
+    if (strcmp(ea, eb) != 0) return 0;
+  }
   return 1;
 }
