@@ -181,19 +181,20 @@ int main(int argc, char **argv) {
          d);
   machine();
   meas_t m;
-  double mp = NAN;
+  double mp = NAN, mpu = NAN;
   if (do_mpfr) {
     if (run(&m, nmp, d, AA_ORACLE_MPFR, AA_OR_KERNEL_TILED) != AA_OK) return 1;
     mp = m.wall;
-    printf("plain MPFR path measured at n = %zu: %.2f s wall, %.2f s user; the estimate column scales the wall time "
-           "by (n/%zu)^2\n",
+    mpu = m.user;
+    printf("plain MPFR path measured at n = %zu: %.2f s wall, %.2f s user; the estimate columns scale them by "
+           "(n/%zu)^2\n",
            nmp, m.wall, m.user, nmp);
   }
   printf("tiled = current kernel, rows = earlier row-by-row kernel; medians of %d run(s); user = CPU seconds of all "
          "threads\n",
          reps);
-  printf("%7s %6s %10s %10s %9s %8s %8s %10s %16s %13s\n", "n", "kernel", "wall (s)", "user (s)", "fwd (s)",
-         "recomp", "uncert", "max bound", "fp32 hash", "mpfr est (s)");
+  printf("%7s %6s %10s %10s %9s %8s %8s %10s %16s %13s %13s\n", "n", "kernel", "wall (s)", "user (s)", "fwd (s)",
+         "recomp", "uncert", "max bound", "fp32 hash", "mpfr est wall", "mpfr est user");
   for (int i = 0; i < nn; i++) {
     double w[2][100], u[2][100], fw[2][100];
     meas_t last[2];
@@ -207,14 +208,14 @@ int main(int argc, char **argv) {
         u[k][rep] = last[k].user;
         fw[k][rep] = last[k].fwd;
       }
-    double est = mp * ((double)ns[i] / (double)nmp) * ((double)ns[i] / (double)nmp), mw[2] = {0, 0}, mu[2] = {0, 0};
+    double sc = ((double)ns[i] / (double)nmp) * ((double)ns[i] / (double)nmp), mw[2] = {0, 0}, mu[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
       if (!kdo[k]) continue;
       mw[k] = median(w[k], reps);
       mu[k] = median(u[k], reps);
-      printf("%7zu %6s %10.2f %10.2f %9.2f %8zu %8zu %10.3g %016llx %13.0f\n", ns[i], k == 0 ? "tiled" : "rows", mw[k],
-             mu[k], median(fw[k], reps), last[k].rec, last[k].unc, last[k].bound, (unsigned long long)last[k].hash,
-             est);
+      printf("%7zu %6s %10.2f %10.2f %9.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i], k == 0 ? "tiled" : "rows",
+             mw[k], mu[k], median(fw[k], reps), last[k].rec, last[k].unc, last[k].bound,
+             (unsigned long long)last[k].hash, mp * sc, mpu * sc);
     }
     if (kdo[0] && kdo[1])
       printf("%7zu  ratio rows/tiled: wall %.2f, user %.2f; fp32 roundings %s\n", ns[i], mw[1] / mw[0], mu[1] / mu[0],

@@ -197,6 +197,7 @@ struct aa_recipe {
   int fwd_k_desc;       /* fwd.k_order = desc: key blocks from the last to the first (FA2 n_block loop) */
   size_t fwd_splits;    /* split-KV into this many ranges of key blocks, combined by LSE (0 or 1: none) */
   size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
+  int bwd_q_desc;       /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
 
   /* Exp constructions of the weights (keys fwd.exp and bwd.exp, value a
      lib/exp.h spec "name[:key=value,...]"): fwd_exp for the forward weights,

@@ -263,9 +263,10 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
     memset(b->live, 0, nkt);
     for (size_t hh = 0; hh < G; hh++) { /* GQA q heads, L1180 */
       size_t h = g * G + hh;
-      for (size_t t = 0; t < nqt; t++) { /* q tiles, L1184 */
+      for (size_t tt = 0; tt < nqt; tt++) { /* q tiles, L1184 */
+        size_t t = r->bwd_q_desc ? nqt - 1 - tt : tt; /* bwd.q_order = desc: FA2's m_block loop counts down */
         size_t i0 = t * tq, rows = n_q - i0 < tq ? n_q - i0 : tq;
-        int group_end = (t % r->bwd_q_group) == r->bwd_q_group - 1 || t == nqt - 1;
+        int group_end = (tt % r->bwd_q_group) == r->bwd_q_group - 1 || tt == nqt - 1;
         const double *lse = out->lse.data + h * n_q + i0;
         aa_attn_load_q(cx, b->qe, cx->Q + (h * n_q + i0) * d, rows);
         /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */

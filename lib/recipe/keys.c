@@ -121,10 +121,10 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
     return st;
   }
-  if (!strcmp(key, "fwd.k_order")) {
+  if (!strcmp(key, "fwd.k_order") || !strcmp(key, "bwd.q_order")) {
     if (strcmp(value, "asc") != 0 && strcmp(value, "desc") != 0)
-      return aa_error_set(err, AA_EINVAL, "key 'fwd.k_order': bad value '%s' (expected asc|desc)", value);
-    r->fwd_k_desc = !strcmp(value, "desc");
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected asc|desc)", key, value);
+    *(key[0] == 'f' ? &r->fwd_k_desc : &r->bwd_q_desc) = !strcmp(value, "desc");
     return AA_OK;
   }
   if (!strcmp(key, "fwd.splits") || !strcmp(key, "fwd.split_sms")) {
@@ -314,11 +314,11 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
     need += aa_reduce_format(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
                              &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
   }
-  if (r->fwd_k_desc || r->fwd_splits != 0 || r->fwd_split_sms != 0) {
+  if (r->fwd_k_desc || r->fwd_splits != 0 || r->fwd_split_sms != 0 || r->bwd_q_desc) {
     /* Only when not the defaults, like the dropout and dq_reduce keys. */
     int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "fwd.k_order = %s\nfwd.splits = %zu\nfwd.split_sms = %zu\n", r->fwd_k_desc ? "desc" : "asc",
-                     r->fwd_splits, r->fwd_split_sms);
+                     "fwd.k_order = %s\nfwd.splits = %zu\nfwd.split_sms = %zu\nbwd.q_order = %s\n",
+                     r->fwd_k_desc ? "desc" : "asc", r->fwd_splits, r->fwd_split_sms, r->bwd_q_desc ? "desc" : "asc");
     if (w > 0) need += (size_t)w;
   }
   if (!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) {
@@ -363,7 +363,8 @@ int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
     if (strcmp(da, db) != 0 || memcmp(&a->dropout.p, &b->dropout.p, sizeof(double)) != 0) return 0;
   }
   if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
-  if (a->fwd_k_desc != b->fwd_k_desc || a->fwd_splits != b->fwd_splits || a->fwd_split_sms != b->fwd_split_sms)
+  if (a->fwd_k_desc != b->fwd_k_desc || a->fwd_splits != b->fwd_splits || a->fwd_split_sms != b->fwd_split_sms ||
+      a->bwd_q_desc != b->bwd_q_desc)
     return 0;
   {
     char ea[160], eb[160];

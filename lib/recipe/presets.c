@@ -133,12 +133,13 @@ static void p_fa2(aa_recipe_t *r) {
      combine kernel through the LSEs;
    - the forward iterates key blocks from the last to the first (n_block
      loop counts down);
-   - the backward kernel for d = 128 uses 64-query x 128-key tiles.
+   - the backward kernel for d = 128 uses 64-query x 128-key tiles and,
+     per key block, iterates the query blocks from the last to the first
+     (the order of the dK/dV accumulation).
    Not modelled: ex2.approx.ftz / lg2.approx / rcp.approx (fast-math; about
    2 ulp), the per-thread partial row sums combined over the quad of lanes
-   (FP32-level, invisible after BF16 rounding in the measurements), the
-   descending query-block order of the dK/dV accumulation and the
-   nondeterministic order of the dQ atomics. With many heads or batches
+   (FP32-level, invisible after BF16 rounding in the measurements) and the
+   nondeterministic order of the dQ atomics (modelled as ascending). With many heads or batches
    (heuristic = 1) FA2 runs the 128 x 64 non-split kernel instead: set
    fwd.tile_k = 64 then. */
 static void p_fa2_h100(aa_recipe_t *r) {
@@ -151,6 +152,7 @@ static void p_fa2_h100(aa_recipe_t *r) {
   r->fwd_split_sms = 132;
   r->bwd_tile_q = 64;
   r->bwd_tile_k = 128;
+  r->bwd_q_desc = 1;
 }
 
 /* The paper's dense route (seed 003): fixed-shift forward, saved FP32
