@@ -73,5 +73,18 @@ cmp -s "$T/h100/o.npy" "$T/s4/o.npy" && FAIL "tgpu_agree split count: fa2-h100 o
 grep -q "fwd.split_sms = 132" "$T/h100.txt" 2>/dev/null || "$A" run --variant fa2-h100 --n 64 --d 16 --json 2>/dev/null |
   grep -q 'fwd.split_sms = 132' || FAIL "tgpu_agree: the recipe text of fa2-h100 does not record fwd.split_sms = 132"
 
+# 4. The split-KV algebra itself: in binary64 (exact-fp64, 64-key blocks) 200 keys in 3 splits of 2 blocks
+#    (the last split empty), blocks last to first, must still give the oracle's O and gradients (rel_l2 < 1e-13).
+printf 'base = exact-fp64\nfwd.splits = 3\nfwd.k_order = desc\nbwd.q_order = desc\n' >"$T/x64.rcp"
+for c in "" --causal; do
+  "$A" run --recipe "$T/x64.rcp" --n 200 --d 16 --seed 5 $c --json >"$T/x64.json" 2>"$T/e" ||
+    { FAIL "tgpu_agree split fp64 $c: $(cat "$T/e")"; continue; }
+  for o in o dq dk dv; do
+    v=$(rel "$T/x64.json" $o)
+    awk -v v="$v" 'BEGIN { exit !(v != "null" && v + 0 < 1e-13) }' ||
+      FAIL "tgpu_agree split fp64 $c $o: rel_l2 $v is not below 1e-13 (n 200, d 16, seed 5)"
+  done
+done
+
 [ $fails -eq 0 ] || { echo "tgpu_agree: $fails failure(s)"; exit 1; }
 echo "tgpu_agree: ok"

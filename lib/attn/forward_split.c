@@ -28,7 +28,7 @@ static size_t fa2_num_splits(size_t units, size_t sms, size_t n_blocks) {
     if (eff[s] > best) best = eff[s];
   }
   for (size_t s = 1; s <= max_splits; s++)
-    if (eff[s] > 0 && eff[s] >= 0.85f * best) return s;
+    if (eff[s] > 0 && (double)eff[s] >= 0.85 * (double)best) return s; /* C++ compares float >= double */
   return 1;
 }
 
@@ -66,7 +66,7 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
   if (cx->sinks != NULL || cx->keep_fwd != NULL || r->fwd_checkpoint != AA_CKPT_LSE ||
       r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
-    return AA_EUNSUPPORTED; /* aa_recipe_check and aa_attn_run refuse these combinations first */
+    return AA_EUNSUPPORTED; /* aa_recipe_check refuses the recipe side; problem sinks and keep masks end here */
   double *os = NULL, *ls = NULL;
   if (nsplit > 1) {
     os = malloc(nsplit * tq * d * sizeof *os);
