@@ -8,7 +8,7 @@ experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
 	-DAA_PLOTS_SRCDIR='"$(abs_top_srcdir)/plots"' -DAA_PLOTS_DATADIR='"$(pkgdatadir)/plots"'
 experiments_attnacc_LDADD += $(MPI_LIBS)
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/table4.gp plots/nanmap.gp
+dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp
 EXTRA_DIST += experiments/README-sweep.md
 TESTS += tests/tsweepcmd.sh tests/treport.sh
 EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh

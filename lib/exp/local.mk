@@ -9,4 +9,4 @@ tests_texp_SOURCES = tests/texp.c
 tests_texp_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_texp_remez_SOURCES = tests/texp_remez.c
 tests_texp_remez_LDADD = $(LDADD) -lm
-EXTRA_DIST += plots/expratio.gp
+# plots/expratio.gp is installed and distributed through dist_plots_DATA (experiments/tables.mk).
