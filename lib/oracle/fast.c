@@ -59,6 +59,7 @@
 #define RB 4  /* own rows per register block of the accumulation kernel */
 #define CW 8  /* columns per register block */
 #define NP (QB * TB)
+#define ZB 64 /* terms per block of the normaliser sum Z */
 
 static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
 
@@ -669,17 +670,32 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
       rxl[j] = x.lo;
     }
     aa_oracle_dd_exp(reh, rel, rxh, rxl, m, &cx->tab);
-    for (size_t j = 0; j < m; j++) {
-      double ex = res[j] + 4 * U2 * (fabs(rsh[j]) + fabs(m_));
-      ree[j] = exp_eps(rxh[j], ex);
-      epsE = fmax(epsE, ree[j]);
-      aa_or_dd_t t2 = aa_or_two_sum(zs, reh[j]);
-      zs = t2.hi;
-      zc += t2.lo + rel[j];
+    /* Z = sum of positive terms, in blocks of ZB: a TwoSum chain within a
+       block (error <= kappa(ZB) times the block's sum), the blocks merged
+       with the accurate dd sum (<= 5 u2 of the running sum each, positive
+       terms), so relative error <= max term error + kappa(max(ZB, ns)) +
+       5 u2 (blocks + 1) (+ flushed terms below 2^-1019 against Z >= 1/2).
+       One chain over the row gives kappa(m + ns) ~ 4 m^2 u2 instead, 2^-76
+       at m = 32768: the LSE bound then sends cancelling dK/dV elements past
+       the first MPFR level, whose next level recomputes every row. */
+    aa_or_dd_t Zd = aa_or_two_sum(zs, zc);
+    size_t nblk = 0;
+    for (size_t j0 = 0; j0 < m; j0 += ZB, nblk++) {
+      double bs = 0, bc = 0;
+      for (size_t j = j0; j < m && j < j0 + ZB; j++) {
+        double ex = res[j] + 4 * U2 * (fabs(rsh[j]) + fabs(m_));
+        ree[j] = exp_eps(rxh[j], ex);
+        epsE = fmax(epsE, ree[j]);
+        aa_or_dd_t t2 = aa_or_two_sum(bs, reh[j]);
+        bs = t2.hi;
+        bc += t2.lo + rel[j];
+      }
+      Zd = aa_or_dd_add(Zd, aa_or_two_sum(bs, bc));
     }
-    /* all terms positive: relative error of Z <= max term error + kappa(m + ns)
-       (+ flushed terms below 2^-1019 against Z >= 1/2) */
-    double epsZ = 1.01 * (epsE + aa_or_kappa(m + ns)) + (double)(m + ns) * 0x1p-1018;
+    zs = Zd.hi;
+    zc = Zd.lo;
+    double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
+                  (double)(m + ns) * 0x1p-1018;
     /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
     mpfr_set_d(mz, zs, MPFR_RNDN);
     mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */

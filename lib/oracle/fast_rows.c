@@ -27,6 +27,7 @@
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #define U2 AA_OR_U2
 #define BLK 256
+#define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
 static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
 
@@ -328,17 +329,25 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
     B->rxl[j] = x.lo;
   }
   aa_oracle_dd_exp(B->reh, B->rel, B->rxh, B->rxl, m, &cx->tab);
-  for (size_t j = 0; j < m; j++) {
-    double ex = B->res[j] + 4 * U2 * (fabs(B->rsh[j]) + fabs(mx));
-    B->ree[j] = exp_eps(B->rxh[j], ex);
-    epsE = fmax(epsE, B->ree[j]);
-    aa_or_dd_t t2 = aa_or_two_sum(zs, B->reh[j]);
-    zs = t2.hi;
-    zc += t2.lo + B->rel[j];
+  /* Z in blocks of ZB terms, see fast.c */
+  aa_or_dd_t Zd = aa_or_two_sum(zs, zc);
+  size_t nblk = 0;
+  for (size_t j0 = 0; j0 < m; j0 += ZB, nblk++) {
+    double bs = 0, bc = 0;
+    for (size_t j = j0; j < m && j < j0 + ZB; j++) {
+      double ex = B->res[j] + 4 * U2 * (fabs(B->rsh[j]) + fabs(mx));
+      B->ree[j] = exp_eps(B->rxh[j], ex);
+      epsE = fmax(epsE, B->ree[j]);
+      aa_or_dd_t t2 = aa_or_two_sum(bs, B->reh[j]);
+      bs = t2.hi;
+      bc += t2.lo + B->rel[j];
+    }
+    Zd = aa_or_dd_add(Zd, aa_or_two_sum(bs, bc));
   }
-  /* all terms positive: relative error of Z <= max term error + kappa(m + ns)
-     (+ flushed terms below 2^-1019 against Z >= 1/2) */
-  double epsZ = 1.01 * (epsE + aa_or_kappa(m + ns)) + (double)(m + ns) * 0x1p-1018;
+  zs = Zd.hi;
+  zc = Zd.lo;
+  double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
+                (double)(m + ns) * 0x1p-1018;
   /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
   mpfr_set_d(mz, zs, MPFR_RNDN);
   mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
