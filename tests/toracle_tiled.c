@@ -3,16 +3,16 @@
 #include "toracle_common.c"
 
 /* The tiled kernel (fast.c) performs, for every output element, the same
-   operations in the same order as the row-by-row kernel (fast_rows.c), so
-   the two must agree bit for bit in values and FP32/BF16 roundings, and in
-   the number of MPFR recomputes. The certified bounds differ slightly: the
-   tiled kernel merges the two bound words (kappa(n) sum |ch y| and
-   sum ec |y|) into one weighted sum, and the compiler may contract the
-   plain-double error-term arithmetic into FMAs differently in the vectorised
-   tile loops; both changes move a per-element relative bound (about 2^-53,
-   dominated by the rounding of the value to a double) by terms of order
-   2^-90, so the two must agree to 2^-70 absolute. Across thread counts
-   everything, bounds included, must be identical. The cases cross the tile edges (n not a multiple of the
+   operations in the same order as the row-by-row kernel (fast_rows.c),
+   except that its long sums (O, dQ, dK, dV) restart at every 64-term tile
+   and the tile partials are merged with an accurate double-double addition
+   (blocked accumulation, for a bound that grows with the number of tiles
+   instead of n^2). The values therefore differ in the last bits: the two
+   kernels must agree within the sum of their certified bounds, with
+   identical FP32/BF16 roundings, and both bounds must meet the 2^-48
+   target (the recompute counts may differ). Across thread counts the tiled
+   kernel's results must be identical bit for bit, bounds and recompute
+   counts included. The cases cross the tile edges (n not a multiple of the
    64-row tiles or of the 8-row blocks, d not a multiple of 8), and mix tiles
    whose dot products are provably exact with tiles that need the
    compensated dot product (rows with FP32 values among BF16 ones). */
@@ -91,8 +91,16 @@ int main(void) {
             aa_oracle_result_free(&rt2);
           }
           if (run_kernel(&rr, &tc, AA_OR_KERNEL_ROWS, 2) == AA_OK) {
-            tor_compare(&rt1, &rr, what, s, 1);
-            same_meta(&rt1, &rr, what, s, 0x1p-70);
+            tor_compare(&rt1, &rr, what, s, 0);
+            for (int t = 0; t < 6; t++) {
+              double x = tor_out(&rt1, t)->relerr_bound, y = tor_out(&rr, t)->relerr_bound;
+              if (!(x <= AA_OR_TARGET && y <= AA_OR_TARGET))
+                AA_FAIL("%s %s: both certified bounds meet 2^-48: %a vs %a, seed %llu", what, tor_names[t], x, y,
+                        (unsigned long long)s);
+            }
+            if (rt1.n_uncertified != rr.n_uncertified)
+              AA_FAIL("%s: same uncertified counts: %zu vs %zu, seed %llu", what, rt1.n_uncertified, rr.n_uncertified,
+                      (unsigned long long)s);
             printf("cfg %zu spoiled %d: tiled %.3f s, rows %.3f s, %zu recomputed, bounds O %.2g dQ %.2g dK %.2g\n",
                    ci, spoil, rt1.seconds_forward + rt1.seconds_backward, rr.seconds_forward + rr.seconds_backward,
                    rt1.n_recomputed, rt1.o.relerr_bound, rt1.dq.relerr_bound, rt1.dk.relerr_bound);

@@ -17,16 +17,24 @@
    - x = S - LSE (or S - max): accurate dd sum, |err| <= 4 u2 (|S| + |LSE|);
    - P = exp(x): aa_oracle_dd_exp, relative AA_OR_EXP_REL + AA_OR_EXP_XREL |x|,
      and exp(x^)/exp(x) - 1 <= expm1(e_x) for the argument error e_x;
-   - n-term sums sum_j c_j y_j (c dd, y a stored double) are accumulated per
-     element with TwoProduct/TwoSum (aa_or_kappa bound: kappa(n) sum |c_hi y|)
-     while one plain double gathers w = sum_j wt_j |y| with the per-term
-     weight wt_j >= kappa(n) (1 + u) |c_hi| + e_c (tile_w), so that
-     w >= kappa(n) sum |RN(c_hi y)| + sum e_c |y|: the element's bound is
-     w (1 + (n+2) 2^-52), plus floor_unit (n+1) for anything below the
-     normal range (flushed P < 2^-1019, subnormal low words). (The row-by-row
-     kernel keeps a = sum |RN(c_hi y)| and b = sum e_c |y| apart, bound
-     b (1 + (n+2) 2^-52) + kappa(n) a; n is known before the pass: the row
-     range, or a count of the visible pairs of a key);
+   - n-term sums sum_j c_j y_j (c dd, y a stored double: O, dQ, dK, dV) are
+     accumulated per element in blocks, one block per tile of TB terms
+     (blocked accumulation, see acc_tile): within a tile a TwoProduct/TwoSum
+     chain from +0 (aa_or_kappa bound: kappa(m) sum_tile |c_hi y|, m <= TB
+     terms) while one plain double gathers w = sum_j wt_j |y| with the
+     per-term weight wt_j >= kappa(min(n, TB)) (1 + u) |c_hi| + e_c
+     (tile_w), so that w >= kappa(m) sum |RN(c_hi y)| + sum e_c |y|; the
+     tile partials are merged with the accurate dd addition, whose errors
+     (about 7 u2 of the running sum per merge) are added to w. The element's
+     bound is w (1 + (TB + 2K + 2) 2^-52) (1 + (n+2) 2^-52) for K merges,
+     plus floor_unit (n+1) for anything below the normal range (flushed
+     P < 2^-1019, subnormal low words). This is about
+     (kappa(TB) + 7 K u2) sum |terms| (~2^-92 at n = 32768) where one chain
+     over all n terms gives kappa(n) ~ 4 n^2 u2 (~2^-74). (The row-by-row
+     kernel, fast_rows.c, keeps the single chain and a = sum |RN(c_hi y)|
+     and b = sum e_c |y| apart, bound b (1 + (n+2) 2^-52) + kappa(n) a; n is
+     known before the pass: the row range, or a count of the visible pairs
+     of a key);
    - the factor 1.01 covers second-order products of relative errors.
 
    Tiling (flash-style). The work is cut into blocks of QB "own" rows (query
@@ -35,17 +43,22 @@
    (panels, see make_panels) of K, V, Q and dO serve as the right operand of
    a small GEMM for S = q.k and dP = dO.v. Each output element still receives
    its terms one at a time, in ascending order of the other index (and of the
-   query head within a GQA group), through exactly the same operations on its
-   value words s and cc as in the row-by-row kernel (fast_rows.c), so the
-   values are bit-identical to it: a pair outside the mask or dropped gets
+   query head within a GQA group), through the same operations on its value
+   words s and cc as in the row-by-row kernel (fast_rows.c), but the chain
+   restarts from +0 at every tile (the tiles sit at multiples of TB of the
+   other index, whatever the blocking or thread count) and the tile partials
+   are merged in the same ascending order; the values therefore agree with
+   the row kernel within the two certified bounds (not bit for bit), and
+   the FP32/BF16 roundings are identical. A pair outside the mask or dropped gets
    coefficients (+0, +0, +0), which leaves every accumulator word unchanged
    bit for bit (s and cc are never -0: they start at +0 and RNE gives +0 for
    exact zero sums; y is finite). The plain-double S and dP of pairs that pass
    the span test are exact, so the GEMM's summation order does not matter;
    the other pairs take the compensated dot product in the reference order.
    Hence the a-priori bounds above hold, term counts n included, and results
-   never depend on the tiling or on the thread count (each element is owned
-   by one block).
+   never depend on the own-row blocking or on the thread count (each element
+   is owned by one block; a tile with no visible pair in the block is not
+   merged at all, and the blocks are fixed by QB, not by the threads).
    Where the time goes (one head, n = 4096, d = 128, one thread, perf): the
    accumulation kernel ~55%, the GEMMs ~10%, exp ~5%, the rest per-pair
    bookkeeping; the row-by-row kernel spent ~38% in the accumulation, 21% in
@@ -218,9 +231,21 @@ TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na
   }
 }
 
+/* Merge of a tile partial (s + cc, bound word b) into the element's running
+   sum R = (A[0], A[ld]) and bound word W = A[3 ld] (see "Blocked
+   accumulation" above acc_tile): R <- dd_add(R, TwoSum(s, cc)), W <- W +
+   (b + u2 (3 |R'.hi| + 2 |R.hi| + 2 |T.hi|) (1 + 2^-49)). */
+static inline void merge_tile(double *A, size_t ld, double s, double cc, double b) {
+  aa_or_dd_t R = {A[0], A[ld]}, T = aa_or_two_sum(s, cc), N = aa_or_dd_add(R, T);
+  A[0] = N.hi;
+  A[ld] = N.lo;
+  A[3 * ld] += b + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(T.hi))) * (U2 * (1 + 0x1p-49));
+}
+
 /* Accumulation kernel: for own rows i < nrows (a multiple of RB, padding
    rows have zero coefficients) and columns c < d,
-   acc_i[c] += sum_{t < nt} (ch + cl)[i TB + t] Y[t d + c] in ascending t
+   acc_i[c] <- acc_i[c] + sum_{t < nt} (ch + cl)[i TB + t] Y[t d + c], the
+   tile sum in ascending t, then merged (see "Blocked accumulation" below)
    (layout acc[(i 4 + k) ld + c]: k = 0 s, 1 cc, 3 w; k = 2 is unused). s
    and cc go through exactly the operations of the row-by-row kernel
    (TwoProduct, TwoSum, error terms in cc); RB x CW of them stay in
@@ -230,7 +255,22 @@ TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na
    wt >= kappa(n) (1 + u) |ch| + ec (see tile_w), w_i[c] += wt |y| bounds
    kappa(n) a + b from above, one FMA per term and element instead of an
    absolute value, an addition and an FMA (14 -> 12 vector operations per
-   term); finish() then gets a = 0, b = w. */
+   term); finish() then gets a = 0, b = wfin(w).
+   Blocked accumulation. The registers start at +0 for every call (one tile
+   of nt <= TB terms), and the tile partial T = TwoSum(s, cc) (exact: the
+   real s + cc), whose error against the exact tile sum is at most the
+   tile's weight sum b (kappa(m) with m <= TB terms, kappa increasing),
+   is merged (merge_tile) into the element's running sum R (acc words 0, 1,
+   a normalised dd) by R' = dd_add(R, T) (JMP 2017 alg. 6):
+   |R' - (R + T)| <= 3 u2 |R + T| + 2 u2 (|R| + |T|)
+                  <= u2 (3 |R'.hi| + 2 |R.hi| + 2 |T.hi|) (1 + 2^-49),
+   since |x| <= |x.hi| (1 + u) for normalised pairs, |R + T| <= |R'| (1 +
+   4 u2), and the plain-double evaluation and the hi words add at most 8
+   relative errors of u each (8 u = 2^-50 < 2^-49). Additions are exact
+   on underflow, so no floor is needed for the merge. The bound word (acc word 3) gets
+   b plus that merge error; the total over the K merges bounds the value's
+   error, and each term of it passes at most TB + 2K roundings of positive
+   plain-double sums, covered by infl(TB + 2K) in wfin(). */
 TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict Y, size_t d, const double *restrict ch,
                         const double *restrict cl, const double *restrict wt, size_t nt, size_t nrows) {
   for (size_t i0 = 0; i0 < nrows; i0 += RB) {
@@ -240,11 +280,7 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
     for (; c0 + CW <= d; c0 += CW) {
       double s[RB][CW], cc[RB][CW], b[RB][CW];
       for (int i = 0; i < RB; i++)
-        for (int c = 0; c < CW; c++) {
-          s[i][c] = A[(i * 4 + 0) * ld + c0 + c];
-          cc[i][c] = A[(i * 4 + 1) * ld + c0 + c];
-          b[i][c] = A[(i * 4 + 3) * ld + c0 + c];
-        }
+        for (int c = 0; c < CW; c++) s[i][c] = cc[i][c] = b[i][c] = 0; /* the tile partial starts at +0 */
       for (size_t t = 0; t < nt; t++) {
         const double *restrict y = Y + t * d + c0;
 #pragma GCC unroll 4
@@ -261,34 +297,36 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
         }
       }
       for (int i = 0; i < RB; i++)
-        for (int c = 0; c < CW; c++) {
-          A[(i * 4 + 0) * ld + c0 + c] = s[i][c];
-          A[(i * 4 + 1) * ld + c0 + c] = cc[i][c];
-          A[(i * 4 + 3) * ld + c0 + c] = b[i][c];
-        }
+#pragma omp simd
+        for (int c = 0; c < CW; c++)
+          merge_tile(A + (i * 4) * ld + c0 + c, ld, s[i][c], cc[i][c], b[i][c]);
     }
     if (c0 < d)
-      for (size_t t = 0; t < nt; t++) {
-        const double *restrict y = Y + t * d;
-        for (int i = 0; i < RB; i++) {
+      for (int i = 0; i < RB; i++) {
+        double s[CW], cc[CW], b[CW];
+        for (size_t c = c0; c < d; c++) s[c - c0] = cc[c - c0] = b[c - c0] = 0;
+        for (size_t t = 0; t < nt; t++) {
+          const double *restrict y = Y + t * d;
           const double xh = H[i * TB + t], xl = L[i * TB + t], ex = E[i * TB + t];
-          double *restrict s = A + (i * 4) * ld, *restrict cc = s + ld, *restrict b = s + 3 * ld;
           for (size_t c = c0; c < d; c++) {
             double yy = y[c], p = xh * yy, e = fma(xh, yy, -p), l = xl * yy;
-            double sv = s[c], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
-            s[c] = ss;
-            cc[c] += (tt + e) + l;
-            b[c] += ex * fabs(yy);
+            double sv = s[c - c0], ss = sv + p, bv = ss - sv, tt = (sv - (ss - bv)) + (p - bv);
+            s[c - c0] = ss;
+            cc[c - c0] += (tt + e) + l;
+            b[c - c0] += ex * fabs(yy);
           }
         }
+        for (size_t c = c0; c < d; c++) merge_tile(A + (i * 4) * ld + c, ld, s[c - c0], cc[c - c0], b[c - c0]);
       }
   }
 }
 
 /* Merged bound weights of the accumulation terms, rows i < na of a tile:
-   wt = (kap_i |ch| + ec) (1 + 2^-50) with kap_i = kappa(n_i) (1 + 2^-52) for
-   the number n_i of terms the element receives (or an upper bound: kappa is
-   increasing). The factor 1 + 2^-50 covers the three roundings of wt, and
+   wt = (kap_i |ch| + ec) (1 + 2^-50) with kap_i = kappa(min(n_i, TB))
+   (1 + 2^-52) for the number n_i of terms the element receives (or an upper
+   bound: kappa is increasing): one tile holds at most min(n_i, TB) of them,
+   and the chain restarts at every tile (blocked accumulation). The factor
+   1 + 2^-50 covers the three roundings of wt, and
    kap_i covers |RN(ch y)| <= |ch y| (1 + u); the roundings of the sum
    w = sum wt |y| are covered by infl(n) in finish(), as for b before.
    Masked terms (ch = ec = +0) get wt = +0 and leave w unchanged. */
@@ -302,6 +340,10 @@ TC static void tile_w(double *restrict wt, const double *restrict ch, const doub
 }
 
 static inline double kap_of(size_t n) { return aa_or_kappa(n) * (1 + 0x1p-52); }
+/* weight factor for an element with n terms in all: a tile holds at most min(n, TB) of them */
+static inline double kap_tile(size_t n) { return kap_of(n < TB ? n : TB); }
+/* bound word of a blocked accumulation after ncall tile merges (see acc_tile) */
+static inline double wfin(double w, size_t ncall) { return w * infl(TB + 2 * ncall); }
 
 /* Per-thread workspace. Pair arrays are [QB][TB] (index i TB + jj). */
 typedef struct {
@@ -716,7 +758,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
   }
   /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */
   double kap[QB];
-  for (size_t i = 0; i < na; i++) kap[i] = kap_of(hi[i] - lo[i]);
+  for (size_t i = 0; i < na; i++) kap[i] = kap_tile(hi[i] - lo[i]);
   acc_clear(W);
   size_t nrows = (na + RB - 1) / RB * RB;
   zero_rows(W->ch, na);
@@ -724,6 +766,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
   zero_rows(W->wt, na);
   zero_rows(W->wt2, na);
   const double *V = cx->v + g * cx->n_k * d;
+  size_t ncall = 0;
   for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
     size_t j0 = p * TB, nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
     int any = 0;
@@ -753,6 +796,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     if (!any) continue;
     tile_w(W->wt, W->ch, W->ec, kap, na);
     acc_tile(W->acc1, W->ld, V + j0 * d, d, W->ch, W->cl, W->wt, nb, nrows);
+    ncall++;
   }
   /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
   aa_or_dd_t ksd = {cx->ks, 0};
@@ -764,7 +808,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     double ds = 0, dc = 0, da = 0, db = 0;
     for (size_t c = 0; c < d; c++) {
       double oh, ol, oe;
-      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], 0, b[c], nkept[i], ksd, 0, &oh, &ol, &oe);
+      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], 0, wfin(b[c], ncall), nkept[i], ksd, 0, &oh, &ol, &oe);
       double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
       aa_or_dd_t t2 = aa_or_two_sum(ds, p);
       ds = t2.hi;
@@ -797,8 +841,9 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   zero_rows(W->wt, na);
   zero_rows(W->wt2, na);
   const double *K = cx->k + g * cx->n_k * d;
+  size_t ncall = 0;
   double kap[QB];
-  for (size_t i = 0; i < na; i++) kap[i] = kap_of(hi[i] - lo[i]);
+  for (size_t i = 0; i < na; i++) kap[i] = kap_tile(hi[i] - lo[i]);
   tile_t T = {r0, 0, 0, na, TB};
   double qsx, osx;
   int qlb, olb;
@@ -823,12 +868,13 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
              tile_exact(osx, olb, PN->vs[pk], PN->vl[pk], d));
     tile_w(W->wt, W->ch, W->ec, kap, na);
     acc_tile(W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
+    ncall++;
   }
   for (size_t i = 0; i < na; i++) {
     const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
     for (size_t c = 0; c < d; c++)
-      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], 0, b[c], hi[i] - lo[i], cx->sig, cx->sig_rel, NULL,
-             NULL, NULL);
+      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], 0, wfin(b[c], ncall), hi[i] - lo[i], cx->sig,
+             cx->sig_rel, NULL, NULL, NULL);
   }
 }
 
@@ -857,9 +903,10 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
       cnt = jhi[i] > jlo[i] ? jhi[i] - jlo[i] : 0;
     else
       for (size_t iq = jlo[i]; iq < jhi[i]; iq++) cnt += aa_problem_visible(pb, iq, j0 + i);
-    kap[i] = kap_of(cnt * cx->group);
+    kap[i] = kap_tile(cnt * cx->group);
   }
   tile_t T = {kk0, 0, 1, na, TB};
+  size_t ncall = 0;
   double ksx, vsx;
   int klb, vlb;
   span_agg(&ksx, &klb, sp->xk + kk0, sp->lk + kk0, na);
@@ -893,6 +940,7 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
       tile_w(W->wt2, W->ph2, W->eP2, kap, na);
       acc_tile(W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
       acc_tile(W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->wt2, T.nb, nrows);
+      ncall++;
     }
   }
   aa_or_dd_t ksd = {cx->ks, 0};
@@ -901,16 +949,24 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     const double *s2 = W->acc2 + (i * 4) * W->ld, *cc2 = s2 + W->ld, *b2 = s2 + 3 * W->ld;
     size_t kk = kk0 + i;
     for (size_t c = 0; c < d; c++) {
-      finish(cx, AA_OR_DK, kk * d + c, s[c], cc[c], 0, b[c], nvis[i], cx->sig, cx->sig_rel, NULL, NULL, NULL);
-      finish(cx, AA_OR_DV, kk * d + c, s2[c], cc2[c], 0, b2[c], nkept[i], ksd, 0, NULL, NULL, NULL);
+      finish(cx, AA_OR_DK, kk * d + c, s[c], cc[c], 0, wfin(b[c], ncall), nvis[i], cx->sig, cx->sig_rel, NULL, NULL,
+             NULL);
+      finish(cx, AA_OR_DV, kk * d + c, s2[c], cc2[c], 0, wfin(b2[c], ncall), nkept[i], ksd, 0, NULL, NULL, NULL);
     }
   }
 }
 
-/* dsinks[h, s] = - sum_i exp(sink - LSE_i) D_i, in row order. */
+/* dsinks[h, s] = - sum_i exp(sink - LSE_i) D_i, in row order, accumulated in
+   blocks of ZB rows as O, dQ, dK, dV (see acc_tile): within a block a TwoSum
+   chain from +0 (error <= kappa(min(n, ZB)) a_blk + b_blk with a_blk the
+   block's sum |T.hi| and b_blk its term bounds), the block partials merged
+   with dd_add (error <= u2 (3 |R'.hi| + 2 |R.hi| + 2 |B.hi|) (1 + 2^-49));
+   the total error word passes at most ZB + 2K + 2 roundings (K blocks). */
 static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
-  double sink = cx->pb->sinks[h * cx->ns + s], zs = 0, zc = 0, a = 0, b = 0;
-  size_t n = 0;
+  double sink = cx->pb->sinks[h * cx->ns + s], zs = 0, zc = 0, a = 0, b = 0, etot = 0;
+  size_t n = 0, nb = 0, nblk = 0;
+  aa_or_dd_t R = {0, 0};
+  double kb = aa_or_kappa(cx->n_q < ZB ? cx->n_q : ZB) * (1 + 0x1p-52);
   for (size_t i = 0; i < cx->n_q; i++) {
     size_t r = h * cx->n_q + i;
     if (cx->row_empty[r]) continue;
@@ -926,8 +982,24 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
     a += fabs(T.hi);
     b += eT;
     n++;
+    if (++nb == ZB) { /* merge the block partial */
+      aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
+      etot += b * infl(ZB) + kb * a * infl(ZB) +
+              (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
+      R = N;
+      zs = zc = a = b = 0;
+      nb = 0;
+      nblk++;
+    }
   }
-  finish(cx, AA_OR_DSINKS, h * cx->ns + s, -zs, -zc, a, b, n, (aa_or_dd_t){1, 0}, 0, NULL, NULL, NULL);
+  if (nb != 0) { /* the last, partial block */
+    aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
+    etot += b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
+    R = N;
+    nblk++;
+  }
+  finish(cx, AA_OR_DSINKS, h * cx->ns + s, -R.hi, -R.lo, 0, etot * infl(2 * nblk), n, (aa_or_dd_t){1, 0}, 0, NULL,
+         NULL, NULL);
 }
 
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
