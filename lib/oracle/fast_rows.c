@@ -24,79 +24,12 @@
      below the normal range (flushed P < 2^-1019, subnormal low words);
    - the factor 1.01 covers second-order products of relative errors. */
 
-#define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#include "fast-common.h"
 #define U2 AA_OR_U2
 #define BLK 256
 #define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
-static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
-
-/* relative error of the computed exp against exp(exact x), |x^ - x| <= ex */
-static inline double exp_eps(double xh, double ex) {
-  double rel = aa_or_exp_relerr(xh);
-  if (ex <= 0x1p-30) return (rel + ex) * (1 + 0x1p-29);
-  return (rel * exp(ex) + expm1(ex)) * (1 + 0x1p-50);
-}
-
-/* Exponent of the lowest set bit of a non-zero double. */
-static int lowbit_exp(double x) {
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  int ef = (int)((b >> 52) & 0x7ff);
-  uint64_t m = b & ((UINT64_C(1) << 52) - 1);
-  int e0 = ef == 0 ? -1074 : ef - 1075;
-  if (ef != 0) m |= UINT64_C(1) << 52;
-  return e0 + __builtin_ctzll(m);
-}
-
-/* Span of a vector: max|x| / 2^lb with lb the lowest set bit over the
-   vector. If span(a) span(b) d <= 2^52 and lb(a) + lb(b) >= -1074, every
-   product a_c b_c and every partial sum of a.b is an integer multiple of
-   2^(lb(a)+lb(b)) below 2^53 times it, so the plain double dot product is
-   exact in any order (tested in toracle_kernels). */
-static void span(double *sp, int *lb, const double *x, size_t n) {
-  double m = 0;
-  int l = INT_MAX;
-  for (size_t i = 0; i < n; i++)
-    if (x[i] != 0) {
-      m = fmax(m, fabs(x[i]));
-      int e = lowbit_exp(x[i]);
-      if (e < l) l = e;
-    }
-  *sp = m == 0 ? 0 : ldexp(m, -l);
-  *lb = m == 0 ? 0 : l;
-}
-
-typedef struct {
-  double *xq, *xk, *xv, *xdo;
-  int *lq, *lk, *lv, *ldo;
-} spans_t;
-
-static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
-  if (sa == 0 || sb == 0) return 1;
-  return (double)d * sa * sb <= 0x1p52 && la + lb >= -1074;
-}
-
-TC static double dot_plain(const double *restrict a, const double *restrict b, size_t n) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (size_t c = 0; c < n; c++) s += a[c] * b[c];
-  return s;
-}
-
-/* compensated dot product (Dot2 without the final rounding), fixed order */
-static aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
-  double s = 0, cc = 0, ab = 0;
-  for (size_t c = 0; c < n; c++) {
-    double p = a[c] * b[c], e = fma(a[c], b[c], -p);
-    double ss = s + p, bv = ss - s, t = (s - (ss - bv)) + (p - bv);
-    s = ss;
-    cc += t + e;
-    ab += fabs(p);
-  }
-  *bound = aa_or_kappa(n) * ab * infl(n) + (double)(n + 1) * 0x1p-1070;
-  return aa_or_two_sum(s, cc);
-}
+/* infl, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h */
 
 /* a.b as a double-double with bound: exact when the spans allow it */
 static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
