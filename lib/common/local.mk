@@ -1,2 +1,22 @@
-# attnacc: build fragment of the common module (status codes, errors).
-lib_libattnacc_la_SOURCES += lib/common/status.c
+# attnacc: build fragment of the common module (status codes, errors, build identity).
+lib_libattnacc_la_SOURCES += lib/common/status.c lib/common/githash.c
+
+# The git hash is taken at make time: lib/githash.h is regenerated on every
+# make (a phony prerequisite) but rewritten only when the hash changes, so
+# only githash.c recompiles after a commit.
+BUILT_SOURCES += lib/githash.h
+CLEANFILES += lib/githash.h
+EXTRA_DIST += build-aux/githash
+lib/githash.h: aa-githash-force
+	@$(MKDIR_P) lib
+	@$(SHELL) $(srcdir)/build-aux/githash $(srcdir) $@
+.PHONY: aa-githash-force
+aa-githash-force:
+
+# Release tarballs carry the commit they were made from.
+dist-hook: aa-dist-githash
+aa-dist-githash:
+	@$(SHELL) $(srcdir)/build-aux/githash $(srcdir) $(distdir)/githash.tmp && \
+	  sed -n 's/^#define AA_GIT_HASH_TEXT "\(.*\)"$$/\1/p' $(distdir)/githash.tmp >$(distdir)/GITHASH && \
+	  rm -f $(distdir)/githash.tmp
+.PHONY: aa-dist-githash
