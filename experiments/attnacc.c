@@ -17,7 +17,7 @@ const aa_command_t aa_commands[] = {
     {"normmap", aa_cmd_normmap, "where the fixed shift and the guarded causal route break: sigma x n x d x seeds map"},
     {"determinism", aa_cmd_determinism, "run one cell R times with different dQ order seeds: distinct bit patterns, ULP spread"},
     {"dq-budget", aa_cmd_dqbudget, "fixed-point dQ budget map: fallback fraction and added error over n, mask, sigma, scale"},
-    {"sweep", aa_cmd_sweep, "run an experiment's grid (table4, nanmap): resumable, sharded, threaded, MPI"},
+    {"sweep", aa_cmd_sweep, "run an experiment's grid (attnacc list shows them): resumable, sharded, threaded, MPI"},
     {"main", aa_cmd_main, "the first run: table4 --quick, table3 (sampled), exp curves and the report; prints its path"},
     {"report", aa_cmd_report, "turn result folders into a Markdown report with tables and gnuplot plots"},
 };

@@ -1,13 +1,11 @@
-/* attnacc: the `determinism` command: run one cell R times with different dQ order seeds and measure the run-to-run
- * spread. */
+/* attnacc: the `determinism` experiment: one problem run with R dQ order seeds, and the run-to-run spread. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "commands.h"
+#include "experiments.h"
 
-static const cli_opt_t opts[] = {
+static const cli_opt_t params[] = {
     {"variant", "NAME", NULL, "preset recipe (attnacc list shows them)"},
     {"recipe", "FILE", NULL, "a recipe file instead of --variant"},
     {"set", "KEY=VALUE[,KEY=VALUE...]", NULL, "recipe keys changed after the preset (e.g. dq_reduce=fp32-atomic)"},
@@ -17,306 +15,360 @@ static const cli_opt_t opts[] = {
     {"d", "D", "128", "head dimension"},
     {"heads", "H", "1", "query heads"},
     {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
-    {"seed", "S", "1", "seed of the input draw"},
+    {"seed", "S", "1", "seed of the input draw (the same draws as attnacc run --seed S)"},
     {"dist", "normal|uniform", "normal", "input distribution"},
     {"sigma", "X", "1", "scale of the input distribution (> 0)"},
     {"causal", NULL, NULL, "causal mask"},
-    {"oracle", "mpfr|fast", "fast", "oracle path"},
-    {"threads", "T", "0 = all", "threads (results do not depend on it)"},
-    {"json", NULL, NULL, "print one JSON object instead of the text report"},
+    XP_OPTS_ORACLE,
+    {"json", NULL, NULL, "print the verdict as one JSON object (the sweep's own lines then go to stderr)"},
 };
 
-static const char usage_line[] =
-    "--variant NAME | --recipe FILE [--runs R] [--n N] ... [--order-seed-base S] [--json]";
-static const char description[] = "Run the same cell (inputs, recipe) R times; run r sets dq_reduce_order_seed =\n"
-                                  "base + r, which only the fp32-atomic dQ reduction reads. Reports for the stored\n"
-                                  "dQ: the number of distinct bit patterns, the elements that differ between runs,\n"
-                                  "the max and mean per-element spread max_r(dq) - min_r(dq) in ULPs of dQ's format\n"
-                                  "(bf16 for the presets), the error against the oracle (max and mean ULP, rel_l2,\n"
-                                  "averaged over runs), the ratios spread / error, and the fixed-point budget\n"
-                                  "failures and FP64 recomputes per run. Exit status 0 done, 2 bad usage, 1 failure.";
+static const char description[] =
+    "Run the same problem (inputs, recipe) R times; run r sets dq_reduce_order_seed =\n"
+    "base + r, which only the fp32-atomic dQ reduction reads. Cells: order_seed (one per\n"
+    "run) with the problem's settings as one-value coordinates (variant, recipe_hash, n, d,\n"
+    "heads, kv_heads, mask, dist, sigma, seed). The inputs are those of attnacc run --seed S\n"
+    "(the same for every run), and the oracle runs once (through the cache). Columns per\n"
+    "run: dq_hash (FNV-1a 128 of the stored dQ values: equal hashes, equal bits), dq_reduce,\n"
+    "rel_l2, max_ulp, mean_ulp (dQ against the oracle, ULPs of dQ's format, bf16 for the\n"
+    "presets), diff_elements, diff_max_ulp, diff_mean_ulp (against the dQ of the first run,\n"
+    "order seed base, which each process computes once) and diff_rel_l2 (|dq - dq_first| /\n"
+    "|dq_oracle|), tiles, budget_failures, fp64_recomputes; timings seconds_oracle,\n"
+    "seconds_emul.\n"
+    "After the sweep the verdict is printed from results.csv (--json: one JSON object):\n"
+    "distinct dQ bit patterns (distinct dq_hash), the elements that differ from the first\n"
+    "run (largest count over runs), the spread: max and mean ULP distance from the first\n"
+    "run (largest over runs; the per-element range max_r - min_r lies between it and twice\n"
+    "it), the error against the oracle (max ULP over runs, mean ULP and rel_l2 averaged),\n"
+    "the ratios spread / error, and the fixed-point budget failures and FP64 recomputes\n"
+    "per run. Default folder: results/determinism.";
+
+typedef struct {
+  aa_recipe_t rec;
+  size_t n, d, heads, kv_heads, runs;
+  uint64_t seed, base;
+  double sigma;
+  int uniform, causal, json;
+  /* dQ of the first run (order seed base), computed once per process */
+  pthread_mutex_t lock;
+  double *ref;
+  int ref_rc;
+} det_t;
 
 /* Apply "k=v,k=v" to r. */
-static int apply_sets(aa_recipe_t *r, const char *cmd, const char *s) {
+static int apply_sets(aa_recipe_t *r, const char *s, aa_error_t *err) {
   char buf[1024];
-  aa_error_t err = {{0}};
-  if (strlen(s) >= sizeof buf) {
-    cli_error(cmd, "--set: too long");
-    return 2;
-  }
+  if (strlen(s) >= sizeof buf) return aa_error_set(err, AA_EINVAL, "--set: too long");
   strcpy(buf, s);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(tok, '=');
-    if (eq == NULL) {
-      cli_error(cmd, "--set: '%s' is not KEY=VALUE", tok);
-      return 2;
-    }
+    aa_error_t e = {{0}};
+    if (eq == NULL) return aa_error_set(err, AA_EINVAL, "--set: '%s' is not KEY=VALUE", tok);
     *eq = '\0';
-    if (aa_recipe_set(r, tok, eq + 1, &err) != AA_OK) {
-      cli_error(cmd, "--set: %s", err.msg);
-      return 2;
-    }
+    if (aa_recipe_set(r, tok, eq + 1, &e) != AA_OK) return aa_error_set(err, AA_EINVAL, "--set: %s", e.msg);
   }
-  return 0;
+  return AA_OK;
 }
 
 static aa_fmt_t ulp_fmt_of(aa_fmt_t f) {
   return f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f : AA_FMT_FP32;
 }
 
-int aa_cmd_determinism(int argc, char **argv) {
-  const char *cmd = "determinism";
-  cli_args_t a;
-  aa_error_t err = {{0}};
-  aa_recipe_t rec;
-  size_t n = 1024, d = 128, heads = 1, kv_heads = 0, runs = 8, threads = 0;
-  uint64_t seed = 1, base = 1;
-  double sigma = 1;
-  int uniform = 0, rc, status = 2;
-  const char *s;
+static void problem(aa_problem_t *pb, const det_t *cx) {
+  aa_problem_init(pb, cx->n, cx->n, cx->d, cx->heads, cx->kv_heads);
+  pb->causal = cx->causal;
+}
+
+/* The first run's dQ: computed by the first cell that asks, under the lock. */
+static const double *first_run(det_t *cx, const aa_problem_t *pb, const cli_inputs_t *in, aa_error_t *err) {
+  pthread_mutex_lock(&cx->lock);
+  if (cx->ref == NULL && cx->ref_rc == AA_OK) {
+    aa_recipe_t r = cx->rec;
+    aa_attn_result_t res;
+    r.bwd_dq_reduce.order_seed = cx->base;
+    cx->ref_rc = aa_attn_run(&res, pb, &r, &in->q, &in->k, &in->v, &in->dO, err);
+    if (cx->ref_rc == AA_OK) {
+      size_t n = aa_tensor_numel(&res.dq);
+      if ((cx->ref = malloc(n * sizeof *cx->ref)) == NULL)
+        cx->ref_rc = aa_error_set(err, AA_ENOMEM, "out of memory");
+      else
+        memcpy(cx->ref, res.dq.data, n * sizeof *cx->ref);
+      aa_attn_result_free(&res);
+    }
+  } else if (cx->ref == NULL) {
+    aa_error_set(err, cx->ref_rc, "the first run failed");
+  }
+  pthread_mutex_unlock(&cx->lock);
+  return cx->ref;
+}
+
+static int det_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
+  xp_ctx_t *ctx = vctx;
+  det_t *cx = ctx->priv;
+  aa_error_t *err = aa_sweep_rows_error(rows);
   cli_inputs_t in = {0};
   aa_problem_t pb;
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
-  int have_oracle = 0;
-  double *lo = NULL, *hi = NULL, **pat = NULL;
-  size_t npat = 0, numel = 0;
-  cli_sb_t sb = {0};
+  aa_recipe_t rr = cx->rec;
+  cli_variant_t v;
+  aa_attn_result_t res;
+  const double *ref;
+  double t0, t_or, ref2 = 0, d2 = 0, sum_ulp = 0, max_ulp = 0;
+  size_t numel, differ = 0;
+  int rc, have_oracle = 0, have_res = 0;
+  char hex[33];
+  aa_hash128_t h;
 
   memset(&oracle, 0, sizeof oracle);
-  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >= 0)
-    return rc;
-  if ((s = cli_get(&a, "variant")) != NULL) {
-    if (aa_recipe_preset(&rec, s, &err) != AA_OK) {
-      cli_error(cmd, "unknown variant '%s' (attnacc list shows the presets)", s);
-      return 2;
-    }
-  } else if ((s = cli_get(&a, "recipe")) != NULL) {
-    if ((rc = aa_recipe_parse_file(&rec, s, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      return cli_exit_status(rc);
-    }
-    if (rec.name[0] == '\0') snprintf(rec.name, sizeof rec.name, "recipe");
-  } else {
-    cli_error(cmd, "give --variant NAME or --recipe FILE");
-    return 2;
-  }
-  if ((s = cli_get(&a, "set")) != NULL && apply_sets(&rec, cmd, s)) return 2;
-  if ((rc = aa_recipe_check(&rec, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return 2;
-  }
-  if ((s = cli_get(&a, "runs")) && cli_size(&runs, cmd, "runs", s, 1, 1000)) return 2;
-  if ((s = cli_get(&a, "order-seed-base")) && cli_u64(&base, cmd, "order-seed-base", s)) return 2;
-  if ((s = cli_get(&a, "n")) && cli_size(&n, cmd, "n", s, 1, SIZE_MAX)) return 2;
-  if ((s = cli_get(&a, "d")) && cli_size(&d, cmd, "d", s, 1, SIZE_MAX)) return 2;
-  if ((s = cli_get(&a, "heads")) && cli_size(&heads, cmd, "heads", s, 1, SIZE_MAX)) return 2;
-  if ((s = cli_get(&a, "kv-heads")) && cli_size(&kv_heads, cmd, "kv-heads", s, 1, SIZE_MAX)) return 2;
-  if ((s = cli_get(&a, "seed")) && cli_u64(&seed, cmd, "seed", s)) return 2;
-  if ((s = cli_get(&a, "dist")) != NULL) {
-    if (strcmp(s, "uniform") == 0)
-      uniform = 1;
-    else if (strcmp(s, "normal") != 0) {
-      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
-      return 2;
-    }
-  }
-  if ((s = cli_get(&a, "sigma")) && cli_double(&sigma, cmd, "sigma", s, 0, 1e300, 1)) return 2;
-  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) return 2;
-  if (kv_heads == 0) kv_heads = heads;
-  if (heads % kv_heads != 0) {
-    cli_error(cmd, "--kv-heads %zu does not divide --heads %zu", kv_heads, heads);
-    return 2;
-  }
-  aa_oracle_opts_init(&oo);
-  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&oo.path, s) != AA_OK) {
-    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
-    return 2;
-  }
-  oo.threads = (int)threads;
-  cli_set_threads(threads);
-
-  if ((rc = cli_inputs_draw(&in, seed, uniform, sigma, n, d, heads, kv_heads, 0, rec.io_fmt, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return cli_exit_status(rc);
-  }
-  aa_problem_init(&pb, n, n, d, heads, kv_heads);
-  pb.causal = cli_get(&a, "causal") != NULL;
-  if ((rc = aa_problem_check(&pb, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
+  memset(&v, 0, sizeof v);
+  xp_cell_threads(ctx);
+  rr.bwd_dq_reduce.order_seed = (uint64_t)aa_cell_int(cell, "order_seed", 1);
+  if ((rc = cli_inputs_draw(&in, cx->seed, cx->uniform, cx->sigma, cx->n, cx->d, cx->heads, cx->kv_heads, 0,
+                            cx->rec.io_fmt, err)) != AA_OK)
     goto out;
-  }
-  double t0 = cli_now();
-  if ((rc = aa_oracle_run(&oracle, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, &err)) != AA_OK) {
-    cli_error(cmd, "oracle: %s", err.msg);
-    status = cli_exit_status(rc);
-    goto out;
-  }
-  double oracle_seconds = cli_now() - t0;
+  problem(&pb, cx);
+  xp_oracle_opts(&oo, ctx);
+  t0 = cli_now();
+  if ((rc = xp_oracle(&oracle, NULL, ctx, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, err)) != AA_OK) goto out;
+  t_or = cli_now() - t0;
   have_oracle = 1;
-
-  numel = heads * n * d;
-  lo = malloc(numel * sizeof *lo);
-  hi = malloc(numel * sizeof *hi);
-  pat = calloc(runs, sizeof *pat);
-  if (lo == NULL || hi == NULL || pat == NULL) {
-    cli_error(cmd, "out of memory");
-    status = 1;
+  if ((rc = cli_run_variant(&v, &res, &rr, &pb, &in, &oracle, err)) != AA_OK) goto out;
+  have_res = 1;
+  if ((ref = first_run(cx, &pb, &in, err)) == NULL) {
+    rc = cx->ref_rc;
     goto out;
   }
-  /* Per run: error against the oracle; over runs: distinct patterns and the
-     per-element range [lo, hi]. */
-  double sum_mean_ulp = 0, max_ulp_err = 0, sum_rel_l2 = 0, seconds = 0, max_diff_l2 = 0;
-  uint64_t fails = 0, recomputes = 0, tiles = 0;
-  aa_fmt_t uf = AA_FMT_FP32;
-  double ref2 = 0;
-  for (size_t i = 0; i < numel; i++)
-    ref2 += oracle.dq.val.data[i] * oracle.dq.val.data[i];
-  for (size_t r = 0; r < runs; r++) {
-    aa_recipe_t rr = rec;
-    cli_variant_t v;
-    aa_attn_result_t res;
-    memset(&v, 0, sizeof v);
-    rr.bwd_dq_reduce.order_seed = base + r;
-    if ((rc = cli_run_variant(&v, &res, &rr, &pb, &in, &oracle, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      cli_variant_free(&v);
-      aa_attn_result_free(&res);
-      goto out;
-    }
+  numel = aa_tensor_numel(&res.dq);
+  {
+    aa_fmt_t uf = ulp_fmt_of(res.dq.fmt);
     const double *q = res.dq.data;
-    uf = ulp_fmt_of(res.dq.fmt);
-    seconds += v.seconds;
-    sum_mean_ulp += v.out[1].m.mean_ulp;
-    sum_rel_l2 += v.out[1].m.rel_l2;
-    if (v.out[1].m.max_ulp > max_ulp_err) max_ulp_err = v.out[1].m.max_ulp;
-    fails += res.dq_reduce.budget_failures;
-    recomputes += res.dq_reduce.fp64_recomputes;
-    tiles += res.dq_reduce.tiles;
-    int seen = 0;
-    for (size_t k = 0; k < npat && !seen; k++)
-      seen = memcmp(pat[k], q, numel * sizeof *q) == 0;
-    if (!seen) {
-      if ((pat[npat] = malloc(numel * sizeof *q)) == NULL) {
-        cli_error(cmd, "out of memory");
-        status = 1;
-        cli_variant_free(&v);
-        aa_attn_result_free(&res);
-        goto out;
-      }
-      memcpy(pat[npat++], q, numel * sizeof *q);
-    }
-    double dl2 = 0;
     for (size_t i = 0; i < numel; i++) {
-      if (r == 0 || q[i] < lo[i]) lo[i] = q[i];
-      if (r == 0 || q[i] > hi[i]) hi[i] = q[i];
-      double dd = q[i] - pat[0][i];
-      dl2 += dd * dd;
+      double sp = fabs(aa_metrics_ordinal(q[i], uf) - aa_metrics_ordinal(ref[i], uf)), dd = q[i] - ref[i];
+      if (!(sp == sp)) sp = 0; /* NaN elements: left out */
+      if (sp > 0) differ++;
+      if (sp > max_ulp) max_ulp = sp;
+      sum_ulp += sp;
+      if (dd == dd) d2 += dd * dd;
+      ref2 += oracle.dq.val.data[i] * oracle.dq.val.data[i];
     }
-    if (dl2 > max_diff_l2) max_diff_l2 = dl2;
-    cli_variant_free(&v);
-    aa_attn_result_free(&res);
+    aa_hash128_init(&h);
+    aa_hash128_update(&h, q, numel * sizeof *q);
+    aa_hash128_hex(hex, &h);
   }
-  size_t differ = 0;
-  double max_spread = 0, sum_spread = 0;
-  for (size_t i = 0; i < numel; i++) {
-    double sp = aa_metrics_ordinal(hi[i], uf) - aa_metrics_ordinal(lo[i], uf);
-    if (!(sp == sp)) sp = 0; /* NaN elements: left out */
-    if (sp > 0) differ++;
-    if (sp > max_spread) max_spread = sp;
-    sum_spread += sp;
-  }
-  double mean_spread = numel ? sum_spread / (double)numel : 0, mean_ulp_err = sum_mean_ulp / (double)runs;
-  double rel_l2_err = sum_rel_l2 / (double)runs, spread_l2 = ref2 > 0 ? sqrt(max_diff_l2 / ref2) : 0;
-  double r_max = max_ulp_err > 0 ? max_spread / max_ulp_err : 0,
-         r_mean = mean_ulp_err > 0 ? mean_spread / mean_ulp_err : 0;
-  double r_l2 = rel_l2_err > 0 ? spread_l2 / rel_l2_err : 0;
-  const char *kind = aa_reduce_kind_name(rec.bwd_dq_reduce.kind);
+  aa_sweep_row_new(rows);
+  aa_sweep_set_str(rows, "dq_hash", hex);
+  aa_sweep_set_str(rows, "dq_reduce", aa_reduce_kind_name(rr.bwd_dq_reduce.kind));
+  aa_sweep_set_double(rows, "rel_l2", v.out[1].m.rel_l2);
+  aa_sweep_set_double(rows, "max_ulp", v.out[1].m.max_ulp);
+  aa_sweep_set_double(rows, "mean_ulp", v.out[1].m.mean_ulp);
+  aa_sweep_set_int(rows, "diff_elements", (int64_t)differ);
+  aa_sweep_set_double(rows, "diff_max_ulp", max_ulp);
+  aa_sweep_set_double(rows, "diff_mean_ulp", numel ? sum_ulp / (double)numel : 0);
+  aa_sweep_set_double(rows, "diff_rel_l2", ref2 > 0 ? sqrt(d2 / ref2) : 0);
+  aa_sweep_set_int(rows, "tiles", (int64_t)res.dq_reduce.tiles);
+  aa_sweep_set_int(rows, "budget_failures", (int64_t)res.dq_reduce.budget_failures);
+  aa_sweep_set_int(rows, "fp64_recomputes", (int64_t)res.dq_reduce.fp64_recomputes);
+  aa_sweep_set_double(rows, "seconds_oracle", t_or);
+  rc = aa_sweep_set_double(rows, "seconds_emul", v.seconds);
+out:
+  if (have_res) aa_attn_result_free(&res);
+  cli_variant_free(&v);
+  if (have_oracle) aa_oracle_result_free(&oracle);
+  cli_inputs_free(&in);
+  return rc;
+}
 
-  if (cli_get(&a, "json") != NULL) {
+static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  static const char *const cols[] = {"dq_hash",         "dq_reduce",     "rel_l2",          "max_ulp",
+                                     "mean_ulp",        "diff_elements", "diff_max_ulp",    "diff_mean_ulp",
+                                     "diff_rel_l2",     "tiles",         "budget_failures", "fp64_recomputes",
+                                     "seconds_oracle@", "seconds_emul@"};
+  const char *s;
+  int64_t *seeds;
+  aa_problem_t pb;
+  int rc;
+  det_t *cx = calloc(1, sizeof *cx);
+  if ((ctx->priv = cx) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  pthread_mutex_init(&cx->lock, NULL);
+  cx->n = 1024;
+  cx->d = 128;
+  cx->heads = 1;
+  cx->runs = 8;
+  cx->seed = cx->base = 1;
+  cx->sigma = 1;
+  if ((s = xp_opt(o, "variant")) != NULL) {
+    if (aa_recipe_preset(&cx->rec, s, NULL) != AA_OK)
+      return aa_error_set(err, AA_ENOTFOUND, "unknown variant '%s' (attnacc list shows the presets)", s);
+  } else if ((s = xp_opt(o, "recipe")) != NULL) {
+    if ((rc = aa_recipe_parse_file(&cx->rec, s, err)) != AA_OK) return rc;
+    if (cx->rec.name[0] == '\0') snprintf(cx->rec.name, sizeof cx->rec.name, "recipe");
+  } else {
+    return aa_error_set(err, AA_EINVAL, "give --variant NAME or --recipe FILE");
+  }
+  if ((s = xp_opt(o, "set")) != NULL && (rc = apply_sets(&cx->rec, s, err)) != AA_OK) return rc;
+  if ((rc = aa_recipe_check(&cx->rec, err)) != AA_OK) return rc;
+  if (xp_opt_size(&cx->runs, o, "runs", 1, 1000) || xp_opt_u64(&cx->base, o, "order-seed-base") ||
+      xp_opt_size(&cx->n, o, "n", 1, 1 << 20) || xp_opt_size(&cx->d, o, "d", 1, 4096) ||
+      xp_opt_size(&cx->heads, o, "heads", 1, 4096) || xp_opt_size(&cx->kv_heads, o, "kv-heads", 1, 4096) ||
+      xp_opt_u64(&cx->seed, o, "seed") || xp_opt_double(&cx->sigma, o, "sigma", 0, 1e300, 1))
+    return AA_EINVAL;
+  if ((s = xp_opt(o, "dist")) != NULL) {
+    if (strcmp(s, "uniform") == 0)
+      cx->uniform = 1;
+    else if (strcmp(s, "normal") != 0)
+      return aa_error_set(err, AA_EINVAL, "--dist: '%s' is not normal or uniform", s);
+  }
+  if (cx->kv_heads == 0) cx->kv_heads = cx->heads;
+  if (cx->heads % cx->kv_heads != 0)
+    return aa_error_set(err, AA_EINVAL, "--kv-heads %zu does not divide --heads %zu", cx->kv_heads, cx->heads);
+  cx->causal = xp_opt(o, "causal") != NULL;
+  cx->json = xp_opt(o, "json") != NULL;
+  ctx->stdout_owned = cx->json;
+  problem(&pb, cx);
+  if ((rc = aa_problem_check(&pb, err)) != AA_OK || (rc = xp_ctx_add_recipe(ctx, &cx->rec, err)) != AA_OK) return rc;
+  if ((seeds = malloc(cx->runs * sizeof *seeds)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t r = 0; r < cx->runs; r++)
+    seeds[r] = (int64_t)(cx->base + r);
+  rc = aa_sweep_axis_int(sw, "order_seed", seeds, cx->runs, 0, err);
+  free(seeds);
+  if (rc || (rc = xp_axis_fixed_str(sw, "variant", cx->rec.name, err)) ||
+      (rc = xp_axis_fixed_str(sw, "recipe_hash", ctx->recipe_hash[0], err)) ||
+      (rc = xp_axis_fixed_int(sw, "n", (int64_t)cx->n, err)) ||
+      (rc = xp_axis_fixed_int(sw, "d", (int64_t)cx->d, err)) ||
+      (rc = xp_axis_fixed_int(sw, "heads", (int64_t)cx->heads, err)) ||
+      (rc = xp_axis_fixed_int(sw, "kv_heads", (int64_t)cx->kv_heads, err)) ||
+      (rc = xp_axis_fixed_str(sw, "mask", cx->causal ? "causal" : "dense", err)) ||
+      (rc = xp_axis_fixed_str(sw, "dist", cx->uniform ? "uniform" : "normal", err)) ||
+      (rc = xp_axis_fixed_double(sw, "sigma", cx->sigma, err)) ||
+      (rc = xp_axis_fixed_int(sw, "seed", (int64_t)cx->seed, err)) ||
+      (rc = xp_columns(sw, cols, sizeof cols / sizeof cols[0], err)))
+    return rc;
+  return aa_sweep_build(sw, NULL, NULL, err);
+}
+
+/* The verdict over the runs, from results.csv. */
+static int det_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  const det_t *cx = ctx->priv;
+  xp_csv_t c;
+  char path[4096];
+  size_t runs, npat = 0, differ = 0, numel = cx->heads * cx->n * cx->d;
+  double max_spread = 0, mean_spread = 0, spread_l2 = 0, max_err = 0, sum_mean = 0, sum_l2 = 0, fails = 0, rec = 0,
+         tiles = 0, t_or = 0, t_em = 0;
+  const char *kind = aa_reduce_kind_name(cx->rec.bwd_dq_reduce.kind), *uf;
+  cli_sb_t sb = {0};
+  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  if (xp_csv_read(&c, path) != 0 || c.nrows == 0) return aa_error_set(err, AA_EIO, "cannot read %s", path);
+  int ch = xp_csv_col(&c, "dq_hash");
+  runs = c.nrows;
+  for (size_t r = 0; r < runs; r++) {
+    size_t k = 0;
+    while (k < r && strcmp(xp_csv_cell(&c, k, ch), xp_csv_cell(&c, r, ch)) != 0)
+      k++;
+    if (k == r) npat++;
+#define NUM(name) xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, name)))
+    if ((size_t)NUM("diff_elements") > differ) differ = (size_t)NUM("diff_elements");
+    max_spread = fmax(max_spread, NUM("diff_max_ulp"));
+    mean_spread = fmax(mean_spread, NUM("diff_mean_ulp"));
+    spread_l2 = fmax(spread_l2, NUM("diff_rel_l2"));
+    max_err = fmax(max_err, NUM("max_ulp"));
+    sum_mean += NUM("mean_ulp");
+    sum_l2 += NUM("rel_l2");
+    fails += NUM("budget_failures");
+    rec += NUM("fp64_recomputes");
+    tiles += NUM("tiles");
+    t_or = fmax(t_or, NUM("seconds_oracle"));
+    t_em += NUM("seconds_emul");
+#undef NUM
+  }
+  xp_csv_free(&c);
+  double mean_err = sum_mean / (double)runs, l2_err = sum_l2 / (double)runs;
+  double r_max = max_err > 0 ? max_spread / max_err : 0, r_mean = mean_err > 0 ? mean_spread / mean_err : 0,
+         r_l2 = l2_err > 0 ? spread_l2 / l2_err : 0;
+  uf = cli_fmt_name(ulp_fmt_of(cx->rec.io_fmt));
+  if (cx->json) {
     cli_sb_printf(&sb, "{\n  \"command\": \"determinism\",\n  \"attnacc_version\": ");
     cli_sb_json_str(&sb, AA_VERSION);
     cli_sb_printf(&sb, ",\n  \"git_hash\": ");
     cli_sb_json_str(&sb, AA_GIT_HASH);
+    cli_sb_printf(&sb, ",\n  \"results\": ");
+    cli_sb_json_str(&sb, path);
     cli_sb_printf(&sb, ",\n  \"variant\": ");
-    cli_sb_json_str(&sb, rec.name);
+    cli_sb_json_str(&sb, cx->rec.name);
     cli_sb_printf(&sb, ",\n  \"dq_reduce\": ");
     cli_sb_json_str(&sb, kind);
     cli_sb_printf(&sb,
                   ",\n  \"seed\": %llu,\n  \"problem\": {\"n\": %zu, \"d\": %zu, \"heads\": %zu, \"kv_heads\": %zu, "
                   "\"causal\": %s, \"dist\": \"%s\", \"sigma\": ",
-                  (unsigned long long)seed, n, d, heads, kv_heads, pb.causal ? "true" : "false",
-                  uniform ? "uniform" : "normal");
-    cli_sb_json_num(&sb, sigma);
+                  (unsigned long long)cx->seed, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "true" : "false",
+                  cx->uniform ? "uniform" : "normal");
+    cli_sb_json_num(&sb, cx->sigma);
     cli_sb_printf(&sb, "},\n  \"runs\": %zu,\n  \"order_seed_base\": %llu,\n  \"distinct_patterns\": %zu,\n", runs,
-                  (unsigned long long)base, npat);
+                  (unsigned long long)cx->base, npat);
     cli_sb_printf(&sb, "  \"elements\": %zu,\n  \"elements_differing\": %zu,\n  \"ulp_fmt\": \"%s\",\n", numel,
-                  differ, cli_fmt_name(uf));
-    cli_sb_printf(&sb, "  \"spread_max_ulp\": ");
-    cli_sb_json_num(&sb, max_spread);
-    cli_sb_printf(&sb, ",\n  \"spread_mean_ulp\": ");
-    cli_sb_json_num(&sb, mean_spread);
-    cli_sb_printf(&sb, ",\n  \"spread_rel_l2\": ");
-    cli_sb_json_num(&sb, spread_l2);
-    cli_sb_printf(&sb, ",\n  \"error_max_ulp\": ");
-    cli_sb_json_num(&sb, max_ulp_err);
-    cli_sb_printf(&sb, ",\n  \"error_mean_ulp\": ");
-    cli_sb_json_num(&sb, mean_ulp_err);
-    cli_sb_printf(&sb, ",\n  \"error_rel_l2\": ");
-    cli_sb_json_num(&sb, rel_l2_err);
-    cli_sb_printf(&sb, ",\n  \"spread_over_error_max\": ");
-    cli_sb_json_num(&sb, r_max);
-    cli_sb_printf(&sb, ",\n  \"spread_over_error_mean\": ");
-    cli_sb_json_num(&sb, r_mean);
-    cli_sb_printf(&sb, ",\n  \"spread_over_error_l2\": ");
-    cli_sb_json_num(&sb, r_l2);
-    cli_sb_printf(&sb, ",\n  \"dq_tiles_per_run\": %llu,\n  \"dq_budget_failures_per_run\": ",
-                  (unsigned long long)(tiles / runs));
-    cli_sb_json_num(&sb, (double)fails / (double)runs);
-    cli_sb_printf(&sb, ",\n  \"dq_fp64_recomputes_per_run\": ");
-    cli_sb_json_num(&sb, (double)recomputes / (double)runs);
-    cli_sb_printf(&sb, ",\n  \"seconds_oracle\": ");
-    cli_sb_json_num(&sb, oracle_seconds);
-    cli_sb_printf(&sb, ",\n  \"seconds_per_run\": ");
-    cli_sb_json_num(&sb, seconds / (double)runs);
-    cli_sb_printf(&sb, "\n}\n");
-    if (sb.oom) {
-      cli_error(cmd, "out of memory");
-      status = 1;
-      goto out;
+                  differ, uf);
+    const char *keys[] = {"spread_max_ulp",        "spread_mean_ulp",        "spread_rel_l2",
+                          "error_max_ulp",         "error_mean_ulp",         "error_rel_l2",
+                          "spread_over_error_max", "spread_over_error_mean", "spread_over_error_l2"};
+    const double vals[] = {max_spread, mean_spread, spread_l2, max_err, mean_err, l2_err, r_max, r_mean, r_l2};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+      cli_sb_printf(&sb, "  \"%s\": ", keys[i]);
+      cli_sb_json_num(&sb, vals[i]);
+      cli_sb_printf(&sb, ",\n");
     }
+    cli_sb_printf(&sb, "  \"dq_tiles_per_run\": %llu,\n  \"dq_budget_failures_per_run\": ",
+                  (unsigned long long)(tiles / (double)runs));
+    cli_sb_json_num(&sb, fails / (double)runs);
+    cli_sb_printf(&sb, ",\n  \"dq_fp64_recomputes_per_run\": ");
+    cli_sb_json_num(&sb, rec / (double)runs);
+    cli_sb_printf(&sb, ",\n  \"seconds_oracle\": ");
+    cli_sb_json_num(&sb, t_or);
+    cli_sb_printf(&sb, ",\n  \"seconds_per_run\": ");
+    cli_sb_json_num(&sb, t_em / (double)runs);
+    cli_sb_printf(&sb, "\n}\n");
+    if (sb.oom) return aa_error_set(err, AA_ENOMEM, "out of memory");
     fwrite(sb.buf, 1, sb.len, stdout);
-  } else {
-    printf(
-        "determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
-        rec.name, kind, n, d, heads, kv_heads, pb.causal ? "causal" : "dense", uniform ? "uniform" : "normal", sigma,
-        (unsigned long long)seed);
-    printf("runs: %zu (order seeds %llu..%llu)\n", runs, (unsigned long long)base,
-           (unsigned long long)(base + runs - 1));
-    printf("distinct dQ bit patterns: %zu\n", npat);
-    printf("elements differing between runs: %zu of %zu\n", differ, numel);
-    printf("spread (ulp of %s): max %.4g, mean %.4g; rel_l2 of the largest run difference %.3e\n", cli_fmt_name(uf),
-           max_spread, mean_spread, spread_l2);
-    printf("error vs oracle (ulp of %s, over runs): max %.4g, mean %.4g; rel_l2 %.3e\n", cli_fmt_name(uf),
-           max_ulp_err, mean_ulp_err, rel_l2_err);
-    printf("spread / error: max %.3g, mean %.3g, l2 %.3g\n", r_max, r_mean, r_l2);
-    printf("dq tiles per run %llu; budget failures per run %.4g; FP64 recomputes per run %.4g\n",
-           (unsigned long long)(tiles / runs), (double)fails / (double)runs, (double)recomputes / (double)runs);
-    printf("seconds: oracle %.3f, emulation %.3f per run\n", oracle_seconds, seconds / (double)runs);
-    printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+    cli_sb_free(&sb);
+    return AA_OK;
   }
-  status = fflush(stdout) != 0;
-
-out:
-  cli_sb_free(&sb);
-  if (pat != NULL)
-    for (size_t k = 0; k < npat; k++)
-      free(pat[k]);
-  free(pat);
-  free(lo);
-  free(hi);
-  if (have_oracle) aa_oracle_result_free(&oracle);
-  cli_inputs_free(&in);
-  return status;
+  printf("determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
+         cx->rec.name, kind, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "causal" : "dense",
+         cx->uniform ? "uniform" : "normal", cx->sigma, (unsigned long long)cx->seed);
+  printf("runs: %zu (order seeds %llu..%llu)\n", runs, (unsigned long long)cx->base,
+         (unsigned long long)(cx->base + runs - 1));
+  printf("distinct dQ bit patterns: %zu%s\n", npat, npat == 1 ? " (bitwise identical runs)" : "");
+  printf("elements differing from the first run: %zu of %zu (largest over runs)\n", differ, numel);
+  printf("spread (ulp of %s, distance from the first run): max %.4g, mean %.4g; rel_l2 of the largest run difference "
+         "%.3e\n",
+         uf, max_spread, mean_spread, spread_l2);
+  printf("error vs oracle (ulp of %s, over runs): max %.4g, mean %.4g; rel_l2 %.3e\n", uf, max_err, mean_err, l2_err);
+  printf("spread / error: max %.3g, mean %.3g, l2 %.3g\n", r_max, r_mean, r_l2);
+  printf("dq tiles per run %.0f; budget failures per run %.4g; FP64 recomputes per run %.4g\n", tiles / (double)runs,
+         fails / (double)runs, rec / (double)runs);
+  printf("seconds: oracle %.3f, emulation %.3f per run\n", t_or, t_em / (double)runs);
+  printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+  return AA_OK;
 }
+
+static void det_release(xp_ctx_t *ctx) {
+  det_t *cx = ctx->priv;
+  if (cx != NULL) {
+    pthread_mutex_destroy(&cx->lock);
+    free(cx->ref);
+  }
+  free(cx);
+  ctx->priv = NULL;
+}
+
+const xp_experiment_t xp_determinism = {
+    .name = "determinism",
+    .summary = "run one cell R times with different dQ order seeds: distinct bit patterns, ULP spread",
+    .description = description,
+    .inputs = "the draws of attnacc run --seed S (the seed coordinate), the same for every run",
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .declare = det_declare,
+    .eval = det_eval,
+    .finish = det_finish,
+    .release = det_release,
+};

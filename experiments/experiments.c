@@ -1,5 +1,4 @@
-/* attnacc: the experiment registry of `attnacc sweep`, recipe lists, shared axes and the attention-cell evaluation.
- */
+/* attnacc: the experiment registry of `attnacc sweep`, option helpers, shared axes and the attention cell. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,19 +8,103 @@
 #include "cli.h"
 #include "experiments.h"
 
-const xp_experiment_t xp_experiments[] = {
-    {"table4", "the paper's accuracy grid: BF16, d = 128, n = 1024..32768, dense and causal, every backward recipe",
-     0, xp_table4_declare, xp_attn_eval},
-    {"nanmap", "NaN/Inf/overflow regions of each recipe over input scale sigma and length, dense and causal", 0,
-     xp_nanmap_declare, xp_attn_eval},
-    {"smoke", "a tiny grid (n <= 48, d = 8) for the tests of the sweep command", 1, xp_smoke_declare, xp_attn_eval},
-};
+const xp_experiment_t *const xp_experiments[] = {&xp_table4, &xp_nanmap,      &xp_normmap,     &xp_dqbudget,
+                                                 &xp_table3, &xp_determinism, &xp_dropout_map, &xp_smoke};
 const size_t xp_experiment_count = sizeof xp_experiments / sizeof xp_experiments[0];
 
 const xp_experiment_t *xp_find(const char *name) {
   for (size_t i = 0; i < xp_experiment_count; i++)
-    if (strcmp(xp_experiments[i].name, name) == 0) return &xp_experiments[i];
+    if (strcmp(xp_experiments[i]->name, name) == 0) return xp_experiments[i];
   return NULL;
+}
+
+/* ---- options ---- */
+
+const char *xp_opt(const xp_opts_t *o, const char *name) {
+  return cli_get(o->args, name);
+}
+
+int xp_opt_size(size_t *out, const xp_opts_t *o, const char *name, size_t min, size_t max) {
+  const char *s = xp_opt(o, name);
+  return s ? cli_size(out, o->cmd, name, s, min, max) : 0;
+}
+
+int xp_opt_u64(uint64_t *out, const xp_opts_t *o, const char *name) {
+  const char *s = xp_opt(o, name);
+  return s ? cli_u64(out, o->cmd, name, s) : 0;
+}
+
+int xp_opt_double(double *out, const xp_opts_t *o, const char *name, double min, double max, int min_open) {
+  const char *s = xp_opt(o, name);
+  return s ? cli_double(out, o->cmd, name, s, min, max, min_open) : 0;
+}
+
+int xp_opt_strs(const char **out, size_t *n, size_t cap, char *buf, size_t bufcap, const xp_opts_t *o,
+                const char *name, const char *dflt) {
+  const char *s = xp_opt(o, name);
+  size_t k = 0;
+  if (s == NULL) s = dflt;
+  if (strlen(s) >= bufcap) {
+    cli_error(o->cmd, "--%s: list too long", name);
+    return 2;
+  }
+  strcpy(buf, s);
+  for (char *p = buf;;) {
+    char *c = strchr(p, ',');
+    if (c) *c = '\0';
+    if (*p == '\0') {
+      cli_error(o->cmd, "--%s: '%s' has an empty item", name, s);
+      return 2;
+    }
+    if (k == cap) {
+      cli_error(o->cmd, "--%s: at most %zu items", name, cap);
+      return 2;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (strcmp(out[j], p) == 0) {
+        cli_error(o->cmd, "--%s: '%s' is repeated", name, p);
+        return 2;
+      }
+    out[k++] = p;
+    if (!c) break;
+    p = c + 1;
+  }
+  *n = k;
+  return 0;
+}
+
+int xp_opt_ints(int64_t *out, size_t *n, size_t cap, const xp_opts_t *o, const char *name, const char *dflt,
+                int64_t min, int64_t max) {
+  const char *items[256];
+  char buf[4096];
+  size_t k;
+  if (cap > 256) cap = 256;
+  if (xp_opt_strs(items, &k, cap, buf, sizeof buf, o, name, dflt)) return 2;
+  for (size_t i = 0; i < k; i++) {
+    uint64_t v;
+    if (cli_u64(&v, o->cmd, name, items[i])) return 2;
+    if ((int64_t)v < min || (int64_t)v > max || v > (uint64_t)INT64_MAX) {
+      cli_error(o->cmd, "--%s: %s is out of range (must be between %lld and %lld)", name, items[i], (long long)min,
+                (long long)max);
+      return 2;
+    }
+    out[i] = (int64_t)v;
+  }
+  *n = k;
+  return 0;
+}
+
+int xp_opt_doubles(double *out, size_t *n, size_t cap, const xp_opts_t *o, const char *name, const char *dflt,
+                   double min, double max, int min_open) {
+  const char *items[256];
+  char buf[4096];
+  size_t k;
+  if (cap > 256) cap = 256;
+  if (xp_opt_strs(items, &k, cap, buf, sizeof buf, o, name, dflt)) return 2;
+  for (size_t i = 0; i < k; i++)
+    if (cli_double(&out[i], o->cmd, name, items[i], min, max, min_open)) return 2;
+  *n = k;
+  return 0;
 }
 
 /* ---- recipes ---- */
@@ -48,35 +131,77 @@ void xp_ctx_init(xp_ctx_t *ctx) {
   pthread_cond_init(&ctx->cond, NULL);
 }
 
+void xp_free_priv(xp_ctx_t *ctx) {
+  free(ctx->priv);
+  ctx->priv = NULL;
+}
+
 void xp_ctx_destroy(xp_ctx_t *ctx) {
   pthread_mutex_destroy(&ctx->lock);
   pthread_cond_destroy(&ctx->cond);
 }
 
+int xp_ctx_add_recipe(xp_ctx_t *ctx, const aa_recipe_t *r, aa_error_t *err) {
+  size_t need, i = ctx->nrecipes;
+  char *text, probe[2];
+  aa_hash128_t h;
+  for (size_t j = 0; j < ctx->nrecipes; j++)
+    if (strcmp(ctx->recipe[j].name, r->name) == 0) return AA_OK;
+  if (i == XP_MAX_RECIPES) return aa_error_set(err, AA_EINVAL, "at most %d recipes", XP_MAX_RECIPES);
+  ctx->recipe[i] = *r;
+  /* The recipe text hash ties every row to the exact rounding recipe that
+     produced it, even if a preset of the same name changes later. */
+  need = aa_recipe_format(probe, sizeof probe, r);
+  if ((text = malloc(need + 1)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  aa_recipe_format(text, need + 1, r);
+  aa_hash128_init(&h);
+  aa_hash128_update(&h, text, strlen(text));
+  free(text);
+  snprintf(ctx->recipe_hash[i], sizeof ctx->recipe_hash[i], "%016llx", (unsigned long long)h.lo);
+  ctx->nrecipes = i + 1;
+  return AA_OK;
+}
+
 int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_error_t *err) {
+  int rc;
   if (n == 0) return aa_error_set(err, AA_EINVAL, "no recipes");
   if (n > XP_MAX_RECIPES) return aa_error_set(err, AA_EINVAL, "at most %d recipes", XP_MAX_RECIPES);
+  ctx->nrecipes = 0;
   for (size_t i = 0; i < n; i++) {
-    aa_recipe_t *r = &ctx->recipe[i];
-    size_t need;
-    char *text;
-    aa_hash128_t h;
-    if (aa_recipe_preset(r, names[i], err) != AA_OK) return AA_ENOTFOUND;
-    /* The recipe text hash ties every row to the exact rounding recipe that
-       produced it, even if a preset of the same name changes later. */
-    {
-      char probe[2];
-      need = aa_recipe_format(probe, sizeof probe, r);
-    }
-    if ((text = malloc(need + 1)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-    aa_recipe_format(text, need + 1, r);
-    aa_hash128_init(&h);
-    aa_hash128_update(&h, text, strlen(text));
-    free(text);
-    snprintf(ctx->recipe_hash[i], sizeof ctx->recipe_hash[i], "%016llx", (unsigned long long)h.lo);
+    aa_recipe_t r;
+    if (aa_recipe_preset(&r, names[i], err) != AA_OK) return AA_ENOTFOUND;
+    if ((rc = xp_ctx_add_recipe(ctx, &r, err)) != AA_OK) return rc;
   }
-  ctx->nrecipes = n;
   return AA_OK;
+}
+
+int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
+  const char *names[XP_MAX_RECIPES];
+  char buf[XP_MAX_RECIPES * 65];
+  size_t n;
+  int rc;
+  if (xp_opt(o, "variants") != NULL) {
+    if (xp_opt_strs(names, &n, XP_MAX_RECIPES, buf, sizeof buf, o, "variants", "")) return AA_EINVAL;
+  } else {
+    n = xp_default_recipes(names, XP_MAX_RECIPES);
+  }
+  if ((rc = xp_ctx_set_recipes(ctx, names, n, err)) != AA_OK) {
+    char m[sizeof err->msg];
+    snprintf(m, sizeof m, "%s", err->msg);
+    aa_error_set(err, rc, "--variants: %.400s (attnacc list shows the presets)", m);
+  }
+  return rc;
+}
+
+void xp_cell_threads(const xp_ctx_t *ctx) {
+  /* the OpenMP thread count is per calling thread: set it in each worker */
+  if (ctx->inner_threads > 0) cli_set_threads((size_t)ctx->inner_threads);
+}
+
+void xp_oracle_opts(aa_oracle_opts_t *oo, const xp_ctx_t *ctx) {
+  aa_oracle_opts_init(oo);
+  oo->path = ctx->oracle_path;
+  oo->threads = ctx->inner_threads;
 }
 
 /* ---- axes ---- */
@@ -92,16 +217,16 @@ int xp_axis_recipes(aa_sweep_t *sw, const xp_ctx_t *ctx, aa_error_t *err) {
 
 int xp_axis_masks(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
   static const char *const both[] = {"dense", "causal"};
-  const char *v[2];
+  const char *m = xp_opt(o, "masks"), *v[2];
   size_t k = 0;
-  if (o->masks == NULL) return aa_sweep_axis_str(sw, "mask", both, 2, 0, err);
-  if (strcmp(o->masks, "dense") == 0 || strcmp(o->masks, "causal") == 0) {
-    v[k++] = o->masks;
-  } else if (strcmp(o->masks, "dense,causal") == 0) {
+  if (m == NULL) return aa_sweep_axis_str(sw, "mask", both, 2, 0, err);
+  if (strcmp(m, "dense") == 0 || strcmp(m, "causal") == 0) {
+    v[k++] = m;
+  } else if (strcmp(m, "dense,causal") == 0) {
     v[k++] = "dense";
     v[k++] = "causal";
   } else {
-    return aa_error_set(err, AA_EINVAL, "--masks: '%s' is not dense, causal or dense,causal", o->masks);
+    return aa_error_set(err, AA_EINVAL, "--masks: '%s' is not dense, causal or dense,causal", m);
   }
   return aa_sweep_axis_str(sw, "mask", v, k, 0, err);
 }
@@ -120,36 +245,50 @@ int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err) {
 
 int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t count, aa_error_t *err) {
   int64_t v[64];
-  size_t k = 0;
-  if (o->ns == NULL) return aa_sweep_axis_int(sw, "n", ns, count, 0, err);
-  for (const char *p = o->ns; *p;) {
-    char *end;
-    long long x;
-    errno = 0;
-    x = strtoll(p, &end, 10);
-    if (end == p || errno || x < 1 || x > (1LL << 20) || (*end != ',' && *end != '\0'))
-      return aa_error_set(err, AA_EINVAL, "--n: '%s' is not a comma-separated list of lengths 1..2^20", o->ns);
-    if (k == 64) return aa_error_set(err, AA_EINVAL, "--n: at most 64 lengths");
-    v[k++] = x;
-    p = *end ? end + 1 : end;
-  }
+  size_t k;
+  if (xp_opt(o, "n") == NULL) return aa_sweep_axis_int(sw, "n", ns, count, 0, err);
+  if (xp_opt_ints(v, &k, 64, o, "n", "", 1, 1 << 20)) return AA_EINVAL;
   return aa_sweep_axis_int(sw, "n", v, k, 0, err);
+}
+
+int xp_axis_fixed_int(aa_sweep_t *sw, const char *name, int64_t v, aa_error_t *err) {
+  return aa_sweep_axis_int(sw, name, &v, 1, AA_AXIS_NOSEED, err);
+}
+
+int xp_axis_fixed_double(aa_sweep_t *sw, const char *name, double v, aa_error_t *err) {
+  return aa_sweep_axis_double(sw, name, &v, 1, AA_AXIS_NOSEED, err);
+}
+
+int xp_axis_fixed_str(aa_sweep_t *sw, const char *name, const char *v, aa_error_t *err) {
+  return aa_sweep_axis_str(sw, name, &v, 1, AA_AXIS_NOSEED, err);
+}
+
+int xp_columns(aa_sweep_t *sw, const char *const *names, size_t n, aa_error_t *err) {
+  int rc = AA_OK;
+  for (size_t i = 0; i < n && rc == AA_OK; i++) {
+    size_t len = strlen(names[i]);
+    char name[64];
+    if (len > 0 && names[i][len - 1] == '@') {
+      snprintf(name, sizeof name, "%.*s", (int)(len - 1), names[i]);
+      rc = aa_sweep_column(sw, name, AA_COL_TIMING, err);
+    } else {
+      rc = aa_sweep_column(sw, names[i], 0, err);
+    }
+  }
+  return rc;
 }
 
 /* ---- the attention cell ---- */
 
 static const char *const attn_cols[] = {
-    "recipe",      "tensor",      "count",        "nan",          "inf",
-    "rel_l2",      "max_abs",     "max_ulp",      "mean_ulp",     "fail_count",
-    "pass",        "ref_max_abs", "ref_overflow", "oracle_bound", "oracle_uncertified",
-    "recipe_hash", "input_seed",  "version",      "error"};
+    "recipe",       "tensor",      "count",        "nan",          "inf",
+    "rel_l2",       "max_abs",     "max_ulp",      "mean_ulp",     "fail_count",
+    "pass",         "ref_max_abs", "ref_overflow", "oracle_bound", "oracle_uncertified",
+    "recipe_hash",  "input_seed",  "version",      "error",        "seconds_oracle@",
+    "seconds_emul@"};
 
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err) {
-  int rc;
-  for (size_t i = 0; i < sizeof attn_cols / sizeof attn_cols[0]; i++)
-    if ((rc = aa_sweep_column(sw, attn_cols[i], 0, err)) != AA_OK) return rc;
-  if ((rc = aa_sweep_column(sw, "seconds_oracle", AA_COL_TIMING, err)) != AA_OK) return rc;
-  return aa_sweep_column(sw, "seconds_emul", AA_COL_TIMING, err);
+  return xp_columns(sw, attn_cols, sizeof attn_cols / sizeof attn_cols[0], err);
 }
 
 static int busy_find(const xp_ctx_t *ctx, const aa_hash128_t *k) {
@@ -158,21 +297,20 @@ static int busy_find(const xp_ctx_t *ctx, const aa_hash128_t *k) {
   return -1;
 }
 
-/* The oracle of one fixture through the disk cache. Cells that differ only
-   in the recipe share a fixture: while one thread computes its oracle the
-   others wait for it and then read the cache, so each fixture pays once. */
-static int cell_oracle(aa_oracle_result_t *res, xp_ctx_t *ctx, const aa_problem_t *pb, const cli_inputs_t *in,
-                       const aa_oracle_opts_t *oo, aa_error_t *err) {
+int xp_oracle(aa_oracle_result_t *res, int *hit, xp_ctx_t *ctx, const aa_problem_t *pb, const aa_tensor_t *q,
+              const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *oo,
+              aa_error_t *err) {
   aa_hash128_t key;
   int rc, slot = 0;
-  if (ctx->cache_dir == NULL) return aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, err);
-  if ((rc = aa_oracle_cache_key(&key, pb, &in->q, &in->k, &in->v, &in->dO, oo, err)) != AA_OK) return rc;
+  if (hit) *hit = 0;
+  if (ctx->cache_dir == NULL) return aa_oracle_run(res, pb, q, k, v, dO, oo, err);
+  if ((rc = aa_oracle_cache_key(&key, pb, q, k, v, dO, oo, err)) != AA_OK) return rc;
   pthread_mutex_lock(&ctx->lock);
   while (busy_find(ctx, &key) >= 0 || ctx->nbusy == sizeof ctx->busy / sizeof ctx->busy[0])
     pthread_cond_wait(&ctx->cond, &ctx->lock);
   ctx->busy[ctx->nbusy++] = key;
   pthread_mutex_unlock(&ctx->lock);
-  rc = aa_oracle_cached_run(res, NULL, ctx->cache_dir, pb, &in->q, &in->k, &in->v, &in->dO, oo, err);
+  rc = aa_oracle_cached_run(res, hit, ctx->cache_dir, pb, q, k, v, dO, oo, err);
   pthread_mutex_lock(&ctx->lock);
   slot = busy_find(ctx, &key);
   if (slot >= 0) ctx->busy[slot] = ctx->busy[--ctx->nbusy];
@@ -283,7 +421,7 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   if (n == 0 || d == 0 || heads == 0) return aa_error_set(err, AA_EINVAL, "cell has n, d or heads 0");
   snprintf(seedhex, sizeof seedhex, "%llu", (unsigned long long)seed);
   snprintf(version, sizeof version, "%s+%s", AA_VERSION, AA_GIT_HASH);
-  if (ctx->inner_threads > 0) cli_set_threads((size_t)ctx->inner_threads);
+  xp_cell_threads(ctx);
 
   /* Inputs are BF16 for every recipe (a recipe with a wider io format holds
      every BF16 value), so all recipes of the cell see the same values and
@@ -293,12 +431,10 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   aa_problem_init(&pb, n, n, d, heads, heads);
   pb.causal = strcmp(mask, "causal") == 0;
   if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;
-  aa_oracle_opts_init(&oo);
-  oo.path = ctx->oracle_path;
-  oo.threads = ctx->inner_threads;
+  xp_oracle_opts(&oo, ctx);
 
   t0 = cli_now();
-  rc = cell_oracle(&oracle, ctx, &pb, &in, &oo, err);
+  rc = xp_oracle(&oracle, NULL, ctx, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, err);
   t_oracle = cli_now() - t0;
   if (rc != AA_OK) goto out;
   have_oracle = 1;
@@ -318,13 +454,29 @@ out:
 
 /* ---- the smoke grid (tests) ---- */
 
-int xp_smoke_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+static const cli_opt_t attn_opts[] = {XP_OPTS_ATTN, XP_OPTS_ORACLE};
+
+static int smoke_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns[] = {16, 32, 48};
+  size_t seeds = 2;
   int rc;
   ctx->d = 8;
-  if ((rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_axis_n(sw, o, ns, o->quick ? 2 : 3, err)) ||
-      (rc = xp_axis_masks(sw, o, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 2, err)) ||
-      (rc = xp_attn_columns(sw, err)))
+  if (xp_opt_size(&seeds, o, "seeds", 1, 1000000)) return AA_EINVAL;
+  if ((rc = xp_recipes_from_opts(ctx, o, err)) || (rc = xp_axis_recipes(sw, ctx, err)) ||
+      (rc = xp_axis_n(sw, o, ns, o->quick ? 2 : 3, err)) || (rc = xp_axis_masks(sw, o, err)) ||
+      (rc = xp_axis_seeds(sw, seeds, err)) || (rc = xp_attn_columns(sw, err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);
 }
+
+const xp_experiment_t xp_smoke = {
+    .name = "smoke",
+    .summary = "a tiny grid (n <= 48, d = 8) for the tests of the sweep command",
+    .hidden = 1,
+    .description = "Recipes x n = 16, 32, 48 (--quick: 16, 32) x dense/causal x seeds 1..2, d = 8: the\n"
+                   "attention cell of table4 on a grid small enough for the tests.",
+    .params = attn_opts,
+    .nparams = sizeof attn_opts / sizeof attn_opts[0],
+    .declare = smoke_declare,
+    .eval = xp_attn_eval,
+};

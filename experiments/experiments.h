@@ -1,4 +1,4 @@
-/* attnacc: the experiment registry of `attnacc sweep` (grids of attention cells) and the shared cell evaluation. */
+/* attnacc: the experiment registry of `attnacc sweep`, its option helpers and the shared cell evaluation. */
 #ifndef AA_EXPERIMENTS_H
 #define AA_EXPERIMENTS_H
 
@@ -7,19 +7,17 @@
 #include <stdint.h>
 
 #include "attnacc.h"
+#include "cli.h"
 #include "sweep.h"
 
-/* Settings of one sweep, filled by `attnacc sweep` from its options before
-   the experiment declares its grid. Zero / NULL fields mean "the
-   experiment's default". */
+/* Settings of one sweep, filled by the driver (sweep.c) before the
+   experiment declares its grid. The experiment reads its own options from
+   args (cli_get, or the xp_opt_* helpers below). */
 typedef struct {
-  int quick;                  /* --quick: the short grid */
-  size_t seeds;               /* --seeds K: seed axis 1..K */
-  size_t heads;               /* --heads H: heads per cell */
-  const char *const *recipes; /* --variants: preset names (nrecipes of them) */
-  size_t nrecipes;
-  const char *ns;    /* --n LIST: comma-separated lengths replacing the experiment's */
-  const char *masks; /* --masks LIST: "dense", "causal" or both (default both) */
+  const char *cmd;        /* for messages: "sweep", or the shortcut's name ("normmap") */
+  const cli_args_t *args; /* the common options and the experiment's own */
+  const char *out_dir;    /* the result folder (finish reads its results.csv) */
+  int quick;              /* --quick, for experiments that have it */
 } xp_opts_t;
 
 /* What the cell evaluation needs besides the cell's coordinates: the
@@ -30,9 +28,9 @@ typedef struct {
 typedef struct {
   aa_recipe_t recipe[XP_MAX_RECIPES];
   char recipe_hash[XP_MAX_RECIPES][17]; /* low 64 bits of FNV-1a 128 of aa_recipe_format text, hex */
-  size_t nrecipes;
-  const char *cache_dir; /* NULL: no oracle cache */
-  int inner_threads;     /* OpenMP threads inside one cell (0 = default) */
+  size_t nrecipes;                      /* listed in meta.json (text and hash) */
+  const char *cache_dir;                /* NULL: no oracle cache */
+  int inner_threads;                    /* OpenMP threads inside one cell (0 = default) */
   aa_oracle_path_t oracle_path;
   /* defaults of the coordinates an experiment may leave out of its grid */
   size_t d, heads;
@@ -44,21 +42,63 @@ typedef struct {
   aa_hash128_t busy[64];
   size_t nbusy;
   unsigned delay_ms; /* test hook (ATTNACC_SWEEP_CELL_DELAY_MS): sleep after each cell */
+  int stdout_owned;  /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
+                        driver's own lines then go to stderr */
+  void *priv;        /* the experiment's private state (freed by its release hook) */
 } xp_ctx_t;
 
 typedef struct {
   const char *name;
-  const char *summary; /* one line for `attnacc list` */
-  int hidden;          /* 1: not listed (test grids) */
-  /* Declare the axes, columns and filter, then aa_sweep_build. The recipe
-     list in ctx is already filled (from --variants or xp_default_recipes). */
+  const char *summary;     /* one line for `attnacc list` */
+  int hidden;              /* 1: not listed (test grids) */
+  const char *description; /* what a cell does, its columns and its options, for --help */
+  const char *inputs;      /* how the cells' inputs are drawn, for meta.json ("seeds") */
+  const cli_opt_t *params; /* the experiment's own options (besides the driver's) */
+  size_t nparams;
+  /* Read the options, declare the axes, columns and filter, then
+     aa_sweep_build. Returns a status with a message in err, or a status
+     with an empty err after printing the message itself (xp_opt_*). */
   int (*declare)(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
   aa_sweep_eval_fn eval; /* called with the xp_ctx_t as context */
+  /* Optional: run once the folder holds every cell (after the results
+     files are written, on MPI rank 0 only; also after --merge when the
+     experiment and its options are given): summaries and verdicts read
+     from o->out_dir/results.csv. */
+  int (*finish)(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
+  void (*release)(xp_ctx_t *ctx); /* optional: free ctx->priv (xp_free_priv for one malloc'd block) */
 } xp_experiment_t;
 
-extern const xp_experiment_t xp_experiments[];
+void xp_free_priv(xp_ctx_t *ctx);
+
+extern const xp_experiment_t *const xp_experiments[];
 extern const size_t xp_experiment_count;
 const xp_experiment_t *xp_find(const char *name);
+
+/* The driver: `attnacc sweep` (experiment NULL: taken from --experiment)
+   and the shortcuts (`attnacc normmap ARGS` is xp_main("normmap",
+   "normmap", ...)). Returns the exit status. */
+int xp_main(const char *cmd, const char *experiment, int argc, char **argv);
+
+/* ---- option helpers for declare: each leaves *out alone when the option
+   is absent, and returns 0, or 2 after printing "attnacc CMD: --NAME: ..." */
+const char *xp_opt(const xp_opts_t *o, const char *name); /* the value, or NULL */
+int xp_opt_size(size_t *out, const xp_opts_t *o, const char *name, size_t min, size_t max);
+int xp_opt_u64(uint64_t *out, const xp_opts_t *o, const char *name);
+int xp_opt_double(double *out, const xp_opts_t *o, const char *name, double min, double max, int min_open);
+/* Comma-separated lists (the option's value, else dflt): at most cap
+   distinct items. xp_opt_strs keeps the item texts in buf (of size bufcap). */
+int xp_opt_ints(int64_t *out, size_t *n, size_t cap, const xp_opts_t *o, const char *name, const char *dflt,
+                int64_t min, int64_t max);
+int xp_opt_doubles(double *out, size_t *n, size_t cap, const xp_opts_t *o, const char *name, const char *dflt,
+                   double min, double max, int min_open);
+int xp_opt_strs(const char **out, size_t *n, size_t cap, char *buf, size_t bufcap, const xp_opts_t *o,
+                const char *name, const char *dflt);
+
+/* Shared option rows (cli_opt_t initialisers) of the experiments that run the oracle. */
+#define XP_OPTS_ORACLE                                                                                               \
+  {"oracle", "mpfr|fast", "fast", "oracle path"}, {                                                                  \
+    "cache", "DIR|none", "OUT/oracle-cache", "on-disk oracle cache (shared by sweeps over the same fixtures)"        \
+  }
 
 /* The default recipe list: every preset whose io format is BF16, with no
    dropout (the presets that model a backward kernel on BF16 tensors), in
@@ -66,8 +106,25 @@ const xp_experiment_t *xp_find(const char *name);
 size_t xp_default_recipes(const char **names, size_t cap);
 /* Fill ctx's recipes from names; AA_ENOTFOUND names an unknown preset. */
 int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_error_t *err);
+/* Append one recipe (skipped when one of that name is already there), with its text hash. */
+int xp_ctx_add_recipe(xp_ctx_t *ctx, const aa_recipe_t *r, aa_error_t *err);
+/* ctx's recipes from --variants (default xp_default_recipes). */
+int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 void xp_ctx_init(xp_ctx_t *ctx);
 void xp_ctx_destroy(xp_ctx_t *ctx);
+/* Set the OpenMP thread count of the calling worker to ctx->inner_threads (when > 0). */
+void xp_cell_threads(const xp_ctx_t *ctx);
+/* Oracle opts from ctx (path, inner threads). */
+void xp_oracle_opts(aa_oracle_opts_t *oo, const xp_ctx_t *ctx);
+
+/* The oracle of one fixture through ctx's disk cache (none when
+   cache_dir is NULL). Cells that share a fixture (the recipes of one
+   fixture, the runs of the determinism experiment, the dropout settings
+   with one forward mask) wait for the thread computing it and then read
+   the cache, so each fixture pays once. *hit (optional): served from the cache. */
+int xp_oracle(aa_oracle_result_t *res, int *hit, xp_ctx_t *ctx, const aa_problem_t *pb, const aa_tensor_t *q,
+              const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *oo,
+              aa_error_t *err);
 
 /* Columns every attention cell writes (in this order), and the evaluation:
    coordinates "n", "mask" ("dense" | "causal"), "seed" (integer), and
@@ -78,19 +135,54 @@ void xp_ctx_destroy(xp_ctx_t *ctx);
    recipe and output o, dq, dk, dv (column "recipe" says which). */
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err);
 int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
+/* The options of the attention grids (table4, nanmap, smoke): --quick, --variants, --seeds, --n, --masks. */
+#define XP_OPTS_ATTN                                                                                                 \
+  {"quick", NULL, NULL, "the experiment's short grid"},                                                              \
+      {"variants", "NAME[,NAME...]", "every BF16 preset without dropout", "recipes to run in each cell"},            \
+      {"seeds", "K", "1 (smoke: 2)", "seeds 1..K per grid point (inputs from aa_cell_seed of the cell)"},            \
+      {"n", "N[,N...]", "experiment's", "lengths replacing the experiment's"}, {                                     \
+    "masks", "dense|causal|dense,causal", "dense,causal", "masks of the grid"                                        \
+  }
 
 /* The recipe axis from ctx (flag NOSEED: every recipe sees the same inputs). */
 int xp_axis_recipes(aa_sweep_t *sw, const xp_ctx_t *ctx, aa_error_t *err);
-/* Mask axis: opts->masks when given (checked), else dense and causal. */
+/* Mask axis from --masks (checked), else dense and causal. */
 int xp_axis_masks(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err);
 /* Seed axis 1..k. */
 int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err);
-/* Length axis: opts->ns when given, else the n values given. */
+/* Length axis from --n, else the n values given. */
 int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t count, aa_error_t *err);
+/* A one-value NOSEED axis: a setting that holds for the whole grid. It
+   makes the setting part of the grid (a folder of other settings is
+   refused on --resume) and a column of every row, without changing any
+   cell's aa_cell_seed. */
+int xp_axis_fixed_int(aa_sweep_t *sw, const char *name, int64_t v, aa_error_t *err);
+int xp_axis_fixed_double(aa_sweep_t *sw, const char *name, double v, aa_error_t *err);
+int xp_axis_fixed_str(aa_sweep_t *sw, const char *name, const char *v, aa_error_t *err);
+/* Declare columns in order; names ending in '@' are timing columns (the '@' is dropped). */
+int xp_columns(aa_sweep_t *sw, const char *const *names, size_t n, aa_error_t *err);
 
-/* Experiments (one file each). */
-int xp_table4_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
-int xp_nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
-int xp_smoke_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
+/* ---- results.csv reader (RFC 4180 quoting; '#' lines before the header are comments) ---- */
+typedef struct {
+  char **f;
+  size_t nf;
+} xp_csv_row_t;
+typedef struct {
+  char **hdr;
+  size_t ncol;
+  xp_csv_row_t *rows;
+  size_t nrows, cap;
+  char comment[1024]; /* the first '#' line, if any */
+} xp_csv_t;
+int xp_csv_read(xp_csv_t *c, const char *path); /* 0, or -1 when unreadable */
+void xp_csv_free(xp_csv_t *c);
+int xp_csv_col(const xp_csv_t *c, const char *name);           /* index, or -1 */
+const char *xp_csv_cell(const xp_csv_t *c, size_t r, int col); /* "" when absent */
+double xp_csv_num(const char *s);                              /* NaN when empty or not a number */
+char *xp_slurp(const char *path, size_t *len);                 /* whole file, NUL-terminated; NULL on failure */
+
+/* The experiments (one file each; smoke, the tests' tiny grid, in experiments.c). */
+extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,
+    xp_dropout_map;
 
 #endif

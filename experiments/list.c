@@ -28,8 +28,8 @@ int aa_cmd_list(int argc, char **argv) {
   printf("\ncommands:\n");
   for (size_t i = 0; i < aa_command_count; i++)
     printf("  %-16s %s\n", aa_commands[i].name, aa_commands[i].summary);
-  printf("\nexperiments (attnacc sweep --experiment NAME):\n");
+  printf("\nexperiments (attnacc sweep --experiment NAME; options: attnacc sweep --experiment NAME --help):\n");
   for (size_t i = 0; i < xp_experiment_count; i++)
-    if (!xp_experiments[i].hidden) printf("  %-16s %s\n", xp_experiments[i].name, xp_experiments[i].summary);
+    if (!xp_experiments[i]->hidden) printf("  %-16s %s\n", xp_experiments[i]->name, xp_experiments[i]->summary);
   return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -18,7 +18,8 @@ static const char description[] =
     "Run the accuracy tables a user asks for first and write a report:\n"
     "  1. attnacc sweep --experiment table4 --quick --out DIR/table4-quick (BF16, d = 128,\n"
     "     n = 1024, 2048, 4096, dense and causal, every BF16 backward recipe; a few minutes)\n"
-    "  2. attnacc table3 --samples 4000000 --no-exhaustive --out DIR (the packed-exp table)\n"
+    "  2. attnacc sweep --experiment table3 --samples 4000000 --no-exhaustive --out DIR/table3\n"
+    "     (the packed-exp table, one cell per exp construction)\n"
     "  3. attnacc expmap --curve DIR/expratio.csv (ratio curves of three exp constructions)\n"
     "  4. with --nanmap: attnacc sweep --experiment nanmap --quick --out DIR/nanmap-quick\n"
     "  5. attnacc report --in DIR --out DIR/report\n"
@@ -52,7 +53,7 @@ int aa_cmd_main(int argc, char **argv) {
   const char *cmd = "main", *dir, *jobs;
   cli_args_t a;
   aa_error_t err = {{0}};
-  char t4[4300], nm[4300], rep[4300], curve[4300];
+  char t4[4300], nm[4300], rep[4300], curve[4300], t3[4300];
   int rc;
   double t0 = cli_now();
   if ((rc = cli_args_parse(&a, cmd, "[--out DIR] [--jobs J] [--nanmap]", description, opts,
@@ -66,6 +67,7 @@ int aa_cmd_main(int argc, char **argv) {
   }
   snprintf(t4, sizeof t4, "%s/table4-quick", dir);
   snprintf(nm, sizeof nm, "%s/nanmap-quick", dir);
+  snprintf(t3, sizeof t3, "%s/table3", dir);
   snprintf(rep, sizeof rep, "%s/report", dir);
   snprintf(curve, sizeof curve, "%s/expratio.csv", dir);
 
@@ -74,10 +76,11 @@ int aa_cmd_main(int argc, char **argv) {
     char *v[] = {"sweep", "--experiment", "table4", "--quick", "--out", t4, "--jobs", (char *)jobs, "--resume", NULL};
     if ((rc = step(dir, "table4-quick.log", aa_cmd_sweep, 9, v)) != 0) return rc;
   }
-  fprintf(stderr, "attnacc main: 2/4 table3 (4000000 samples) into %s/table3.csv\n", dir);
+  fprintf(stderr, "attnacc main: 2/4 table3 (4000000 samples) into %s\n", t3);
   {
-    char *v[] = {"table3", "--samples", "4000000", "--no-exhaustive", "--out", (char *)dir, NULL};
-    if ((rc = step(dir, "table3.log", aa_cmd_table3, 6, v)) != 0) return rc;
+    char *v[] = {"sweep", "--experiment", "table3",     "--samples", "4000000", "--no-exhaustive", "--out",
+                 t3,      "--jobs",       (char *)jobs, "--resume",  NULL};
+    if ((rc = step(dir, "table3.log", aa_cmd_sweep, 11, v)) != 0) return rc;
   }
   fprintf(stderr, "attnacc main: 3/4 exp ratio curves into %s\n", curve);
   {

@@ -12,21 +12,39 @@
    scale, so rel_l2 stays meaningful where the recipes fail (its certified
    bound and uncertified count are in the rows). Small d and n keep the
    oracle cheap: near one-hot rows fall back to MPFR for most elements. */
-int xp_nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns_full[] = {32, 128, 512};
   static const int64_t ns_quick[] = {32, 128};
   static const int64_t sig_full[] = {-56, -48, -40, -24, -8, 0, 2, 4, 6, 8, 12, 16, 24, 32, 40, 44, 48, 56, 62, 64};
   static const int64_t sig_quick[] = {-56, -40, 0, 4, 8, 16, 32, 44, 56, 64};
   int64_t d = 32;
+  size_t seeds = 1;
   int rc;
   ctx->d = (size_t)d;
-  if ((rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
+  if (xp_opt_size(&seeds, o, "seeds", 1, 1000000)) return AA_EINVAL;
+  if ((rc = xp_recipes_from_opts(ctx, o, err)) ||
+      (rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
       (rc = xp_axis_masks(sw, o, err)) ||
       (rc = aa_sweep_axis_int(
            sw, "log2_sigma", o->quick ? sig_quick : sig_full,
            o->quick ? sizeof sig_quick / sizeof sig_quick[0] : sizeof sig_full / sizeof sig_full[0], 0, err)) ||
-      (rc = aa_sweep_axis_int(sw, "d", &d, 1, 0, err)) || (rc = xp_axis_seeds(sw, o->seeds ? o->seeds : 1, err)) ||
+      (rc = aa_sweep_axis_int(sw, "d", &d, 1, 0, err)) || (rc = xp_axis_seeds(sw, seeds, err)) ||
       (rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_attn_columns(sw, err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);
 }
+
+static const cli_opt_t params[] = {XP_OPTS_ATTN, XP_OPTS_ORACLE};
+
+const xp_experiment_t xp_nanmap = {
+    .name = "nanmap",
+    .summary = "NaN/Inf/overflow regions of each recipe over input scale sigma and length, dense and causal",
+    .description = "Cells: n (32, 128, 512; --quick: 32, 128) x mask x log2_sigma (-56..64, 20 values;\n"
+                   "--quick: 10) x d = 32 x seed; inputs sigma * N(0,1) in BF16 from aa_cell_seed; the\n"
+                   "rows and columns of table4 (ref_max_abs and ref_overflow say where the exact values\n"
+                   "leave the format; error holds a recipe's refusal).",
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .declare = nanmap_declare,
+    .eval = xp_attn_eval,
+};

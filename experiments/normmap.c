@@ -1,18 +1,16 @@
-/* attnacc: the `normmap` command: where the fixed shift and the guarded causal route break, over input scale, length, head dim and seeds (seed 003 sections 3.1, 3.2, 5.4). */
+/* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break (seed 003 3.1, 5.4). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "commands.h"
+#include "experiments.h"
 
 #define MAX_LIST 16
 #define MAX_REC 8
 
-static const cli_opt_t opts[] = {
-    {"out", "DIR", "normmap-out", "sweep folder: journal, results.csv, results.jsonl, results.canon.csv"},
+static const cli_opt_t params[] = {
     {"n", "N[,N...]", "1024,4096,16384", "sequence lengths"},
     {"d", "D[,D...]", "64,128", "head dimensions"},
     {"sigma", "X[,X...]", "1,2,3,3.5,4,4.5", "input scales: q and k drawn sigma*N(0,1), v and dO N(0,1)"},
@@ -25,22 +23,18 @@ static const cli_opt_t opts[] = {
     {"rows", "M", "0 = all", "evaluate only the last M query rows when n > M (exact for those rows; see --help)"},
     {"reference", "oracle|fp64", "oracle",
      "what rel_l2 is measured against: the MPFR-backed oracle, or the exact-fp64 recipe (fast; see --help)"},
-    {"oracle", "mpfr|fast", "fast", "oracle path"},
-    {"oracle-cache", "DIR", NULL, "on-disk oracle cache shared by runs (lib/sweep.h)"},
-    {"jobs", "J", "1", "cells evaluated at once"},
-    {"threads", "T", "0 = all", "OpenMP threads of the oracle and the emulation inside a cell"},
-    {"resume", NULL, NULL, "continue a sweep folder (finished cells are kept)"},
-    {"max-cells", "C", "0 = all", "stop after starting C cells (resume later)"},
+    XP_OPTS_ORACLE,
+    {"oracle-cache", "DIR", "OUT/oracle-cache", "older name of --cache"},
 };
 
-static const char usage_line[] = "[--out DIR] [--n LIST] [--d LIST] [--sigma LIST] [--seeds K] [OPTIONS]";
 static const char description[] =
     "Map where the seed 003 normalisation variants break. Each cell (mask, n, d, sigma,\n"
     "seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
     "attnacc run, so `run --seed S --sigma X` reproduces a cell), runs the oracle once\n"
     "and every recipe of its mask, and writes one CSV row per recipe and output\n"
     "(o, dq, dk, dv): rel_l2 and max_abs against the oracle, NaN/Inf counts, the pass\n"
-    "rule, the forward tiles flagged by the range checks, the rows recovered to LSE,\n"
+    "rule, q_rows (the query rows evaluated: n, or M with --rows M), the forward tiles flagged by the range checks, "
+    "the rows recovered to LSE,\n"
     "and the oracle's row LSE range in log2 units (lse2_max, lse2_min: the fixed shift\n"
     "b overflows when a row LSE reaches b + 128 and underflows below b - 126).\n"
     "Scaled scores have standard deviation sigma^2 whatever d; their tails are heavier\n"
@@ -55,31 +49,31 @@ static const char description[] =
     "tests/tattn check it against long-double references to ~1e-15, eleven orders\n"
     "below the BF16 errors mapped here; it costs one emulation instead of the\n"
     "oracle's MPFR recomputes, which dominate at n_k = 16384.\n\n"
+    "Columns: recipe, tensor, rel_l2, max_abs, nan, inf, pass, q_rows, fwd_tiles,\n"
+    "tiles_flagged, rows_recovered, nonfinite, lse2_max, lse2_min, oracle_cached;\n"
+    "timings seconds_oracle, seconds_emul. Default folder: results/normmap.\n\n"
     "After the sweep a summary is printed: per n the sigma where the fixed shift\n"
     "breaks (overflow or underflow, from NaN/Inf and the LSE range), per (n, d) where\n"
     "the guarded route starts recovering, and dq rel_l2 of the recipes.";
-
-static size_t split(char **out, size_t max, char *s) {
-  size_t n = 0;
-  for (char *p = strtok(s, ","); p != NULL && n < max; p = strtok(NULL, ","))
-    out[n++] = p;
-  return n;
-}
 
 typedef struct {
   char name[64];
   aa_recipe_t r;
 } rec_t;
 
+/* The experiment's state (xp_ctx_t.priv): recipes per mask and the
+   settings of the cells, and the lists the summary walks. */
 typedef struct {
   rec_t dense[MAX_REC], causal[MAX_REC];
   size_t ndense, ncausal;
   size_t rows;
   int ref_fp64;
-  size_t threads;
-  aa_oracle_opts_t oo;
-  const char *cache;
-} ctx_t;
+  double shift;
+  int64_t nv[MAX_LIST], dv[MAX_LIST];
+  long nl[MAX_LIST], dl[MAX_LIST];
+  double sv[MAX_LIST];
+  size_t nn, nd, nsg;
+} nm_t;
 
 static int make_recipe(rec_t *out, const char *name, int have_shift, double shift, aa_error_t *err) {
   int unrounded = strcmp(name, "recip-unrounded") == 0;
@@ -97,8 +91,8 @@ static int make_recipe(rec_t *out, const char *name, int have_shift, double shif
 }
 
 static int set_row(aa_sweep_rows_t *rows, const char *recipe, const char *tensor, const aa_metrics_t *m,
-                   const aa_attn_result_t *res, int nonfinite, double lmax, double lmin, double t_or, double t_em,
-                   int hit) {
+                   const aa_attn_result_t *res, size_t q_rows, int nonfinite, double lmax, double lmin, double t_or,
+                   double t_em, int hit) {
   int st = aa_sweep_row_new(rows);
   if (st == AA_OK) st = aa_sweep_set_str(rows, "recipe", recipe);
   if (st == AA_OK) st = aa_sweep_set_str(rows, "tensor", tensor);
@@ -107,6 +101,7 @@ static int set_row(aa_sweep_rows_t *rows, const char *recipe, const char *tensor
   if (st == AA_OK) st = aa_sweep_set_int(rows, "nan", (int64_t)m->nan);
   if (st == AA_OK) st = aa_sweep_set_int(rows, "inf", (int64_t)m->inf);
   if (st == AA_OK) st = aa_sweep_set_int(rows, "pass", m->pass);
+  if (st == AA_OK) st = aa_sweep_set_int(rows, "q_rows", (int64_t)q_rows);
   if (st == AA_OK) st = aa_sweep_set_int(rows, "fwd_tiles", (int64_t)res->fwd_q_tiles);
   if (st == AA_OK) st = aa_sweep_set_int(rows, "tiles_flagged", (int64_t)res->tiles_flagged);
   if (st == AA_OK) st = aa_sweep_set_int(rows, "rows_recovered", (int64_t)res->rows_recovered);
@@ -163,7 +158,8 @@ static int fp64_reference(aa_oracle_result_t *orc, const aa_problem_t *pb, const
 }
 
 static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
-  const ctx_t *cx = vctx;
+  xp_ctx_t *ctx = vctx;
+  const nm_t *cx = ctx->priv;
   aa_error_t *err = aa_sweep_rows_error(rows);
   const char *mask = aa_cell_str(cell, "mask", "dense");
   size_t n = (size_t)aa_cell_int(cell, "n", 1024), d = (size_t)aa_cell_int(cell, "d", 128);
@@ -177,7 +173,7 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   aa_oracle_result_t orc;
   int have_orc = 0, hit = 0, st;
   memset(&orc, 0, sizeof orc);
-  cli_set_threads(cx->threads); /* the OpenMP thread count is per calling thread: set it in each sweep worker */
+  xp_cell_threads(ctx);
 
   /* q, k at sigma; v, dO at 1 (same streams, ids 2 and 3). */
   st = cli_inputs_draw(&A, seed, 0, sigma, n, d, 1, 1, 0, AA_FMT_BF16, err);
@@ -206,8 +202,11 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   double t0 = cli_now();
   if (cx->ref_fp64)
     st = fp64_reference(&orc, &pb, &q, &A.k, &B.v, &dO, err);
-  else
-    st = aa_oracle_cached_run(&orc, &hit, cx->cache, &pb, &q, &A.k, &B.v, &dO, &cx->oo, err);
+  else {
+    aa_oracle_opts_t oo;
+    xp_oracle_opts(&oo, ctx);
+    st = xp_oracle(&orc, &hit, ctx, &pb, &q, &A.k, &B.v, &dO, &oo, err);
+  }
   double t_or = cli_now() - t0;
   if (st != AA_OK) goto out;
   have_orc = 1;
@@ -238,7 +237,7 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
       if (st == AA_OK && outs[t].m.nan + outs[t].m.inf > 0) nonfinite = 1;
     }
     for (int t = 0; t < 4 && st == AA_OK; t++)
-      st = set_row(rows, recs[ri].name, names[t], &outs[t].m, &res, nonfinite, lmax, lmin, t_or, t_em, hit);
+      st = set_row(rows, recs[ri].name, names[t], &outs[t].m, &res, m, nonfinite, lmax, lmin, t_or, t_em, hit);
     aa_attn_result_free(&res);
   }
 out:
@@ -260,82 +259,48 @@ typedef struct {
   long tiles, flagged, recovered, nonfinite;
 } row_t;
 
-static int col_of(char **h, size_t nh, const char *name) {
-  for (size_t i = 0; i < nh; i++)
-    if (strcmp(h[i], name) == 0) return (int)i;
-  return -1;
-}
-
-static size_t split_csv(char **f, size_t max, char *line) {
-  size_t n = 0;
-  char *p = line;
-  while (n < max) {
-    f[n++] = p;
-    char *c = strchr(p, ',');
-    if (c == NULL) break;
-    *c = '\0';
-    p = c + 1;
-  }
-  char *e = f[n - 1] + strcspn(f[n - 1], "\r\n");
-  *e = '\0';
-  return n;
-}
-
 static row_t *read_rows(const char *path, size_t *count) {
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  char line[4096], hdr[4096];
-  char *h[64], *v[64];
-  row_t *rs = NULL;
-  size_t n = 0, cap = 0, nh;
-  if (fgets(hdr, sizeof hdr, f) == NULL) {
-    fclose(f);
-    return NULL;
-  }
-  nh = split_csv(h, 64, hdr);
-  int c_mask = col_of(h, nh, "mask"), c_n = col_of(h, nh, "n"), c_d = col_of(h, nh, "d"),
-      c_sig = col_of(h, nh, "sigma"), c_seed = col_of(h, nh, "seed"), c_rec = col_of(h, nh, "recipe"),
-      c_ten = col_of(h, nh, "tensor"), c_rel = col_of(h, nh, "rel_l2"), c_lmax = col_of(h, nh, "lse2_max"),
-      c_lmin = col_of(h, nh, "lse2_min"), c_t = col_of(h, nh, "fwd_tiles"), c_fl = col_of(h, nh, "tiles_flagged"),
-      c_rr = col_of(h, nh, "rows_recovered"), c_nf = col_of(h, nh, "nonfinite");
+  xp_csv_t c;
+  row_t *rs;
+  if (xp_csv_read(&c, path) != 0) return NULL;
+  int c_mask = xp_csv_col(&c, "mask"), c_n = xp_csv_col(&c, "n"), c_d = xp_csv_col(&c, "d"),
+      c_sig = xp_csv_col(&c, "sigma"), c_seed = xp_csv_col(&c, "seed"), c_rec = xp_csv_col(&c, "recipe"),
+      c_ten = xp_csv_col(&c, "tensor"), c_rel = xp_csv_col(&c, "rel_l2"), c_lmax = xp_csv_col(&c, "lse2_max"),
+      c_lmin = xp_csv_col(&c, "lse2_min"), c_t = xp_csv_col(&c, "fwd_tiles"), c_fl = xp_csv_col(&c, "tiles_flagged"),
+      c_rr = xp_csv_col(&c, "rows_recovered"), c_nf = xp_csv_col(&c, "nonfinite");
   if (c_mask < 0 || c_n < 0 || c_d < 0 || c_sig < 0 || c_seed < 0 || c_rec < 0 || c_ten < 0 || c_rel < 0 ||
-      c_lmax < 0 || c_lmin < 0 || c_t < 0 || c_fl < 0 || c_rr < 0 || c_nf < 0) {
-    fclose(f);
+      c_lmax < 0 || c_lmin < 0 || c_t < 0 || c_fl < 0 || c_rr < 0 || c_nf < 0 ||
+      (rs = calloc(c.nrows ? c.nrows : 1, sizeof *rs)) == NULL) {
+    xp_csv_free(&c);
     return NULL;
   }
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (split_csv(v, 64, line) < nh) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 256;
-      row_t *t = realloc(rs, cap * sizeof *rs);
-      if (t == NULL) break;
-      rs = t;
-    }
-    row_t *r = &rs[n++];
-    snprintf(r->mask, sizeof r->mask, "%s", v[c_mask]);
-    snprintf(r->recipe, sizeof r->recipe, "%s", v[c_rec]);
-    snprintf(r->tensor, sizeof r->tensor, "%s", v[c_ten]);
-    r->n = atol(v[c_n]);
-    r->d = atol(v[c_d]);
-    r->seed = atol(v[c_seed]);
-    r->sigma = strtod(v[c_sig], NULL);
-    r->rel_l2 = strtod(v[c_rel], NULL);
-    r->lmax = strtod(v[c_lmax], NULL);
-    r->lmin = strtod(v[c_lmin], NULL);
-    r->tiles = atol(v[c_t]);
-    r->flagged = atol(v[c_fl]);
-    r->recovered = atol(v[c_rr]);
-    r->nonfinite = atol(v[c_nf]);
+  for (size_t i = 0; i < c.nrows; i++) {
+    row_t *r = &rs[i];
+    snprintf(r->mask, sizeof r->mask, "%s", xp_csv_cell(&c, i, c_mask));
+    snprintf(r->recipe, sizeof r->recipe, "%s", xp_csv_cell(&c, i, c_rec));
+    snprintf(r->tensor, sizeof r->tensor, "%s", xp_csv_cell(&c, i, c_ten));
+    r->n = atol(xp_csv_cell(&c, i, c_n));
+    r->d = atol(xp_csv_cell(&c, i, c_d));
+    r->seed = atol(xp_csv_cell(&c, i, c_seed));
+    r->sigma = xp_csv_num(xp_csv_cell(&c, i, c_sig));
+    r->rel_l2 = xp_csv_num(xp_csv_cell(&c, i, c_rel));
+    r->lmax = xp_csv_num(xp_csv_cell(&c, i, c_lmax));
+    r->lmin = xp_csv_num(xp_csv_cell(&c, i, c_lmin));
+    r->tiles = atol(xp_csv_cell(&c, i, c_t));
+    r->flagged = atol(xp_csv_cell(&c, i, c_fl));
+    r->recovered = atol(xp_csv_cell(&c, i, c_rr));
+    r->nonfinite = atol(xp_csv_cell(&c, i, c_nf));
   }
-  fclose(f);
-  *count = n;
+  *count = c.nrows;
+  xp_csv_free(&c);
   return rs;
 }
 
 static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
                     const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
-  fprintf(o, "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
-             "(b - 126, b + 128) = (%g, %g))\n",
+  fprintf(o,
+          "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
+          "(b - 126, b + 128) = (%g, %g))\n",
           shift, shift - 126, shift + 128);
   /* (a) the fixed shift, dense */
   for (size_t in = 0; in < nn; in++) {
@@ -376,7 +341,7 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
       fprintf(o, "no clean sigma");
     if (!isnan(first_bad))
       fprintf(o, "; NaN/Inf from sigma=%g (max row LSE %.1f, min %.1f log2: %s)\n", first_bad, lmax_bad, lmin_bad,
-              lmax_bad >= shift + 128 ? "overflow"
+              lmax_bad >= shift + 128   ? "overflow"
               : lmin_bad <= shift - 126 ? "underflow"
                                         : "inside the LSE window: weight-level failure");
     else
@@ -452,7 +417,8 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
     for (size_t i = 0; i < nr; i++) {
       if (strcmp(rs[i].mask, masks[mk])) continue;
       size_t k = 0;
-      while (k < nrec && strcmp(recs[k], rs[i].recipe)) k++;
+      while (k < nrec && strcmp(recs[k], rs[i].recipe))
+        k++;
       if (k == nrec && nrec < MAX_REC) snprintf(recs[nrec++], 64, "%s", rs[i].recipe);
     }
     if (nrec == 0) continue;
@@ -492,182 +458,96 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
   }
 }
 
-int aa_cmd_normmap(int argc, char **argv) {
-  const char *cmd = "normmap";
-  cli_args_t a;
-  aa_error_t err = {{0}};
-  char nbuf[256], dbuf[256], sbuf[256], mbuf[64], drbuf[512], crbuf[512];
-  char *ns[MAX_LIST], *dsv[MAX_LIST], *ss[MAX_LIST], *ms[4], *drs[MAX_REC], *crs[MAX_REC];
-  int64_t nv[MAX_LIST], dv[MAX_LIST], seeds[64];
-  long nl[MAX_LIST], dl[MAX_LIST];
-  double sv[MAX_LIST], shift = 0;
-  size_t nn, nd, nsg, nm, ndr, ncr, nseeds = 3, jobs = 1, threads = 0, max_cells = 0, tmp;
-  const char *s, *out_dir;
-  int rc, have_shift = 0;
-  ctx_t *cx = calloc(1, sizeof *cx);
-  aa_sweep_t *sw = NULL;
-  int status = 2;
-  if (cx == NULL) {
-    cli_error(cmd, "out of memory");
-    return 1;
-  }
-  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >= 0) {
-    free(cx);
-    return rc;
-  }
-  out_dir = (s = cli_get(&a, "out")) ? s : "normmap-out";
-  snprintf(nbuf, sizeof nbuf, "%s", (s = cli_get(&a, "n")) ? s : "1024,4096,16384");
-  snprintf(dbuf, sizeof dbuf, "%s", (s = cli_get(&a, "d")) ? s : "64,128");
-  snprintf(sbuf, sizeof sbuf, "%s", (s = cli_get(&a, "sigma")) ? s : "1,2,3,3.5,4,4.5");
-  snprintf(mbuf, sizeof mbuf, "%s", (s = cli_get(&a, "masks")) ? s : "dense,causal");
-  snprintf(drbuf, sizeof drbuf, "%s", (s = cli_get(&a, "dense")) ? s : "fa2,recip,recip-unrounded");
-  snprintf(crbuf, sizeof crbuf, "%s", (s = cli_get(&a, "causal")) ? s : "fa2,recip-causal");
-  nn = split(ns, MAX_LIST, nbuf);
-  nd = split(dsv, MAX_LIST, dbuf);
-  nsg = split(ss, MAX_LIST, sbuf);
-  nm = split(ms, 4, mbuf);
-  ndr = split(drs, MAX_REC, drbuf);
-  ncr = split(crs, MAX_REC, crbuf);
-  for (size_t i = 0; i < nn; i++) {
-    if (cli_size(&tmp, cmd, "n", ns[i], 1, 1u << 20)) goto out;
-    nv[i] = (int64_t)tmp;
-    nl[i] = (long)tmp;
-  }
-  for (size_t i = 0; i < nd; i++) {
-    if (cli_size(&tmp, cmd, "d", dsv[i], 1, 4096)) goto out;
-    dv[i] = (int64_t)tmp;
-    dl[i] = (long)tmp;
-  }
-  for (size_t i = 0; i < nsg; i++)
-    if (cli_double(&sv[i], cmd, "sigma", ss[i], 0, 1e6, 1)) goto out;
+static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  static const char *const cols[] = {
+      "recipe",        "tensor",          "rel_l2",        "max_abs",        "nan",       "inf",      "pass",
+      "q_rows",        "fwd_tiles",       "tiles_flagged", "rows_recovered", "nonfinite", "lse2_max", "lse2_min",
+      "oracle_cached", "seconds_oracle@", "seconds_emul@"};
+  const char *ms[2], *drs[MAX_REC], *crs[MAX_REC], *s;
+  char mbuf[64], drbuf[512], crbuf[512];
+  size_t nm, ndr, ncr, nseeds = 3;
+  int have_shift = 0, rc;
+  nm_t *cx = calloc(1, sizeof *cx);
+  if ((ctx->priv = cx) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  if (xp_opt_ints(cx->nv, &cx->nn, MAX_LIST, o, "n", "1024,4096,16384", 1, 1 << 20) ||
+      xp_opt_ints(cx->dv, &cx->nd, MAX_LIST, o, "d", "64,128", 1, 4096) ||
+      xp_opt_doubles(cx->sv, &cx->nsg, MAX_LIST, o, "sigma", "1,2,3,3.5,4,4.5", 0, 1e6, 1) ||
+      xp_opt_strs(ms, &nm, 2, mbuf, sizeof mbuf, o, "masks", "dense,causal") ||
+      xp_opt_strs(drs, &ndr, MAX_REC, drbuf, sizeof drbuf, o, "dense", "fa2,recip,recip-unrounded") ||
+      xp_opt_strs(crs, &ncr, MAX_REC, crbuf, sizeof crbuf, o, "causal", "fa2,recip-causal") ||
+      xp_opt_size(&nseeds, o, "seeds", 1, 1000000) || xp_opt_size(&cx->rows, o, "rows", 0, 1u << 30) ||
+      xp_opt_double(&cx->shift, o, "shift", -1e4, 1e4, 0))
+    return AA_EINVAL;
+  for (size_t i = 0; i < cx->nn; i++)
+    cx->nl[i] = (long)cx->nv[i];
+  for (size_t i = 0; i < cx->nd; i++)
+    cx->dl[i] = (long)cx->dv[i];
   for (size_t i = 0; i < nm; i++)
-    if (strcmp(ms[i], "dense") && strcmp(ms[i], "causal")) {
-      cli_error(cmd, "--masks: '%s' is not dense or causal", ms[i]);
-      goto out;
-    }
-  if ((s = cli_get(&a, "seeds")) && cli_size(&nseeds, cmd, "seeds", s, 1, 64)) goto out;
-  if ((s = cli_get(&a, "shift")) != NULL) {
-    if (cli_double(&shift, cmd, "shift", s, -1e4, 1e4, 0)) goto out;
-    have_shift = 1;
-  }
-  if ((s = cli_get(&a, "rows")) && cli_size(&cx->rows, cmd, "rows", s, 0, 1u << 30)) goto out;
-  if ((s = cli_get(&a, "jobs")) && cli_size(&jobs, cmd, "jobs", s, 1, 256)) goto out;
-  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
-  if ((s = cli_get(&a, "max-cells")) && cli_size(&max_cells, cmd, "max-cells", s, 0, SIZE_MAX)) goto out;
-  aa_oracle_opts_init(&cx->oo);
-  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&cx->oo.path, s) != AA_OK) {
-    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
-    goto out;
-  }
-  cx->oo.threads = (int)threads;
-  cx->threads = threads;
-  if ((s = cli_get(&a, "reference")) != NULL) {
+    if (strcmp(ms[i], "dense") && strcmp(ms[i], "causal"))
+      return aa_error_set(err, AA_EINVAL, "--masks: '%s' is not dense or causal", ms[i]);
+  have_shift = xp_opt(o, "shift") != NULL;
+  if ((s = xp_opt(o, "reference")) != NULL) {
     if (strcmp(s, "fp64") == 0)
       cx->ref_fp64 = 1;
-    else if (strcmp(s, "oracle") != 0) {
-      cli_error(cmd, "--reference: '%s' is not oracle or fp64", s);
-      goto out;
-    }
+    else if (strcmp(s, "oracle") != 0)
+      return aa_error_set(err, AA_EINVAL, "--reference: '%s' is not oracle or fp64", s);
   }
-  cx->cache = cli_get(&a, "oracle-cache");
   for (size_t i = 0; i < ndr; i++)
-    if (make_recipe(&cx->dense[i], drs[i], have_shift, shift, &err) != AA_OK) {
-      cli_error(cmd, "--dense: %s", err.msg);
-      goto out;
-    }
+    if (make_recipe(&cx->dense[i], drs[i], have_shift, cx->shift, err) != AA_OK ||
+        xp_ctx_add_recipe(ctx, &cx->dense[i].r, err) != AA_OK)
+      return aa_error_set(err, AA_EINVAL, "--dense: %.400s", err->msg);
   for (size_t i = 0; i < ncr; i++)
-    if (make_recipe(&cx->causal[i], crs[i], have_shift, shift, &err) != AA_OK) {
-      cli_error(cmd, "--causal: %s", err.msg);
-      goto out;
-    }
+    if (make_recipe(&cx->causal[i], crs[i], have_shift, cx->shift, err) != AA_OK ||
+        xp_ctx_add_recipe(ctx, &cx->causal[i].r, err) != AA_OK)
+      return aa_error_set(err, AA_EINVAL, "--causal: %.400s", err->msg);
   cx->ndense = ndr;
   cx->ncausal = ncr;
-  if (!have_shift) {
-    shift = 0;
+  if (!have_shift)
     for (size_t i = 0; i < ndr; i++)
-      if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) shift = cx->dense[i].r.fwd_shift;
-  }
-  for (size_t i = 0; i < nseeds; i++)
-    seeds[i] = (int64_t)(i + 1);
-  cli_set_threads(threads);
-
-  /* ---- the grid ---- */
-  {
-    const char *mv[4];
-    for (size_t i = 0; i < nm; i++)
-      mv[i] = ms[i];
-    const char *cols[] = {"recipe", "tensor", "rel_l2", "max_abs", "nan", "inf", "pass", "fwd_tiles",
-                          "tiles_flagged", "rows_recovered", "nonfinite", "lse2_max", "lse2_min", "oracle_cached"};
-    if ((rc = aa_sweep_new(&sw, &err)) || (rc = aa_sweep_axis_str(sw, "mask", mv, nm, 0, &err)) ||
-        (rc = aa_sweep_axis_int(sw, "n", nv, nn, 0, &err)) || (rc = aa_sweep_axis_int(sw, "d", dv, nd, 0, &err)) ||
-        (rc = aa_sweep_axis_double(sw, "sigma", sv, nsg, 0, &err)) ||
-        (rc = aa_sweep_axis_int(sw, "seed", seeds, nseeds, 0, &err))) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-      if ((rc = aa_sweep_column(sw, cols[i], 0, &err)) != AA_OK) {
-        cli_error(cmd, "%s", err.msg);
-        goto out;
-      }
-    if ((rc = aa_sweep_column(sw, "seconds_oracle", AA_COL_TIMING, &err)) ||
-        (rc = aa_sweep_column(sw, "seconds_emul", AA_COL_TIMING, &err)) ||
-        (rc = aa_sweep_build(sw, NULL, NULL, &err))) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-  }
-  aa_sweep_opts_t so;
-  aa_sweep_opts_init(&so);
-  so.out_dir = out_dir;
-  so.threads = (int)jobs;
-  so.resume = cli_get(&a, "resume") != NULL;
-  so.max_cells = max_cells;
-  aa_sweep_progress_t stats;
-  double t0 = cli_now();
-  fprintf(stderr, "attnacc normmap: %zu cells into %s (jobs %zu)\n", aa_sweep_ncells(sw), out_dir, jobs);
-  rc = aa_sweep_run(&stats, sw, eval_cell, cx, &so, &err);
-  double secs = cli_now() - t0;
-  if (rc != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    status = cli_exit_status(rc);
-    goto out;
-  }
-  printf("normmap: %zu cells (%zu resumed, %zu run) in %.1f s; results in %s/results.csv\n", stats.total,
-         stats.skipped, stats.done, secs, out_dir);
-  if (!stats.complete) {
-    printf("normmap: incomplete (--max-cells); rerun with --resume to finish and get the summary\n");
-    status = 0;
-    goto out;
-  }
-  {
-    char path[4096];
-    size_t nr = 0;
-    snprintf(path, sizeof path, "%s/results.csv", out_dir);
-    row_t *rs = read_rows(path, &nr);
-    if (rs == NULL) {
-      cli_error(cmd, "cannot read %s for the summary", path);
-      status = 1;
-      goto out;
-    }
-    const char *fixed = "recip", *guarded = "recip-causal";
-    for (size_t i = 0; i < ndr; i++)
-      if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) {
-        fixed = cx->dense[i].name;
-        break;
-      }
-    for (size_t i = 0; i < ncr; i++)
-      if (cx->causal[i].r.fwd_softmax == AA_SOFTMAX_GUARDED) {
-        guarded = cx->causal[i].name;
-        break;
-      }
-    summary(stdout, rs, nr, nl, nn, dl, nd, sv, nsg, fixed, guarded, shift);
-    free(rs);
-  }
-  printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
-  status = 0;
-out:
-  aa_sweep_free(sw);
-  free(cx);
-  return status;
+      if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) cx->shift = cx->dense[i].r.fwd_shift;
+  if ((rc = aa_sweep_axis_str(sw, "mask", ms, nm, 0, err)) ||
+      (rc = aa_sweep_axis_int(sw, "n", cx->nv, cx->nn, 0, err)) ||
+      (rc = aa_sweep_axis_int(sw, "d", cx->dv, cx->nd, 0, err)) ||
+      (rc = aa_sweep_axis_double(sw, "sigma", cx->sv, cx->nsg, 0, err)) || (rc = xp_axis_seeds(sw, nseeds, err)) ||
+      (rc = xp_columns(sw, cols, sizeof cols / sizeof cols[0], err)))
+    return rc;
+  return aa_sweep_build(sw, NULL, NULL, err);
 }
+
+static int normmap_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  const nm_t *cx = ctx->priv;
+  const char *fixed = "recip", *guarded = "recip-causal";
+  char path[4096];
+  size_t nr = 0;
+  row_t *rs;
+  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  if ((rs = read_rows(path, &nr)) == NULL) return aa_error_set(err, AA_EIO, "cannot read %s for the summary", path);
+  for (size_t i = 0; i < cx->ndense; i++)
+    if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) {
+      fixed = cx->dense[i].name;
+      break;
+    }
+  for (size_t i = 0; i < cx->ncausal; i++)
+    if (cx->causal[i].r.fwd_softmax == AA_SOFTMAX_GUARDED) {
+      guarded = cx->causal[i].name;
+      break;
+    }
+  summary(stdout, rs, nr, cx->nl, cx->nn, cx->dl, cx->nd, cx->sv, cx->nsg, fixed, guarded, cx->shift);
+  free(rs);
+  printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+  return AA_OK;
+}
+
+const xp_experiment_t xp_normmap = {
+    .name = "normmap",
+    .summary = "where the fixed shift and the guarded causal route break: sigma x n x d x seeds map",
+    .description = description,
+    .inputs = "q, k sigma*N(0,1), v, dO N(0,1), bf16, from the seed coordinate itself (as attnacc run --seed S "
+              "--sigma X)",
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .declare = normmap_declare,
+    .eval = eval_cell,
+    .finish = normmap_finish,
+    .release = xp_free_priv,
+};

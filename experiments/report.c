@@ -1,4 +1,4 @@
-/* attnacc: the `report` command: Markdown tables and gnuplot plots from sweep result folders (and table3's CSV). */
+/* attnacc: the `report` command: Markdown tables and gnuplot plots from sweep result folders. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "config.h"
+#include "experiments.h"
 
 #ifndef AA_PLOTS_SRCDIR
 #define AA_PLOTS_SRCDIR ""
@@ -24,177 +25,23 @@
 #define PUB_DQ_FA4 2.37e-3   /* the same for FA4 */
 
 static const cli_opt_t opts[] = {
-    {"in", "DIR", NULL, "folder with results: a sweep folder, or a folder of them (and table3.csv, expratio.csv)"},
+    {"in", "DIR", NULL, "folder with results: a sweep folder, or a folder of them (and expratio.csv)"},
     {"out", "DIR", "IN/report", "where report.md, the plots (PNG and SVG) and their data go"},
 };
 
 static const char description[] =
     "Read every results.csv of DIR and of its immediate subfolders (written by attnacc sweep,\n"
-    "with meta.json), DIR/table3.csv (attnacc table3 --out) and DIR/expratio.csv (attnacc\n"
+    "with meta.json; an older DIR/table3.csv is read too) and DIR/expratio.csv (attnacc\n"
     "expmap --curve), and write OUT/report.md: for table4-shaped sweeps the pass-rule table,\n"
     "relative l2 error tables per output with the published numbers beside ours, the\n"
     "flash-attention rule against naive-bf16, timings, and error-vs-length plots (log\n"
     "scale, one line per recipe and mask); for nanmap sweeps the scale thresholds and a\n"
-    "heatmap; Table 3 and the exp-ratio plot. Plots are drawn by the gnuplot scripts in\n"
+    "heatmap; for table3 sweeps Table 3 with the published row; the exp-ratio plot; other\n"
+    "experiments' folders are named. Plots are drawn by the gnuplot scripts in\n"
     "plots/ as PNG and SVG (gnuplot: $ATTNACC_GNUPLOT, else the configured one, else PATH;\n"
     "scripts: $ATTNACC_PLOTS_DIR, else the source tree, else the installed copy). Without\n"
     "gnuplot the tables still come out, with a note on how to install it. Prints the path\n"
     "of report.md. Exit status: 0 done, 2 bad usage or no results, 1 failure to write.";
-
-/* ---- a small RFC 4180 CSV reader ---- */
-typedef struct {
-  char **f;
-  size_t nf;
-} row_t;
-
-typedef struct {
-  char **hdr;
-  size_t ncol;
-  row_t *rows;
-  size_t nrows, cap;
-  char comment[1024]; /* the first '#' line, if any */
-} csv_t;
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  if (f == NULL) return NULL;
-  for (;;) {
-    if (n + 1 >= cap) {
-      char *p = realloc(buf, cap = cap ? 2 * cap : 65536);
-      if (p == NULL) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = p;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    if (got == 0) break;
-    n += got;
-  }
-  fclose(f);
-  buf[n] = '\0';
-  if (len) *len = n;
-  return buf;
-}
-
-static void csv_free(csv_t *c) {
-  for (size_t i = 0; i < c->ncol; i++)
-    free(c->hdr[i]);
-  free(c->hdr);
-  for (size_t r = 0; r < c->nrows; r++) {
-    for (size_t i = 0; i < c->rows[r].nf; i++)
-      free(c->rows[r].f[i]);
-    free(c->rows[r].f);
-  }
-  free(c->rows);
-  memset(c, 0, sizeof *c);
-}
-
-/* Parse one record starting at *p; returns 0 at the end of the text. */
-static int csv_record(row_t *out, const char **p) {
-  const char *s = *p;
-  size_t cap = 16;
-  if (*s == '\0') return 0;
-  out->nf = 0;
-  out->f = malloc(cap * sizeof *out->f);
-  for (;;) {
-    /* an upper bound of the field's length: up to the end of the line, or
-       further while inside quotes */
-    size_t cap_f = 0;
-    int inq = 0;
-    for (const char *q = s; *q; q++, cap_f++) {
-      if (*q == '"') inq = !inq;
-      if (!inq && (*q == '\n' || *q == '\r')) break;
-    }
-    char *field = malloc(cap_f + 1);
-    size_t k = 0;
-    if (field == NULL) break;
-    if (*s == '"') {
-      s++;
-      for (;;) {
-        if (*s == '\0') break;
-        if (*s == '"') {
-          if (s[1] == '"') {
-            field[k++] = '"';
-            s += 2;
-            continue;
-          }
-          s++;
-          break;
-        }
-        field[k++] = *s++;
-      }
-    }
-    while (*s && *s != ',' && *s != '\n' && *s != '\r')
-      field[k++] = *s++;
-    field[k] = '\0';
-    if (out->nf == cap) out->f = realloc(out->f, (cap *= 2) * sizeof *out->f);
-    out->f[out->nf++] = field;
-    if (*s == ',') {
-      s++;
-      continue;
-    }
-    if (*s == '\r') s++;
-    if (*s == '\n') s++;
-    break;
-  }
-  *p = s;
-  return 1;
-}
-
-static int csv_read(csv_t *c, const char *path) {
-  char *text = slurp(path, NULL);
-  const char *p;
-  row_t r;
-  memset(c, 0, sizeof *c);
-  if (text == NULL) return -1;
-  p = text;
-  while (*p == '#') { /* comment lines (table3.csv carries its provenance there) */
-    const char *e = strchr(p, '\n');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (c->comment[0] == '\0') snprintf(c->comment, sizeof c->comment, "%.*s", (int)len, p);
-    p = e ? e + 1 : p + len;
-  }
-  if (!csv_record(&r, &p)) {
-    free(text);
-    return -1;
-  }
-  c->hdr = r.f;
-  c->ncol = r.nf;
-  while (csv_record(&r, &p)) {
-    if (r.nf == 1 && r.f[0][0] == '\0') {
-      free(r.f[0]);
-      free(r.f);
-      continue;
-    }
-    if (c->nrows == c->cap) c->rows = realloc(c->rows, (c->cap = c->cap ? 2 * c->cap : 256) * sizeof *c->rows);
-    c->rows[c->nrows++] = r;
-  }
-  free(text);
-  return 0;
-}
-
-static int csv_col(const csv_t *c, const char *name) {
-  for (size_t i = 0; i < c->ncol; i++)
-    if (strcmp(c->hdr[i], name) == 0) return (int)i;
-  return -1;
-}
-
-static const char *cell(const csv_t *c, size_t r, int col) {
-  if (col < 0 || (size_t)col >= c->rows[r].nf) return "";
-  return c->rows[r].f[col];
-}
-
-static double num(const char *s) {
-  char *end;
-  double x;
-  if (s == NULL || *s == '\0') return NAN;
-  x = strtod(s, &end);
-  return end == s ? NAN : x;
-}
 
 /* ---- string sets (recipes, masks in order of appearance) ---- */
 #define MAXK 64
@@ -378,16 +225,17 @@ static void json_field(char *out, size_t cap, const char *json, const char *key)
   out[k] = '\0';
 }
 
-static void provenance(prov_t *pv, const char *dir, const csv_t *c) {
+static void provenance(prov_t *pv, const char *dir, const xp_csv_t *c) {
   char path[4200], git[64] = "", ver[64] = "";
   char *meta;
-  int cr = csv_col(c, "recipe"), ch = csv_col(c, "recipe_hash"), cs = csv_col(c, "seed"), cv = csv_col(c, "version");
+  int cr = xp_csv_col(c, "recipe"), ch = xp_csv_col(c, "recipe_hash"), cs = xp_csv_col(c, "seed"),
+      cv = xp_csv_col(c, "version");
   set_t rec = {{0}, 0}, vers = {{0}, 0};
   dset_t seeds = {{0}, 0};
   size_t used = 0;
   memset(pv, 0, sizeof *pv);
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  meta = slurp(path, NULL);
+  meta = xp_slurp(path, NULL);
   json_field(pv->experiment, sizeof pv->experiment, meta, "experiment");
   json_field(pv->grid, sizeof pv->grid, meta, "grid_hash");
   json_field(ver, sizeof ver, meta, "version");
@@ -395,7 +243,7 @@ static void provenance(prov_t *pv, const char *dir, const csv_t *c) {
   free(meta);
   for (size_t r = 0; r < c->nrows; r++) {
     size_t before = rec.n;
-    int i = set_add(&rec, cell(c, r, cr));
+    int i = set_add(&rec, xp_csv_cell(c, r, cr));
     if (i >= 0 && rec.n > before) {
       /* a line break every four recipes keeps the plot captions inside the image */
       used += (size_t)snprintf(pv->recipes + used, used < sizeof pv->recipes ? sizeof pv->recipes - used : 0,
@@ -403,11 +251,11 @@ static void provenance(prov_t *pv, const char *dir, const csv_t *c) {
                                i == 0  ? ""
                                : i % 4 ? ", "
                                        : ",\\n",
-                               cell(c, r, cr), cell(c, r, ch));
+                               xp_csv_cell(c, r, cr), xp_csv_cell(c, r, ch));
       if (used >= sizeof pv->recipes) used = sizeof pv->recipes - 1;
     }
-    if (cv >= 0) set_add(&vers, cell(c, r, cv));
-    if (cs >= 0) dset_add(&seeds, num(cell(c, r, cs)));
+    if (cv >= 0) set_add(&vers, xp_csv_cell(c, r, cv));
+    if (cs >= 0) dset_add(&seeds, xp_csv_num(xp_csv_cell(c, r, cs)));
   }
   {
     size_t k = 0;
@@ -455,11 +303,11 @@ typedef struct {
   double fa_worst; /* worst max_abs / naive max_abs over seeds */
 } agg_t;
 
-static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const char *tag, const csv_t *c) {
-  int cr = csv_col(c, "recipe"), cn = csv_col(c, "n"), cm = csv_col(c, "mask"), ct = csv_col(c, "tensor"),
-      cl = csv_col(c, "rel_l2"), cp = csv_col(c, "pass"), cna = csv_col(c, "nan"), ci = csv_col(c, "inf"),
-      cmx = csv_col(c, "max_abs"), cs = csv_col(c, "seed"), cso = csv_col(c, "seconds_oracle"),
-      cse = csv_col(c, "seconds_emul"), cer = csv_col(c, "error");
+static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const char *tag, const xp_csv_t *c) {
+  int cr = xp_csv_col(c, "recipe"), cn = xp_csv_col(c, "n"), cm = xp_csv_col(c, "mask"), ct = xp_csv_col(c, "tensor"),
+      cl = xp_csv_col(c, "rel_l2"), cp = xp_csv_col(c, "pass"), cna = xp_csv_col(c, "nan"), ci = xp_csv_col(c, "inf"),
+      cmx = xp_csv_col(c, "max_abs"), cs = xp_csv_col(c, "seed"), cso = xp_csv_col(c, "seconds_oracle"),
+      cse = xp_csv_col(c, "seconds_emul"), cer = xp_csv_col(c, "error");
   set_t rec = {{0}, 0}, masks = {{0}, 0};
   dset_t ns = {{0}, 0}, seeds = {{0}, 0};
   agg_t *ag;
@@ -473,10 +321,10 @@ static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const c
   set_add(&masks, "dense");
   set_add(&masks, "causal");
   for (size_t r = 0; r < c->nrows; r++) {
-    set_add(&rec, cell(c, r, cr));
-    set_add(&masks, cell(c, r, cm));
-    dset_add(&ns, num(cell(c, r, cn)));
-    dset_add(&seeds, num(cell(c, r, cs)));
+    set_add(&rec, xp_csv_cell(c, r, cr));
+    set_add(&masks, xp_csv_cell(c, r, cm));
+    dset_add(&ns, xp_csv_num(xp_csv_cell(c, r, cn)));
+    dset_add(&seeds, xp_csv_num(xp_csv_cell(c, r, cs)));
   }
   size_t R = rec.n, M = masks.n, N = ns.n, S = seeds.n ? seeds.n : 1;
 #define IX(ri, mi, ni, ti) ((((ri)*M + (mi)) * N + (ni)) * 4 + (ti))
@@ -492,42 +340,45 @@ static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const c
     naive[i] = NAN;
   /* pass 1: naive-bf16's max_abs per (mask, n, seed, tensor) for the fa rule */
   for (size_t r = 0; r < c->nrows; r++) {
-    int ri = set_find(&rec, cell(c, r, cr)), mi = set_find(&masks, cell(c, r, cm)),
-        ni = dset_find(&ns, num(cell(c, r, cn))), si = dset_find(&seeds, num(cell(c, r, cs))), ti = -1;
+    int ri = set_find(&rec, xp_csv_cell(c, r, cr)), mi = set_find(&masks, xp_csv_cell(c, r, cm)),
+        ni = dset_find(&ns, xp_csv_num(xp_csv_cell(c, r, cn))),
+        si = dset_find(&seeds, xp_csv_num(xp_csv_cell(c, r, cs))), ti = -1;
     for (int t = 0; t < 4; t++)
-      if (strcmp(cell(c, r, ct), tensors[t]) == 0) ti = t;
+      if (strcmp(xp_csv_cell(c, r, ct), tensors[t]) == 0) ti = t;
     if (ri < 0 || mi < 0 || ni < 0 || ti < 0) continue;
     if (si < 0) si = 0;
-    if (ri == naive_i) naive[((mi * N + ni) * S + si) * 4 + ti] = num(cell(c, r, cmx));
+    if (ri == naive_i) naive[((mi * N + ni) * S + si) * 4 + ti] = xp_csv_num(xp_csv_cell(c, r, cmx));
   }
   for (size_t i = 0; i < R * M * N * 4; i++)
     ag[i].fa_worst = NAN;
   for (size_t r = 0; r < c->nrows; r++) {
-    int ri = set_find(&rec, cell(c, r, cr)), mi = set_find(&masks, cell(c, r, cm)),
-        ni = dset_find(&ns, num(cell(c, r, cn))), si = dset_find(&seeds, num(cell(c, r, cs))), ti = -1;
+    int ri = set_find(&rec, xp_csv_cell(c, r, cr)), mi = set_find(&masks, xp_csv_cell(c, r, cm)),
+        ni = dset_find(&ns, xp_csv_num(xp_csv_cell(c, r, cn))),
+        si = dset_find(&seeds, xp_csv_num(xp_csv_cell(c, r, cs))), ti = -1;
     for (int t = 0; t < 4; t++)
-      if (strcmp(cell(c, r, ct), tensors[t]) == 0) ti = t;
+      if (strcmp(xp_csv_cell(c, r, ct), tensors[t]) == 0) ti = t;
     if (ri < 0 || mi < 0 || ni < 0 || ti < 0) continue;
     if (si < 0) si = 0;
     agg_t *a = &ag[IX(ri, mi, ni, ti)];
-    double e = num(cell(c, r, cl)), mx = num(cell(c, r, cmx)), nv = naive[((mi * N + ni) * S + si) * 4 + ti];
+    double e = xp_csv_num(xp_csv_cell(c, r, cl)), mx = xp_csv_num(xp_csv_cell(c, r, cmx)),
+           nv = naive[((mi * N + ni) * S + si) * 4 + ti];
     a->k++;
-    if (cell(c, r, cer)[0] != '\0') a->err = 1;
+    if (xp_csv_cell(c, r, cer)[0] != '\0') a->err = 1;
     if (!isnan(e)) {
       a->sum += e;
       if (!(e <= a->max)) a->max = e;
     }
-    if (num(cell(c, r, cp)) != 1) a->fail = 1;
-    if (num(cell(c, r, cna)) > 0 || num(cell(c, r, ci)) > 0) a->nonfinite = 1;
+    if (xp_csv_num(xp_csv_cell(c, r, cp)) != 1) a->fail = 1;
+    if (xp_csv_num(xp_csv_cell(c, r, cna)) > 0 || xp_csv_num(xp_csv_cell(c, r, ci)) > 0) a->nonfinite = 1;
     if (!isnan(nv)) {
       double ratio = mx == 0 && nv == 0 ? 0 : mx / nv;
       if (isnan(a->fa_worst) || ratio > a->fa_worst || isnan(ratio)) a->fa_worst = ratio;
     }
     if (ti == 0) {
-      tem[(ri * M + mi) * N + ni] += num(cell(c, r, cse));
+      tem[(ri * M + mi) * N + ni] += xp_csv_num(xp_csv_cell(c, r, cse));
       kem[(ri * M + mi) * N + ni]++;
       if (ri == 0) {
-        tor[mi * N + ni] += num(cell(c, r, cso));
+        tor[mi * N + ni] += xp_csv_num(xp_csv_cell(c, r, cso));
         kor[mi * N + ni]++;
       }
     }
@@ -539,7 +390,7 @@ static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const c
                 "Inputs q, k, v, dO are N(0,1) rounded to BF16, one head per cell (d = %s), %zu seed%s per "
                 "length and mask; errors are against the MPFR-certified oracle. o is the forward output, dq, dk, "
                 "dv the backward gradients.\n\n",
-                csv_col(c, "d") >= 0 ? cell(c, 0, csv_col(c, "d")) : "?", S, S > 1 ? "s" : "");
+                xp_csv_col(c, "d") >= 0 ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?", S, S > 1 ? "s" : "");
 
   /* pass rule */
   cli_sb_printf(md, "### Pass rule |a - b| <= 0.01 + 0.01 |b| on every element of o, dq, dk, dv\n\n| recipe |");
@@ -810,28 +661,29 @@ done:
 }
 
 /* ---- nanmap sweeps ---- */
-static int nan_class(const csv_t *c, size_t r, int cp, int cna, int ci, int cer) {
-  if (cell(c, r, cer)[0] != '\0') return 4;
-  if (num(cell(c, r, cna)) > 0) return 3;
-  if (num(cell(c, r, ci)) > 0) return 2;
-  if (num(cell(c, r, cp)) != 1) return 1;
+static int nan_class(const xp_csv_t *c, size_t r, int cp, int cna, int ci, int cer) {
+  if (xp_csv_cell(c, r, cer)[0] != '\0') return 4;
+  if (xp_csv_num(xp_csv_cell(c, r, cna)) > 0) return 3;
+  if (xp_csv_num(xp_csv_cell(c, r, ci)) > 0) return 2;
+  if (xp_csv_num(xp_csv_cell(c, r, cp)) != 1) return 1;
   return 0;
 }
 
-static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const char *tag, const csv_t *c) {
-  int cr = csv_col(c, "recipe"), cn = csv_col(c, "n"), cm = csv_col(c, "mask"), cg = csv_col(c, "log2_sigma"),
-      cp = csv_col(c, "pass"), cna = csv_col(c, "nan"), ci = csv_col(c, "inf"), cer = csv_col(c, "error"),
-      cov = csv_col(c, "ref_overflow"), ct = csv_col(c, "tensor");
+static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const char *tag, const xp_csv_t *c) {
+  int cr = xp_csv_col(c, "recipe"), cn = xp_csv_col(c, "n"), cm = xp_csv_col(c, "mask"),
+      cg = xp_csv_col(c, "log2_sigma"), cp = xp_csv_col(c, "pass"), cna = xp_csv_col(c, "nan"),
+      ci = xp_csv_col(c, "inf"), cer = xp_csv_col(c, "error"), cov = xp_csv_col(c, "ref_overflow"),
+      ct = xp_csv_col(c, "tensor");
   set_t rec = {{0}, 0}, masks = {{0}, 0};
   dset_t ns = {{0}, 0}, sg = {{0}, 0};
   int *cls, *ov;
   prov_t pv;
   provenance(&pv, dir, c);
   for (size_t r = 0; r < c->nrows; r++) {
-    set_add(&rec, cell(c, r, cr));
-    set_add(&masks, cell(c, r, cm));
-    dset_add(&ns, num(cell(c, r, cn)));
-    dset_add(&sg, num(cell(c, r, cg)));
+    set_add(&rec, xp_csv_cell(c, r, cr));
+    set_add(&masks, xp_csv_cell(c, r, cm));
+    dset_add(&ns, xp_csv_num(xp_csv_cell(c, r, cn)));
+    dset_add(&sg, xp_csv_num(xp_csv_cell(c, r, cg)));
   }
   size_t R = rec.n, M = masks.n, N = ns.n, G = sg.n;
   cls = calloc(R * M * N * G, sizeof *cls);
@@ -841,13 +693,14 @@ static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const c
     cls[i] = -1;
 #define NX(ri, mi, ni, gi) ((((ri)*M + (mi)) * N + (ni)) * G + (gi))
   for (size_t r = 0; r < c->nrows; r++) {
-    int ri = set_find(&rec, cell(c, r, cr)), mi = set_find(&masks, cell(c, r, cm)),
-        ni = dset_find(&ns, num(cell(c, r, cn))), gi = dset_find(&sg, num(cell(c, r, cg)));
+    int ri = set_find(&rec, xp_csv_cell(c, r, cr)), mi = set_find(&masks, xp_csv_cell(c, r, cm)),
+        ni = dset_find(&ns, xp_csv_num(xp_csv_cell(c, r, cn))),
+        gi = dset_find(&sg, xp_csv_num(xp_csv_cell(c, r, cg)));
     if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;
     int k = nan_class(c, r, cp, cna, ci, cer);
     size_t ix = NX(ri, mi, ni, gi);
     if (k > cls[ix]) cls[ix] = k;
-    if (num(cell(c, r, cov)) > 0) ov[ix] = 1;
+    if (xp_csv_num(xp_csv_cell(c, r, cov)) > 0) ov[ix] = 1;
   }
   (void)ct;
   cli_sb_printf(md, "## NaN / Inf / overflow map `%s`\n\n", tag);
@@ -857,7 +710,7 @@ static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const c
                 "one recipe, mask and length, the smallest log2 sigma at which the pass rule fails on some output, "
                 "at which an Inf or NaN appears, and at which the exact result itself overflows BF16 (worst over "
                 "o, dq, dk, dv and seeds; '-' never on this grid).\n\n| recipe |",
-                csv_col(c, "d") >= 0 ? cell(c, 0, csv_col(c, "d")) : "?");
+                xp_csv_col(c, "d") >= 0 ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?");
   for (size_t mi = 0; mi < M; mi++)
     for (size_t ni = 0; ni < N; ni++)
       cli_sb_printf(md, " %s %.0f: fail / Inf-NaN / exact overflow |", masks.v[mi], ns.v[ni]);
@@ -947,23 +800,57 @@ done:
 }
 
 /* ---- table3 and the exp-ratio plot ---- */
-static void section_table3(cli_sb_t *md, const char *path, const csv_t *c) {
-  int cc = csv_col(c, "construction"), cs = csv_col(c, "spec"), c1 = csv_col(c, "s_min_ratio"),
-      c2 = csv_col(c, "s_max_ratio"), c3 = csv_col(c, "s_max_rel_err"), c4 = csv_col(c, "s_mean_rel_err"),
-      c5 = csv_col(c, "s_nan");
+/* From a table3 sweep folder (results.csv: label, spec, s_*) or an older
+   table3.csv (construction, spec, s_*; provenance in its '#' line). */
+static void section_table3(cli_sb_t *md, const char *path, const char *dir, const xp_csv_t *c) {
+  static const char *const cols[5] = {"s_min_ratio", "s_max_ratio", "s_max_rel_err", "s_mean_rel_err", "s_nan"};
+  int cl = xp_csv_col(c, "label") >= 0 ? xp_csv_col(c, "label") : xp_csv_col(c, "construction"),
+      cs = xp_csv_col(c, "spec");
   cli_sb_printf(md, "## Packed BF16 exponential (the shape of the paper's Table 3)\n\n- results: `%s`\n", path);
   if (c->comment[0]) cli_sb_printf(md, "- provenance: `%s`\n", c->comment + (c->comment[0] == '#' ? 2 : 0));
+  if (dir != NULL) {
+    char mp[4200], ver[64] = "", git[64] = "", *meta;
+    snprintf(mp, sizeof mp, "%s/meta.json", dir);
+    meta = xp_slurp(mp, NULL);
+    json_field(ver, sizeof ver, meta, "version");
+    json_field(git, sizeof git, meta, "git");
+    free(meta);
+    if (c->nrows > 0)
+      cli_sb_printf(md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", ver, git,
+                    xp_csv_cell(c, 0, xp_csv_col(c, "samples")), xp_csv_cell(c, 0, xp_csv_col(c, "lo")),
+                    xp_csv_cell(c, 0, xp_csv_col(c, "hi")), xp_csv_cell(c, 0, xp_csv_col(c, "seed")),
+                    xp_csv_cell(c, 0, xp_csv_col(c, "shift")),
+                    strcmp(xp_csv_cell(c, 0, xp_csv_col(c, "exhaustive")), "1") == 0
+                        ? "; exhaustive columns in results.csv"
+                        : "");
+  }
   cli_sb_printf(md,
                 "\n| construction | spec | sampled ratio min | max | max rel err | mean rel err | NaN |\n| --- | --- "
                 "| --- | --- | --- | --- | --- |\n");
   for (size_t r = 0; r < c->nrows; r++) {
-    if (strcmp(cell(c, r, cc), "published") == 0) continue;
-    cli_sb_printf(md, "| %s | `%s` | %s | %s | %s | %s | %s |\n", cell(c, r, cc), cell(c, r, cs), cell(c, r, c1),
-                  cell(c, r, c2), cell(c, r, c3), cell(c, r, c4), cell(c, r, c5));
+    if (strcmp(xp_csv_cell(c, r, cl), "published") == 0) continue;
+    cli_sb_printf(md, "| %s | `%s` |", xp_csv_cell(c, r, cl), xp_csv_cell(c, r, cs));
+    for (int k = 0; k < 5; k++) {
+      double v = xp_csv_num(xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+      if (k == 4 || isnan(v))
+        cli_sb_printf(md, " %s |", xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+      else
+        cli_sb_printf(md, k < 2 ? " %.4f |" : " %.3e |", v);
+    }
+    cli_sb_printf(md, "\n");
   }
   cli_sb_printf(md,
                 "| *published (seed 003)* | deployed shift | 1.0440 | 1.0687 | 6.93e-2 | 5.85e-2 | NaN at encoded "
                 "exponents -127, -126.5 |\n\n");
+}
+
+/* The experiment named in DIR/meta.json ("" when none). */
+static void meta_experiment(char *out, size_t cap, const char *dir) {
+  char mp[4200], *meta;
+  snprintf(mp, sizeof mp, "%s/meta.json", dir);
+  meta = xp_slurp(mp, NULL);
+  json_field(out, cap, meta, "experiment");
+  free(meta);
 }
 
 static int is_dir(const char *p) {
@@ -985,7 +872,7 @@ int aa_cmd_report(int argc, char **argv) {
   aa_error_t err = {{0}};
   char outbuf[4096], *dirs[256], path[4300];
   size_t ndirs = 0, nsweeps = 0;
-  int rc, status = 2, have_t3 = 0;
+  int rc, status = 2, have_t3 = 0, have_t3sweep = 0;
   cli_sb_t md = {0};
   plotter_t pl;
   if ((rc = cli_args_parse(&a, cmd, "--in DIR [--out DIR]", description, opts, sizeof opts / sizeof opts[0], argc,
@@ -1062,10 +949,11 @@ int aa_cmd_report(int argc, char **argv) {
                   "plots/ folder of the source tree.\n\n");
 
   /* table4-shaped sweeps first, then the maps, then anything else */
-  for (int pass = 0; pass < 3; pass++)
+  for (int pass = 0; pass < 4; pass++)
     for (size_t i = 0; i < ndirs; i++) {
-      csv_t c;
+      xp_csv_t c;
       int kind;
+      char xname[64];
       const char *tag = strrchr(dirs[i], '/');
       char tagbuf[128];
       tag = tag ? tag + 1 : dirs[i];
@@ -1075,17 +963,20 @@ int aa_cmd_report(int argc, char **argv) {
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-'))
           *p = '_';
       snprintf(path, sizeof path, "%s/results.csv", dirs[i]);
-      if (csv_read(&c, path) != 0) {
+      if (xp_csv_read(&c, path) != 0) {
         cli_error(cmd, "%s: cannot read", path);
         continue;
       }
-      kind = csv_col(&c, "log2_sigma") >= 0 && csv_col(&c, "recipe") >= 0 ? 1
-             : csv_col(&c, "n") >= 0 && csv_col(&c, "mask") >= 0 && csv_col(&c, "recipe") >= 0 &&
-                     csv_col(&c, "tensor") >= 0
+      meta_experiment(xname, sizeof xname, dirs[i]);
+      kind = xp_csv_col(&c, "s_min_ratio") >= 0                                                         ? 3
+             : xname[0] && strcmp(xname, "table4") && strcmp(xname, "nanmap") && strcmp(xname, "smoke") ? 2
+             : xp_csv_col(&c, "log2_sigma") >= 0 && xp_csv_col(&c, "recipe") >= 0                       ? 1
+             : xp_csv_col(&c, "n") >= 0 && xp_csv_col(&c, "mask") >= 0 && xp_csv_col(&c, "recipe") >= 0 &&
+                     xp_csv_col(&c, "tensor") >= 0
                  ? 0
                  : 2;
       if (kind != pass) {
-        csv_free(&c);
+        xp_csv_free(&c);
         continue;
       }
       if (kind == 1) {
@@ -1094,18 +985,26 @@ int aa_cmd_report(int argc, char **argv) {
       } else if (kind == 0) {
         section_table4(&md, &pl, dirs[i], tagbuf, &c);
         nsweeps++;
+      } else if (kind == 3) {
+        section_table3(&md, path, dirs[i], &c);
+        have_t3sweep = 1;
+      } else if (xname[0]) {
+        cli_sb_printf(&md,
+                      "## `%s`\n\nA sweep of the %s experiment (%zu rows; `attnacc sweep --experiment %s --help` "
+                      "describes its columns).\n\n",
+                      path, xname, c.nrows, xname);
       } else {
         cli_sb_printf(&md, "## `%s`\n\nA results file of a shape this report does not know (%zu rows).\n\n", path,
                       c.nrows);
       }
-      csv_free(&c);
+      xp_csv_free(&c);
     }
-  if (have_t3) {
-    csv_t c;
+  if (have_t3 && !have_t3sweep) {
+    xp_csv_t c;
     snprintf(path, sizeof path, "%s/table3.csv", in);
-    if (csv_read(&c, path) == 0) {
-      section_table3(&md, path, &c);
-      csv_free(&c);
+    if (xp_csv_read(&c, path) == 0) {
+      section_table3(&md, path, NULL, &c);
+      xp_csv_free(&c);
     }
   }
   snprintf(path, sizeof path, "%s/expratio.csv", in);

@@ -1,5 +1,4 @@
-/* attnacc: the `sweep` command: run a registered experiment's grid with lib/sweep (threads, shards, resume, MPI,
- * merge). */
+/* attnacc: the one sweep driver: `attnacc sweep` and the experiment shortcuts (threads, shards, resume, MPI). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,41 +13,38 @@
 #include <mpi.h>
 #endif
 
-static const cli_opt_t opts[] = {
+/* The driver's own options, valid for every experiment; the experiment's
+   options (xp_experiment_t.params) follow them in one table. */
+static const cli_opt_t common[] = {
     {"experiment", "NAME", NULL, "the experiment (attnacc list shows them)"},
-    {"quick", NULL, NULL, "the experiment's short grid"},
-    {"out", "DIR", "results/NAME or results/NAME-quick", "result folder"},
-    {"jobs", "J", "1", "cells run at once (threads); each cell then uses one thread; results do not depend on J"},
+    {"out", "DIR", "results/NAME (results/NAME-quick with --quick)",
+     "result folder: results.csv, results.jsonl, results.canon.csv, meta.json, journals"},
+    {"jobs", "J", "1", "cells run at once (threads); results do not depend on J"},
+    {"threads", "T", "1 with --jobs > 1, else all",
+     "OpenMP threads inside one cell (oracle, emulation); results do not depend on T"},
     {"resume", NULL, NULL, "skip the cells already in the folder (after a crash or kill)"},
     {"shard", "I/N", "0/1", "run only the cells with index % N == I (merge the shards with --merge)"},
-    {"variants", "NAME[,NAME...]", "every BF16 preset without dropout", "recipes to run in each cell"},
-    {"seeds", "K", "experiment's", "seeds 1..K per grid point"},
-    {"heads", "H", "1", "query heads per cell (table4)"},
-    {"n", "N[,N...]", "experiment's", "lengths replacing the experiment's"},
-    {"masks", "dense|causal|dense,causal", "dense,causal", "masks of the grid"},
-    {"cache", "DIR|none", "OUT/oracle-cache", "on-disk oracle cache (shared by sweeps over the same fixtures)"},
-    {"oracle", "mpfr|fast", "fast", "oracle path"},
+    {"max-cells", "C", "0 = all", "stop after starting C cells (continue later with --resume)"},
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
 };
 
-static const char usage_line[] =
-    "--experiment NAME [--quick] [--out DIR] [--jobs J] [--resume] [--shard I/N] [--variants LIST] [--seeds K]\n"
-    "       attnacc sweep --merge --out DIR SHARD_DIR...";
-static const char description[] =
-    "Run the grid of a registered experiment (attnacc list) and write DIR/results.csv (one\n"
-    "row per cell, recipe and output tensor: coordinates, metrics, the oracle's and the\n"
-    "emulation's seconds), its JSON-lines twin results.jsonl, results.canon.csv (without\n"
-    "the timing columns: identical bytes for any --jobs, sharding or resume) and meta.json\n"
-    "(experiment, recipe texts and their hashes, version and git hash). Each cell's\n"
-    "inputs are a pure function of its coordinates (aa_cell_seed): the same bits on any\n"
+static const char engine_text[] =
+    "Results go to DIR/results.csv (one row per cell and result: the cell's coordinates,\n"
+    "then the experiment's columns, timing columns last), its JSON-lines twin\n"
+    "results.jsonl, results.canon.csv (without the timing columns: identical bytes for any\n"
+    "--jobs, sharding or resume) and meta.json (experiment, version, git hash, command line,\n"
+    "recipe texts and their hashes). Each cell is a pure function of its coordinates (and\n"
+    "of the experiment's options, which are part of the grid): the same bits on any\n"
     "machine, thread count or shard. Finished cells are appended to a journal at once, so\n"
-    "a killed sweep loses only the cells in flight and --resume continues it. The oracle\n"
-    "of each fixture is computed once per cell and cached on disk (--cache).\n"
+    "a killed sweep loses only the cells in flight and --resume continues it; a folder\n"
+    "holds one grid (other options are refused). Oracles go through an on-disk cache\n"
+    "(--cache, default OUT/oracle-cache) where an experiment runs one.\n"
     "Many machines: run --shard I/N on each (e.g. I = $SLURM_ARRAY_TASK_ID) into its own\n"
-    "folder, then attnacc sweep --merge --out DIR SHARD_DIR...; with an MPI build,\n"
-    "mpirun -np K attnacc sweep ... spreads the cells over the ranks by itself.\n"
-    "A progress line goes to stderr when it is a terminal. Exit status: 0 done, 2 bad\n"
-    "usage or a folder of another grid, 1 failure while computing or writing.";
+    "folder, then --merge --out DIR SHARD_DIR... (with the experiment's options, the\n"
+    "experiment's summary is printed after the merge); with an MPI build, mpirun -np K\n"
+    "spreads the cells over the ranks by itself. A progress line goes to stderr when it\n"
+    "is a terminal. Exit status: 0 done, 2 bad usage or a folder of another grid, 1\n"
+    "failure while computing or writing.";
 
 /* ---- progress on a terminal ---- */
 typedef struct {
@@ -66,7 +62,7 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 }
 
 /* ---- meta.json: provenance of the result folder ---- */
-static int write_meta(const char *dir, const char *experiment, const xp_opts_t *o, const xp_ctx_t *ctx,
+static int write_meta(const char *dir, const xp_experiment_t *xp, const xp_opts_t *o, const xp_ctx_t *ctx,
                       const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
   cli_sb_t sb = {0};
   char path[4096], gh[33];
@@ -74,15 +70,16 @@ static int write_meta(const char *dir, const char *experiment, const xp_opts_t *
   int rc;
   aa_hash128_hex(gh, &g);
   cli_sb_printf(&sb, "{\n  \"experiment\": ");
-  cli_sb_json_str(&sb, experiment);
+  cli_sb_json_str(&sb, xp->name);
   cli_sb_printf(&sb, ",\n  \"quick\": %s,\n  \"version\": ", o->quick ? "true" : "false");
   cli_sb_json_str(&sb, AA_VERSION);
   cli_sb_printf(&sb, ",\n  \"git\": ");
   cli_sb_json_str(&sb, AA_GIT_HASH);
-  cli_sb_printf(&sb,
-                ",\n  \"grid_hash\": \"%s\",\n  \"cells\": %zu,\n  \"seeds\": \"axis 'seed'; inputs drawn from "
-                "aa_cell_seed (column input_seed)\",\n  \"command\": [",
-                gh, aa_sweep_ncells(sw));
+  if (xp->inputs != NULL) {
+    cli_sb_printf(&sb, ",\n  \"seeds\": ");
+    cli_sb_json_str(&sb, xp->inputs);
+  }
+  cli_sb_printf(&sb, ",\n  \"grid_hash\": \"%s\",\n  \"cells\": %zu,\n  \"command\": [", gh, aa_sweep_ncells(sw));
   for (int i = 0; i < argc; i++) {
     cli_sb_printf(&sb, "%s", i ? ", " : "");
     cli_sb_json_str(&sb, argv[i]);
@@ -137,9 +134,29 @@ static void copy_meta(const char *out, const char *in) {
   free(data);
 }
 
-static int is_flag(const char *name) {
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-    if (strcmp(opts[i].name, name) == 0) return opts[i].metavar == NULL;
+/* The option table of one invocation: the common options (without
+   --experiment for a shortcut) followed by the experiment's own. */
+typedef struct {
+  cli_opt_t opt[CLI_MAX_OPTS];
+  size_t n;
+} table_t;
+
+static int table_build(table_t *t, const xp_experiment_t *xp, int shortcut) {
+  t->n = 0;
+  for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+    if (!(shortcut && strcmp(common[i].name, "experiment") == 0)) t->opt[t->n++] = common[i];
+  for (size_t i = 0; xp != NULL && i < xp->nparams; i++) {
+    for (size_t j = 0; j < t->n; j++)
+      if (strcmp(t->opt[j].name, xp->params[i].name) == 0) return -1;
+    if (t->n == CLI_MAX_OPTS) return -1;
+    t->opt[t->n++] = xp->params[i];
+  }
+  return 0;
+}
+
+static int is_flag(const table_t *t, const char *name) {
+  for (size_t i = 0; i < t->n; i++)
+    if (strcmp(t->opt[i].name, name) == 0) return t->opt[i].metavar == NULL;
   return 1;
 }
 
@@ -157,19 +174,12 @@ static int parse_shard(size_t *i, size_t *n, const char *s) {
   return 0;
 }
 
-static int split_list(const char **names, size_t cap, char *buf) {
-  size_t n = 0;
-  for (char *p = buf; *p;) {
-    char *c = strchr(p, ',');
-    if (c) *c = '\0';
-    if (*p == '\0' || n == cap) return -1;
-    for (size_t j = 0; j < n; j++)
-      if (strcmp(names[j], p) == 0) return -1;
-    names[n++] = p;
-    if (!c) break;
-    p = c + 1;
-  }
-  return (int)n;
+static void known_experiments(char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < xp_experiment_count && used < cap; i++)
+    if (!xp_experiments[i]->hidden)
+      used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", xp_experiments[i]->name);
 }
 
 static int do_merge(const char *cmd, const char *out, const char *const *dirs, size_t ndirs) {
@@ -185,79 +195,126 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
   }
   copy_meta(out, dirs[0]);
-  printf("attnacc sweep: merged %zu cells from %zu folders into %s/results.csv\n", ncells, ndirs, out);
+  printf("attnacc %s: merged %zu cells from %zu folders into %s/results.csv\n", cmd, ncells, ndirs, out);
   return fflush(stdout) == 0 ? 0 : 1;
 }
 
-int aa_cmd_sweep(int argc, char **argv) {
-  const char *cmd = "sweep";
+/* The help text: the experiment's description, then the engine's. */
+static void help_text(cli_sb_t *sb, const char *cmd, const xp_experiment_t *xp, int shortcut) {
+  if (xp == NULL) {
+    char known[512];
+    known_experiments(known, sizeof known);
+    cli_sb_printf(sb,
+                  "Run the grid of a registered experiment:\n  %s\n(attnacc list shows them with a "
+                  "summary; attnacc sweep --experiment NAME --help lists its options).\n%s",
+                  known, engine_text);
+    return;
+  }
+  cli_sb_printf(sb, "%s: %s.\n\n%s\n\n", xp->name, xp->summary, xp->description);
+  if (shortcut)
+    cli_sb_printf(sb, "attnacc %s ARGS is attnacc sweep --experiment %s ARGS: the sweep engine runs it.\n", cmd,
+                  xp->name);
+  cli_sb_printf(sb, "%s", engine_text);
+}
+
+int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   cli_args_t a;
   aa_error_t err = {{0}};
-  char **oargv = NULL, out_default[512], cache_default[4096], *variants_buf = NULL;
-  const char **pos = NULL, *names[XP_MAX_RECIPES], *s, *out, *cache;
-  size_t npos = 0, jobs = 1, shard_i = 0, shard_n = 1;
-  int oargc = 0, rc, status = 2, use_mpi = 0, mpi_rank = 0, mpi_size = 1;
-  const xp_experiment_t *xp;
+  char **oargv = NULL, out_default[512], cache_default[4096], usage[512];
+  const char **pos = NULL, *s, *out, *cache, *xname = experiment;
+  size_t npos = 0, jobs = 1, threads = 0, max_cells = 0, shard_i = 0, shard_n = 1;
+  int oargc = 0, rc, status = 2, use_mpi = 0, mpi_rank = 0, mpi_size = 1, shortcut = experiment != NULL;
+  const xp_experiment_t *xp = NULL;
   xp_opts_t o;
   xp_ctx_t *ctx = NULL;
   aa_sweep_t *sw = NULL;
   aa_sweep_opts_t so;
   aa_sweep_progress_t stats;
   progress_t pr = {0, 0};
+  table_t *tab = NULL;
+  cli_sb_t desc = {0};
+  FILE *info = stdout;
 
-  /* Shard folders of --merge are plain arguments: set them apart first. */
+  /* The experiment comes first: its options join the table. */
+  for (int i = 1; !shortcut && i < argc; i++) {
+    if (strcmp(argv[i], "--experiment") == 0 && i + 1 < argc)
+      xname = argv[i + 1];
+    else if (strncmp(argv[i], "--experiment=", 13) == 0)
+      xname = argv[i] + 13;
+  }
+  if (xname != NULL && (xp = xp_find(xname)) == NULL) {
+    char known[512];
+    known_experiments(known, sizeof known);
+    cli_error(cmd, "unknown experiment '%s' (known: %s)", xname, known);
+    return 2;
+  }
   oargv = calloc((size_t)argc + 1, sizeof *oargv);
   pos = calloc((size_t)argc + 1, sizeof *pos);
-  if (oargv == NULL || pos == NULL) {
+  tab = malloc(sizeof *tab);
+  if (oargv == NULL || pos == NULL || tab == NULL) {
     cli_error(cmd, "out of memory");
     status = 1;
     goto out;
   }
+  if (table_build(tab, xp, shortcut) != 0) {
+    /* a programming error in the experiment's table */
+    cli_error(cmd, "%s: its options collide with the common ones or exceed %d", xp->name, CLI_MAX_OPTS);
+    status = 1;
+    goto out;
+  }
+  /* Shard folders of --merge are plain arguments: set them apart first. */
   for (int i = 0; i < argc; i++) {
     if (i > 0 && strncmp(argv[i], "--", 2) != 0 && strcmp(argv[i], "-h") != 0 &&
         !(i > 1 && strncmp(argv[i - 1], "--", 2) == 0 && strchr(argv[i - 1], '=') == NULL &&
-          !is_flag(argv[i - 1] + 2)))
+          !is_flag(tab, argv[i - 1] + 2)))
       pos[npos++] = argv[i];
     else
       oargv[oargc++] = argv[i];
   }
-  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], oargc, oargv)) >=
-      0) {
+  if (shortcut)
+    snprintf(usage, sizeof usage, "[options]\n       attnacc %s --merge --out DIR SHARD_DIR... [options]", cmd);
+  else if (xp != NULL)
+    snprintf(usage, sizeof usage, "--experiment %s [options]\n       attnacc sweep --merge --out DIR SHARD_DIR...",
+             xp->name);
+  else
+    snprintf(usage, sizeof usage, "--experiment NAME [options]\n       attnacc sweep --merge --out DIR SHARD_DIR...");
+  help_text(&desc, cmd, xp, shortcut);
+  if (desc.oom) {
+    cli_error(cmd, "out of memory");
+    status = 1;
+    goto out;
+  }
+  if ((rc = cli_args_parse(&a, cmd, usage, desc.buf, tab->opt, tab->n, oargc, oargv)) >= 0) {
     status = rc;
     goto out;
   }
+  memset(&o, 0, sizeof o);
+  o.cmd = cmd;
+  o.args = &a;
+  o.quick = cli_get(&a, "quick") != NULL;
   if (cli_get(&a, "merge") != NULL) {
-    status = do_merge(cmd, cli_get(&a, "out"), pos, npos);
-    goto out;
-  }
-  if (npos > 0) {
+    if ((status = do_merge(cmd, cli_get(&a, "out"), pos, npos)) != 0 || xp == NULL || xp->finish == NULL) goto out;
+    status = 2;
+  } else if (npos > 0) {
     cli_error(cmd, "unexpected argument '%s' (shard folders go with --merge)", pos[0]);
     goto out;
   }
-  if ((s = cli_get(&a, "experiment")) == NULL) {
+  if (xp == NULL) {
     cli_error(cmd, "give --experiment NAME (attnacc list shows them)");
     goto out;
   }
-  if ((xp = xp_find(s)) == NULL) {
-    char known[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < xp_experiment_count; i++)
-      if (!xp_experiments[i].hidden)
-        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", xp_experiments[i].name);
-    cli_error(cmd, "unknown experiment '%s' (known: %s)", s, known);
-    goto out;
-  }
-  memset(&o, 0, sizeof o);
-  o.quick = cli_get(&a, "quick") != NULL;
   if ((s = cli_get(&a, "jobs")) && cli_size(&jobs, cmd, "jobs", s, 1, 1024)) goto out;
-  if ((s = cli_get(&a, "seeds")) && cli_size(&o.seeds, cmd, "seeds", s, 1, 1000000)) goto out;
-  if ((s = cli_get(&a, "heads")) && cli_size(&o.heads, cmd, "heads", s, 1, 4096)) goto out;
+  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
+  if ((s = cli_get(&a, "max-cells")) && cli_size(&max_cells, cmd, "max-cells", s, 0, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "shard")) && parse_shard(&shard_i, &shard_n, s) != 0) {
     cli_error(cmd, "--shard: '%s' is not I/N with 0 <= I < N", s);
     goto out;
   }
-  o.ns = cli_get(&a, "n");
-  o.masks = cli_get(&a, "masks");
+  if ((out = cli_get(&a, "out")) == NULL) {
+    snprintf(out_default, sizeof out_default, "results/%s%s", xp->name, o.quick ? "-quick" : "");
+    out = out_default;
+  }
+  o.out_dir = out;
   if ((ctx = malloc(sizeof *ctx)) == NULL) {
     cli_error(cmd, "out of memory");
     status = 1;
@@ -268,42 +325,36 @@ int aa_cmd_sweep(int argc, char **argv) {
     cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
     goto out;
   }
-  if ((s = cli_get(&a, "variants")) != NULL) {
-    int k;
-    if ((variants_buf = strdup(s)) == NULL || (k = split_list(names, XP_MAX_RECIPES, variants_buf)) <= 0) {
-      cli_error(cmd, "--variants: '%s' is not a list of distinct names", s);
-      goto out;
-    }
-    o.nrecipes = (size_t)k;
-  } else {
-    o.nrecipes = xp_default_recipes(names, XP_MAX_RECIPES);
-  }
-  o.recipes = names;
-  if ((rc = xp_ctx_set_recipes(ctx, names, o.nrecipes, &err)) != AA_OK) {
-    cli_error(cmd, "--variants: %s (attnacc list shows the presets)", err.msg);
-    goto out;
-  }
-  if ((s = getenv("ATTNACC_SWEEP_CELL_DELAY_MS")) != NULL) ctx->delay_ms = (unsigned)strtoul(s, NULL, 10);
-
-  if ((rc = aa_sweep_new(&sw, &err)) != AA_OK || (rc = xp->declare(sw, &o, ctx, &err)) != AA_OK) {
-    cli_error(cmd, "%s: %s", xp->name, err.msg);
-    status = cli_exit_status(rc);
-    goto out;
-  }
-  if ((out = cli_get(&a, "out")) == NULL) {
-    snprintf(out_default, sizeof out_default, "results/%s%s", xp->name, o.quick ? "-quick" : "");
-    out = out_default;
-  }
-  cache = cli_get(&a, "cache");
+  /* --oracle-cache: normmap's older name of --cache */
+  if ((cache = cli_get(&a, "cache")) == NULL) cache = cli_get(&a, "oracle-cache");
   if (cache == NULL) {
     snprintf(cache_default, sizeof cache_default, "%s/oracle-cache", out);
     cache = cache_default;
   }
   ctx->cache_dir = strcmp(cache, "none") == 0 ? NULL : cache;
   /* The oracle and the emulation use OpenMP inside a cell: with J cells at
-     once each keeps one thread, so the cores are not oversubscribed (the
-     library's results do not depend on the thread count). */
-  ctx->inner_threads = jobs > 1 ? 1 : 0;
+     once each keeps one thread unless --threads says otherwise, so the
+     cores are not oversubscribed (results do not depend on the count). */
+  ctx->inner_threads = threads > 0 ? (int)threads : jobs > 1 ? 1 : 0;
+  if (threads > 0) cli_set_threads(threads);
+  if ((s = getenv("ATTNACC_SWEEP_CELL_DELAY_MS")) != NULL) ctx->delay_ms = (unsigned)strtoul(s, NULL, 10);
+
+  if ((rc = aa_sweep_new(&sw, &err)) != AA_OK || (rc = xp->declare(sw, &o, ctx, &err)) != AA_OK) {
+    if (err.msg[0]) cli_error(cmd, "%s", err.msg); /* else the option helpers said it */
+    status = cli_exit_status(rc);
+    goto out;
+  }
+  if (ctx->stdout_owned) info = stderr;
+  if (cli_get(&a, "merge") != NULL) {
+    /* merged above: the experiment's summary of the merged folder */
+    if ((rc = xp->finish(&o, ctx, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
+    status = fflush(stdout) == 0 ? 0 : 1;
+    goto out;
+  }
 
 #ifdef AA_HAVE_MPI
   {
@@ -332,6 +383,7 @@ int aa_cmd_sweep(int argc, char **argv) {
   so.shard_index = shard_i;
   so.shard_count = shard_n;
   so.resume = cli_get(&a, "resume") != NULL;
+  so.max_cells = max_cells;
   pr.on = isatty(2) && mpi_rank == 0;
   pr.t0 = cli_now();
   so.progress = progress;
@@ -347,30 +399,41 @@ int aa_cmd_sweep(int argc, char **argv) {
   if (rc != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     if (rc == AA_EFORMAT)
-      fprintf(stderr, "attnacc sweep: (a folder holds one grid: use another --out, or the same options as before)\n");
+      fprintf(stderr, "attnacc %s: (a folder holds one grid: use another --out, or the same options as before)\n",
+              cmd);
     if (rc == AA_EINVAL && !so.resume)
-      fprintf(stderr, "attnacc sweep: (add --resume to continue a sweep in this folder)\n");
+      fprintf(stderr, "attnacc %s: (add --resume to continue a sweep in this folder)\n", cmd);
     status = cli_exit_status(rc);
     goto out;
   }
   /* Provenance, written once the folder is known to hold this grid. */
-  if (mpi_rank == 0 && (rc = write_meta(out, xp->name, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
+  if (mpi_rank == 0 && (rc = write_meta(out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;
   }
   if (mpi_rank == 0) {
+    char label[80] = "";
+    if (!shortcut) snprintf(label, sizeof label, "%s: ", xp->name);
     if (use_mpi)
-      printf("attnacc sweep: %s: %zu cells over %d ranks; rank 0: %zu cells (%zu resumed, %zu run) in %.1f s\n",
-             xp->name, aa_sweep_ncells(sw), mpi_size, stats.total, stats.skipped, stats.done, cli_now() - pr.t0);
+      fprintf(info, "attnacc %s: %s%zu cells over %d ranks; rank 0: %zu cells (%zu resumed, %zu run) in %.1f s\n",
+              cmd, label, aa_sweep_ncells(sw), mpi_size, stats.total, stats.skipped, stats.done, cli_now() - pr.t0);
     else
-      printf("attnacc sweep: %s: %zu cells (%zu resumed, %zu run) in %.1f s\n", xp->name, stats.total, stats.skipped,
-             stats.done, cli_now() - pr.t0);
+      fprintf(info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", cmd, label, stats.total,
+              stats.skipped, stats.done, cli_now() - pr.t0);
     if (stats.complete)
-      printf("results: %s/results.csv\n", out);
+      fprintf(info, "results: %s/results.csv\n", out);
+    else if (max_cells > 0 && stats.skipped + stats.done < stats.total)
+      fprintf(info, "stopped after --max-cells %zu; rerun with --resume to continue\n", max_cells);
     else
-      printf("shard %zu/%zu done; when every shard is done: attnacc sweep --merge --out DIR SHARD_DIR...\n", shard_i,
-             shard_n);
+      fprintf(info, "shard %zu/%zu done; when every shard is done: attnacc %s --merge --out DIR SHARD_DIR...\n",
+              shard_i, shard_n, cmd);
+    fflush(info);
+    if (stats.complete && xp->finish != NULL && (rc = xp->finish(&o, ctx, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      status = cli_exit_status(rc);
+      goto out;
+    }
   }
   status = fflush(stdout) == 0 ? 0 : 1;
 
@@ -381,11 +444,33 @@ out:
   (void)use_mpi;
   aa_sweep_free(sw);
   if (ctx != NULL) {
+    if (xp != NULL && xp->release != NULL) xp->release(ctx);
     xp_ctx_destroy(ctx);
     free(ctx);
   }
-  free(variants_buf);
+  cli_sb_free(&desc);
+  free(tab);
   free(oargv);
   free(pos);
   return status;
+}
+
+/* ---- the commands: sweep, and the shortcuts of the experiments that were commands before ---- */
+int aa_cmd_sweep(int argc, char **argv) {
+  return xp_main("sweep", NULL, argc, argv);
+}
+int aa_cmd_normmap(int argc, char **argv) {
+  return xp_main("normmap", "normmap", argc, argv);
+}
+int aa_cmd_dqbudget(int argc, char **argv) {
+  return xp_main("dq-budget", "dq-budget", argc, argv);
+}
+int aa_cmd_table3(int argc, char **argv) {
+  return xp_main("table3", "table3", argc, argv);
+}
+int aa_cmd_determinism(int argc, char **argv) {
+  return xp_main("determinism", "determinism", argc, argv);
+}
+int aa_cmd_dropout_map(int argc, char **argv) {
+  return xp_main("dropout-map", "dropout-map", argc, argv);
 }

@@ -1,6 +1,6 @@
 # attnacc: build fragment of the sweep and report side of the attnacc command (experiment registry, plots, their tests).
 experiments_attnacc_SOURCES += experiments/experiments.c experiments/experiments.h experiments/sweep.c \
-	experiments/table4.c experiments/nanmap.c experiments/report.c experiments/mainjob.c
+	experiments/table4.c experiments/nanmap.c experiments/report.c experiments/mainjob.c experiments/xpcsv.c
 # MPI's include flags for sweep.c (mpirun spreads cells over ranks), and the
 # folders where report.c looks for the gnuplot scripts (source tree first,
 # then the installed copy).
@@ -10,5 +10,5 @@ experiments_attnacc_LDADD += $(MPI_LIBS)
 plotsdir = $(pkgdatadir)/plots
 dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp
 EXTRA_DIST += experiments/README-sweep.md
-TESTS += tests/tsweepcmd.sh tests/treport.sh
-EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh
+TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
+EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh

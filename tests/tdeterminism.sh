@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: `attnacc determinism`: ordered and fixed-point dQ give one bit pattern over runs, fp32-atomic gives spread at n = 1024.
+# attnacc: `attnacc determinism` (the determinism experiment of the sweep engine): ordered and fixed-point dQ give one bit pattern over runs, fp32-atomic gives spread at n = 1024.
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tdeterminism: $A not built"; exit 1; }
@@ -10,7 +10,7 @@ field() { sed -n "s/^  \"$2\": \"*\([^\",]*\)\"*,*\$/\1/p" "$1"; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/tdeterminism.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 for v in fa2 fa2-fixed fa2-atomic; do
-  "$A" determinism --variant $v --n 1024 --d 32 --heads 1 --runs 6 --order-seed-base 1 --seed 1 --json >"$T/$v.json" 2>"$T/$v.err" ||
+  "$A" determinism --variant $v --n 1024 --d 32 --heads 1 --runs 6 --order-seed-base 1 --seed 1 --json --out "$T/$v" >"$T/$v.json" 2>"$T/$v.err" ||
     { FAIL "tdeterminism $v: exit status $? ($(cat "$T/$v.err"))"; continue; }
   p=$(field "$T/$v.json" distinct_patterns)
   s=$(field "$T/$v.json" spread_max_ulp)
@@ -25,9 +25,9 @@ for v in fa2 fa2-fixed fa2-atomic; do
   esac
 done
 # Bad usage is refused with status 2.
-"$A" determinism --variant fa2 --runs 0 >/dev/null 2>&1
+"$A" determinism --variant fa2 --runs 0 --out "$T/bad" >/dev/null 2>&1
 [ $? -eq 2 ] || FAIL "tdeterminism: --runs 0 not refused with status 2"
-"$A" determinism --variant fa2 --set dq_reduce=bogus >/dev/null 2>&1
+"$A" determinism --variant fa2 --set dq_reduce=bogus --out "$T/bad" >/dev/null 2>&1
 [ $? -eq 2 ] || FAIL "tdeterminism: --set dq_reduce=bogus not refused with status 2"
 [ $fails -eq 0 ] && echo "tdeterminism: ok"
 [ $fails -eq 0 ]

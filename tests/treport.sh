@@ -13,11 +13,11 @@ FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 # plots/ of the source tree (the build may be out of tree)
 export ATTNACC_PLOTS_DIR="${top_srcdir:-.}/plots"
 
-# A small results folder: the smoke grid (table4-shaped), and a table3.csv.
+# A small results folder: the smoke grid (table4-shaped), and a table3 sweep (as attnacc main lays them out).
 mkdir -p "$T/in"
 "$A" sweep --experiment smoke --quick --variants fa2,nki,naive-bf16 --out "$T/in/grid" >/dev/null 2>"$T/err" ||
   { echo "treport: the sweep failed: $(cat "$T/err")"; exit 1; }
-"$A" table3 --samples 20000 --no-exhaustive --search-samples 1024 --out "$T/in" >/dev/null 2>"$T/err" ||
+"$A" table3 --samples 20000 --no-exhaustive --search-samples 1024 --out "$T/in/table3" >/dev/null 2>"$T/err" ||
   FAIL "treport: table3 failed: $(cat "$T/err")"
 
 expect_tables() {
