@@ -146,6 +146,25 @@ int cli_double(double *out, const char *cmd, const char *opt, const char *s, dou
   return 0;
 }
 
+int cli_oracle_target(double *out, const char *cmd, const char *s) {
+  double v;
+  if (s[0] == '2' && s[1] == '^') {
+    char *end;
+    long e;
+    errno = 0;
+    e = strtol(s + 2, &end, 10);
+    if (end == s + 2 || *end != '\0' || errno || e < -96 || e > -8) {
+      cli_error(cmd, "--oracle-target: '%s' is not 2^E with E an integer in -96..-8", s);
+      return 2;
+    }
+    *out = ldexp(1.0, (int)e);
+    return 0;
+  }
+  if (cli_double(&v, cmd, "oracle-target", s, AA_ORACLE_TARGET_MIN, AA_ORACLE_TARGET_MAX, 0)) return 2;
+  *out = v;
+  return 0;
+}
+
 /* ---- strings ---- */
 
 void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...) {
@@ -653,9 +672,10 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
           AA_METRICS_ATOL, AA_METRICS_RTOL);
   fprintf(
       f,
-      "oracle: %s, %d bits, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu uncertified\n",
-      aa_oracle_path_name(rep->oo->path), rep->oo->prec, cli_oracle_bound(rep->oracle), rep->oracle->n_recomputed,
-      rep->oracle->n_uncertified);
+      "oracle: %s, %d bits, target %a, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu "
+      "uncertified\n",
+      aa_oracle_path_name(rep->oo->path), rep->oo->prec, rep->oo->target, cli_oracle_bound(rep->oracle),
+      rep->oracle->n_recomputed, rep->oracle->n_uncertified);
   fprintf(f, "seconds: oracle %.3f, emulation %.3f\n", rep->oracle_seconds, emul);
   if (rep->seed_known) fprintf(f, "seed %llu, ", (unsigned long long)rep->seed);
   fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
@@ -692,7 +712,9 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
   cli_sb_json_num(sb, aa_problem_scale(pb));
   cli_sb_printf(sb, "},\n%s  \"oracle\": {\"path\": ", ind);
   cli_sb_json_str(sb, aa_oracle_path_name(rep->oo->path));
-  cli_sb_printf(sb, ", \"prec\": %d, \"relerr_bound\": ", rep->oo->prec);
+  cli_sb_printf(sb, ", \"prec\": %d, \"target\": ", rep->oo->prec);
+  cli_sb_json_num(sb, rep->oo->target);
+  cli_sb_printf(sb, ", \"relerr_bound\": ");
   cli_sb_json_num(sb, cli_oracle_bound(rep->oracle));
   cli_sb_printf(sb, ", \"recomputed\": %zu, \"uncertified\": %zu, \"seconds\": ", rep->oracle->n_recomputed,
                 rep->oracle->n_uncertified);

@@ -45,6 +45,15 @@ int cli_size(size_t *out, const char *cmd, const char *opt, const char *s, size_
 int cli_u64(uint64_t *out, const char *cmd, const char *opt, const char *s);
 int cli_double(double *out, const char *cmd, const char *opt, const char *s, double min, double max, int min_open);
 
+/* --oracle-target: "2^-E" (E an integer) or a decimal number, within the
+   oracle's [2^-96, 2^-8]; 2 after a message on error. */
+int cli_oracle_target(double *out, const char *cmd, const char *s);
+#define CLI_OPT_ORACLE_TARGET                                                                                      \
+  {                                                                                                                \
+    "oracle-target", "2^-E|X", "2^-48",                                                                            \
+        "certified relative accuracy of every oracle element (2^-96..2^-8); looser skips MPFR recomputes"          \
+  }
+
 /* ---- a growing string (JSON text) ---- */
 typedef struct {
   char *buf;

@@ -127,6 +127,7 @@ void xp_ctx_init(xp_ctx_t *ctx) {
   ctx->heads = 1;
   ctx->sigma = 1.0;
   ctx->oracle_path = AA_ORACLE_FAST;
+  ctx->oracle_target = AA_ORACLE_TARGET_DEFAULT;
   pthread_mutex_init(&ctx->lock, NULL);
   pthread_cond_init(&ctx->cond, NULL);
 }
@@ -201,6 +202,7 @@ void xp_cell_threads(const xp_ctx_t *ctx) {
 void xp_oracle_opts(aa_oracle_opts_t *oo, const xp_ctx_t *ctx) {
   aa_oracle_opts_init(oo);
   oo->path = ctx->oracle_path;
+  oo->target = ctx->oracle_target;
   oo->threads = ctx->inner_threads;
 }
 

@@ -32,6 +32,7 @@ typedef struct {
   const char *cache_dir;                /* NULL: no oracle cache */
   int inner_threads;                    /* OpenMP threads inside one cell (0 = default) */
   aa_oracle_path_t oracle_path;
+  double oracle_target; /* --oracle-target (an experiment may change the default in declare) */
   /* defaults of the coordinates an experiment may leave out of its grid */
   size_t d, heads;
   double sigma;
@@ -96,7 +97,7 @@ int xp_opt_strs(const char **out, size_t *n, size_t cap, char *buf, size_t bufca
 
 /* Shared option rows (cli_opt_t initialisers) of the experiments that run the oracle. */
 #define XP_OPTS_ORACLE                                                                                               \
-  {"oracle", "mpfr|fast", "fast", "oracle path"}, {                                                                  \
+  {"oracle", "mpfr|fast", "fast", "oracle path"}, CLI_OPT_ORACLE_TARGET, {                                           \
     "cache", "DIR|none", "OUT/oracle-cache", "on-disk oracle cache (shared by sweeps over the same fixtures)"        \
   }
 

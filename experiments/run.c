@@ -27,6 +27,7 @@ static const cli_opt_t opts[] = {
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
     {"oracle", "mpfr|fast", "fast", "oracle path"},
     {"prec", "BITS", "128", "oracle MPFR precision in bits (53 to 65536)"},
+    CLI_OPT_ORACLE_TARGET,
     {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print one JSON object instead of the table"},
@@ -221,6 +222,7 @@ int aa_cmd_run(int argc, char **argv) {
   }
   oo.prec = (int)prec;
   oo.threads = (int)threads;
+  if ((s = cli_get(&a, "oracle-target")) && cli_oracle_target(&oo.target, cmd, s)) goto out;
   inputs_dir = cli_get(&a, "inputs");
   out_file = cli_get(&a, "out");
   save_dir = cli_get(&a, "save");

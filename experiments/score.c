@@ -14,6 +14,7 @@ static const cli_opt_t opts[] = {
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
     {"oracle", "mpfr|fast", "fast", "oracle path"},
     {"prec", "BITS", "128", "oracle MPFR precision in bits (53 to 65536)"},
+    CLI_OPT_ORACLE_TARGET,
     {"fa", NULL, NULL, "also run naive-bf16 on the inputs and apply the flash-attention rule"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print one JSON object instead of the table"},
@@ -110,6 +111,7 @@ int aa_cmd_score(int argc, char **argv) {
   }
   oo.prec = (int)prec;
   oo.threads = (int)threads;
+  if ((s = cli_get(&a, "oracle-target")) && cli_oracle_target(&oo.target, cmd, s)) return 2;
   if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
       (save_oracle && (rc = cli_check_out_dir(save_oracle, &err)))) {
     cli_error(cmd, "%s", err.msg);

@@ -325,6 +325,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
     goto out;
   }
+  if ((s = cli_get(&a, "oracle-target")) != NULL && cli_oracle_target(&ctx->oracle_target, cmd, s)) goto out;
   /* --oracle-cache: normmap's older name of --cache */
   if ((cache = cli_get(&a, "cache")) == NULL) cache = cli_get(&a, "oracle-cache");
   if (cache == NULL) {

@@ -78,7 +78,8 @@ int main(void) {
   fill(&k, 3, 1, 5, 3, AA_FMT_BF16, &rng);
   fill(&v, 3, 1, 5, 3, AA_FMT_BF16, &rng);
   fill(&dO, 3, 2, 5, 3, AA_FMT_BF16, &rng);
-  aa_oracle_opts_t oo = {AA_ORACLE_FAST, 128, 0};
+  aa_oracle_opts_t oo;
+  aa_oracle_opts_init(&oo);
   aa_hash128_t key, key2;
   AA_CHECK(aa_oracle_cache_key(&key, &pb, &q, &k, &v, &dO, &oo, &err) == AA_OK, "key: %s", err.msg);
   oo.threads = 7;
@@ -88,6 +89,10 @@ int main(void) {
   aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
   AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores the precision");
   oo.prec = 128;
+  oo.target = 0x1p-24;
+  aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+  AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores the accuracy target");
+  oo.target = AA_ORACLE_TARGET_DEFAULT;
   uint64_t u;
   memcpy(&u, &v.data[7], 8);
   u ^= 1;

@@ -6,8 +6,8 @@ lib_libattnacc_la_SOURCES += lib/oracle/oracle-impl.h lib/oracle/fast-common.h l
 # Tests: fast vs mpfr over masks/GQA/sinks/dropout, MPFR self-consistency,
 # closed forms, finite differences, identities, kernels (dd exp, spans, rounding);
 # the tiled fast kernel against the row-by-row one, bit for bit, and across thread counts.
-check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled
-TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled
+check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled tests/toracle_target
+TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled tests/toracle_target
 tests_toracle_SOURCES = tests/toracle.c
 tests_toracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_closed_SOURCES = tests/toracle_closed.c
@@ -17,3 +17,5 @@ tests_toracle_kernels_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_tiled_SOURCES = tests/toracle_tiled.c
 tests_toracle_tiled_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += tests/toracle_common.c
+tests_toracle_target_SOURCES = tests/toracle_target.c
+tests_toracle_target_LDADD = $(LDADD) -lmpfr -lgmp -lm

@@ -17,9 +17,10 @@
 #define AA_OR_EXP_REL 0x1p-100
 #define AA_OR_EXP_XREL 0x1p-108
 #define AA_OR_TINY 0x1p-1000
-/* Target relative error of the fast path and the smallest magnitude it
-   accepts (below it an element goes to MPFR, where the floors are harmless). */
-#define AA_OR_TARGET 0x1p-48
+/* Default target relative error (aa_oracle_opts_t.target; the run's target
+   is cx->target) and the smallest magnitude the fast path accepts (below it
+   an element goes to MPFR, where the floors are harmless). */
+#define AA_OR_TARGET AA_ORACLE_TARGET_DEFAULT
 #define AA_OR_MINMAG 0x1p-900
 /* Escalation levels of the MPFR recompute: prec, 2 prec, 4 prec. */
 #define AA_OR_LEVELS 3
@@ -124,6 +125,7 @@ typedef struct {
   aa_or_dd_t sig;            /* softmax scale as double-double */
   double sig_rel;            /* relative error of sig */
   double floor_unit;         /* absolute floor per term covering underflow (see fast.c) */
+  double target;             /* relative accuracy an element must be certified to (opts.target) */
   aa_or_exp_tab_t tab;
   aa_or_work_t w[AA_OR_NT];
   size_t n_recomputed, n_uncertified;

@@ -12,7 +12,7 @@
 static const char *const path_names[AA_ORACLE_COUNT] = {"mpfr", "fast"};
 static const char *const path_desc[AA_ORACLE_COUNT] = {
     "every operation in MPFR (correctly rounded sums of exact products) with a running a-priori error bound",
-    "double-double kernels with certified per-element bounds; elements that miss 2^-48 or an undecided "
+    "double-double kernels with certified per-element bounds; elements that miss the target (2^-48) or an undecided "
     "FP32/BF16 rounding are recomputed in MPFR"};
 
 const char *aa_oracle_path_name(aa_oracle_path_t path) {
@@ -36,6 +36,7 @@ void aa_oracle_opts_init(aa_oracle_opts_t *opts) {
   opts->path = AA_ORACLE_FAST;
   opts->prec = 128;
   opts->threads = 0;
+  opts->target = AA_ORACLE_TARGET_DEFAULT;
 }
 
 static void out_free(aa_oracle_out_t *o) {
@@ -91,7 +92,7 @@ int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, 
   if (!(a >= AA_OR_MINMAG) || !(a <= 0x1p1000) || !(e >= 0) || !(e < INFINITY)) return 0;
   /* val = h: |h - exact| <= |l| + e and |exact| >= |h| - |l| - e */
   double num = (fabs(l) + e) * (1 + 0x1p-50), den = (a - fabs(l) - e) * (1 - 0x1p-50);
-  if (!(den > 0) || num > AA_OR_TARGET * den) return 0;
+  if (!(den > 0) || num > cx->target * den) return 0;
   /* interval ends pushed two ulps outward to cover the two roundings */
   double lo = h + (l - e), hi = h + (l + e);
   lo = nextafter(nextafter(lo, -INFINITY), -INFINITY);
@@ -137,7 +138,7 @@ int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, doubl
     mpfr_clears(num, den, (mpfr_ptr)0);
   }
   int ok = 0;
-  if (decided && separated && inrange && rel <= AA_OR_TARGET) {
+  if (decided && separated && inrange && rel <= cx->target) {
     write_elem(cx, t, idx, val, f32, b16, rel);
     ok = 1;
   } else if (final) {
@@ -200,6 +201,8 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   if (kernel != AA_OR_KERNEL_TILED && kernel != AA_OR_KERNEL_ROWS)
     return aa_error_set(err, AA_EINVAL, "oracle: unknown fast kernel %d", kernel);
   if (opts->threads < 0) return aa_error_set(err, AA_EINVAL, "oracle: negative thread count %d", opts->threads);
+  if (!(opts->target >= AA_ORACLE_TARGET_MIN && opts->target <= AA_ORACLE_TARGET_MAX))
+    return aa_error_set(err, AA_EINVAL, "oracle: target accuracy %g outside [2^-96, 2^-8]", opts->target);
   if ((st = aa_problem_check(pb, err)) != AA_OK) return st;
   if ((st = check_tensor(q, "q", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
@@ -245,6 +248,7 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   cx->ns = pb->num_sinks;
   cx->ks = pb->keep != NULL ? pb->keep_scale : 1.0;
   cx->prec = opts->prec;
+  cx->target = opts->target;
 #ifdef _OPENMP
   cx->threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
 #else

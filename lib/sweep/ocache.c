@@ -89,6 +89,9 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
   /* The thread count is left out: the oracle's results never depend on it. */
   hash_u64(&h, (uint64_t)opts->path);
   hash_u64(&h, (uint64_t)(int64_t)opts->prec);
+  /* Hashed only when not the default, so that caches written before the
+     target existed (all at 2^-48) keep their keys. */
+  if (opts->target != AA_ORACLE_TARGET_DEFAULT) hash_f64(&h, opts->target);
   *key = h;
   return AA_OK;
 }
