@@ -136,6 +136,9 @@ int xp_oracle(aa_oracle_result_t *res, int *hit, xp_ctx_t *ctx, const aa_problem
    recipe and output o, dq, dk, dv (column "recipe" says which). */
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err);
 int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
+/* finish of the attention grids: the oracle's and the emulation's seconds
+   summed over the folder's cells (per recipe), on stdout. */
+int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
 /* The options of the attention grids (table4, nanmap, smoke): --quick, --variants, --seeds, --n, --masks. */
 #define XP_OPTS_ATTN                                                                                                 \
   {"quick", NULL, NULL, "the experiment's short grid"},                                                              \

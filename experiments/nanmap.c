@@ -47,4 +47,5 @@ const xp_experiment_t xp_nanmap = {
     .nparams = sizeof params / sizeof params[0],
     .declare = nanmap_declare,
     .eval = xp_attn_eval,
+    .finish = xp_attn_finish,
 };

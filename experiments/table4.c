@@ -41,4 +41,5 @@ const xp_experiment_t xp_table4 = {
     .nparams = sizeof params / sizeof params[0],
     .declare = table4_declare,
     .eval = xp_attn_eval,
+    .finish = xp_attn_finish,
 };
