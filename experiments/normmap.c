@@ -52,9 +52,9 @@ static const char description[] =
     "below the BF16 errors mapped here; it costs one emulation instead of the\n"
     "oracle's MPFR recomputes, which dominate at n_k = 16384.\n\n"
     "The oracle is certified to --oracle-target 2^-24 per element here (not the\n"
-    "library's 2^-48): six orders below the errors mapped, and it spares the MPFR\n"
-    "recomputes of rows dominated by one key (sigma >= 4), which take minutes per\n"
-    "fixture at n = 16384; column oracle_target records it (0 with --reference fp64).\n\n"
+    "library's 2^-48): six orders below the errors mapped, and it spares most MPFR\n"
+    "recomputes of rows dominated by one key (sigma >= 4), where dP - D cancels;\n"
+    "column oracle_target records it (0 with --reference fp64).\n\n"
     "Columns: recipe, tensor, rel_l2, max_abs, nan, inf, pass, q_rows, fwd_tiles,\n"
     "tiles_flagged, rows_recovered, nonfinite, lse2_max, lse2_min, oracle_cached,\n"
     "oracle_bound (the oracle's certified relative bound of the tensor), oracle_uncertified;\n"
@@ -513,9 +513,9 @@ static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa
   cx->ndense = ndr;
   cx->ncausal = ncr;
   /* The map measures BF16 errors of 1e-4 and up: a reference certified to
-     2^-24 (6e-8) per element changes none of its digits, and spares the
-     MPFR recomputes that the default 2^-48 needs where one key dominates a
-     row and dP - D cancels (sigma >= 4: minutes per fixture at n = 16384). */
+     2^-24 (6e-8) per element changes none of its digits, and spares most of
+     the MPFR recomputes that the default 2^-48 needs where one key dominates
+     a row and dP - D cancels (sigma >= 4). */
   if (xp_opt(o, "oracle-target") == NULL) ctx->oracle_target = 0x1p-24;
   if (!have_shift)
     for (size_t i = 0; i < ndr; i++)

@@ -30,10 +30,10 @@ typedef struct {
      accepted (default AA_ORACLE_TARGET_DEFAULT = 2^-48; allowed 2^-96 to
      2^-8). Elements that miss it, or whose FP32/BF16 rounding is not yet
      decided, are recomputed in MPFR. A looser target (e.g. 2^-24 for maps of
-     BF16 errors around 1e-3) spares the MPFR recomputes of rows where the
-     softmax is dominated by one key and dP - D cancels to many bits, which
-     at input scales sigma >= 4 can take minutes per fixture; every value is
-     still certified, to the target instead of 2^-48. */
+     BF16 errors around 1e-3) spares most MPFR recomputes of rows where the
+     softmax is dominated by one key and dP - D cancels to many bits (input
+     scales sigma >= 4); every value is still certified, to the target
+     instead of 2^-48. */
   double target;
 } aa_oracle_opts_t;
 

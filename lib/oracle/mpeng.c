@@ -294,17 +294,34 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   }
 }
 
-/* Row statistics source for columns and sinks. */
+/* Row statistics source for columns and sinks. With use_dd, rows that the
+   row phase recomputed in MPFR (ref_have) take those statistics instead of
+   the double-double ones: they are the rows where one key dominates and
+   dP - D cancels, whose dd-accurate D would otherwise keep the columns of
+   that key unsettled and escalate the statistics of every row. Mixing is
+   sound: each row's statistics carry their own certified bounds. */
 typedef struct {
   const aa_or_ctx_t *cx;
   int use_dd;
-  aa_or_stats_t *st; /* [heads] when !use_dd */
+  aa_or_stats_t *st;        /* [heads] when !use_dd */
+  const aa_or_stats_t *ref; /* [heads]: MPFR statistics of the rows the row phase recomputed, or NULL */
+  const uint8_t *ref_have;  /* [heads * n_q] */
 } src_t;
 
 /* lse/D of row (h, i) into w->lse, w->D (precision p + 64) with bounds. */
 static int get_stats(ws_t *w, const src_t *src, size_t h, size_t i) {
   const aa_or_ctx_t *cx = src->cx;
   size_t row = h * cx->n_q + i;
+  if (src->use_dd && src->ref != NULL && src->ref_have[row]) {
+    const aa_or_stats_t *s = &src->ref[h];
+    if (s->empty[i]) return 0;
+    /* rounded to this level's p + 64 bits: one more relative error 2^-(p+63) */
+    mpfr_set(w->lse, s->lse[i], MPFR_RNDN);
+    mpfr_set(w->D, s->dd[i], MPFR_RNDN);
+    w->e_lse = s->e_lse[i] + ldexp(absd(w->lse), -(int)w->p - 63);
+    w->e_D = s->e_d[i] + ldexp(absd(w->D), -(int)w->p - 63);
+    return 1;
+  }
   if (src->use_dd) {
     if (cx->row_empty[row]) return 0;
     mpfr_set_d(w->lse, cx->lse_h[row], MPFR_RNDN);
@@ -470,10 +487,28 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
   }
   /* ---- rows: O, LSE, dQ ---- */
   size_t nrows = 0, *rows = malloc((H * nq + 1) * sizeof(size_t));
+  aa_or_stats_t *ref = NULL; /* fast path: MPFR statistics of the recomputed rows (see src_t) */
+  uint8_t *ref_have = NULL;
   if (rows == NULL) ok = 0;
   for (size_t r = 0; ok && r < H * nq; r++)
     if (cx->w[AA_OR_LSE].todo[r] || any_todo(&cx->w[AA_OR_O], r * d, d) || any_todo(&cx->w[AA_OR_DQ], r * d, d))
       rows[nrows++] = r;
+  if (ok && use_dd_stats && nrows > 0) {
+    /* best effort: without the memory the columns use the dd statistics */
+    ref = calloc(H, sizeof *ref);
+    ref_have = calloc(H * nq + 1, 1);
+    for (size_t h = 0; ref != NULL && ref_have != NULL && h < H; h++)
+      if (!stats_alloc(&ref[h], nq, (mpfr_prec_t)cx->prec << (AA_OR_LEVELS - 1))) {
+        stats_free(ref, H, nq);
+        ref = NULL;
+      }
+    if (ref == NULL || ref_have == NULL) {
+      stats_free(ref, H, nq);
+      free(ref_have);
+      ref = NULL;
+      ref_have = NULL;
+    }
+  }
   if (ok && !use_dd_stats && nrows > 0) {
     for (size_t h = 0; h < H; h++) {
       if (!stats_alloc(&cx->stats[0][h], nq, cx->prec))
@@ -505,6 +540,10 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
           int final = l == AA_OR_LEVELS - 1, left = 0;
           mp_row(&w, cx, h, i, (mpfr_prec_t)cx->prec << l, 1);
           if (l == 0 && !use_dd_stats) stats_store(&cx->stats[0][h], i, &w);
+          if (ref != NULL) { /* exact copy: ref holds 4 prec + 64 bits */
+            stats_store(&ref[h], i, &w);
+            ref_have[r] = 1;
+          }
           if (cx->w[AA_OR_LSE].todo[r]) {
             if (w.empty) { /* exact: no term at all */
               aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
@@ -549,7 +588,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
         need[r / cx->ns] = 1;
       }
     if (ncols + nsk == 0) break;
-    src_t src = {cx, use_dd_stats && l == 0, cx->stats[l]};
+    src_t src = {cx, use_dd_stats && l == 0, cx->stats[l], ref, ref_have};
     if (!src.use_dd) {
       /* make sure the MPFR statistics of every needed head exist at this level */
       for (size_t h = 0; ok && h < H; h++)
@@ -620,6 +659,8 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
   free(cols);
   free(sks);
   free(need);
+  stats_free(ref, H, nq);
+  free(ref_have);
   for (int l = 0; l < AA_OR_LEVELS; l++) {
     stats_free(cx->stats[l], H, nq);
     cx->stats[l] = NULL;
