@@ -19,9 +19,10 @@ set grid xtics ytics mytics
 set xlabel "sequence length n (tokens)"
 set ylabel sprintf("relative l2 error of %s  (log scale)", tensor) noenhanced
 set title sprintf("%s: relative l2 error against length, BF16 inputs (solid: dense, dashed: causal)", tensor) noenhanced
-set key outside right top noenhanced spacing 1.1
+set key outside right top noenhanced spacing 1.0
 set bmargin 9
-set rmargin 26
+# room for two key columns (14 recipes x 2 masks) right of the graph
+set rmargin at screen 0.53
 set label 1 caption at screen 0.01, screen 0.075 left font ",9" noenhanced
 set offsets graph 0.03, graph 0.03, 0, 0
 # one colour and point type per recipe; solid for dense, dashed for causal
