@@ -25,11 +25,11 @@ static const char description[] =
     "would be recomputed in FP64), fail_frac, and red_rel_l2: the relative l2\n"
     "distance of the reduced FP32 dQ accumulator (before scale and BF16 rounding)\n"
     "from the FP32 ascending sum of the same partials, failing tiles counted at their\n"
-    "FP64 recompute (0). Inputs are drawn from aa_cell_seed(cell) xor --seed. The\n"
-    "columns keep the layout plots/dqbudget.gp reads (mask, sigma, n, scale_exp, width,\n"
-    "tiles, fail_tiles, fail_frac, red_rel_l2; timing: seconds); the other settings (d,\n"
-    "heads, scale-exp, variant, seed) are recorded in meta.json but are not part of the\n"
-    "grid: give each setting its own --out.\n"
+    "FP64 recompute (0). Inputs are drawn from aa_cell_seed(cell) xor --seed.\n"
+    "Columns: mask, sigma, n, then the settings d, heads, width, scale_exp_center,\n"
+    "variant, base_seed (one value each: a folder of other settings is refused on\n"
+    "--resume), then scale_exp, tiles, fail_tiles, fail_frac, red_rel_l2; timing:\n"
+    "seconds. plots/dqbudget.gp finds its columns by name.\n"
     "Default folder: results/dq-budget. Plot:\n"
     "gnuplot -e \"csv='DIR/results.csv'; out='x.png'\" plots/dqbudget.gp";
 
@@ -65,7 +65,6 @@ static int eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   for (int k = 0; k < AA_REDUCE_PROBE; k++) {
     aa_sweep_row_new(rows);
     aa_sweep_set_int(rows, "scale_exp", cx->base.bwd_dq_reduce.scale_exp + k - AA_REDUCE_PROBE / 2);
-    aa_sweep_set_int(rows, "width", cx->base.bwd_dq_reduce.width);
     aa_sweep_set_int(rows, "tiles", (int64_t)s->probe_tiles);
     aa_sweep_set_int(rows, "fail_tiles", (int64_t)s->probe_fail[k]);
     aa_sweep_set_double(rows, "fail_frac", s->probe_tiles ? (double)s->probe_fail[k] / (double)s->probe_tiles : 0);
@@ -77,8 +76,7 @@ static int eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
 }
 
 static int dq_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
-  static const char *const cols[] = {"scale_exp", "width",      "tiles",   "fail_tiles",
-                                     "fail_frac", "red_rel_l2", "seconds@"};
+  static const char *const cols[] = {"scale_exp", "tiles", "fail_tiles", "fail_frac", "red_rel_l2", "seconds@"};
   size_t width = 16, nn, nm, nsig;
   double sc = 12;
   int64_t ns[32];
@@ -108,13 +106,19 @@ static int dq_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_erro
   cx->base.bwd_dq_reduce.probe = 1;
   if ((rc = aa_recipe_check(&cx->base, err)) != AA_OK || (rc = xp_ctx_add_recipe(ctx, &cx->base, err)) != AA_OK)
     return rc;
-  /* The columns keep the layout plots/dqbudget.gp reads by position
-     (mask, sigma, n, scale_exp, width, ...), so the settings d, heads,
-     width, scale-exp, variant and seed are not axes: they are in
-     meta.json (command line, recipe text); use one --out per setting. */
+  /* The settings are one-value coordinates (no effect on aa_cell_seed):
+     columns of every row, and a folder of other settings is refused on
+     --resume. plots/dqbudget.gp reads the columns by name. */
+  char seedtxt[24];
+  snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)cx->seed);
   if ((rc = aa_sweep_axis_str(sw, "mask", masks, nm, 0, err)) ||
       (rc = aa_sweep_axis_double(sw, "sigma", sigmas, nsig, 0, err)) ||
       (rc = aa_sweep_axis_int(sw, "n", ns, nn, 0, err)) ||
+      (rc = xp_axis_fixed_int(sw, "d", (int64_t)cx->d, err)) ||
+      (rc = xp_axis_fixed_int(sw, "heads", (int64_t)cx->heads, err)) ||
+      (rc = xp_axis_fixed_int(sw, "width", (int64_t)width, err)) ||
+      (rc = xp_axis_fixed_int(sw, "scale_exp_center", (int64_t)cx->base.bwd_dq_reduce.scale_exp, err)) ||
+      (rc = xp_axis_fixed_str(sw, "variant", variant, err)) || (rc = xp_axis_fixed_str(sw, "base_seed", seedtxt, err)) ||
       (rc = xp_columns(sw, cols, sizeof cols / sizeof cols[0], err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);
