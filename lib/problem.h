@@ -44,6 +44,21 @@ int aa_problem_check(const aa_problem_t *pb, aa_error_t *err);
 /* Softmax scale as a double (1.0 / sqrt(d) in double arithmetic when default). */
 double aa_problem_scale(const aa_problem_t *pb);
 
+/* The keys query row i sees form one interval [*lo, *hi) (empty: lo = hi):
+   causal, window and packing bounds each cut an interval. */
+static inline void aa_problem_row_keys(const aa_problem_t *pb, size_t i, size_t *lo, size_t *hi) {
+  size_t a = 0, b = pb->n_k;
+  if (pb->causal && b > i + 1) b = i + 1;
+  if (pb->window != 0 && i + 1 > pb->window) a = i + 1 - pb->window;
+  if (pb->bound_min != NULL) {
+    if ((size_t)pb->bound_min[i] > a) a = (size_t)pb->bound_min[i];
+    if ((size_t)pb->bound_max[i] < b) b = (size_t)pb->bound_max[i];
+  }
+  if (b < a) b = a;
+  *lo = a;
+  *hi = b;
+}
+
 static inline int aa_problem_visible(const aa_problem_t *pb, size_t i, size_t j) {
   if (pb->causal && j > i) return 0;
   if (pb->window != 0 && j + pb->window < i + 1) return 0;

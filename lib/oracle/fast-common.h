@@ -1,4 +1,4 @@
-/* attnacc: helpers shared by the oracle's tiled and row-by-row fast kernels (exactness test, compensated dots, exp error). */
+/* attnacc: helpers shared by the oracle's tiled and row-by-row fast kernels (element finish, exactness test, compensated dots, exp error). */
 #ifndef AA_ORACLE_FAST_COMMON_H
 #define AA_ORACLE_FAST_COMMON_H
 
@@ -12,6 +12,36 @@
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 
 static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
+
+/* Finish an accumulated element: value (s + cc) times the dd factor f (rel
+   error frel), bound; settles it (or leaves it todo). */
+static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
+                   aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
+  aa_or_dd_t v = aa_or_two_sum(s, cc);
+  double e;
+  if (n == 0) {
+    v.hi = v.lo = 0;
+    e = 0;
+  } else {
+    v = aa_or_dd_mul(v, f);
+    e = 1.01 * f.hi * (b * infl(n) + aa_or_kappa(n) * a) + (frel + 5 * AA_OR_U2) * 1.01 * fabs(v.hi) +
+        (double)(n + 1) * cx->floor_unit * fmax(1.0, f.hi);
+  }
+  if (vh != NULL) {
+    *vh = v.hi;
+    *vl = v.lo;
+    *ve = e;
+  }
+  if (n == 0 || (v.hi == 0 && e == 0)) { /* exactly zero: no term at all */
+    aa_oracle_out_t *o = cx->w[t].out;
+    o->val.data[idx] = o->fp32.data[idx] = o->bf16.data[idx] = 0;
+    cx->w[t].rel[idx] = 0;
+    cx->w[t].todo[idx] = 0;
+    return;
+  }
+  aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
+}
+
 
 /* relative error of the computed exp against exp(exact x), |x^ - x| <= ex */
 static inline double exp_eps(double xh, double ex) {

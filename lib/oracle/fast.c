@@ -74,50 +74,9 @@
 #define NP (QB * TB)
 #define ZB 64 /* terms per block of the normaliser sum Z */
 
-/* infl, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h */
+/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval: aa_problem_row_keys */
 
-/* visible keys of row i form an interval [lo, hi) */
-static void row_range(const aa_problem_t *pb, size_t i, size_t *lo, size_t *hi) {
-  size_t a = 0, b = pb->n_k;
-  if (pb->causal && b > i + 1) b = i + 1;
-  if (pb->window != 0 && i + 1 > pb->window) a = i + 1 - pb->window;
-  if (pb->bound_min != NULL) {
-    if ((size_t)pb->bound_min[i] > a) a = (size_t)pb->bound_min[i];
-    if ((size_t)pb->bound_max[i] < b) b = (size_t)pb->bound_max[i];
-  }
-  if (b < a) b = a;
-  *lo = a;
-  *hi = b;
-}
 
-/* Finish an accumulated element: value (s + cc) times the dd factor f (rel
-   error frel), bound; settles it (or leaves it todo). */
-static void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
-                   aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
-  aa_or_dd_t v = aa_or_two_sum(s, cc);
-  double e;
-  if (n == 0) {
-    v.hi = v.lo = 0;
-    e = 0;
-  } else {
-    v = aa_or_dd_mul(v, f);
-    e = 1.01 * f.hi * (b * infl(n) + aa_or_kappa(n) * a) + (frel + 5 * U2) * 1.01 * fabs(v.hi) +
-        (double)(n + 1) * cx->floor_unit * fmax(1.0, f.hi);
-  }
-  if (vh != NULL) {
-    *vh = v.hi;
-    *vl = v.lo;
-    *ve = e;
-  }
-  if (n == 0 || (v.hi == 0 && e == 0)) { /* exactly zero: no term at all */
-    aa_oracle_out_t *o = cx->w[t].out;
-    o->val.data[idx] = o->fp32.data[idx] = o->bf16.data[idx] = 0;
-    cx->w[t].rel[idx] = 0;
-    cx->w[t].todo[idx] = 0;
-    return;
-  }
-  aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
-}
 
 
 /* Transposed copies: panel p of head h holds rows p TB .. p TB + TB - 1 of
@@ -570,7 +529,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
   size_t ulo = SIZE_MAX, uhi = 0;
   for (size_t i = 0; i < na; i++) {
     size_t r = r0 + i;
-    row_range(pb, i0 + i, &lo[i], &hi[i]);
+    aa_problem_row_keys(pb, i0 + i, &lo[i], &hi[i]);
     size_t m = hi[i] - lo[i];
     act[i] = m > 0;
     nkept[i] = 0;
@@ -761,7 +720,7 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   size_t g = h / cx->group, d = cx->d, r0 = h * cx->n_q + i0;
   size_t lo[QB], hi[QB], ulo = SIZE_MAX, uhi = 0;
   for (size_t i = 0; i < na; i++) {
-    row_range(cx->pb, i0 + i, &lo[i], &hi[i]);
+    aa_problem_row_keys(cx->pb, i0 + i, &lo[i], &hi[i]);
     if (hi[i] > lo[i]) {
       if (lo[i] < ulo) ulo = lo[i];
       if (hi[i] > uhi) uhi = hi[i];

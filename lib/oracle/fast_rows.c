@@ -29,7 +29,7 @@
 #define BLK 256
 #define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
-/* infl, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h */
+/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval: aa_problem_row_keys */
 
 /* a.b as a double-double with bound: exact when the spans allow it */
 static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
@@ -168,54 +168,13 @@ static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size
   }
 }
 
-/* visible keys of row i form an interval [lo, hi) */
-static void row_range(const aa_problem_t *pb, size_t i, size_t *lo, size_t *hi) {
-  size_t a = 0, b = pb->n_k;
-  if (pb->causal && b > i + 1) b = i + 1;
-  if (pb->window != 0 && i + 1 > pb->window) a = i + 1 - pb->window;
-  if (pb->bound_min != NULL) {
-    if ((size_t)pb->bound_min[i] > a) a = (size_t)pb->bound_min[i];
-    if ((size_t)pb->bound_max[i] < b) b = (size_t)pb->bound_max[i];
-  }
-  if (b < a) b = a;
-  *lo = a;
-  *hi = b;
-}
 
-/* Finish an accumulated element: value (s + cc) times the dd factor f (rel
-   error frel), bound; settles it (or leaves it todo). */
-static void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
-                   aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
-  aa_or_dd_t v = aa_or_two_sum(s, cc);
-  double e;
-  if (n == 0) {
-    v.hi = v.lo = 0;
-    e = 0;
-  } else {
-    v = aa_or_dd_mul(v, f);
-    e = 1.01 * f.hi * (b * infl(n) + aa_or_kappa(n) * a) + (frel + 5 * U2) * 1.01 * fabs(v.hi) +
-        (double)(n + 1) * cx->floor_unit * fmax(1.0, f.hi);
-  }
-  if (vh != NULL) {
-    *vh = v.hi;
-    *vl = v.lo;
-    *ve = e;
-  }
-  if (n == 0 || (v.hi == 0 && e == 0)) { /* exactly zero: no term at all */
-    aa_oracle_out_t *o = cx->w[t].out;
-    o->val.data[idx] = o->fp32.data[idx] = o->bf16.data[idx] = 0;
-    cx->w[t].rel[idx] = 0;
-    cx->w[t].todo[idx] = 0;
-    return;
-  }
-  aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
-}
 
 /* Forward of row r = h n_q + i: LSE, O, D. */
 static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr_t mz, mpfr_t ml) {
   const aa_problem_t *pb = cx->pb;
   size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  row_range(pb, i, &lo, &hi);
+  aa_problem_row_keys(pb, i, &lo, &hi);
   size_t m = hi - lo, ns = cx->ns;
   cx->row_empty[r] = m + ns == 0;
   if (m + ns == 0) {
@@ -341,7 +300,7 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
 /* dQ of row r. */
 static void dq_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r) {
   size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  row_range(cx->pb, i, &lo, &hi);
+  aa_problem_row_keys(cx->pb, i, &lo, &hi);
   const double *K = cx->k + g * cx->n_k * d;
   acc_zero(B->s, B->cc, B->a, B->b, d);
   for (size_t j0 = lo; j0 < hi; j0 += BLK) {
