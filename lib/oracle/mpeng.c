@@ -467,6 +467,18 @@ static void stats_store(aa_or_stats_t *s, size_t i, const ws_t *w) {
   s->empty[i] = (uint8_t)w->empty;
 }
 
+/* A worker's workspace inside a parallel region; a failed allocation
+   clears the shared *ok (its loop iterations are then skipped via w->ok). */
+static void ws_begin(ws_t *w, const aa_or_ctx_t *cx, int *ok) {
+  ws_init(w, cx);
+  if (!w->ok) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+    *ok = 0;
+  }
+}
+
 static int any_todo(const aa_or_work_t *w, size_t off, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (w->todo[off + i]) return 1;
@@ -523,13 +535,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
 #endif
     {
       ws_t w;
-      ws_init(&w, cx);
-      if (!w.ok) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-        ok = 0;
-      }
+      ws_begin(&w, cx, &ok);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -599,13 +605,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
 #endif
       {
         ws_t w;
-        ws_init(&w, cx);
-        if (!w.ok) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-          ok = 0;
-        }
+        ws_begin(&w, cx, &ok);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 4)
 #endif
@@ -626,13 +626,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
 #endif
     {
       ws_t w;
-      ws_init(&w, cx);
-      if (!w.ok) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-        ok = 0;
-      }
+      ws_begin(&w, cx, &ok);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
