@@ -165,6 +165,31 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
   return 0;
 }
 
+int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
+  const char *s;
+  size_t prec = 128;
+  aa_oracle_opts_init(oo);
+  if ((s = cli_get(a, "oracle")) != NULL && aa_oracle_path_from_name(&oo->path, s) != AA_OK) {
+    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
+    return 2;
+  }
+  if ((s = cli_get(a, "prec")) && cli_size(&prec, cmd, "prec", s, 64, 4096)) return 2;
+  oo->prec = (int)prec;
+  if ((s = cli_get(a, "oracle-target")) && cli_oracle_target(&oo->target, cmd, s)) return 2;
+  return 0;
+}
+
+int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
+                   const cli_inputs_t *in, const aa_oracle_opts_t *oo) {
+  aa_error_t err = {{0}};
+  double t0 = cli_now();
+  int rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
+  *seconds = cli_now() - t0;
+  if (rc == AA_OK) return 0;
+  cli_error(cmd, "oracle: %s", err.msg);
+  return cli_exit_status(rc);
+}
+
 /* ---- strings ---- */
 
 void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...) {

@@ -25,9 +25,7 @@ static const cli_opt_t opts[] = {
     {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
-    {"oracle", "mpfr|fast", "fast", "oracle path"},
-    {"prec", "BITS", "128", "oracle MPFR precision in bits (53 to 65536)"},
-    CLI_OPT_ORACLE_TARGET,
+    CLI_OPTS_ORACLE,
     {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print one JSON object instead of the table"},
@@ -81,7 +79,7 @@ int aa_cmd_run(int argc, char **argv) {
   aa_error_t err = {{0}};
   aa_recipe_t *recipes = NULL;
   size_t nrec = 0;
-  size_t n = 1024, d = 128, heads = 1, kv_heads = 0, window = 0, num_sinks = 0, prec = 128, threads = 0;
+  size_t n = 1024, d = 128, heads = 1, kv_heads = 0, window = 0, num_sinks = 0, threads = 0;
   uint64_t seed = 1;
   double sigma = 1, scale = 0;
   int uniform = 0, rc, status = 2;
@@ -98,7 +96,7 @@ int aa_cmd_run(int argc, char **argv) {
   cli_sb_t sb = {0};
   cli_report_t rep;
   dropout_cli_t dc = {0};
-  double t0, oracle_seconds;
+  double oracle_seconds;
 
   memset(&naive_v, 0, sizeof naive_v);
   memset(&naive_res, 0, sizeof naive_res);
@@ -213,16 +211,9 @@ int aa_cmd_run(int argc, char **argv) {
   if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
   if ((s = cli_get(&a, "window")) && cli_size(&window, cmd, "window", s, 0, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "sinks")) && cli_size(&num_sinks, cmd, "sinks", s, 0, 1u << 20)) goto out;
-  if ((s = cli_get(&a, "prec")) && cli_size(&prec, cmd, "prec", s, 53, 65536)) goto out;
   if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
-  aa_oracle_opts_init(&oo);
-  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&oo.path, s) != AA_OK) {
-    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
-    goto out;
-  }
-  oo.prec = (int)prec;
+  if (cli_oracle_opts(&oo, &a, cmd)) goto out;
   oo.threads = (int)threads;
-  if ((s = cli_get(&a, "oracle-target")) && cli_oracle_target(&oo.target, cmd, s)) goto out;
   inputs_dir = cli_get(&a, "inputs");
   out_file = cli_get(&a, "out");
   save_dir = cli_get(&a, "save");
@@ -357,12 +348,8 @@ int aa_cmd_run(int argc, char **argv) {
   cli_set_threads(threads);
 
   /* ---- oracle, variants, naive reference ---- */
-  t0 = cli_now();
-  rc = aa_oracle_run(&oracle, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, &err);
-  oracle_seconds = cli_now() - t0;
-  if (rc != AA_OK) {
-    cli_error(cmd, "oracle: %s", err.msg);
-    status = cli_exit_status(rc);
+  if ((rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo)) != 0) {
+    status = rc;
     goto out;
   }
   have_oracle = 1;

@@ -12,9 +12,7 @@ static const cli_opt_t opts[] = {
     {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
-    {"oracle", "mpfr|fast", "fast", "oracle path"},
-    {"prec", "BITS", "128", "oracle MPFR precision in bits (53 to 65536)"},
-    CLI_OPT_ORACLE_TARGET,
+    CLI_OPTS_ORACLE,
     {"fa", NULL, NULL, "also run naive-bf16 on the inputs and apply the flash-attention rule"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print one JSON object instead of the table"},
@@ -70,8 +68,8 @@ int aa_cmd_score(int argc, char **argv) {
   cli_args_t a;
   aa_error_t err = {{0}};
   const char *s, *inputs_dir, *grads_dir, *out_file, *save_oracle;
-  size_t window = 0, prec = 128, threads = 0;
-  double scale = 0, t0, oracle_seconds;
+  size_t window = 0, threads = 0;
+  double scale = 0, oracle_seconds;
   int rc, status = 2, present, have_oracle = 0, have_naive = 0;
   cli_inputs_t in = {0};
   aa_tensor_t g[5];
@@ -102,16 +100,9 @@ int aa_cmd_score(int argc, char **argv) {
   }
   if ((s = cli_get(&a, "window")) && cli_size(&window, cmd, "window", s, 0, SIZE_MAX)) return 2;
   if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) return 2;
-  if ((s = cli_get(&a, "prec")) && cli_size(&prec, cmd, "prec", s, 53, 65536)) return 2;
   if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) return 2;
-  aa_oracle_opts_init(&oo);
-  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&oo.path, s) != AA_OK) {
-    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
-    return 2;
-  }
-  oo.prec = (int)prec;
+  if (cli_oracle_opts(&oo, &a, cmd)) return 2;
   oo.threads = (int)threads;
-  if ((s = cli_get(&a, "oracle-target")) && cli_oracle_target(&oo.target, cmd, s)) return 2;
   if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
       (save_oracle && (rc = cli_check_out_dir(save_oracle, &err)))) {
     cli_error(cmd, "%s", err.msg);
@@ -155,12 +146,8 @@ int aa_cmd_score(int argc, char **argv) {
   }
   cli_set_threads(threads);
 
-  t0 = cli_now();
-  rc = aa_oracle_run(&oracle, &pb, &in.q, &in.k, &in.v, &in.dO, &oo, &err);
-  oracle_seconds = cli_now() - t0;
-  if (rc != AA_OK) {
-    cli_error(cmd, "oracle: %s", err.msg);
-    status = cli_exit_status(rc);
+  if ((rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo)) != 0) {
+    status = rc;
     goto out;
   }
   have_oracle = 1;
