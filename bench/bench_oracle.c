@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "fmt.h"
 #include "oracle.h"
 #include "oracle/oracle-impl.h"
 #include "rng.h"
@@ -36,17 +37,6 @@ static double user_cpu(void) { /* all threads of the process */
   return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec;
 }
 
-/* bfloat16 value by round-to-nearest-even of the float bit pattern */
-static double bf16(double x) {
-  float f = (float)x;
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 typedef struct {
   double wall, user, fwd;
   size_t rec, unc;
@@ -63,7 +53,7 @@ static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel)
   aa_pcg64_seed(&rng, 42, n);
   for (int i = 0; i < 4; i++) {
     if (aa_tensor_alloc(&t[i], 3, sh, AA_FMT_BF16) != AA_OK) return 1;
-    for (size_t e = 0; e < n * d; e++) t[i].data[e] = bf16(aa_pcg64_normal(&rng));
+    for (size_t e = 0; e < n * d; e++) t[i].data[e] = (double)aa_bf16_rne((float)aa_pcg64_normal(&rng));
   }
   aa_oracle_opts_t o;
   aa_oracle_opts_init(&o);

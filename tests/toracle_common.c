@@ -5,22 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "oracle.h"
 #include "problem.h"
 #include "rng.h"
 #include "tensor.h"
 #include "tests.h"
-
-/* bfloat16 value of x by round-to-nearest-even on the float bit pattern (test-local). */
-static double tor_bf16(double x) {
-  float f = (float)x;
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 static uint64_t tor_bits(double x) {
   uint64_t b;
@@ -50,7 +40,7 @@ typedef struct {
 
 static double tor_draw(aa_pcg64_t *r, const tor_cfg_t *c) {
   double x = aa_pcg64_normal(r) * c->amp;
-  return c->fp32 ? (double)(float)x : tor_bf16(x);
+  return c->fp32 ? (double)(float)x : (double)aa_bf16_rne((float)x); /* lib/fmt.h: inputs need only be BF16 values */
 }
 
 static void tor_make(tor_case_t *tc, const tor_cfg_t *c, uint64_t seed) {

@@ -15,8 +15,7 @@ static inline uint16_t aa_exp_cvt16(float v, aa_rnd_t cvt) {
   uint32_t u = aa_f32_bits(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
   if (cvt == AA_RND_Z) return (uint16_t)(u >> 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+  return aa_bf16_bits_rne(v); /* lib/fmt.h */
 }
 
 /* Round a finite double to BF16 (RNE, subnormals kept, overflow to Inf),
