@@ -144,6 +144,16 @@ static int find_plots(char *out, size_t cap) {
   return 0;
 }
 
+/* The rest of a Markdown header row "| recipe |" of a mask x length grid:
+   one column "MASK N<suffix>" per pair, then the separator row. */
+static void grid_header(cli_sb_t *md, const set_t *masks, const dset_t *ns, const char *suffix) {
+  for (size_t mi = 0; mi < masks->n; mi++)
+    for (size_t ni = 0; ni < ns->n; ni++) cli_sb_printf(md, " %s %.0f%s |", masks->v[mi], ns->v[ni], suffix);
+  cli_sb_printf(md, "\n| --- |");
+  for (size_t i = 0; i < masks->n * ns->n; i++) cli_sb_printf(md, " --- |");
+  cli_sb_printf(md, "\n");
+}
+
 typedef struct {
   int have_gnuplot, have_scripts;
   char gnuplot[4096], plots[4096];
@@ -394,13 +404,7 @@ static void section_table4(cli_sb_t *md, plotter_t *pl, const char *dir, const c
 
   /* pass rule */
   cli_sb_printf(md, "### Pass rule |a - b| <= 0.01 + 0.01 |b| on every element of o, dq, dk, dv\n\n| recipe |");
-  for (size_t mi = 0; mi < M; mi++)
-    for (size_t ni = 0; ni < N; ni++)
-      cli_sb_printf(md, " %s %.0f |", masks.v[mi], ns.v[ni]);
-  cli_sb_printf(md, "\n| --- |");
-  for (size_t i = 0; i < M * N; i++)
-    cli_sb_printf(md, " --- |");
-  cli_sb_printf(md, "\n");
+  grid_header(md, &masks, &ns, "");
   for (size_t ri = 0; ri < R; ri++) {
     cli_sb_printf(md, "| %s |", rec.v[ri]);
     for (size_t mi = 0; mi < M; mi++)
@@ -711,13 +715,7 @@ static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const c
                 "at which an Inf or NaN appears, and at which the exact result itself overflows BF16 (worst over "
                 "o, dq, dk, dv and seeds; '-' never on this grid).\n\n| recipe |",
                 xp_csv_col(c, "d") >= 0 ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?");
-  for (size_t mi = 0; mi < M; mi++)
-    for (size_t ni = 0; ni < N; ni++)
-      cli_sb_printf(md, " %s %.0f: fail / Inf-NaN / exact overflow |", masks.v[mi], ns.v[ni]);
-  cli_sb_printf(md, "\n| --- |");
-  for (size_t i = 0; i < M * N; i++)
-    cli_sb_printf(md, " --- |");
-  cli_sb_printf(md, "\n");
+  grid_header(md, &masks, &ns, ": fail / Inf-NaN / exact overflow");
   for (size_t ri = 0; ri < R; ri++) {
     cli_sb_printf(md, "| %s |", rec.v[ri]);
     for (size_t mi = 0; mi < M; mi++)
