@@ -1,4 +1,4 @@
-/* attnacc: small helpers shared by the test programs (seed, iteration multiplier, failure printing). */
+/* attnacc: small helpers shared by the test programs (seed, iteration multiplier, failure printing, file reading). */
 #ifndef AA_TESTS_H
 #define AA_TESTS_H
 
@@ -48,6 +48,25 @@ static int aa_test_failures = 0;
   do {                                                                                                            \
     if (!(cond)) AA_FAIL(__VA_ARGS__);                                                                            \
   } while (0)
+
+/* Whole file as a NUL-terminated string (malloc'd), or NULL when unreadable. */
+static inline char *aa_test_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  size_t cap = 1 << 16, len = 0, n;
+  char *p = malloc(cap);
+  while (p != NULL && (n = fread(p + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len < 2) {
+      char *q = realloc(p, cap *= 2);
+      if (q == NULL) free(p);
+      p = q;
+    }
+  }
+  fclose(f);
+  if (p != NULL) p[len] = '\0';
+  return p;
+}
 
 static inline int aa_test_finish(const char *prog) {
   if (aa_test_failures) {

@@ -12,23 +12,8 @@
 
 #define DIR "tsweep.dir"
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  size_t cap = 1 << 16, len = 0;
-  char *p = malloc(cap);
-  size_t n;
-  while ((n = fread(p + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len < 2) p = realloc(p, cap *= 2);
-  }
-  fclose(f);
-  p[len] = '\0';
-  return p;
-}
-
 static int same_file(const char *a, const char *b) {
-  char *x = slurp(a), *y = slurp(b);
+  char *x = aa_test_slurp(a), *y = aa_test_slurp(b);
   int same = x != NULL && y != NULL && strcmp(x, y) == 0;
   free(x);
   free(y);
@@ -221,7 +206,7 @@ static int csv_split(char *line, char **f, int maxf) {
 static void check_canon(const char *dir, const aa_sweep_t *sw) {
   char path[256];
   snprintf(path, sizeof path, "%s/results.canon.csv", dir);
-  char *s = slurp(path);
+  char *s = aa_test_slurp(path);
   if (s == NULL) {
     AA_FAIL("%s: missing", path);
     return;
@@ -262,7 +247,7 @@ static void check_canon(const char *dir, const aa_sweep_t *sw) {
 static void check_jsonl(const char *dir) {
   char path[256];
   snprintf(path, sizeof path, "%s/results.jsonl", dir);
-  char *s = slurp(path);
+  char *s = aa_test_slurp(path);
   AA_CHECK(s != NULL && count_lines(s) == 4 * TSW_NCELLS, "%s: %zu lines", path, count_lines(s));
   if (s == NULL) return;
   static const char first[] = "{\"recipe\":\"ref\",\"n\":16,\"dist\":\"normal\",\"sigma\":0.5,\"tensor\":\"o\",\"metric\":";
@@ -316,7 +301,7 @@ static void test_runs(void) {
            "run J=1: status %d (%s) total %zu done %zu complete %d", st, err.msg, pr.total, pr.done, pr.complete);
   check_canon(ref, sw);
   check_jsonl(ref);
-  char *csv = slurp(DIR "/ref/results.csv");
+  char *csv = aa_test_slurp(DIR "/ref/results.csv");
   AA_CHECK(csv && strncmp(csv, "recipe,n,dist,sigma,tensor,metric,count,note,seconds\n", 53) == 0 &&
                count_lines(csv) == 1 + 4 * TSW_NCELLS,
            "results.csv: header or length wrong");
@@ -402,7 +387,7 @@ static void test_runs(void) {
   f = fopen(DIR "/torn/journal-0-of-1.txt", "ab");
   fputs("# a note\nsref\ti16\tsnormal\td0.5\tso\t\td1\ti2\t\n#done 3 00000000000000000000000000000000 1 0000000000000000\n", f);
   fclose(f);
-  char *j = slurp(DIR "/torn/journal-0-of-1.txt");
+  char *j = aa_test_slurp(DIR "/torn/journal-0-of-1.txt");
   /* Corrupt one digit inside the 5th complete record (in the middle of the file). */
   char *p = j;
   for (int k = 0; k < 5 && p; k++) p = strstr(p + 1, "#done ");
@@ -417,7 +402,7 @@ static void test_runs(void) {
            err.msg, pr.skipped);
   AA_CHECK(same_file(DIR "/ref/results.canon.csv", DIR "/torn/results.canon.csv"),
            "torn/corrupt journal: results.canon.csv differs from the clean run");
-  j = slurp(DIR "/torn/journal-0-of-1.txt");
+  j = aa_test_slurp(DIR "/torn/journal-0-of-1.txt");
   AA_CHECK(j && !strstr(j, "GARBAGE") && !strstr(j, "#done 3 0000"), "torn tail still in the journal");
   free(j);
 

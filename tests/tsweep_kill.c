@@ -14,22 +14,8 @@
 
 #define DIR "tsweep_kill.dir"
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  size_t cap = 1 << 16, len = 0, n;
-  char *p = malloc(cap);
-  while ((n = fread(p + len, 1, cap - len - 1, f)) > 0) {
-    len += n;
-    if (cap - len < 2) p = realloc(p, cap *= 2);
-  }
-  fclose(f);
-  p[len] = '\0';
-  return p;
-}
-
 static size_t count_done(const char *path) {
-  char *s = slurp(path);
+  char *s = aa_test_slurp(path);
   size_t n = 0;
   for (char *p = s; p && (p = strstr(p, "\n#done ")) != NULL; p++) n++;
   free(s);
@@ -103,7 +89,7 @@ int main(void) {
   st = run(sw, DIR "/killed", 3, NULL, &pr, &err);
   AA_CHECK(st == AA_OK && pr.complete && pr.skipped + pr.done == TSW_NCELLS && pr.skipped >= prev,
            "final resume: status %d (%s), skipped %zu, done %zu", st, err.msg, pr.skipped, pr.done);
-  char *a = slurp(DIR "/ref/results.canon.csv"), *b = slurp(DIR "/killed/results.canon.csv");
+  char *a = aa_test_slurp(DIR "/ref/results.canon.csv"), *b = aa_test_slurp(DIR "/killed/results.canon.csv");
   AA_CHECK(a && b && strcmp(a, b) == 0, "results.canon.csv after %zu kills and a resume differs from the uninterrupted run",
            kills);
   free(a);
