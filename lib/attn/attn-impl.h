@@ -115,14 +115,19 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* One (head, q tile) of the online-LSE forward (forward.c): O rows and LSE. */
 int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
                             double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
-/* One (head, q tile) of the fixed-shift or guarded forward (forward_fixed.c),
-   same buffers (tile_q x tile_k scores); a flagged guarded tile is redone by
-   aa_attn_fwd_tile_online. */
+/* One key block [j0, j0 + tk) of the online-LSE softmax of that tile
+   (forward.c): scores, running max m and rescale, row sums l, P V into acc
+   (q already loaded into qe); a fully masked block changes nothing. */
+int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, double *qe, size_t j0, size_t tk,
+                      double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
 /* fwd.k_order = desc, fwd.splits or fwd.split_sms (forward_split.c): the FA2
    split-KV forward of one (head, q tile), same buffers; and its split count. */
 int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
 size_t aa_attn_fwd_nsplits(const aa_attn_ctx_t *cx);
+/* One (head, q tile) of the fixed-shift or guarded forward (forward_fixed.c),
+   same buffers (tile_q x tile_k scores); a flagged guarded tile is redone by
+   aa_attn_fwd_tile_online. */
 int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
                              double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
 /* bwd.norm = recip preprocessing (backward_recip.c): *dO_eff [heads][n_q][d]

@@ -57,15 +57,85 @@ static int native_fmt(aa_fmt_t f, aa_accum_t model) {
   return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
 }
 
+/* One key block [j0, j0 + tk) of the online-LSE softmax for the q tile
+   (h, i0, tq): scores, running max and rescale, weights, P V into acc.
+   Shared by the plain forward and FA2's split-KV forward (forward_split.c),
+   which runs it over each split's blocks in its own order. */
+int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, double *qe, size_t j0, size_t tk,
+                      double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
+  int st;
+  /* A tile with every element masked changes nothing (m, l and acc keep
+     their values exactly), so it is skipped as the kernels do. */
+  if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) return AA_OK;
+  st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
+  if (st != AA_OK) return st;
+  for (size_t a = 0; a < tq; a++) {
+    double *srow = S + a * tk, *prow = P + a * tk;
+    const uint8_t *vrow = vis + a * tk;
+    double mx = -INFINITY;
+    for (size_t b = 0; b < tk; b++)
+      if (vrow[b] && srow[b] > mx) mx = srow[b];
+    double m_old = m[a], m_new = m_old;
+    if (mx > m_old) {
+      /* REFERENCES section 3: FA2 rescales on every increase; FA4 only when
+         the max grows by more than 8 (log2 units): the threshold key. */
+      if (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold) m_new = mx;
+    }
+    if (m_new == -INFINITY) { /* nothing visible yet in this row */
+      for (size_t b = 0; b < tk; b++)
+        prow[b] = 0;
+      continue;
+    }
+    if (m_new != m_old && m_old != -INFINITY) {
+      /* FA2 softmax_rescale_o: scale = exp2((m_old - m_new) * scale_log2);
+         row_sum *= scale; acc_o *= scale. */
+      double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
+      l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
+      double *arow = acc + a * d;
+      for (size_t c = 0; c < d; c++)
+        arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
+    }
+    m[a] = m_new;
+    /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
+       p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
+    double bb = aa_attn_alu(m_new * cx->c, alu);
+    double la = l[a];
+    const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
+    for (size_t b = 0; b < tk; b++) {
+      if (!vrow[b]) {
+        prow[b] = 0;
+        continue;
+      }
+      double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
+      double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
+      la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
+      /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
+         into the final normalisation (FA2). The row sum keeps them. */
+      prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
+    }
+    l[a] = la;
+  }
+  /* O accumulator continues across K tiles (chained MMA into acc_o). */
+  st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
+  if (st != AA_OK) return st;
+  if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
+    for (size_t x = 0; x < tq * d; x++)
+      acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+  return AA_OK;
+}
+
 /* One (head, q tile) of the online-LSE forward. */
 static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
   const aa_recipe_t *r = cx->r;
   const aa_problem_t *pb = cx->pb;
   aa_fmt_t alu = r->alu_fmt;
-  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  size_t d = cx->d, n_k = cx->n_k;
   size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
-  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
   int st;
 
@@ -89,63 +159,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   }
   for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
     size_t tk = n_k - j0 < tkk ? n_k - j0 : tkk;
-    /* A tile with every element masked changes nothing (m, l and acc keep
-       their values exactly), so it is skipped as the kernels do. */
-    if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) continue;
-    st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
-    if (st != AA_OK) return st;
-    for (size_t a = 0; a < tq; a++) {
-      double *srow = S + a * tk, *prow = P + a * tk;
-      const uint8_t *vrow = vis + a * tk;
-      double mx = -INFINITY;
-      for (size_t b = 0; b < tk; b++)
-        if (vrow[b] && srow[b] > mx) mx = srow[b];
-      double m_old = m[a], m_new = m_old;
-      if (mx > m_old) {
-        /* REFERENCES section 3: FA2 rescales on every increase; FA4 only when
-           the max grows by more than 8 (log2 units): the threshold key. */
-        if (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold) m_new = mx;
-      }
-      if (m_new == -INFINITY) { /* nothing visible yet in this row */
-        for (size_t b = 0; b < tk; b++)
-          prow[b] = 0;
-        continue;
-      }
-      if (m_new != m_old && m_old != -INFINITY) {
-        /* FA2 softmax_rescale_o: scale = exp2((m_old - m_new) * scale_log2);
-           row_sum *= scale; acc_o *= scale. */
-        double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
-        l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
-        double *arow = acc + a * d;
-        for (size_t c = 0; c < d; c++)
-          arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
-      }
-      m[a] = m_new;
-      /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
-         p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
-      double bb = aa_attn_alu(m_new * cx->c, alu);
-      double la = l[a];
-      const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
-      for (size_t b = 0; b < tk; b++) {
-        if (!vrow[b]) {
-          prow[b] = 0;
-          continue;
-        }
-        double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
-        double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
-        la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
-        /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
-           into the final normalisation (FA2). The row sum keeps them. */
-        prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
-      }
-      l[a] = la;
-    }
-    /* O accumulator continues across K tiles (chained MMA into acc_o). */
-    st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
-    if (st != AA_OK) return st;
-    if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
-      for (size_t x = 0; x < tq * d; x++)
-        acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+    if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) return st;
   }
   for (size_t a = 0; a < tq; a++) {
     size_t i = i0 + a;

@@ -59,11 +59,10 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
-  size_t d = cx->d, n_k = cx->n_k, kvh = h / cx->group;
+  size_t d = cx->d, n_k = cx->n_k;
   size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
   size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx);
   size_t per = (nblk + nsplit - 1) / nsplit;
-  const double *K = cx->K + kvh * n_k * d, *V = cx->V + kvh * n_k * d;
   if (cx->sinks != NULL || cx->keep_fwd != NULL || r->fwd_checkpoint != AA_CKPT_LSE ||
       r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return AA_EUNSUPPORTED; /* aa_recipe_check refuses the recipe side; problem sinks and keep masks end here */
@@ -87,47 +86,8 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     for (size_t bi = b0; bi < b1; bi++) {
       size_t b = r->fwd_k_desc ? b1 - 1 - (bi - b0) : bi;
       size_t j0 = b * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
-      if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) continue;
-      st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
-      if (st != AA_OK) break;
-      for (size_t a = 0; a < tq; a++) {
-        double *srow = S + a * tk, *prow = P + a * tk;
-        const uint8_t *vrow = vis + a * tk;
-        double mx = -INFINITY;
-        for (size_t c = 0; c < tk; c++)
-          if (vrow[c] && srow[c] > mx) mx = srow[c];
-        double m_old = m[a], m_new = m_old;
-        if (mx > m_old && (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold)) m_new = mx;
-        if (m_new == -INFINITY) {
-          memset(prow, 0, tk * sizeof *prow);
-          continue;
-        }
-        if (m_new != m_old && m_old != -INFINITY) {
-          /* FA2 softmax_rescale_o (exp2 of 0 is 1: skipping equal maxima changes nothing) */
-          double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
-          l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
-          for (size_t c = 0; c < d; c++)
-            acc[a * d + c] = aa_attn_rnd(aa_attn_alu(acc[a * d + c] * alpha, alu), r->fwd_o_acc_fmt);
-        }
-        m[a] = m_new;
-        double bb = aa_attn_alu(m_new * cx->c, alu), la = l[a];
-        for (size_t c = 0; c < tk; c++) {
-          if (!vrow[c]) {
-            prow[c] = 0;
-            continue;
-          }
-          double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[c], cx->c, -bb, alu));
-          double pr = aa_attn_rnd(p, r->fwd_p_fmt);
-          la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
-          prow[c] = pr;
-        }
-        l[a] = la;
-      }
-      st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
-      if (st != AA_OK) break;
-      if (r->fwd_o_acc_fmt != AA_FMT_FP32 || r->fwd_acc_pv == AA_ACC_FP64_SEQ)
-        for (size_t x = 0; x < tq * d; x++)
-          acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
+      /* the same block update as the plain forward, in this split's block order */
+      if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) break;
     }
     if (st != AA_OK) break;
     for (size_t a = 0; a < tq; a++) {
