@@ -112,6 +112,12 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
         out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
     }
   }
+  /* Combine (the seeds and REFERENCES are silent on split-KV; modelled on
+     FA2's combine kernel, combine_attn_seqk_parallel, and checked against
+     H200 outputs, experiments/README-gpu.md): lse = log(sum exp(lse_s -
+     max)) + max in the ALU format, then O = sum exp(lse_s - lse) O_s by FMA
+     in split order, rounded once to io; fwd.splits and fwd.split_sms are the
+     recipe parameters. */
   if (st == AA_OK && nsplit > 1)
     for (size_t a = 0; a < tq; a++) {
       size_t i = i0 + a;
