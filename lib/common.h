@@ -45,6 +45,15 @@ int aa_error_set(aa_error_t *err, int status, const char *fmt, ...)
 /* Overflow-checked size product: returns 0 and sets *out, or AA_ENOMEM. */
 int aa_size_mul(size_t *out, size_t a, size_t b);
 
+/* Position of name among names[0..n-1], or -1 (name NULL: -1): the
+   name <-> enum tables of the modules. */
+int aa_name_index(const char *name, const char *const *names, int n);
+/* The whole text as an integer (decimal, 0x hex or 0 octal, as strtoull /
+   strtol with base 0): 1 and *out set, or 0 (empty, trailing text, out of
+   range; aa_parse_u64 also refuses a minus sign). */
+int aa_parse_u64(uint64_t *out, const char *text);
+int aa_parse_long(long *out, const char *text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 # attnacc: build fragment of the common module (status codes, errors, build identity).
-lib_libattnacc_la_SOURCES += lib/common/status.c lib/common/githash.c
+lib_libattnacc_la_SOURCES += lib/common/status.c lib/common/githash.c lib/common/parse.c
 
 # The git hash is taken at make time: lib/githash.h is regenerated on every
 # make (a phony prerequisite) but rewritten only when the hash changes, so
@@ -20,3 +20,6 @@ aa-dist-githash:
 	  sed -n 's/^#define AA_GIT_HASH_TEXT "\(.*\)"$$/\1/p' $(distdir)/githash.tmp >$(distdir)/GITHASH && \
 	  rm -f $(distdir)/githash.tmp
 .PHONY: aa-dist-githash
+
+check_PROGRAMS += tests/tcommon
+TESTS += tests/tcommon

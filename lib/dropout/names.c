@@ -36,23 +36,10 @@ const char *aa_dropout_count_name(aa_dropout_count_t c) {
 }
 
 int aa_dropout_scheme_from_name(aa_dropout_scheme_t *out, const char *name) {
-  if (name == NULL) return AA_ENOTFOUND;
-  for (int i = 0; i < AA_DROPOUT_SCHEME_COUNT; i++)
-    if (!strcmp(name, scheme_names[i])) {
-      *out = (aa_dropout_scheme_t)i;
-      return AA_OK;
-    }
-  return AA_ENOTFOUND;
-}
-
-static int parse_u64(uint64_t *out, const char *v) {
-  char *end;
-  if (*v == '-' || *v == '\0') return 0;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 0);
-  if (errno || *end != '\0') return 0;
-  *out = (uint64_t)x;
-  return 1;
+  int i = aa_name_index(name, scheme_names, AA_DROPOUT_SCHEME_COUNT);
+  if (i < 0) return AA_ENOTFOUND;
+  *out = (aa_dropout_scheme_t)i;
+  return AA_OK;
 }
 
 int aa_dropout_set(aa_dropout_t *d, const char *key, const char *value, aa_error_t *err) {
@@ -73,14 +60,14 @@ int aa_dropout_set(aa_dropout_t *d, const char *key, const char *value, aa_error
     if (*value == '\0' || errno || *end != '\0' || !(p >= 0 && p < 1)) BAD();
     d->p = p;
   } else if (!strcmp(key, "seed")) {
-    if (!parse_u64(&u, value)) BAD();
+    if (!aa_parse_u64(&u, value)) BAD();
     d->seed = u;
   } else if (!strcmp(key, "batch")) {
-    if (!parse_u64(&u, value)) BAD();
+    if (!aa_parse_u64(&u, value)) BAD();
     d->batch = u;
   } else if (!strcmp(key, "fwd_tile_q") || !strcmp(key, "fwd_tile_k") || !strcmp(key, "bwd_tile_q") ||
              !strcmp(key, "bwd_tile_k") || !strcmp(key, "bwd_tile_k_short")) {
-    if (!parse_u64(&u, value) || u < 1 || u > (UINT64_C(1) << 32)) BAD();
+    if (!aa_parse_u64(&u, value) || u < 1 || u > (UINT64_C(1) << 32)) BAD();
     if (!strcmp(key, "fwd_tile_q"))
       d->fwd_tile_q = (size_t)u;
     else if (!strcmp(key, "fwd_tile_k"))

@@ -20,13 +20,10 @@ const char *aa_accum_name(aa_accum_t model) {
 }
 
 int aa_accum_from_name(aa_accum_t *out, const char *name) {
-  if (name == NULL) return AA_ENOTFOUND;
-  for (int m = 0; m < AA_ACC_COUNT; m++)
-    if (strcmp(name, names[m]) == 0) {
-      if (out != NULL) *out = (aa_accum_t)m;
-      return AA_OK;
-    }
-  return AA_ENOTFOUND;
+  int m = aa_name_index(name, names, AA_ACC_COUNT);
+  if (m < 0) return AA_ENOTFOUND;
+  if (out != NULL) *out = (aa_accum_t)m;
+  return AA_OK;
 }
 
 const char *aa_accum_describe(aa_accum_t model) {

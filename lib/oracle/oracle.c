@@ -20,12 +20,10 @@ const char *aa_oracle_path_name(aa_oracle_path_t path) {
 }
 
 int aa_oracle_path_from_name(aa_oracle_path_t *out, const char *name) {
-  for (int i = 0; name != NULL && i < AA_ORACLE_COUNT; i++)
-    if (strcmp(name, path_names[i]) == 0) {
-      *out = (aa_oracle_path_t)i;
-      return AA_OK;
-    }
-  return AA_ENOTFOUND;
+  int i = aa_name_index(name, path_names, AA_ORACLE_COUNT);
+  if (i < 0) return AA_ENOTFOUND;
+  *out = (aa_oracle_path_t)i;
+  return AA_OK;
 }
 
 const char *aa_oracle_path_describe(aa_oracle_path_t path) {

@@ -37,40 +37,11 @@ const char *aa_reduce_split_name(aa_reduce_split_t s) {
   return (unsigned)s < AA_SPLIT_COUNT ? split_names[s] : "?";
 }
 
-static int lookup(int *out, const char *name, const char *const *names, int n) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(name, names[i])) {
-      *out = i;
-      return AA_OK;
-    }
-  return AA_ENOTFOUND;
-}
-
 int aa_reduce_kind_from_name(aa_reduce_kind_t *out, const char *name) {
-  int i;
-  if (name == NULL || lookup(&i, name, kind_names, AA_REDUCE_COUNT) != AA_OK) return AA_ENOTFOUND;
+  int i = aa_name_index(name, kind_names, AA_REDUCE_COUNT);
+  if (i < 0) return AA_ENOTFOUND;
   *out = (aa_reduce_kind_t)i;
   return AA_OK;
-}
-
-static int parse_u64(uint64_t *out, const char *v) {
-  char *end;
-  if (*v == '-' || *v == '\0') return 0;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 0);
-  if (errno || *end != '\0') return 0;
-  *out = (uint64_t)x;
-  return 1;
-}
-
-static int parse_long(long *out, const char *v) {
-  char *end;
-  if (*v == '\0') return 0;
-  errno = 0;
-  long x = strtol(v, &end, 0);
-  if (errno || *end != '\0') return 0;
-  *out = x;
-  return 1;
 }
 
 int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t *err) {
@@ -88,25 +59,25 @@ int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t
                           value);
     s->kind = k;
   } else if (!strcmp(key, "order_seed")) {
-    if (!parse_u64(&u, value)) BAD();
+    if (!aa_parse_u64(&u, value)) BAD();
     s->order_seed = u;
   } else if (!strcmp(key, "splits")) {
-    if (!parse_u64(&u, value) || u < 1 || u > 65536) BAD();
+    if (!aa_parse_u64(&u, value) || u < 1 || u > 65536) BAD();
     s->splits = (unsigned)u;
   } else if (!strcmp(key, "split_layout")) {
-    if (lookup(&i, value, split_names, AA_SPLIT_COUNT) != AA_OK) BAD();
+    if ((i = aa_name_index(value, split_names, AA_SPLIT_COUNT)) < 0) BAD();
     s->split_layout = (aa_reduce_split_t)i;
   } else if (!strcmp(key, "pair")) {
-    if (lookup(&i, value, pair_names, AA_PAIR_COUNT) != AA_OK) BAD();
+    if ((i = aa_name_index(value, pair_names, AA_PAIR_COUNT)) < 0) BAD();
     s->pair = (aa_reduce_pair_t)i;
   } else if (!strcmp(key, "scale_exp")) {
-    if (!parse_long(&l, value) || l < -200 || l > 200) BAD();
+    if (!aa_parse_long(&l, value) || l < -200 || l > 200) BAD();
     s->scale_exp = (int)l;
   } else if (!strcmp(key, "width")) {
-    if (!parse_u64(&u, value) || u < 2 || u > 32) BAD();
+    if (!aa_parse_u64(&u, value) || u < 2 || u > 32) BAD();
     s->width = (unsigned)u;
   } else if (!strcmp(key, "section")) {
-    if (!parse_u64(&u, value)) BAD();
+    if (!aa_parse_u64(&u, value)) BAD();
     s->section = (size_t)u;
   } else if (!strcmp(key, "probe")) {
     if (!strcmp(value, "on") || !strcmp(value, "1"))
