@@ -9,7 +9,7 @@
    the tensor-core block models; they become gemm models later, and a recipe
    picks them by key). */
 static void flash_common(aa_recipe_t *r) {
-  memset(r, 0, sizeof *r);
+  memset(r, 0, sizeof *r); /* every key not set below or by a preset is 0: off, none, whole row */
   aa_dropout_default(&r->dropout); /* scheme none; twin tile widths if a recipe turns it on */
   aa_reduce_default(&r->bwd_dq_reduce); /* fp32-ordered: ascending KV blocks (FA2 deterministic order) */
   r->io_fmt = AA_FMT_BF16;
@@ -22,8 +22,6 @@ static void flash_common(aa_recipe_t *r) {
   r->fwd_acc_qk = r->fwd_acc_pv = AA_ACC_FP32_SEQ;
   r->fwd_p_fmt = AA_FMT_BF16;
   r->fwd_rowsum_fmt = AA_FMT_FP32;
-  r->fwd_rowsum_rounded = 0;
-  r->fwd_rescale_threshold = 0.0;
   r->fwd_o_acc_fmt = AA_FMT_FP32;
   r->fwd_lse_fmt = AA_FMT_FP32;
   r->bwd_acc_qk = r->bwd_acc_dp = r->bwd_acc_dv = r->bwd_acc_dk = r->bwd_acc_dq = AA_ACC_FP32_SEQ;
@@ -71,7 +69,6 @@ static void nki_common(aa_recipe_t *r, int mixed) {
   r->bwd_p_ds_fmt = AA_FMT_BF16;      /* the same softmax_y buffer is operand1 of the dS op */
   r->bwd_dp_fmt = AA_FMT_BF16;        /* REFERENCES section 3: dP rounded to kernel dtype before - D */
   r->bwd_ds_fmt = AA_FMT_BF16;        /* softmax_dx_local feeds the dQ/dK matmuls */
-  r->bwd_ds_scale = 0;
   r->bwd_dq_scale = AA_GSCALE_TILE;     /* dq_local += dq_psum * scale, L1558-1565 */
   r->bwd_dk_scale = AA_GSCALE_NONE;     /* Q already scaled */
   r->bwd_dq_section_fmt = AA_FMT_BF16;  /* out_dq_ref write/reload between sections, L1188-1207, L1326-1335 */
@@ -105,15 +102,9 @@ static void p_fa2(aa_recipe_t *r) {
   r->fwd_o_norm = AA_NORM_RECIPROCAL; /* acc_o * (1/sum) */
   r->bwd_tile_q = 128;
   r->bwd_tile_k = 128;
-  r->bwd_tile_k_short = 0;
-  r->bwd_sub_k = 0;
-  r->bwd_section = 0;
-  r->bwd_section_per_d = 0;
-  r->bwd_d_tile = 0;
   r->bwd_p_dv_fmt = AA_FMT_BF16;
   r->bwd_p_ds_fmt = AA_FMT_FP32;
   r->bwd_dp_fmt = AA_FMT_FP32;
-  r->bwd_ds_scale = 0;
   r->bwd_dq_scale = AA_GSCALE_END;
   r->bwd_dk_scale = AA_GSCALE_END;
   r->bwd_dkv_accumulate = AA_KVACC_CHAIN;
@@ -307,11 +298,6 @@ static void p_naive_bf16(aa_recipe_t *r) {
   r->fwd_o_norm = AA_NORM_DIVIDE;
   r->bwd_tile_q = 64;
   r->bwd_tile_k = 0;
-  r->bwd_tile_k_short = 0;
-  r->bwd_sub_k = 0;
-  r->bwd_section = 0;
-  r->bwd_section_per_d = 0;
-  r->bwd_d_tile = 0;
   r->bwd_p_dv_fmt = AA_FMT_BF16;
   r->bwd_p_ds_fmt = AA_FMT_BF16;
   r->bwd_dp_fmt = AA_FMT_BF16;    /* dP = bf16(dO V^T) */
