@@ -43,6 +43,31 @@ static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double c
 }
 
 
+/* Row r's LSE = mx + log Z and 1/Z from the normaliser Z = zs + zc
+   (relative error epsZ), through MPFR at 256 bits (mz, ml: scratch of that
+   precision; only n_q of these per run): stores and settles the LSE with
+   its bound and returns 1/Z as a double-double. */
+static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double zc, double mx, double epsZ, mpfr_t mz,
+                                    mpfr_t ml) {
+  aa_or_dd_t iz;
+  mpfr_set_d(mz, zs, MPFR_RNDN);
+  mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
+  mpfr_log(ml, mz, MPFR_RNDN);
+  mpfr_add_d(ml, ml, mx, MPFR_RNDN);
+  double lh = mpfr_get_d(ml, MPFR_RNDN);
+  mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
+  double ll = mpfr_get_d(ml, MPFR_RNDN);
+  cx->lse_h[r] = lh;
+  cx->lse_l[r] = ll;
+  cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(mx));
+  mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
+  iz.hi = mpfr_get_d(ml, MPFR_RNDN);
+  mpfr_sub_d(ml, ml, iz.hi, MPFR_RNDN);
+  iz.lo = mpfr_get_d(ml, MPFR_RNDN);
+  aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
+  return iz;
+}
+
 /* relative error of the computed exp against exp(exact x), |x^ - x| <= ex */
 static inline double exp_eps(double xh, double ex) {
   double rel = aa_or_exp_relerr(xh);

@@ -630,22 +630,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     zc = Zd.lo;
     double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
                   (double)(m + ns) * 0x1p-1018;
-    /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
-    mpfr_set_d(mz, zs, MPFR_RNDN);
-    mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
-    mpfr_log(ml, mz, MPFR_RNDN);
-    mpfr_add_d(ml, ml, m_, MPFR_RNDN);
-    double lh = mpfr_get_d(ml, MPFR_RNDN);
-    mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
-    double ll = mpfr_get_d(ml, MPFR_RNDN);
-    cx->lse_h[r] = lh;
-    cx->lse_l[r] = ll;
-    cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(m_));
-    mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
-    iz[i].hi = mpfr_get_d(ml, MPFR_RNDN);
-    mpfr_sub_d(ml, ml, iz[i].hi, MPFR_RNDN);
-    iz[i].lo = mpfr_get_d(ml, MPFR_RNDN);
-    aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
+    iz[i] = lse_from_z(cx, r, zs, zc, m_, epsZ, mz, ml);
     pz[i] = 1.01 * (epsZ + 0x1p-105);
   }
   /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */

@@ -240,23 +240,7 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
   zc = Zd.lo;
   double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
                 (double)(m + ns) * 0x1p-1018;
-  /* LSE = mx + log Z and 1/Z in MPFR at 256 bits (only n_q of them) */
-  mpfr_set_d(mz, zs, MPFR_RNDN);
-  mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
-  mpfr_log(ml, mz, MPFR_RNDN);
-  mpfr_add_d(ml, ml, mx, MPFR_RNDN);
-  double lh = mpfr_get_d(ml, MPFR_RNDN);
-  mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
-  double ll = mpfr_get_d(ml, MPFR_RNDN);
-  cx->lse_h[r] = lh;
-  cx->lse_l[r] = ll;
-  cx->e_lse[r] = 1.01 * epsZ + 0x1p-105 * fabs(lh) + 0x1p-250 * (1 + fabs(mx));
-  mpfr_ui_div(ml, 1, mz, MPFR_RNDN);
-  aa_or_dd_t iz;
-  iz.hi = mpfr_get_d(ml, MPFR_RNDN);
-  mpfr_sub_d(ml, ml, iz.hi, MPFR_RNDN);
-  iz.lo = mpfr_get_d(ml, MPFR_RNDN);
-  aa_oracle_settle_dd(cx, AA_OR_LSE, r, lh, ll, cx->e_lse[r]);
+  aa_or_dd_t iz = lse_from_z(cx, r, zs, zc, mx, epsZ, mz, ml);
   /* pass 3: P = E / Z, O = ks sum_kept P v */
   const double *V = cx->v + g * cx->n_k * d;
   double *s = B->s, *cc = B->cc, *a = B->a, *b = B->b;

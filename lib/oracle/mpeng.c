@@ -180,6 +180,26 @@ static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double eps
   return 1.01 * (Pd * ediff + epsP * Pd * (dd + ediff)) + ERR(i4, u, out);
 }
 
+/* w->o[c] = ks sum over the kept terms r < w->m of P_r Y[idx_r, c] with
+   its bound in w->eo[c] (O of a row with Y = V, dV of a column with Y =
+   dO; idx_r is then the key or the query row of term r). */
+static void kept_sum(ws_t *w, const aa_or_ctx_t *cx, size_t c, const double *Y, double u) {
+  size_t n = 0, d = cx->d;
+  double acc = 0, ks = cx->ks;
+  for (size_t r = 0; r < w->m; r++) {
+    if (!w->kept[r]) continue;
+    double y = Y[w->idx[r] * d + c];
+    mpfr_mul_d(w->terms[n], w->a[r], y, MPFR_RNDN);
+    w->ptrs[n] = w->terms[n];
+    acc += w->epsP[r] * w->Pd[r] * fabs(y);
+    n++;
+  }
+  int i1 = mpfr_sum(w->o[c], w->ptrs, n, MPFR_RNDN), i2 = 0;
+  double e1 = ERR(i1, u, w->o[c]);
+  if (ks != 1.0) i2 = mpfr_mul_d(w->o[c], w->o[c], ks, MPFR_RNDN);
+  w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
+}
+
 /* Row i of head h at precision p: LSE, O[c], D and, when full, dQ[c]. */
 static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec_t p, int full) {
   ws_set_prec(w, cx, p);
@@ -189,7 +209,6 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   const double *qi = cx->q + row * d, *doi = cx->dO + row * d;
   const double *K = cx->k + g * nk * d, *V = cx->v + g * nk * d;
   const uint8_t *keep = pb->keep != NULL ? pb->keep + row * nk : NULL;
-  const double ks = cx->ks;
   size_t m = 0;
   for (size_t j = 0; j < nk; j++) {
     if (!aa_problem_visible(pb, i, j)) continue;
@@ -252,20 +271,7 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   }
   /* O[c] = ks sum_{kept} P v */
   for (size_t c = 0; c < d; c++) {
-    size_t n = 0;
-    double acc = 0;
-    for (size_t r = 0; r < m; r++) {
-      if (!w->kept[r]) continue;
-      double vv = V[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[n], w->a[r], vv, MPFR_RNDN);
-      w->ptrs[n] = w->terms[n];
-      acc += w->epsP[r] * w->Pd[r] * fabs(vv);
-      n++;
-    }
-    int i1 = mpfr_sum(w->o[c], w->ptrs, n, MPFR_RNDN), i2 = 0;
-    double e1 = ERR(i1, u, w->o[c]);
-    if (ks != 1.0) i2 = mpfr_mul_d(w->o[c], w->o[c], ks, MPFR_RNDN);
-    w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
+    kept_sum(w, cx, c, V, u);
   }
   /* D = sum O dO */
   double acc = 0;
@@ -346,7 +352,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
   const aa_or_ctx_t *cx = src->cx;
   ws_set_prec(w, cx, p);
   const aa_problem_t *pb = cx->pb;
-  const double u = ldexp(1.0, -(int)p), ks = cx->ks;
+  const double u = ldexp(1.0, -(int)p);
   size_t d = cx->d, nk = cx->n_k, m = 0;
   const double *kj = cx->k + (g * nk + j) * d, *vj = cx->v + (g * nk + j) * d;
   for (size_t hh = 0; hh < cx->group; hh++) {
@@ -369,29 +375,17 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
   }
   w->m = m;
   for (size_t c = 0; c < d; c++) {
-    size_t n = 0;
-    double acc = 0, a2 = 0;
-    for (size_t r = 0; r < m; r++) {
-      if (!w->kept[r]) continue;
-      double y = cx->dO[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[n], w->a[r], y, MPFR_RNDN);
-      w->ptrs[n] = w->terms[n];
-      acc += w->epsP[r] * w->Pd[r] * fabs(y);
-      n++;
-    }
-    int i1 = mpfr_sum(w->o[c], w->ptrs, n, MPFR_RNDN), i2 = 0;
-    double e1 = ERR(i1, u, w->o[c]);
-    if (ks != 1.0) i2 = mpfr_mul_d(w->o[c], w->o[c], ks, MPFR_RNDN);
-    w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
+    kept_sum(w, cx, c, cx->dO, u); /* dV */
+    double a2 = 0;
     for (size_t r = 0; r < m; r++) {
       double y = cx->q[w->idx[r] * d + c];
       mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
       w->ptrs[r] = w->terms[r];
       a2 += w->eDS[r] * fabs(y);
     }
-    i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
-    e1 = ERR(i1, u, w->t1);
-    i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
+    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
+    double e1 = ERR(i1, u, w->t1);
+    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
     w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
   }
 }
