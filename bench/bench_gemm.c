@@ -1,4 +1,5 @@
-/* attnacc: benchmark of aa_gemm on the five attention-backward shapes, against OpenBLAS sgemm when configure found it. */
+/* attnacc: benchmark of aa_gemm on the five attention-backward shapes, against OpenBLAS sgemm when configure found
+ * it. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,8 +79,9 @@ int main(int argc, char **argv) {
      makes the comparison meaningless. */
   __builtin_cpu_init();
   if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f"))
-    printf("note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
-           "comparison\n");
+    printf(
+        "note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
+        "comparison\n");
 #endif
 #else
   printf("OpenBLAS: not found by configure (no sgemm comparison)\n");
@@ -110,8 +112,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_gemm: out of memory for n = %zu\n", n);
     return 1;
   }
-  for (size_t i = 0; i < n * d; i++) Xf[i] = (float)Xd[i], Yf[i] = (float)Yd[i];
-  for (size_t i = 0; i < n * n; i++) Pf[i] = (float)Pd[i];
+  for (size_t i = 0; i < n * d; i++)
+    Xf[i] = (float)Xd[i], Yf[i] = (float)Yd[i];
+  for (size_t i = 0; i < n * n; i++)
+    Pf[i] = (float)Pd[i];
 #endif
 
   printf("%-12s %6s %6s %6s  %-14s %10s %10s %12s %8s\n", "shape", "M", "N", "K", "model", "median_s", "GFLOP/s",
@@ -130,8 +134,8 @@ int main(int argc, char **argv) {
                   (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, Bf, (int)ldb, 0.0f, Cf, (int)sh->N); /* warm-up */
       for (int r = 0; r < reps; r++) {
         double t0 = now();
-        cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans,
-                    (int)sh->M, (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, Bf, (int)ldb, 0.0f, Cf, (int)sh->N);
+        cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans, (int)sh->M,
+                    (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, Bf, (int)ldb, 0.0f, Cf, (int)sh->N);
         t[r] = now() - t0;
       }
       double med = median(t, reps);

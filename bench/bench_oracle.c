@@ -1,4 +1,5 @@
-/* attnacc: benchmark of the oracle's fast path (tiled kernel against the earlier row-by-row kernel, side by side) with a plain-MPFR estimate. */
+/* attnacc: benchmark of the oracle's fast path (tiled kernel against the earlier row-by-row kernel, side by side)
+ * with a plain-MPFR estimate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static double user_cpu(void) { /* all threads of the process */
 typedef struct {
   double wall, user, fwd;
   size_t rec, unc;
-  double bound; /* largest relerr_bound over O, LSE, dQ, dK, dV */
+  double bound;  /* largest relerr_bound over O, LSE, dQ, dK, dV */
   uint64_t hash; /* of the FP32 roundings of all outputs, to show that both kernels agree */
 } meas_t;
 
@@ -53,7 +54,8 @@ static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel)
   aa_pcg64_seed(&rng, 42, n);
   for (int i = 0; i < 4; i++) {
     if (aa_tensor_alloc(&t[i], 3, sh, AA_FMT_BF16) != AA_OK) return 1;
-    for (size_t e = 0; e < n * d; e++) t[i].data[e] = (double)aa_bf16_rne((float)aa_pcg64_normal(&rng));
+    for (size_t e = 0; e < n * d; e++)
+      t[i].data[e] = (double)aa_bf16_rne((float)aa_pcg64_normal(&rng));
   }
   aa_oracle_opts_t o;
   aa_oracle_opts_init(&o);
@@ -85,7 +87,8 @@ static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel)
     m->hash = h;
     aa_oracle_result_free(&r);
   }
-  for (int i = 0; i < 4; i++) aa_tensor_free(&t[i]);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&t[i]);
   return st;
 }
 
@@ -134,7 +137,8 @@ int main(int argc, char **argv) {
   int nn = 0, reps = 1, want[2] = {1, 1}, do_mpfr = 1, only = 0;
   {
     size_t def[4] = {1024, 2048, 4096, 8192};
-    for (int i = 0; i < 4; i++) ns[nn++] = def[i];
+    for (int i = 0; i < 4; i++)
+      ns[nn++] = def[i];
   }
   size_t rows_max = 8192;
   for (int a = 1; a < argc; a++) {
@@ -203,8 +207,8 @@ int main(int argc, char **argv) {
       if (!kdo[k]) continue;
       mw[k] = median(w[k], reps);
       mu[k] = median(u[k], reps);
-      printf("%7zu %6s %10.2f %10.2f %9.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i], k == 0 ? "tiled" : "rows",
-             mw[k], mu[k], median(fw[k], reps), last[k].rec, last[k].unc, last[k].bound,
+      printf("%7zu %6s %10.2f %10.2f %9.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i],
+             k == 0 ? "tiled" : "rows", mw[k], mu[k], median(fw[k], reps), last[k].rec, last[k].unc, last[k].bound,
              (unsigned long long)last[k].hash, mp * sc, mpu * sc);
     }
     if (kdo[0] && kdo[1])

@@ -690,17 +690,17 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
               (unsigned long long)vs[i].dq_stats.budget_failures, (unsigned long long)vs[i].dq_stats.fp64_recomputes);
   for (size_t i = 0; i < nv; i++)
     if (vs[i].softmax[0] != '\0')
-      fprintf(f, "normalisation: %s %s, %zu of %zu forward tiles flagged, %zu rows recovered, NaN/Inf in outputs: %s\n",
+      fprintf(f,
+              "normalisation: %s %s, %zu of %zu forward tiles flagged, %zu rows recovered, NaN/Inf in outputs: %s\n",
               vs[i].variant, vs[i].softmax, vs[i].tiles_flagged, vs[i].fwd_tiles, vs[i].rows_recovered,
               vs[i].nonfinite ? "yes" : "no");
   fprintf(f, "rule 1 (pass): |a - b| <= %g + %g |b| for every element; fa rule: max_abs <= factor x naive-bf16's\n",
           AA_METRICS_ATOL, AA_METRICS_RTOL);
-  fprintf(
-      f,
-      "oracle: %s, %d bits, target %a, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu "
-      "uncertified\n",
-      aa_oracle_path_name(rep->oo->path), rep->oo->prec, rep->oo->target, cli_oracle_bound(rep->oracle),
-      rep->oracle->n_recomputed, rep->oracle->n_uncertified);
+  fprintf(f,
+          "oracle: %s, %d bits, target %a, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu "
+          "uncertified\n",
+          aa_oracle_path_name(rep->oo->path), rep->oo->prec, rep->oo->target, cli_oracle_bound(rep->oracle),
+          rep->oracle->n_recomputed, rep->oracle->n_uncertified);
   fprintf(f, "seconds: oracle %.3f, emulation %.3f\n", rep->oracle_seconds, emul);
   if (rep->seed_known) fprintf(f, "seed %llu, ", (unsigned long long)rep->seed);
   fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
@@ -757,7 +757,8 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
     cli_sb_printf(sb,
                   ",\n%s  \"normalisation\": {\"softmax\": \"%s\", \"fwd_tiles\": %zu, \"tiles_flagged\": %zu, "
                   "\"rows_recovered\": %zu, \"nonfinite\": %s}",
-                  ind, v->softmax, v->fwd_tiles, v->tiles_flagged, v->rows_recovered, v->nonfinite ? "true" : "false");
+                  ind, v->softmax, v->fwd_tiles, v->tiles_flagged, v->rows_recovered,
+                  v->nonfinite ? "true" : "false");
   cli_sb_printf(sb, ",\n%s  \"outputs\": {", ind);
   for (int j = 0; j < v->nout; j++) {
     const cli_out_t *o = &v->out[j];

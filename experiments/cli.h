@@ -48,18 +48,18 @@ int cli_double(double *out, const char *cmd, const char *opt, const char *s, dou
 /* --oracle-target: "2^-E" (E an integer) or a decimal number, within the
    oracle's [2^-96, 2^-8]; 2 after a message on error. */
 int cli_oracle_target(double *out, const char *cmd, const char *s);
-#define CLI_OPT_ORACLE_TARGET                                                                                      \
-  {                                                                                                                \
-    "oracle-target", "2^-E|X", "2^-48",                                                                            \
-        "certified relative accuracy of every oracle element (2^-96..2^-8); looser skips MPFR recomputes"          \
+#define CLI_OPT_ORACLE_TARGET                                                                                        \
+  {                                                                                                                  \
+    "oracle-target", "2^-E|X", "2^-48",                                                                              \
+        "certified relative accuracy of every oracle element (2^-96..2^-8); looser skips MPFR recomputes"            \
   }
 
 /* Option rows of the commands that run the oracle on one problem, and
    their parser: oo initialised, then --oracle, --prec (64..4096, the
    oracle's range) and --oracle-target applied; 0, or 2 after a message. */
-#define CLI_OPTS_ORACLE                                                                                            \
-  {"oracle", "mpfr|fast", "fast", "oracle path"}, {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, \
-      CLI_OPT_ORACLE_TARGET
+#define CLI_OPTS_ORACLE                                                                                              \
+  {"oracle", "mpfr|fast", "fast", "oracle path"},                                                                    \
+      {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
 /* ---- a growing string (JSON text) ---- */
@@ -132,13 +132,13 @@ typedef struct {
   char *recipe_text; /* aa_recipe_format text, malloc'd; NULL for external gradients */
   cli_out_t out[CLI_MAX_OUT];
   int nout;
-  double seconds; /* emulation seconds (forward + backward) */
-  char dq_reduce[32];           /* the recipe's dq_reduce strategy name ("" for external gradients) */
-  aa_reduce_stats_t dq_stats;   /* its counters: tiles, budget failures, FP64 recomputes */
+  double seconds;             /* emulation seconds (forward + backward) */
+  char dq_reduce[32];         /* the recipe's dq_reduce strategy name ("" for external gradients) */
+  aa_reduce_stats_t dq_stats; /* its counters: tiles, budget failures, FP64 recomputes */
   /* Normalisation (seed 003 variants; zeros for the other schemes): forward
      query tiles, tiles flagged by the range checks, rows recovered to LSE,
      and whether any output (o, dq, dk, dv, dsinks) holds NaN or Inf. */
-  char softmax[24];             /* fwd.softmax name ("" for external gradients) */
+  char softmax[24]; /* fwd.softmax name ("" for external gradients) */
   size_t fwd_tiles, tiles_flagged, rows_recovered;
   int nonfinite;
 } cli_variant_t;

@@ -113,12 +113,12 @@ static int dq_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_erro
   snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)cx->seed);
   if ((rc = aa_sweep_axis_str(sw, "mask", masks, nm, 0, err)) ||
       (rc = aa_sweep_axis_double(sw, "sigma", sigmas, nsig, 0, err)) ||
-      (rc = aa_sweep_axis_int(sw, "n", ns, nn, 0, err)) ||
-      (rc = xp_axis_fixed_int(sw, "d", (int64_t)cx->d, err)) ||
+      (rc = aa_sweep_axis_int(sw, "n", ns, nn, 0, err)) || (rc = xp_axis_fixed_int(sw, "d", (int64_t)cx->d, err)) ||
       (rc = xp_axis_fixed_int(sw, "heads", (int64_t)cx->heads, err)) ||
       (rc = xp_axis_fixed_int(sw, "width", (int64_t)width, err)) ||
       (rc = xp_axis_fixed_int(sw, "scale_exp_center", (int64_t)cx->base.bwd_dq_reduce.scale_exp, err)) ||
-      (rc = xp_axis_fixed_str(sw, "variant", variant, err)) || (rc = xp_axis_fixed_str(sw, "base_seed", seedtxt, err)) ||
+      (rc = xp_axis_fixed_str(sw, "variant", variant, err)) ||
+      (rc = xp_axis_fixed_str(sw, "base_seed", seedtxt, err)) ||
       (rc = xp_columns(sw, cols, sizeof cols / sizeof cols[0], err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);

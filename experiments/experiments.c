@@ -427,10 +427,12 @@ int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
       }
   }
   xp_csv_free(&c);
-  for (size_t k = 0; k < ctx->nrecipes; k++) total += emul[k];
+  for (size_t k = 0; k < ctx->nrecipes; k++)
+    total += emul[k];
   FILE *f = ctx->stdout_owned ? stderr : stdout;
   fprintf(f, "time over %zu cells: oracle %.1f s, emulation %.1f s (", cells, orc, total);
-  for (size_t k = 0; k < ctx->nrecipes; k++) fprintf(f, "%s%s %.1f", k ? ", " : "", ctx->recipe[k].name, emul[k]);
+  for (size_t k = 0; k < ctx->nrecipes; k++)
+    fprintf(f, "%s%s %.1f", k ? ", " : "", ctx->recipe[k].name, emul[k]);
   fprintf(f, "); per cell and recipe in columns seconds_oracle, seconds_emul\n");
   return AA_OK;
 }

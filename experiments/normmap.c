@@ -24,7 +24,8 @@ static const cli_opt_t params[] = {
     {"reference", "oracle|fp64", "oracle",
      "what rel_l2 is measured against: the MPFR-backed oracle, or the exact-fp64 recipe (fast; see --help)"},
     {"oracle", "mpfr|fast", "fast", "oracle path"},
-    {"oracle-target", "2^-E|X", "2^-24", "certified relative accuracy of every oracle element (2^-96..2^-8; see --help)"},
+    {"oracle-target", "2^-E|X", "2^-24",
+     "certified relative accuracy of every oracle element (2^-96..2^-8; see --help)"},
     {"cache", "DIR|none", "OUT/oracle-cache", "on-disk oracle cache (shared by sweeps over the same fixtures)"},
     {"oracle-cache", "DIR", "OUT/oracle-cache", "older name of --cache"},
 };
@@ -469,10 +470,25 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
 }
 
 static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
-  static const char *const cols[] = {
-      "recipe",        "tensor",          "rel_l2",        "max_abs",        "nan",       "inf",      "pass",
-      "q_rows",        "fwd_tiles",       "tiles_flagged", "rows_recovered", "nonfinite", "lse2_max", "lse2_min",
-      "oracle_cached", "oracle_bound",   "oracle_uncertified", "seconds_oracle@", "seconds_emul@"};
+  static const char *const cols[] = {"recipe",
+                                     "tensor",
+                                     "rel_l2",
+                                     "max_abs",
+                                     "nan",
+                                     "inf",
+                                     "pass",
+                                     "q_rows",
+                                     "fwd_tiles",
+                                     "tiles_flagged",
+                                     "rows_recovered",
+                                     "nonfinite",
+                                     "lse2_max",
+                                     "lse2_min",
+                                     "oracle_cached",
+                                     "oracle_bound",
+                                     "oracle_uncertified",
+                                     "seconds_oracle@",
+                                     "seconds_emul@"};
   const char *ms[2], *drs[MAX_REC], *crs[MAX_REC], *s;
   char mbuf[64], drbuf[512], crbuf[512];
   size_t nm, ndr, ncr, nseeds = 3;

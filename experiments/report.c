@@ -148,9 +148,11 @@ static int find_plots(char *out, size_t cap) {
    one column "MASK N<suffix>" per pair, then the separator row. */
 static void grid_header(cli_sb_t *md, const set_t *masks, const dset_t *ns, const char *suffix) {
   for (size_t mi = 0; mi < masks->n; mi++)
-    for (size_t ni = 0; ni < ns->n; ni++) cli_sb_printf(md, " %s %.0f%s |", masks->v[mi], ns->v[ni], suffix);
+    for (size_t ni = 0; ni < ns->n; ni++)
+      cli_sb_printf(md, " %s %.0f%s |", masks->v[mi], ns->v[ni], suffix);
   cli_sb_printf(md, "\n| --- |");
-  for (size_t i = 0; i < masks->n * ns->n; i++) cli_sb_printf(md, " --- |");
+  for (size_t i = 0; i < masks->n * ns->n; i++)
+    cli_sb_printf(md, " --- |");
   cli_sb_printf(md, "\n");
 }
 

@@ -30,14 +30,14 @@ typedef struct {
      when it saved LSE (a recovered guarded tile, or an empty row). For recip
      rows lse holds the equivalent LSE = (shift + log2 l) ln 2 (exp2-fma; shift
      + log l for natural exp), used by LSE backwards and the sink gradient. */
-  aa_tensor_t recip;            /* [heads, n_q]: saved 1/l in fwd.lse_fmt (0 for LSE rows) */
-  aa_tensor_t shift;            /* [heads, n_q]: the row's shift b in exp-argument units */
-  unsigned char *row_ckpt;      /* [heads * n_q] */
-  unsigned char *tile_flagged;  /* [heads * fwd_q_tiles]: 1 when the query tile failed the range checks */
-  size_t fwd_q_tiles;           /* forward query tiles per head */
-  size_t tiles_flagged;         /* guarded: tiles recomputed online; fixed-shift: tiles that failed the checks */
-  size_t rows_recovered;        /* rows whose checkpoint is the recovered LSE */
-  size_t contractions_skipped;  /* guarded: fully masked (sub-tile, key block) contractions skipped (3.4) */
+  aa_tensor_t recip;           /* [heads, n_q]: saved 1/l in fwd.lse_fmt (0 for LSE rows) */
+  aa_tensor_t shift;           /* [heads, n_q]: the row's shift b in exp-argument units */
+  unsigned char *row_ckpt;     /* [heads * n_q] */
+  unsigned char *tile_flagged; /* [heads * fwd_q_tiles]: 1 when the query tile failed the range checks */
+  size_t fwd_q_tiles;          /* forward query tiles per head */
+  size_t tiles_flagged;        /* guarded: tiles recomputed online; fixed-shift: tiles that failed the checks */
+  size_t rows_recovered;       /* rows whose checkpoint is the recovered LSE */
+  size_t contractions_skipped; /* guarded: fully masked (sub-tile, key block) contractions skipped (3.4) */
   double seconds_forward, seconds_backward;
 } aa_attn_result_t;
 

@@ -1,4 +1,5 @@
-/* attnacc: exponential constructions (exact, Schraudolph FP32/BF16, quadratic BF16, FA4 polynomial), packed BF16 pairs, and their exhaustive error map. */
+/* attnacc: exponential constructions (exact, Schraudolph FP32/BF16, quadratic BF16, FA4 polynomial), packed BF16
+ * pairs, and their exhaustive error map. */
 #ifndef AA_EXP_H
 #define AA_EXP_H
 
@@ -17,11 +18,11 @@ extern "C" {
    argument. Published natural-base constants (Schraudolph 1999) are
    translated to this form in lib/exp/registry.c. */
 typedef enum {
-  AA_EXP_EXACT = 0,          /* correctly rounded FP32 2^x */
-  AA_EXP_SCHRAUDOLPH_FP32,   /* i = round(2^23 x + 127*2^23 - c) as FP32 bits */
-  AA_EXP_SCHRAUDOLPH_BF16,   /* i = round(2^7 x + 127*2^7 - c) in FP32 arithmetic, int16, BF16 bits */
-  AA_EXP_QUADRATIC_BF16,     /* BF16 mantissa s (1 + d + f + k f (f - 1)), exponent floor(x) added to the bits */
-  AA_EXP_FA4_POLY,           /* FA4 software exp2: Horner polynomial of degree 1..5 plus (j << 23) */
+  AA_EXP_EXACT = 0,        /* correctly rounded FP32 2^x */
+  AA_EXP_SCHRAUDOLPH_FP32, /* i = round(2^23 x + 127*2^23 - c) as FP32 bits */
+  AA_EXP_SCHRAUDOLPH_BF16, /* i = round(2^7 x + 127*2^7 - c) in FP32 arithmetic, int16, BF16 bits */
+  AA_EXP_QUADRATIC_BF16,   /* BF16 mantissa s (1 + d + f + k f (f - 1)), exponent floor(x) added to the bits */
+  AA_EXP_FA4_POLY,         /* FA4 software exp2: Horner polynomial of degree 1..5 plus (j << 23) */
   AA_EXP_KIND_COUNT
 } aa_exp_kind_t;
 
@@ -46,9 +47,9 @@ typedef struct {
   aa_rnd_t cvt;         /* FP32 -> BF16 conversions: AA_RND_NE (default) or AA_RND_Z */
   aa_exp_order_t order; /* see aa_exp_order_t */
   /* derived (set by aa_exp_init / aa_exp_set) */
-  float bmc;            /* Schraudolph b - c rounded to FP32 */
-  float kf, df1, sf;    /* quadratic: k, 1 + d and s in FP32 (BF16-rounded in BF16 order) */
-  float coef[6];        /* fa4-poly: coef[0] = 1, coef[1..degree] */
+  float bmc;         /* Schraudolph b - c rounded to FP32 */
+  float kf, df1, sf; /* quadratic: k, 1 + d and s in FP32 (BF16-rounded in BF16 order) */
+  float coef[6];     /* fa4-poly: coef[0] = 1, coef[1..degree] */
 } aa_exp_t;
 
 /* Registry: one entry per construction, with its parameters and defaults. */
@@ -59,12 +60,12 @@ typedef struct {
 } aa_exp_param_info_t;
 
 typedef struct {
-  const char *name;           /* "exact", "schraudolph-fp32", ... */
+  const char *name; /* "exact", "schraudolph-fp32", ... */
   aa_exp_kind_t kind;
-  int bf16_native;            /* 1 when the construction writes BF16 bits itself */
-  const char *description;    /* one paragraph */
+  int bf16_native;         /* 1 when the construction writes BF16 bits itself */
+  const char *description; /* one paragraph */
   const aa_exp_param_info_t *params;
-  int nparams;                /* construction-specific params; "cvt" and "order" apply to all */
+  int nparams; /* construction-specific params; "cvt" and "order" apply to all */
 } aa_exp_info_t;
 
 /* Registry access: *count receives the number of constructions. */
@@ -126,10 +127,10 @@ uint16_t aa_exp2_cr_bf16_ref(float x, double ref);
 /* Output classes tracked as runs of consecutive inputs. */
 typedef enum {
   AA_EXP_CLS_NAN = 0,
-  AA_EXP_CLS_INF,      /* +Inf or -Inf */
-  AA_EXP_CLS_NEG,      /* finite and < 0 */
-  AA_EXP_CLS_ZERO,     /* +0 or -0 */
-  AA_EXP_CLS_SUBNORMAL,/* non-zero subnormal */
+  AA_EXP_CLS_INF,       /* +Inf or -Inf */
+  AA_EXP_CLS_NEG,       /* finite and < 0 */
+  AA_EXP_CLS_ZERO,      /* +0 or -0 */
+  AA_EXP_CLS_SUBNORMAL, /* non-zero subnormal */
   AA_EXP_NCLS
 } aa_exp_cls_t;
 const char *aa_exp_cls_name(int cls); /* "nan", "inf", "negative", "zero", "subnormal" */
@@ -141,29 +142,29 @@ typedef struct {
 } aa_exp_range_t;
 
 typedef struct {
-  uint64_t inputs;        /* inputs visited */
-  uint64_t valid;         /* finite, non-negative outputs with a finite non-zero reference */
-  double min_ratio, max_ratio;      /* output / 2^x over valid inputs */
+  uint64_t inputs;             /* inputs visited */
+  uint64_t valid;              /* finite, non-negative outputs with a finite non-zero reference */
+  double min_ratio, max_ratio; /* output / 2^x over valid inputs */
   float argmin_ratio, argmax_ratio;
   double max_rel_err, mean_rel_err; /* |output - 2^x| / 2^x over valid inputs */
   float argmax_rel_err;
   double sum_rel_err;
-  uint64_t cr_mismatch;   /* valid inputs whose output differs from correctly rounded 2^x in the output format */
+  uint64_t cr_mismatch; /* valid inputs whose output differs from correctly rounded 2^x in the output format */
   uint64_t cls_count[AA_EXP_NCLS];
   uint64_t cls_runs[AA_EXP_NCLS];
   int nranges[AA_EXP_NCLS];
   int ranges_truncated[AA_EXP_NCLS]; /* 1 when more than AA_EXP_MAX_RANGES runs (or lost inside a block) */
   aa_exp_range_t ranges[AA_EXP_NCLS][AA_EXP_MAX_RANGES];
-  uint64_t ref_checked;   /* inputs whose libm reference was checked against MPFR */
+  uint64_t ref_checked; /* inputs whose libm reference was checked against MPFR */
   double ref_observed_max_relerr;
 } aa_exp_map_t;
 
 typedef struct {
-  int out_bf16;   /* 1: map the packed BF16 output (forced for BF16-native constructions) */
-  int ref_check;  /* how many inputs, spread evenly, to check the libm reference against MPFR (0: none) */
-  int threads;    /* 0: OpenMP default */
-  float shift;    /* the construction gets fl32(x - shift), the reference is 2^(x - shift) in FP64;
-                     with a non-zero shift cr_mismatch is not computed (left 0) */
+  int out_bf16;  /* 1: map the packed BF16 output (forced for BF16-native constructions) */
+  int ref_check; /* how many inputs, spread evenly, to check the libm reference against MPFR (0: none) */
+  int threads;   /* 0: OpenMP default */
+  float shift;   /* the construction gets fl32(x - shift), the reference is 2^(x - shift) in FP64;
+                    with a non-zero shift cr_mismatch is not computed (left 0) */
 } aa_exp_map_opts_t;
 
 /* Order-preserving key of a float: key(a) < key(b) iff a < b for non-NaN

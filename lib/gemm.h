@@ -15,7 +15,8 @@ extern "C" {
    depend on the thread count or on the vector path chosen at run time. */
 typedef enum {
   AA_ACC_FP32_SEQ = 0,  /* "fp32-seq": acc = fmaf(a_k, b_k, acc), k = 0..K-1, acc starts at the incoming C or +0 */
-  AA_ACC_FP32_PAIRWISE, /* "fp32-pairwise": products rounded to fp32, summed by a fixed pairwise tree, then added to C */
+  AA_ACC_FP32_PAIRWISE, /* "fp32-pairwise": products rounded to fp32, summed by a fixed pairwise tree, then added to C
+                         */
   AA_ACC_FP64_SEQ,      /* "fp64-seq": as fp32-seq in IEEE double (for exact-arithmetic recipes) */
   AA_ACC_TC_K16_F25,    /* "tc-k16-f25": tensor-core blocks of 16, 25 fractional bits, RZ (H100/H200/B200) */
   AA_ACC_TC_K8_F24,     /* "tc-k8-f24": tensor-core blocks of 8, 24 fractional bits, RZ (A100/Ada) */
@@ -80,7 +81,7 @@ typedef enum {
 
 const char *aa_accum_name(aa_accum_t model);
 int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFOUND */
-const char *aa_accum_describe(aa_accum_t model);            /* one line for `attnacc list` */
+const char *aa_accum_describe(aa_accum_t model);           /* one line for `attnacc list` */
 
 /* Block length K and fractional bits F of a tc-* model; AA_ENOTFOUND for the
    other models (either output may be NULL). */

@@ -14,10 +14,10 @@ extern "C" {
 #endif
 
 typedef struct {
-  size_t count;    /* elements compared */
-  size_t nan, inf; /* non-finite elements of the tested tensor */
-  double rel_l2;   /* ||a - b||_2 / ||b||_2 over finite elements (b = oracle) */
-  double max_abs;  /* max |a - b| */
+  size_t count;             /* elements compared */
+  size_t nan, inf;          /* non-finite elements of the tested tensor */
+  double rel_l2;            /* ||a - b||_2 / ||b||_2 over finite elements (b = oracle) */
+  double max_abs;           /* max |a - b| */
   double max_ulp, mean_ulp; /* distance in ULPs of ulp_fmt to the correctly rounded oracle value */
   /* Rule 1: |a - b| <= atol + rtol |b| for every element. */
   double atol, rtol;

@@ -45,9 +45,9 @@ void aa_oracle_opts_init(aa_oracle_opts_t *opts); /* path fast, prec 128, thread
 
 /* One output tensor of the oracle. */
 typedef struct {
-  aa_tensor_t val;  /* a double within relerr_bound of the exact value (FP64 tag) */
-  aa_tensor_t fp32; /* the exact value correctly rounded (RNE) to FP32 */
-  aa_tensor_t bf16; /* the exact value correctly rounded (RNE) to BF16 */
+  aa_tensor_t val;     /* a double within relerr_bound of the exact value (FP64 tag) */
+  aa_tensor_t fp32;    /* the exact value correctly rounded (RNE) to FP32 */
+  aa_tensor_t bf16;    /* the exact value correctly rounded (RNE) to BF16 */
   double relerr_bound; /* certified max over elements of |val - exact| / |exact| (0 for exact zeros) */
 } aa_oracle_out_t;
 
@@ -71,15 +71,15 @@ typedef struct {
    midpoint gives the rounding of the computed center. Zeros are returned
    as +0. */
 typedef struct {
-  aa_oracle_out_t o;   /* [heads, n_q, d] */
-  aa_oracle_out_t lse; /* [heads, n_q], natural log, includes the softmax scale */
-  aa_oracle_out_t dq;  /* [heads, n_q, d] */
-  aa_oracle_out_t dk;  /* [kv_heads, n_k, d], reduced over the query heads of each group */
-  aa_oracle_out_t dv;  /* [kv_heads, n_k, d] */
-  aa_oracle_out_t dsinks; /* [heads, num_sinks] (empty when num_sinks == 0) */
-  size_t n_recomputed; /* fast path: elements recomputed in MPFR to meet the bound */
+  aa_oracle_out_t o;                        /* [heads, n_q, d] */
+  aa_oracle_out_t lse;                      /* [heads, n_q], natural log, includes the softmax scale */
+  aa_oracle_out_t dq;                       /* [heads, n_q, d] */
+  aa_oracle_out_t dk;                       /* [kv_heads, n_k, d], reduced over the query heads of each group */
+  aa_oracle_out_t dv;                       /* [kv_heads, n_k, d] */
+  aa_oracle_out_t dsinks;                   /* [heads, num_sinks] (empty when num_sinks == 0) */
+  size_t n_recomputed;                      /* fast path: elements recomputed in MPFR to meet the bound */
   double seconds_forward, seconds_backward; /* fast: double-double pass / MPFR recomputes; mpfr: row pass / rest */
-  size_t n_uncertified; /* elements left uncertified at the highest precision (see above) */
+  size_t n_uncertified;                     /* elements left uncertified at the highest precision (see above) */
 } aa_oracle_result_t;
 
 /* Compute the exact attention forward and backward of the stored inputs

@@ -1,4 +1,5 @@
-/* attnacc: the attention problem (shapes, scale, masks, GQA, sinks, dropout keep mask) shared by oracle and emulation. */
+/* attnacc: the attention problem (shapes, scale, masks, GQA, sinks, dropout keep mask) shared by oracle and
+ * emulation. */
 #ifndef AA_PROBLEM_H
 #define AA_PROBLEM_H
 
@@ -19,17 +20,17 @@ extern "C" {
    Causal alignment is top-left (query i sees keys 0..i), as in seed 000,
    which requires n_q == n_k for causal. */
 typedef struct {
-  size_t n_q, n_k;    /* query and key lengths */
-  size_t d;           /* head dimension */
-  size_t heads;       /* query heads */
-  size_t kv_heads;    /* key/value heads; heads % kv_heads == 0 (GQA) */
-  int scale_default;  /* 1: softmax scale is exactly 1/sqrt(d) (irrational for odd log2 d) */
-  double scale;       /* used when scale_default == 0 */
+  size_t n_q, n_k;   /* query and key lengths */
+  size_t d;          /* head dimension */
+  size_t heads;      /* query heads */
+  size_t kv_heads;   /* key/value heads; heads % kv_heads == 0 (GQA) */
+  int scale_default; /* 1: softmax scale is exactly 1/sqrt(d) (irrational for odd log2 d) */
+  double scale;      /* used when scale_default == 0 */
   int causal;
-  size_t window;      /* sliding window (0 = none); only with causal, as in seed 000 L258 */
+  size_t window;                        /* sliding window (0 = none); only with causal, as in seed 000 L258 */
   const int32_t *bound_min, *bound_max; /* per query [n_q], both or neither (sequence packing) */
-  size_t num_sinks;   /* sink logits per head */
-  const double *sinks;/* [heads][num_sinks] or NULL */
+  size_t num_sinks;                     /* sink logits per head */
+  const double *sinks;                  /* [heads][num_sinks] or NULL */
   /* Dropout: keep mask [heads][n_q][n_k] (1 keep, 0 drop) and the rescale
      applied to kept weights; NULL for no dropout. The oracle applies exactly
      this mask: it is an input, not re-derived. */

@@ -5,9 +5,9 @@
 #include <stddef.h>
 
 #include "common.h"
-#include "fmt.h"
 #include "dropout.h"
 #include "exp.h"
+#include "fmt.h"
 #include "gemm.h"
 #include "reduce.h"
 
@@ -167,12 +167,12 @@ struct aa_recipe {
      reciprocal; keys in KEYS.md). The shift is in exp-argument units
      (log2 units with exp_form = exp2-fma: weight = exp2(fma(S, c, -b)));
      the guard bounds are base-2 exponents of the weight value. */
-  double fwd_shift;          /* fixed-shift: the nominal shift b */
-  double fwd_guard_lo;       /* range checks: every weight and the row sum in [2^lo, 2^hi), finite, non-zero */
+  double fwd_shift;    /* fixed-shift: the nominal shift b */
+  double fwd_guard_lo; /* range checks: every weight and the row sum in [2^lo, 2^hi), finite, non-zero */
   double fwd_guard_hi;
-  size_t fwd_sub_q;          /* guarded: query sub-tile whose fully masked contractions are skipped; 0 = tile_q */
-  aa_bwd_norm_t bwd_norm;    /* lse or recip */
-  aa_fmt_t bwd_do_fmt;       /* recip: the scaled dO = dO * (1/l) rounded to this (an MMA operand) */
+  size_t fwd_sub_q;       /* guarded: query sub-tile whose fully masked contractions are skipped; 0 = tile_q */
+  aa_bwd_norm_t bwd_norm; /* lse or recip */
+  aa_fmt_t bwd_do_fmt;    /* recip: the scaled dO = dO * (1/l) rounded to this (an MMA operand) */
 
   /* Dropout (keys `dropout_<name>`, lib/dropout.h): with scheme none both
      passes apply the problem's keep mask; otherwise the backward redraws

@@ -117,11 +117,11 @@ typedef struct aa_sweep_s aa_sweep_t;
 
 /* One cell: a point of the grid. */
 typedef struct {
-  size_t index;       /* position among the kept cells, 0..ncells-1 (enumeration order) */
-  size_t grid_index;  /* position in the unfiltered cartesian product */
-  aa_hash128_t id;    /* content hash of all coordinates (see aa_cell_seed) */
-  uint64_t seed;      /* aa_cell_seed(cell), computed once */
-  size_t ncoords;     /* number of axes */
+  size_t index;             /* position among the kept cells, 0..ncells-1 (enumeration order) */
+  size_t grid_index;        /* position in the unfiltered cartesian product */
+  aa_hash128_t id;          /* content hash of all coordinates (see aa_cell_seed) */
+  uint64_t seed;            /* aa_cell_seed(cell), computed once */
+  size_t ncoords;           /* number of axes */
   const char *const *names; /* axis names, in declaration order */
   const aa_val_t *vals;     /* the cell's coordinate values, same order */
 } aa_cell_t;

@@ -36,17 +36,17 @@ static inline int aa_test_expensive(void) {
 static int aa_test_failures = 0;
 
 /* FAIL <what>: <property>, then the caller prints inputs in %a and bits. */
-#define AA_FAIL(...)                                                                                              \
-  do {                                                                                                            \
-    printf("FAIL ");                                                                                              \
-    printf(__VA_ARGS__);                                                                                          \
-    printf("\n");                                                                                                 \
-    aa_test_failures++;                                                                                           \
+#define AA_FAIL(...)                                                                                                 \
+  do {                                                                                                               \
+    printf("FAIL ");                                                                                                 \
+    printf(__VA_ARGS__);                                                                                             \
+    printf("\n");                                                                                                    \
+    aa_test_failures++;                                                                                              \
   } while (0)
 
-#define AA_CHECK(cond, ...)                                                                                       \
-  do {                                                                                                            \
-    if (!(cond)) AA_FAIL(__VA_ARGS__);                                                                            \
+#define AA_CHECK(cond, ...)                                                                                          \
+  do {                                                                                                               \
+    if (!(cond)) AA_FAIL(__VA_ARGS__);                                                                               \
   } while (0)
 
 /* Whole file as a NUL-terminated string (malloc'd), or NULL when unreadable. */

@@ -1,4 +1,5 @@
-/* attnacc: tests of the exp constructions: closed forms, MPFR correct rounding, NaN boundaries, packed layout, map stitching. */
+/* attnacc: tests of the exp constructions: closed forms, MPFR correct rounding, NaN boundaries, packed layout, map
+ * stitching. */
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>
@@ -39,15 +40,20 @@ static void test_exact(void) {
   int n = (int)(40000 * aa_test_multiplier());
   for (int i = 0; i < n + 600; i++) {
     float x;
-    if (i < 300) x = (float)(i - 151); /* integers: exact powers, the subnormal and overflow edges */
-    else if (i < 600) x = (float)(i - 451) + 0.5f;
-    else if (i % 2) x = (float)(-152.0 + 282.0 * aa_pcg64_uniform(&rng));
-    else x = (float)(-152.0 + 30.0 * aa_pcg64_uniform(&rng)); /* dense over the subnormal outputs */
+    if (i < 300)
+      x = (float)(i - 151); /* integers: exact powers, the subnormal and overflow edges */
+    else if (i < 600)
+      x = (float)(i - 451) + 0.5f;
+    else if (i % 2)
+      x = (float)(-152.0 + 282.0 * aa_pcg64_uniform(&rng));
+    else
+      x = (float)(-152.0 + 30.0 * aa_pcg64_uniform(&rng)); /* dense over the subnormal outputs */
     float got = aa_exp2_cr_f32(x), want = mpfr_exp2_f32(x);
     if (aa_f32_bits(got) != aa_f32_bits(want)) {
-      AA_FAIL("exact: aa_exp2_cr_f32 == MPFR binary32 exp2: x = %a (0x%08x) got %a (0x%08x) want %a (0x%08x) seed %llu",
-              (double)x, aa_f32_bits(x), (double)got, aa_f32_bits(got), (double)want, aa_f32_bits(want),
-              (unsigned long long)seed);
+      AA_FAIL(
+          "exact: aa_exp2_cr_f32 == MPFR binary32 exp2: x = %a (0x%08x) got %a (0x%08x) want %a (0x%08x) seed %llu",
+          (double)x, aa_f32_bits(x), (double)got, aa_f32_bits(got), (double)want, aa_f32_bits(want),
+          (unsigned long long)seed);
       return;
     }
     /* the BF16 variant must equal MPFR's 8-bit rounding (same exponent range) */
@@ -109,13 +115,16 @@ static void test_reference(void) {
     mpfr_sub_d(r, r, ref, MPFR_RNDN);
     mpfr_div_d(r, r, ref, MPFR_RNDN);
     double re = fabs(mpfr_get_d(r, MPFR_RNDN));
-    if (re > worst) { worst = re; wx = x; }
+    if (re > worst) {
+      worst = re;
+      wx = x;
+    }
   }
   mpfr_clear(xx);
   mpfr_clear(r);
   printf("texp: libm exp2 max relative error vs MPFR over %d inputs: %.3e at x = %a\n", n, worst, (double)wx);
-  AA_CHECK(worst <= AA_EXP_REF_RELERR, "reference: libm exp2 rel err <= 2^-52: %a at x = %a (0x%08x) seed %llu", worst,
-           (double)wx, aa_f32_bits(wx), (unsigned long long)seed);
+  AA_CHECK(worst <= AA_EXP_REF_RELERR, "reference: libm exp2 rel err <= 2^-52: %a at x = %a (0x%08x) seed %llu",
+           worst, (double)wx, aa_f32_bits(wx), (unsigned long long)seed);
 }
 
 /* Closed form: (1 + f) / 2^f is maximal where its log-derivative
@@ -144,12 +153,15 @@ static void test_schraudolph_fp32(void) {
   aa_exp_map_t m2;
   aa_exp_map_interval(&m2, &e, 1, -18.0f, -16.0f, &o, NULL);
   double s = exp2(-e.c / 0x1p23);
-  AA_CHECK(fabs(m2.max_ratio - rmax * s) <= 2e-6, "schraudolph-fp32 rms: max ratio %.9f == %.9f", m2.max_ratio, rmax * s);
+  AA_CHECK(fabs(m2.max_ratio - rmax * s) <= 2e-6, "schraudolph-fp32 rms: max ratio %.9f == %.9f", m2.max_ratio,
+           rmax * s);
   /* Schraudolph's RMS constant gives a max relative error of 3.94% (REFERENCES section 5) */
-  AA_CHECK(fabs(m2.max_rel_err - 0.0394) <= 0.0005, "schraudolph-fp32 rms: max rel err %.5f == 3.94%%", m2.max_rel_err);
+  AA_CHECK(fabs(m2.max_rel_err - 0.0394) <= 0.0005, "schraudolph-fp32 rms: max rel err %.5f == 3.94%%",
+           m2.max_rel_err);
   aa_exp_set(&e, "preset", "sym", NULL);
   aa_exp_map_interval(&m2, &e, 1, -18.0f, -16.0f, &o, NULL);
-  AA_CHECK(fabs(m2.max_rel_err - 0.0298) <= 0.0005, "schraudolph-fp32 sym: max rel err %.5f == 2.98%%", m2.max_rel_err);
+  AA_CHECK(fabs(m2.max_rel_err - 0.0298) <= 0.0005, "schraudolph-fp32 sym: max rel err %.5f == 2.98%%",
+           m2.max_rel_err);
 }
 
 /* The BF16 NaN interval, derived from a, b, c: t = 2^7 x + fl32(127*2^7 - c)
@@ -161,20 +173,22 @@ static void test_bf16_nan(const char *preset) {
   aa_exp_init(&e, "schraudolph-bf16", NULL);
   aa_exp_set(&e, "preset", preset, NULL);
   double bmc = (double)(float)(16256.0 - e.c);
-  double top = (-0.5 - bmc) / 128.0;  /* NaN for x < top */
+  double top = (-0.5 - bmc) / 128.0;   /* NaN for x < top */
   double bot = (-127.5 - bmc) / 128.0; /* NaN for x > bot */
   float hi = nextafterf((float)top, -INFINITY);
-  while ((double)hi >= top) hi = nextafterf(hi, -INFINITY);
+  while ((double)hi >= top)
+    hi = nextafterf(hi, -INFINITY);
   float lo = nextafterf((float)bot, INFINITY);
-  while ((double)lo <= bot) lo = nextafterf(lo, INFINITY);
+  while ((double)lo <= bot)
+    lo = nextafterf(lo, INFINITY);
   aa_exp_map_t m;
   aa_exp_map_opts_t o = {0, 0, 0, 0.0f};
   aa_exp_map_interval(&m, &e, 1, -129.0f, -126.0f, &o, NULL);
   AA_CHECK(m.cls_runs[AA_EXP_CLS_NAN] == 1 && m.nranges[AA_EXP_CLS_NAN] == 1,
            "schraudolph-bf16 %s: one NaN run, got %llu", preset, (unsigned long long)m.cls_runs[AA_EXP_CLS_NAN]);
   AA_CHECK(m.ranges[0][0].hi == hi && m.ranges[0][0].lo == lo,
-           "schraudolph-bf16 %s: NaN run [%a, %a] == derived [%a, %a] (c = %.9g)", preset,
-           (double)m.ranges[0][0].lo, (double)m.ranges[0][0].hi, (double)lo, (double)hi, e.c);
+           "schraudolph-bf16 %s: NaN run [%a, %a] == derived [%a, %a] (c = %.9g)", preset, (double)m.ranges[0][0].lo,
+           (double)m.ranges[0][0].hi, (double)lo, (double)hi, e.c);
   /* NaN begins exactly where i goes negative: the encoded exponent there */
   double E = aa_exp_encoded_exponent(&e, hi, 1);
   AA_CHECK(E == -127.0 - 1.0 / 128, "schraudolph-bf16 %s: E at the first NaN = %.9g, want -127 - 1/128", preset, E);
@@ -214,14 +228,15 @@ static void test_packed(void) {
             if ((u & 0xffffu) == 0) {
               exact++;
               if (half != (uint16_t)(u >> 16))
-                AA_FAIL("packed %s order=%s cvt=%s: half %d 0x%04x == unpacked bits 0x%08x: x0 = %a x1 = %a seed %llu",
-                        reg[k].name, orders[oi], cvts[ci], h, half, u, (double)x0, (double)x1, (unsigned long long)seed);
+                AA_FAIL(
+                    "packed %s order=%s cvt=%s: half %d 0x%04x == unpacked bits 0x%08x: x0 = %a x1 = %a seed %llu",
+                    reg[k].name, orders[oi], cvts[ci], h, half, u, (double)x0, (double)x1, (unsigned long long)seed);
             } else if (ci == 0 && !isnan(v[h]) && half != aa_bf16_bits_rne(v[h])) {
               AA_FAIL("packed %s order=%s: half %d 0x%04x == RNE(unpacked %a) seed %llu", reg[k].name, orders[oi], h,
                       half, (double)v[h], (unsigned long long)seed);
             } else if (ci == 1 && !isnan(v[h]) && half != (uint16_t)(u >> 16)) {
-              AA_FAIL("packed %s order=%s: half %d 0x%04x == RZ(unpacked %a) seed %llu", reg[k].name, orders[oi], h, half,
-                      (double)v[h], (unsigned long long)seed);
+              AA_FAIL("packed %s order=%s: half %d 0x%04x == RZ(unpacked %a) seed %llu", reg[k].name, orders[oi], h,
+                      half, (double)v[h], (unsigned long long)seed);
             }
           }
           if (aa_test_failures > 20) return;
@@ -245,13 +260,14 @@ static void test_fa4(void) {
     aa_exp_map_interval(&m, &e, 1, 1.0f, 0x1.fffffep0f, &o, NULL);
     printf("texp: fa4-poly degree %d max rel err over [1, 2): %.4e\n", d, m.max_rel_err);
     if (d == 3)
-      AA_CHECK(fabs(m.max_rel_err - published[3]) <= 0.05e-5, "fa4-poly degree 3: max rel err %.4e == published 8.8e-5",
-               m.max_rel_err);
+      AA_CHECK(fabs(m.max_rel_err - published[3]) <= 0.05e-5,
+               "fa4-poly degree 3: max rel err %.4e == published 8.8e-5", m.max_rel_err);
     else
       /* the continuous minimax error E_n is a lower bound; FP32 rounding of
          the coefficients and of Horner adds at most a few 2^-24 */
       AA_CHECK(m.max_rel_err >= remez[d] * 0.999 && m.max_rel_err <= remez[d] + 8 * 0x1p-24,
-               "fa4-poly degree %d: max rel err %.4e within [E_n, E_n + 8 ulp], E_n = %.4e", d, m.max_rel_err, remez[d]);
+               "fa4-poly degree %d: max rel err %.4e within [E_n, E_n + 8 ulp], E_n = %.4e", d, m.max_rel_err,
+               remez[d]);
   }
 }
 
@@ -268,7 +284,8 @@ static void test_map_stitching(void) {
     aa_exp_map_opts_t o1 = {1, 0, 1, 0.0f}, o2 = {1, 0, 2, 0.0f};
     aa_exp_map_interval(&m1, &e, 1, lo, hi, &o1, NULL);
     aa_exp_map_interval(&m2, &e, 1, lo, hi, &o2, NULL);
-    AA_CHECK(m1.sum_rel_err == m2.sum_rel_err && m1.min_ratio == m2.min_ratio && m1.argmax_rel_err == m2.argmax_rel_err,
+    AA_CHECK(m1.sum_rel_err == m2.sum_rel_err && m1.min_ratio == m2.min_ratio &&
+                 m1.argmax_rel_err == m2.argmax_rel_err,
              "map %s: 1 thread == 2 threads", specs[s]);
     uint64_t cnt[AA_EXP_NCLS] = {0}, runs[AA_EXP_NCLS] = {0};
     float first_lo[AA_EXP_NCLS], first_hi[AA_EXP_NCLS];
@@ -333,8 +350,8 @@ static void test_quadratic(void) {
       float want = ldexpf(aa_bf16_to_f32((uint16_t)(aa_f32_bits(m) >> 16)), (int)j);
       float got = aa_exp_eval(&qs, x);
       if (got != want) {
-        AA_FAIL("quadratic-bf16 k=0.25 s=1.0625: x = %a got %a want %a seed %llu", (double)x, (double)got, (double)want,
-                (unsigned long long)seed);
+        AA_FAIL("quadratic-bf16 k=0.25 s=1.0625: x = %a got %a want %a seed %llu", (double)x, (double)got,
+                (double)want, (unsigned long long)seed);
         return;
       }
     }
@@ -365,7 +382,9 @@ int main(void) {
   test_fa4();
   test_quadratic();
   test_map_stitching();
-  if (aa_test_expensive()) test_expensive();
-  else printf("texp: exhaustive map of exact skipped (set ATTNACC_CHECK_EXPENSIVE)\n");
+  if (aa_test_expensive())
+    test_expensive();
+  else
+    printf("texp: exhaustive map of exact skipped (set ATTNACC_CHECK_EXPENSIVE)\n");
   return aa_test_finish("texp");
 }

@@ -1,4 +1,5 @@
-/* attnacc: tests of the exp constructions inside attention (recipe keys fwd.exp / bwd.exp, presets tlx-exp, tlx, tlx-causal). */
+/* attnacc: tests of the exp constructions inside attention (recipe keys fwd.exp / bwd.exp, presets tlx-exp, tlx,
+ * tlx-causal). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +70,8 @@ static void set(aa_recipe_t *r, const char *key, const char *value) {
 }
 
 /* Bitwise comparison of two results' tensors (NaN-safe through the bits). */
-static int same_tensor(const aa_tensor_t *a, const aa_tensor_t *b, const char *what, const char *ctx, double scale_b) {
+static int same_tensor(const aa_tensor_t *a, const aa_tensor_t *b, const char *what, const char *ctx,
+                       double scale_b) {
   if (a->data == NULL && b->data == NULL) return 1;
   size_t n = aa_tensor_numel(a);
   if (n != aa_tensor_numel(b)) {
@@ -122,7 +124,8 @@ static void test_keys(void) {
            "tlx-exp text names its construction in both directions:\n%s", buf);
   AA_CHECK(aa_recipe_parse_string(&back, buf, "tlx-exp.txt", &err) == AA_OK && aa_recipe_equal(&t, &back),
            "tlx-exp: format -> parse round trip");
-  AA_CHECK(memcmp(&back.fwd_exp, &t.fwd_exp, sizeof t.fwd_exp) == 0, "tlx-exp: round trip keeps the construction bits");
+  AA_CHECK(memcmp(&back.fwd_exp, &t.fwd_exp, sizeof t.fwd_exp) == 0,
+           "tlx-exp: round trip keeps the construction bits");
   /* tlx = tlx-dq + the packed exp; tlx-causal = tlx-dq-causal + the packed exp */
   const char *pairs[2][2] = {{"tlx", "tlx-dq"}, {"tlx-causal", "tlx-dq-causal"}};
   for (int i = 0; i < 2; i++) {
@@ -275,9 +278,10 @@ static void test_bounds(void) {
       ref2 += (double)(o * o);
       if (e / bound > worst_o) worst_o = e / bound;
       if (e > bound) {
-        AA_FAIL("tlx-exp O[%zu][%zu]: |O' - O| <= (R-1) sum w|V| + 2^-8|O'|: got %a (bf16 bits %04x) exact %a bound %a "
-                "(seed %llu)",
-                i, c, got, (unsigned)(aa_f32_bits((float)got) >> 16), (double)o, bound, (unsigned long long)seed);
+        AA_FAIL(
+            "tlx-exp O[%zu][%zu]: |O' - O| <= (R-1) sum w|V| + 2^-8|O'|: got %a (bf16 bits %04x) exact %a bound %a "
+            "(seed %llu)",
+            i, c, got, (unsigned)(aa_f32_bits((float)got) >> 16), (double)o, bound, (unsigned long long)seed);
         goto done;
       }
     }

@@ -1,4 +1,5 @@
-/* attnacc: recomputes the minimax (Remez) fits of 2^f on [0,1] behind the fa4-poly coefficients and checks the stored FP32 values. */
+/* attnacc: recomputes the minimax (Remez) fits of 2^f on [0,1] behind the fa4-poly coefficients and checks the stored
+ * FP32 values. */
 #include <math.h>
 #include <stdio.h>
 
@@ -15,7 +16,8 @@ typedef long double ld;
 
 static ld err_at(const ld *c, int n, ld f) {
   ld p = 0;
-  for (int i = n; i >= 1; i--) p = (p + c[i]) * f;
+  for (int i = n; i >= 1; i--)
+    p = (p + c[i]) * f;
   return (p + 1) / exp2l(f) - 1;
 }
 
@@ -24,31 +26,42 @@ static void solve(int n, ld a[8][8], ld *b) {
     int piv = i;
     for (int r = i + 1; r < n; r++)
       if (fabsl(a[r][i]) > fabsl(a[piv][i])) piv = r;
-    for (int c = 0; c < n; c++) { ld t = a[i][c]; a[i][c] = a[piv][c]; a[piv][c] = t; }
-    ld t = b[i]; b[i] = b[piv]; b[piv] = t;
+    for (int c = 0; c < n; c++) {
+      ld t = a[i][c];
+      a[i][c] = a[piv][c];
+      a[piv][c] = t;
+    }
+    ld t = b[i];
+    b[i] = b[piv];
+    b[piv] = t;
     for (int r = 0; r < n; r++) {
       if (r == i) continue;
       ld m = a[r][i] / a[i][i];
-      for (int c = 0; c < n; c++) a[r][c] -= m * a[i][c];
+      for (int c = 0; c < n; c++)
+        a[r][c] -= m * a[i][c];
       b[r] -= m * b[i];
     }
   }
-  for (int i = 0; i < n; i++) b[i] /= a[i][i];
+  for (int i = 0; i < n; i++)
+    b[i] /= a[i][i];
 }
 
 static ld remez(ld *c, int n) {
   ld pts[8], e = 0;
-  for (int k = 0; k <= n; k++) pts[k] = (ld)(k + 1) / (n + 1);
+  for (int k = 0; k <= n; k++)
+    pts[k] = (ld)(k + 1) / (n + 1);
   for (int it = 0; it < 30; it++) {
     ld a[8][8], b[8];
     for (int k = 0; k <= n; k++) {
       ld w = exp2l(-pts[k]);
-      for (int i = 1; i <= n; i++) a[k][i - 1] = powl(pts[k], i) * w;
+      for (int i = 1; i <= n; i++)
+        a[k][i - 1] = powl(pts[k], i) * w;
       a[k][n] = (k % 2) ? 1 : -1;
       b[k] = 1 - w;
     }
     solve(n + 1, a, b);
-    for (int i = 1; i <= n; i++) c[i] = b[i - 1];
+    for (int i = 1; i <= n; i++)
+      c[i] = b[i - 1];
     e = fabsl(b[n]);
     /* the n + 1 extrema of the error on a grid (interior ones plus f = 1) */
     const int g = 20000;
@@ -63,7 +76,8 @@ static ld remez(ld *c, int n) {
     }
     ext[ne++] = 1;
     if (ne < n + 1) break;
-    for (int k = 0; k <= n; k++) pts[k] = ext[ne - (n + 1) + k];
+    for (int k = 0; k <= n; k++)
+      pts[k] = ext[ne - (n + 1) + k];
   }
   return e;
 }
@@ -72,7 +86,8 @@ static double max_err_f32coefs(const float *cf, int n) {
   double mx = 0;
   for (int j = 0; j <= 200000; j++) {
     ld f = (ld)j / 200000, p = 0;
-    for (int i = n; i >= 1; i--) p = (p + cf[i]) * f;
+    for (int i = n; i >= 1; i--)
+      p = (p + cf[i]) * f;
     ld e = fabsl((p + 1) / exp2l(f) - 1);
     if (e > mx) mx = (double)e;
   }
@@ -94,9 +109,11 @@ int main(void) {
     }
     for (int i = 1; i <= n; i++)
       AA_CHECK(fabsl((ld)cf[i] - c[i]) <= 4e-7L * fabsl(c[i]) + 1e-9L,
-               "fa4-poly degree %d: stored c%d = %a (%.9g) == Remez %.12Lg", n, i, (double)cf[i], (double)cf[i], c[i]);
+               "fa4-poly degree %d: stored c%d = %a (%.9g) == Remez %.12Lg", n, i, (double)cf[i], (double)cf[i],
+               c[i]);
     /* rounding the coefficients to FP32 may only cost a few 2^-24 */
-    AA_CHECK(got <= (double)e + 4 * 0x1p-24, "fa4-poly degree %d: stored max err %.6e <= E + 4 ulp (E = %.6Le)", n, got, e);
+    AA_CHECK(got <= (double)e + 4 * 0x1p-24, "fa4-poly degree %d: stored max err %.6e <= E + 4 ulp (E = %.6Le)", n,
+             got, e);
   }
   return aa_test_finish("texp_remez");
 }

@@ -1,4 +1,5 @@
-/* attnacc: tests of aa_gemm: every model against an MPFR model of the same arithmetic, fast paths against the scalar loops, exact sums. */
+/* attnacc: tests of aa_gemm: every model against an MPFR model of the same arithmetic, fast paths against the scalar
+ * loops, exact sums. */
 #include <gmp.h>
 #include <math.h>
 #include <mpfr.h>
@@ -52,7 +53,9 @@ static uint64_t bits64(double x) {
 }
 
 /* Equal bits, or both NaN (NaN payloads are not part of the models). */
-static int same(double x, double y) { return (isnan(x) && isnan(y)) || bits64(x) == bits64(y); }
+static int same(double x, double y) {
+  return (isnan(x) && isnan(y)) || bits64(x) == bits64(y);
+}
 
 /* ---- MPFR models: precision p with the target format's exponent range and subnormals ---- */
 
@@ -91,8 +94,12 @@ static void mset(mpfr_t x, double d) {
   mpfr_subnormalize(x, t, MPFR_RNDN);
 }
 
-static double opa(const double *A, size_t lda, int tA, size_t i, size_t k) { return tA ? A[k * lda + i] : A[i * lda + k]; }
-static double opb(const double *B, size_t ldb, int tB, size_t k, size_t j) { return tB ? B[j * ldb + k] : B[k * ldb + j]; }
+static double opa(const double *A, size_t lda, int tA, size_t i, size_t k) {
+  return tA ? A[k * lda + i] : A[i * lda + k];
+}
+static double opb(const double *B, size_t ldb, int tB, size_t k, size_t j) {
+  return tB ? B[j * ldb + k] : B[k * ldb + j];
+}
 
 /* Model of one output element. The pairwise tree is built here by a
    binary counter (merge equal-sized partial sums as products stream in,
@@ -177,9 +184,12 @@ static void case_make(case_t *c, aa_pcg64_t *rng, size_t M, size_t N, size_t K, 
     printf("FAIL tgemm: out of memory\n");
     exit(1);
   }
-  for (size_t t = 0; t < ra * c->lda; t++) c->A[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind);
-  for (size_t t = 0; t < rb * c->ldb; t++) c->B[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind);
-  for (size_t t = 0; t < M * c->ldc; t++) c->C0[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind == 0 ? 1 : kind);
+  for (size_t t = 0; t < ra * c->lda; t++)
+    c->A[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind);
+  for (size_t t = 0; t < rb * c->ldb; t++)
+    c->B[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind);
+  for (size_t t = 0; t < M * c->ldc; t++)
+    c->C0[t] = model == AA_ACC_FP64_SEQ ? rand_double(rng) : rand_value(rng, kind == 0 ? 1 : kind);
 }
 
 static double *case_run(const case_t *c, int ref) {
@@ -188,14 +198,17 @@ static double *case_run(const case_t *c, int ref) {
   memcpy(C, c->C0, c->M * c->ldc * sizeof(double));
   int st = (ref ? aa_gemm_ref : aa_gemm)(C, c->ldc, c->A, c->lda, c->tA, c->B, c->ldb, c->tB, c->M, c->N, c->K,
                                          c->acc, c->model);
-  if (st != AA_OK) AA_FAIL("tgemm %s: status %d on a valid call (seed %llu)", ref ? "aa_gemm_ref" : "aa_gemm", st, (unsigned long long)seed);
+  if (st != AA_OK)
+    AA_FAIL("tgemm %s: status %d on a valid call (seed %llu)", ref ? "aa_gemm_ref" : "aa_gemm", st,
+            (unsigned long long)seed);
   return C;
 }
 
 static void print_case(const case_t *c, const char *what) {
-  printf("  %s model %s M=%zu N=%zu K=%zu transA=%d transB=%d accumulate=%d lda=%zu ldb=%zu ldc=%zu kind=%d seed %llu\n",
-         what, aa_accum_name(c->model), c->M, c->N, c->K, c->tA, c->tB, c->acc, c->lda, c->ldb, c->ldc, c->kind,
-         (unsigned long long)seed);
+  printf(
+      "  %s model %s M=%zu N=%zu K=%zu transA=%d transB=%d accumulate=%d lda=%zu ldb=%zu ldc=%zu kind=%d seed %llu\n",
+      what, aa_accum_name(c->model), c->M, c->N, c->K, c->tA, c->tB, c->acc, c->lda, c->ldb, c->ldc, c->kind,
+      (unsigned long long)seed);
 }
 
 /* Compare got with want on the M x N block; padding columns must be untouched. */
@@ -258,7 +271,8 @@ static void test_mpfr_long_pairwise(aa_pcg64_t *rng) {
     memcpy(want, c.C0, c.M * c.ldc * sizeof(double));
     for (size_t i = 0; i < c.M; i++)
       for (size_t j = 0; j < c.N; j++)
-        want[i * c.ldc + j] = model_elem(c.model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, c.K);
+        want[i * c.ldc + j] =
+            model_elem(c.model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, c.K);
     double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
     compare(&c, fast, want, "aa_gemm vs MPFR (long pairwise)");
     compare(&c, ref, want, "aa_gemm_ref vs MPFR (long pairwise)");
@@ -272,7 +286,8 @@ static void test_mpfr_long_pairwise(aa_pcg64_t *rng) {
 /* (b) fast paths (every kernel this CPU runs, threads 1 and 2) against the
    scalar reference loops on shapes with edge tiles and several K blocks. */
 static void test_fast_vs_ref(aa_pcg64_t *rng) {
-  static const size_t shapes[][3] = {{97, 131, 300}, {1, 1, 1}, {17, 33, 1}, {40, 7, 1500}, {130, 66, 129}, {9, 200, 513}, {5, 2900, 1500}};
+  static const size_t shapes[][3] = {{97, 131, 300}, {1, 1, 1},     {17, 33, 1},    {40, 7, 1500},
+                                     {130, 66, 129}, {9, 200, 513}, {5, 2900, 1500}};
   static const char *const kernels[] = {"avx512f", "avx2-fma", "scalar"};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int m = 0; m < AA_ACC_COUNT; m++) {
@@ -326,7 +341,8 @@ static void test_exact(aa_pcg64_t *rng, int iters) {
       ib[t] = ((int64_t)(aa_pcg64_next(rng) % 17) - 8) << (aa_pcg64_next(rng) % 4);
       c.B[t] = (double)ib[t];
     }
-    for (size_t t = 0; t < M * c.ldc; t++) c.C0[t] = (double)((int64_t)(aa_pcg64_next(rng) % 8193) - 4096);
+    for (size_t t = 0; t < M * c.ldc; t++)
+      c.C0[t] = (double)((int64_t)(aa_pcg64_next(rng) % 8193) - 4096);
     double *fast = case_run(&c, 0);
     for (size_t i = 0; i < M; i++)
       for (size_t j = 0; j < N; j++) {
@@ -353,28 +369,44 @@ static void test_args(void) {
   double C[12];
   for (int m = 0; m < AA_ACC_COUNT; m++) {
     aa_accum_t model = (aa_accum_t)m;
-    AA_CHECK(aa_gemm(C, 3, A, 1, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: lda < K accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 3, A, 1, 1, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: transA lda < M accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 2, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: ldb < N accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 1, 1, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: transB ldb < K accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 2, A, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: ldc < N accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(NULL, 3, A, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL C accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 3, NULL, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL A accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(C, 3, A, 2, 0, NULL, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL B accepted (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(NULL, 0, NULL, 0, 0, NULL, 0, 0, 0, 5, 5, 0, model) == AA_OK, "tgemm args: M = 0 refused (%s)", aa_accum_name(model));
-    AA_CHECK(aa_gemm(NULL, 0, NULL, 0, 0, NULL, 0, 0, 5, 0, 5, 1, model) == AA_OK, "tgemm args: N = 0 refused (%s)", aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, A, 1, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: lda < K accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, A, 1, 1, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL,
+             "tgemm args: transA lda < M accepted (%s)", aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 2, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: ldb < N accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 1, 1, 2, 3, 2, 0, model) == AA_EINVAL,
+             "tgemm args: transB ldb < K accepted (%s)", aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 2, A, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: ldc < N accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(NULL, 3, A, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL C accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, NULL, 2, 0, B, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL A accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(C, 3, A, 2, 0, NULL, 3, 0, 2, 3, 2, 0, model) == AA_EINVAL, "tgemm args: NULL B accepted (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(NULL, 0, NULL, 0, 0, NULL, 0, 0, 0, 5, 5, 0, model) == AA_OK, "tgemm args: M = 0 refused (%s)",
+             aa_accum_name(model));
+    AA_CHECK(aa_gemm(NULL, 0, NULL, 0, 0, NULL, 0, 0, 5, 0, 5, 1, model) == AA_OK, "tgemm args: N = 0 refused (%s)",
+             aa_accum_name(model));
     /* K = 0: C = +0 without accumulate, unchanged with it; A and B are not read */
-    for (int t = 0; t < 12; t++) C[t] = -1.5;
-    AA_CHECK(aa_gemm(C, 4, NULL, 0, 0, NULL, 0, 0, 3, 3, 0, 0, model) == AA_OK, "tgemm args: K = 0 refused (%s)", aa_accum_name(model));
+    for (int t = 0; t < 12; t++)
+      C[t] = -1.5;
+    AA_CHECK(aa_gemm(C, 4, NULL, 0, 0, NULL, 0, 0, 3, 3, 0, 0, model) == AA_OK, "tgemm args: K = 0 refused (%s)",
+             aa_accum_name(model));
     for (int t = 0; t < 12; t++) {
       double w = t % 4 == 3 ? -1.5 : 0.0;
       AA_CHECK(bits64(C[t]) == bits64(w), "tgemm K = 0: C[%d] = %a, want %a (%s)", t, C[t], w, aa_accum_name(model));
     }
-    for (int t = 0; t < 12; t++) C[t] = -1.5;
-    AA_CHECK(aa_gemm(C, 4, NULL, 0, 0, NULL, 0, 0, 3, 3, 0, 1, model) == AA_OK, "tgemm args: K = 0 refused (%s)", aa_accum_name(model));
-    for (int t = 0; t < 12; t++) AA_CHECK(C[t] == -1.5, "tgemm K = 0 accumulate: C[%d] = %a changed (%s)", t, C[t], aa_accum_name(model));
+    for (int t = 0; t < 12; t++)
+      C[t] = -1.5;
+    AA_CHECK(aa_gemm(C, 4, NULL, 0, 0, NULL, 0, 0, 3, 3, 0, 1, model) == AA_OK, "tgemm args: K = 0 refused (%s)",
+             aa_accum_name(model));
+    for (int t = 0; t < 12; t++)
+      AA_CHECK(C[t] == -1.5, "tgemm K = 0 accumulate: C[%d] = %a changed (%s)", t, C[t], aa_accum_name(model));
   }
-  AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 3, 0, 2, 3, 2, 0, AA_ACC_COUNT) == AA_EINVAL, "tgemm args: model AA_ACC_COUNT accepted");
+  AA_CHECK(aa_gemm(C, 3, A, 2, 0, B, 3, 0, 2, 3, 2, 0, AA_ACC_COUNT) == AA_EINVAL,
+           "tgemm args: model AA_ACC_COUNT accepted");
   /* names round-trip */
   for (int m = 0; m < AA_ACC_COUNT; m++) {
     aa_accum_t back = AA_ACC_COUNT;
@@ -399,8 +431,9 @@ static void test_known(void) {
     const double *B;
     aa_accum_t m;
     double want;
-  } t[] = {{B1, AA_ACC_FP32_SEQ, 0x1p24},      {B1, AA_ACC_FP32_PAIRWISE, 0x1p24}, {B1, AA_ACC_FP64_SEQ, 0x1p24 + 2},
-           {B2, AA_ACC_FP32_SEQ, 0x1p24 + 2},  {B2, AA_ACC_FP32_PAIRWISE, 0x1p24 + 2}, {B2, AA_ACC_FP64_SEQ, 0x1p24 + 2}};
+  } t[] = {{B1, AA_ACC_FP32_SEQ, 0x1p24},          {B1, AA_ACC_FP32_PAIRWISE, 0x1p24},
+           {B1, AA_ACC_FP64_SEQ, 0x1p24 + 2},      {B2, AA_ACC_FP32_SEQ, 0x1p24 + 2},
+           {B2, AA_ACC_FP32_PAIRWISE, 0x1p24 + 2}, {B2, AA_ACC_FP64_SEQ, 0x1p24 + 2}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     double C = 0;
     aa_gemm(&C, 1, A, 3, 0, t[i].B, 1, 0, 1, 1, 3, 0, t[i].m);

@@ -1,4 +1,5 @@
-/* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and hand-derived cases. */
+/* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and
+ * hand-derived cases. */
 #include <float.h>
 #include <math.h>
 #include <mpfr.h>
@@ -35,7 +36,8 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
   mpfr_inits2(64, s, (mpfr_ptr)0);
   mpfr_init2(r, 24);
   mpfr_set_prec(s, 128);
-  for (size_t i = 0; i < n + 1; i++) mpfr_init2(t[i], 64);
+  for (size_t i = 0; i < n + 1; i++)
+    mpfr_init2(t[i], 64);
   mpfr_set_flt(t[nt++], *acc, MPFR_RNDN);
   for (size_t i = 0; i < n; i++) {
     mpfr_set_flt(t[nt], a[i], MPFR_RNDN);
@@ -81,7 +83,8 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
     mpfr_set_emax(emax);
     if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
   }
-  for (size_t i = 0; i < n + 1; i++) mpfr_clear(t[i]);
+  for (size_t i = 0; i < n + 1; i++)
+    mpfr_clear(t[i]);
   mpfr_clears(s, r, (mpfr_ptr)0);
   return out;
 }
@@ -132,16 +135,20 @@ typedef struct {
 
 static void case_make(case_t *c, aa_pcg64_t *rng, size_t M, size_t N, size_t K, aa_accum_t model, int kind) {
   c->model = model, c->M = M, c->N = N, c->K = K, c->kind = kind;
-  c->tA = (int)(aa_pcg64_next(rng) & 1), c->tB = (int)(aa_pcg64_next(rng) & 1), c->acc = (int)(aa_pcg64_next(rng) & 1);
+  c->tA = (int)(aa_pcg64_next(rng) & 1), c->tB = (int)(aa_pcg64_next(rng) & 1),
+  c->acc = (int)(aa_pcg64_next(rng) & 1);
   size_t ra = c->tA ? K : M, ca = c->tA ? M : K, rb = c->tB ? N : K, cb = c->tB ? K : N;
   c->lda = ca + aa_pcg64_next(rng) % 3, c->ldb = cb + aa_pcg64_next(rng) % 3, c->ldc = N + aa_pcg64_next(rng) % 3;
   c->A = malloc(ra * c->lda * sizeof(double));
   c->B = malloc(rb * c->ldb * sizeof(double));
   c->C0 = malloc(M * c->ldc * sizeof(double));
   if (c->A == NULL || c->B == NULL || c->C0 == NULL) exit(1);
-  for (size_t t = 0; t < ra * c->lda; t++) c->A[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
-  for (size_t t = 0; t < rb * c->ldb; t++) c->B[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
-  for (size_t t = 0; t < M * c->ldc; t++) c->C0[t] = (float)ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2);
+  for (size_t t = 0; t < ra * c->lda; t++)
+    c->A[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
+  for (size_t t = 0; t < rb * c->ldb; t++)
+    c->B[t] = kind == 1 ? rand_value(rng, 1) : to_bf16(rand_value(rng, kind));
+  for (size_t t = 0; t < M * c->ldc; t++)
+    c->C0[t] = (float)ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2);
 }
 
 static void case_free(case_t *c) {
@@ -154,8 +161,8 @@ static double *case_run(const case_t *c, int ref) {
   double *C = malloc(c->M * c->ldc * sizeof(double));
   if (C == NULL) exit(1);
   memcpy(C, c->C0, c->M * c->ldc * sizeof(double));
-  int st = (ref ? aa_gemm_ref : aa_gemm)(C, c->ldc, c->A, c->lda, c->tA, c->B, c->ldb, c->tB, c->M, c->N, c->K, c->acc,
-                                         c->model);
+  int st = (ref ? aa_gemm_ref : aa_gemm)(C, c->ldc, c->A, c->lda, c->tA, c->B, c->ldb, c->tB, c->M, c->N, c->K,
+                                         c->acc, c->model);
   AA_CHECK(st == AA_OK, "tgemm_tc %s: status %d", ref ? "aa_gemm_ref" : "aa_gemm", st);
   return C;
 }
@@ -198,7 +205,8 @@ static void test_mpfr(aa_pcg64_t *rng, int iters) {
     memcpy(want, c.C0, M * c.ldc * sizeof(double));
     for (size_t i = 0; i < M; i++)
       for (size_t j = 0; j < N; j++)
-        want[i * c.ldc + j] = model_elem(model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, K);
+        want[i * c.ldc + j] =
+            model_elem(model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, K);
     double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
     compare(&c, fast, want, "aa_gemm vs MPFR model");
     compare(&c, ref, want, "aa_gemm_ref vs MPFR model");
@@ -246,8 +254,9 @@ static void one(aa_accum_t model, const char *what, float cin, int accumulate, c
     int st = (ref ? aa_gemm_ref : aa_gemm)(C, 1, A, K, 0, B, 1, 0, 1, 1, K, accumulate, model);
     float g = (float)C[0];
     int same = isnan(want) ? isnan(g) : bits32(g) == bits32(want);
-    AA_CHECK(st == AA_OK && same, "tgemm_tc case %s (%s, %s): got %a (0x%08x), want %a (0x%08x), C_in %a, accumulate %d",
-             what, aa_accum_name(model), ref ? "ref" : "fast", g, bits32(g), want, bits32(want), cin, accumulate);
+    AA_CHECK(st == AA_OK && same,
+             "tgemm_tc case %s (%s, %s): got %a (0x%08x), want %a (0x%08x), C_in %a, accumulate %d", what,
+             aa_accum_name(model), ref ? "ref" : "fast", g, bits32(g), want, bits32(want), cin, accumulate);
   }
 }
 
@@ -259,14 +268,16 @@ static void test_cases(void) {
      (An fp32 FMA chain gives 1: each 2^-25 is below half an ulp.) With
      F = 24 (blocks of 8) each 2^-25 truncates to 0: the result is 1. */
   a[0] = 1;
-  for (int k = 1; k < 16; k++) a[k] = 0x1p-25f;
+  for (int k = 1; k < 16; k++)
+    a[k] = 0x1p-25f;
   one(T16, "1 + 15 ulp/4", 0, 0, a, NULL, 16, 1 + 0x3p-23f);
   one(T8, "1 + 15 ulp/4", 0, 0, a, NULL, 16, 1.0f);
   /* The same 15 small terms without the 1 (E = -25): exact, 15 2^-25. */
   one(T16, "15 * 2^-25 alone", 0, 0, a + 1, NULL, 15, 15 * 0x1p-25f);
   /* Accumulator as the large term: C = 1, products 2^-25 x 16 -> same as
      above but 16 small terms: 1 + 16 2^-25 = 1 + 4 2^-23 exactly. */
-  for (int k = 0; k < 16; k++) a[k] = 0x1p-25f;
+  for (int k = 0; k < 16; k++)
+    a[k] = 0x1p-25f;
   one(T16, "C = 1 + 16 ulp/4", 1.0f, 1, a, NULL, 16, 1 + 0x4p-23f);
   /* accumulate off: C ignored, the block is 16 2^-25 = 2^-21 exactly. */
   one(T16, "accumulate off", 1.0f, 0, a, NULL, 16, 0x1p-21f);
@@ -285,7 +296,8 @@ static void test_cases(void) {
   one(T16, "cancellation", 1.0f, 1, a, NULL, 2, 0.0f);
   /* ... while the same small product survives in a block of its own (K =
      17 puts it alone with the accumulator 0 of block 1): exactly 2^-30. */
-  for (int k = 0; k < 16; k++) a[k] = (k % 2) ? -1.0f : 1.0f;
+  for (int k = 0; k < 16; k++)
+    a[k] = (k % 2) ? -1.0f : 1.0f;
   a[16] = 0x1p-30f;
   one(T16, "cancel then small", 0, 0, a, NULL, 17, 0x1p-30f);
   /* A zero accumulator takes no part in E: C = +0, product 3 2^-40 is exact. */

@@ -1,4 +1,5 @@
-/* attnacc: tests of the seed 003 normalisation variants (fixed shift, guarded causal recovery, reciprocal backward). */
+/* attnacc: tests of the seed 003 normalisation variants (fixed shift, guarded causal recovery, reciprocal backward).
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

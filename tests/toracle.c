@@ -1,4 +1,5 @@
-/* attnacc: oracle tests: fast path against the MPFR path over masks, GQA, sinks and dropout; MPFR at two precisions; thread independence; argument errors. */
+/* attnacc: oracle tests: fast path against the MPFR path over masks, GQA, sinks and dropout; MPFR at two precisions;
+ * thread independence; argument errors. */
 #include <time.h>
 
 #include "toracle_common.c"
@@ -32,14 +33,20 @@ int main(void) {
   int expensive = aa_test_expensive();
   /* n, d, heads, kvh, causal, window, packing, sinks, dropout, scale_given, fp32, amp */
   tor_cfg_t cfgs[] = {
-      {64, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1.0},  {64, 16, 4, 2, 1, 0, 0, 0, 0, 0, 0, 1.0},
-      {96, 16, 2, 1, 1, 17, 0, 2, 0, 0, 0, 1.0}, {80, 16, 2, 2, 0, 0, 2, 1, 0, 0, 0, 1.0},
-      {64, 16, 4, 2, 0, 0, 0, 0, 1, 0, 0, 1.0},  {64, 64, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1.0},
-      {48, 16, 2, 1, 0, 0, 1, 0, 0, 0, 1, 1.0},  {64, 16, 1, 1, 1, 0, 0, 0, 0, 0, 0, 6.0},
-      {128, 128, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1.0}, {256, 16, 1, 1, 1, 0, 0, 1, 0, 0, 0, 1.0},
+      {64, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1.0},
+      {64, 16, 4, 2, 1, 0, 0, 0, 0, 0, 0, 1.0},
+      {96, 16, 2, 1, 1, 17, 0, 2, 0, 0, 0, 1.0},
+      {80, 16, 2, 2, 0, 0, 2, 1, 0, 0, 0, 1.0},
+      {64, 16, 4, 2, 0, 0, 0, 0, 1, 0, 0, 1.0},
+      {64, 64, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1.0},
+      {48, 16, 2, 1, 0, 0, 1, 0, 0, 0, 1, 1.0},
+      {64, 16, 1, 1, 1, 0, 0, 0, 0, 0, 0, 6.0},
+      {128, 128, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1.0},
+      {256, 16, 1, 1, 1, 0, 0, 1, 0, 0, 0, 1.0},
       /* large scores: rows dominated by one key, recomputed rows lend their MPFR statistics to the columns */
       {192, 64, 1, 1, 0, 0, 0, 0, 0, 0, 0, 4.5},
-      {512, 64, 2, 1, 1, 0, 1, 1, 1, 0, 0, 1.0},  {512, 128, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1.0},
+      {512, 64, 2, 1, 1, 0, 1, 1, 1, 0, 0, 1.0},
+      {512, 128, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1.0},
   };
   size_t ncfg = sizeof cfgs / sizeof cfgs[0], ncheap = ncfg - 2;
   int iters = (int)aa_test_multiplier();

@@ -1,4 +1,5 @@
-/* attnacc: oracle tests against closed forms, a naive MPFR reference, finite differences of the forward loss, and empty rows. */
+/* attnacc: oracle tests against closed forms, a naive MPFR reference, finite differences of the forward loss, and
+ * empty rows. */
 #define TOR_NO_COMPARE
 #include "toracle_common.c"
 
@@ -21,7 +22,8 @@ static mpfr_t *mk(size_t n) {
   return a;
 }
 static void rm(mpfr_t *a, size_t n) {
-  for (size_t i = 0; i < n; i++) mpfr_clear(a[i]);
+  for (size_t i = 0; i < n; i++)
+    mpfr_clear(a[i]);
   free(a);
 }
 
@@ -29,12 +31,14 @@ static void ref_run(ref_t *R, const tor_case_t *tc, int which, size_t at, double
   const aa_problem_t *pb = &tc->pb;
   size_t nq = pb->n_q, nk = pb->n_k, d = pb->d, H = pb->heads, G = H / pb->kv_heads, ns = pb->num_sinks;
   mpfr_t *q = mk(H * nq * d), *k = mk(pb->kv_heads * nk * d), *v = mk(pb->kv_heads * nk * d), *sk = mk(H * ns + 1);
-  for (size_t i = 0; i < H * nq * d; i++) mpfr_set_d(q[i], tc->q.data[i], MPFR_RNDN);
+  for (size_t i = 0; i < H * nq * d; i++)
+    mpfr_set_d(q[i], tc->q.data[i], MPFR_RNDN);
   for (size_t i = 0; i < pb->kv_heads * nk * d; i++) {
     mpfr_set_d(k[i], tc->k.data[i], MPFR_RNDN);
     mpfr_set_d(v[i], tc->v.data[i], MPFR_RNDN);
   }
-  for (size_t i = 0; i < H * ns; i++) mpfr_set_d(sk[i], pb->sinks[i], MPFR_RNDN);
+  for (size_t i = 0; i < H * ns; i++)
+    mpfr_set_d(sk[i], pb->sinks[i], MPFR_RNDN);
   mpfr_t *tgt = which == 0 ? q : which == 1 ? k : which == 2 ? v : sk;
   if (which >= 0) mpfr_add_d(tgt[at], tgt[at], hstep, MPFR_RNDN);
   mpfr_t sc, t, z, P, dP, D, x;
@@ -175,8 +179,8 @@ static void cmp_ref(const aa_oracle_out_t *o, mpfr_t *ref, size_t n, const char 
     float f = mpfr_get_flt(ref[i], MPFR_RNDN);
     int ok = (v == r || fabs(v - r) <= tol) && (o->fp32.data[i] == (double)f || (isinf(r) && v == r));
     if (!ok) {
-      AA_FAIL("%s[%zu]: oracle %a (bits %016llx, fp32 %a) within %a of the reference %a (fp32 %a), seed %llu", what, i,
-              v, (unsigned long long)tor_bits(v), o->fp32.data[i], o->relerr_bound, r, (double)f,
+      AA_FAIL("%s[%zu]: oracle %a (bits %016llx, fp32 %a) within %a of the reference %a (fp32 %a), seed %llu", what,
+              i, v, (unsigned long long)tor_bits(v), o->fp32.data[i], o->relerr_bound, r, (double)f,
               (unsigned long long)seed);
       fails++;
     }
@@ -222,7 +226,7 @@ static void test_reference(uint64_t seed) {
   mpfr_inits2(RP, lp, lm, (mpfr_ptr)0);
   const double hstep = 0x1p-40;
   for (int which = 0; which < 4; which++) {
-    size_t n = which == 0 ? tc.pb.heads * tc.pb.n_q * tc.pb.d
+    size_t n = which == 0  ? tc.pb.heads * tc.pb.n_q * tc.pb.d
                : which < 3 ? tc.pb.kv_heads * tc.pb.n_k * tc.pb.d
                            : tc.pb.heads * tc.pb.num_sinks;
     mpfr_t *g = which == 0 ? R.dq : which == 1 ? R.dk : which == 2 ? R.dv : R.ds;
@@ -258,7 +262,8 @@ static void test_uniform(uint64_t seed) {
     if (variant == 0)
       memset(tc.q.data, 0, aa_tensor_numel(&tc.q) * sizeof(double));
     else
-      for (size_t j = 1; j < n; j++) memcpy(tc.k.data + j * d, tc.k.data, d * sizeof(double));
+      for (size_t j = 1; j < n; j++)
+        memcpy(tc.k.data + j * d, tc.k.data, d * sizeof(double));
     mpfr_t *O = mk(c.heads * n * d), *L = mk(c.heads * n), *dV = mk(n * d), t;
     mpfr_init2(t, RP);
     for (size_t h = 0; h < c.heads; h++)
@@ -290,7 +295,8 @@ static void test_uniform(uint64_t seed) {
         for (size_t cc = 0; cc < d; cc++) {
           mpfr_ptr o = O[(h * n + i) * d + cc];
           mpfr_set_zero(o, 1);
-          for (size_t j = 0; j <= i; j++) mpfr_add_d(o, o, tc.v.data[j * d + cc], MPFR_RNDN);
+          for (size_t j = 0; j <= i; j++)
+            mpfr_add_d(o, o, tc.v.data[j * d + cc], MPFR_RNDN);
           mpfr_div_ui(o, o, (unsigned long)(i + 1), MPFR_RNDN);
           for (size_t j = 0; j <= i; j++) {
             mpfr_set_d(t, tc.dO.data[(h * n + i) * d + cc], MPFR_RNDN);

@@ -26,8 +26,8 @@ typedef struct {
   size_t ns;
   int dropout;
   int scale_given;
-  int fp32;    /* inputs FP32 instead of BF16 */
-  double amp;  /* input amplitude */
+  int fp32;   /* inputs FP32 instead of BF16 */
+  double amp; /* input amplitude */
 } tor_cfg_t;
 
 typedef struct {
@@ -54,10 +54,14 @@ static void tor_make(tor_case_t *tc, const tor_cfg_t *c, uint64_t seed) {
   aa_tensor_alloc(&tc->dO, 3, sq, AA_FMT_BF16);
   aa_tensor_alloc(&tc->k, 3, sk, AA_FMT_BF16);
   aa_tensor_alloc(&tc->v, 3, sk, AA_FMT_BF16);
-  for (size_t i = 0; i < aa_tensor_numel(&tc->q); i++) tc->q.data[i] = tor_draw(&r, c);
-  for (size_t i = 0; i < aa_tensor_numel(&tc->k); i++) tc->k.data[i] = tor_draw(&r, c);
-  for (size_t i = 0; i < aa_tensor_numel(&tc->v); i++) tc->v.data[i] = tor_draw(&r, c);
-  for (size_t i = 0; i < aa_tensor_numel(&tc->dO); i++) tc->dO.data[i] = tor_draw(&r, c);
+  for (size_t i = 0; i < aa_tensor_numel(&tc->q); i++)
+    tc->q.data[i] = tor_draw(&r, c);
+  for (size_t i = 0; i < aa_tensor_numel(&tc->k); i++)
+    tc->k.data[i] = tor_draw(&r, c);
+  for (size_t i = 0; i < aa_tensor_numel(&tc->v); i++)
+    tc->v.data[i] = tor_draw(&r, c);
+  for (size_t i = 0; i < aa_tensor_numel(&tc->dO); i++)
+    tc->dO.data[i] = tor_draw(&r, c);
   tc->pb.causal = c->causal;
   tc->pb.window = c->window;
   if (c->scale_given) {
@@ -82,13 +86,15 @@ static void tor_make(tor_case_t *tc, const tor_cfg_t *c, uint64_t seed) {
   }
   if (c->ns) {
     tc->sinks = malloc(c->heads * c->ns * sizeof(double));
-    for (size_t i = 0; i < c->heads * c->ns; i++) tc->sinks[i] = aa_pcg64_normal(&r) + 0.5;
+    for (size_t i = 0; i < c->heads * c->ns; i++)
+      tc->sinks[i] = aa_pcg64_normal(&r) + 0.5;
     tc->pb.num_sinks = c->ns;
     tc->pb.sinks = tc->sinks;
   }
   if (c->dropout) {
     tc->keep = malloc(c->heads * c->n * c->n);
-    for (size_t i = 0; i < c->heads * c->n * c->n; i++) tc->keep[i] = aa_pcg64_next(&r) % 10 != 0;
+    for (size_t i = 0; i < c->heads * c->n * c->n; i++)
+      tc->keep[i] = aa_pcg64_next(&r) % 10 != 0;
     tc->pb.keep = tc->keep;
     tc->pb.keep_scale = 1.0 / 0.9;
   }
@@ -148,8 +154,8 @@ static int tor_compare(const aa_oracle_result_t *a, const aa_oracle_result_t *b,
         AA_FAIL("%s %s[%zu]: values agree within the bounds and roundings match: %a vs %a (bits %016llx %016llx), "
                 "fp32 %a vs %a, bf16 %a vs %a, bounds %a %a, seed %llu",
                 what, tor_names[t], i, u, w, (unsigned long long)tor_bits(u), (unsigned long long)tor_bits(w),
-                x->fp32.data[i], y->fp32.data[i], x->bf16.data[i], y->bf16.data[i], x->relerr_bound,
-                y->relerr_bound, (unsigned long long)seed);
+                x->fp32.data[i], y->fp32.data[i], x->bf16.data[i], y->bf16.data[i], x->relerr_bound, y->relerr_bound,
+                (unsigned long long)seed);
         fails++;
       }
     }

@@ -1,4 +1,5 @@
-/* attnacc: tests of the oracle's kernels: double-double exp against MPFR, the exact-dot span test, FP32/BF16 rounding helpers. */
+/* attnacc: tests of the oracle's kernels: double-double exp against MPFR, the exact-dot span test, FP32/BF16 rounding
+ * helpers. */
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>
@@ -54,11 +55,11 @@ static void test_exp(uint64_t seed, int iters) {
       if (!(err <= bound))
         AA_FAIL("dd_exp: |y - exp(x)| <= (2^-100 + 2^-108|x|) exp(x): x = %a + %a (bits %016llx), y = %a + %a, "
                 "err %a, bound %a, seed %llu",
-                xh[i], xl[i], (unsigned long long)bits_of(xh[i]), yh[i], yl[i], err, bound,
-                (unsigned long long)seed);
+                xh[i], xl[i], (unsigned long long)bits_of(xh[i]), yh[i], yl[i], err, bound, (unsigned long long)seed);
     }
   }
-  printf("dd_exp: worst relative error %.3g (2^%.1f) over %d arguments (results above 2^-900)\n", worst, log2(worst), iters * N);
+  printf("dd_exp: worst relative error %.3g (2^%.1f) over %d arguments (results above 2^-900)\n", worst, log2(worst),
+         iters * N);
   mpfr_clears(x, y, z, (mpfr_ptr)0);
 }
 
@@ -140,8 +141,7 @@ static void test_round(uint64_t seed, int iters) {
         AA_FAIL("round %s: MPFR emulation %a != double rounding %a for x = %a (bits %016llx), seed %llu",
                 bf ? "bf16" : "fp32", m, d, v, (unsigned long long)bits_of(v), (unsigned long long)seed);
     }
-    if (aa_oracle_round_d(v, 0) != (double)(float)v)
-      AA_FAIL("round fp32: differs from the C conversion for %a", v);
+    if (aa_oracle_round_d(v, 0) != (double)(float)v) AA_FAIL("round fp32: differs from the C conversion for %a", v);
   }
   /* fixed cases */
   struct {

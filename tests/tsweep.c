@@ -1,4 +1,5 @@
-/* attnacc: tests of the sweep engine: FNV-1a 128 against GMP, grid enumeration and seeds, results files, threads, shards, resume, torn journals. */
+/* attnacc: tests of the sweep engine: FNV-1a 128 against GMP, grid enumeration and seeds, results files, threads,
+ * shards, resume, torn journals. */
 #include <gmp.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +23,8 @@ static int same_file(const char *a, const char *b) {
 
 static size_t count_lines(const char *s) {
   size_t n = 0;
-  for (; s && *s; s++) n += *s == '\n';
+  for (; s && *s; s++)
+    n += *s == '\n';
   return n;
 }
 
@@ -53,7 +55,8 @@ static void test_hash(uint64_t seed) {
   unsigned char buf[1000];
   aa_pcg64_t rng;
   aa_rng_derive(&rng, seed, NULL, 0);
-  for (size_t i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)aa_pcg64_next(&rng);
+  for (size_t i = 0; i < sizeof buf; i++)
+    buf[i] = (unsigned char)aa_pcg64_next(&rng);
   size_t lens[5] = {0, 1, 3, 17, 1000};
   for (int i = 0; i < 5; i++) {
     aa_hash128_t h;
@@ -87,7 +90,8 @@ static size_t put_coord(unsigned char *b, const char *name, char kind, const voi
   }
   uint64_t u;
   memcpy(&u, v, 8);
-  for (int i = 0; i < 8; i++) b[k++] = (unsigned char)(u >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[k++] = (unsigned char)(u >> (8 * i));
   return k;
 }
 
@@ -111,10 +115,11 @@ static void test_grid(void) {
             AA_FAIL("grid: cell %zu missing", idx);
             return;
           }
-          AA_CHECK(c->index == idx && c->grid_index == g, "grid: cell %zu has index %zu grid_index %zu, want %zu", idx,
-                   c->index, c->grid_index, g);
+          AA_CHECK(c->index == idx && c->grid_index == g, "grid: cell %zu has index %zu grid_index %zu, want %zu",
+                   idx, c->index, c->grid_index, g);
           AA_CHECK(strcmp(aa_cell_str(c, "recipe", ""), tsw_recipes[r]) == 0 &&
-                       aa_cell_int(c, "n", -1) == tsw_ns[n] && strcmp(aa_cell_str(c, "dist", ""), tsw_dists[d]) == 0 &&
+                       aa_cell_int(c, "n", -1) == tsw_ns[n] &&
+                       strcmp(aa_cell_str(c, "dist", ""), tsw_dists[d]) == 0 &&
                        aa_cell_double(c, "sigma", NAN) == tsw_sigmas[s],
                    "grid: cell %zu coordinates differ from (r%d n%d d%d s%d)", idx, r, n, d, s);
           /* id and seed from an independent serialisation (names sorted:
@@ -190,7 +195,8 @@ static int csv_split(char *line, char **f, int maxf) {
         }
       }
     } else {
-      while (*p && *p != ',') *w++ = *p++;
+      while (*p && *p != ',')
+        *w++ = *p++;
     }
     if (*p == ',') {
       *w = '\0';
@@ -250,9 +256,9 @@ static void check_jsonl(const char *dir) {
   char *s = aa_test_slurp(path);
   AA_CHECK(s != NULL && count_lines(s) == 4 * TSW_NCELLS, "%s: %zu lines", path, count_lines(s));
   if (s == NULL) return;
-  static const char first[] = "{\"recipe\":\"ref\",\"n\":16,\"dist\":\"normal\",\"sigma\":0.5,\"tensor\":\"o\",\"metric\":";
-  AA_CHECK(strncmp(s, first, sizeof first - 1) == 0,
-           "%s: first line %.100s", path, s);
+  static const char first[] =
+      "{\"recipe\":\"ref\",\"n\":16,\"dist\":\"normal\",\"sigma\":0.5,\"tensor\":\"o\",\"metric\":";
+  AA_CHECK(strncmp(s, first, sizeof first - 1) == 0, "%s: first line %.100s", path, s);
   AA_CHECK(strstr(s, "\"note\":\"tab\\u0009here, \\\"quoted\\\"\"") != NULL, "%s: escaped note not found", path);
   AA_CHECK(strstr(s, "\"tensor\":\"dk\",\"metric\":\"nan\"") != NULL && strstr(s, "\"metric\":\"-inf\"") != NULL,
            "%s: non-finite metrics not written as strings", path);
@@ -385,12 +391,15 @@ static void test_runs(void) {
            err.msg, pr.skipped);
   /* A complete but bogus record (bad checksum) and a stray comment line. */
   f = fopen(DIR "/torn/journal-0-of-1.txt", "ab");
-  fputs("# a note\nsref\ti16\tsnormal\td0.5\tso\t\td1\ti2\t\n#done 3 00000000000000000000000000000000 1 0000000000000000\n", f);
+  fputs("# a note\nsref\ti16\tsnormal\td0.5\tso\t\td1\ti2\t\n#done 3 00000000000000000000000000000000 1 "
+        "0000000000000000\n",
+        f);
   fclose(f);
   char *j = aa_test_slurp(DIR "/torn/journal-0-of-1.txt");
   /* Corrupt one digit inside the 5th complete record (in the middle of the file). */
   char *p = j;
-  for (int k = 0; k < 5 && p; k++) p = strstr(p + 1, "#done ");
+  for (int k = 0; k < 5 && p; k++)
+    p = strstr(p + 1, "#done ");
   char *row = p ? strstr(p, "\td") : NULL;
   if (row) row[2] = row[2] == '1' ? '2' : '1';
   f = fopen(DIR "/torn/journal-0-of-1.txt", "wb");
@@ -434,7 +443,8 @@ static void test_progress_line(void) {
   aa_sweep_progress_t p = {120, 10, 110, 40, 0};
   aa_sweep_progress_line(buf, sizeof buf, &p, 200.0);
   /* 40 cells in 200 s = 12 per minute; 70 left at 5 s each = 350 s. */
-  AA_CHECK(strcmp(buf, "sweep: 50/120 cells (10 resumed), 12.0 cells/min, 5m50s left") == 0, "progress line '%s'", buf);
+  AA_CHECK(strcmp(buf, "sweep: 50/120 cells (10 resumed), 12.0 cells/min, 5m50s left") == 0, "progress line '%s'",
+           buf);
   p.done = 0;
   aa_sweep_progress_line(buf, sizeof buf, &p, 0.0);
   AA_CHECK(strcmp(buf, "sweep: 10/120 cells (10 resumed), - cells/min, - left") == 0, "progress line at start '%s'",

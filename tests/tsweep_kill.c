@@ -1,4 +1,5 @@
-/* attnacc: resume after SIGKILL: a child runs the sweep and is killed mid-run, repeatedly; the resumed result equals an uninterrupted run. */
+/* attnacc: resume after SIGKILL: a child runs the sweep and is killed mid-run, repeatedly; the resumed result equals
+ * an uninterrupted run. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@
 static size_t count_done(const char *path) {
   char *s = aa_test_slurp(path);
   size_t n = 0;
-  for (char *p = s; p && (p = strstr(p, "\n#done ")) != NULL; p++) n++;
+  for (char *p = s; p && (p = strstr(p, "\n#done ")) != NULL; p++)
+    n++;
   free(s);
   return n;
 }
@@ -90,8 +92,8 @@ int main(void) {
   AA_CHECK(st == AA_OK && pr.complete && pr.skipped + pr.done == TSW_NCELLS && pr.skipped >= prev,
            "final resume: status %d (%s), skipped %zu, done %zu", st, err.msg, pr.skipped, pr.done);
   char *a = aa_test_slurp(DIR "/ref/results.canon.csv"), *b = aa_test_slurp(DIR "/killed/results.canon.csv");
-  AA_CHECK(a && b && strcmp(a, b) == 0, "results.canon.csv after %zu kills and a resume differs from the uninterrupted run",
-           kills);
+  AA_CHECK(a && b && strcmp(a, b) == 0,
+           "results.canon.csv after %zu kills and a resume differs from the uninterrupted run", kills);
   free(a);
   free(b);
   aa_sweep_free(sw);

@@ -1,4 +1,5 @@
-/* attnacc: the synthetic sweep run with aa_sweep_run_mpi; each rank writes its own folder (no shared files), rank 0 merges. */
+/* attnacc: the synthetic sweep run with aa_sweep_run_mpi; each rank writes its own folder (no shared files), rank 0
+ * merges. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* attnacc: tests of the oracle cache: bit-exact round trip, key sensitivity, corrupt/truncated/foreign entries are misses. */
+/* attnacc: tests of the oracle cache: bit-exact round trip, key sensitivity, corrupt/truncated/foreign entries are
+ * misses. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +170,8 @@ int main(void) {
   size_t sq[3] = {2, 4, 2}, sk[3] = {1, 4, 2};
   for (int i = 0; i < 4; i++) {
     aa_tensor_alloc(&t[i], 3, i == 1 || i == 2 ? sk : sq, AA_FMT_FP64);
-    for (size_t j = 0; j < aa_tensor_numel(&t[i]); j++) t[i].data[j] = ldexp(aa_pcg64_normal(&rng), 0);
+    for (size_t j = 0; j < aa_tensor_numel(&t[i]); j++)
+      t[i].data[j] = ldexp(aa_pcg64_normal(&rng), 0);
     aa_tensor_round(&t[i], AA_FMT_BF16);
   }
   aa_oracle_opts_t o2;
@@ -185,13 +187,13 @@ int main(void) {
     direct.seconds_forward = direct.seconds_backward = 0;
     double f1 = c1.seconds_forward, b1 = c1.seconds_backward;
     c1.seconds_forward = c1.seconds_backward = 0;
-    AA_CHECK(st == AA_OK && hit == 0 && same_result(&direct, &c1), "cached run, first call: status %d hit %d or bits differ",
-             st, hit);
+    AA_CHECK(st == AA_OK && hit == 0 && same_result(&direct, &c1),
+             "cached run, first call: status %d hit %d or bits differ", st, hit);
     c1.seconds_forward = f1;
     c1.seconds_backward = b1;
     st = aa_oracle_cached_run(&c2, &hit, DIR "/real", &pb2, &t[0], &t[1], &t[2], &t[3], &o2, &err);
-    AA_CHECK(st == AA_OK && hit == 1 && same_result(&c1, &c2), "cached run, second call: status %d hit %d or bits differ",
-             st, hit);
+    AA_CHECK(st == AA_OK && hit == 1 && same_result(&c1, &c2),
+             "cached run, second call: status %d hit %d or bits differ", st, hit);
     if (st == AA_OK) aa_oracle_result_free(&c2);
     aa_hash128_t k2;
     aa_oracle_cache_key(&k2, &pb2, &t[0], &t[1], &t[2], &t[3], &o2, &err);
@@ -211,7 +213,8 @@ int main(void) {
     aa_oracle_result_free(&c1);
     aa_oracle_result_free(&direct);
   }
-  for (int i = 0; i < 4; i++) aa_tensor_free(&t[i]);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&t[i]);
 
   free_res(&res);
   aa_tensor_free(&q);

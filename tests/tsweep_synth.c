@@ -1,4 +1,5 @@
-/* attnacc: the synthetic sweep shared by the sweep tests (grid, filter, a deterministic eval with a tunable delay). */
+/* attnacc: the synthetic sweep shared by the sweep tests (grid, filter, a deterministic eval with a tunable delay).
+ */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -14,7 +15,9 @@ const char *const tsw_dists[2] = {"normal", "uniform"};
 const double tsw_sigmas[3] = {0.5, 1.0, 1e-3};
 const char *const tsw_tensors[4] = {"o", "dq", "dk", "dv"};
 
-int tsw_keep(int64_t n, double sigma) { return !(n == 128 && sigma == 1e-3); }
+int tsw_keep(int64_t n, double sigma) {
+  return !(n == 128 && sigma == 1e-3);
+}
 
 static int filter(const aa_cell_t *cell, void *ctx) {
   (void)ctx;
@@ -48,7 +51,8 @@ void tsw_expect(double *metric, int64_t *count, const char **note, uint64_t seed
   uint64_t tag = (uint64_t)t;
   aa_rng_derive(&rng, seed, &tag, 1);
   int r = 0;
-  while (r < 2 && strcmp(tsw_recipes[r], recipe) != 0) r++;
+  while (r < 2 && strcmp(tsw_recipes[r], recipe) != 0)
+    r++;
   *metric = aa_pcg64_uniform(&rng) * sigma * (double)n * (r + 1);
   *count = (int64_t)(aa_pcg64_next(&rng) % 1000);
   *note = NULL;
@@ -82,7 +86,9 @@ int tsw_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx) {
     if (!st) st = aa_sweep_set_int(rows, "count", count);
     if (!st && note != NULL) st = aa_sweep_set_str(rows, "note", note);
     /* A stand-in timing that differs from run to run. */
-    if (!st) st = aa_sweep_set_double(rows, "seconds", 1e-3 * (double)__atomic_add_fetch(&tsw_clock_ticks, 1, __ATOMIC_RELAXED));
+    if (!st)
+      st = aa_sweep_set_double(rows, "seconds",
+                               1e-3 * (double)__atomic_add_fetch(&tsw_clock_ticks, 1, __ATOMIC_RELAXED));
     if (st) return st;
   }
   return AA_OK;

@@ -5,7 +5,7 @@
 #include "sweep.h"
 
 typedef struct {
-  long delay_us;  /* sleep per cell, to make killing realistic */
+  long delay_us;   /* sleep per cell, to make killing realistic */
   long fail_index; /* cell index whose eval fails, or -1 */
 } tsw_ctx_t;
 

@@ -1,4 +1,5 @@
-/* attnacc: first test; prints version, configuration and CPU features (it fails only if the build identity is empty). */
+/* attnacc: first test; prints version, configuration and CPU features (it fails only if the build identity is empty).
+ */
 #include <gmp.h>
 #include <mpfr.h>
 #include <stdio.h>
@@ -20,8 +21,7 @@ int main(void) {
   __builtin_cpu_init();
   printf("CPU features:%s%s%s%s%s\n", __builtin_cpu_supports("sse4.2") ? " sse4.2" : "",
          __builtin_cpu_supports("avx2") ? " avx2" : "", __builtin_cpu_supports("fma") ? " fma" : "",
-         __builtin_cpu_supports("avx512f") ? " avx512f" : "",
-         __builtin_cpu_supports("avx512bw") ? " avx512bw" : "");
+         __builtin_cpu_supports("avx512f") ? " avx512f" : "", __builtin_cpu_supports("avx512bw") ? " avx512bw" : "");
 #endif
   if (AA_VERSION[0] == '\0') {
     printf("FAIL tversion: empty version string\n");

@@ -7,10 +7,10 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "exp.h"
 #include "fmt.h"
 #include "gemm.h"
 #include "problem.h"
-#include "exp.h"
 #include "recipe.h"
 
 /* log2(e) rounded to binary64 (not relying on the non-ISO M_LOG2E). */
@@ -52,9 +52,9 @@ typedef struct {
   size_t n_q, n_k, d, heads, kv_heads, group; /* group = heads / kv_heads */
   double scale;                               /* softmax scale held in scale_fmt */
   double c;                                   /* coefficient of S in the exp argument (see exp_arg) */
-  double se;           /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
-  double l2e;          /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
-  double ks;           /* dropout keep_scale in the ALU format (1 without dropout) */
+  double se;  /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
+  double l2e; /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
+  double ks;  /* dropout keep_scale in the ALU format (1 without dropout) */
   /* Dropout keep masks [heads][n_q][n_k] (NULL: none): the forward's (the
      problem's, or drawn with the recipe's forward tiling) and the one the
      backward applies (the problem's when recipe dropout is none, else the

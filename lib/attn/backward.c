@@ -263,7 +263,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
     memset(b->live, 0, nkt);
     for (size_t hh = 0; hh < G; hh++) { /* GQA q heads, L1180 */
       size_t h = g * G + hh;
-      for (size_t tt = 0; tt < nqt; tt++) { /* q tiles, L1184 */
+      for (size_t tt = 0; tt < nqt; tt++) {           /* q tiles, L1184 */
         size_t t = r->bwd_q_desc ? nqt - 1 - tt : tt; /* bwd.q_order = desc: FA2's m_block loop counts down */
         size_t i0 = t * tq, rows = n_q - i0 < tq ? n_q - i0 : tq;
         int group_end = (tt % r->bwd_q_group) == r->bwd_q_group - 1 || tt == nqt - 1;
@@ -388,9 +388,9 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
             ps = 0;
           else if (cx->bias != NULL) /* recip: unnormalised p_sink times the scaled-dO D (backward_recip.c) */
             ps = aa_attn_wexp(cx, cx->wexp_bwd,
-                             r->exp_form == AA_EXPFORM_EXP2_FMA
-                                     ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
-                                     : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
+                              r->exp_form == AA_EXPFORM_EXP2_FMA
+                                  ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
+                                  : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
           else if (r->exp_form == AA_EXPFORM_EXP2_FMA)
             ps = aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
           else
@@ -441,7 +441,6 @@ static int buf_alloc(bwd_buf_t *b, const aa_attn_ctx_t *cx, size_t tq, size_t tk
   return b->dk && b->dv && b->dkp && b->dvp && b->gk && b->gv && b->live && b->done && b->qe && b->dql && b->dqp &&
          b->D;
 }
-
 
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   const aa_recipe_t *r = cx->r;

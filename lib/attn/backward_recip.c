@@ -1,4 +1,5 @@
-/* attnacc: the preprocessing pass of the reciprocal backward (seed 003 section 3.5): dO scaled by the saved 1/l, and the per-row exp bias. */
+/* attnacc: the preprocessing pass of the reciprocal backward (seed 003 section 3.5): dO scaled by the saved 1/l, and
+ * the per-row exp bias. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

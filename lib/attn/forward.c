@@ -232,8 +232,7 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
       if (!ok) continue;
       size_t h = job / ntiles, i0 = (job % ntiles) * tq;
       size_t rows = n_q - i0 < tq ? n_q - i0 : tq;
-      int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS
-                   ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
+      int st = r->fwd_softmax == AA_SOFTMAX_TWO_PASS ? fwd_tile_twopass(cx, out, h, i0, rows, qe, S, P, vis, acc)
                : r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED
                    ? aa_attn_fwd_tile_shifted(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l) /* forward_fixed.c */
                    : fwd_tile_online(cx, out, h, i0, rows, qe, S, P, vis, acc, m, l);

@@ -1,4 +1,5 @@
-/* attnacc: the fixed-shift and guarded forwards of seed 003 (sections 3.1, 3.2, 3.4, 3.5): O, the saved (shift, 1/l) per row, tile flags and recovery. */
+/* attnacc: the fixed-shift and guarded forwards of seed 003 (sections 3.1, 3.2, 3.4, 3.5): O, the saved (shift, 1/l)
+ * per row, tile flags and recovery. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,8 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
       }
       seen[a] = 1;
     }
-    if (seen[a] && !in_range(l[a], lo2 > 0 ? lo2 : 0x1p-1074, hi2)) ok = 0; /* the row sum: finite, non-zero, in range */
+    if (seen[a] && !in_range(l[a], lo2 > 0 ? lo2 : 0x1p-1074, hi2))
+      ok = 0; /* the row sum: finite, non-zero, in range */
   }
   if (guarded && skipped > 0) {
 #pragma omp atomic

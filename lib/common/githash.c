@@ -2,4 +2,6 @@
 #include "githash.h"
 #include "version.h"
 
-const char *aa_git_hash(void) { return AA_GIT_HASH_TEXT; }
+const char *aa_git_hash(void) {
+  return AA_GIT_HASH_TEXT;
+}

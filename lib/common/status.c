@@ -6,17 +6,28 @@
 
 const char *aa_status_str(int status) {
   switch (status) {
-  case AA_OK: return "success";
-  case AA_EINVAL: return "invalid argument";
-  case AA_ENOMEM: return "out of memory or impossible size";
-  case AA_EIO: return "input/output error";
-  case AA_EFORMAT: return "malformed or unsupported file";
-  case AA_ESHAPE: return "wrong or mismatched shape";
-  case AA_ENAN: return "NaN or Inf in input";
-  case AA_EUNSUPPORTED: return "unsupported";
-  case AA_ERANGE: return "value out of range";
-  case AA_ENOTFOUND: return "not found";
-  default: return "unknown status";
+  case AA_OK:
+    return "success";
+  case AA_EINVAL:
+    return "invalid argument";
+  case AA_ENOMEM:
+    return "out of memory or impossible size";
+  case AA_EIO:
+    return "input/output error";
+  case AA_EFORMAT:
+    return "malformed or unsupported file";
+  case AA_ESHAPE:
+    return "wrong or mismatched shape";
+  case AA_ENAN:
+    return "NaN or Inf in input";
+  case AA_EUNSUPPORTED:
+    return "unsupported";
+  case AA_ERANGE:
+    return "value out of range";
+  case AA_ENOTFOUND:
+    return "not found";
+  default:
+    return "unknown status";
   }
 }
 

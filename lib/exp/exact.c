@@ -68,7 +68,9 @@ static double cr_from_ref(float x, double ref, int p) {
   return aa_exp2_cr_mpfr(x, p);
 }
 
-float aa_exp2_cr_f32_ref(float x, double ref) { return (float)cr_from_ref(x, ref, 24); }
+float aa_exp2_cr_f32_ref(float x, double ref) {
+  return (float)cr_from_ref(x, ref, 24);
+}
 
 uint16_t aa_exp2_cr_bf16_ref(float x, double ref) {
   double v = cr_from_ref(x, ref, 8);
@@ -76,5 +78,9 @@ uint16_t aa_exp2_cr_bf16_ref(float x, double ref) {
   return (uint16_t)(aa_f32_bits((float)v) >> 16); /* v has 8 bits: exact in FP32 */
 }
 
-float aa_exp2_cr_f32(float x) { return aa_exp2_cr_f32_ref(x, exp2((double)x)); }
-uint16_t aa_exp2_cr_bf16(float x) { return aa_exp2_cr_bf16_ref(x, exp2((double)x)); }
+float aa_exp2_cr_f32(float x) {
+  return aa_exp2_cr_f32_ref(x, exp2((double)x));
+}
+uint16_t aa_exp2_cr_bf16(float x) {
+  return aa_exp2_cr_bf16_ref(x, exp2((double)x));
+}

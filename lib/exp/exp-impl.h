@@ -101,7 +101,8 @@ static inline uint32_t aa_exp_fa4_bits(const aa_exp_t *e, float x) {
   int32_t j = aa_exp_floor_int(xc);
   float f = xc - (float)j;
   float p = e->coef[e->degree];
-  for (int i = e->degree - 1; i >= 0; i--) p = fmaf(p, f, e->coef[i]);
+  for (int i = e->degree - 1; i >= 0; i--)
+    p = fmaf(p, f, e->coef[i]);
   return aa_f32_bits(p) + ((uint32_t)j << 23);
 }
 static inline int64_t aa_exp_fa4_signed(const aa_exp_t *e, float x) {
@@ -109,7 +110,8 @@ static inline int64_t aa_exp_fa4_signed(const aa_exp_t *e, float x) {
   int32_t j = aa_exp_floor_int(xc);
   float f = xc - (float)j;
   float p = e->coef[e->degree];
-  for (int i = e->degree - 1; i >= 0; i--) p = fmaf(p, f, e->coef[i]);
+  for (int i = e->degree - 1; i >= 0; i--)
+    p = fmaf(p, f, e->coef[i]);
   return (int64_t)aa_f32_bits(p) + ((int64_t)j << 23);
 }
 

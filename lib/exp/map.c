@@ -1,4 +1,5 @@
-/* attnacc: error map of exp constructions over intervals of FP32 inputs or over samples (OpenMP, thread-count independent). */
+/* attnacc: error map of exp constructions over intervals of FP32 inputs or over samples (OpenMP, thread-count
+ * independent). */
 #include <math.h>
 #include <mpfr.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 
 void aa_exp_widen_bf16(float *out, const uint16_t *h, size_t n);
 
-#define BLK 4096     /* inputs per block: the unit of work and of partial sums */
+#define BLK 4096 /* inputs per block: the unit of work and of partial sums */
 #define RUNS_PER_BLK 8
 
 const char *aa_exp_cls_name(int cls) {
@@ -36,13 +37,13 @@ typedef struct {
 /* Global merge state for one construction. */
 typedef struct {
   uint64_t lo[AA_EXP_NCLS][AA_EXP_MAX_RANGES], hi[AA_EXP_NCLS][AA_EXP_MAX_RANGES];
-  int open[AA_EXP_NCLS]; /* the last stored range may still grow (its run reached the last block's end) */
+  int open[AA_EXP_NCLS];  /* the last stored range may still grow (its run reached the last block's end) */
   int prev_last, started; /* class at the end of the previous block */
   uint64_t argmin, argmax, argrel;
 } merge_t;
 
 typedef struct {
-  const float *arr;  /* samples, or NULL for keys */
+  const float *arr; /* samples, or NULL for keys */
   uint32_t key_lo;
 } source_t;
 
@@ -107,12 +108,12 @@ AA_CLONES static void stats_pass(uint8_t *cls, uint8_t *mis, double *ratio, doub
     uint32_t u;
     memcpy(&u, &v, sizeof u);
     uint32_t a = u & 0x7fffffffu;
-    cls[i] = a > 0x7f800000u ? AA_EXP_CLS_NAN
+    cls[i] = a > 0x7f800000u    ? AA_EXP_CLS_NAN
              : a == 0x7f800000u ? AA_EXP_CLS_INF
-             : a == 0 ? AA_EXP_CLS_ZERO
-             : (u >> 31) ? AA_EXP_CLS_NEG
-             : a < 0x00800000u ? AA_EXP_CLS_SUBNORMAL
-                               : AA_EXP_NCLS;
+             : a == 0           ? AA_EXP_CLS_ZERO
+             : (u >> 31)        ? AA_EXP_CLS_NEG
+             : a < 0x00800000u  ? AA_EXP_CLS_SUBNORMAL
+                                : AA_EXP_NCLS;
     double r = ref[i], dv = (double)v;
     int valid = r > 0 && r < INFINITY && dv >= 0 && dv < INFINITY;
     double rr = valid ? r : 1.0;
@@ -150,16 +151,28 @@ static void block_stats(part_t *p, const float *x, const double *ref, const floa
     if (rl < 0) continue;
     p->valid++;
     p->sum_rel += rl;
-    if (ratio[i] < p->min_ratio) { p->min_ratio = ratio[i]; p->argmin = base + i; }
-    if (ratio[i] > p->max_ratio) { p->max_ratio = ratio[i]; p->argmax = base + i; }
-    if (rl > p->max_rel) { p->max_rel = rl; p->argrel = base + i; }
+    if (ratio[i] < p->min_ratio) {
+      p->min_ratio = ratio[i];
+      p->argmin = base + i;
+    }
+    if (ratio[i] > p->max_ratio) {
+      p->max_ratio = ratio[i];
+      p->argmax = base + i;
+    }
+    if (rl > p->max_rel) {
+      p->max_rel = rl;
+      p->argrel = base + i;
+    }
   }
   if (!shifted) {
     for (size_t i = 0; i < m; i++) {
-      if (mis[i] == 1) p->mismatch++;
+      if (mis[i] == 1)
+        p->mismatch++;
       else if (mis[i] == 2) {
-        if (bf16) p->mismatch += out16[i] != aa_exp2_cr_bf16_ref(x[i], ref[i]);
-        else p->mismatch += aa_f32_bits(out[i]) != aa_f32_bits(aa_exp2_cr_f32_ref(x[i], ref[i]));
+        if (bf16)
+          p->mismatch += out16[i] != aa_exp2_cr_bf16_ref(x[i], ref[i]);
+        else
+          p->mismatch += aa_f32_bits(out[i]) != aa_f32_bits(aa_exp2_cr_f32_ref(x[i], ref[i]));
       }
     }
   }
@@ -207,9 +220,18 @@ static void merge(aa_exp_map_t *o, merge_t *g, const part_t *p) {
   o->cr_mismatch += p->mismatch;
   o->sum_rel_err += p->sum_rel;
   if (p->valid) {
-    if (p->min_ratio < o->min_ratio) { o->min_ratio = p->min_ratio; g->argmin = p->argmin; }
-    if (p->max_ratio > o->max_ratio) { o->max_ratio = p->max_ratio; g->argmax = p->argmax; }
-    if (p->max_rel > o->max_rel_err) { o->max_rel_err = p->max_rel; g->argrel = p->argrel; }
+    if (p->min_ratio < o->min_ratio) {
+      o->min_ratio = p->min_ratio;
+      g->argmin = p->argmin;
+    }
+    if (p->max_ratio > o->max_ratio) {
+      o->max_ratio = p->max_ratio;
+      g->argmax = p->argmax;
+    }
+    if (p->max_rel > o->max_rel_err) {
+      o->max_rel_err = p->max_rel;
+      g->argrel = p->argrel;
+    }
   }
   for (int c = 0; c < AA_EXP_NCLS; c++) {
     /* a run that crosses the block boundary was counted in both blocks */
@@ -259,7 +281,9 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
   uint64_t sb = (uint64_t)nthreads * 256;
   part_t *parts = malloc(sizeof(part_t) * (size_t)sb * (size_t)ne);
   if (bf16 == NULL || g == NULL || parts == NULL) {
-    free(bf16); free(g); free(parts);
+    free(bf16);
+    free(g);
+    free(parts);
     return aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
   }
   for (int c = 0; c < ne; c++) {
@@ -295,15 +319,21 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
           if (!mine) continue;
           uint64_t base = (b0 + bi) * BLK;
           size_t m = (size_t)(n - base < BLK ? n - base : BLK);
-          if (src->arr != NULL) memcpy(x, src->arr + base, sizeof(float) * m);
-          else for (size_t i = 0; i < m; i++) x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
+          if (src->arr != NULL)
+            memcpy(x, src->arr + base, sizeof(float) * m);
+          else
+            for (size_t i = 0; i < m; i++)
+              x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
           if (sh != 0.0f) {
             /* the kernel subtracts the shift in FP32; the reference does not round */
-            for (size_t i = 0; i < m; i++) xin[i] = x[i] - sh;
-            for (size_t i = 0; i < m; i++) ref[i] = exp2((double)x[i] - (double)sh);
+            for (size_t i = 0; i < m; i++)
+              xin[i] = x[i] - sh;
+            for (size_t i = 0; i < m; i++)
+              ref[i] = exp2((double)x[i] - (double)sh);
           } else {
             memcpy(xin, x, sizeof(float) * m);
-            for (size_t i = 0; i < m; i++) ref[i] = ref_of(x[i]);
+            for (size_t i = 0; i < m; i++)
+              ref[i] = ref_of(x[i]);
           }
           uint64_t checked = 0;
           double rmax = 0;
@@ -318,9 +348,11 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
           for (int c = 0; c < ne; c++) {
             if (e[c].kind == AA_EXP_EXACT && e[c].order == AA_EXP_ORDER_FP32 && sh == 0.0f) {
               /* `exact` from the reference already computed (same function as aa_exp_eval) */
-              for (size_t i = 0; i < m; i++) o[i] = aa_exp2_cr_f32_ref(x[i], ref[i]);
+              for (size_t i = 0; i < m; i++)
+                o[i] = aa_exp2_cr_f32_ref(x[i], ref[i]);
               if (bf16[c]) {
-                for (size_t i = 0; i < m; i++) o16[i] = aa_exp_cvt16(o[i], e[c].cvt);
+                for (size_t i = 0; i < m; i++)
+                  o16[i] = aa_exp_cvt16(o[i], e[c].cvt);
                 aa_exp_widen_bf16(o, o16, m);
               }
             } else if (bf16[c]) {
@@ -344,7 +376,8 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
     }
     if (!ok) break;
     for (uint64_t bi = 0; bi < nb; bi++)
-      for (int c = 0; c < ne; c++) merge(&out[c], &g[c], &parts[(size_t)bi * (size_t)ne + (size_t)c]);
+      for (int c = 0; c < ne; c++)
+        merge(&out[c], &g[c], &parts[(size_t)bi * (size_t)ne + (size_t)c]);
   }
   for (int c = 0; c < ne && ok; c++) {
     aa_exp_map_t *o = &out[c];

@@ -57,7 +57,9 @@ int aa_gemm_isa(void) {
   return AA_ISA_SCALAR;
 }
 
-const char *aa_gemm_kernel_name(void) { return isa_names[aa_gemm_isa()]; }
+const char *aa_gemm_kernel_name(void) {
+  return isa_names[aa_gemm_isa()];
+}
 
 int aa_gemm_force_kernel(const char *name) {
   if (name == NULL || strcmp(name, "auto") == 0) {
@@ -77,50 +79,58 @@ int aa_gemm_force_kernel(const char *name) {
 
 /* A micro-panels: rows i0 .. i0+mc of op(A), columns p0 .. p0+kc, as
    ceil(mc/mr) panels of kc x mr elements (k major); rows past mc are 0. */
-#define DEFINE_PACK(T, SUF)                                                                                         \
-  static void pack_a_##SUF(T *pa, const double *A, size_t lda, int transA, size_t i0, size_t mc, size_t p0,         \
-                           size_t kc, size_t mr) {                                                                  \
-    for (size_t s = 0; s < mc; s += mr, pa += kc * mr) {                                                            \
-      size_t rows = mc - s < mr ? mc - s : mr;                                                                      \
-      if (transA) {                                                                                                 \
-        for (size_t k = 0; k < kc; k++) {                                                                           \
-          const double *src = A + (p0 + k) * lda + i0 + s;                                                          \
-          T *dst = pa + k * mr;                                                                                     \
-          size_t r = 0;                                                                                             \
-          for (; r < rows; r++) dst[r] = (T)src[r];                                                                 \
-          for (; r < mr; r++) dst[r] = 0;                                                                           \
-        }                                                                                                           \
-      } else {                                                                                                      \
-        size_t r = 0;                                                                                               \
-        for (; r < rows; r++) {                                                                                     \
-          const double *src = A + (i0 + s + r) * lda + p0;                                                          \
-          for (size_t k = 0; k < kc; k++) pa[k * mr + r] = (T)src[k];                                               \
-        }                                                                                                           \
-        for (; r < mr; r++)                                                                                         \
-          for (size_t k = 0; k < kc; k++) pa[k * mr + r] = 0;                                                       \
-      }                                                                                                             \
-    }                                                                                                               \
-  }                                                                                                                 \
+#define DEFINE_PACK(T, SUF)                                                                                          \
+  static void pack_a_##SUF(T *pa, const double *A, size_t lda, int transA, size_t i0, size_t mc, size_t p0,          \
+                           size_t kc, size_t mr) {                                                                   \
+    for (size_t s = 0; s < mc; s += mr, pa += kc * mr) {                                                             \
+      size_t rows = mc - s < mr ? mc - s : mr;                                                                       \
+      if (transA) {                                                                                                  \
+        for (size_t k = 0; k < kc; k++) {                                                                            \
+          const double *src = A + (p0 + k) * lda + i0 + s;                                                           \
+          T *dst = pa + k * mr;                                                                                      \
+          size_t r = 0;                                                                                              \
+          for (; r < rows; r++)                                                                                      \
+            dst[r] = (T)src[r];                                                                                      \
+          for (; r < mr; r++)                                                                                        \
+            dst[r] = 0;                                                                                              \
+        }                                                                                                            \
+      } else {                                                                                                       \
+        size_t r = 0;                                                                                                \
+        for (; r < rows; r++) {                                                                                      \
+          const double *src = A + (i0 + s + r) * lda + p0;                                                           \
+          for (size_t k = 0; k < kc; k++)                                                                            \
+            pa[k * mr + r] = (T)src[k];                                                                              \
+        }                                                                                                            \
+        for (; r < mr; r++)                                                                                          \
+          for (size_t k = 0; k < kc; k++)                                                                            \
+            pa[k * mr + r] = 0;                                                                                      \
+      }                                                                                                              \
+    }                                                                                                                \
+  }                                                                                                                  \
   /* one B micro-panel: columns j0 .. j0+cols of op(B) (cols <= nr), rows p0 .. p0+kc, kc x nr (k major) */          \
-  static void pack_b_##SUF(T *pb, const double *B, size_t ldb, int transB, size_t j0, size_t cols, size_t p0,       \
-                           size_t kc, size_t nr) {                                                                  \
-    if (transB) {                                                                                                   \
-      size_t c = 0;                                                                                                 \
-      for (; c < cols; c++) {                                                                                       \
-        const double *src = B + (j0 + c) * ldb + p0;                                                                \
-        for (size_t k = 0; k < kc; k++) pb[k * nr + c] = (T)src[k];                                                 \
-      }                                                                                                             \
-      for (; c < nr; c++)                                                                                           \
-        for (size_t k = 0; k < kc; k++) pb[k * nr + c] = 0;                                                         \
-    } else {                                                                                                        \
-      for (size_t k = 0; k < kc; k++) {                                                                             \
-        const double *src = B + (p0 + k) * ldb + j0;                                                                \
-        T *dst = pb + k * nr;                                                                                       \
-        size_t c = 0;                                                                                               \
-        for (; c < cols; c++) dst[c] = (T)src[c];                                                                   \
-        for (; c < nr; c++) dst[c] = 0;                                                                             \
-      }                                                                                                             \
-    }                                                                                                               \
+  static void pack_b_##SUF(T *pb, const double *B, size_t ldb, int transB, size_t j0, size_t cols, size_t p0,        \
+                           size_t kc, size_t nr) {                                                                   \
+    if (transB) {                                                                                                    \
+      size_t c = 0;                                                                                                  \
+      for (; c < cols; c++) {                                                                                        \
+        const double *src = B + (j0 + c) * ldb + p0;                                                                 \
+        for (size_t k = 0; k < kc; k++)                                                                              \
+          pb[k * nr + c] = (T)src[k];                                                                                \
+      }                                                                                                              \
+      for (; c < nr; c++)                                                                                            \
+        for (size_t k = 0; k < kc; k++)                                                                              \
+          pb[k * nr + c] = 0;                                                                                        \
+    } else {                                                                                                         \
+      for (size_t k = 0; k < kc; k++) {                                                                              \
+        const double *src = B + (p0 + k) * ldb + j0;                                                                 \
+        T *dst = pb + k * nr;                                                                                        \
+        size_t c = 0;                                                                                                \
+        for (; c < cols; c++)                                                                                        \
+          dst[c] = (T)src[c];                                                                                        \
+        for (; c < nr; c++)                                                                                          \
+          dst[c] = 0;                                                                                                \
+      }                                                                                                              \
+    }                                                                                                                \
   }
 DEFINE_PACK(float, f32)
 DEFINE_PACK(double, f64)
@@ -170,8 +180,7 @@ int aa_gemm_blocked(const aa_gemm_kern_t *kd, double *C, size_t ldc, const doubl
   const size_t nblocks_m = (M + mc - 1) / mc;
   aa_gemm_kern_fn kern = kd->kern;
 
-  AA_OMP(omp parallel num_threads(nthreads))
-  {
+  AA_OMP(omp parallel num_threads(nthreads)) {
     int tid = 0;
 #ifdef _OPENMP
     tid = omp_get_thread_num();
@@ -209,9 +218,11 @@ int aa_gemm_blocked(const aa_gemm_kern_t *kd, double *C, size_t ldc, const doubl
               } else {
                 memset(tile, 0, sizeof tile);
                 if (mode & AA_KERN_LOAD)
-                  for (size_t r = 0; r < rows; r++) memcpy(tile + r * nr, c + r * ldc, cols * sizeof(double));
+                  for (size_t r = 0; r < rows; r++)
+                    memcpy(tile + r * nr, c + r * ldc, cols * sizeof(double));
                 kern(kc, pat, pbs, tile, nr, mode & AA_KERN_LOAD);
-                for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, tile + r * nr, cols * sizeof(double));
+                for (size_t r = 0; r < rows; r++)
+                  memcpy(c + r * ldc, tile + r * nr, cols * sizeof(double));
               }
             }
           }

@@ -72,17 +72,17 @@ void aa_gemm_k0(double *C, size_t ldc, size_t M, size_t N, int accumulate, int r
    reference loops. */
 int aa_gemm_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                      int transB, size_t M, size_t N, size_t K, int accumulate);
-int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
+int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate);
 int aa_gemm_fp64_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                      int transB, size_t M, size_t N, size_t K, int accumulate);
 
 /* Scalar reference loops of each model (M, N, K > 0). */
-void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
+void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate);
 int aa_gemm_ref_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                               size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
-void aa_gemm_ref_fp64_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
+                              size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
+void aa_gemm_ref_fp64_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate);
 
 #endif

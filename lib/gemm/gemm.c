@@ -11,13 +11,17 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
     return AA_OK;
   }
   switch (model) {
-  case AA_ACC_FP32_SEQ: return aa_gemm_fp32_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+  case AA_ACC_FP32_SEQ:
+    return aa_gemm_fp32_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
   case AA_ACC_FP32_PAIRWISE:
     return aa_gemm_fp32_pairwise(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
-  case AA_ACC_FP64_SEQ: return aa_gemm_fp64_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+  case AA_ACC_FP64_SEQ:
+    return aa_gemm_fp64_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
   case AA_ACC_TC_K16_F25:
-  case AA_ACC_TC_K8_F24: return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
-  default: return AA_EINVAL;
+  case AA_ACC_TC_K8_F24:
+    return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+  default:
+    return AA_EINVAL;
   }
 }
 
@@ -42,6 +46,7 @@ int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, 
   case AA_ACC_TC_K8_F24:
     aa_gemm_ref_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
     return AA_OK;
-  default: return AA_EINVAL;
+  default:
+    return AA_EINVAL;
   }
 }

@@ -32,26 +32,29 @@ AA_PW_ATTR static void pw_strip(float *restrict out, const float *restrict arow,
     const float a = arow[k];
     const float *restrict b = pb + k * ldp;
     float *restrict t = stk + cnt * PW_W;
-    for (int j = 0; j < PW_W; j++) t[j] = a * b[j];
+    for (int j = 0; j < PW_W; j++)
+      t[j] = a * b[j];
     cnt++;
     for (size_t n = k + 1; (n & 1) == 0; n >>= 1) {
       cnt--;
       float *restrict d = stk + (cnt - 1) * PW_W;
       const float *restrict s = stk + cnt * PW_W;
-      for (int j = 0; j < PW_W; j++) d[j] = d[j] + s[j];
+      for (int j = 0; j < PW_W; j++)
+        d[j] = d[j] + s[j];
     }
   }
   while (cnt >= 2) {
     cnt--;
     float *restrict d = stk + (cnt - 1) * PW_W;
     const float *restrict s = stk + cnt * PW_W;
-    for (int j = 0; j < PW_W; j++) d[j] = d[j] + s[j];
+    for (int j = 0; j < PW_W; j++)
+      d[j] = d[j] + s[j];
   }
   memcpy(out, stk, PW_W * sizeof(float));
 }
 
-int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate) {
+int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate) {
   /* column block: K x nc fp32 panel of op(B), row-major, nc a multiple of PW_W */
   size_t nc = PB_BYTES / (K * sizeof(float)) / PW_W * PW_W;
   if (nc < PW_W) nc = PW_W;
@@ -60,8 +63,7 @@ int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, in
   if (pb == NULL) return AA_ENOMEM;
   int status = AA_OK;
 
-  AA_OMP(omp parallel)
-  {
+  AA_OMP(omp parallel) {
     float *arow = malloc(K * sizeof(float)), *stk = malloc(PW_DEPTH * PW_W * sizeof(float));
     float out[PW_W];
     if (arow == NULL || stk == NULL) {
@@ -74,18 +76,22 @@ int aa_gemm_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, in
       for (size_t k = 0; k < K; k++) {
         float *dst = pb + k * nc;
         size_t j = 0;
-        for (; j < ncb; j++) dst[j] = (float)aa_gemm_opb(B, ldb, transB, k, j0 + j);
-        for (; j < nc; j++) dst[j] = 0.0f;
+        for (; j < ncb; j++)
+          dst[j] = (float)aa_gemm_opb(B, ldb, transB, k, j0 + j);
+        for (; j < nc; j++)
+          dst[j] = 0.0f;
       }
       AA_OMP(omp for schedule(dynamic, 8))
       for (size_t i = 0; i < M; i++) {
         if (arow == NULL || stk == NULL) continue;
-        for (size_t k = 0; k < K; k++) arow[k] = (float)aa_gemm_opa(A, lda, transA, i, k);
+        for (size_t k = 0; k < K; k++)
+          arow[k] = (float)aa_gemm_opa(A, lda, transA, i, k);
         for (size_t j = 0; j < ncb; j += PW_W) {
           pw_strip(out, arow, pb + j, nc, K, stk);
           const size_t w = ncb - j < PW_W ? ncb - j : PW_W;
           double *c = C + i * ldc + j0 + j;
-          for (size_t t = 0; t < w; t++) c[t] = accumulate ? (float)c[t] + out[t] : out[t];
+          for (size_t t = 0; t < w; t++)
+            c[t] = accumulate ? (float)c[t] + out[t] : out[t];
         }
       }
     }

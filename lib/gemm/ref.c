@@ -1,11 +1,12 @@
-/* attnacc: scalar reference loops of the gemm accumulation models, written literally from the definitions in gemm.h. */
+/* attnacc: scalar reference loops of the gemm accumulation models, written literally from the definitions in gemm.h.
+ */
 #include <math.h>
 #include <stdlib.h>
 
 #include "gemm-impl.h"
 
-void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate) {
+void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate) {
   for (size_t i = 0; i < M; i++)
     for (size_t j = 0; j < N; j++) {
       float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
@@ -20,13 +21,14 @@ void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, in
 static float pairwise(const float *p, size_t n) {
   if (n == 1) return p[0];
   size_t m = 1;
-  while (2 * m < n) m *= 2;
+  while (2 * m < n)
+    m *= 2;
   float s = pairwise(p, m) + pairwise(p + m, n - m);
   return s;
 }
 
 int aa_gemm_ref_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                               size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate) {
+                              size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate) {
   float pbuf[256];
   float *p = pbuf;
   if (K > sizeof pbuf / sizeof pbuf[0]) {
@@ -48,8 +50,8 @@ int aa_gemm_ref_fp32_pairwise(double *C, size_t ldc, const double *A, size_t lda
   return AA_OK;
 }
 
-void aa_gemm_ref_fp64_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
-                          size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate) {
+void aa_gemm_ref_fp64_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate) {
   for (size_t i = 0; i < M; i++)
     for (size_t j = 0; j < N; j++) {
       double acc = accumulate ? C[i * ldc + j] : 0.0;

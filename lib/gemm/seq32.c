@@ -1,4 +1,5 @@
-/* attnacc: fp32-seq kernels (AVX-512, AVX2+FMA, scalar fmaf) for the blocked gemm driver: acc = fmaf(a_k, b_k, acc) per output. */
+/* attnacc: fp32-seq kernels (AVX-512, AVX2+FMA, scalar fmaf) for the blocked gemm driver: acc = fmaf(a_k, b_k, acc)
+ * per output. */
 #include <math.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -23,12 +24,15 @@ static void kern32_scalar(size_t kc, const void *pav, const void *pbv, double *c
   const int load = mode & AA_KERN_LOAD;
   float acc[SC_MR][SC_NR];
   for (int r = 0; r < SC_MR; r++)
-    for (int j = 0; j < SC_NR; j++) acc[r][j] = load ? (float)c[r * ldc + j] : 0.0f;
+    for (int j = 0; j < SC_NR; j++)
+      acc[r][j] = load ? (float)c[r * ldc + j] : 0.0f;
   for (size_t k = 0; k < kc; k++, pa += SC_MR, pb += SC_NR)
     for (int r = 0; r < SC_MR; r++)
-      for (int j = 0; j < SC_NR; j++) acc[r][j] = fmaf(pa[r], pb[j], acc[r][j]);
+      for (int j = 0; j < SC_NR; j++)
+        acc[r][j] = fmaf(pa[r], pb[j], acc[r][j]);
   for (int r = 0; r < SC_MR; r++)
-    for (int j = 0; j < SC_NR; j++) c[r * ldc + j] = acc[r][j];
+    for (int j = 0; j < SC_NR; j++)
+      c[r * ldc + j] = acc[r][j];
 }
 
 #define A2_MR 6
@@ -48,7 +52,7 @@ __attribute__((target("avx2,fma"))) static inline void a2_store8(double *c, __m2
   _mm256_storeu_pd(c + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 __attribute__((target("avx2,fma"))) static void kern32_avx2(size_t kc, const void *pav, const void *pbv, double *c,
-                                                             size_t ldc, int mode) {
+                                                            size_t ldc, int mode) {
   const float *pa = pav, *pb = pbv;
   const int load = mode & AA_KERN_LOAD;
   __m256 acc[A2_MR][2];
@@ -91,7 +95,7 @@ __attribute__((target("avx512f"))) static inline void a5_store16(double *c, __m5
   }
 }
 __attribute__((target("avx512f"))) static void kern32_avx512(size_t kc, const void *pav, const void *pbv, double *c,
-                                                              size_t ldc, int mode) {
+                                                             size_t ldc, int mode) {
   const float *pa = pav, *pb = pbv;
   const int load = mode & AA_KERN_LOAD;
   __m512 acc[A5_MR][2];
@@ -116,7 +120,6 @@ __attribute__((target("avx512f"))) static void kern32_avx512(size_t kc, const vo
   }
 }
 #endif
-
 
 static const aa_gemm_kern_t kernels[AA_ISA_COUNT] = {
 #ifdef AA_GEMM_X86

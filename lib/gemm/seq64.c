@@ -1,4 +1,5 @@
-/* attnacc: fp64-seq kernels (AVX-512, AVX2+FMA, scalar fma) for the blocked gemm driver: acc = fma(a_k, b_k, acc) in binary64. */
+/* attnacc: fp64-seq kernels (AVX-512, AVX2+FMA, scalar fma) for the blocked gemm driver: acc = fma(a_k, b_k, acc) in
+ * binary64. */
 #include <math.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -16,12 +17,15 @@ static void kern64_scalar(size_t kc, const void *pav, const void *pbv, double *c
   const double *pa = pav, *pb = pbv;
   double acc[SC_MR][SC_NR];
   for (int r = 0; r < SC_MR; r++)
-    for (int j = 0; j < SC_NR; j++) acc[r][j] = (mode & AA_KERN_LOAD) ? c[r * ldc + j] : 0.0;
+    for (int j = 0; j < SC_NR; j++)
+      acc[r][j] = (mode & AA_KERN_LOAD) ? c[r * ldc + j] : 0.0;
   for (size_t k = 0; k < kc; k++, pa += SC_MR, pb += SC_NR)
     for (int r = 0; r < SC_MR; r++)
-      for (int j = 0; j < SC_NR; j++) acc[r][j] = fma(pa[r], pb[j], acc[r][j]);
+      for (int j = 0; j < SC_NR; j++)
+        acc[r][j] = fma(pa[r], pb[j], acc[r][j]);
   for (int r = 0; r < SC_MR; r++)
-    for (int j = 0; j < SC_NR; j++) c[r * ldc + j] = acc[r][j];
+    for (int j = 0; j < SC_NR; j++)
+      c[r * ldc + j] = acc[r][j];
 }
 
 #define A2_MR 6
@@ -32,7 +36,7 @@ static void kern64_scalar(size_t kc, const void *pav, const void *pbv, double *c
 #ifdef AA_GEMM_X86
 /* 6 x 8 tile = 12 ymm accumulators */
 __attribute__((target("avx2,fma"))) static void kern64_avx2(size_t kc, const void *pav, const void *pbv, double *c,
-                                                             size_t ldc, int mode) {
+                                                            size_t ldc, int mode) {
   const double *pa = pav, *pb = pbv;
   const int load = mode & AA_KERN_LOAD;
   __m256d acc[A2_MR][2];
@@ -59,7 +63,7 @@ __attribute__((target("avx2,fma"))) static void kern64_avx2(size_t kc, const voi
 
 /* 12 x 16 tile = 24 zmm accumulators */
 __attribute__((target("avx512f"))) static void kern64_avx512(size_t kc, const void *pav, const void *pbv, double *c,
-                                                              size_t ldc, int mode) {
+                                                             size_t ldc, int mode) {
   const double *pa = pav, *pb = pbv;
   const int load = mode & AA_KERN_LOAD;
   __m512d acc[A5_MR][2];

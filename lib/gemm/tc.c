@@ -1,4 +1,5 @@
-/* attnacc: tensor-core block accumulation models (REFERENCES section 6): exact products, blocks of k aligned to the largest exponent, truncated to F fractional bits, RZ to fp32. */
+/* attnacc: tensor-core block accumulation models (REFERENCES section 6): exact products, blocks of k aligned to the
+ * largest exponent, truncated to F fractional bits, RZ to fp32. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,9 +12,14 @@
 int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
   int k, f;
   switch (model) {
-  case AA_ACC_TC_K16_F25: k = 16, f = 25; break; /* H100 / H200 / B200 (REFERENCES section 6) */
-  case AA_ACC_TC_K8_F24: k = 8, f = 24; break;   /* A100 / Ada */
-  default: return AA_ENOTFOUND;
+  case AA_ACC_TC_K16_F25:
+    k = 16, f = 25;
+    break; /* H100 / H200 / B200 (REFERENCES section 6) */
+  case AA_ACC_TC_K8_F24:
+    k = 8, f = 24;
+    break; /* A100 / Ada */
+  default:
+    return AA_ENOTFOUND;
   }
   if (block_k != NULL) *block_k = k;
   if (frac_bits != NULL) *frac_bits = f;
@@ -43,8 +49,10 @@ float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
   int nonfinite = 0;
   for (size_t i = 0; i < n; i++) {
     double a = fabs(t[i]);
-    if (!(a <= DBL_MAX)) nonfinite = 1;
-    else if (a > mx) mx = a;
+    if (!(a <= DBL_MAX))
+      nonfinite = 1;
+    else if (a > mx)
+      mx = a;
   }
   if (nonfinite) {
     /* Inf/NaN: the IEEE sum of the special terms (NaN for Inf - Inf, an
@@ -118,8 +126,9 @@ typedef int32_t tc_v8i __attribute__((vector_size(32)));
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
-static int tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_t nb, size_t K, int bk,
-                  int fb, int accumulate) {
+static int
+tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_t nb, size_t K, int bk, int fb,
+       int accumulate) {
   float a0[TC_NB];
   for (size_t x = 0; x < TC_NB; x++)
     a0[x] = accumulate && x < nb ? (float)c[x] : 0.0f;
@@ -139,8 +148,8 @@ static int tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_
       nan |= p != p; /* Inf * 0 */
       mx = (tc_v8d)(((tc_v8l)p & gt) | ((tc_v8l)mx & ~gt));
     }
-    tc_v8l eb = (tc_v8l)mx >> 52;        /* biased exponent of max |t| (sign bit clear) */
-    tc_v8l inf = (eb == 2047) | nan;     /* an Inf or NaN term */
+    tc_v8l eb = (tc_v8l)mx >> 52;    /* biased exponent of max |t| (sign bit clear) */
+    tc_v8l inf = (eb == 2047) | nan; /* an Inf or NaN term */
     for (size_t x = 0; x < nb; x++)
       if (inf[x]) return 1;
     /* A lane of zeros only (eb = 0) gets scale 1: its sum is the integer 0,

@@ -71,9 +71,9 @@ void aa_oracle_exp_tab_init(aa_or_exp_tab_t *tab) {
    rounding from the analysis above, and never inside TwoProduct/TwoSum (the
    product there has a second use). Vector body and scalar remainder give the
    same bits, so results do not depend on how the callers block the calls. */
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *restrict xh, const double *restrict xl,
-                      size_t n, const aa_or_exp_tab_t *restrict tab) {
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void
+aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *restrict xh, const double *restrict xl,
+                 size_t n, const aa_or_exp_tab_t *restrict tab) {
   const double c1 = tab->c1, c2 = tab->c2, c3 = tab->c3, inv = tab->inv;
   const double c6h = tab->c6h, c6l = tab->c6l, c24h = tab->c24h, c24l = tab->c24l;
   const double *th = tab->th, *tl = tab->tl;
@@ -92,7 +92,7 @@ void aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *re
     int64_t N = (int64_t)(nb - UINT64_C(0x4338000000000000));
     int jj = (int)(N & 255);
     int64_t kk = N >> 8;
-    double t = x - nd * c1;          /* exact */
+    double t = x - nd * c1; /* exact */
     double ph = nd * c2, pl = fma(nd, c2, -ph);
     /* (a, b) = t - ph exactly */
     double a = t - ph, bb = a - t, b = (t - (a - bb)) + (-ph - bb);
@@ -107,14 +107,14 @@ void aa_oracle_dd_exp(double *restrict yh, double *restrict yl, const double *re
     double sh = c24h + p, sb = sh - c24h, sl = ((c24h - (sh - sb)) + (p - sb)) + (c24l + pe);
     double ah = sh + sl, al = sl - (ah - sh);
     /* a3 = 1/6 + r a4, a2 = 1/2 + r a3, a1 = 1 + r a2, a0 = 1 + r a1 */
-#define AA_OR_HORNER_STEP(CH, CL)                                                                              \
-  do {                                                                                                         \
-    double m_ = rh * ah, me_ = fma(rh, ah, -m_);                                                               \
-    me_ += rh * al + rl * ah;                                                                                  \
-    double mh_ = m_ + me_, ml_ = me_ - (mh_ - m_);                                                             \
-    double u_ = (CH) + mh_, ub_ = u_ - (CH), ul_ = (((CH) - (u_ - ub_)) + (mh_ - ub_)) + ((CL) + ml_);        \
-    ah = u_ + ul_;                                                                                             \
-    al = ul_ - (ah - u_);                                                                                      \
+#define AA_OR_HORNER_STEP(CH, CL)                                                                                    \
+  do {                                                                                                               \
+    double m_ = rh * ah, me_ = fma(rh, ah, -m_);                                                                     \
+    me_ += rh * al + rl * ah;                                                                                        \
+    double mh_ = m_ + me_, ml_ = me_ - (mh_ - m_);                                                                   \
+    double u_ = (CH) + mh_, ub_ = u_ - (CH), ul_ = (((CH) - (u_ - ub_)) + (mh_ - ub_)) + ((CL) + ml_);               \
+    ah = u_ + ul_;                                                                                                   \
+    al = ul_ - (ah - u_);                                                                                            \
   } while (0)
     AA_OR_HORNER_STEP(c6h, c6l);
     AA_OR_HORNER_STEP(0.5, 0.0);

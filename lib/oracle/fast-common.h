@@ -1,4 +1,5 @@
-/* attnacc: helpers shared by the oracle's tiled and row-by-row fast kernels (element finish, exactness test, compensated dots, exp error). */
+/* attnacc: helpers shared by the oracle's tiled and row-by-row fast kernels (element finish, exactness test,
+ * compensated dots, exp error). */
 #ifndef AA_ORACLE_FAST_COMMON_H
 #define AA_ORACLE_FAST_COMMON_H
 
@@ -11,12 +12,14 @@
 
 #define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 
-static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
+static inline double infl(size_t n) {
+  return 1.0 + ((double)n + 2.0) * 0x1p-52;
+}
 
 /* Finish an accumulated element: value (s + cc) times the dd factor f (rel
    error frel), bound; settles it (or leaves it todo). */
 static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
-                   aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
+                          aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
   aa_or_dd_t v = aa_or_two_sum(s, cc);
   double e;
   if (n == 0) {
@@ -42,13 +45,12 @@ static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double c
   aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
 }
 
-
 /* Row r's LSE = mx + log Z and 1/Z from the normaliser Z = zs + zc
    (relative error epsZ), through MPFR at 256 bits (mz, ml: scratch of that
    precision; only n_q of these per run): stores and settles the LSE with
    its bound and returns 1/Z as a double-double. */
-static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double zc, double mx, double epsZ, mpfr_t mz,
-                                    mpfr_t ml) {
+static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double zc, double mx, double epsZ,
+                                    mpfr_t mz, mpfr_t ml) {
   aa_or_dd_t iz;
   mpfr_set_d(mz, zs, MPFR_RNDN);
   mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
@@ -117,7 +119,8 @@ static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
 TC static double dot_plain(const double *restrict a, const double *restrict b, size_t n) {
   double s = 0;
 #pragma omp simd reduction(+ : s)
-  for (size_t c = 0; c < n; c++) s += a[c] * b[c];
+  for (size_t c = 0; c < n; c++)
+    s += a[c] * b[c];
   return s;
 }
 

@@ -1,4 +1,5 @@
-/* attnacc: the fast oracle path: tiled double-double attention forward and backward with certified per-element bounds. */
+/* attnacc: the fast oracle path: tiled double-double attention forward and backward with certified per-element
+ * bounds. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -74,10 +75,8 @@
 #define NP (QB * TB)
 #define ZB 64 /* terms per block of the normaliser sum Z */
 
-/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval: aa_problem_row_keys */
-
-
-
+/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval:
+ * aa_problem_row_keys */
 
 /* Transposed copies: panel p of head h holds rows p TB .. p TB + TB - 1 of
    X [heads][n][d], zero padded, as TB/8 contiguous sub-panels [d][8]
@@ -93,7 +92,8 @@ static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
     for (size_t j = 0; j < n; j++) {
       const double *x = X + (h * n + j) * d;
       double *o = P + (h * np + j / TB) * d * TB + (j % TB) / 8 * 8 * d + j % 8;
-      for (size_t c = 0; c < d; c++) o[c * 8] = x[c];
+      for (size_t c = 0; c < d; c++)
+        o[c * 8] = x[c];
     }
   return P;
 }
@@ -104,21 +104,26 @@ static double *make_panels(const double *X, size_t heads, size_t n, size_t d) {
    panel load from L3 serves QB rows (the sub-panel stays in L1 for the
    second group), which keeps the GEMM off the L3 bandwidth limit. */
 typedef double v8d_t __attribute__((vector_size(64), aligned(8), may_alias));
-TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na, const double *restrict XT, size_t d) {
+TC static void gemm_tile(double *restrict T, const double *restrict A, size_t na, const double *restrict XT,
+                         size_t d) {
   for (size_t j0 = 0; j0 < TB; j0 += 8) {
     const double *X = XT + j0 * d; /* 8 d doubles, in L1 for the second group of rows */
     for (size_t i0 = 0; i0 < na; i0 += GR) {
       const double *a[GR];
-      for (size_t k = 0; k < GR; k++) a[k] = A + (i0 + k < na ? i0 + k : i0) * d; /* padding rows: not stored */
+      for (size_t k = 0; k < GR; k++)
+        a[k] = A + (i0 + k < na ? i0 + k : i0) * d; /* padding rows: not stored */
       const v8d_t z = {0, 0, 0, 0, 0, 0, 0, 0};
       v8d_t t[GR];
-      for (size_t k = 0; k < GR; k++) t[k] = z;
+      for (size_t k = 0; k < GR; k++)
+        t[k] = z;
       for (size_t c = 0; c < d; c++) {
         v8d_t x = *(const v8d_t *)(X + 8 * c);
 #pragma GCC unroll 16
-        for (size_t k = 0; k < GR; k++) t[k] += a[k][c] * x;
+        for (size_t k = 0; k < GR; k++)
+          t[k] += a[k][c] * x;
       }
-      for (size_t k = 0; k < GR && i0 + k < na; k++) *(v8d_t *)(T + (i0 + k) * TB + j0) = t[k];
+      for (size_t k = 0; k < GR && i0 + k < na; k++)
+        *(v8d_t *)(T + (i0 + k) * TB + j0) = t[k];
     }
   }
 }
@@ -163,8 +168,9 @@ static inline void merge_tile(double *A, size_t ld, double s, double cc, double 
    b plus that merge error; the total over the K merges bounds the value's
    error, and each term of it passes at most TB + 2K roundings of positive
    plain-double sums, covered by infl(TB + 2K) in wfin(). */
-TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict Y, size_t d, const double *restrict ch,
-                        const double *restrict cl, const double *restrict wt, size_t nt, size_t nrows) {
+TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict Y, size_t d,
+                        const double *restrict ch, const double *restrict cl, const double *restrict wt, size_t nt,
+                        size_t nrows) {
   for (size_t i0 = 0; i0 < nrows; i0 += RB) {
     double *A = acc + i0 * 4 * ld;
     const double *H = ch + i0 * TB, *L = cl + i0 * TB, *E = wt + i0 * TB;
@@ -172,7 +178,8 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
     for (; c0 + CW <= d; c0 += CW) {
       double s[RB][CW], cc[RB][CW], b[RB][CW];
       for (int i = 0; i < RB; i++)
-        for (int c = 0; c < CW; c++) s[i][c] = cc[i][c] = b[i][c] = 0; /* the tile partial starts at +0 */
+        for (int c = 0; c < CW; c++)
+          s[i][c] = cc[i][c] = b[i][c] = 0; /* the tile partial starts at +0 */
       for (size_t t = 0; t < nt; t++) {
         const double *restrict y = Y + t * d + c0;
 #pragma GCC unroll 4
@@ -196,7 +203,8 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
     if (c0 < d)
       for (int i = 0; i < RB; i++) {
         double s[CW], cc[CW], b[CW];
-        for (size_t c = c0; c < d; c++) s[c - c0] = cc[c - c0] = b[c - c0] = 0;
+        for (size_t c = c0; c < d; c++)
+          s[c - c0] = cc[c - c0] = b[c - c0] = 0;
         for (size_t t = 0; t < nt; t++) {
           const double *restrict y = Y + t * d;
           const double xh = H[i * TB + t], xl = L[i * TB + t], ex = E[i * TB + t];
@@ -208,7 +216,8 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
             b[c - c0] += ex * fabs(yy);
           }
         }
-        for (size_t c = c0; c < d; c++) merge_tile(A + (i * 4) * ld + c, ld, s[c - c0], cc[c - c0], b[c - c0]);
+        for (size_t c = c0; c < d; c++)
+          merge_tile(A + (i * 4) * ld + c, ld, s[c - c0], cc[c - c0], b[c - c0]);
       }
   }
 }
@@ -227,19 +236,26 @@ TC static void tile_w(double *restrict wt, const double *restrict ch, const doub
   for (size_t i = 0; i < na; i++) {
     const double k = kap[i];
 #pragma omp simd
-    for (size_t t = 0; t < TB; t++) wt[i * TB + t] = (k * fabs(ch[i * TB + t]) + ec[i * TB + t]) * (1 + 0x1p-50);
+    for (size_t t = 0; t < TB; t++)
+      wt[i * TB + t] = (k * fabs(ch[i * TB + t]) + ec[i * TB + t]) * (1 + 0x1p-50);
   }
 }
 
-static inline double kap_of(size_t n) { return aa_or_kappa(n) * (1 + 0x1p-52); }
+static inline double kap_of(size_t n) {
+  return aa_or_kappa(n) * (1 + 0x1p-52);
+}
 /* weight factor for an element with n terms in all: a tile holds at most min(n, TB) of them */
-static inline double kap_tile(size_t n) { return kap_of(n < TB ? n : TB); }
+static inline double kap_tile(size_t n) {
+  return kap_of(n < TB ? n : TB);
+}
 /* bound word of a blocked accumulation after ncall tile merges (see acc_tile) */
-static inline double wfin(double w, size_t ncall) { return w * infl(TB + 2 * ncall); }
+static inline double wfin(double w, size_t ncall) {
+  return w * infl(TB + 2 * ncall);
+}
 
 /* Per-thread workspace. Pair arrays are [QB][TB] (index i TB + jj). */
 typedef struct {
-  double *T, *U;                 /* plain S and dP dots from the GEMMs */
+  double *T, *U;                       /* plain S and dP dots from the GEMMs */
   double *th, *tl, *et, *uh, *ul, *eu; /* raw dots as dd with bounds */
   double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec, *ph2, *pl2, *eP2;
   double *Lh, *Ll, *eL, *Dh, *Dl, *eD; /* row statistics of the pair's query row */
@@ -255,9 +271,9 @@ typedef struct {
 static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
   memset(W, 0, sizeof *W);
   W->ok = 1;
-  double **pv[] = {&W->T,  &W->U,  &W->th, &W->tl, &W->et,   &W->uh, &W->ul, &W->eu, &W->sh,  &W->sl,
-                   &W->eS, &W->xh, &W->xl, &W->ex, &W->ph,   &W->pl, &W->epsP, &W->eP, &W->ch, &W->cl,
-                   &W->ec, &W->ph2, &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh, &W->Dl, &W->eD, &W->wt, &W->wt2};
+  double **pv[] = {&W->T,   &W->U,   &W->th, &W->tl, &W->et, &W->uh,   &W->ul, &W->eu, &W->sh, &W->sl, &W->eS,
+                   &W->xh,  &W->xl,  &W->ex, &W->ph, &W->pl, &W->epsP, &W->eP, &W->ch, &W->cl, &W->ec, &W->ph2,
+                   &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh,   &W->Dl, &W->eD, &W->wt, &W->wt2};
   for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
     if ((*pv[i] = calloc(NP, sizeof(double))) == NULL) W->ok = 0;
   W->vis = calloc(NP, 1);
@@ -275,11 +291,12 @@ static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
 }
 
 static void ws_free(ws_t *W) {
-  double *pv[] = {W->T,  W->U,  W->th, W->tl, W->et,   W->uh, W->ul,   W->eu,  W->sh,  W->sl,  W->eS,
-                  W->xh, W->xl, W->ex, W->ph, W->pl,   W->epsP, W->eP, W->ch,  W->cl,  W->ec,  W->ph2,
-                  W->pl2, W->eP2, W->Lh, W->Ll, W->eL, W->Dh, W->Dl,   W->eD,  W->wt, W->wt2, W->acc1, W->acc2, W->rsh,
-                  W->rsl, W->res, W->rxh, W->rxl, W->reh, W->rel, W->ree};
-  for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) free(pv[i]);
+  double *pv[] = {W->T,    W->U,   W->th,  W->tl,  W->et,  W->uh,   W->ul,  W->eu,  W->sh, W->sl,  W->eS,
+                  W->xh,   W->xl,  W->ex,  W->ph,  W->pl,  W->epsP, W->eP,  W->ch,  W->cl, W->ec,  W->ph2,
+                  W->pl2,  W->eP2, W->Lh,  W->Ll,  W->eL,  W->Dh,   W->Dl,  W->eD,  W->wt, W->wt2, W->acc1,
+                  W->acc2, W->rsh, W->rsl, W->res, W->rxh, W->rxl,  W->reh, W->rel, W->ree};
+  for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
+    free(pv[i]);
   free(W->vis);
   free(W->kept);
 }
@@ -313,7 +330,8 @@ static void tile_raw(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const ti
   memset(W->tl, 0, n * sizeof(double));
   memset(W->et, 0, n * sizeof(double));
   if (exS) {
-    for (size_t t = 0; t < n; t++) W->th[t] = W->vis[t] ? W->T[t] : 0;
+    for (size_t t = 0; t < n; t++)
+      W->th[t] = W->vis[t] ? W->T[t] : 0;
   } else {
     for (size_t i = 0; i < T->na; i++)
       for (size_t jj = 0; jj < TB; jj++) {
@@ -344,7 +362,8 @@ static void tile_raw(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const ti
   memset(W->ul, 0, n * sizeof(double));
   memset(W->eu, 0, n * sizeof(double));
   if (exP) {
-    for (size_t t = 0; t < n; t++) W->uh[t] = W->kept[t] ? W->U[t] : 0;
+    for (size_t t = 0; t < n; t++)
+      W->uh[t] = W->kept[t] ? W->U[t] : 0;
     return;
   }
   for (size_t i = 0; i < T->na; i++)
@@ -378,7 +397,8 @@ static void span_agg(double *sx, int *lb, const double *xs, const int *ls, size_
 
 /* S = sigma (th + tl) with its bound, as block_s of the reference kernel. */
 TC static void tile_s(double *restrict sh, double *restrict sl, double *restrict eS, const double *restrict th,
-                      const double *restrict tl, const double *restrict et, size_t n, aa_or_dd_t sig, double sig_rel) {
+                      const double *restrict tl, const double *restrict et, size_t n, aa_or_dd_t sig,
+                      double sig_rel) {
 #pragma omp simd
   for (size_t t = 0; t < n; t++) {
     aa_or_dd_t tt = {th[t], tl[t]};
@@ -503,7 +523,9 @@ typedef struct {
 } panels_t;
 
 /* the span test for every pair of a tile, from aggregates of both sides */
-static inline int tile_exact(double sa, int la, double sb, int lb, size_t d) { return exact_pair(sa, la, sb, lb, d); }
+static inline int tile_exact(double sa, int la, double sb, int lb, size_t d) {
+  return exact_pair(sa, la, sb, lb, d);
+}
 
 /* P = E / Z (E times the double-double 1/Z) and its bound, for a run of keys */
 TC static void tile_p(double *restrict ch, double *restrict cl, double *restrict ec, const double *restrict eh,
@@ -541,7 +563,8 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
       cx->w[AA_OR_LSE].todo[r] = 0;
       cx->lse_h[r] = -INFINITY;
       cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
-      for (size_t c = 0; c < d; c++) finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+      for (size_t c = 0; c < d; c++)
+        finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
       continue;
     }
     if (act[i]) {
@@ -583,11 +606,13 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     size_t r = r0 + i, m = hi[i] - lo[i];
     if (m + ns == 0) continue;
     double *rsh = W->rsh + i * W->rn, *rsl = W->rsl + i * W->rn, *res = W->res + i * W->rn;
-    double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn,
-           *rel = W->rel + i * W->rn, *ree = W->ree + i * W->rn;
+    double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn, *rel = W->rel + i * W->rn,
+           *ree = W->ree + i * W->rn;
     double m_ = -INFINITY;
-    for (size_t s = 0; s < ns; s++) m_ = fmax(m_, pb->sinks[h * ns + s]);
-    for (size_t j = 0; j < m; j++) m_ = fmax(m_, rsh[j]);
+    for (size_t s = 0; s < ns; s++)
+      m_ = fmax(m_, pb->sinks[h * ns + s]);
+    for (size_t j = 0; j < m; j++)
+      m_ = fmax(m_, rsh[j]);
     double zs = 0, zc = 0, epsE = 0;
     for (size_t s = 0; s < ns; s++) {
       aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -m_); /* exact */
@@ -628,14 +653,15 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     }
     zs = Zd.hi;
     zc = Zd.lo;
-    double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
-                  (double)(m + ns) * 0x1p-1018;
+    double epsZ =
+        1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
     iz[i] = lse_from_z(cx, r, zs, zc, m_, epsZ, mz, ml);
     pz[i] = 1.01 * (epsZ + 0x1p-105);
   }
   /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */
   double kap[QB];
-  for (size_t i = 0; i < na; i++) kap[i] = kap_tile(hi[i] - lo[i]);
+  for (size_t i = 0; i < na; i++)
+    kap[i] = kap_tile(hi[i] - lo[i]);
   acc_clear(W);
   size_t nrows = (na + RB - 1) / RB * RB;
   zero_rows(W->ch, na);
@@ -701,7 +727,8 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
 }
 
 /* dQ of the query rows r0 .. r0 + na - 1 of head h. */
-static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na) {
+static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0,
+                     size_t na) {
   size_t g = h / cx->group, d = cx->d, r0 = h * cx->n_q + i0;
   size_t lo[QB], hi[QB], ulo = SIZE_MAX, uhi = 0;
   for (size_t i = 0; i < na; i++) {
@@ -720,7 +747,8 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   const double *K = cx->k + g * cx->n_k * d;
   size_t ncall = 0;
   double kap[QB];
-  for (size_t i = 0; i < na; i++) kap[i] = kap_tile(hi[i] - lo[i]);
+  for (size_t i = 0; i < na; i++)
+    kap[i] = kap_tile(hi[i] - lo[i]);
   tile_t T = {r0, 0, 0, na, TB};
   double qsx, osx;
   int qlb, olb;
@@ -750,13 +778,14 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   for (size_t i = 0; i < na; i++) {
     const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
     for (size_t c = 0; c < d; c++)
-      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], 0, wfin(b[c], ncall), hi[i] - lo[i], cx->sig,
-             cx->sig_rel, NULL, NULL, NULL);
+      finish(cx, AA_OR_DQ, (r0 + i) * d + c, s[c], cc[c], 0, wfin(b[c], ncall), hi[i] - lo[i], cx->sig, cx->sig_rel,
+             NULL, NULL, NULL);
   }
 }
 
 /* dK and dV of the keys j0 .. j0 + na - 1 of key/value head g. */
-static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t g, size_t j0, size_t na) {
+static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t g, size_t j0,
+                     size_t na) {
   const aa_problem_t *pb = cx->pb;
   size_t d = cx->d, kk0 = g * cx->n_k + j0, nvis[QB], nkept[QB], ilo = SIZE_MAX, ihi = 0, jlo[QB], jhi[QB];
   for (size_t i = 0; i < na; i++) {
@@ -771,7 +800,8 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   acc_clear(W);
   size_t nrows = (na + RB - 1) / RB * RB;
   double *zr[] = {W->ch, W->cl, W->ec, W->ph2, W->pl2, W->eP2};
-  for (int z = 0; z < 6; z++) zero_rows(zr[z], na);
+  for (int z = 0; z < 6; z++)
+    zero_rows(zr[z], na);
   /* terms per key, counted first for the merged bound weights (dV has at most as many) */
   double kap[QB];
   for (size_t i = 0; i < na; i++) {
@@ -779,7 +809,8 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     if (pb->bound_min == NULL) /* causal and window masks: exactly the rows [jlo, jhi) */
       cnt = jhi[i] > jlo[i] ? jhi[i] - jlo[i] : 0;
     else
-      for (size_t iq = jlo[i]; iq < jhi[i]; iq++) cnt += aa_problem_visible(pb, iq, j0 + i);
+      for (size_t iq = jlo[i]; iq < jhi[i]; iq++)
+        cnt += aa_problem_visible(pb, iq, j0 + i);
     kap[i] = kap_tile(cnt * cx->group);
   }
   tile_t T = {kk0, 0, 1, na, TB};
@@ -861,8 +892,8 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
     n++;
     if (++nb == ZB) { /* merge the block partial */
       aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
-      etot += b * infl(ZB) + kb * a * infl(ZB) +
-              (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
+      etot +=
+          b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
       R = N;
       zs = zc = a = b = 0;
       nb = 0;
@@ -871,7 +902,8 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
   }
   if (nb != 0) { /* the last, partial block */
     aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
-    etot += b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
+    etot +=
+        b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
     R = N;
     nblk++;
   }
@@ -981,7 +1013,8 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   }
   if (ok)
     for (size_t h = 0; h < H; h++)
-      for (size_t s = 0; s < cx->ns; s++) sink_grad(cx, h, s);
+      for (size_t s = 0; s < cx->ns; s++)
+        sink_grad(cx, h, s);
   free(sp.xq);
   free(sp.xdo);
   free(sp.xk);

@@ -1,4 +1,5 @@
-/* attnacc: the reference row-by-row kernel of the fast oracle path (before tiling), kept as a second algorithm for tests and benchmarks. */
+/* attnacc: the reference row-by-row kernel of the fast oracle path (before tiling), kept as a second algorithm for
+ * tests and benchmarks. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@
 #define BLK 256
 #define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
-/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval: aa_problem_row_keys */
+/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval:
+ * aa_problem_row_keys */
 
 /* a.b as a double-double with bound: exact when the spans allow it */
 static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
@@ -44,8 +46,8 @@ static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int 
 /* acc[c] += sum_t (ch_t + cl_t) Y[idx_t][c], with a[c] += |ch_t Y|, b[c] += ec_t |Y|. */
 TC static void acc_block(double *restrict s, double *restrict cc, double *restrict a, double *restrict b,
                          const double *restrict Y, const size_t *restrict idx, const double *restrict ch,
-                         const double *restrict cl, const double *restrict ec, const uint8_t *restrict use,
-                         size_t nt, size_t d) {
+                         const double *restrict cl, const double *restrict ec, const uint8_t *restrict use, size_t nt,
+                         size_t d) {
   for (size_t t = 0; t < nt; t++) {
     if (use != NULL && !use[t]) continue;
     const double *restrict y = Y + idx[t] * d;
@@ -73,7 +75,8 @@ typedef struct {
 
 static void buf_init(buf_t *B, size_t d, size_t nk) {
   memset(B, 0, sizeof *B);
-  double **dv[] = {&B->sh, &B->sl, &B->eS, &B->xh, &B->xl, &B->ex, &B->ph, &B->pl, &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec};
+  double **dv[] = {&B->sh, &B->sl,   &B->eS, &B->xh, &B->xl, &B->ex, &B->ph,
+                   &B->pl, &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec};
   B->ok = 1;
   for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
     if ((*dv[i] = malloc(BLK * sizeof(double))) == NULL) B->ok = 0;
@@ -91,10 +94,11 @@ static void buf_init(buf_t *B, size_t d, size_t nk) {
 }
 
 static void buf_free(buf_t *B) {
-  double *dv[] = {B->sh, B->sl, B->eS, B->xh, B->xl, B->ex, B->ph, B->pl, B->epsP, B->eP, B->ch, B->cl, B->ec,
-                  B->s,  B->cc, B->a,  B->b,  B->s2, B->cc2, B->a2, B->b2, B->rsh, B->rsl, B->res, B->rxh,
-                  B->rxl, B->reh, B->rel, B->ree};
-  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) free(dv[i]);
+  double *dv[] = {B->sh, B->sl,  B->eS,  B->xh,  B->xl,  B->ex,  B->ph,  B->pl,  B->epsP, B->eP,
+                  B->ch, B->cl,  B->ec,  B->s,   B->cc,  B->a,   B->b,   B->s2,  B->cc2,  B->a2,
+                  B->b2, B->rsh, B->rsl, B->res, B->rxh, B->rxl, B->reh, B->rel, B->ree};
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
+    free(dv[i]);
   free(B->rows);
   free(B->keys);
   free(B->yidx);
@@ -114,7 +118,8 @@ static void block_s(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t n
   for (size_t t = 0; t < nb; t++) {
     size_t r = B->rows[t], kk = B->keys[t];
     double et;
-    aa_or_dd_t tt = dot_dd(cx->q + r * d, cx->k + kk * d, d, exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d), &et);
+    aa_or_dd_t tt =
+        dot_dd(cx->q + r * d, cx->k + kk * d, d, exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d), &et);
     aa_or_dd_t S = tt.lo == 0 ? aa_or_dd_mul_d(cx->sig, tt.hi) : aa_or_dd_mul(cx->sig, tt);
     B->sh[t] = S.hi;
     B->sl[t] = S.lo;
@@ -148,7 +153,8 @@ static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size
     double edp = 0;
     if (B->kept[t]) {
       double et;
-      dP = dot_dd(cx->dO + r * d, cx->v + kk * d, d, exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d), &et);
+      dP = dot_dd(cx->dO + r * d, cx->v + kk * d, d, exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d),
+                  &et);
       if (cx->ks != 1.0) {
         dP = aa_or_dd_mul(dP, (aa_or_dd_t){cx->ks, 0});
         edp = 1.01 * (cx->ks * et + 5 * U2 * fabs(dP.hi));
@@ -168,8 +174,6 @@ static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size
   }
 }
 
-
-
 /* Forward of row r = h n_q + i: LSE, O, D. */
 static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr_t mz, mpfr_t ml) {
   const aa_problem_t *pb = cx->pb;
@@ -184,12 +188,14 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
     cx->w[AA_OR_LSE].todo[r] = 0;
     cx->lse_h[r] = -INFINITY;
     cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
-    for (size_t c = 0; c < d; c++) finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+    for (size_t c = 0; c < d; c++)
+      finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
     return;
   }
   /* pass 1: S row and its maximum (any double works as a shift; the max keeps Z in [1, m + ns]) */
   double mx = -INFINITY;
-  for (size_t s = 0; s < ns; s++) mx = fmax(mx, pb->sinks[h * ns + s]);
+  for (size_t s = 0; s < ns; s++)
+    mx = fmax(mx, pb->sinks[h * ns + s]);
   for (size_t j0 = lo; j0 < hi; j0 += BLK) {
     size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
@@ -238,8 +244,8 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
   }
   zs = Zd.hi;
   zc = Zd.lo;
-  double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) +
-                (double)(m + ns) * 0x1p-1018;
+  double epsZ =
+      1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
   aa_or_dd_t iz = lse_from_z(cx, r, zs, zc, mx, epsZ, mz, ml);
   /* pass 3: P = E / Z, O = ks sum_kept P v */
   const double *V = cx->v + g * cx->n_k * d;
@@ -308,7 +314,7 @@ static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
   size_t g = kk / cx->n_k, j = kk % cx->n_k, d = cx->d, nvis = 0, nkept = 0;
   size_t ilo = pb->causal ? j : 0, ihi = cx->n_q;
   if (pb->window != 0 && j + pb->window < ihi) ihi = j + pb->window;
-  acc_zero(B->s, B->cc, B->a, B->b, d);    /* dK */
+  acc_zero(B->s, B->cc, B->a, B->b, d);     /* dK */
   acc_zero(B->s2, B->cc2, B->a2, B->b2, d); /* dV */
   for (size_t hh = 0; hh < cx->group; hh++) {
     size_t h = g * cx->group + hh, nb = 0;
@@ -325,7 +331,8 @@ static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
         acc_block(B->s2, B->cc2, B->a2, B->b2, cx->dO, B->yidx, B->ph, B->pl, B->eP,
                   pb->keep != NULL ? B->kept : NULL, nb, d);
         nvis += nb;
-        for (size_t t = 0; t < nb; t++) nkept += B->kept[t];
+        for (size_t t = 0; t < nb; t++)
+          nkept += B->kept[t];
         nb = 0;
       }
     }
@@ -431,7 +438,8 @@ int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
   }
   if (ok)
     for (size_t h = 0; h < H; h++)
-      for (size_t s = 0; s < cx->ns; s++) sink_grad(cx, h, s);
+      for (size_t s = 0; s < cx->ns; s++)
+        sink_grad(cx, h, s);
   free(sp.xq);
   free(sp.xdo);
   free(sp.xk);

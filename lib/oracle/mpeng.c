@@ -1,4 +1,5 @@
-/* attnacc: the MPFR engine of the oracle: rows (O, LSE, dQ), columns (dK, dV) and sink gradients with running error bounds. */
+/* attnacc: the MPFR engine of the oracle: rows (O, LSE, dQ), columns (dK, dV) and sink gradients with running error
+ * bounds. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,13 @@ static void *xcalloc(size_t n, size_t sz, int *ok) {
 static void init_arr(mpfr_t **arr, size_t n, int *ok) {
   *arr = xcalloc(n, sizeof(mpfr_t), ok);
   if (*arr != NULL)
-    for (size_t i = 0; i < n; i++) mpfr_init2((*arr)[i], 64);
+    for (size_t i = 0; i < n; i++)
+      mpfr_init2((*arr)[i], 64);
 }
 static void clear_arr(mpfr_t *arr, size_t n) {
   if (arr == NULL) return;
-  for (size_t i = 0; i < n; i++) mpfr_clear(arr[i]);
+  for (size_t i = 0; i < n; i++)
+    mpfr_clear(arr[i]);
   free(arr);
 }
 
@@ -106,7 +109,8 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
     mpfr_set_prec(w->b[i], p);
     mpfr_set_prec(w->s[i], p);
   }
-  for (size_t i = 0; i < w->tcap; i++) mpfr_set_prec(w->terms[i], 2 * p + 64);
+  for (size_t i = 0; i < w->tcap; i++)
+    mpfr_set_prec(w->terms[i], 2 * p + 64);
   for (size_t i = 0; i < w->d; i++) {
     mpfr_set_prec(w->o[i], p);
     mpfr_set_prec(w->dq[i], p);
@@ -127,10 +131,14 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
   w->sig_d = mpfr_get_d(w->sig, MPFR_RNDU);
 }
 
-static inline double absd(mpfr_srcptr x) { return fabs(mpfr_get_d(x, MPFR_RNDA)); }
+static inline double absd(mpfr_srcptr x) {
+  return fabs(mpfr_get_d(x, MPFR_RNDA));
+}
 
 /* Upward inflation of a double sum of n non-negative terms. */
-static inline double infl(size_t n) { return 1.0 + ((double)n + 2.0) * 0x1p-52; }
+static inline double infl(size_t n) {
+  return 1.0 + ((double)n + 2.0) * 0x1p-52;
+}
 
 /* out = RN_p(sum_c x[c] y[c]) from exact products; returns the ternary value. */
 static int dot_exact(ws_t *w, mpfr_ptr out, const double *x, const double *y, size_t n) {
@@ -145,7 +153,7 @@ static int dot_exact(ws_t *w, mpfr_ptr out, const double *x, const double *y, si
 /* Rounding error of one MPFR operation from its ternary value: 0 when exact
    (this keeps exact results, such as the single-key row of a causal mask,
    exact with a zero bound). */
-#define ERR(inex, uu, x) ((inex) != 0 ? (uu) * absd(x) : 0.0)
+#define ERR(inex, uu, x) ((inex) != 0 ? (uu)*absd(x) : 0.0)
 
 /* relative error of exp(x^) (rounded, ternary inex) against exp(x), |x^ - x| <= e */
 static inline double exp_eps(int inex, double u, double e) {
@@ -161,8 +169,8 @@ static double s_val(ws_t *w, mpfr_ptr out, const double *q, const double *k, siz
 }
 
 /* dS = P (ks dO.v - D) into out for a kept/dropped pair; returns its bound. */
-static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double epsP, const double *doi, const double *vj,
-                     int kept, const aa_or_ctx_t *cx, double u) {
+static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double epsP, const double *doi,
+                     const double *vj, int kept, const aa_or_ctx_t *cx, double u) {
   double edp = 0;
   if (kept) {
     int i1 = dot_exact(w, w->t1, doi, vj, cx->d);
@@ -485,7 +493,8 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
   if (!mpfr_buildopt_tls_p()) nt = 1; /* MPFR without thread-local state is not thread-safe */
   if (use_dd_stats)
     for (int t = 0; t < AA_OR_NT; t++)
-      for (size_t i = 0; i < cx->w[t].n; i++) cx->n_recomputed += cx->w[t].todo[i];
+      for (size_t i = 0; i < cx->w[t].n; i++)
+        cx->n_recomputed += cx->w[t].todo[i];
   double t0 = aa_oracle_now();
   for (int l = 0; l < AA_OR_LEVELS; l++) {
     cx->stats[l] = calloc(H, sizeof(aa_or_stats_t));
@@ -580,7 +589,8 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
     for (size_t r = 0; r < cx->kvh * nk; r++)
       if (any_todo(&cx->w[AA_OR_DK], r * d, d) || any_todo(&cx->w[AA_OR_DV], r * d, d)) {
         cols[ncols++] = r;
-        for (size_t hh = 0; hh < cx->group; hh++) need[(r / nk) * cx->group + hh] = 1;
+        for (size_t hh = 0; hh < cx->group; hh++)
+          need[(r / nk) * cx->group + hh] = 1;
       }
     for (size_t r = 0; r < H * cx->ns; r++)
       if (cx->w[AA_OR_DSINKS].todo[r]) {
@@ -630,8 +640,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
           size_t r = cols[ci];
           mp_col(&w, &src, r / nk, r % nk, p);
           for (size_t c = 0; c < d; c++) {
-            if (cx->w[AA_OR_DV].todo[r * d + c])
-              aa_oracle_settle_mp(cx, AA_OR_DV, r * d + c, w.o[c], w.eo[c], final);
+            if (cx->w[AA_OR_DV].todo[r * d + c]) aa_oracle_settle_mp(cx, AA_OR_DV, r * d + c, w.o[c], w.eo[c], final);
             if (cx->w[AA_OR_DK].todo[r * d + c])
               aa_oracle_settle_mp(cx, AA_OR_DK, r * d + c, w.dq[c], w.edq[c], final);
           }

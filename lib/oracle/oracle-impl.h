@@ -76,9 +76,9 @@ static inline aa_or_dd_t aa_or_dd_mul_d(aa_or_dd_t a, double b) {
 
 /* Constants of the double-double exponential (computed once per run with MPFR). */
 typedef struct {
-  double th[256], tl[256]; /* 2^(j/256) as double-double */
-  double c1, c2, c3;       /* ln2/256 = c1 + c2 + c3, c1 with 32 significant bits */
-  double inv;              /* 256/ln2 (only picks the reduction integer) */
+  double th[256], tl[256];     /* 2^(j/256) as double-double */
+  double c1, c2, c3;           /* ln2/256 = c1 + c2 + c3, c1 with 32 significant bits */
+  double inv;                  /* 256/ln2 (only picks the reduction integer) */
   double c6h, c6l, c24h, c24l; /* 1/6, 1/24 as double-double */
 } aa_or_exp_tab_t;
 
@@ -87,7 +87,9 @@ void aa_oracle_exp_tab_init(aa_or_exp_tab_t *tab);
    documented above; results 0 for xh < -707 (then exp < 2^-1019). */
 void aa_oracle_dd_exp(double *yh, double *yl, const double *xh, const double *xl, size_t n,
                       const aa_or_exp_tab_t *tab);
-static inline double aa_or_exp_relerr(double xh) { return AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh); }
+static inline double aa_or_exp_relerr(double xh) {
+  return AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh);
+}
 
 /* Rounding of the exact value to FP32/BF16 (RNE, subnormals, overflow to
    Inf): from an MPFR number (MPFR emulation of the target exponent range),
@@ -103,8 +105,8 @@ enum { AA_OR_O = 0, AA_OR_LSE, AA_OR_DQ, AA_OR_DK, AA_OR_DV, AA_OR_DSINKS, AA_OR
 typedef struct {
   aa_oracle_out_t *out;
   size_t n;
-  double *rel;    /* per-element certified relative error (or -1 when uncertified) */
-  uint8_t *todo;  /* 1 while an element still has to be (re)computed in MPFR */
+  double *rel;   /* per-element certified relative error (or -1 when uncertified) */
+  uint8_t *todo; /* 1 while an element still has to be (re)computed in MPFR */
 } aa_or_work_t;
 
 /* MPFR row statistics of one head at one precision, for the column pass. */
@@ -119,13 +121,13 @@ typedef struct {
   const aa_problem_t *pb;
   const double *q, *k, *v, *dO;
   size_t n_q, n_k, d, heads, kvh, group, ns;
-  double ks;                 /* dropout rescale (1 without dropout) */
-  int prec;                  /* base MPFR precision */
+  double ks; /* dropout rescale (1 without dropout) */
+  int prec;  /* base MPFR precision */
   int threads;
-  aa_or_dd_t sig;            /* softmax scale as double-double */
-  double sig_rel;            /* relative error of sig */
-  double floor_unit;         /* absolute floor per term covering underflow (see fast.c) */
-  double target;             /* relative accuracy an element must be certified to (opts.target) */
+  aa_or_dd_t sig;    /* softmax scale as double-double */
+  double sig_rel;    /* relative error of sig */
+  double floor_unit; /* absolute floor per term covering underflow (see fast.c) */
+  double target;     /* relative accuracy an element must be certified to (opts.target) */
   aa_or_exp_tab_t tab;
   aa_or_work_t w[AA_OR_NT];
   size_t n_recomputed, n_uncertified;

@@ -1,4 +1,5 @@
-/* attnacc: oracle entry point: options, validation, output allocation, settling of certified values, path dispatch. */
+/* attnacc: oracle entry point: options, validation, output allocation, settling of certified values, path dispatch.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,8 @@ static int check_tensor(const aa_tensor_t *t, const char *name, size_t a, size_t
 static double max_abs(const aa_tensor_t *t) {
   double m = 0;
   size_t n = aa_tensor_numel(t);
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(t->data[i]));
+  for (size_t i = 0; i < n; i++)
+    m = fmax(m, fabs(t->data[i]));
   return m;
 }
 
@@ -285,8 +287,10 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     cx->w[t].n = aa_tensor_numel(&outs[t]->val);
     cx->w[t].rel = calloc(cx->w[t].n + 1, sizeof(double));
     cx->w[t].todo = malloc(cx->w[t].n + 1);
-    if (cx->w[t].rel == NULL || cx->w[t].todo == NULL) st = AA_ENOMEM;
-    else memset(cx->w[t].todo, 1, cx->w[t].n + 1);
+    if (cx->w[t].rel == NULL || cx->w[t].todo == NULL)
+      st = AA_ENOMEM;
+    else
+      memset(cx->w[t].todo, 1, cx->w[t].n + 1);
   }
   double t0 = aa_oracle_now();
   if (st != AA_OK) {
@@ -303,7 +307,8 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   out->n_uncertified = cx->n_uncertified;
   for (int t = 0; t < AA_OR_NT; t++) {
     double m = 0;
-    for (size_t i = 0; i < cx->w[t].n; i++) m = fmax(m, cx->w[t].rel[i]);
+    for (size_t i = 0; i < cx->w[t].n; i++)
+      m = fmax(m, cx->w[t].rel[i]);
     outs[t]->relerr_bound = m;
     free(cx->w[t].rel);
     free(cx->w[t].todo);

@@ -1,4 +1,5 @@
-/* attnacc: correct rounding of oracle values to FP32 and BF16 (RNE, subnormals, overflow to Inf), independent of lib/fmt. */
+/* attnacc: correct rounding of oracle values to FP32 and BF16 (RNE, subnormals, overflow to Inf), independent of
+ * lib/fmt. */
 #include <math.h>
 #include <mpfr.h>
 
@@ -42,7 +43,7 @@ double aa_oracle_round_d(double x, int bf16) {
   if (isnan(x) || isinf(x) || x == 0.0) return x;
   double a = fabs(x);
   int e = ilogb(a);
-  if (e < -126) e = -126;     /* subnormal bfloat16: quantum 2^-133 */
+  if (e < -126) e = -126; /* subnormal bfloat16: quantum 2^-133 */
   if (e > 127) return copysign(INFINITY, x);
   double qexp = ldexp(1.0, e - 7); /* 8-bit significand */
   double r = nearbyint(a / qexp) * qexp;

@@ -51,12 +51,12 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if ((r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0) &&
       (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_checkpoint != AA_CKPT_LSE ||
        r->dropout.scheme != AA_DROPOUT_NONE))
-    return aa_error_set(err, AA_EINVAL,
-                        "recipe '%s': fwd.k_order = desc, fwd.splits and fwd.split_sms need fwd.softmax = online-lse, "
-                        "fwd.checkpoint = lse and no dropout",
-                        r->name);
-  if ((!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) &&
-      r->alu_fmt != AA_FMT_FP32)
+    return aa_error_set(
+        err, AA_EINVAL,
+        "recipe '%s': fwd.k_order = desc, fwd.splits and fwd.split_sms need fwd.softmax = online-lse, "
+        "fwd.checkpoint = lse and no dropout",
+        r->name);
+  if ((!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) && r->alu_fmt != AA_FMT_FP32)
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': fwd.exp / bwd.exp constructions other than exact evaluate FP32 arguments "
                         "(alu = fp32)",
@@ -68,8 +68,7 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);
   /* Normalisation variants (seed 003 sections 3.1, 3.2, 3.5). */
   int shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED;
-  if (!isfinite(r->fwd_shift))
-    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.shift must be finite", r->name);
+  if (!isfinite(r->fwd_shift)) return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.shift must be finite", r->name);
   if (shifted && !(r->fwd_guard_lo < r->fwd_guard_hi))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.guard_lo must be below fwd.guard_hi", r->name);
   if (r->bwd_norm == AA_BWDNORM_RECIP && !shifted)
@@ -78,7 +77,7 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "fixed-shift or guarded)",
                         r->name);
   if (r->bwd_norm == AA_BWDNORM_RECIP && r->bwd_d_source != AA_DSRC_O_DO)
-    return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.norm = recip forms D from the scaled dO (bwd.d_source = o-do)",
-                        r->name);
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.norm = recip forms D from the scaled dO (bwd.d_source = o-do)", r->name);
   return AA_OK;
 }

@@ -163,7 +163,8 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     const char *sub = key[9] == '\0' ? "kind" : key + 10;
     if (!strcmp(sub, "add_fmt") || !strcmp(sub, "acc_fmt") || !strcmp(sub, "section") || !strcmp(sub, "store_fmt"))
       return aa_error_set(err, AA_EINVAL,
-                          "key '%s': set by the pipeline (alu, bwd.dq_acc_fmt, bwd.section, bwd.dq_section_fmt)", key);
+                          "key '%s': set by the pipeline (alu, bwd.dq_acc_fmt, bwd.section, bwd.dq_section_fmt)",
+                          key);
     int st = aa_reduce_set(&r->bwd_dq_reduce, sub, value, err);
     if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
     return st;
@@ -311,8 +312,9 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
   if (r->bwd_dq_reduce.kind != AA_REDUCE_FP32_ORDERED) {
     /* Only when not the default fp32-ordered, so that the text (and
        hashes) of recipes that reduce dQ in order stay as they were. */
-    need += aa_reduce_format(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                             &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
+    need +=
+        aa_reduce_format(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
+                         &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
   }
   if (r->fwd_k_desc || r->fwd_splits != 0 || r->fwd_split_sms != 0 || r->bwd_q_desc) {
     /* Only when not the defaults, like the dropout and dq_reduce keys. */

@@ -9,8 +9,8 @@
    the tensor-core block models; they become gemm models later, and a recipe
    picks them by key). */
 static void flash_common(aa_recipe_t *r) {
-  memset(r, 0, sizeof *r); /* every key not set below or by a preset is 0: off, none, whole row */
-  aa_dropout_default(&r->dropout); /* scheme none; twin tile widths if a recipe turns it on */
+  memset(r, 0, sizeof *r);              /* every key not set below or by a preset is 0: off, none, whole row */
+  aa_dropout_default(&r->dropout);      /* scheme none; twin tile widths if a recipe turns it on */
   aa_reduce_default(&r->bwd_dq_reduce); /* fp32-ordered: ascending KV blocks (FA2 deterministic order) */
   r->io_fmt = AA_FMT_BF16;
   r->alu_fmt = AA_FMT_FP32;
@@ -57,18 +57,18 @@ static void nki_common(aa_recipe_t *r, int mixed) {
   r->fwd_tile_q = 128;
   r->fwd_tile_k = 512;
   r->fwd_checkpoint = AA_CKPT_NEGMAX_RECIP;
-  r->fwd_o_norm = AA_NORM_RECIPROCAL; /* the forward keeps exp_sum_reciprocal = 1/l */
-  r->bwd_tile_q = 128;                /* q_seq_tile_size (pmax) */
-  r->bwd_tile_k = 512;                /* K tile 512 when seqlen_k >= 512 (REFERENCES section 3) */
-  r->bwd_tile_k_short = 128;          /* ... else 128 */
-  r->bwd_sub_k = 128;                 /* k_seq_tile_size_backward, L1504-1556 */
-  r->bwd_section = 8192;              /* KV section budget, L1162 */
-  r->bwd_section_per_d = 128;         /* / power_of_2(ceil(d/128)), L494-497 */
-  r->bwd_d_tile = 128;                /* D over head-dim tiles then summed, L614-655, L1264-1270 */
-  r->bwd_p_dv_fmt = AA_FMT_BF16;      /* softmax_y feeds nc_matmul: kernel dtype (seed silent; chosen) */
-  r->bwd_p_ds_fmt = AA_FMT_BF16;      /* the same softmax_y buffer is operand1 of the dS op */
-  r->bwd_dp_fmt = AA_FMT_BF16;        /* REFERENCES section 3: dP rounded to kernel dtype before - D */
-  r->bwd_ds_fmt = AA_FMT_BF16;        /* softmax_dx_local feeds the dQ/dK matmuls */
+  r->fwd_o_norm = AA_NORM_RECIPROCAL;   /* the forward keeps exp_sum_reciprocal = 1/l */
+  r->bwd_tile_q = 128;                  /* q_seq_tile_size (pmax) */
+  r->bwd_tile_k = 512;                  /* K tile 512 when seqlen_k >= 512 (REFERENCES section 3) */
+  r->bwd_tile_k_short = 128;            /* ... else 128 */
+  r->bwd_sub_k = 128;                   /* k_seq_tile_size_backward, L1504-1556 */
+  r->bwd_section = 8192;                /* KV section budget, L1162 */
+  r->bwd_section_per_d = 128;           /* / power_of_2(ceil(d/128)), L494-497 */
+  r->bwd_d_tile = 128;                  /* D over head-dim tiles then summed, L614-655, L1264-1270 */
+  r->bwd_p_dv_fmt = AA_FMT_BF16;        /* softmax_y feeds nc_matmul: kernel dtype (seed silent; chosen) */
+  r->bwd_p_ds_fmt = AA_FMT_BF16;        /* the same softmax_y buffer is operand1 of the dS op */
+  r->bwd_dp_fmt = AA_FMT_BF16;          /* REFERENCES section 3: dP rounded to kernel dtype before - D */
+  r->bwd_ds_fmt = AA_FMT_BF16;          /* softmax_dx_local feeds the dQ/dK matmuls */
   r->bwd_dq_scale = AA_GSCALE_TILE;     /* dq_local += dq_psum * scale, L1558-1565 */
   r->bwd_dk_scale = AA_GSCALE_NONE;     /* Q already scaled */
   r->bwd_dq_section_fmt = AA_FMT_BF16;  /* out_dq_ref write/reload between sections, L1188-1207, L1326-1335 */
@@ -156,8 +156,8 @@ static void recip_common(aa_recipe_t *r) {
      scaling K: weight = exp2(fma(S, scale*log2e, -shift)) (FA2's FFMA). */
   r->scale_fold = AA_SCALE_EXP;
   r->exp_form = AA_EXPFORM_EXP2_FMA;
-  r->fwd_tile_q = 256; /* section 4.1: a forward tile owns 256 query rows ... */
-  r->fwd_tile_k = 128; /* ... and advances through 128 keys */
+  r->fwd_tile_q = 256;                     /* section 4.1: a forward tile owns 256 query rows ... */
+  r->fwd_tile_k = 128;                     /* ... and advances through 128 keys */
   r->fwd_softmax = AA_SOFTMAX_FIXED_SHIFT; /* section 3.1 */
   /* Nominal shift 0 (log2 units; the paper does not give its value): the
      row sum must lie in [2^-126, 2^128), so the admissible row LSE window
@@ -167,12 +167,12 @@ static void recip_common(aa_recipe_t *r) {
      starts where the row LSE reaches 128 log2 = 88.7 natural units, the
      classical FP32 exp limit. KEYS.md discusses the choice. */
   r->fwd_shift = 0.0;
-  r->fwd_rowsum_rounded = 1;               /* section 3.5: sum of the BF16-rounded weights in FP32 */
+  r->fwd_rowsum_rounded = 1; /* section 3.5: sum of the BF16-rounded weights in FP32 */
   r->fwd_rowsum_fmt = AA_FMT_FP32;
-  r->fwd_o_norm = AA_NORM_RECIPROCAL;      /* O = acc * (1/l), the same FP32 reciprocal that is saved */
-  r->fwd_lse_fmt = AA_FMT_FP32;            /* section 3.5: the saved reciprocal is FP32 */
-  r->bwd_norm = AA_BWDNORM_RECIP;          /* section 3.5: dO scaled once, no LSE load */
-  r->bwd_do_fmt = AA_FMT_BF16;             /* scaled dO feeds the dV and dP MMAs (paper silent: BF16) */
+  r->fwd_o_norm = AA_NORM_RECIPROCAL; /* O = acc * (1/l), the same FP32 reciprocal that is saved */
+  r->fwd_lse_fmt = AA_FMT_FP32;       /* section 3.5: the saved reciprocal is FP32 */
+  r->bwd_norm = AA_BWDNORM_RECIP;     /* section 3.5: dO scaled once, no LSE load */
+  r->bwd_do_fmt = AA_FMT_BF16;        /* scaled dO feeds the dV and dP MMAs (paper silent: BF16) */
 }
 
 static void p_recip(aa_recipe_t *r) {
@@ -340,8 +340,9 @@ static const struct {
     {"nki", "NKI flash backward (seed 000), mixed_precision on: fp32 D, dQ and dK/dV accumulators", p_nki},
     {"nki-bf16", "NKI flash backward (seed 000), mixed_precision off: D and accumulators in bf16", p_nki_bf16},
     {"fa2", "FlashAttention-2: exp2 FMA recompute, fp32 dP/D, bf16 dS, fp32 dQ buffer scaled at the end", p_fa2},
-    {"fa2-h100", "fa2 as run on H100/H200 (calibrated on H200): tc-k16-f25 products, split-KV forward, blocks "
-                 "last to first",
+    {"fa2-h100",
+     "fa2 as run on H100/H200 (calibrated on H200): tc-k16-f25 products, split-KV forward, blocks "
+     "last to first",
      p_fa2_h100},
     {"recip", "seed 003 dense route: fixed-shift forward (shift 0), saved fp32 1/l, dO scaled once in the backward",
      p_recip},
@@ -354,8 +355,9 @@ static const struct {
     {"tlx-dq", "recip + seed 003 dense dQ: alpha at publication, BF16 pair reduction (no packed exp yet)", p_tlx_dq},
     {"tlx-dq-causal", "recip-causal + seed 003 causal dQ: packed 16-bit fixed point (2^15), FP64 fallback",
      p_tlx_dq_causal},
-    {"tlx-exp", "recip + seed 003 packed BF16 exp in both directions (quadratic-bf16 k=0.244 s=1.0476: Table 3 "
-                "ratio range)",
+    {"tlx-exp",
+     "recip + seed 003 packed BF16 exp in both directions (quadratic-bf16 k=0.244 s=1.0476: Table 3 "
+     "ratio range)",
      p_tlx_exp},
     {"tlx", "seed 003 TLX dense backward: tlx-exp + alpha at publication + BF16 pair dQ reduction", p_tlx},
     {"tlx-causal", "seed 003 TLX causal (n <= 16384): tlx-exp on the guarded route + packed 16-bit fixed-point dQ",

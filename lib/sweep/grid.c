@@ -26,11 +26,13 @@ void aa_sweep_free(aa_sweep_t *sw) {
   if (sw == NULL) return;
   for (size_t a = 0; a < sw->naxes; a++) {
     if (sw->axes[a].kind == AA_VAL_STR)
-      for (size_t i = 0; i < sw->axes[a].n; i++) free((char *)sw->axes[a].vals[i].s);
+      for (size_t i = 0; i < sw->axes[a].n; i++)
+        free((char *)sw->axes[a].vals[i].s);
     free(sw->axes[a].vals);
     free(sw->axes[a].name);
   }
-  for (size_t c = 0; c < sw->ncolsdecl; c++) free(sw->colsdecl[c].name);
+  for (size_t c = 0; c < sw->ncolsdecl; c++)
+    free(sw->colsdecl[c].name);
   free(sw->axes);
   free(sw->colsdecl);
   free(sw->axis_names);
@@ -59,8 +61,8 @@ static int check_new_name(aa_sweep_t *sw, const char *name, aa_error_t *err) {
   return AA_OK;
 }
 
-static int add_axis(aa_sweep_t *sw, const char *name, aa_val_kind_t kind, const void *vals, size_t n,
-                    unsigned flags, aa_error_t *err) {
+static int add_axis(aa_sweep_t *sw, const char *name, aa_val_kind_t kind, const void *vals, size_t n, unsigned flags,
+                    aa_error_t *err) {
   int st = check_new_name(sw, name, err);
   if (st) return st;
   if (n == 0 || vals == NULL) return aa_error_set(err, AA_EINVAL, "sweep: axis '%s' has no values", name);
@@ -86,12 +88,13 @@ static int add_axis(aa_sweep_t *sw, const char *name, aa_val_kind_t kind, const 
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < i; j++) {
       const aa_val_t *a = &ax->vals[i], *b = &ax->vals[j];
-      int same = kind == AA_VAL_INT ? a->i == b->i
+      int same = kind == AA_VAL_INT      ? a->i == b->i
                  : kind == AA_VAL_DOUBLE ? memcmp(&a->d, &b->d, sizeof a->d) == 0
                                          : strcmp(a->s, b->s) == 0;
       if (same) {
         if (kind == AA_VAL_STR)
-          for (size_t k = 0; k < n; k++) free((char *)ax->vals[k].s);
+          for (size_t k = 0; k < n; k++)
+            free((char *)ax->vals[k].s);
         free(ax->vals);
         free(ax->name);
         return aa_error_set(err, AA_EINVAL, "sweep: axis '%s' repeats value %zu as value %zu", name, j, i);
@@ -101,7 +104,8 @@ static int add_axis(aa_sweep_t *sw, const char *name, aa_val_kind_t kind, const 
   return AA_OK;
 oom:
   if (ax->vals != NULL && kind == AA_VAL_STR)
-    for (size_t i = 0; i < n; i++) free((char *)ax->vals[i].s);
+    for (size_t i = 0; i < n; i++)
+      free((char *)ax->vals[i].s);
   free(ax->vals);
   free(ax->name);
   return aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
@@ -150,7 +154,8 @@ static void hash_coord(aa_hash128_t *h, const char *name, const aa_val_t *v) {
     b[0] = 'd';
     memcpy(&u, &v->d, 8);
   }
-  for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(u >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[1 + i] = (unsigned char)(u >> (8 * i));
   aa_hash128_update(h, b, 9);
 }
 
@@ -175,7 +180,9 @@ static aa_hash128_t cell_hash(const aa_sweep_axis_t *axes, size_t naxes, const a
   return h;
 }
 
-uint64_t aa_cell_seed(const aa_cell_t *cell) { return cell->seed; }
+uint64_t aa_cell_seed(const aa_cell_t *cell) {
+  return cell->seed;
+}
 
 static int build_layout(aa_sweep_t *sw, aa_error_t *err) {
   sw->ncols = sw->naxes + sw->ncolsdecl;
@@ -220,13 +227,15 @@ int aa_sweep_build(aa_sweep_t *sw, aa_sweep_filter_fn filter, void *ctx, aa_erro
     free(digit);
     return aa_error_set(err, AA_ENOMEM, "sweep: out of memory for %zu cells", total);
   }
-  for (size_t a = 0; a < sw->naxes; a++) nb[a] = sw->axes[a].name;
+  for (size_t a = 0; a < sw->naxes; a++)
+    nb[a] = sw->axes[a].name;
   sw->axis_names = nb;
   const char *const *names = nb;
   size_t kept = 0;
   for (size_t g = 0; g < total; g++) {
     aa_val_t *v = &vals[kept * sw->naxes];
-    for (size_t a = 0; a < sw->naxes; a++) v[a] = sw->axes[a].vals[digit[a]];
+    for (size_t a = 0; a < sw->naxes; a++)
+      v[a] = sw->axes[a].vals[digit[a]];
     aa_cell_t *c = &cells[kept];
     aa_hash128_t sh = cell_hash(sw->axes, sw->naxes, v, 1);
     *c = (aa_cell_t){kept, g, cell_hash(sw->axes, sw->naxes, v, 0), sh.hi ^ sh.lo, sw->naxes, names, v};
@@ -244,7 +253,8 @@ int aa_sweep_build(aa_sweep_t *sw, aa_sweep_filter_fn filter, void *ctx, aa_erro
   /* Grid hash and journal header. */
   aa_buf_t hb = {0};
   aa__buf_puts(&hb, "cols=");
-  for (size_t k = 0; k < sw->ncols; k++) aa__buf_printf(&hb, "%s%s:%c", k ? "," : "", sw->colnames[k], sw->colkind[k]);
+  for (size_t k = 0; k < sw->ncols; k++)
+    aa__buf_printf(&hb, "%s%s:%c", k ? "," : "", sw->colnames[k], sw->colkind[k]);
   aa_hash128_t gh;
   aa_hash128_init(&gh);
   if (hb.p != NULL) aa_hash128_update(&gh, hb.p, hb.len);
@@ -271,13 +281,17 @@ int aa_sweep_build(aa_sweep_t *sw, aa_sweep_filter_fn filter, void *ctx, aa_erro
   return AA_OK;
 }
 
-size_t aa_sweep_ncells(const aa_sweep_t *sw) { return sw->built ? sw->ncells : 0; }
+size_t aa_sweep_ncells(const aa_sweep_t *sw) {
+  return sw->built ? sw->ncells : 0;
+}
 
 const aa_cell_t *aa_sweep_cell(const aa_sweep_t *sw, size_t index) {
   return sw->built && index < sw->ncells ? &sw->cells[index] : NULL;
 }
 
-aa_hash128_t aa_sweep_grid_hash(const aa_sweep_t *sw) { return sw->grid; }
+aa_hash128_t aa_sweep_grid_hash(const aa_sweep_t *sw) {
+  return sw->grid;
+}
 
 int aa_cell_find(const aa_cell_t *cell, const char *name) {
   for (size_t a = 0; a < cell->ncoords; a++)

@@ -34,7 +34,7 @@ struct aa_sweep_s {
   /* Final column layout: coordinates, metrics, timings. */
   size_t ncols;
   const char **colnames;
-  char *colkind;  /* 'c', 'm' or 't' */
+  char *colkind;   /* 'c', 'm' or 't' */
   size_t *declpos; /* declared column -> final position */
   aa_hash128_t grid;
   char *header; /* journal header line, with its newline */

@@ -36,7 +36,8 @@ int aa__read_file(char **data, size_t *len, const char *path, aa_error_t *err) {
   aa_buf_t b = {0};
   char tmp[65536];
   size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) aa__buf_put(&b, tmp, n);
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+    aa__buf_put(&b, tmp, n);
   int bad = ferror(f);
   fclose(f);
   if (bad || b.oom) {
@@ -80,10 +81,12 @@ int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t 
 }
 
 void aa__set_free(aa_sweep_set_t *set) {
-  for (size_t i = 0; i < set->nrecs; i++) free(set->recs[i].text);
+  for (size_t i = 0; i < set->nrecs; i++)
+    free(set->recs[i].text);
   free(set->recs);
   if (set->colnames != NULL)
-    for (size_t c = 0; c < set->ncols; c++) free(set->colnames[c]);
+    for (size_t c = 0; c < set->ncols; c++)
+      free(set->colnames[c]);
   free(set->colnames);
   free(set->colkind);
   free(set->header);
@@ -121,7 +124,8 @@ int aa__parse_header(aa_sweep_set_t *set, const char *line, size_t len) {
   char *cols = ok ? k + 6 : NULL;
   if (ok) {
     n = 1;
-    for (char *p = cols; *p; p++) n += *p == ',';
+    for (char *p = cols; *p; p++)
+      n += *p == ',';
     set->colnames = calloc(n, sizeof *set->colnames);
     set->colkind = calloc(n + 1, 1);
     ok = set->colnames != NULL && set->colkind != NULL;
@@ -204,7 +208,8 @@ int aa__journal_parse(aa_sweep_set_t *set, const char *data, size_t len, size_t 
         size_t start = pos, cnt = 0;
         while (cnt < nrows) {
           size_t s = start - 1;
-          while (s > first && data[s - 1] != '\n') s--;
+          while (s > first && data[s - 1] != '\n')
+            s--;
           start = s;
           cnt++;
         }
@@ -217,7 +222,8 @@ int aa__journal_parse(aa_sweep_set_t *set, const char *data, size_t len, size_t 
         /* Every row line holds one field per column. */
         for (size_t p = start, r = 0; ok && r < nrows; r++) {
           size_t tabs = 0;
-          while (data[p] != '\n') tabs += data[p++] == '\t';
+          while (data[p] != '\n')
+            tabs += data[p++] == '\t';
           p++;
           ok = tabs + 1 == set->ncols;
         }
@@ -240,7 +246,9 @@ int aa__journal_parse(aa_sweep_set_t *set, const char *data, size_t len, size_t 
   return AA_OK;
 }
 
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 int aa__journal_load_dir(aa_sweep_set_t *set, const char *dir, aa_error_t *err) {
   DIR *d = opendir(dir);
@@ -280,7 +288,8 @@ int aa__journal_load_dir(aa_sweep_set_t *set, const char *dir, aa_error_t *err) 
       free(data);
     }
   }
-  for (size_t i = 0; i < n; i++) free(names[i]);
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
   free(names);
   return st;
 }
@@ -314,7 +323,8 @@ int aa__set_finish(aa_sweep_set_t *set, aa_error_t *err) {
 
 static void csv_str(aa_buf_t *b, const char *s) {
   int quote = *s == ' ' || (*s && s[strlen(s) - 1] == ' ');
-  for (const char *p = s; *p && !quote; p++) quote = *p == ',' || *p == '"' || *p == '\n' || *p == '\r';
+  for (const char *p = s; *p && !quote; p++)
+    quote = *p == ',' || *p == '"' || *p == '\n' || *p == '\r';
   if (!quote) {
     aa__buf_puts(b, s);
     return;
@@ -373,7 +383,8 @@ int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *er
       int first_canon = 1;
       for (size_t c = 0; c < set->ncols; c++) {
         const char *f = p;
-        while (p < end && *p != '\t' && *p != '\n') p++;
+        while (p < end && *p != '\t' && *p != '\n')
+          p++;
         size_t fl = (size_t)(p - f);
         p++; /* the tab or newline */
         int canon_col = set->colkind[c] != 't';
@@ -407,7 +418,8 @@ int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *er
     }
   }
   int st = AA_OK;
-  if (csv.oom || canon.oom || json.oom || tmp.oom) st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for results");
+  if (csv.oom || canon.oom || json.oom || tmp.oom)
+    st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for results");
   char path[4096];
   if (st == AA_OK) {
     snprintf(path, sizeof path, "%s/results.csv", dir);
@@ -431,7 +443,8 @@ int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *er
 int aa_sweep_merge(size_t *ncells, const char *out_dir, const char *const *in_dirs, size_t n_in, aa_error_t *err) {
   aa_sweep_set_t set = {0};
   int st = AA_OK;
-  for (size_t i = 0; st == AA_OK && i < n_in; i++) st = aa__journal_load_dir(&set, in_dirs[i], err);
+  for (size_t i = 0; st == AA_OK && i < n_in; i++)
+    st = aa__journal_load_dir(&set, in_dirs[i], err);
   if (st == AA_OK) st = aa__set_finish(&set, err);
   if (st == AA_OK) st = aa__mkdir(out_dir, err);
   if (st == AA_OK) st = aa__write_results(out_dir, &set, err);

@@ -12,12 +12,14 @@
 
 static void put_u64(aa_buf_t *b, uint64_t u) {
   unsigned char x[8];
-  for (int i = 0; i < 8; i++) x[i] = (unsigned char)(u >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    x[i] = (unsigned char)(u >> (8 * i));
   aa__buf_put(b, x, 8);
 }
 static void put_u32(aa_buf_t *b, uint32_t u) {
   unsigned char x[4];
-  for (int i = 0; i < 4; i++) x[i] = (unsigned char)(u >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    x[i] = (unsigned char)(u >> (8 * i));
   aa__buf_put(b, x, 4);
 }
 static void put_f64(aa_buf_t *b, double d) {
@@ -29,7 +31,8 @@ static void put_f64(aa_buf_t *b, double d) {
 /* Key material goes through the same little-endian serialisers. */
 static void hash_u64(aa_hash128_t *h, uint64_t u) {
   unsigned char x[8];
-  for (int i = 0; i < 8; i++) x[i] = (unsigned char)(u >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    x[i] = (unsigned char)(u >> (8 * i));
   aa_hash128_update(h, x, 8);
 }
 static void hash_f64(aa_hash128_t *h, double d) {
@@ -40,10 +43,12 @@ static void hash_f64(aa_hash128_t *h, double d) {
 static void hash_tensor(aa_hash128_t *h, const aa_tensor_t *t) {
   size_t n = aa_tensor_numel(t);
   hash_u64(h, (uint64_t)t->ndim);
-  for (int i = 0; i < 3; i++) hash_u64(h, t->shape[i]);
+  for (int i = 0; i < 3; i++)
+    hash_u64(h, t->shape[i]);
   hash_u64(h, (uint64_t)t->fmt);
   hash_u64(h, n);
-  for (size_t i = 0; i < n; i++) hash_f64(h, t->data[i]);
+  for (size_t i = 0; i < n; i++)
+    hash_f64(h, t->data[i]);
 }
 
 int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
@@ -73,7 +78,8 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
   hash_u64(&h, pb->num_sinks);
   hash_u64(&h, pb->sinks != NULL);
   if (pb->sinks != NULL)
-    for (size_t i = 0; i < pb->heads * pb->num_sinks; i++) hash_f64(&h, pb->sinks[i]);
+    for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
+      hash_f64(&h, pb->sinks[i]);
   hash_u64(&h, pb->keep != NULL);
   if (pb->keep != NULL) {
     size_t n;
@@ -105,10 +111,12 @@ static void put_tensor(aa_buf_t *b, const aa_tensor_t *t) {
   size_t n = aa_tensor_numel(t);
   put_u32(b, (uint32_t)t->ndim);
   put_u32(b, (uint32_t)t->fmt);
-  for (int i = 0; i < 3; i++) put_u64(b, t->shape[i]);
+  for (int i = 0; i < 3; i++)
+    put_u64(b, t->shape[i]);
   unsigned char present = t->data != NULL;
   aa__buf_put(b, &present, 1);
-  for (size_t i = 0; i < n; i++) put_f64(b, t->data[i]);
+  for (size_t i = 0; i < n; i++)
+    put_f64(b, t->data[i]);
 }
 
 static void entry_path(char *out, size_t size, const char *dir, const aa_hash128_t *key) {
@@ -118,7 +126,8 @@ static void entry_path(char *out, size_t size, const char *dir, const aa_hash128
 }
 
 int aa_oracle_cache_put(const char *dir, const aa_hash128_t *key, const aa_oracle_result_t *res, aa_error_t *err) {
-  if (dir == NULL || key == NULL || res == NULL) return aa_error_set(err, AA_EINVAL, "oracle cache put: NULL argument");
+  if (dir == NULL || key == NULL || res == NULL)
+    return aa_error_set(err, AA_EINVAL, "oracle cache put: NULL argument");
   aa_buf_t b = {0};
   aa__buf_put(&b, OC_MAGIC, 8);
   put_u32(&b, OC_VERSION);
@@ -175,7 +184,8 @@ static uint64_t get_u64(rd_t *r) {
     return 0;
   }
   uint64_t u = 0;
-  for (int i = 7; i >= 0; i--) u = u << 8 | r->p[r->pos + (size_t)i];
+  for (int i = 7; i >= 0; i--)
+    u = u << 8 | r->p[r->pos + (size_t)i];
   r->pos += 8;
   return u;
 }
@@ -185,7 +195,8 @@ static uint32_t get_u32(rd_t *r) {
     return 0;
   }
   uint32_t u = 0;
-  for (int i = 3; i >= 0; i--) u = u << 8 | r->p[r->pos + (size_t)i];
+  for (int i = 3; i >= 0; i--)
+    u = u << 8 | r->p[r->pos + (size_t)i];
   r->pos += 4;
   return u;
 }
@@ -199,7 +210,8 @@ static double get_f64(rd_t *r) {
 static int get_tensor(rd_t *r, aa_tensor_t *t) {
   uint32_t ndim = get_u32(r), fmt = get_u32(r);
   size_t shape[3];
-  for (int i = 0; i < 3; i++) shape[i] = (size_t)get_u64(r);
+  for (int i = 0; i < 3; i++)
+    shape[i] = (size_t)get_u64(r);
   if (r->bad || r->pos >= r->len) return 0;
   unsigned char present = r->p[r->pos++];
   *t = (aa_tensor_t){0};
@@ -212,7 +224,8 @@ static int get_tensor(rd_t *r, aa_tensor_t *t) {
   for (uint32_t i = ndim; i < 3; i++)
     if (shape[i] != 1) return 0;
   if (aa_tensor_alloc(t, (int)ndim, shape, (aa_fmt_t)fmt) != AA_OK) return 0;
-  for (size_t i = 0; i < n; i++) t->data[i] = get_f64(r);
+  for (size_t i = 0; i < n; i++)
+    t->data[i] = get_f64(r);
   return !r->bad;
 }
 
@@ -227,7 +240,8 @@ static void free_partial(aa_oracle_result_t *res) {
 }
 
 int aa_oracle_cache_get(aa_oracle_result_t *out, const char *dir, const aa_hash128_t *key, aa_error_t *err) {
-  if (out == NULL || dir == NULL || key == NULL) return aa_error_set(err, AA_EINVAL, "oracle cache get: NULL argument");
+  if (out == NULL || dir == NULL || key == NULL)
+    return aa_error_set(err, AA_EINVAL, "oracle cache get: NULL argument");
   *out = (aa_oracle_result_t){0};
   char path[4096], *data;
   size_t len;

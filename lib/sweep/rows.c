@@ -11,7 +11,8 @@ void aa__buf_put(aa_buf_t *b, const void *s, size_t n) {
   if (b->oom) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
+    while (cap < b->len + n + 1)
+      cap *= 2;
     char *p = realloc(b->p, cap);
     if (p == NULL) {
       b->oom = 1;
@@ -25,7 +26,9 @@ void aa__buf_put(aa_buf_t *b, const void *s, size_t n) {
   b->p[b->len] = '\0';
 }
 
-void aa__buf_puts(aa_buf_t *b, const char *s) { aa__buf_put(b, s, strlen(s)); }
+void aa__buf_puts(aa_buf_t *b, const char *s) {
+  aa__buf_put(b, s, strlen(s));
+}
 
 void aa__buf_printf(aa_buf_t *b, const char *fmt, ...) {
   char tmp[256];
@@ -75,7 +78,9 @@ void aa__fmt_double(char out[40], double v) {
   }
 }
 
-void aa__rows_init(aa_sweep_rows_t *rows, const aa_sweep_t *sw) { *rows = (aa_sweep_rows_t){.sw = sw}; }
+void aa__rows_init(aa_sweep_rows_t *rows, const aa_sweep_t *sw) {
+  *rows = (aa_sweep_rows_t){.sw = sw};
+}
 
 static void clear_rows(aa_sweep_rows_t *rows) {
   size_t nc = rows->sw->ncols, na = rows->sw->naxes;
@@ -98,7 +103,9 @@ void aa__rows_free(aa_sweep_rows_t *rows) {
   *rows = (aa_sweep_rows_t){0};
 }
 
-aa_error_t *aa_sweep_rows_error(aa_sweep_rows_t *rows) { return &rows->err; }
+aa_error_t *aa_sweep_rows_error(aa_sweep_rows_t *rows) {
+  return &rows->err;
+}
 
 static int fail(aa_sweep_rows_t *rows, int st, const char *fmt, const char *arg) {
   if (rows->status == AA_OK) {
@@ -118,8 +125,10 @@ int aa_sweep_row_new(aa_sweep_rows_t *rows) {
     rows->cap = cap;
   }
   aa_val_t *r = &rows->vals[rows->nrows * nc];
-  for (size_t c = 0; c < nc; c++) r[c] = (aa_val_t){0};
-  for (size_t a = 0; a < rows->sw->naxes; a++) r[a] = rows->cell->vals[a];
+  for (size_t c = 0; c < nc; c++)
+    r[c] = (aa_val_t){0};
+  for (size_t a = 0; a < rows->sw->naxes; a++)
+    r[a] = rows->cell->vals[a];
   rows->nrows++;
   return AA_OK;
 }
@@ -170,7 +179,9 @@ int aa_sweep_set_str(aa_sweep_rows_t *rows, const char *col, const char *x) {
 static void journal_field(aa_buf_t *b, const aa_val_t *v) {
   char num[40];
   switch (v->kind) {
-  case AA_VAL_INT: aa__buf_printf(b, "i%lld", (long long)v->i); break;
+  case AA_VAL_INT:
+    aa__buf_printf(b, "i%lld", (long long)v->i);
+    break;
   case AA_VAL_DOUBLE:
     aa__fmt_double(num, v->d);
     aa__buf_printf(b, "d%s", num);
@@ -179,15 +190,25 @@ static void journal_field(aa_buf_t *b, const aa_val_t *v) {
     aa__buf_put(b, "s", 1);
     for (const char *p = v->s; *p; p++) {
       switch (*p) {
-      case '\\': aa__buf_put(b, "\\\\", 2); break;
-      case '\t': aa__buf_put(b, "\\t", 2); break;
-      case '\n': aa__buf_put(b, "\\n", 2); break;
-      case '\r': aa__buf_put(b, "\\r", 2); break;
-      default: aa__buf_put(b, p, 1);
+      case '\\':
+        aa__buf_put(b, "\\\\", 2);
+        break;
+      case '\t':
+        aa__buf_put(b, "\\t", 2);
+        break;
+      case '\n':
+        aa__buf_put(b, "\\n", 2);
+        break;
+      case '\r':
+        aa__buf_put(b, "\\r", 2);
+        break;
+      default:
+        aa__buf_put(b, p, 1);
       }
     }
     break;
-  default: break;
+  default:
+    break;
   }
 }
 

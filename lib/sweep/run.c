@@ -1,4 +1,5 @@
-/* attnacc: the sweep engine: resume from the journals, run a shard's cells on worker threads, append each cell atomically. */
+/* attnacc: the sweep engine: resume from the journals, run a shard's cells on worker threads, append each cell
+ * atomically. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -201,7 +202,8 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
     started++;
   }
   worker(&run); /* the calling thread is worker 0 */
-  for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
+  for (int t = 1; t <= started; t++)
+    pthread_join(tid[t], NULL);
   pthread_mutex_destroy(&run.lock);
   if (run.status != AA_OK) {
     st = run.status;
@@ -211,7 +213,8 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
 
   /* Write the results files once the folder holds the whole grid. */
   size_t nall = 0;
-  for (size_t i = 0; i < sw->ncells; i++) nall += run.have[i];
+  for (size_t i = 0; i < sw->ncells; i++)
+    nall += run.have[i];
   if (nall == sw->ncells) {
     if (!aa__parse_header(&set, sw->header, strlen(sw->header))) {
       st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
