@@ -372,7 +372,7 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
       long nf_tot = 0;
       line[0] = '\0';
       for (size_t is = 0; is < ns_; is++) {
-        long fl = 0, tl = 0, rec = 0;
+        long fl = 0, tl = 0;
         int seen = 0;
         for (size_t i = 0; i < nr; i++) {
           const row_t *r = &rs[i];
@@ -382,7 +382,6 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
           seen = 1;
           fl += r->flagged;
           tl += r->tiles;
-          rec += r->recovered;
           nf_tot += r->nonfinite;
         }
         if (!seen) continue;

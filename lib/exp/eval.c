@@ -47,7 +47,7 @@ uint32_t aa_exp_eval_packed(const aa_exp_t *e, float x0, float x1) {
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define AA_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define AA_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define AA_CLONES
 #endif

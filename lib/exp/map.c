@@ -80,7 +80,7 @@ static double ref_error(float x, double ref) {
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define AA_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define AA_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define AA_CLONES
 #endif

@@ -10,7 +10,9 @@
 
 #include "oracle-impl.h"
 
-#define TC __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+/* One clone per vector width, chosen at run time. "arch=x86-64-v3" (AVX2 + FMA) rather than "avx2,fma": clang
+   refuses a comma inside one clone's string. */
+#define TC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 
 static inline double infl(size_t n) {
   return 1.0 + ((double)n + 2.0) * 0x1p-52;
@@ -93,7 +95,7 @@ static int lowbit_exp(double x) {
    product a_c b_c and every partial sum of a.b is an integer multiple of
    2^(lb(a)+lb(b)) below 2^53 times it, so the plain double dot product is
    exact in any order (tested in toracle_kernels). */
-static void span(double *sp, int *lb, const double *x, size_t n) {
+static inline void span(double *sp, int *lb, const double *x, size_t n) {
   double m = 0;
   int l = INT_MAX;
   for (size_t i = 0; i < n; i++)
@@ -116,16 +118,11 @@ static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
   return (double)d * sa * sb <= 0x1p52 && la + lb >= -1074;
 }
 
-TC static double dot_plain(const double *restrict a, const double *restrict b, size_t n) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (size_t c = 0; c < n; c++)
-    s += a[c] * b[c];
-  return s;
-}
+/* Plain dot product (dot.c), for products whose sum is exact. */
+double aa_oracle_dot_plain(const double *restrict a, const double *restrict b, size_t n);
 
 /* compensated dot product (Dot2 without the final rounding), fixed order */
-static aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
+static inline aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
   double s = 0, cc = 0, ab = 0;
   for (size_t c = 0; c < n; c++) {
     double p = a[c] * b[c], e = fma(a[c], b[c], -p);

@@ -75,8 +75,8 @@
 #define NP (QB * TB)
 #define ZB 64 /* terms per block of the normaliser sum Z */
 
-/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval:
- * aa_problem_row_keys */
+/* infl, finish, exp_eps, span, exact_pair, dot_comp (aa_oracle_dot_plain: dot.c): fast-common.h; the visible-key
+ * interval: aa_problem_row_keys */
 
 /* Transposed copies: panel p of head h holds rows p TB .. p TB + TB - 1 of
    X [heads][n][d], zero padded, as TB/8 contiguous sub-panels [d][8]
@@ -1046,6 +1046,6 @@ int aa_oracle_dot_exact_check(double *out, const double *a, const double *b, siz
   span(&sa, &la, a, n);
   span(&sb, &lb, b, n);
   if (!exact_pair(sa, la, sb, lb, n)) return 0;
-  *out = dot_plain(a, b, n);
+  *out = aa_oracle_dot_plain(a, b, n);
   return 1;
 }

@@ -30,13 +30,13 @@
 #define BLK 256
 #define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
-/* infl, finish, exp_eps, span, exact_pair, dot_plain, dot_comp: fast-common.h; the visible-key interval:
- * aa_problem_row_keys */
+/* infl, finish, exp_eps, span, exact_pair, dot_comp (aa_oracle_dot_plain: dot.c): fast-common.h; the visible-key
+ * interval: aa_problem_row_keys */
 
 /* a.b as a double-double with bound: exact when the spans allow it */
 static inline aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, int exact, double *bound) {
   if (exact) {
-    aa_or_dd_t r = {dot_plain(a, b, n), 0};
+    aa_or_dd_t r = {aa_oracle_dot_plain(a, b, n), 0};
     *bound = 0;
     return r;
   }
