@@ -11,6 +11,8 @@
 
 #ifdef AA_HAVE_MPI
 #include <mpi.h>
+
+#include "sweep/sweep-mpi.h"
 #endif
 
 /* The driver's own options, valid for every experiment; the experiment's

@@ -6,9 +6,11 @@ experiments_attnacc_SOURCES += experiments/experiments.c experiments/experiments
 # then the installed copy).
 experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
 	-DAA_PLOTS_SRCDIR='"$(abs_top_srcdir)/plots"' -DAA_PLOTS_DATADIR='"$(pkgdatadir)/plots"'
-experiments_attnacc_LDADD += $(MPI_LIBS)
+if HAVE_MPI
+experiments_attnacc_LDADD += lib/sweep/libsweepmpi.la $(MPI_LIBS)
+endif
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp
+dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudget.gp
 EXTRA_DIST += experiments/README-sweep.md
 TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
 EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh

@@ -237,14 +237,8 @@ int aa_sweep_merge(size_t *ncells, const char *out_dir, const char *const *in_di
    stderr only when it is a terminal). Returns the snprintf length. */
 int aa_sweep_progress_line(char *buf, size_t size, const aa_sweep_progress_t *p, double elapsed_seconds);
 
-/* MPI variant, present only in builds configured with MPI (config.h then
-   defines AA_HAVE_MPI): rank r of size s runs shard r of s
-   (opts->shard_* are ignored) into opts->out_dir; the journals of the other
-   ranks are sent to rank 0, which writes them into its out_dir and merges.
-   Collective over MPI_COMM_WORLD; MPI must be initialised by the caller.
-   Every rank returns the same status. */
-int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
-                     const aa_sweep_opts_t *opts, aa_error_t *err);
+/* Sweeps spread over MPI ranks: lib/sweep/sweep-mpi.h, in a small library of its
+   own that the attnacc command links, so libattnacc does not need MPI. */
 
 /* ------------------------------------------------------------------------
    Oracle cache: a folder of files <32 hex key>.aaoc, one per oracle result.

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sweep.h"
+#include "sweep/sweep-mpi.h"
 #include "tests.h"
 #include "tsweep_synth.h"
 

@@ -1,6 +1,6 @@
 # attnacc: build fragment of the fmt module.
 attnaccinclude_HEADERS += lib/fmt.h
-lib_libattnacc_la_SOURCES += lib/fmt/fmt-impl.h lib/fmt/info.c lib/fmt/round.c lib/fmt/encode.c
+lib_libattnacc_core_la_SOURCES += lib/fmt/fmt-impl.h lib/fmt/info.c lib/fmt/round.c lib/fmt/encode.c
 
 check_PROGRAMS += tests/tfmt
 TESTS += tests/tfmt

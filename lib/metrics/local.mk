@@ -1,6 +1,6 @@
 # attnacc: build fragment of the metrics module.
 attnaccinclude_HEADERS += lib/metrics.h
-lib_libattnacc_la_SOURCES += lib/metrics/compare.c lib/metrics/fa_rule.c lib/metrics/ulp.c
+lib_libattnacc_core_la_SOURCES += lib/metrics/compare.c lib/metrics/fa_rule.c lib/metrics/ulp.c
 check_PROGRAMS += tests/tmetrics
 TESTS += tests/tmetrics
 tests_tmetrics_SOURCES = tests/tmetrics.c

@@ -1,6 +1,6 @@
 # attnacc: build fragment of the recipe module.
 attnaccinclude_HEADERS += lib/recipe.h
-lib_libattnacc_la_SOURCES += lib/recipe/recipe-impl.h lib/recipe/keys.c lib/recipe/presets.c lib/recipe/parse.c \
+lib_libattnacc_core_la_SOURCES += lib/recipe/recipe-impl.h lib/recipe/keys.c lib/recipe/presets.c lib/recipe/parse.c \
 	lib/recipe/check.c
 EXTRA_DIST += lib/recipe/KEYS.md
 

@@ -1,6 +1,6 @@
 # attnacc: build fragment of the rng module.
 attnaccinclude_HEADERS += lib/rng.h
-lib_libattnacc_la_SOURCES += lib/rng/pcg32.c lib/rng/pcg64.c lib/rng/derive.c
+lib_libattnacc_core_la_SOURCES += lib/rng/pcg32.c lib/rng/pcg64.c lib/rng/derive.c
 
 check_PROGRAMS += tests/trng
 TESTS += tests/trng

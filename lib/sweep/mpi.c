@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sweep-mpi.h"
 
 #define TAG_LEN 7101
 #define TAG_DATA 7102

@@ -1,8 +1,8 @@
 # attnacc: build fragment of the tensor module.
 attnaccinclude_HEADERS += lib/tensor.h
 attnaccinclude_HEADERS += lib/npy.h
-lib_libattnacc_la_SOURCES += lib/tensor/tensor.c
-lib_libattnacc_la_SOURCES += lib/tensor/npy.c
+lib_libattnacc_core_la_SOURCES += lib/tensor/tensor.c
+lib_libattnacc_core_la_SOURCES += lib/tensor/npy.c
 check_PROGRAMS += tests/tnpy
 TESTS += tests/tnpy
 tests_tnpy_SOURCES = tests/tnpy.c
