@@ -14,10 +14,14 @@ typedef struct {
   uint64_t inc; /* always odd */
 } aa_pcg32_t;
 
+/* The 128-bit unsigned integer of gcc and clang; __extension__ keeps a
+   user's -std=c11 -pedantic build quiet, as ISO C has no such type. */
+__extension__ typedef unsigned __int128 aa_u128_t;
+
 /* pcg64, "setseq 128" variant with XSL-RR output (REFERENCES section 7). */
 typedef struct {
-  unsigned __int128 state;
-  unsigned __int128 inc; /* always odd */
+  aa_u128_t state;
+  aa_u128_t inc; /* always odd */
 } aa_pcg64_t;
 
 /* Reference seeding: state = 0; inc = (initseq << 1) | 1; step;
@@ -29,7 +33,7 @@ uint32_t aa_pcg32_next(aa_pcg32_t *rng);
    probability (2^32 mod bound) / 2^32). Returns 0 for bound == 0. */
 uint32_t aa_pcg32_bounded(aa_pcg32_t *rng, uint32_t bound);
 
-void aa_pcg64_seed(aa_pcg64_t *rng, unsigned __int128 initstate, unsigned __int128 initseq);
+void aa_pcg64_seed(aa_pcg64_t *rng, aa_u128_t initstate, aa_u128_t initseq);
 uint64_t aa_pcg64_next(aa_pcg64_t *rng);
 /* Uniform double in [0, 1) with 53 random bits: (next >> 11) * 2^-53. */
 double aa_pcg64_uniform(aa_pcg64_t *rng);

@@ -334,11 +334,13 @@ static void test_exact(aa_pcg64_t *rng, int iters) {
     int64_t *ia = malloc(ra * c.lda * sizeof *ia), *ib = malloc(rb * c.ldb * sizeof *ib);
     /* |value| <= 8 * 2^3 = 64, so |product| <= 2^12 and |sum| < 71 * 2^12 + 2^12 < 2^19 */
     for (size_t t = 0; t < ra * c.lda; t++) {
-      ia[t] = ((int64_t)(aa_pcg64_next(rng) % 17) - 8) << (aa_pcg64_next(rng) % 4);
+      int64_t ia_small = (int64_t)(aa_pcg64_next(rng) % 17) - 8; /* a multiply: a negative left shift is undefined */
+      ia[t] = ia_small * ((int64_t)1 << (aa_pcg64_next(rng) % 4));
       c.A[t] = (double)ia[t];
     }
     for (size_t t = 0; t < rb * c.ldb; t++) {
-      ib[t] = ((int64_t)(aa_pcg64_next(rng) % 17) - 8) << (aa_pcg64_next(rng) % 4);
+      int64_t ib_small = (int64_t)(aa_pcg64_next(rng) % 17) - 8; /* a multiply: a negative left shift is undefined */
+      ib[t] = ib_small * ((int64_t)1 << (aa_pcg64_next(rng) % 4));
       c.B[t] = (double)ib[t];
     }
     for (size_t t = 0; t < M * c.ldc; t++)

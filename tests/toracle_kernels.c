@@ -101,6 +101,7 @@ static void test_span(uint64_t seed, int iters) {
               "seed %llu",
               n, got, it, (unsigned long long)seed);
   }
+  mpfr_clears(acc, t, (mpfr_ptr)0);
   printf("span test: claimed exact for %d of %d vectors (4/5 BF16, 1/5 FP32)\n", claimed, iters);
   AA_CHECK(claimed >= iters / 2, "span test: claims exactness for at least the BF16 half (%d of %d), seed %llu",
            claimed, iters, (unsigned long long)seed);

@@ -373,6 +373,9 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
       free(o16);
       free(ratio);
       free(cls);
+      /* MPFR caches constants per thread (the reference's exp2); a pooled
+         thread would otherwise keep them past the library call. */
+      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     }
     if (!ok) break;
     for (uint64_t bi = 0; bi < nb; bi++)

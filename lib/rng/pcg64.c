@@ -12,7 +12,7 @@ static inline void pcg64_step(aa_pcg64_t *rng) {
   rng->state = rng->state * AA_PCG64_MULT + rng->inc;
 }
 
-void aa_pcg64_seed(aa_pcg64_t *rng, unsigned __int128 initstate, unsigned __int128 initseq) {
+void aa_pcg64_seed(aa_pcg64_t *rng, aa_u128_t initstate, aa_u128_t initseq) {
   rng->state = 0;
   rng->inc = (initseq << 1) | 1u;
   pcg64_step(rng);

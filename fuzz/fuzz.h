@@ -1,0 +1,39 @@
+/* attnacc: helpers shared by the libFuzzer harnesses (the input as a file, for readers that take a path). */
+#ifndef AA_FUZZ_H
+#define AA_FUZZ_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Write the input to one file per process (under TMPDIR) and return its
+   path: the .npy, .npz and .safetensors readers take paths, and a file is
+   what a user gives them. Aborts when the file cannot be written, so a
+   broken set-up is not mistaken for a clean run. */
+static inline const char *aa_fuzz_file(const uint8_t *data, size_t size, const char *suffix) {
+  static char path[4096];
+  if (path[0] == '\0') {
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/attnacc-fuzz-%ld%s", dir && *dir ? dir : "/tmp", (long)getpid(), suffix);
+  }
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || (size > 0 && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
+    perror(path);
+    abort();
+  }
+  return path;
+}
+
+/* A property of the code under test failed: say which, then crash so the
+   fuzzer keeps the input. */
+#define AA_FUZZ_CHECK(cond, what)                                                                                    \
+  do {                                                                                                               \
+    if (!(cond)) {                                                                                                   \
+      fprintf(stderr, "fuzz: %s\n", what);                                                                           \
+      abort();                                                                                                       \
+    }                                                                                                                \
+  } while (0)
+
+#endif
