@@ -61,8 +61,8 @@ sweep --out "$T/j2" --jobs 2 >/dev/null 2>"$T/j2.err" || FAIL "tsweepcmd jobs 2:
 cmp -s "$T/ref/results.canon.csv" "$T/j2/results.canon.csv" || FAIL "tsweepcmd jobs: --jobs 2 canonical CSV differs from --jobs 1"
 
 # ---- shards and merge (no oracle cache, so the shards recompute everything) ----
-sweep --out "$T/s0" --shard 0/2 --cache none >"$T/s0.out" 2>&1 || FAIL "tsweepcmd shard 0/2: exit $?"
-sweep --out "$T/s1" --shard 1/2 --cache none >/dev/null 2>&1 || FAIL "tsweepcmd shard 1/2: exit $?"
+sweep --out "$T/s0" --shard 0/2 --cache none >"$T/s0.out" 2>&1 || FAIL "tsweepcmd shard 0/2: exit $? ($(tail -n 5 "$T/s0.out"))"
+sweep --out "$T/s1" --shard 1/2 --cache none >/dev/null 2>"$T/s1.err" || FAIL "tsweepcmd shard 1/2: exit $? ($(tail -n 5 "$T/s1.err"))"
 [ -e "$T/s0/results.csv" ] && FAIL "tsweepcmd shard: a half shard wrote results.csv"
 grep -q -- "--merge" "$T/s0.out" || FAIL "tsweepcmd shard: no hint to merge: $(cat "$T/s0.out")"
 "$A" sweep --merge --out "$T/m" "$T/s0" "$T/s1" >/dev/null 2>"$T/m.err" || FAIL "tsweepcmd merge: exit $? ($(cat "$T/m.err"))"
