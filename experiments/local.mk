@@ -4,6 +4,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h exper
 	experiments/list.c experiments/run.c experiments/score.c \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
+	experiments/features_cli.c experiments/features_cli.h experiments/varlen.c \
 	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
 experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md

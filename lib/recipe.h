@@ -42,6 +42,15 @@ typedef enum {
   AA_BWDNORM_COUNT
 } aa_bwd_norm_t;
 
+/* softcap.tanh: the tanh of the softcap (problem.h). */
+typedef enum {
+  AA_TANH_EXACT = 0, /* "exact": binary64 tanh rounded to alu (correctly rounded FP32 but for double rounding) */
+  AA_TANH_APPROX,    /* "approx": a model of CUDA tanh.approx.f32 (cutlass::fast_tanh, flash-attn utils.h:399):
+                        the exact tanh rounded to nearest with an 11-bit significand, relative error <= 2^-11, the
+                        size of the PTX ISA's documented maximum relative error (about 2^-11); not bit-faithful */
+  AA_TANH_COUNT
+} aa_tanh_t;
+
 /* scale_fold: where the softmax scale enters the scores (both passes). */
 typedef enum {
   AA_SCALE_Q = 0, /* "q": Q*scale rounded to q_scale_fmt at load (NKI load_q_dy) */
@@ -209,6 +218,11 @@ struct aa_recipe {
      value of the packed evaluator (seed 003 section 3.3). Written in the
      recipe text only when not `exact`, so other recipes keep their text. */
   aa_exp_t fwd_exp, bwd_exp;
+
+  /* Softcap (problem.h) tanh (key softcap.tanh, KEYS.md; written in the
+     recipe text only when not exact): how the kernel evaluates tanh on the
+     ALU-format argument (lib/attn/common.c, aa_attn_score_mod). */
+  aa_tanh_t softcap_tanh;
 };
 
 /* Presets. */
