@@ -41,10 +41,10 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
 static double tanh_r(const aa_attn_ctx_t *cx, double x) {
   double t = tanh(x);
   if (cx->r->softcap_tanh == AA_TANH_APPROX) {
-    /* model of tanh.approx.f32: the exact value with an 11-bit significand (RNE) */
+    /* model of tanh.approx.f32 (recipe.h): the exact value with an 18-bit significand (RNE) */
     int e;
     double m = frexp(t, &e);
-    t = ldexp(nearbyint(ldexp(m, 11)), e - 11);
+    t = ldexp(nearbyint(ldexp(m, 18)), e - 18);
   }
   return aa_attn_rnd(t, cx->r->alu_fmt);
 }
