@@ -18,6 +18,7 @@ typedef struct {
 } ecfg_t;
 
 static uint64_t seed;
+static int approx_changed; /* configurations where softcap.tanh = approx changed fa2's LSE or dQ */
 
 static void fill(aa_tensor_t *t, aa_pcg64_t *r, double amp) {
   for (size_t i = 0; i < aa_tensor_numel(t); i++)
@@ -113,7 +114,7 @@ static void run_cfg(const ecfg_t *c, const char *name, uint64_t s) {
     }
     aa_attn_result_free(&res);
   }
-  if (c->cap > 0) { /* softcap.tanh = approx changes the FA2 result, by about 2^-11 of the tanh */
+  if (c->cap > 0) { /* softcap.tanh = approx changes the FA2 result, by about 2^-18 of the tanh */
     aa_recipe_t a, b;
     aa_recipe_preset(&a, "fa2", NULL);
     aa_recipe_preset(&b, "fa2", NULL);
@@ -122,8 +123,11 @@ static void run_cfg(const ecfg_t *c, const char *name, uint64_t s) {
     aa_attn_result_t ra, rb;
     if (aa_attn_run(&ra, &pb, &a, &q, &k, &v, &dO, &err) == AA_OK &&
         aa_attn_run(&rb, &pb, &b, &q, &k, &v, &dO, &err) == AA_OK) {
-      double x = rel_max(&ra.o, &rb.o), ea = rel_max(&ra.o, &orc.o.val), eb = rel_max(&rb.o, &orc.o.val);
-      AA_CHECK(x > 0 && x < 0.05, "%s: fa2 O with exact vs approx tanh differs, and not wildly: %g", name, x);
+      /* the FP32 LSE or dQ's BF16 dS see the tanh's 2^-18-sized error; BF16 O of small problems may not */
+      double x = fmax(rel_max(&ra.lse, &rb.lse), rel_max(&ra.dq, &rb.dq)), ea = rel_max(&ra.o, &orc.o.val),
+             eb = rel_max(&rb.o, &orc.o.val);
+      AA_CHECK(x < 0.05, "%s: fa2 LSE or dQ with exact vs approx tanh differ, not wildly: %g", name, x);
+      approx_changed += x > 0;
       AA_CHECK(ea < 0.05 && eb < 0.05, "%s: fa2 O within 5%% of the oracle (exact tanh %g, approx %g)", name, ea, eb);
       aa_attn_result_free(&ra);
       aa_attn_result_free(&rb);
@@ -152,5 +156,6 @@ int main(void) {
   const char *names[] = {"softcap", "alibi-flash-br", "alibi-torch-window", "all", "tl-causal-softcap"};
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
     run_cfg(&cfgs[i], names[i], seed + i);
+  AA_CHECK(approx_changed > 0, "softcap.tanh = approx changes fa2's LSE or dQ somewhere");
   return aa_test_finish("tattn_features");
 }
