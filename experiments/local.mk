@@ -19,3 +19,4 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/o.npy fixtures/causal-gqa/golden/lse.npy fixtures/causal-gqa/golden/dq.npy \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
+EXTRA_DIST += fixtures/h200-flex/flex_witness.py
