@@ -112,7 +112,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
       cx.dt_mul = cx.sc_mul;
       cx.scale = cap;
       cx.se = cap;
-      cx.c = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_rnd(pb->softcap * AA_ATTN_LOG2E, alu) : cap;
+      cx.c = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
     } else {
       cx.sc_mul = aa_attn_alu(1.0 / cap, alu);
       cx.cap_out = cap;
