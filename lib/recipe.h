@@ -224,6 +224,13 @@ struct aa_recipe {
      recipe text only when not exact): how the kernel evaluates tanh on the
      ALU-format argument (lib/attn/common.c, aa_attn_score_mod). */
   aa_tanh_t softcap_tanh;
+  /* ALiBi under a causal mask (key alibi.causal = abs|col, written only when
+     col): col adds slope * j instead of the documented -slope |i + n_k - n_q
+     - j| under a causal mask with no left window (FA2's Is_causal,
+     flash_api.cpp:157), as FA2's kernels do (alibi.h:48, mask.h:157): the same softmax and
+     gradients, an LSE shifted by slope (i + n_k - n_q) and other FP32
+     roundings of the biased score. */
+  int alibi_causal_col;
 };
 
 /* Presets. */

@@ -114,6 +114,31 @@ static void run_cfg(const ecfg_t *c, const char *name, uint64_t s) {
     }
     aa_attn_result_free(&res);
   }
+  if (c->alibi == 1 && c->causal &&
+      !c->local) { /* alibi.causal = col: same outputs, LSE shifted by slope (i + n_k - n_q) */
+    aa_recipe_t rec;
+    aa_recipe_preset(&rec, "exact-fp64", NULL);
+    set(&rec, "alibi.causal", "col");
+    aa_attn_result_t res;
+    if (aa_attn_run(&res, &pb, &rec, &q, &k, &v, &dO, &err) == AA_OK) {
+      const aa_tensor_t *e[4] = {&res.o, &res.dq, &res.dk, &res.dv};
+      const aa_oracle_out_t *o[4] = {&orc.o, &orc.dq, &orc.dk, &orc.dv};
+      for (int t = 0; t < 4; t++)
+        AA_CHECK(rel_max(e[t], &o[t]->val) <= 1e-12, "%s: alibi.causal = col keeps output %d: %g", name, t,
+                 rel_max(e[t], &o[t]->val));
+      for (size_t hh = 0; hh < c->heads; hh++)
+        for (size_t i = 0; i < c->nq; i++) {
+          double a0 = res.lse.data[hh * c->nq + i], b0 = orc.lse.val.data[hh * c->nq + i];
+          if (isinf(b0)) continue;
+          double want = b0 + slopes[hh] * ((double)i + (double)c->nk - (double)c->nq);
+          AA_CHECK(fabs(a0 - want) <= 1e-12 * (1 + fabs(want)), "%s: alibi.causal = col LSE[%zu, %zu] %a, want %a",
+                   name, hh, i, a0, want);
+        }
+      aa_attn_result_free(&res);
+    } else {
+      AA_FAIL("%s: alibi.causal = col: %s", name, err.msg);
+    }
+  }
   if (c->cap > 0) { /* softcap.tanh = approx changes the FA2 result, by about 2^-18 of the tanh */
     aa_recipe_t a, b;
     aa_recipe_preset(&a, "fa2", NULL);

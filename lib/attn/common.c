@@ -70,10 +70,16 @@ void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, 
       } else if (G != NULL) {
         G[e] = 1.0;
       }
-      if (pb->alibi != AA_ALIBI_NONE)
+      if (pb->alibi != AA_ALIBI_NONE) {
         /* flash-attn mask.h:184 / alibi.h:65: tensor -= alibi_slope * abs(row + n_k - n_q - col), one FFMA after
-           the softcap; alibi_slope = slope / params.scale_softmax (flash_fwd_kernel.h:294, flash_bwd_kernel.h:454) */
-        s = aa_attn_fma(cx->slope_e[h], (double)aa_problem_alibi_dist(pb, i0 + a, j0 + b), s, alu);
+           the softcap; alibi_slope = slope / params.scale_softmax (flash_fwd_kernel.h:294, flash_bwd_kernel.h:454);
+           alibi.causal = col: tensor += alibi_slope * col under the causal mask (alibi.h:48, mask.h:157) */
+        /* FA2's Is_causal: causal with no left window (flash_api.cpp:157; a left window makes it Is_local) */
+        int col = cx->r->alibi_causal_col && pb->causal && pb->alibi == AA_ALIBI_FLASH && pb->window == 0 &&
+                  !(pb->local && pb->window_left != AA_WINDOW_INF);
+        double dist = col ? (double)(j0 + b) : (double)aa_problem_alibi_dist(pb, i0 + a, j0 + b);
+        s = aa_attn_fma(cx->slope_e[h], dist, s, alu);
+      }
       S[e] = s;
     }
 }
