@@ -37,7 +37,7 @@ static void test_masks(uint64_t seed) {
     aa_error_t err = {{0}};
     AA_CHECK(aa_problem_check(&pb, &err) == AA_OK, "valid problem accepted: %s", err.msg);
     for (size_t i = 0; i < nq; i++) {
-      size_t lo, hi, cnt = 0;
+      size_t lo, hi;
       aa_problem_row_keys(&pb, i, &lo, &hi);
       for (size_t j = 0; j < nk; j++) {
         int want = ref_vis(nq, nk, causal, br, W, local, L, R, (long)i, (long)j);
@@ -48,7 +48,6 @@ static void test_masks(uint64_t seed) {
               nq, nk, causal, br, W, local, L, R, i, j, want, aa_problem_visible(&pb, i, j), lo, hi);
           fails++;
         }
-        cnt += want;
       }
     }
     for (size_t j = 0; j < nk; j++) {
