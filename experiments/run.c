@@ -23,7 +23,7 @@ static const cli_opt_t opts[] = {
     {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"},
     {"sigma", "X", "1", "scale of the input distribution (> 0)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
-    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
+    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i; i + n_k - n_q with --causal-align bottom-right)"},
     {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
     CLI_OPTS_ORACLE,
