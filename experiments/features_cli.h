@@ -8,14 +8,18 @@
 
 /* The options `run` adds to its table (name, metavar, default, help). */
 // clang-format off
-#define FEATURES_CLI_OPTS                                                                                    \
-  {"n-q", "NQ", "= n", "query length; --n is then the key length n_k"},                                    \
+/* The problem options alone (a command that reads its inputs, such as score, can add these and call
+   features_cli_problem; --window W|L,R is parsed there too). */
+#define FEATURES_CLI_PROBLEM_OPTS                                                                            \
   {"causal-align", "top-left|bottom-right", "top-left; bottom-right with --window L,R",                     \
    "diagonal of --causal and the windows: query i sees key i (SDPA) or i + n_k - n_q (flash-attn)"},        \
   {"softcap", "C", "0 = off", "logit softcap s' = C tanh(s / C) on the scaled score (flash-attn softcap)"}, \
   {"alibi", NULL, NULL, "ALiBi bias, standard geometric slopes 2^(-8 (h+1) / H) rounded to fp32"},         \
   {"alibi-form", "flash|torch", "flash", "bias -slope |i + n_k - n_q - j| (flash) or slope (j - i) (torch)"}, \
-  {"alibi-slopes", "FILE", NULL, "ALiBi slopes, H numbers in a text file (implies --alibi)"},              \
+  {"alibi-slopes", "FILE", NULL, "ALiBi slopes, H numbers in a text file (implies --alibi)"}
+#define FEATURES_CLI_OPTS                                                                                    \
+  {"n-q", "NQ", "= n", "query length; --n is then the key length n_k"},                                    \
+  FEATURES_CLI_PROBLEM_OPTS,                                                                                \
   {"cu-seqlens", "FILE", NULL, "varlen batch: line 1 cu_seqlens_q, optional line 2 cu_seqlens_k (see below)"}
 // clang-format on
 
