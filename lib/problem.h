@@ -21,8 +21,8 @@ typedef enum { AA_ALIGN_TOP_LEFT = 0, AA_ALIGN_BOTTOM_RIGHT = 1 } aa_align_t;
 /* ALiBi bias added to the (softcapped) scaled score of head h as
    slope_h * dist(i, j), dist an integer:
    - AA_ALIBI_FLASH: dist = -|i + n_k - n_q - j|, flash-attn's documented form
-     (flash_attn_interface.py: "a bias of (-alibi_slope * |i + seqlen_k -
-     seqlen_q - j|) is added"), whatever the mask alignment;
+     (flash_attn_interface.py:1124-1125, "A bias of (-alibi_slope * |i +
+     seqlen_k - seqlen_q - j|) is added"), whatever the mask alignment;
    - AA_ALIBI_TORCH: dist = j - i, the signed additive bias PyTorch users
      build (attn_mask = slope * (j - i), FlexAttention's score_mod example);
      on the causal top-left visible region it equals the flash form. */
