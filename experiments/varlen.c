@@ -58,19 +58,29 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
   char *tables = NULL;
   size_t tables_len = 0;
   FILE *tf = json ? NULL : open_memstream(&tables, &tables_len);
-  cli_variant_t *vs = calloc(nrec, sizeof *vs), *vb = calloc(nrec, sizeof *vb);
-  aa_attn_result_t *pk = calloc(nrec, sizeof *pk);
+  /* The flash-attention rule needs naive-bf16 on the same inputs (BF16 inputs only, as run does): one of the
+     recipes, or run as an extra one at index nrec that is not reported. */
+  int fa = in->q.fmt == AA_FMT_BF16, ni = -1;
+  aa_recipe_t *rs = calloc(nrec + 1, sizeof *rs);
+  for (size_t i = 0; rs != NULL && i < nrec; i++) {
+    rs[i] = recipes[i];
+    if (ni < 0 && strcmp(recipes[i].name, "naive-bf16") == 0) ni = (int)i;
+  }
+  size_t nrun = nrec;
+  if (fa && ni < 0 && rs != NULL && aa_recipe_preset(&rs[nrec], "naive-bf16", NULL) == AA_OK) ni = (int)nrun++;
+  if (ni < 0) fa = 0;
+  cli_variant_t *vs = calloc(nrun, sizeof *vs), *vb = calloc(nrun, sizeof *vb);
+  aa_attn_result_t *pk = calloc(nrun, sizeof *pk);
   aa_oracle_result_t po;
   memset(&po, 0, sizeof po);
-  if (vs == NULL || vb == NULL || pk == NULL || (!json && tf == NULL) || out_alloc(&po.o, sq) ||
+  if (rs == NULL || vs == NULL || vb == NULL || pk == NULL || (!json && tf == NULL) || out_alloc(&po.o, sq) ||
       out_alloc(&po.dq, sq) || out_alloc(&po.dk, sk) || out_alloc(&po.dv, sk)) {
     cli_error(cmd, "out of memory");
     goto out;
   }
-  for (size_t i = 0; i < nrec; i++)
-    if (aa_tensor_alloc(&pk[i].o, 3, sq, recipes[i].io_fmt) || aa_tensor_alloc(&pk[i].dq, 3, sq, recipes[i].io_fmt) ||
-        aa_tensor_alloc(&pk[i].dk, 3, sk, recipes[i].io_fmt) ||
-        aa_tensor_alloc(&pk[i].dv, 3, sk, recipes[i].io_fmt)) {
+  for (size_t i = 0; i < nrun; i++)
+    if (aa_tensor_alloc(&pk[i].o, 3, sq, rs[i].io_fmt) || aa_tensor_alloc(&pk[i].dq, 3, sq, rs[i].io_fmt) ||
+        aa_tensor_alloc(&pk[i].dk, 3, sk, rs[i].io_fmt) || aa_tensor_alloc(&pk[i].dv, 3, sk, rs[i].io_fmt)) {
       cli_error(cmd, "out of memory");
       goto out;
     }
@@ -110,11 +120,11 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
       goto out;
     }
     osec_total += osec;
-    for (size_t i = 0; i < nrec; i++) {
+    for (size_t i = 0; i < nrun; i++) {
       aa_attn_result_t res;
       cli_variant_free(&vs[i]);
       memset(&vs[i], 0, sizeof vs[i]);
-      if ((rc = cli_run_variant(&vs[i], &res, &recipes[i], &pbb, &sub, &ob, &err)) != AA_OK) {
+      if ((rc = cli_run_variant(&vs[i], &res, &rs[i], &pbb, &sub, &ob, &err)) != AA_OK) {
         cli_error(cmd, "sequence %zu: %s", b, err.msg);
         status = cli_exit_status(rc);
         aa_oracle_result_free(&ob);
@@ -128,6 +138,9 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
       vb[i].seconds += vs[i].seconds;
       aa_attn_result_free(&res);
     }
+    if (fa)
+      for (size_t i = 0; i < nrec; i++)
+        cli_apply_fa(&vs[i], &vs[ni]);
     out_put(&po.o, &ob.o, q0);
     out_put(&po.dq, &ob.dq, q0);
     out_put(&po.dk, &ob.dk, k0);
@@ -150,7 +163,7 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
     aa_oracle_result_free(&ob);
     cli_inputs_free(&sub);
   }
-  for (size_t i = 0; i < nrec; i++) {
+  for (size_t i = 0; i < nrun; i++) {
     snprintf(vb[i].variant, sizeof vb[i].variant, "%s", vs[i].variant);
     vb[i].recipe_text = vs[i].recipe_text;
     vs[i].recipe_text = NULL;
@@ -163,6 +176,9 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
       goto out;
     }
   }
+  if (fa)
+    for (size_t i = 0; i < nrec; i++)
+      cli_apply_fa(&vb[i], &vb[ni]);
   {
     cli_report_t rb = *rep;
     rb.oracle = &po;
@@ -200,15 +216,16 @@ out:
   free(tables);
   cli_sb_free(&sb);
   if (vs != NULL)
-    for (size_t i = 0; i < nrec; i++)
+    for (size_t i = 0; i < nrun; i++)
       cli_variant_free(&vs[i]);
   if (vb != NULL)
-    for (size_t i = 0; i < nrec; i++)
+    for (size_t i = 0; i < nrun; i++)
       cli_variant_free(&vb[i]);
   if (pk != NULL)
-    for (size_t i = 0; i < nrec; i++)
+    for (size_t i = 0; i < nrun; i++)
       aa_attn_result_free(&pk[i]);
   aa_oracle_result_free(&po);
+  free(rs);
   free(vs);
   free(vb);
   free(pk);
