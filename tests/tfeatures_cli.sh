@@ -68,6 +68,8 @@ grep -q '"n": 13, "n_k": 11' "$T/v" || FAIL "tfeatures_cli varlen: sequence 1 is
 if grep '"rel_l2"' "$T/v" | sed 's/.*"rel_l2": \([^,]*\),.*/\1/' | awk '$1 > 1e-12 { bad = 1 } END { exit !bad }'; then
   FAIL "tfeatures_cli varlen: an exact-fp64 rel_l2 above 1e-12"
 fi
+"$A" run --variant fa2 --cu-seqlens "$T/cu" --d 8 --json >"$T/vf" || FAIL "tfeatures_cli varlen fa2: exit status $?"
+[ "$(grep -c '"fa_factor": null' "$T/vf")" -eq 0 ] || FAIL "tfeatures_cli varlen fa2: the flash-attention rule not applied everywhere"
 "$A" run --variant exact-fp64 --cu-seqlens "$T/cu" --d 8 >"$T/vt" || FAIL "tfeatures_cli varlen table: exit status $?"
 grep -q "^== batch of 3 sequences: 32 queries, 40 keys" "$T/vt" || FAIL "tfeatures_cli varlen table: no batch header"
 
