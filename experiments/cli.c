@@ -423,12 +423,17 @@ static int draw_tensor(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads,
 
 int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n, size_t d, size_t heads,
                     size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err) {
+  return cli_inputs_draw_qk(in, seed, uniform, sigma, n, n, d, heads, kv_heads, num_sinks, io_fmt, err);
+}
+
+int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n_q, size_t n_k, size_t d,
+                       size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err) {
   int rc;
   *in = (cli_inputs_t){0};
-  if ((rc = draw_tensor(&in->q, seed, 0, heads, n, d, uniform, sigma, io_fmt, err)) ||
-      (rc = draw_tensor(&in->k, seed, 1, kv_heads, n, d, uniform, sigma, io_fmt, err)) ||
-      (rc = draw_tensor(&in->v, seed, 2, kv_heads, n, d, uniform, sigma, io_fmt, err)) ||
-      (rc = draw_tensor(&in->dO, seed, 3, heads, n, d, uniform, sigma, io_fmt, err)) ||
+  if ((rc = draw_tensor(&in->q, seed, 0, heads, n_q, d, uniform, sigma, io_fmt, err)) ||
+      (rc = draw_tensor(&in->k, seed, 1, kv_heads, n_k, d, uniform, sigma, io_fmt, err)) ||
+      (rc = draw_tensor(&in->v, seed, 2, kv_heads, n_k, d, uniform, sigma, io_fmt, err)) ||
+      (rc = draw_tensor(&in->dO, seed, 3, heads, n_q, d, uniform, sigma, io_fmt, err)) ||
       (num_sinks > 0 && (rc = draw_tensor(&in->sinks, seed, 4, heads, 1, num_sinks, 0, 1.0, io_fmt, err)))) {
     cli_inputs_free(in);
     return rc;
@@ -439,6 +444,31 @@ int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, 
     in->sinks.shape[2] = 1;
   }
   return AA_OK;
+}
+
+void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb, int json) {
+  size_t u = 0;
+  buf[0] = '\0';
+#define ADD(...)                                                                                                     \
+  do {                                                                                                               \
+    if (u < cap) u += (size_t)snprintf(buf + u, cap - u, __VA_ARGS__);                                               \
+  } while (0)
+  if (pb->align == AA_ALIGN_BOTTOM_RIGHT)
+    ADD(json ? ", \"causal_align\": \"bottom-right\"" : " causal_align=bottom-right");
+  if (pb->local) {
+    long l = pb->window_left == AA_WINDOW_INF ? -1 : (long)pb->window_left;
+    long r = pb->window_right == AA_WINDOW_INF ? -1 : (long)pb->window_right;
+    ADD(json ? ", \"window_size\": [%ld, %ld]" : " window_size=%ld,%ld", l, r);
+  }
+  if (pb->softcap > 0) ADD(json ? ", \"softcap\": %.17g" : " softcap=%.17g", pb->softcap);
+  if (pb->alibi != AA_ALIBI_NONE) {
+    const char *form = pb->alibi == AA_ALIBI_FLASH ? "flash" : "torch";
+    ADD(json ? ", \"alibi\": \"%s\", \"alibi_slopes\": [" : " alibi=%s slopes=", form);
+    for (size_t h = 0; h < pb->heads; h++)
+      ADD("%s%.9g", h ? (json ? ", " : ",") : "", pb->alibi_slopes[h]);
+    if (json) ADD("]");
+  }
+#undef ADD
 }
 
 void cli_shape_str(char *buf, size_t cap, const aa_tensor_t *t) {
@@ -658,6 +688,11 @@ static void problem_line(FILE *f, const cli_report_t *rep) {
   if (pb->n_k != pb->n_q) fprintf(f, " n_k=%zu", pb->n_k);
   fprintf(f, " d=%zu heads=%zu kv_heads=%zu causal=%s window=%zu sinks=%zu scale=%.17g", pb->d, pb->heads,
           pb->kv_heads, pb->causal ? "yes" : "no", pb->window, pb->num_sinks, aa_problem_scale(pb));
+  { /* issue 14 features, only when on (the line of other problems is unchanged) */
+    char buf[256];
+    cli_problem_features(buf, sizeof buf, pb, 0);
+    fputs(buf, f);
+  }
   if (rep->inputs_dir != NULL)
     fprintf(f, " inputs=%s", rep->inputs_dir);
   else
@@ -735,6 +770,11 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
     cli_sb_printf(sb, "null");
   cli_sb_printf(sb, ", \"scale\": ");
   cli_sb_json_num(sb, aa_problem_scale(pb));
+  { /* issue 14 features, only when on */
+    char buf[8192];
+    cli_problem_features(buf, sizeof buf, pb, 1);
+    cli_sb_printf(sb, "%s", buf);
+  }
   cli_sb_printf(sb, "},\n%s  \"oracle\": {\"path\": ", ind);
   cli_sb_json_str(sb, aa_oracle_path_name(rep->oo->path));
   cli_sb_printf(sb, ", \"prec\": %d, \"target\": ", rep->oo->prec);

@@ -103,6 +103,13 @@ void cli_inputs_free(cli_inputs_t *in);
    logits, num_sinks per head, rounded likewise. */
 int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n, size_t d, size_t heads,
                     size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
+/* The same with n_q query rows (q, dO) and n_k key rows (k, v). */
+int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n_q, size_t n_k, size_t d,
+                       size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
+/* The problem features of issue 14 that are on (alignment, two-sided
+   window, softcap, ALiBi) as text appended to the problem line (json 0:
+   " key=value" words; 1: ", \"key\": value" members); "" when none is on. */
+void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb, int json);
 /* Read DIR/q.npy, k.npy, v.npy, do.npy ([N, d] or [H, N, d]) and the
    optional sinks.npy ([H, K], or [K] for one head), checking the shapes
    against each other with messages naming the files. */

@@ -4,11 +4,12 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h exper
 	experiments/list.c experiments/run.c experiments/score.c \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
+	experiments/features_cli.c experiments/features_cli.h experiments/varlen.c \
 	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
-TESTS += tests/tcli.sh
-EXTRA_DIST += tests/tcli.sh
+TESTS += tests/tcli.sh tests/tfeatures_cli.sh
+EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/small/q.npy fixtures/small/k.npy fixtures/small/v.npy fixtures/small/do.npy \
@@ -18,3 +19,4 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/o.npy fixtures/causal-gqa/golden/lse.npy fixtures/causal-gqa/golden/dq.npy \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
+EXTRA_DIST += fixtures/h200-flex/flex_witness.py

@@ -8,13 +8,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "dropout_cli.h"
+#include "features_cli.h"
 
 #define MAX_VARIANTS 32
 
 static const cli_opt_t opts[] = {
     {"variant", "NAME[,NAME...]", NULL, "preset recipes to emulate (attnacc list shows them)"},
     {"recipe", "FILE", NULL, "a recipe file (key = value lines) to emulate, after the --variant presets"},
-    {"n", "N", "1024", "sequence length (queries and keys)"},
+    {"n", "N", "1024", "sequence length (queries and keys; keys only with --n-q)"},
     {"d", "D", "128", "head dimension"},
     {"heads", "H", "1", "query heads"},
     {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
@@ -22,8 +23,8 @@ static const cli_opt_t opts[] = {
     {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"},
     {"sigma", "X", "1", "scale of the input distribution (> 0)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
-    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
-    {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
+    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i; i + n_k - n_q with --causal-align bottom-right)"},
+    {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
     CLI_OPTS_ORACLE,
     {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
@@ -34,6 +35,7 @@ static const cli_opt_t opts[] = {
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
     DROPOUT_CLI_OPTS,
+    FEATURES_CLI_OPTS,
 };
 
 static const char usage_line[] = "--variant NAME[,NAME...] | --recipe FILE [OPTIONS]";
@@ -55,7 +57,7 @@ static const char description[] =
     "[H, N, d], k.npy and v.npy [N_k, d] or [HKV, N_k, d], sinks.npy [H, K]; values not\n"
     "in that format are rounded to it (a note says how many). Exit status: 0 done\n"
     "(whatever the metrics), 2 bad "
-    "usage or input, 1 failure while computing or writing." DROPOUT_CLI_HELP;
+    "usage or input, 1 failure while computing or writing." DROPOUT_CLI_HELP FEATURES_CLI_HELP;
 
 static void list_presets(char *buf, size_t cap) {
   size_t used = 0;
@@ -79,7 +81,8 @@ int aa_cmd_run(int argc, char **argv) {
   aa_error_t err = {{0}};
   aa_recipe_t *recipes = NULL;
   size_t nrec = 0;
-  size_t n = 1024, d = 128, heads = 1, kv_heads = 0, window = 0, num_sinks = 0, threads = 0;
+  size_t n = 1024, n_q = 0, n_k = 0, d = 128, heads = 1, kv_heads = 0, num_sinks = 0, threads = 0;
+  features_cli_t fc = {0};
   uint64_t seed = 1;
   double sigma = 1, scale = 0;
   int uniform = 0, rc, status = 2;
@@ -195,6 +198,9 @@ int aa_cmd_run(int argc, char **argv) {
 
   /* ---- numbers ---- */
   if ((s = cli_get(&a, "n")) && cli_size(&n, cmd, "n", s, 1, SIZE_MAX)) goto out;
+  n_q = n_k = n;
+  if (features_cli_lengths(&fc, cmd, &a, &n_q, &n_k)) goto out;
+  n = n_q > n_k ? n_q : n_k; /* for the size checks below */
   if ((s = cli_get(&a, "d")) && cli_size(&d, cmd, "d", s, 1, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "heads")) && cli_size(&heads, cmd, "heads", s, 1, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "kv-heads")) && cli_size(&kv_heads, cmd, "kv-heads", s, 1, SIZE_MAX)) goto out;
@@ -209,7 +215,6 @@ int aa_cmd_run(int argc, char **argv) {
   }
   if ((s = cli_get(&a, "sigma")) && cli_double(&sigma, cmd, "sigma", s, 0, 1e300, 1)) goto out;
   if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
-  if ((s = cli_get(&a, "window")) && cli_size(&window, cmd, "window", s, 0, SIZE_MAX)) goto out;
   if ((s = cli_get(&a, "sinks")) && cli_size(&num_sinks, cmd, "sinks", s, 0, 1u << 20)) goto out;
   if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
   if (cli_oracle_opts(&oo, &a, cmd)) goto out;
@@ -218,6 +223,12 @@ int aa_cmd_run(int argc, char **argv) {
   out_file = cli_get(&a, "out");
   save_dir = cli_get(&a, "save");
   save_oracle = cli_get(&a, "save-oracle");
+  if (fc.batch > 0 && (save_dir || save_oracle || cli_get(&a, "dropout") || cli_get(&a, "sinks") ||
+                       (out_file && !cli_get(&a, "json")))) {
+    cli_error(cmd, "--cu-seqlens: --save, --save-oracle, --dropout and --sinks are not available for a varlen batch, "
+                   "and --out needs --json");
+    goto out;
+  }
 
   /* ---- outputs must be creatable before any work is done ---- */
   if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
@@ -304,7 +315,8 @@ int aa_cmd_run(int argc, char **argv) {
               "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
               "sweeps, expect hours\n",
               (double)work);
-    if ((rc = cli_inputs_draw(&in, seed, uniform, sigma, n, d, heads, kv_heads, num_sinks, io_fmt, &err)) != AA_OK) {
+    if ((rc = cli_inputs_draw_qk(&in, seed, uniform, sigma, n_q, n_k, d, heads, kv_heads, num_sinks, io_fmt, &err)) !=
+        AA_OK) {
       cli_error(cmd, "%s", err.msg);
       status = cli_exit_status(rc);
       goto out;
@@ -312,9 +324,15 @@ int aa_cmd_run(int argc, char **argv) {
   }
 
   /* ---- the problem ---- */
-  aa_problem_init(&pb, n, in.k.shape[1], d, heads, kv_heads);
+  if (inputs_dir != NULL && (cli_get(&a, "n-q") != NULL || fc.batch > 0) &&
+      (in.q.shape[1] != n_q || in.k.shape[1] != n_k)) {
+    cli_error(cmd, "--n-q / --cu-seqlens: q.npy has %zu rows and k.npy %zu, the options say %zu and %zu",
+              in.q.shape[1], in.k.shape[1], n_q, n_k);
+    goto out;
+  }
+  aa_problem_init(&pb, in.q.shape[1], in.k.shape[1], d, heads, kv_heads);
   pb.causal = cli_get(&a, "causal") != NULL;
-  pb.window = window;
+  if (features_cli_problem(&fc, cmd, &a, &pb)) goto out;
   if (cli_get(&a, "scale") != NULL) {
     pb.scale_default = 0;
     pb.scale = scale;
@@ -346,6 +364,12 @@ int aa_cmd_run(int argc, char **argv) {
     }
   }
   cli_set_threads(threads);
+  if (fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/varlen.c) */
+    rep = (cli_report_t){
+        cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb, &oo, NULL, 0};
+    status = features_cli_run_varlen(&fc, cmd, &rep, &in, recipes, nrec, cli_get(&a, "json") != NULL, out_file);
+    goto out;
+  }
 
   /* ---- oracle, variants, naive reference ---- */
   if ((rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo)) != 0) {
@@ -443,6 +467,7 @@ int aa_cmd_run(int argc, char **argv) {
 out:
   cli_sb_free(&sb);
   dropout_cli_free(&dc);
+  features_cli_free(&fc);
   if (vs != NULL)
     for (size_t i = 0; i < nrec; i++)
       cli_variant_free(&vs[i]);

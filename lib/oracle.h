@@ -69,7 +69,12 @@ typedef struct {
    val = 0 and fp32 = bf16 = 0, which are the correct roundings whenever the
    interval lies inside (-2^-150, 2^-150); an exact FP32/BF16 rounding
    midpoint gives the rounding of the computed center. Zeros are returned
-   as +0. */
+   as +0.
+   The score modifiers of problem.h (softcap, ALiBi) keep these guarantees:
+   the fast path's tanh and 1 - tanh^2 come from its certified double-double
+   exponential with propagated bounds (fast-common.h, score_mod), the MPFR
+   path's from mpfr_tanh and mpfr_sech with running bounds; the ALiBi bias is
+   formed exactly. */
 typedef struct {
   aa_oracle_out_t o;                        /* [heads, n_q, d] */
   aa_oracle_out_t lse;                      /* [heads, n_q], natural log, includes the softmax scale */

@@ -1,5 +1,5 @@
-/* attnacc: the attention problem (shapes, scale, masks, GQA, sinks, dropout keep mask) shared by oracle and
- * emulation. */
+/* attnacc: the attention problem (shapes, scale, masks and their alignment, windows, softcap, ALiBi, GQA, sinks,
+ * dropout keep mask) shared by oracle and emulation. */
 #ifndef AA_PROBLEM_H
 #define AA_PROBLEM_H
 
@@ -12,13 +12,58 @@
 extern "C" {
 #endif
 
+/* Alignment of the causal mask and of the windows: where query row i puts
+   its diagonal key c(i). top-left (PyTorch SDPA is_causal, seed 000):
+   c(i) = i. bottom-right (flash-attn >= 2.1, its window_size always):
+   c(i) = i + n_k - n_q, so the last query sees the last key. */
+typedef enum { AA_ALIGN_TOP_LEFT = 0, AA_ALIGN_BOTTOM_RIGHT = 1 } aa_align_t;
+
+/* ALiBi bias added to the (softcapped) scaled score of head h as
+   slope_h * dist(i, j), dist an integer:
+   - AA_ALIBI_FLASH: dist = -|i + n_k - n_q - j|, flash-attn's documented form
+     (flash_attn_interface.py:1124-1125, "A bias of (-alibi_slope * |i +
+     seqlen_k - seqlen_q - j|) is added"), whatever the mask alignment;
+   - AA_ALIBI_TORCH: dist = j - i, the signed additive bias PyTorch users
+     build (attn_mask = slope * (j - i), FlexAttention's score_mod example);
+     on the causal top-left visible region it equals the flash form. */
+typedef enum { AA_ALIBI_NONE = 0, AA_ALIBI_FLASH = 1, AA_ALIBI_TORCH = 2 } aa_alibi_t;
+
+/* An unbounded side of a two-sided window (flash-attn's -1). */
+#define AA_WINDOW_INF SIZE_MAX
+
 /* What is being computed, independent of how: both the oracle and the
-   emulated pipelines read it, neither owns it. Masks follow seed 000
-   (attention_bwd.py:943-962, 924-933): key j is visible from query i when
-     (!causal || j <= i) && (window == 0 || j >= i - window + 1)
-     && (bound_min == NULL || (bound_min[i] <= j && j < bound_max[i])).
-   Causal alignment is top-left (query i sees keys 0..i), as in seed 000,
-   which requires n_q == n_k for causal. */
+   emulated pipelines read it, neither owns it.
+
+   Score of (head h, query i, key j): s = scale q_i.k_j, then
+     s' = softcap tanh(s / softcap)                  (when softcap > 0)
+     s'' = s' + slope_h dist(i, j)                   (when alibi != NONE)
+   and P = softmax_j(s'' over the visible keys, and the sinks). The softcap
+   applies to the scaled score, as flash-attn (flash_api.cpp:130-133 sets
+   params.softcap = softmax_scale / softcap and the exp scale to softcap;
+   utils.h:396-399 computes tanh(qk * params.softcap)); the ALiBi bias is
+   added after the softcap (flash_fwd_kernel.h:331-335: apply_softcap, then
+   the mask adds the bias, divided by the exp scale at :294). Gradients:
+   dS = P (dP - D) (1 - tanh^2(s / softcap)) (flash_bwd_kernel.h:486-488,
+   591-592); the bias has no gradient.
+
+   Masks. With c(i) the diagonal key of the alignment above, key j is
+   visible from query i when
+     (!causal || j <= c(i))
+     && (window == 0 || j >= c(i) - window + 1)        (seed 000 L258: W keys)
+     && (!local || ((window_left == AA_WINDOW_INF || j >= c(i) - window_left)
+                    && (window_right == AA_WINDOW_INF || j <= c(i) + window_right)))
+     && (bound_min == NULL || (bound_min[i] <= j && j < bound_max[i])),
+   seed 000 (attention_bwd.py:943-962, 924-933) for causal, window and
+   packing, flash-attn mask.h:53-54 for (local, window_left, window_right):
+   flash-attn's window_size = (left, right) with -1 = AA_WINDOW_INF, bottom-
+   right aligned; causal is right = 0 (flash_api.cpp:155-157). n_q != n_k
+   is allowed with either alignment.
+
+   Rows with no visible key (bottom-right with n_q > n_k: rows i < n_q - n_k;
+   a window wholly outside [0, n_k); packing) keep the defined result of
+   oracle.h: O = 0, LSE = -Inf (flash-attn writes +Inf, softmax.h:180),
+   zero dQ row, no contribution to dK/dV; softcap and ALiBi change the
+   scores of visible keys only, never which keys are visible. */
 typedef struct {
   size_t n_q, n_k;   /* query and key lengths */
   size_t d;          /* head dimension */
@@ -27,10 +72,16 @@ typedef struct {
   int scale_default; /* 1: softmax scale is exactly 1/sqrt(d) (irrational for odd log2 d) */
   double scale;      /* used when scale_default == 0 */
   int causal;
-  size_t window;                        /* sliding window (0 = none); only with causal, as in seed 000 L258 */
+  aa_align_t align;                     /* of causal, window and the two-sided window */
+  size_t window;                        /* sliding window of W keys (0 = none); only with causal, seed 000 L258 */
+  int local;                            /* 1: the two-sided window below applies */
+  size_t window_left, window_right;     /* keys left / right of the diagonal (AA_WINDOW_INF: unbounded) */
   const int32_t *bound_min, *bound_max; /* per query [n_q], both or neither (sequence packing) */
   size_t num_sinks;                     /* sink logits per head */
   const double *sinks;                  /* [heads][num_sinks] or NULL */
+  double softcap;                       /* 0: off; else finite > 0 */
+  aa_alibi_t alibi;
+  const double *alibi_slopes; /* [heads], taken exactly (flash-attn takes FP32 slopes) */
   /* Dropout: keep mask [heads][n_q][n_k] (1 keep, 0 drop) and the rescale
      applied to kept weights; NULL for no dropout. The oracle applies exactly
      this mask: it is an input, not re-derived. */
@@ -44,27 +95,79 @@ void aa_problem_init(aa_problem_t *pb, size_t n_q, size_t n_k, size_t d, size_t 
 int aa_problem_check(const aa_problem_t *pb, aa_error_t *err);
 /* Softmax scale as a double (1.0 / sqrt(d) in double arithmetic when default). */
 double aa_problem_scale(const aa_problem_t *pb);
+/* The standard ALiBi slopes (Press et al. 2022; flash-attn tests'
+   get_alibi_slopes, the ALiBi reference code): for H a power of two
+   slope_h = 2^(-8 (h + 1) / H); otherwise the H' = 2^floor(log2 H) slopes
+   of H', then every other slope of 2 H' until H are given. Each is rounded
+   to FP32 (the dtype flash-attn requires), so the problem holds the values
+   a kernel receives. out: [heads]. */
+void aa_problem_alibi_geometric(double *out, size_t heads);
+
+/* The diagonal key c(i) of query i under the problem's alignment. */
+static inline int64_t aa_problem_diag(const aa_problem_t *pb, size_t i) {
+  return (int64_t)i + (pb->align == AA_ALIGN_BOTTOM_RIGHT ? (int64_t)pb->n_k - (int64_t)pb->n_q : 0);
+}
 
 /* The keys query row i sees form one interval [*lo, *hi) (empty: lo = hi):
-   causal, window and packing bounds each cut an interval. */
+   causal, windows and packing bounds each cut an interval. */
 static inline void aa_problem_row_keys(const aa_problem_t *pb, size_t i, size_t *lo, size_t *hi) {
-  size_t a = 0, b = pb->n_k;
-  if (pb->causal && b > i + 1) b = i + 1;
-  if (pb->window != 0 && i + 1 > pb->window) a = i + 1 - pb->window;
-  if (pb->bound_min != NULL) {
-    if ((size_t)pb->bound_min[i] > a) a = (size_t)pb->bound_min[i];
-    if ((size_t)pb->bound_max[i] < b) b = (size_t)pb->bound_max[i];
+  int64_t a = 0, b = (int64_t)pb->n_k, c = aa_problem_diag(pb, i);
+  if (pb->causal && b > c + 1) b = c + 1;
+  if (pb->window != 0 && a < c + 1 - (int64_t)pb->window) a = c + 1 - (int64_t)pb->window;
+  if (pb->local) {
+    if (pb->window_left != AA_WINDOW_INF && a < c - (int64_t)pb->window_left) a = c - (int64_t)pb->window_left;
+    if (pb->window_right != AA_WINDOW_INF && b > c + (int64_t)pb->window_right + 1)
+      b = c + (int64_t)pb->window_right + 1;
   }
+  if (pb->bound_min != NULL) {
+    if (pb->bound_min[i] > a) a = pb->bound_min[i];
+    if (pb->bound_max[i] < b) b = pb->bound_max[i];
+  }
+  if (a > (int64_t)pb->n_k) a = (int64_t)pb->n_k;
   if (b < a) b = a;
-  *lo = a;
-  *hi = b;
+  *lo = (size_t)a;
+  *hi = (size_t)b;
+}
+
+/* The queries that may see key j form the interval [*lo, *hi); exactly the
+   visible ones when there are no packing bounds (test aa_problem_visible
+   inside it otherwise). */
+static inline void aa_problem_col_queries(const aa_problem_t *pb, size_t j, size_t *lo, size_t *hi) {
+  int64_t off = aa_problem_diag(pb, 0), a = 0, b = (int64_t)pb->n_q,
+          jj = (int64_t)j - off; /* c(i) >= j iff i >= jj */
+  if (pb->causal && a < jj) a = jj;
+  if (pb->window != 0 && b > jj + (int64_t)pb->window) b = jj + (int64_t)pb->window;
+  if (pb->local) {
+    if (pb->window_right != AA_WINDOW_INF && a < jj - (int64_t)pb->window_right) a = jj - (int64_t)pb->window_right;
+    if (pb->window_left != AA_WINDOW_INF && b > jj + (int64_t)pb->window_left + 1)
+      b = jj + (int64_t)pb->window_left + 1;
+  }
+  if (a > (int64_t)pb->n_q) a = (int64_t)pb->n_q;
+  if (b < a) b = a;
+  *lo = (size_t)a;
+  *hi = (size_t)b;
 }
 
 static inline int aa_problem_visible(const aa_problem_t *pb, size_t i, size_t j) {
-  if (pb->causal && j > i) return 0;
-  if (pb->window != 0 && j + pb->window < i + 1) return 0;
-  if (pb->bound_min != NULL && ((int64_t)j < pb->bound_min[i] || (int64_t)j >= pb->bound_max[i])) return 0;
-  return 1;
+  size_t lo, hi;
+  aa_problem_row_keys(pb, i, &lo, &hi);
+  return j >= lo && j < hi;
+}
+
+/* ALiBi distance dist(i, j) of the form pb->alibi (0 when off): the bias is
+   alibi_slopes[h] * dist exactly. */
+static inline int64_t aa_problem_alibi_dist(const aa_problem_t *pb, size_t i, size_t j) {
+  if (pb->alibi == AA_ALIBI_FLASH) {
+    int64_t x = (int64_t)i + (int64_t)pb->n_k - (int64_t)pb->n_q - (int64_t)j;
+    return x < 0 ? x : -x;
+  }
+  if (pb->alibi == AA_ALIBI_TORCH) return (int64_t)j - (int64_t)i;
+  return 0;
+}
+
+/* 1 when the problem modifies scores (softcap or ALiBi). */
+static inline int aa_problem_has_score_mod(const aa_problem_t *pb) {
+  return pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE;
 }
 
 #ifdef __cplusplus

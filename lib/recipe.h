@@ -42,6 +42,16 @@ typedef enum {
   AA_BWDNORM_COUNT
 } aa_bwd_norm_t;
 
+/* softcap.tanh: the tanh of the softcap (problem.h). */
+typedef enum {
+  AA_TANH_EXACT = 0, /* "exact": binary64 tanh rounded to alu (correctly rounded FP32 but for double rounding) */
+  AA_TANH_APPROX,    /* "approx": a model of CUDA tanh.approx.f32 (cutlass::fast_tanh, flash-attn utils.h:399):
+                        the exact tanh rounded to nearest with an 18-bit significand (mean relative error about
+                        1.3e-6, max 2^-18); measured on an H200 over 2.1e7 arguments (experiments/README-gpu.md):
+                        mean 1.14e-6, max 1.11e-5 (2^-16.5); the size of the error, not its bits */
+  AA_TANH_COUNT
+} aa_tanh_t;
+
 /* scale_fold: where the softmax scale enters the scores (both passes). */
 typedef enum {
   AA_SCALE_Q = 0, /* "q": Q*scale rounded to q_scale_fmt at load (NKI load_q_dy) */
@@ -209,6 +219,18 @@ struct aa_recipe {
      value of the packed evaluator (seed 003 section 3.3). Written in the
      recipe text only when not `exact`, so other recipes keep their text. */
   aa_exp_t fwd_exp, bwd_exp;
+
+  /* Softcap (problem.h) tanh (key softcap.tanh, KEYS.md; written in the
+     recipe text only when not exact): how the kernel evaluates tanh on the
+     ALU-format argument (lib/attn/common.c, aa_attn_score_mod). */
+  aa_tanh_t softcap_tanh;
+  /* ALiBi under a causal mask (key alibi.causal = abs|col, written only when
+     col): col adds slope * j instead of the documented -slope |i + n_k - n_q
+     - j| under a causal mask with no left window (FA2's Is_causal,
+     flash_api.cpp:157), as FA2's kernels do (alibi.h:48, mask.h:157): the same softmax and
+     gradients, an LSE shifted by slope (i + n_k - n_q) and other FP32
+     roundings of the biased score. */
+  int alibi_causal_col;
 };
 
 /* Presets. */

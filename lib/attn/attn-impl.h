@@ -69,6 +69,17 @@ typedef struct {
   /* Exp constructions of the weights (recipe fwd.exp / bwd.exp); NULL for
      the default `exact`, which keeps aa_attn_exp bit for bit. */
   const aa_exp_t *wexp_fwd, *wexp_bwd;
+  /* Score modifiers (problem.h; aa_attn_score_mod). mod: the problem has
+     softcap or ALiBi. Softcap: S <- cap_out tanh(S sc_mul) in the ALU
+     format, cap_out = 1 with scale_fold = exp (FA2 folds the softcap into
+     the exp coefficient and the gradient scale: cx.scale, c and se then
+     hold the softcap), else the softcap; the backward multiplies dS by
+     dtanh = (1 - t^2) dt_mul (dt_mul = sc_mul with scale_fold = exp, FA2's
+     calculate_dtanh, else 1). ALiBi: S <- fma(slope_e[h], dist, S) with
+     slope_e the slope in the units of S. */
+  int mod;
+  double sc_mul, cap_out, dt_mul;
+  const double *slope_e; /* [heads] or NULL */
 } aa_attn_ctx_t;
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
@@ -104,6 +115,11 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
    with scale_fold = s, scaled and rounded again (naive: bf16(bf16(QK^T)*scale)). */
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
                    aa_accum_t model);
+/* Score modifiers of problem.h on a score tile S [tq x tk] of head h (query
+   rows i0.., keys j0..), right after aa_attn_scores; G [tq x tk] (NULL in
+   the forward) receives the factor dtanh the backward multiplies dS by. */
+void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, size_t i0, size_t tq, size_t j0,
+                       size_t tk);
 /* Visibility of a tile (1 visible): returns the number of visible elements. */
 size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk);
 /* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for

@@ -51,7 +51,7 @@ typedef struct {
 
 /* Per-thread scratch of one (q tile, k tile) pair. */
 typedef struct {
-  double *S, *Pdv, *Pds, *dP, *dS;
+  double *S, *Pdv, *Pds, *dP, *dS, *G; /* G: softcap dtanh (aa_attn_score_mod) */
   uint8_t *vis;
 } tile_buf_t;
 
@@ -77,8 +77,9 @@ static int tile_alloc(tile_buf_t *t, size_t tt) {
   t->Pds = malloc(tt * sizeof(double));
   t->dP = malloc(tt * sizeof(double));
   t->dS = malloc(tt * sizeof(double));
+  t->G = malloc(tt * sizeof(double));
   t->vis = malloc(tt);
-  return t->S && t->Pdv && t->Pds && t->dP && t->dS && t->vis;
+  return t->S && t->Pdv && t->Pds && t->dP && t->dS && t->G && t->vis;
 }
 
 static void tile_free(tile_buf_t *t) {
@@ -87,6 +88,7 @@ static void tile_free(tile_buf_t *t) {
   free(t->Pds);
   free(t->dP);
   free(t->dS);
+  free(t->G);
   free(t->vis);
 }
 
@@ -139,6 +141,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
   *computed = 1;
   st = aa_attn_scores(cx, tb->S, b->qe, rows, K + j0 * d, tkc, r->bwd_acc_qk);
   if (st != AA_OK) return st;
+  aa_attn_score_mod(cx, tb->S, tb->G, h, i0, rows, j0, tkc);
   /* ---- Step 2: recompute P ---- */
   for (size_t a = 0; a < rows; a++) {
     double *srow = tb->S + a * tkc, *prow = tb->dS + a * tkc; /* dS doubles as scratch for p */
@@ -200,7 +203,10 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
     for (size_t x = 0; x < tkc; x++) {
       size_t e = a * tkc + x;
       double t0 = aa_attn_alu(tb->dP[e] - D, alu);
-      double v = aa_attn_rnd(aa_attn_alu(t0 * tb->Pds[e], alu), r->bwd_ds_fmt);
+      double v = aa_attn_alu(t0 * tb->Pds[e], alu);
+      /* softcap: scaled_ds *= dtanh before the BF16 cast (flash_bwd_kernel.h:591-593) */
+      if (cx->pb->softcap > 0) v = aa_attn_alu(v * tb->G[e], alu);
+      v = aa_attn_rnd(v, r->bwd_ds_fmt);
       if (r->bwd_ds_scale) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
       tb->dS[e] = v;
     }

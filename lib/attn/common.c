@@ -37,6 +37,53 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
   return AA_OK;
 }
 
+/* tanh as the recipe's softcap.tanh evaluates it (recipe.h aa_tanh_t). */
+static double tanh_r(const aa_attn_ctx_t *cx, double x) {
+  double t = tanh(x);
+  if (cx->r->softcap_tanh == AA_TANH_APPROX) {
+    /* model of tanh.approx.f32 (recipe.h): the exact value with an 18-bit significand (RNE) */
+    int e;
+    double m = frexp(t, &e);
+    t = ldexp(nearbyint(ldexp(m, 18)), e - 18);
+  }
+  return aa_attn_rnd(t, cx->r->alu_fmt);
+}
+
+void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, size_t i0, size_t tq, size_t j0,
+                       size_t tk) {
+  const aa_problem_t *pb = cx->pb;
+  aa_fmt_t alu = cx->r->alu_fmt;
+  if (!cx->mod) return;
+  for (size_t a = 0; a < tq; a++)
+    for (size_t b = 0; b < tk; b++) {
+      size_t e = a * tk + b;
+      double s = S[e];
+      if (pb->softcap > 0) {
+        /* flash-attn utils.h:396-399 apply_softcap: tanh(acc_s * params.softcap), params.softcap = scale /
+           softcap (flash_api.cpp:131), in FP32, right after the QK^T GEMM (flash_fwd_kernel.h:331-332,
+           flash_bwd_kernel.h:477-478). */
+        double t = tanh_r(cx, aa_attn_alu(s * cx->sc_mul, alu));
+        /* calculate_dtanh (utils.h:404-407): (1 - t*t) * params.softcap; 1 - t*t as one FFMA (nvcc contracts
+           by default) */
+        if (G != NULL) G[e] = aa_attn_alu(aa_attn_fma(-t, t, 1.0, alu) * cx->dt_mul, alu);
+        s = cx->cap_out == 1.0 ? t : aa_attn_alu(t * cx->cap_out, alu);
+      } else if (G != NULL) {
+        G[e] = 1.0;
+      }
+      if (pb->alibi != AA_ALIBI_NONE) {
+        /* flash-attn mask.h:184 / alibi.h:65: tensor -= alibi_slope * abs(row + n_k - n_q - col), one FFMA after
+           the softcap; alibi_slope = slope / params.scale_softmax (flash_fwd_kernel.h:294, flash_bwd_kernel.h:454);
+           alibi.causal = col: tensor += alibi_slope * col under the causal mask (alibi.h:48, mask.h:157) */
+        /* FA2's Is_causal: causal with no left window (flash_api.cpp:157; a left window makes it Is_local) */
+        int col = cx->r->alibi_causal_col && pb->causal && pb->alibi == AA_ALIBI_FLASH && pb->window == 0 &&
+                  !(pb->local && pb->window_left != AA_WINDOW_INF);
+        double dist = col ? (double)(j0 + b) : (double)aa_problem_alibi_dist(pb, i0 + a, j0 + b);
+        s = aa_attn_fma(cx->slope_e[h], dist, s, alu);
+      }
+      S[e] = s;
+    }
+}
+
 size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk) {
   const aa_problem_t *pb = cx->pb;
   size_t cnt = 0;

@@ -73,6 +73,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
   if (aa_attn_visible(cx, vis, i0, tq, j0, tk) == 0) return AA_OK;
   st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
   if (st != AA_OK) return st;
+  aa_attn_score_mod(cx, S, NULL, h, i0, tq, j0, tk);
   for (size_t a = 0; a < tq; a++) {
     double *srow = S + a * tk, *prow = P + a * tk;
     const uint8_t *vrow = vis + a * tk;
@@ -188,6 +189,7 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
   aa_attn_visible(cx, vis, i0, tq, 0, n_k);
   int st = aa_attn_scores(cx, S, qe, tq, K, n_k, r->fwd_acc_qk);
   if (st != AA_OK) return st;
+  aa_attn_score_mod(cx, S, NULL, h, i0, tq, 0, n_k);
   for (size_t a = 0; a < tq; a++) {
     double m, l;
     double *prow = P + a * n_k;

@@ -90,6 +90,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
          its own gives the values of the whole-tile product. */
       st = aa_attn_scores(cx, S + s0 * tk, qe + s0 * d, sr, K + j0 * d, tk, r->fwd_acc_qk);
       if (st != AA_OK) goto fail;
+      aa_attn_score_mod(cx, S + s0 * tk, NULL, h, i0 + s0, sr, j0, tk);
       for (size_t a = s0; a < s0 + sr; a++) {
         double *srow = S + a * tk, *prow = P + a * tk;
         const uint8_t *vrow = vis + a * tk;

@@ -15,3 +15,8 @@ check_PROGRAMS += tests/texp_attn
 TESTS += tests/texp_attn
 tests_texp_attn_SOURCES = tests/texp_attn.c
 tests_texp_attn_LDADD = $(LDADD) -lm
+# issue 14 features in the emulation: binary64 recipes against the oracle.
+check_PROGRAMS += tests/tattn_features
+TESTS += tests/tattn_features
+tests_tattn_features_SOURCES = tests/tattn_features.c
+tests_tattn_features_LDADD = $(LDADD) -lmpfr -lgmp -lm

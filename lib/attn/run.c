@@ -95,6 +95,39 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     cx.c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx.l2e;
   else
     cx.c = cx.se;
+  /* Score modifiers (problem.h). Softcap with scale_fold = exp, as FA2
+     (flash_api.cpp:130-133): params.softcap = softmax_scale / softcap (one
+     FP32 division), and the softcap replaces the scale everywhere else:
+     scale_softmax (LSE, sinks, the final dQ/dK scale
+     scale_softmax_rp_dropout, flash_bwd_kernel.h:682, 733) and
+     scale_softmax_log2 = softcap * M_LOG2E formed in double, stored as
+     float. Other folds hold logits in S: S <- softcap tanh(S / softcap). */
+  cx.mod = aa_problem_has_score_mod(pb);
+  cx.cap_out = 1.0;
+  cx.dt_mul = 1.0;
+  if (pb->softcap > 0) {
+    double cap = aa_attn_rnd(pb->softcap, r->scale_fmt);
+    if (r->scale_fold == AA_SCALE_EXP) {
+      cx.sc_mul = aa_attn_alu(scale / cap, alu);
+      cx.dt_mul = cx.sc_mul;
+      cx.scale = cap;
+      cx.se = cap;
+      cx.c = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
+    } else {
+      cx.sc_mul = aa_attn_alu(1.0 / cap, alu);
+      cx.cap_out = cap;
+    }
+  }
+  double *slope_e = NULL;
+  if (pb->alibi != AA_ALIBI_NONE) {
+    /* the slope in the units of S: divided by scale_softmax with scale_fold = exp (flash_fwd_kernel.h:294) */
+    if ((slope_e = malloc(H * sizeof(double))) == NULL)
+      return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the ALiBi slopes");
+    for (size_t h = 0; h < H; h++)
+      slope_e[h] = r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(aa_attn_rnd(pb->alibi_slopes[h], alu) / cx.scale, alu)
+                                                 : aa_attn_rnd(pb->alibi_slopes[h], alu);
+  }
+  cx.slope_e = slope_e;
   /* Dropout: the forward applies the problem's mask (the oracle's); a
      recipe with a dropout scheme makes the backward redraw its own mask with
      its tiling (seed 000 CORRECTION, twin L974-981), and draws the forward's
@@ -114,7 +147,10 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   if (pb->num_sinks > 0) {
     size_t ns = H * pb->num_sinks;
     sinks = malloc(ns * sizeof *sinks);
-    if (sinks == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
+    if (sinks == NULL) {
+      free(slope_e);
+      return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
+    }
     /* sink logits are loaded into the engine's format (seed 000 L1361-1372) */
     for (size_t i = 0; i < ns; i++)
       sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
@@ -146,6 +182,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   }
   if (st != AA_OK) {
     free(sinks);
+    free(slope_e);
     aa_attn_result_free(out);
     return aa_error_set(err, st, "attn_run: cannot allocate the outputs");
   }
@@ -161,6 +198,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
       free(drawn_fwd);
       free(drawn_bwd);
       free(sinks);
+      free(slope_e);
       aa_attn_result_free(out);
       return st == AA_ENOMEM ? aa_error_set(err, st, "attn_run: cannot allocate the dropout masks") : st;
     }
@@ -188,6 +226,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   free(drawn_fwd);
   free(drawn_bwd);
   free(sinks);
+  free(slope_e);
   if (st != AA_OK) {
     aa_attn_result_free(out);
     return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", r->name, aa_status_str(st));

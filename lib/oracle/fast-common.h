@@ -79,6 +79,71 @@ static inline double exp_eps(double xh, double ex) {
   return (rel * exp(ex) + expm1(ex)) * (1 + 0x1p-50);
 }
 
+/* 1 / a for a double-double a >= 1/2 (JMP 2017 alg. 17, DWDivDW2, with x =
+   1): relative error <= 15 u2 + 56 u^3 < 2^-101. */
+static inline aa_or_dd_t dd_recip(aa_or_dd_t a) {
+  double th = 1.0 / a.hi;
+  aa_or_dd_t r = aa_or_dd_mul_d(a, th); /* a th, relative 3 u2 (the alg. uses DWTimesFP1, bound 2 u2) */
+  double pih = 1.0 - r.hi, dl = 0.0 - r.lo, de = pih + dl, tl = de / a.hi;
+  return aa_or_fast_two_sum(th, tl);
+}
+
+/* Score modifiers of problem.h for one pair (head h, query i, key j) on the
+   scaled score S (dd, |S - s| <= *eS for the exact s), in place:
+   S <- softcap tanh(S / softcap) + slope_h dist(i, j), and the softcap
+   derivative g = 1 - tanh^2(s / softcap) (dd, |g - exact| <= *eg; g = 1,
+   eg = 0 without softcap).
+   tanh from the certified double-double exp: with y = |S| / softcap and
+   E = exp(-2 y) (|E - exact| <= eE, from exp_eps with the argument error
+   2 e_y), t = (1 - E) / (1 + E) and g = 4 E / (1 + E)^2. Since |dt/dE| <= 2
+   and |dg/dE| <= 4 on E in [0, 1], the propagated errors are 2 eE and 4 eE;
+   the double-double steps (1 +- E: <= 10 u2 absolute, the reciprocal 2^-101
+   relative, two or three products 5 u2 each) add less than 2^-98 (times g
+   for g, which keeps g's bound relative where g underflows towards 0). Below
+   exp(-707) the exp returns 0 and the true E < 2^-1019: an absolute
+   AA_OR_TINY covers it. The bias slope dist is exact as TwoProduct (slope
+   0 or >= 2^-900, |dist| < 2^32, problem.h), added with the accurate dd sum. */
+static inline void score_mod(const aa_or_ctx_t *cx, size_t h, size_t i, size_t j, aa_or_dd_t *S, double *eS,
+                             aa_or_dd_t *g, double *eg) {
+  const aa_problem_t *pb = cx->pb;
+  g->hi = 1;
+  g->lo = 0;
+  *eg = 0;
+  if (cx->cap > 0) {
+    aa_or_dd_t y = aa_or_dd_mul(*S, cx->icap);
+    double ey = 1.01 * (*eS * cx->icap.hi + (0x1p-105 + 5 * AA_OR_U2) * fabs(y.hi));
+    int neg = y.hi < 0;
+    if (neg) y = aa_or_dd_neg(y);
+    double xh = -2 * y.hi, xl = -2 * y.lo, Eh, El;
+    aa_oracle_dd_exp(&Eh, &El, &xh, &xl, 1, &cx->tab);
+    double eE = 1.01 * exp_eps(xh, 2 * ey) * Eh + AA_OR_TINY;
+    aa_or_dd_t E = {Eh, El}, one = {1, 0};
+    aa_or_dd_t r = dd_recip(aa_or_dd_add(one, E)), t = aa_or_dd_mul(aa_or_dd_add(one, aa_or_dd_neg(E)), r);
+    double et = 2 * eE + 0x1p-98;
+    aa_or_dd_t gg = aa_or_dd_mul(aa_or_dd_mul(E, aa_or_dd_mul(r, r)), (aa_or_dd_t){4, 0});
+    *g = gg;
+    *eg = 4 * eE + 0x1p-98 * gg.hi + 0x1p-1060;
+    if (neg) t = aa_or_dd_neg(t);
+    *S = aa_or_dd_mul_d(t, cx->cap);
+    *eS = 1.01 * (cx->cap * et + 3 * AA_OR_U2 * fabs(S->hi));
+  }
+  if (pb->alibi != AA_ALIBI_NONE) {
+    double sl = pb->alibi_slopes[h], dist = (double)aa_problem_alibi_dist(pb, i, j);
+    double bh = sl * dist, bl = fma(sl, dist, -bh);
+    aa_or_dd_t b = {bh, bl}, n = aa_or_dd_add(*S, b);
+    *eS += 1.01 * (3 * AA_OR_U2 * fabs(n.hi) + 2 * AA_OR_U2 * (fabs(S->hi) + fabs(bh)));
+    *S = n;
+  }
+}
+
+/* Multiply a dS coefficient (ch, cl, |err| <= *ec) by the softcap derivative g (|err| <= eg). */
+static inline void ds_times_g(double *ch, double *cl, double *ec, aa_or_dd_t g, double eg) {
+  aa_or_dd_t x = {*ch, *cl}, y = aa_or_dd_mul(x, g);
+  *ec = 1.01 * (g.hi * *ec + eg * (fabs(x.hi) + *ec)) + 5 * AA_OR_U2 * fabs(y.hi) + 0x1p-1060;
+  *ch = y.hi;
+  *cl = y.lo;
+}
+
 /* Exponent of the lowest set bit of a non-zero double. */
 static int lowbit_exp(double x) {
   uint64_t b;

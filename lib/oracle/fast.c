@@ -260,6 +260,7 @@ typedef struct {
   double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec, *ph2, *pl2, *eP2;
   double *Lh, *Ll, *eL, *Dh, *Dl, *eD; /* row statistics of the pair's query row */
   double *wt, *wt2;                    /* merged bound weights (acc_tile) */
+  double *gh, *gl, *eg;                /* softcap derivative of each pair (score_mod) */
   uint8_t *vis, *kept;
   double *acc1, *acc2; /* [QB][4][ld] */
   size_t ld;
@@ -271,9 +272,10 @@ typedef struct {
 static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
   memset(W, 0, sizeof *W);
   W->ok = 1;
-  double **pv[] = {&W->T,   &W->U,   &W->th, &W->tl, &W->et, &W->uh,   &W->ul, &W->eu, &W->sh, &W->sl, &W->eS,
-                   &W->xh,  &W->xl,  &W->ex, &W->ph, &W->pl, &W->epsP, &W->eP, &W->ch, &W->cl, &W->ec, &W->ph2,
-                   &W->pl2, &W->eP2, &W->Lh, &W->Ll, &W->eL, &W->Dh,   &W->Dl, &W->eD, &W->wt, &W->wt2};
+  double **pv[] = {&W->T,  &W->U,  &W->th, &W->tl,  &W->et,  &W->uh,  &W->ul, &W->eu,   &W->sh,
+                   &W->sl, &W->eS, &W->xh, &W->xl,  &W->ex,  &W->ph,  &W->pl, &W->epsP, &W->eP,
+                   &W->ch, &W->cl, &W->ec, &W->ph2, &W->pl2, &W->eP2, &W->Lh, &W->Ll,   &W->eL,
+                   &W->Dh, &W->Dl, &W->eD, &W->wt,  &W->wt2, &W->gh,  &W->gl, &W->eg};
   for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
     if ((*pv[i] = calloc(NP, sizeof(double))) == NULL) W->ok = 0;
   W->vis = calloc(NP, 1);
@@ -291,10 +293,10 @@ static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
 }
 
 static void ws_free(ws_t *W) {
-  double *pv[] = {W->T,    W->U,   W->th,  W->tl,  W->et,  W->uh,   W->ul,  W->eu,  W->sh, W->sl,  W->eS,
-                  W->xh,   W->xl,  W->ex,  W->ph,  W->pl,  W->epsP, W->eP,  W->ch,  W->cl, W->ec,  W->ph2,
-                  W->pl2,  W->eP2, W->Lh,  W->Ll,  W->eL,  W->Dh,   W->Dl,  W->eD,  W->wt, W->wt2, W->acc1,
-                  W->acc2, W->rsh, W->rsl, W->res, W->rxh, W->rxl,  W->reh, W->rel, W->ree};
+  double *pv[] = {W->T,   W->U,   W->th,  W->tl,  W->et,   W->uh,  W->ul, W->eu,  W->sh,   W->sl,   W->eS,  W->xh,
+                  W->xl,  W->ex,  W->ph,  W->pl,  W->epsP, W->eP,  W->ch, W->cl,  W->ec,   W->ph2,  W->pl2, W->eP2,
+                  W->Lh,  W->Ll,  W->eL,  W->Dh,  W->Dl,   W->eD,  W->wt, W->wt2, W->acc1, W->acc2, W->rsh, W->rsl,
+                  W->res, W->rxh, W->rxl, W->reh, W->rel,  W->ree, W->gh, W->gl,  W->eg};
   for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++)
     free(pv[i]);
   free(W->vis);
@@ -410,6 +412,24 @@ TC static void tile_s(double *restrict sh, double *restrict sl, double *restrict
   }
 }
 
+/* Score modifiers of problem.h on the visible pairs of a tile (score_mod,
+   fast-common.h), after tile_s; the softcap derivative goes to gh, gl, eg. */
+static void tile_mod(const aa_or_ctx_t *cx, ws_t *W, const tile_t *T) {
+  if (!cx->mod) return;
+  for (size_t i = 0; i < T->na; i++)
+    for (size_t jj = 0; jj < TB; jj++) {
+      size_t t = i * TB + jj, r, kk;
+      if (!W->vis[t]) continue;
+      pair_rk(T, i, jj, &r, &kk);
+      aa_or_dd_t S = {W->sh[t], W->sl[t]}, g;
+      score_mod(cx, r / cx->n_q, r % cx->n_q, kk % cx->n_k, &S, &W->eS[t], &g, &W->eg[t]);
+      W->sh[t] = S.hi;
+      W->sl[t] = S.lo;
+      W->gh[t] = g.hi;
+      W->gl[t] = g.lo;
+    }
+}
+
 /* x = S - LSE and its bound */
 TC static void tile_x(ws_t *restrict W, size_t n) {
   double *restrict xh = W->xh, *restrict xl = W->xl, *restrict ex = W->ex;
@@ -486,6 +506,7 @@ static void tile_bwd(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const ti
   size_t n = T->na * TB;
   tile_raw(cx, sp, W, T, 1, exS, exP);
   tile_s(W->sh, W->sl, W->eS, W->th, W->tl, W->et, n, cx->sig, cx->sig_rel);
+  tile_mod(cx, W, T);
   /* row statistics of each pair's query row (values of invisible pairs are masked below) */
   for (size_t i = 0; i < T->na; i++)
     for (size_t jj = 0; jj < TB; jj++) {
@@ -503,6 +524,9 @@ static void tile_bwd(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const ti
   for (size_t t = 0; t < n; t++)
     if (W->vis[t] && !(W->ex[t] <= 0x1p-30)) W->epsP[t] = exp_eps(W->xh[t], W->ex[t]);
   tile_ds(W, n, cx->ks);
+  if (cx->cap > 0)
+    for (size_t t = 0; t < n; t++)
+      if (W->vis[t]) ds_times_g(&W->ch[t], &W->cl[t], &W->ec[t], (aa_or_dd_t){W->gh[t], W->gl[t]}, W->eg[t]);
   tile_mask(W, n);
 }
 
@@ -592,6 +616,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     gemm_tile(W->T, cx->q + r0 * d, na, PN->KT + (g * PN->npk + p) * d * TB, d);
     tile_raw(cx, sp, W, &T, 0, tile_exact(qsx, qlb, PN->ks[g * PN->npk + p], PN->kl[g * PN->npk + p], d), 0);
     tile_s(W->sh, W->sl, W->eS, W->th, W->tl, W->et, na * TB, cx->sig, cx->sig_rel);
+    tile_mod(cx, W, &T);
     for (size_t i = 0; i < na; i++)
       for (size_t jj = 0; jj < TB; jj++) {
         size_t t = i * TB + jj, j = j0 + jj;
@@ -789,8 +814,8 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   const aa_problem_t *pb = cx->pb;
   size_t d = cx->d, kk0 = g * cx->n_k + j0, nvis[QB], nkept[QB], ilo = SIZE_MAX, ihi = 0, jlo[QB], jhi[QB];
   for (size_t i = 0; i < na; i++) {
-    size_t j = j0 + i, a = pb->causal ? j : 0, b = cx->n_q;
-    if (pb->window != 0 && j + pb->window < b) b = j + pb->window;
+    size_t a, b;
+    aa_problem_col_queries(pb, j0 + i, &a, &b);
     jlo[i] = a;
     jhi[i] = b;
     if (a < ilo) ilo = a;
@@ -806,7 +831,7 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   double kap[QB];
   for (size_t i = 0; i < na; i++) {
     size_t cnt = 0;
-    if (pb->bound_min == NULL) /* causal and window masks: exactly the rows [jlo, jhi) */
+    if (pb->bound_min == NULL) /* causal and window masks: exactly the rows [jlo, jhi) (aa_problem_col_queries) */
       cnt = jhi[i] > jlo[i] ? jhi[i] - jlo[i] : 0;
     else
       for (size_t iq = jlo[i]; iq < jhi[i]; iq++)

@@ -65,7 +65,7 @@ TC static void acc_block(double *restrict s, double *restrict cc, double *restri
 }
 
 typedef struct {
-  double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec;
+  double *sh, *sl, *eS, *xh, *xl, *ex, *ph, *pl, *epsP, *eP, *ch, *cl, *ec, *gh, *gl, *eg;
   double *s, *cc, *a, *b, *s2, *cc2, *a2, *b2;
   double *rsh, *rsl, *res, *rxh, *rxl, *reh, *rel, *ree; /* one row of n_k */
   size_t *rows, *keys, *yidx;
@@ -75,8 +75,8 @@ typedef struct {
 
 static void buf_init(buf_t *B, size_t d, size_t nk) {
   memset(B, 0, sizeof *B);
-  double **dv[] = {&B->sh, &B->sl,   &B->eS, &B->xh, &B->xl, &B->ex, &B->ph,
-                   &B->pl, &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec};
+  double **dv[] = {&B->sh,   &B->sl, &B->eS, &B->xh, &B->xl, &B->ex, &B->ph, &B->pl,
+                   &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec, &B->gh, &B->gl, &B->eg};
   B->ok = 1;
   for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
     if ((*dv[i] = malloc(BLK * sizeof(double))) == NULL) B->ok = 0;
@@ -94,9 +94,9 @@ static void buf_init(buf_t *B, size_t d, size_t nk) {
 }
 
 static void buf_free(buf_t *B) {
-  double *dv[] = {B->sh, B->sl,  B->eS,  B->xh,  B->xl,  B->ex,  B->ph,  B->pl,  B->epsP, B->eP,
-                  B->ch, B->cl,  B->ec,  B->s,   B->cc,  B->a,   B->b,   B->s2,  B->cc2,  B->a2,
-                  B->b2, B->rsh, B->rsl, B->res, B->rxh, B->rxl, B->reh, B->rel, B->ree};
+  double *dv[] = {B->sh,  B->sl,  B->eS,  B->xh,  B->xl,  B->ex,  B->ph,  B->pl,  B->epsP, B->eP, B->ch,
+                  B->cl,  B->ec,  B->s,   B->cc,  B->a,   B->b,   B->s2,  B->cc2, B->a2,   B->b2, B->rsh,
+                  B->rsl, B->res, B->rxh, B->rxl, B->reh, B->rel, B->ree, B->gh,  B->gl,   B->eg};
   for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
     free(dv[i]);
   free(B->rows);
@@ -124,6 +124,14 @@ static void block_s(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t n
     B->sh[t] = S.hi;
     B->sl[t] = S.lo;
     B->eS[t] = 1.01 * (cx->sig.hi * et + (cx->sig_rel + 5 * U2) * fabs(S.hi));
+    if (cx->mod) { /* softcap, ALiBi (fast-common.h) */
+      aa_or_dd_t g;
+      score_mod(cx, r / cx->n_q, r % cx->n_q, kk % cx->n_k, &S, &B->eS[t], &g, &B->eg[t]);
+      B->sh[t] = S.hi;
+      B->sl[t] = S.lo;
+      B->gh[t] = g.hi;
+      B->gl[t] = g.lo;
+    }
   }
 }
 
@@ -171,6 +179,7 @@ static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size
     B->ch[t] = dS.hi;
     B->cl[t] = dS.lo;
     B->ec[t] = 1.01 * (P.hi * ediff + B->epsP[t] * P.hi * (fabs(df.hi) + ediff)) + 5 * U2 * fabs(dS.hi);
+    if (cx->cap > 0) ds_times_g(&B->ch[t], &B->cl[t], &B->ec[t], (aa_or_dd_t){B->gh[t], B->gl[t]}, B->eg[t]);
   }
 }
 
@@ -312,8 +321,8 @@ static void dq_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r) {
 static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
   const aa_problem_t *pb = cx->pb;
   size_t g = kk / cx->n_k, j = kk % cx->n_k, d = cx->d, nvis = 0, nkept = 0;
-  size_t ilo = pb->causal ? j : 0, ihi = cx->n_q;
-  if (pb->window != 0 && j + pb->window < ihi) ihi = j + pb->window;
+  size_t ilo, ihi;
+  aa_problem_col_queries(pb, j, &ilo, &ihi);
   acc_zero(B->s, B->cc, B->a, B->b, d);     /* dK */
   acc_zero(B->s2, B->cc2, B->a2, B->b2, d); /* dV */
   for (size_t hh = 0; hh < cx->group; hh++) {

@@ -6,8 +6,10 @@ lib_libattnacc_core_la_SOURCES += lib/oracle/oracle-impl.h lib/oracle/fast-commo
 # Tests: fast vs mpfr over masks/GQA/sinks/dropout, MPFR self-consistency,
 # closed forms, finite differences, identities, kernels (dd exp, spans, rounding);
 # the tiled fast kernel against the row-by-row one, bit for bit, and across thread counts.
-check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled tests/toracle_target
-TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled tests/toracle_target
+check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled tests/toracle_target \
+	tests/toracle_features
+TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled tests/toracle_target \
+	tests/toracle_features
 tests_toracle_SOURCES = tests/toracle.c
 tests_toracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_closed_SOURCES = tests/toracle_closed.c
@@ -19,3 +21,6 @@ tests_toracle_tiled_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += tests/toracle_common.c
 tests_toracle_target_SOURCES = tests/toracle_target.c
 tests_toracle_target_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# issue 14 features: closed forms, an independent MPFR forward and its finite differences, fast vs mpfr vs rows.
+tests_toracle_features_SOURCES = tests/toracle_features.c
+tests_toracle_features_LDADD = $(LDADD) -lmpfr -lgmp -lm

@@ -25,12 +25,12 @@
 typedef struct {
   mpfr_prec_t p;
   size_t cap, tcap, d, m;
-  mpfr_t *a, *b, *s, *terms, *o, *dq;
+  mpfr_t *a, *b, *s, *terms, *o, *dq, *g; /* g: softcap derivative of each pair's score */
   mpfr_ptr *ptrs;
-  double *eS, *epsP, *Pd, *eDS, *eo, *edq;
+  double *eS, *epsP, *Pd, *eDS, *eo, *edq, *eg; /* eg: relative error of g */
   size_t *idx;
   uint8_t *kept;
-  mpfr_t sig, t1, t2, lse, D, Z;
+  mpfr_t sig, t1, t2, lse, D, Z, y, th;
   double sig_rel, sig_d, e_lse, e_D;
   int empty, ok;
 } ws_t;
@@ -65,6 +65,8 @@ static void ws_init(ws_t *w, const aa_or_ctx_t *cx) {
   init_arr(&w->a, w->cap, &w->ok);
   init_arr(&w->b, w->cap, &w->ok);
   init_arr(&w->s, w->cap, &w->ok);
+  init_arr(&w->g, w->cap, &w->ok);
+  w->eg = xcalloc(w->cap, sizeof(double), &w->ok);
   init_arr(&w->terms, w->tcap, &w->ok);
   init_arr(&w->o, w->d, &w->ok);
   init_arr(&w->dq, w->d, &w->ok);
@@ -77,7 +79,7 @@ static void ws_init(ws_t *w, const aa_or_ctx_t *cx) {
   w->edq = xcalloc(w->d, sizeof(double), &w->ok);
   w->idx = xcalloc(w->cap, sizeof(size_t), &w->ok);
   w->kept = xcalloc(w->cap, 1, &w->ok);
-  mpfr_inits2(64, w->sig, w->t1, w->t2, w->lse, w->D, w->Z, (mpfr_ptr)0);
+  mpfr_inits2(64, w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, (mpfr_ptr)0);
   w->p = 0;
 }
 
@@ -85,6 +87,8 @@ static void ws_free(ws_t *w) {
   clear_arr(w->a, w->cap);
   clear_arr(w->b, w->cap);
   clear_arr(w->s, w->cap);
+  clear_arr(w->g, w->cap);
+  free(w->eg);
   clear_arr(w->terms, w->tcap);
   clear_arr(w->o, w->d);
   clear_arr(w->dq, w->d);
@@ -97,7 +101,7 @@ static void ws_free(ws_t *w) {
   free(w->edq);
   free(w->idx);
   free(w->kept);
-  mpfr_clears(w->sig, w->t1, w->t2, w->lse, w->D, w->Z, (mpfr_ptr)0);
+  mpfr_clears(w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, (mpfr_ptr)0);
   mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 }
 
@@ -108,6 +112,7 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
     mpfr_set_prec(w->a[i], p);
     mpfr_set_prec(w->b[i], p);
     mpfr_set_prec(w->s[i], p);
+    mpfr_set_prec(w->g[i], p);
   }
   for (size_t i = 0; i < w->tcap; i++)
     mpfr_set_prec(w->terms[i], 2 * p + 64);
@@ -121,6 +126,8 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
   mpfr_set_prec(w->lse, p + 64);
   mpfr_set_prec(w->D, p + 64);
   mpfr_set_prec(w->Z, p);
+  mpfr_set_prec(w->y, p);
+  mpfr_set_prec(w->th, p);
   if (cx->pb->scale_default) {
     mpfr_set_ui(w->sig, (unsigned long)cx->d, MPFR_RNDN);
     w->sig_rel = mpfr_rec_sqrt(w->sig, w->sig, MPFR_RNDN) != 0 ? ldexp(1.0, -(int)p - 64) : 0.0;
@@ -160,12 +167,51 @@ static inline double exp_eps(int inex, double u, double e) {
   return ((inex != 0 ? u * exp(e) : 0.0) + expm1(e)) * (1 + 0x1p-50);
 }
 
-/* S = sigma q.k into out, returns its bound. */
-static double s_val(ws_t *w, mpfr_ptr out, const double *q, const double *k, size_t d, double u) {
-  int i1 = dot_exact(w, w->t1, q, k, d);
+/* S = sigma q.k of (head h, query i, key j) into out with the score
+   modifiers of problem.h, returns its bound; the softcap derivative goes
+   to w->g[m] (relative error w->eg[m]). Softcap c: y = RN(S / c) with
+   |y - s/c| <= e_y = e_S / c + rounding; tanh' <= 1, so RN(tanh y) is
+   within e_y + rounding of tanh(s/c); g = RN(RN(sech y)^2), and since
+   |d log sech / dy| = |tanh| <= 1, sech y is within relative expm1(e_y)
+   of sech(s/c). The ALiBi bias slope * dist is exact at p + 64 >= 128 bits
+   (53 + 32 bits), then added with one rounding. */
+static double s_val(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr out, const double *q, const double *k, size_t h,
+                    size_t i, size_t j, size_t m, double u) {
+  const aa_problem_t *pb = cx->pb;
+  int i1 = dot_exact(w, w->t1, q, k, cx->d);
   double et = ERR(i1, u, w->t1);
   int i2 = mpfr_mul(out, w->t1, w->sig, MPFR_RNDN);
-  return 1.01 * (w->sig_d * et + w->sig_rel * absd(out) + ERR(i2, u, out));
+  double e = 1.01 * (w->sig_d * et + w->sig_rel * absd(out) + ERR(i2, u, out));
+  if (cx->cap > 0) {
+    int i3 = mpfr_div_d(w->y, out, cx->cap, MPFR_RNDN);
+    double ey = 1.01 * (e / cx->cap + ERR(i3, u, w->y));
+    int i4 = mpfr_tanh(w->th, w->y, MPFR_RNDN);
+    double eth = ey + ERR(i4, u, w->th);
+    int i5 = mpfr_mul_d(out, w->th, cx->cap, MPFR_RNDN);
+    e = 1.01 * cx->cap * eth + ERR(i5, u, out);
+    int i6 = mpfr_sech(w->g[m], w->y, MPFR_RNDN);
+    double rs = (i6 != 0 ? u : 0) + expm1(ey) * (1 + 0x1p-50);
+    int i7 = mpfr_sqr(w->g[m], w->g[m], MPFR_RNDN);
+    w->eg[m] = 1.01 * (2 * rs + (i7 != 0 ? u : 0));
+  } else {
+    mpfr_set_ui(w->g[m], 1, MPFR_RNDN);
+    w->eg[m] = 0;
+  }
+  if (pb->alibi != AA_ALIBI_NONE) {
+    mpfr_set_d(w->t2, pb->alibi_slopes[h], MPFR_RNDN);
+    mpfr_mul_si(w->t2, w->t2, (long)aa_problem_alibi_dist(pb, i, j), MPFR_RNDN); /* exact */
+    int i8 = mpfr_add(out, out, w->t2, MPFR_RNDN);
+    e += ERR(i8, u, out);
+  }
+  return e;
+}
+
+/* dS of pair m times its softcap derivative g (when the problem has a softcap). */
+static void ds_times_g(ws_t *w, const aa_or_ctx_t *cx, size_t m, double u) {
+  if (!(cx->cap > 0)) return;
+  double gd = absd(w->g[m]), bd = absd(w->b[m]);
+  int i1 = mpfr_mul(w->b[m], w->b[m], w->g[m], MPFR_RNDN);
+  w->eDS[m] = 1.01 * (gd * w->eDS[m] + w->eg[m] * gd * (bd + w->eDS[m])) + ERR(i1, u, w->b[m]);
 }
 
 /* dS = P (ks dO.v - D) into out for a kept/dropped pair; returns its bound. */
@@ -220,7 +266,7 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   size_t m = 0;
   for (size_t j = 0; j < nk; j++) {
     if (!aa_problem_visible(pb, i, j)) continue;
-    w->eS[m] = s_val(w, w->s[m], qi, K + j * d, d, u);
+    w->eS[m] = s_val(w, cx, w->s[m], qi, K + j * d, h, i, j, m, u);
     w->idx[m] = j;
     w->kept[m] = keep != NULL ? keep[j] != 0 : 1;
     m++;
@@ -291,8 +337,10 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   int idd = mpfr_sum(w->D, w->ptrs, d, MPFR_RNDN);
   w->e_D = acc * infl(d) + ERR(idd, u64, w->D);
   if (!full) return;
-  for (size_t r = 0; r < m; r++)
+  for (size_t r = 0; r < m; r++) {
     w->eDS[r] = ds_val(w, w->b[r], w->a[r], w->Pd[r], w->epsP[r], doi, V + w->idx[r] * d, w->kept[r], cx, u);
+    ds_times_g(w, cx, r, u);
+  }
   for (size_t c = 0; c < d; c++) {
     double a2 = 0;
     for (size_t r = 0; r < m; r++) {
@@ -369,7 +417,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
       if (!aa_problem_visible(pb, i, j)) continue;
       size_t row = h * cx->n_q + i;
       if (!get_stats(w, src, h, i)) continue;
-      double eS = s_val(w, w->s[m], cx->q + row * d, kj, d, u);
+      double eS = s_val(w, cx, w->s[m], cx->q + row * d, kj, h, i, j, m, u);
       int ix = mpfr_sub(w->t1, w->s[m], w->lse, MPFR_RNDN);
       double ex = eS + w->e_lse + ERR(ix, u, w->t1);
       int ie = mpfr_exp(w->a[m], w->t1, MPFR_RNDN);
@@ -377,6 +425,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
       w->Pd[m] = absd(w->a[m]);
       w->kept[m] = pb->keep != NULL ? pb->keep[row * nk + j] != 0 : 1;
       w->eDS[m] = ds_val(w, w->b[m], w->a[m], w->Pd[m], w->epsP[m], cx->dO + row * d, vj, w->kept[m], cx, u);
+      ds_times_g(w, cx, m, u);
       w->idx[m] = row;
       m++;
     }

@@ -128,6 +128,9 @@ typedef struct {
   double sig_rel;    /* relative error of sig */
   double floor_unit; /* absolute floor per term covering underflow (see fast.c) */
   double target;     /* relative accuracy an element must be certified to (opts.target) */
+  int mod;           /* the problem has score modifiers (softcap or ALiBi, problem.h) */
+  double cap;        /* softcap (0: off) */
+  aa_or_dd_t icap;   /* 1 / softcap as double-double, relative error <= 2^-105 */
   aa_or_exp_tab_t tab;
   aa_or_work_t w[AA_OR_NT];
   size_t n_recomputed, n_uncertified;

@@ -279,6 +279,18 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     cx->floor_unit = AA_OR_TINY * m * fmax(1.0, 4.0 * cx->ks * (double)pb->d * m * m) * fmax(1.0, cx->sig.hi) *
                      fmax(1.0, cx->ks) * 4.0;
   }
+  cx->mod = aa_problem_has_score_mod(pb);
+  cx->cap = pb->softcap;
+  if (cx->cap > 0) { /* 1 / softcap as a double-double, relative error <= 2^-106 (1 + 2^-52) */
+    mpfr_t s, r;
+    mpfr_inits2(320, s, r, (mpfr_ptr)0);
+    mpfr_set_d(s, cx->cap, MPFR_RNDN);
+    mpfr_ui_div(s, 1, s, MPFR_RNDN);
+    cx->icap.hi = mpfr_get_d(s, MPFR_RNDN);
+    mpfr_sub_d(r, s, cx->icap.hi, MPFR_RNDN);
+    cx->icap.lo = mpfr_get_d(r, MPFR_RNDN);
+    mpfr_clears(s, r, (mpfr_ptr)0);
+  }
   aa_oracle_exp_tab_init(&cx->tab);
   aa_oracle_out_t *outs[AA_OR_NT] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv, &out->dsinks};
   st = AA_OK;

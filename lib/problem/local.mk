@@ -1,3 +1,7 @@
 # attnacc: build fragment of the problem module (shapes and masks).
 lib_libattnacc_core_la_SOURCES += lib/problem/problem.c
 attnaccinclude_HEADERS += lib/problem.h
+# Tests: masks against the index formulas of flash-attn and SDPA, ALiBi distances and slopes, validation.
+check_PROGRAMS += tests/tproblem
+TESTS += tests/tproblem
+tests_tproblem_SOURCES = tests/tproblem.c

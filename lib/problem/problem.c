@@ -21,10 +21,32 @@ int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
   if (pb->heads % pb->kv_heads != 0)
     return aa_error_set(err, AA_ESHAPE, "GQA needs heads (%zu) to be a multiple of kv_heads (%zu)", pb->heads,
                         pb->kv_heads);
-  if (pb->causal && pb->n_q != pb->n_k)
-    return aa_error_set(err, AA_ESHAPE, "causal masking needs n_q == n_k (got %zu and %zu)", pb->n_q, pb->n_k);
+  if (pb->align != AA_ALIGN_TOP_LEFT && pb->align != AA_ALIGN_BOTTOM_RIGHT)
+    return aa_error_set(err, AA_EINVAL, "unknown mask alignment %d", (int)pb->align);
+  if (pb->n_q > (size_t)INT32_MAX || pb->n_k > (size_t)INT32_MAX)
+    return aa_error_set(err, AA_ESHAPE, "n_q = %zu and n_k = %zu must stay below 2^31", pb->n_q, pb->n_k);
   if (pb->window != 0 && !pb->causal)
     return aa_error_set(err, AA_EINVAL, "a sliding window is only valid with the causal mask");
+  if (pb->local && pb->window_left != AA_WINDOW_INF && pb->window_left > (size_t)INT32_MAX)
+    return aa_error_set(err, AA_EINVAL, "window left side %zu too large (at most 2^31 - 1, or unbounded)",
+                        pb->window_left);
+  if (pb->local && pb->window_right != AA_WINDOW_INF && pb->window_right > (size_t)INT32_MAX)
+    return aa_error_set(err, AA_EINVAL, "window right side %zu too large (at most 2^31 - 1, or unbounded)",
+                        pb->window_right);
+  if (pb->softcap != 0 && !(isfinite(pb->softcap) && pb->softcap > 0 && pb->softcap <= 0x1p40))
+    return aa_error_set(err, AA_EINVAL, "softcap must be 0 (off) or finite in (0, 2^40], got %g", pb->softcap);
+  if (pb->alibi != AA_ALIBI_NONE && pb->alibi != AA_ALIBI_FLASH && pb->alibi != AA_ALIBI_TORCH)
+    return aa_error_set(err, AA_EINVAL, "unknown ALiBi form %d", (int)pb->alibi);
+  if (pb->alibi != AA_ALIBI_NONE) {
+    if (pb->alibi_slopes == NULL) return aa_error_set(err, AA_EINVAL, "ALiBi is on but no slopes were given");
+    for (size_t h = 0; h < pb->heads; h++) {
+      double x = pb->alibi_slopes[h];
+      /* |x| <= 2^20 keeps |bias| < 2^51; |x| >= 2^-900 keeps slope * dist exact as a double-double */
+      if (!(isfinite(x) && fabs(x) <= 0x1p20 && (x == 0 || fabs(x) >= 0x1p-900)))
+        return aa_error_set(err, AA_EINVAL, "ALiBi slope of head %zu is %g: need 0 or 2^-900 <= |slope| <= 2^20", h,
+                            x);
+    }
+  }
   if ((pb->bound_min == NULL) != (pb->bound_max == NULL))
     return aa_error_set(err, AA_EINVAL, "sequence-packing bounds need both bound_min and bound_max");
   if (pb->num_sinks != 0 && pb->sinks == NULL)
@@ -38,4 +60,15 @@ int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
 
 double aa_problem_scale(const aa_problem_t *pb) {
   return pb->scale_default ? 1.0 / sqrt((double)pb->d) : pb->scale;
+}
+
+void aa_problem_alibi_geometric(double *out, size_t heads) {
+  size_t p = 1;
+  while (p * 2 <= heads)
+    p *= 2;
+  for (size_t h = 0; h < heads; h++) {
+    /* the first p of 2^(-8 k / p), then the odd-numbered ones of 2^(-8 k / 2p) */
+    double e = h < p ? -8.0 * (double)(h + 1) / (double)p : -8.0 * (double)(2 * (h - p) + 1) / (double)(2 * p);
+    out[h] = (double)(float)exp2(e);
+  }
 }

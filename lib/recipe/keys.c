@@ -121,6 +121,18 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
     return st;
   }
+  if (!strcmp(key, "softcap.tanh")) {
+    if (strcmp(value, "exact") != 0 && strcmp(value, "approx") != 0)
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected exact|approx)", key, value);
+    r->softcap_tanh = !strcmp(value, "approx") ? AA_TANH_APPROX : AA_TANH_EXACT;
+    return AA_OK;
+  }
+  if (!strcmp(key, "alibi.causal")) {
+    if (strcmp(value, "abs") != 0 && strcmp(value, "col") != 0)
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected abs|col)", key, value);
+    r->alibi_causal_col = !strcmp(value, "col");
+    return AA_OK;
+  }
   if (!strcmp(key, "fwd.k_order") || !strcmp(key, "bwd.q_order")) {
     if (strcmp(value, "asc") != 0 && strcmp(value, "desc") != 0)
       return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected asc|desc)", key, value);
@@ -332,6 +344,16 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
                      "fwd.exp = %s\nbwd.exp = %s\n", fe, be);
     if (w > 0) need += (size_t)w;
   }
+  if (r->softcap_tanh != AA_TANH_EXACT) { /* only when not exact, like the dropout and dq_reduce keys */
+    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
+                     "softcap.tanh = approx\n");
+    if (w > 0) need += (size_t)w;
+  }
+  if (r->alibi_causal_col) { /* only when col */
+    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
+                     "alibi.causal = col\n");
+    if (w > 0) need += (size_t)w;
+  }
   if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
   return need;
 }
@@ -366,7 +388,8 @@ int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
   }
   if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
   if (a->fwd_k_desc != b->fwd_k_desc || a->fwd_splits != b->fwd_splits || a->fwd_split_sms != b->fwd_split_sms ||
-      a->bwd_q_desc != b->bwd_q_desc)
+      a->bwd_q_desc != b->bwd_q_desc || a->softcap_tanh != b->softcap_tanh ||
+      a->alibi_causal_col != b->alibi_causal_col)
     return 0;
   {
     char ea[160], eb[160];

@@ -75,6 +75,19 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
       hash_u64(&h, (uint64_t)(int64_t)pb->bound_max[i]);
     }
   }
+  if (pb->align != AA_ALIGN_TOP_LEFT || pb->local || pb->softcap != 0 || pb->alibi != AA_ALIBI_NONE) {
+    /* issue 14 features, hashed only when on so that the keys of other problems stay as they were */
+    hash_u64(&h, 0x14fea7);
+    hash_u64(&h, (uint64_t)pb->align);
+    hash_u64(&h, (uint64_t)pb->local);
+    hash_u64(&h, pb->local ? pb->window_left : 0);
+    hash_u64(&h, pb->local ? pb->window_right : 0);
+    hash_f64(&h, pb->softcap);
+    hash_u64(&h, (uint64_t)pb->alibi);
+    if (pb->alibi != AA_ALIBI_NONE && pb->alibi_slopes != NULL)
+      for (size_t i = 0; i < pb->heads; i++)
+        hash_f64(&h, pb->alibi_slopes[i]);
+  }
   hash_u64(&h, pb->num_sinks);
   hash_u64(&h, pb->sinks != NULL);
   if (pb->sinks != NULL)
