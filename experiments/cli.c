@@ -402,23 +402,10 @@ void cli_inputs_free(cli_inputs_t *in) {
   aa_tensor_free(&in->sinks);
 }
 
+/* The seeded draw lives in the library (lib/layout.h) so C and Python callers get the same inputs. */
 static int draw_tensor(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols,
                        int uniform, double sigma, aa_fmt_t fmt, aa_error_t *err) {
-  size_t shape[3] = {heads, rows, cols}, per;
-  aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
-  if (aa_tensor_alloc(t, 3, shape, fmt) != AA_OK)
-    return aa_error_set(err, AA_ENOMEM, "cannot allocate [%zu, %zu, %zu] doubles", heads, rows, cols);
-  per = rows * cols;
-  for (size_t h = 0; h < heads; h++) {
-    aa_pcg64_t rng;
-    uint64_t tags[2] = {id, (uint64_t)h};
-    aa_rng_derive(&rng, seed, tags, 2);
-    for (size_t i = 0; i < per; i++) {
-      double z = uniform ? aa_pcg64_uniform(&rng) : aa_pcg64_normal(&rng);
-      t->data[h * per + i] = aa_round(sigma * z, &ro, NULL);
-    }
-  }
-  return AA_OK;
+  return aa_layout_draw(t, seed, id, heads, rows, cols, uniform, sigma, fmt, err);
 }
 
 int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n, size_t d, size_t heads,

@@ -1,0 +1,3 @@
+# attnacc: build fragment of the score module (robust metrics, pass rules, flat entry points).
+attnaccinclude_HEADERS += lib/score.h
+lib_libattnacc_la_SOURCES += lib/score/rules.c lib/score/compare.c lib/score/flat.c
