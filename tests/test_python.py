@@ -1,0 +1,197 @@
+"""attnacc: tests of the Python package on torch's own math attention as "the kernel" (run by tests/tpython.sh)."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import attnacc  # noqa: E402
+
+B, H, HKV, N, D = 2, 4, 2, 32, 16
+SEED = 20261201
+
+
+def math_attention(q, k, v, do, causal=False):
+    """torch's math attention with autograd, GQA by repeating kv heads; tensors [B, H, N, d]."""
+    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kr, vr = kk.repeat_interleave(g, dim=1), vv.repeat_interleave(g, dim=1)
+    s = (qq @ kr.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if causal:
+        mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    o = torch.softmax(s, dim=-1) @ vr
+    o.backward(do)
+    return o.detach(), qq.grad, kk.grad, vv.grad
+
+
+def make(dtype, causal=False):
+    gen = torch.Generator().manual_seed(SEED)
+    q = torch.randn(B, H, N, D, generator=gen).to(dtype)
+    k = torch.randn(B, HKV, N, D, generator=gen).to(dtype)
+    v = torch.randn(B, HKV, N, D, generator=gen).to(dtype)
+    do = torch.randn(B, H, N, D, generator=gen).to(dtype)
+    return (q, k, v, do), math_attention(q, k, v, do, causal)
+
+
+def in_layout(ts, layout):
+    return [t.transpose(1, 2).contiguous() for t in ts] if layout == "bnhd" else list(ts)
+
+
+LAYOUTS = ["bhnd", "bnhd"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp32_kernel_passes_every_rule(layout, causal):
+    ins, outs = make(torch.float32, causal)
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout(outs, layout)
+    res = attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, is_causal=causal, rule="all")
+    assert res.passed and res.layout == layout
+    for name in ("o", "dq", "dk", "dv"):
+        for rule in attnacc.RULES:
+            assert res[name].rules[rule].passed, (name, rule)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bf16_kernel(layout):
+    ins, outs = make(torch.bfloat16)
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout(outs, layout)
+    res = attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule=["abs-rel", "fa", "sdpa"])
+    assert res.problem["input_fmt"] == "bf16" and res["dq"].ulp_fmt == "bf16"
+    # torch.testing.assert_close's bf16 defaults (atol 1e-5) are meant for one rounding: a correct BF16
+    # attention misses them at near-zero elements, whose error is about ulp(max |ref|) (README-run.md).
+    torch_rule = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule="torch")
+    assert not torch_rule.passed and torch_rule["dq"].rules["torch"].ratio > 1
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dq_times_1008_fails_torch_and_fa(layout):
+    ins, outs = make(torch.float32)
+    o, dq, dk, dv = outs
+    dq = dq * 1.008
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout((o, dq, dk, dv), layout)
+    res = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule="all")
+    assert not res["dq"].rules["torch"].passed
+    assert not res["dq"].rules["fa"].passed
+    for name in ("o", "dk", "dv"):
+        assert res[name].rules["torch"].passed and res[name].rules["fa"].passed
+    # The worst element, from torch's own FP64 computation (independent of attnacc).
+    ref = math_attention(*(t.double() for t in ins))[1]
+    ref = in_layout([ref], layout)[0]
+    err = (dq.double() - ref).abs()
+    worst = tuple(int(i) for i in np.unravel_index(int(err.argmax()), err.shape))
+    for rule in ("torch", "fa"):
+        with pytest.raises(AssertionError) as e:
+            attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule=rule)
+        text = str(e.value)
+        assert f"dq fails the {rule} rule" in text and f"layout {layout}" in text
+        assert "(" + ", ".join(map(str, worst)) + ")" in text
+    assert math.isclose(res["dq"].max_abs, float(err.max()), rel_tol=1e-9)
+
+
+def test_wrong_layout_fails_naming_it():
+    ins, outs = make(torch.float32)
+    with pytest.raises(AssertionError, match=r"layout bnhd \[B, N, H, d\]"):
+        attnacc.assert_accurate(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bnhd", rule="fa")
+    # Without layout= the [2, 4, 32, 16] / [2, 2, 32, 16] shapes fit both 4-axis layouts: refused.
+    with pytest.raises(ValueError, match=r"bhnd .*bnhd"):
+        attnacc.score(*ins, o=outs[0], dq=outs[1])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_inferred_when_unambiguous(layout):
+    # q [1, 6, 4, 8] / k [1, 3, 3, 8] fit only bhnd (H=6, H_kv=3; as bnhd H_kv=3 would not divide H=4),
+    # and their transposes only bnhd.
+    gen = torch.Generator().manual_seed(1)
+    q, do = torch.randn(1, 6, 4, 8, generator=gen), torch.randn(1, 6, 4, 8, generator=gen)
+    k, v = torch.randn(1, 3, 3, 8, generator=gen), torch.randn(1, 3, 3, 8, generator=gen)
+    outs = math_attention(q, k, v, do)
+    res = attnacc.score(*in_layout((q, k, v, do), layout), *in_layout(outs, layout), rule="all")
+    assert res.layout == layout and res.passed
+    assert (res.problem["heads"], res.problem["kv_heads"], res.problem["n"], res.problem["n_k"]) == (6, 3, 4, 3)
+
+
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd", "hnd", "nd"])
+def test_oracle_matches_torch_fp64(layout):
+    ins, _ = make(torch.float64)
+    if layout in ("hnd", "nd"):
+        ins = [t[0] if layout == "hnd" else t[0, 0] for t in ins]
+        ins = [t.unsqueeze(0) if layout == "nd" else t for t in ins]
+        ref = math_attention(*(t.unsqueeze(0) for t in ins))
+        ref = [t[0] for t in ref]
+        if layout == "nd":
+            ins, ref = [t[0] for t in ins], [t[0] for t in ref]
+    else:
+        ref = math_attention(*ins)
+        ins, ref = in_layout(ins, layout), in_layout(ref, layout)
+    out = attnacc.oracle(*ins, layout=layout)
+    for name, r in zip(("o", "dq", "dk", "dv"), ref):
+        np.testing.assert_allclose(out[name], r.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def _ulp32(x):
+    """ulp in binary32 of |x| (normal range), from numpy's spacing."""
+    return np.spacing(np.float32(abs(x))).astype(np.float64)
+
+
+def test_metric_formulas_fp32():
+    ins, outs = make(torch.float32)
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bhnd")
+    ref = math_attention(*(t.double() for t in ins))
+    for name, got, r in zip(("o", "dq"), outs[:2], ref[:2]):
+        a, b = got.double().numpy().ravel(), r.numpy().ravel()
+        m = res[name]
+        np.testing.assert_allclose(m.max_abs, np.abs(a - b).max(), rtol=1e-6)
+        np.testing.assert_allclose(m.rel_l2, np.linalg.norm(a - b) / np.linalg.norm(b), rtol=1e-6)
+        np.testing.assert_allclose(m.ulp_normwise, np.abs(a - b).max() / _ulp32(np.abs(b).max()), rtol=1e-6)
+        # ULPs from the bit patterns of a and of RN32(b) (sign-magnitude ordinals)
+        def ordinal(x):
+            i = x.astype(np.float32).view(np.int32).astype(np.int64)
+            return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+        u = np.abs(ordinal(a) - ordinal(b.astype(np.float32)))
+        assert m.ulp_max == u.max() and m.ulp_median == np.median(u)
+        floor = np.abs(b).max() / 1024
+        sel = np.abs(b) >= floor
+        np.testing.assert_allclose(m.max_rel, (np.abs(a - b)[sel] / np.abs(b[sel])).max(), rtol=1e-6)
+
+
+def test_fp16_counts_fp16_ulps():
+    # CPU torch has no fp16 matmul: the "kernel" computes in fp32 from fp16 inputs and stores fp16.
+    gen = torch.Generator().manual_seed(SEED)
+    ins = [torch.randn(1, 2, 16, 8, generator=gen).half() for _ in range(4)]
+    outs = [t.half() for t in math_attention(*(t.float() for t in ins))]
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], layout="bhnd", rule="all")
+    assert res["o"].ulp_fmt == "fp16" and res["o"].data_fmt == "fp16" and res.problem["input_fmt"] == "fp16"
+    as32 = attnacc.score(*ins, o=outs[0], layout="bhnd", ulp_fmt="fp32")
+    # one fp16 ULP is 2^13 fp32 ULPs in the normal range: the fp32 count is about 8192 times larger
+    assert as32["o"].ulp_p99 > 1000 * max(res["o"].ulp_p99, 1)
+    assert res.passed
+
+
+def test_numpy_bf16_bits_and_to_dict():
+    ins, outs = make(torch.bfloat16)
+    bits = [t.view(torch.int16).numpy() for t in ins]
+    obits = outs[1].view(torch.int16).numpy()
+    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True)
+    ref = attnacc.score(*ins, dq=outs[1], layout="bhnd")
+    assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
+    d = res.to_dict()
+    assert d["schema_version"] == attnacc.SCHEMA_VERSION and d["variants"][0]["outputs"]["dq"]["rules"]["fa"]["pass"]
+    with pytest.raises(TypeError, match="bf16_bits"):
+        attnacc.score(*bits, dq=obits, layout="bhnd")
+
+
+def test_sdpa_kwargs():
+    ins, outs = make(torch.float32, causal=True)
+    a = attnacc.score(*ins, o=outs[0], layout="bhnd", causal=True, softmax_scale=D ** -0.5)
+    b = attnacc.score(*ins, o=outs[0], layout="bhnd", is_causal=True, scale=D ** -0.5, enable_gqa=True)
+    assert a.passed and b.passed and a["o"].max_abs == b["o"].max_abs
+    wrong = attnacc.score(*ins, o=outs[0], layout="bhnd")  # causal output scored as non-causal
+    assert not wrong.passed
+    with pytest.raises(ValueError, match="enable_gqa"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", enable_gqa=False)
