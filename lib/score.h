@@ -39,14 +39,15 @@ double aa_rule_sdpa_fudge(const char *out_name); /* o 4, dq 180, dk 16, dv 4, el
 #define AA_RULE_SDPA_ATOL 1e-5
 
 typedef struct {
-  int applied;          /* 0: not evaluated (fa/sdpa without a naive reference) */
-  int pass;             /* ratio <= 1 and no NaN/Inf */
-  double ratio;         /* measured / allowed (NaN when a NaN decides it, +Inf for Inf) */
-  double allowed;       /* elementwise rules: the allowance at the worst element; fa/sdpa: the threshold */
-  double atol, rtol;    /* elementwise rules: the tolerances; fa/sdpa: atol 0 / 1e-5, rtol = factor */
-  double naive_max_abs; /* fa/sdpa: max|naive - b| */
-  size_t fail_count;    /* elements over the allowance (elementwise rules), NaN/Inf included */
-  size_t worst;         /* folded index of the element deciding the ratio */
+  int applied;                 /* 0: not evaluated (fa/sdpa without a naive reference) */
+  int pass;                    /* ratio <= 1 and no NaN/Inf */
+  double ratio;                /* measured / allowed (NaN when a NaN decides it, +Inf for Inf) */
+  double allowed;              /* elementwise rules: the allowance at the worst element; fa/sdpa: the threshold */
+  double atol, rtol;           /* elementwise rules: the tolerances; fa/sdpa: atol 0 / 1e-5, rtol = factor */
+  double naive_max_abs;        /* fa/sdpa: max|naive - b| */
+  size_t fail_count;           /* elements over the allowance (elementwise rules), NaN/Inf included */
+  size_t worst;                /* folded index of the element deciding the ratio */
+  double worst_got, worst_ref; /* the tested value and the oracle's there */
 } aa_rule_result_t;
 
 /* ---- robust error measures of one output tensor ----

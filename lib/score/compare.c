@@ -38,7 +38,7 @@ static void elementwise(aa_rule_result_t *r, const aa_tensor_t *got, const doubl
                         double rtol) {
   size_t nan = 0, inf = 0;
   double worst = -1;
-  *r = (aa_rule_result_t){1, 0, 0, 0, atol, rtol, NAN, 0, 0};
+  *r = (aa_rule_result_t){1, 0, 0, 0, atol, rtol, NAN, 0, 0, NAN, NAN};
   for (size_t i = 0; i < n; i++) {
     double a = got->data[i], d, allow, q;
     if (isnan(a) || isnan(b[i])) {
@@ -57,6 +57,8 @@ static void elementwise(aa_rule_result_t *r, const aa_tensor_t *got, const doubl
       worst = q;
       r->worst = i;
       r->allowed = allow;
+      r->worst_got = a;
+      r->worst_ref = b[i];
     }
   }
   r->ratio = nan ? NAN : inf ? INFINITY : (worst < 0 ? 0 : worst);
@@ -135,7 +137,7 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
 static void against(aa_rule_result_t *r, const aa_score_out_t *s, double naive_max_abs, double atol, double factor) {
   double thr = naive_max_abs * factor;
   if (thr < atol) thr = atol;
-  *r = (aa_rule_result_t){1, 0, NAN, thr, atol, factor, naive_max_abs, 0, s->worst_abs};
+  *r = (aa_rule_result_t){1, 0, NAN, thr, atol, factor, naive_max_abs, 0, s->worst_abs, s->worst_got, s->worst_ref};
   if (s->m.nan > 0)
     r->ratio = NAN;
   else if (s->m.inf > 0)

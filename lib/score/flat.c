@@ -185,8 +185,8 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
     f->rule_naive_max_abs[r] = x->naive_max_abs;
     f->rule_fail_count[r] = x->fail_count;
     aa_layout_index(f->rule_worst_idx[r], l, dims, x->worst);
-    f->rule_worst_got[r] = got->data[x->worst];
-    f->rule_worst_ref[r] = ref->val.data[x->worst];
+    f->rule_worst_got[r] = x->worst_got;
+    f->rule_worst_ref[r] = x->worst_ref;
   }
 }
 
