@@ -1,6 +1,6 @@
 # attnacc: build fragment of the Python package (python/attnacc, ctypes over libattnacc) and its test.
-EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py tests/test_python.py tests/tpython.sh
-TESTS += tests/tpython.sh
+EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py tests/test_python.py tests/tpython.sh tests/tscore_verdict.sh
+TESTS += tests/tpython.sh tests/tscore_verdict.sh
 if HAVE_PYTHON
 attnaccpydir = $(pythondir)/attnacc
 attnaccpy_PYTHON = python/attnacc/__init__.py python/attnacc/_lib.py
