@@ -966,7 +966,12 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
     cli_sb_printf(sb, "null");
   cli_sb_printf(sb, ", \"scale\": ");
   cli_sb_json_num(sb, aa_problem_scale(pb));
-  cli_sb_printf(sb, "},\n%s  \"oracle\": {\"path\": ", ind);
+  cli_sb_printf(sb, "},\n");
+  if (extra.layout != AA_LAYOUT_AUTO)
+    cli_sb_printf(
+        sb, "%s  \"layout\": {\"name\": \"%s\", \"axes\": \"%s\", \"b\": %zu, \"heads\": %zu, \"kv_heads\": %zu},\n",
+        ind, aa_layout_name(extra.layout), aa_layout_axes(extra.layout), extra.qdims.b, extra.qdims.h, extra.kdims.h);
+  cli_sb_printf(sb, "%s  \"oracle\": {\"path\": ", ind);
   cli_sb_json_str(sb, aa_oracle_path_name(rep->oo->path));
   cli_sb_printf(sb, ", \"prec\": %d, \"target\": ", rep->oo->prec);
   cli_sb_json_num(sb, rep->oo->target);

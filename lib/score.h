@@ -165,6 +165,7 @@ int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, a
                    const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
 
 void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
+const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 """attnacc: tests of the Python package on torch's own math attention as "the kernel" (run by tests/tpython.sh)."""
+import json
 import math
 
 import numpy as np
@@ -181,7 +182,10 @@ def test_numpy_bf16_bits_and_to_dict():
     ref = attnacc.score(*ins, dq=outs[1], layout="bhnd")
     assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
     d = res.to_dict()
-    assert d["schema_version"] == attnacc.SCHEMA_VERSION and d["variants"][0]["outputs"]["dq"]["rules"]["fa"]["pass"]
+    assert d["schema_version"] == attnacc.SCHEMA_VERSION and d["outputs"]["dq"]["rules"]["fa"]["pass"]
+    assert d["layout"] == {"name": "bhnd", "axes": "[B, H, N, d]", "b": B, "heads": H, "kv_heads": HKV}
+    assert d["problem"]["heads"] == B * H and d["verdict"]["pass"] is True
+    json.dumps(d)  # plain JSON types only
     with pytest.raises(TypeError, match="bf16_bits"):
         attnacc.score(*bits, dq=obits, layout="bhnd")
 
@@ -195,3 +199,31 @@ def test_sdpa_kwargs():
     assert not wrong.passed
     with pytest.raises(ValueError, match="enable_gqa"):
         attnacc.score(*ins, o=outs[0], layout="bhnd", enable_gqa=False)
+
+
+def test_same_json_as_the_command(tmp_path):
+    """score().to_dict() and `attnacc score --json` share one schema and, on the same files, the same numbers."""
+    import os
+    import subprocess
+
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the built experiments/attnacc) is not set")
+    ins, outs = make(torch.float32)
+    outs = list(outs)
+    outs[1] = outs[1] * 1.008
+    for n, t in zip(("q", "k", "v", "do", "o", "dq", "dk", "dv"), list(ins) + outs):
+        np.save(tmp_path / f"{n}.npy", t.numpy())
+    run = subprocess.run([cli, "score", "--inputs", str(tmp_path), "--grads", str(tmp_path), "--layout", "bhnd",
+                          "--rule", "torch,fa", "--json"], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    assert "dq fails the torch rule" in run.stderr
+    c = json.loads(run.stdout)
+    p = attnacc.score(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bhnd", rule=["torch", "fa"])
+    d = p.to_dict()
+    assert set(d) <= set(c) and d["schema_version"] == c["schema_version"] and d["layout"] == c["layout"]
+    assert c["verdict"]["pass"] is False and d["verdict"]["pass"] is False
+    for name in ("o", "dq", "dk", "dv"):
+        po, co = d["outputs"][name], c["outputs"][name]
+        assert set(po) <= set(co), name
+        assert po["robust"] == co["robust"] and po["rules"] == co["rules"], name

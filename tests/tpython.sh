@@ -17,8 +17,9 @@ fi
 lib="$top_builddir/lib/.libs/libattnacc.so"
 [ -f "$lib" ] || { echo "FAIL tpython: $lib was not built"; exit 1; }
 ATTNACC_LIB=$lib
+ATTNACC_CLI="$top_builddir/experiments/attnacc"
 PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-export ATTNACC_LIB PYTHONPATH OMP_NUM_THREADS
+export ATTNACC_LIB ATTNACC_CLI PYTHONPATH OMP_NUM_THREADS
 "$py" -c 'import sys, numpy, torch; print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__)'
 exec "$py" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/test_python.py"

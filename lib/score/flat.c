@@ -6,6 +6,11 @@
 
 #include "attn.h"
 #include "score.h"
+#include "version.h"
+
+const char *aa_flat_version(void) {
+  return AA_VERSION;
+}
 
 void aa_flat_opts_init(aa_flat_opts_t *o) {
   memset(o, 0, sizeof *o);

@@ -138,12 +138,13 @@ class RuleResult:
         self.worst_ref = f.rule_worst_ref[i]
 
     def to_dict(self):
-        d = {"applied": self.applied, "pass": self.passed, "ratio": _num(self.ratio), "allowed": _num(self.allowed),
-             "atol": _num(self.atol), "rtol": _num(self.rtol), "fail_count": self.fail_count,
-             "worst_index": list(self.worst_index), "worst_got": _num(self.worst_got),
-             "worst_ref": _num(self.worst_ref)}
-        if self.naive_max_abs is not None:
-            d["naive_max_abs"] = _num(self.naive_max_abs)
+        d = {"applied": self.applied}
+        if self.applied:
+            d.update({"pass": self.passed, "ratio": _num(self.ratio), "allowed": _num(self.allowed),
+                      "atol": _num(self.atol), "rtol": _num(self.rtol)})
+            if self.naive_max_abs is not None:
+                d["naive_max_abs"] = _num(self.naive_max_abs)
+            d.update({"fail_count": self.fail_count, "worst_index": list(self.worst_index)})
         return d
 
 
@@ -167,21 +168,23 @@ class TensorScore:
         self.rules = {r: RuleResult(r, f, i, nd) for i, r in enumerate(RULES)}
 
     def to_dict(self):
-        d = {"data_fmt": self.data_fmt, "ulp_fmt": self.ulp_fmt}
-        for k in self.FIELDS:
-            v = getattr(self, k)
-            d[k] = v if isinstance(v, int) else _num(v)
-        d["worst_abs"] = {"index": list(self.worst_abs_index), "got": _num(self.worst_got),
-                          "oracle": _num(self.worst_ref)}
-        d["rules"] = {r: x.to_dict() for r, x in self.rules.items()}
-        return d
+        """The output's entry of the JSON schema (experiments/README-json.md), without the CLI-only keys."""
+        robust = {"ulp_fmt": self.ulp_fmt}
+        for k in ("ulp_median", "ulp_p99", "ulp_max", "ulp_normwise", "max_rel", "rel_floor", "max_rel_any"):
+            robust[k] = _num(getattr(self, k))
+        robust["worst_abs"] = {"index": list(self.worst_abs_index), "got": _num(self.worst_got),
+                               "oracle": _num(self.worst_ref)}
+        return {"count": self.count, "rel_l2": _num(self.rel_l2), "max_abs": _num(self.max_abs), "nan": self.nan,
+                "inf": self.inf, "oracle_relerr_bound": _num(self.oracle_relerr_bound), "data_fmt": self.data_fmt,
+                "robust": robust, "rules": {r: x.to_dict() for r, x in self.rules.items()}}
 
 
 class Score:
     """The result of score(): passed (every chosen rule on every given output), rules (the chosen ones),
     outputs (name -> TensorScore), layout and problem facts; summary() and to_dict()."""
 
-    def __init__(self, outs, info, rules):
+    def __init__(self, outs, info, rules, causal=False, window=0):
+        self._causal, self._window = bool(causal), int(window)
         self.layout = LAYOUTS[info.layout]
         self.problem = {"layout": self.layout, "b": info.b, "heads": info.h, "kv_heads": info.h_kv, "n": info.n_q,
                         "n_k": info.n_k, "d": info.d, "scale": info.scale, "input_fmt": FMTS[info.input_fmt]}
@@ -231,10 +234,31 @@ class Score:
         return "\n".join(lines)
 
     def to_dict(self):
-        return {"schema": "attnacc-score", "schema_version": SCHEMA_VERSION, "problem": self.problem,
-                "oracle": {k: (_num(v) if isinstance(v, float) else v) for k, v in self.oracle.items()},
-                "variants": [{"variant": "external", "rules": list(self.rules), "pass": self.passed,
-                              "outputs": {n: t.to_dict() for n, t in self.outputs.items()}}]}
+        """One JSON object of schema version SCHEMA_VERSION, the shape `attnacc score --json` prints
+        (experiments/README-json.md)."""
+        lib = _lib.lib()
+        lib.aa_flat_version.restype = ctypes.c_char_p
+        lib.aa_git_hash.restype = ctypes.c_char_p
+        p = self.problem
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "attnacc_version": lib.aa_flat_version().decode(),
+            "git_hash": lib.aa_git_hash().decode(),
+            "seed": None,
+            "variant": "external",
+            "recipe": None,
+            "inputs": None,
+            "problem": {"n": p["n"], "n_k": p["n_k"], "d": p["d"], "heads": p["b"] * p["heads"],
+                        "kv_heads": p["b"] * p["kv_heads"], "causal": self._causal, "window": self._window,
+                        "sinks": 0, "dist": None, "sigma": None, "scale": _num(p["scale"])},
+            "layout": {"name": self.layout, "axes": LAYOUT_AXES[self.layout], "b": p["b"], "heads": p["heads"],
+                       "kv_heads": p["kv_heads"]},
+            "oracle": {"relerr_bound": _num(self.oracle["relerr_bound"]), "recomputed": self.oracle["recomputed"],
+                       "uncertified": self.oracle["uncertified"], "seconds": _num(self.oracle["seconds"])},
+            "outputs": {n: t.to_dict() for n, t in self.outputs.items()},
+            "verdict": {"rules": list(self.rules), "pass": self.passed,
+                        "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()]},
+        }
 
     def to_json(self):
         return json.dumps(self.to_dict(), indent=2)
@@ -309,7 +333,7 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     rc = _lib.lib().aa_flat_score(res, ctypes.byref(info), ins, gs, ctypes.byref(opts), msg, len(msg))
     if rc != 0:
         _raise(rc, msg.value)
-    return Score(list(res), info, rules)
+    return Score(list(res), info, rules, opts.causal, opts.window)
 
 
 def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule="fa", msg=None, **kwargs):
