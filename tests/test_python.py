@@ -227,3 +227,23 @@ def test_same_json_as_the_command(tmp_path):
         po, co = d["outputs"][name], c["outputs"][name]
         assert set(po) <= set(co), name
         assert po["robust"] == co["robust"] and po["rules"] == co["rules"], name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mult", [1.0, 1.008])
+def test_torch_rule_agrees_with_assert_close(dtype, mult):
+    """The torch rule is torch.testing.assert_close itself (the output dtype's defaults; the comparison in
+    fp64 against torch's own FP64 attention of the same inputs): same verdict, same mismatch count."""
+    import re
+
+    ins, outs = make(dtype)
+    dq = (outs[1].double() * mult).to(dtype)
+    ref = math_attention(*(t.double() for t in ins))[1]
+    res = attnacc.score(*ins, dq=dq, layout="bhnd", rule="torch")
+    try:
+        torch.testing.assert_close(dq, ref, check_dtype=False)
+        torch_mismatched = 0
+    except AssertionError as e:
+        torch_mismatched = int(re.search(r"Mismatched elements: (\d+) /", str(e)).group(1))
+    assert res.passed == (torch_mismatched == 0)
+    assert res["dq"].rules["torch"].fail_count == torch_mismatched

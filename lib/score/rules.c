@@ -18,9 +18,12 @@ int aa_rule_from_name(aa_rule_t *out, const char *name) {
 }
 
 /* torch.testing.assert_close's defaults (REFERENCES section 13; PyTorch
-   torch/testing/_comparison.py, the table _DTYPE_PRECISIONS read by
-   default_tolerances): float16 (1e-3, 1e-5), bfloat16 (1.6e-2, 1e-5),
-   float32 (1.3e-6, 1e-5), float64 (1e-7, 1e-7). */
+   torch/testing/_comparison.py:45-53, the table _DTYPE_PRECISIONS, as
+   shipped by Debian's python3-torch 1.13): float16 (1e-3, 1e-5), bfloat16
+   (1.6e-2, 1e-5), float32 (1.3e-6, 1e-5), float64 (1e-7, 1e-7). Comparing
+   an output with an FP64 expected value, assert_close takes the larger of
+   the two dtypes' tolerances, i.e. the output's: so does this rule
+   (tests/test_python.py checks the verdicts against assert_close). */
 void aa_rule_torch_tol(double *rtol, double *atol, aa_fmt_t fmt) {
   switch (fmt) {
   case AA_FMT_FP16:
