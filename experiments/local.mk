@@ -6,6 +6,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h exper
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
 	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
 experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
+EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
 TESTS += tests/tcli.sh
 EXTRA_DIST += tests/tcli.sh

@@ -247,3 +247,20 @@ def test_torch_rule_agrees_with_assert_close(dtype, mult):
         torch_mismatched = int(re.search(r"Mismatched elements: (\d+) /", str(e)).group(1))
     assert res.passed == (torch_mismatched == 0)
     assert res["dq"].rules["torch"].fail_count == torch_mismatched
+
+
+def test_readme_example(tmp_path):
+    """The README's "Score your kernel" example runs as written and passes."""
+    import os
+    import subprocess
+    import sys
+
+    readme = os.path.join(os.environ.get("top_srcdir", os.path.join(os.path.dirname(__file__), "..")), "README.md")
+    text = open(readme, encoding="utf-8").read()
+    section = text[text.index("## Score your kernel"):]
+    code = section[section.index("```python\n") + 10:section.index("```\n", section.index("```python\n") + 10)]
+    (tmp_path / "test_my_kernel.py").write_text(code)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 passed" in run.stdout
