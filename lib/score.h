@@ -149,6 +149,8 @@ typedef struct {
   int input_fmt; /* the inputs' format (the naive reference's) */
   double oracle_seconds, oracle_relerr_bound;
   size_t oracle_recomputed, oracle_uncertified;
+  size_t rounded;  /* aa_flat_emulate: input values rounded into the recipe's io format */
+  char recipe[64]; /* aa_flat_emulate: the recipe's name */
 } aa_flat_info_t;
 
 /* Score o, dq, dk, dv (out[0..3], in that order) against the oracle of the
@@ -163,6 +165,16 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
    it), [H, N] or [N]. Any buffer may be NULL. */
 int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
                    const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+
+/* Emulate a recipe on the inputs and score it: recipe is a preset name
+   (`attnacc list`), a recipe file's path, or recipe text (it holds '=').
+   The inputs are first rounded (RNE) into the recipe's io format, the count
+   in info->rounded, and the oracle sees the rounded values. The recipe's
+   o, dq, dk, dv are written into the buffers (any may be NULL) in the
+   inputs' layout, and scored into out[0..3] as aa_flat_score does. */
+int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
+                    const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
+                    size_t msg_cap);
 
 void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
 const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */

@@ -199,6 +199,8 @@ def test_sdpa_kwargs():
     assert not wrong.passed
     with pytest.raises(ValueError, match="enable_gqa"):
         attnacc.score(*ins, o=outs[0], layout="bhnd", enable_gqa=False)
+    with pytest.raises(ValueError, match="varlen"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", cu_seqlens_q=torch.tensor([0, N]))
 
 
 def test_same_json_as_the_command(tmp_path):
@@ -264,3 +266,34 @@ def test_readme_example(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4 passed" in run.stdout
+
+
+def test_emulate_matches_the_command():
+    """emulate("fa2") on drawn inputs gives the command's numbers for the same inputs and recipe (files
+    written by `attnacc run --save`), and fp32 inputs are rounded to the recipe's bf16."""
+    import os
+    import subprocess
+    import tempfile
+
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the built experiments/attnacc) is not set")
+    with tempfile.TemporaryDirectory() as d:
+        run = subprocess.run([cli, "run", "--variant", "fa2", "--n", "48", "--d", "16", "--heads", "2",
+                              "--kv-heads", "1", "--seed", "5", "--save", d, "--json"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        c = json.loads(run.stdout)
+        bits = [np.load(os.path.join(d, n + ".npy")) for n in ("q", "k", "v", "do")]
+        saved = {n: np.load(os.path.join(d, n + ".npy")) for n in ("o", "dq", "dk", "dv")}
+    em = attnacc.emulate("fa2", *[b.view(np.int16) for b in bits], layout="hnd", bf16_bits=True)
+    assert em["recipe"] == "fa2" and em["rounded"] == 0
+    for name in ("o", "dq", "dk", "dv"):
+        want = (saved[name].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        assert np.array_equal(em[name], want), name
+        assert em["score"][name].max_abs == c["outputs"][name]["max_abs"], name
+    # fp32 inputs are rounded to bf16 first: the same outputs
+    fl = [(b.astype(np.uint32) << 16).view(np.float32) + np.float32(1e-6) for b in bits]
+    em2 = attnacc.emulate("fa2", *fl, layout="hnd")
+    assert em2["rounded"] > 0 and em2["score"].problem["input_fmt"] == "bf16"
+    with pytest.raises(ValueError, match="neither a preset"):
+        attnacc.emulate("no-such-recipe", *fl, layout="hnd")

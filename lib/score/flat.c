@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn.h"
 #include "score.h"
@@ -292,6 +293,92 @@ int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, a
   }
   prob_free(&p);
 out:
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}
+
+/* A preset name, a recipe file or recipe text. */
+static int load_recipe(aa_recipe_t *r, const char *spec, aa_error_t *err) {
+  if (spec == NULL || spec[0] == '\0') return aa_error_set(err, AA_EINVAL, "no recipe given");
+  if (strchr(spec, '=') != NULL) return aa_recipe_parse_string(r, spec, "recipe text", err);
+  if (aa_recipe_preset(r, spec, NULL) == AA_OK) return AA_OK;
+  if (access(spec, R_OK) == 0) return aa_recipe_parse_file(r, spec, err);
+  return aa_error_set(err, AA_ENOTFOUND,
+                      "'%s' is neither a preset (attnacc list), a readable recipe file, nor recipe text", spec);
+}
+
+int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
+                    const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
+                    size_t msg_cap) {
+  static const char *nm[4] = {"o", "dq", "dk", "dv"};
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  aa_recipe_t r, nr;
+  aa_oracle_result_t orc;
+  aa_attn_result_t res, naive;
+  aa_score_out_t sc[4], ns;
+  const aa_oracle_out_t *ref[4];
+  const aa_tensor_t *got[4], *nt[4];
+  double secs = 0, *dst[4] = {o, dq, dk, dv};
+  size_t rounded = 0;
+  int rc, have_res = 0, have_naive = 0;
+
+  memset(out, 0, 4 * sizeof *out);
+  memset(&orc, 0, sizeof orc);
+  if ((rc = load_recipe(&r, recipe, &err)) != AA_OK) goto done_noprob;
+  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  {
+    aa_round_opts_t ro = {r.io_fmt, AA_RND_NE, 1, 0};
+    for (int i = 0; i < 4; i++) {
+      size_t n = aa_tensor_numel(&p.in[i]);
+      for (size_t j = 0; j < n; j++) {
+        double x = aa_round(p.in[i].data[j], &ro, NULL);
+        if (x != p.in[i].data[j]) rounded++;
+        p.in[i].data[j] = x;
+      }
+      p.in[i].fmt = r.io_fmt;
+    }
+  }
+  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) != AA_OK) goto done;
+  if ((rc = aa_attn_run(&res, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
+  have_res = 1;
+  ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
+  got[0] = &res.o, got[1] = &res.dq, got[2] = &res.dk, got[3] = &res.dv;
+  for (int i = 0; i < 4; i++) {
+    aa_fmt_t f = got[i]->fmt, uf = opts->ulp_fmt >= 0                     ? (aa_fmt_t)opts->ulp_fmt
+                                   : f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f
+                                                                          : AA_FMT_FP32;
+    if ((rc = aa_score_compare(&sc[i], nm[i], got[i], ref[i], f, uf, opts->atol, opts->rtol, &err)) != AA_OK)
+      goto done;
+  }
+  if (opts->naive && (r.io_fmt == AA_FMT_BF16 || r.io_fmt == AA_FMT_FP16 || r.io_fmt == AA_FMT_FP32)) {
+    if ((rc = aa_score_naive_recipe(&nr, r.io_fmt, &err)) != AA_OK) goto done;
+    if ((rc = aa_attn_run(&naive, &p.pb, &nr, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
+    have_naive = 1;
+    nt[0] = &naive.o, nt[1] = &naive.dq, nt[2] = &naive.dk, nt[3] = &naive.dv;
+    for (int i = 0; i < 4; i++) {
+      if ((rc = aa_score_compare(&ns, nm[i], nt[i], ref[i], r.io_fmt, sc[i].ulp_fmt, opts->atol, opts->rtol, &err)) !=
+          AA_OK)
+        goto done;
+      aa_score_apply_naive(&sc[i], &ns);
+    }
+  }
+  for (int i = 0; i < 4; i++) {
+    to_flat(&out[i], &sc[i], got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
+    if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
+  }
+  fill_info(info, &p, &orc, secs);
+  if (info != NULL) {
+    info->input_fmt = r.io_fmt;
+    info->rounded = rounded;
+    snprintf(info->recipe, sizeof info->recipe, "%s", r.name);
+  }
+done:
+  if (have_naive) aa_attn_result_free(&naive);
+  if (have_res) aa_attn_result_free(&res);
+  if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
+  prob_free(&p);
+done_noprob:
   if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
   return rc;
 }

@@ -4,6 +4,7 @@
     res = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout="bhnd", is_causal=True)
     print(res.summary())
     attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, rule="fa")
+    em = attnacc.emulate("fa2", q, k, v, do, layout="bhnd")   # a recipe in bit-faithful emulation
 
 Tensors are numpy arrays or torch tensors (bfloat16, float16, float32, float64; CUDA tensors are
 copied to the CPU) in one of the layouts "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d]
@@ -19,7 +20,7 @@ import numpy as np
 from . import _lib
 from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
 
-__all__ = ["score", "assert_accurate", "oracle", "Score", "TensorScore", "RuleResult", "SCHEMA_VERSION", "RULES"]
+__all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "SCHEMA_VERSION", "RULES"]
 
 # Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
 SCHEMA_VERSION = 1
@@ -291,6 +292,13 @@ def _explain(res, name, rule):
             f"{x.allowed:.6g} (ratio {x.ratio:.4g})")
 
 
+def _no_varlen(cu_seqlens_q, cu_seqlens_k):
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        raise ValueError("attnacc: varlen batches (cu_seqlens_q/cu_seqlens_k, flash_attn_varlen_func's packed "
+                         "[total, H, d]) are not supported yet: the problem module has no varlen problems; score "
+                         "each sequence as its own [N, H, d] slice (layout='bnhd' after unsqueeze(0))")
+
+
 def _rules_arg(rule):
     rules = (rule,) if isinstance(rule, str) else tuple(rule)
     if rules == ("all",):
@@ -303,7 +311,7 @@ def _rules_arg(rule):
 
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
           softmax_scale=None, window_size=None, enable_gqa=None, rule="fa", atol=0.01, rtol=0.01, ulp_fmt=None,
-          oracle="fast", threads=0, bf16_bits=False):
+          oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd", "nd"; None infers it
@@ -315,9 +323,10 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     that of the naive reference in the inputs' dtype), "sdpa" (PyTorch SDPA tests' fudge factors), a
     list of them, or "all". Every rule is always evaluated; `rule` picks which decide Score.passed.
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
-    bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns.
+    bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns. cu_seqlens_q/_k (varlen) are refused.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
     rules = _rules_arg(rule)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
@@ -349,10 +358,12 @@ def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule="fa"
 
 
 def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
-           window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False):
+           window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None,
+           cu_seqlens_k=None):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero)."""
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
     if do is None:
         arrs.append((np.zeros_like(arrs[0][0]), arrs[0][1]))
@@ -382,3 +393,36 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
         lse = lse.reshape(info.h, info.n_q)
     return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv, "relerr_bound": info.oracle_relerr_bound,
             "layout": lay}
+
+
+def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
+            window_size=None, enable_gqa=None, rule="fa", atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
+            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
+    """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
+    with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
+
+    The inputs are first rounded to the recipe's io format (bf16 for the presets); the oracle sees the
+    rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
+    holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
+    name) and "rounded" (how many input values the rounding changed)."""
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    rules = _rules_arg(rule)
+    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
+                 threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
+    qa, ka = arrs[0][0], arrs[1][0]
+    bufs = [np.empty_like(qa), np.empty_like(qa), np.empty_like(ka), np.empty_like(ka)]
+    res = (_lib.FlatOut * 4)()
+    info = _lib.FlatInfo()
+    msg = ctypes.create_string_buffer(1024)
+    dp = ctypes.POINTER(ctypes.c_double)
+    rc = _lib.lib().aa_flat_emulate(*[b.ctypes.data_as(dp) for b in bufs], res, ctypes.byref(info), ins,
+                                    str(recipe).encode(), ctypes.byref(opts), msg, len(msg))
+    if rc != 0:
+        _raise(rc, msg.value)
+    out = dict(zip(OUTPUTS, bufs))
+    out["score"] = Score(list(res), info, rules, opts.causal, opts.window)
+    out["recipe"] = info.recipe.decode()
+    out["rounded"] = info.rounded
+    return out

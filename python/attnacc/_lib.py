@@ -98,6 +98,8 @@ class FlatInfo(ctypes.Structure):
         ("oracle_relerr_bound", ctypes.c_double),
         ("oracle_recomputed", ctypes.c_size_t),
         ("oracle_uncertified", ctypes.c_size_t),
+        ("rounded", ctypes.c_size_t),
+        ("recipe", ctypes.c_char * 64),
     ]
 
 
@@ -149,6 +151,10 @@ def lib():
     handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(FlatInfo), ctypes.POINTER(FlatTensor),
                                       ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
     handle.aa_flat_oracle.restype = ctypes.c_int
+    handle.aa_flat_emulate.argtypes = [dp, dp, dp, dp, ctypes.POINTER(FlatOut), ctypes.POINTER(FlatInfo),
+                                       ctypes.POINTER(FlatTensor), ctypes.c_char_p, ctypes.POINTER(FlatOpts),
+                                       ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_emulate.restype = ctypes.c_int
     handle.aa_flat_opts_init.argtypes = [ctypes.POINTER(FlatOpts)]
     handle.aa_flat_opts_init.restype = None
     _lib = handle
