@@ -1073,6 +1073,23 @@ void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, si
   cli_sb_printf(sb, "\n  ]\n}\n");
 }
 
+static int progress_shown;
+
+void cli_progress(const char *cmd, const char *what, double work) {
+  cli_progress_end();
+  if (work < 3e8 || !isatty(STDERR_FILENO)) return;
+  fprintf(stderr, "attnacc %s: %s (about %.0f s of one core)...", cmd, what, work / 1.5e8);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+void cli_progress_end(void) {
+  if (!progress_shown) return;
+  fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+  progress_shown = 0;
+}
+
 void cli_variant_free(cli_variant_t *v) {
   free(v->recipe_text);
   v->recipe_text = NULL;

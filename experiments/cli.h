@@ -196,6 +196,12 @@ void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
    (for stderr). Returns 0 when none failed. */
 int cli_first_failure(char *buf, size_t cap, const cli_report_t *rep, const cli_variant_t *v);
 void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* A progress line on stderr, only when it is a terminal and the step is
+   expected to take more than about two seconds (work = heads n_q n_k d;
+   the oracle does about 1.5e8 of these per second per core); the next call
+   or cli_progress_end() erases it. */
+void cli_progress(const char *cmd, const char *what, double work);
+void cli_progress_end(void);
 /* One JSON object per variant, or {"runs": [...]} for several. */
 void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
 void cli_variant_free(cli_variant_t *v);

@@ -352,7 +352,10 @@ int aa_cmd_score(int argc, char **argv) {
   }
   cli_set_threads(threads);
 
-  if ((rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo)) != 0) goto out;
+  cli_progress(cmd, "running the oracle", (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d);
+  rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo);
+  cli_progress_end();
+  if (rc != 0) goto out;
   have_oracle = 1;
 
   snprintf(v.variant, sizeof v.variant, "external");
@@ -391,7 +394,11 @@ int aa_cmd_score(int argc, char **argv) {
     }
     for (int i = 0; i < 5; i++)
       if (ts[i]->data != NULL) ts[i]->fmt = in_fmt;
-    if ((rc = cli_run_variant(&snaive_v, &snaive_res, &snaive_r, &pb, &in, &oracle, &err)) != AA_OK) {
+    cli_progress(cmd, "running the naive reference",
+                 (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d / 4);
+    rc = cli_run_variant(&snaive_v, &snaive_res, &snaive_r, &pb, &in, &oracle, &err);
+    cli_progress_end();
+    if (rc != AA_OK) {
       cli_error(cmd, "%s", err.msg);
       goto out;
     }
