@@ -297,3 +297,13 @@ def test_emulate_matches_the_command():
     assert em2["rounded"] > 0 and em2["score"].problem["input_fmt"] == "bf16"
     with pytest.raises(ValueError, match="neither a preset"):
         attnacc.emulate("no-such-recipe", *fl, layout="hnd")
+
+
+def test_default_rule_by_dtype():
+    ins, outs = make(torch.float64)
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], layout="bhnd")
+    assert res.rules == ("torch",) and res.passed
+    with pytest.raises(ValueError, match="naive reference"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", rule="fa")
+    ins, outs = make(torch.float32)
+    assert attnacc.score(*ins, o=outs[0], layout="bhnd").rules == ("fa",)

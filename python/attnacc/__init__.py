@@ -289,7 +289,11 @@ def _explain(res, name, rule):
         what = f"max({x.atol:g}, {what})"
     return (f"{name} fails the {rule} rule {where}: max abs error {t.max_abs:.6g} at index "
             f"{_idx(x.worst_index)} (got {x.worst_got:.9g}, oracle {x.worst_ref:.9g}) exceeds {what} = "
-            f"{x.allowed:.6g} (ratio {x.ratio:.4g})")
+            f"{x.allowed:.6g} (ratio {x.ratio:.4g})\n"
+            f"Greatest absolute difference: {t.max_abs:.6g} at index {_idx(t.worst_abs_index)} "
+            f"(up to {x.allowed:.6g} allowed)\n"
+            f"Greatest relative difference: {t.max_rel_any:.6g} at index {_idx(t.worst_rel_index)} "
+            f"(got {t.worst_rel_got:.9g}, oracle {t.worst_rel_ref:.9g})")
 
 
 def _no_varlen(cu_seqlens_q, cu_seqlens_k):
@@ -300,6 +304,8 @@ def _no_varlen(cu_seqlens_q, cu_seqlens_k):
 
 
 def _rules_arg(rule):
+    if rule is None:
+        return None  # the default, chosen by the inputs' dtype in _finish
     rules = (rule,) if isinstance(rule, str) else tuple(rule)
     if rules == ("all",):
         rules = RULES
@@ -309,8 +315,22 @@ def _rules_arg(rule):
     return rules
 
 
+def _finish(res, info, rules, opts):
+    """The Score, with the default rule (fa; torch for fp64 inputs) and a refusal of rules that need a naive
+    reference in the inputs' dtype when there is none (fp64 inputs)."""
+    if rules is None:
+        rules = ("torch",) if FMTS[info.input_fmt] == "fp64" else ("fa",)
+    sc = Score(list(res), info, rules, opts.causal, opts.window)
+    for r in rules:
+        if any(not t.rules[r].applied for t in sc.outputs.values()):
+            raise ValueError(f"attnacc: rule {r!r} needs a naive reference in the inputs' dtype, which exists for "
+                             f"bf16, fp16 and fp32 inputs; these are {sc.problem['input_fmt']} (use 'torch' or "
+                             "'abs-rel')")
+    return sc
+
+
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
-          softmax_scale=None, window_size=None, enable_gqa=None, rule="fa", atol=0.01, rtol=0.01, ulp_fmt=None,
+          softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
           oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
@@ -321,7 +341,9 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     rule: one of "abs-rel" (|a-b| <= atol + rtol|b|, atol = rtol = 0.01 by default), "torch"
     (torch.testing.assert_close's defaults for the output's dtype), "fa" (max error <= 2x (o) / 3x (grads)
     that of the naive reference in the inputs' dtype), "sdpa" (PyTorch SDPA tests' fudge factors), a
-    list of them, or "all". Every rule is always evaluated; `rule` picks which decide Score.passed.
+    list of them, or "all". Default: "fa", or "torch" for float64 inputs (fa and sdpa need a naive
+    reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
+    reported; `rule` picks which decide Score.passed.
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
     bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns. cu_seqlens_q/_k (varlen) are refused.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
@@ -342,10 +364,10 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     rc = _lib.lib().aa_flat_score(res, ctypes.byref(info), ins, gs, ctypes.byref(opts), msg, len(msg))
     if rc != 0:
         _raise(rc, msg.value)
-    return Score(list(res), info, rules, opts.causal, opts.window)
+    return _finish(res, info, rules, opts)
 
 
-def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule="fa", msg=None, **kwargs):
+def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None, msg=None, **kwargs):
     """score(...) and raise AssertionError, in the style of torch.testing.assert_close, when a chosen
     rule fails on any given output: the message names the output, the rule, the layout, the mismatched
     element count (elementwise rules), the greatest absolute and relative differences with their
@@ -396,7 +418,7 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
 
 
 def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
-            window_size=None, enable_gqa=None, rule="fa", atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
+            window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
             threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
     """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
     with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
@@ -422,7 +444,7 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     if rc != 0:
         _raise(rc, msg.value)
     out = dict(zip(OUTPUTS, bufs))
-    out["score"] = Score(list(res), info, rules, opts.causal, opts.window)
+    out["score"] = _finish(res, info, rules, opts)
     out["recipe"] = info.recipe.decode()
     out["rounded"] = info.rounded
     return out
