@@ -737,13 +737,12 @@ static void failure_line(char *buf, size_t cap, const cli_report_t *rep, const c
         o->name, aa_rule_name(rule), r->atol, r->rtol, r->fail_count, o->s.m.count, ix, r->worst_got, r->worst_ref,
         fabs(r->worst_got - r->worst_ref), r->ratio, r->allowed);
   else
-    snprintf(
-        buf, cap,
-        "%s fails the %s rule: max abs error %.6g at index %s (value %.9g, oracle %.9g) exceeds %s%g x the naive "
-        "reference's %.6g%s = %.6g (ratio %.4g)",
-        o->name, aa_rule_name(rule), o->s.m.max_abs, ix, r->worst_got, r->worst_ref,
-        rule == AA_RULE_SDPA ? "max(1e-05, " : "", r->rtol, r->naive_max_abs, rule == AA_RULE_SDPA ? ")" : "",
-        r->allowed, r->ratio);
+    snprintf(buf, cap,
+             "%s fails the %s rule: max abs error %.6g at index %s (value %.9g, oracle %.9g) exceeds %s%g x %s's max "
+             "error %.6g%s = %.6g (ratio %.4g)",
+             o->name, aa_rule_name(rule), o->s.m.max_abs, ix, r->worst_got, r->worst_ref,
+             rule == AA_RULE_SDPA ? "max(1e-05, " : "", r->rtol, extra.naive ? extra.naive : "the naive reference",
+             r->naive_max_abs, rule == AA_RULE_SDPA ? ")" : "", r->allowed, r->ratio);
 }
 
 void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {

@@ -171,6 +171,7 @@ typedef struct {
   aa_dims_t qdims, kdims;
   const aa_rule_t *verdict_rules;
   int n_verdict;
+  const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 

@@ -439,7 +439,7 @@ int aa_cmd_score(int argc, char **argv) {
       v.out[i].s = keep[i];
   }
 
-  ex = (cli_report_extra_t){layout, qd, kd, rules, nrules};
+  ex = (cli_report_extra_t){layout, qd, kd, rules, nrules, have_snaive ? snaive_r.name : NULL};
   cli_set_report_extra(&ex);
   rep = (cli_report_t){cmd, 0, 0, NULL, 0, inputs_src, &pb, &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
