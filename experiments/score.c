@@ -13,7 +13,8 @@ static const cli_opt_t opts[] = {
     {"inputs", "PATH", NULL,
      "q, k, v, do [, sinks]: a folder of NAME.npy, an .npz or a .safetensors file (required)"},
     {"grads", "PATH", NULL, "dq, dk, dv [, o] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
-    {"layout", "bhnd|bnhd|hnd|nd", "inferred", "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d] or [N,d]"},
+    {"layout", "bhnd|bnhd|hnd|nd|nhd", "inferred",
+     "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d], [N,d] or [N,H,d] (3 axes: hnd unless nhd is given)"},
     {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
@@ -204,7 +205,7 @@ int aa_cmd_score(int argc, char **argv) {
   if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
   if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
   if ((s = cli_get(&a, "layout")) && aa_layout_from_name(&layout, s) != AA_OK) {
-    cli_error(cmd, "--layout: '%s' is not bhnd, bnhd, hnd, nd or auto", s);
+    cli_error(cmd, "--layout: '%s' is not bhnd, bnhd, hnd, nd, nhd or auto", s);
     goto out;
   }
   if ((s = cli_get(&a, "ulp-fmt")) != NULL) {
@@ -233,7 +234,7 @@ int aa_cmd_score(int argc, char **argv) {
       cli_error(cmd, "%s", err.msg);
       goto out;
     }
-  if (layout != AA_LAYOUT_ND && any_3d(raw, 4))
+  if (layout != AA_LAYOUT_ND && layout != AA_LAYOUT_NHD && any_3d(raw, 4))
     for (int i = 0; i < 4; i++)
       promote_2d(&raw[i]);
   {
@@ -472,6 +473,9 @@ int aa_cmd_score(int argc, char **argv) {
     char line[1024];
     cli_first_failure(line, sizeof line, &rep, &v);
     fprintf(stderr, "attnacc score: FAIL: %s%s\n", line, cli_get(&a, "no-fail") ? " (--no-fail: exit 0)" : "");
+    if (cli_get(&a, "layout") == NULL && layout == AA_LAYOUT_HND)
+      fprintf(stderr, "attnacc score: the arrays were read as hnd [H, N, d] (3 axes); if they are flash-attn's "
+                      "[N, H, d], give --layout nhd\n");
     status = cli_get(&a, "no-fail") ? 0 : 1;
   }
 

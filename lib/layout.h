@@ -19,6 +19,8 @@ extern "C" {
      bnhd  [B, N, H, d]  flash-attn's flash_attn_func
      hnd   [H, N, d]     attnacc's own tensors
      nd    [N, d]        one head
+     nhd   [N, H, d]     flash-attn's layout without the batch axis (never inferred:
+                         3 axes are read as hnd unless nhd is named)
    Internally every attention tensor is [B*H, N, d] (aa_tensor_t, 3 axes):
    batch b, head h is folded head b*H + h. This keeps GQA exact: with
    group = H / H_kv the oracle maps query head b*H + h to kv head
@@ -29,13 +31,14 @@ typedef enum {
   AA_LAYOUT_BNHD,
   AA_LAYOUT_HND,
   AA_LAYOUT_ND,
+  AA_LAYOUT_NHD,
   AA_LAYOUT_COUNT
 } aa_layout_t;
 
-const char *aa_layout_name(aa_layout_t l); /* "auto", "bhnd", "bnhd", "hnd", "nd" */
+const char *aa_layout_name(aa_layout_t l); /* "auto", "bhnd", "bnhd", "hnd", "nd", "nhd" */
 const char *aa_layout_axes(aa_layout_t l); /* "[B, H, N, d]", ...; "?" for auto */
 int aa_layout_from_name(aa_layout_t *out, const char *name);
-int aa_layout_ndim(aa_layout_t l); /* 4, 4, 3, 2; 0 for auto */
+int aa_layout_ndim(aa_layout_t l); /* 4, 4, 3, 2, 3; 0 for auto */
 
 /* Batch, heads, length and head dimension of an array read in a layout. */
 typedef struct {
@@ -50,7 +53,8 @@ int aa_layout_dims(aa_dims_t *out, aa_layout_t l, int ndim, const size_t *shape)
    A layout fits when both read in it give the same batch and head
    dimension, non-zero sizes and kv heads dividing the query heads (GQA).
    given != auto: that layout, or AA_ESHAPE saying why it does not fit.
-   auto: 2 axes are nd, 3 are hnd; with 4 axes the one of bhnd and bnhd that
+   auto: 2 axes are nd, 3 are hnd (attnacc's historical reading; nhd must
+   be named); with 4 axes the one of bhnd and bnhd that
    fits, and when both fit AA_EINVAL with a message naming both candidates
    and what each would mean (the caller must say which). */
 int aa_layout_resolve(aa_layout_t *out, aa_layout_t given, int ndim, const size_t *q_shape, const size_t *k_shape,

@@ -307,3 +307,14 @@ def test_default_rule_by_dtype():
         attnacc.score(*ins, o=outs[0], layout="bhnd", rule="fa")
     ins, outs = make(torch.float32)
     assert attnacc.score(*ins, o=outs[0], layout="bhnd").rules == ("fa",)
+
+
+def test_nhd_layout():
+    """flash-attn's [N, H, d] (no batch axis) with layout="nhd" gives the [H, N, d] oracle transposed."""
+    ins, _ = make(torch.float64)
+    hnd = [t[0] for t in ins]
+    nhd = [t.transpose(0, 1).contiguous() for t in hnd]
+    a, b = attnacc.oracle(*hnd, layout="hnd"), attnacc.oracle(*nhd, layout="nhd")
+    for name in ("o", "dq", "dk", "dv"):
+        assert np.array_equal(a[name].transpose(1, 0, 2), b[name]), name
+    assert np.array_equal(a["lse"], b["lse"])

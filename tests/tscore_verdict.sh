@@ -46,6 +46,11 @@ def save(d, names, ts, tr=False):
 IN, OUT = ("q", "k", "v", "do"), ("o", "dq", "dk", "dv")
 save(T + "/in", IN, ins); save(T + "/good", OUT, outs); save(T + "/bad", OUT, bad)
 save(T + "/in_t", IN, ins, True); save(T + "/bad_t", OUT, bad, True)
+# batch 0 alone as flash-attn's [N, H, d] (batch axis squeezed)
+for d, names, ts in ((T + "/in_nhd", IN, ins), (T + "/good_nhd", OUT, outs)):
+    os.makedirs(d, exist_ok=True)
+    for n, t in zip(names, ts):
+        np.save(os.path.join(d, n + ".npy"), t[0].transpose(0, 1).contiguous().numpy())
 err = (bad[1].double() - ref[1]).abs()
 idx = np.unravel_index(int(err.argmax()), err.shape)
 open(T + "/ref.txt", "w").write("(" + ", ".join(str(int(i)) for i in idx) + ")\n")
@@ -99,6 +104,11 @@ grep -qF "at index $ti" "$T/err" || FAIL "tscore bnhd: worst index is not $ti: $
 # Wrong layout: the [B, H, N, d] tensors read as bnhd fail, and the message names the layout.
 run 1 "wrong layout" --inputs "$T/in" --grads "$T/good" --layout bnhd --rule fa
 grep -q "^layout: bnhd \[B, N, H, d\]" "$T/out" || FAIL "tscore wrong layout: layout line missing"
+# flash-attn's [N, H, d] without the batch axis: scored with --layout nhd; without it read as [H, N, d]: the
+# verdict fails and stderr says which layout was used and how to name the other.
+run 0 "nhd" --inputs "$T/in_nhd" --grads "$T/good_nhd" --layout nhd --rule all
+run 1 "nhd read as hnd" --inputs "$T/in_nhd" --grads "$T/good_nhd" --rule fa
+grep -q "read as hnd \[H, N, d\].*--layout nhd" "$T/err" || FAIL "tscore nhd read as hnd: no hint: $(cat "$T/err")"
 # No --layout: [2, 4, 32, 16] / [2, 2, 32, 16] fit both 4-axis layouts: refused, naming both.
 run 2 "ambiguous layout" --inputs "$T/in" --grads "$T/good"
 grep -q "bhnd.*bnhd" "$T/err" || FAIL "tscore ambiguous layout: message is $(cat "$T/err")"

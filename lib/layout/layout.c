@@ -5,8 +5,9 @@
 #include "layout.h"
 #include "rng.h"
 
-static const char *const names[AA_LAYOUT_COUNT] = {"auto", "bhnd", "bnhd", "hnd", "nd"};
-static const char *const axes[AA_LAYOUT_COUNT] = {"?", "[B, H, N, d]", "[B, N, H, d]", "[H, N, d]", "[N, d]"};
+static const char *const names[AA_LAYOUT_COUNT] = {"auto", "bhnd", "bnhd", "hnd", "nd", "nhd"};
+static const char *const axes[AA_LAYOUT_COUNT] = {"?",         "[B, H, N, d]", "[B, N, H, d]",
+                                                  "[H, N, d]", "[N, d]",       "[N, H, d]"};
 
 const char *aa_layout_name(aa_layout_t l) {
   return (unsigned)l < AA_LAYOUT_COUNT ? names[l] : "?";
@@ -29,6 +30,7 @@ int aa_layout_ndim(aa_layout_t l) {
   case AA_LAYOUT_BNHD:
     return 4;
   case AA_LAYOUT_HND:
+  case AA_LAYOUT_NHD:
     return 3;
   case AA_LAYOUT_ND:
     return 2;
@@ -48,6 +50,9 @@ int aa_layout_dims(aa_dims_t *out, aa_layout_t l, int ndim, const size_t *shape)
     break;
   case AA_LAYOUT_HND:
     *out = (aa_dims_t){1, shape[0], shape[1], shape[2]};
+    break;
+  case AA_LAYOUT_NHD:
+    *out = (aa_dims_t){1, shape[1], shape[0], shape[2]};
     break;
   default:
     *out = (aa_dims_t){1, 1, shape[0], shape[1]};
@@ -120,7 +125,7 @@ int aa_layout_resolve(aa_layout_t *out, aa_layout_t given, int ndim, const size_
 
 /* Offset in the caller's C-order array of (b, h, n, j). */
 static size_t offset(aa_layout_t l, const aa_dims_t *m, size_t b, size_t h, size_t n, size_t j) {
-  if (l == AA_LAYOUT_BNHD) return ((b * m->n + n) * m->h + h) * m->d + j;
+  if (l == AA_LAYOUT_BNHD || l == AA_LAYOUT_NHD) return ((b * m->n + n) * m->h + h) * m->d + j;
   return ((b * m->h + h) * m->n + n) * m->d + j;
 }
 
@@ -163,6 +168,9 @@ int aa_layout_index(size_t *idx, aa_layout_t l, const aa_dims_t *m, size_t i) {
     return 4;
   case AA_LAYOUT_HND:
     idx[0] = h, idx[1] = n, idx[2] = j;
+    return 3;
+  case AA_LAYOUT_NHD:
+    idx[0] = n, idx[1] = h, idx[2] = j;
     return 3;
   default:
     idx[0] = n, idx[1] = j;

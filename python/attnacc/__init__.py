@@ -334,8 +334,9 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
           oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
-    layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd", "nd"; None infers it
-    where only one layout fits (else ValueError naming the candidates). k, v may have fewer heads (GQA).
+    layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
+    "nhd" [N, H, d] (flash-attn without batch); None infers it where only one of the 4-axis layouts fits
+    (else ValueError naming the candidates); 3 axes are read as hnd unless "nhd" is given. k, v may have fewer heads (GQA).
     is_causal / causal: top-left causal mask; scale / softmax_scale: default 1/sqrt(d);
     window_size=(left, 0) with causal: flash-attn's sliding window; enable_gqa=False refuses GQA shapes.
     rule: one of "abs-rel" (|a-b| <= atol + rtol|b|, atol = rtol = 0.01 by default), "torch"
@@ -411,7 +412,7 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
     lay = LAYOUTS[info.layout]
     if lay in ("bhnd", "bnhd"):
         lse = lse.reshape(info.b, info.h, info.n_q)
-    elif lay == "hnd":
+    elif lay in ("hnd", "nhd"):
         lse = lse.reshape(info.h, info.n_q)
     return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv, "relerr_bound": info.oracle_relerr_bound,
             "layout": lay}

@@ -4,8 +4,8 @@ import os
 
 RULES = ("abs-rel", "torch", "fa", "sdpa")
 FMTS = ("bf16", "fp16", "fp32", "fp64")
-LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd")
-LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]"}
+LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
+LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 
