@@ -57,7 +57,8 @@ typedef struct {
      ulp_normwise max|a - b| / ulp_fmt(max|b|): the error in units of the last place of the largest
                   reference element, blind to the sign flips of near-zero elements
      max_rel      max |a_i - b_i| / |b_i| over the elements with |b_i| >= rel_floor,
-                  rel_floor = 2^-10 max|b| (elements below it are judged by ulp_normwise)
+                  rel_floor = 2^-4 max|b| (the top four binades, where the relative error is at
+                  most 16 max_abs / max|b|; smaller elements are judged by ulp_normwise)
      max_rel_any  max |a_i - b_i| / |b_i| over every element (|b_i| = 0: 0 if a_i = 0, else +Inf):
                   torch.testing.assert_close's "greatest relative difference"
    Non-finite elements of a are counted in nan/inf and left out of the statistics. */

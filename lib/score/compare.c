@@ -82,7 +82,7 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
   if (n > 0 && (u = malloc(n * sizeof *u)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
   for (size_t i = 0; i < n; i++)
     if (isfinite(ref->val.data[i]) && fabs(ref->val.data[i]) > max_b) max_b = fabs(ref->val.data[i]);
-  s->rel_floor = ldexp(max_b, -10);
+  s->rel_floor = ldexp(max_b, -4); /* the top four binades (score.h) */
   s->worst_got = s->worst_ref = NAN;
   {
     double worst_abs = -1, worst_rel = -1;
