@@ -156,7 +156,7 @@ def test_metric_formulas_fp32():
 
         u = np.abs(ordinal(a) - ordinal(b.astype(np.float32)))
         assert m.ulp_max == u.max() and m.ulp_median == np.median(u)
-        floor = np.abs(b).max() / 1024
+        floor = np.abs(b).max() / 16
         sel = np.abs(b) >= floor
         np.testing.assert_allclose(m.max_rel, (np.abs(a - b)[sel] / np.abs(b[sel])).max(), rtol=1e-6)
 
