@@ -402,23 +402,10 @@ void cli_inputs_free(cli_inputs_t *in) {
   aa_tensor_free(&in->sinks);
 }
 
+/* The seeded draw lives in the library (lib/layout.h) so C and Python callers get the same inputs. */
 static int draw_tensor(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols,
                        int uniform, double sigma, aa_fmt_t fmt, aa_error_t *err) {
-  size_t shape[3] = {heads, rows, cols}, per;
-  aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
-  if (aa_tensor_alloc(t, 3, shape, fmt) != AA_OK)
-    return aa_error_set(err, AA_ENOMEM, "cannot allocate [%zu, %zu, %zu] doubles", heads, rows, cols);
-  per = rows * cols;
-  for (size_t h = 0; h < heads; h++) {
-    aa_pcg64_t rng;
-    uint64_t tags[2] = {id, (uint64_t)h};
-    aa_rng_derive(&rng, seed, tags, 2);
-    for (size_t i = 0; i < per; i++) {
-      double z = uniform ? aa_pcg64_uniform(&rng) : aa_pcg64_normal(&rng);
-      t->data[h * per + i] = aa_round(sigma * z, &ro, NULL);
-    }
-  }
-  return AA_OK;
+  return aa_layout_draw(t, seed, id, heads, rows, cols, uniform, sigma, fmt, err);
 }
 
 int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n, size_t d, size_t heads,
@@ -650,8 +637,201 @@ int cli_compare(cli_out_t *out, const char *name, const aa_tensor_t *t, const aa
   out->relerr_bound = ref->relerr_bound;
   out->fa_applied = 0;
   rc = aa_metrics_compare(&out->m, t, ref, out->ulp_fmt, AA_METRICS_ATOL, AA_METRICS_RTOL, err);
+  if (rc == AA_OK) rc = cli_score_out(out, t, ref, -1, -1, -1, err);
   if (rc != AA_OK) err_prefix(err, name);
   return rc;
+}
+
+int cli_score_out(cli_out_t *out, const aa_tensor_t *t, const aa_oracle_out_t *ref, int ulp_fmt, double atol,
+                  double rtol, aa_error_t *err) {
+  aa_fmt_t uf = ulp_fmt >= 0                                                              ? (aa_fmt_t)ulp_fmt
+                : t->fmt == AA_FMT_BF16 || t->fmt == AA_FMT_FP16 || t->fmt == AA_FMT_FP32 ? t->fmt
+                                                                                          : AA_FMT_FP32;
+  return aa_score_compare(&out->s, out->name, t, ref, t->fmt, uf, atol >= 0 ? atol : AA_METRICS_ATOL,
+                          rtol >= 0 ? rtol : AA_METRICS_RTOL, err);
+}
+
+int cli_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *cmd, const char *s) {
+  char buf[256], *tok, *save = NULL;
+  int have[AA_RULE_COUNT] = {0};
+  *n = 0;
+  if (strlen(s) >= sizeof buf) {
+    cli_error(cmd, "--rule: '%s' is too long", s);
+    return 2;
+  }
+  strcpy(buf, s);
+  for (tok = strtok_r(buf, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+    aa_rule_t r;
+    if (strcmp(tok, "all") == 0) {
+      for (int i = 0; i < AA_RULE_COUNT; i++)
+        if (!have[i]++) rules[(*n)++] = (aa_rule_t)i;
+      continue;
+    }
+    if (aa_rule_from_name(&r, tok) != AA_OK) {
+      cli_error(cmd, "--rule: '%s' is not fa, torch, sdpa, abs-rel or all", tok);
+      return 2;
+    }
+    if (r == AA_RULE_ABSREL) {
+      /* optional ATOL RTOL after abs-rel */
+      char *save2 = save;
+      char *a = strtok_r(NULL, ", ", &save2), *b = a ? strtok_r(NULL, ", ", &save2) : NULL;
+      char *end;
+      if (a != NULL && ((a[0] >= '0' && a[0] <= '9') || a[0] == '.')) {
+        if (b == NULL) {
+          cli_error(cmd, "--rule abs-rel: give both ATOL and RTOL (e.g. --rule abs-rel,1e-3,1e-2)");
+          return 2;
+        }
+        *atol = strtod(a, &end);
+        if (*end != '\0' || !(*atol >= 0) || !isfinite(*atol)) {
+          cli_error(cmd, "--rule abs-rel: ATOL '%s' is not a number >= 0", a);
+          return 2;
+        }
+        *rtol = strtod(b, &end);
+        if (*end != '\0' || !(*rtol >= 0) || !isfinite(*rtol)) {
+          cli_error(cmd, "--rule abs-rel: RTOL '%s' is not a number >= 0", b);
+          return 2;
+        }
+        save = save2;
+      }
+    }
+    if (!have[r]++) rules[(*n)++] = r;
+  }
+  if (*n == 0) {
+    cli_error(cmd, "--rule: no rule given");
+    return 2;
+  }
+  return 0;
+}
+
+int cli_verdict(const cli_variant_t *v, const aa_rule_t *rules, int n) {
+  for (int j = 0; j < v->nout; j++)
+    for (int i = 0; i < n; i++) {
+      const aa_rule_result_t *r = &v->out[j].s.rule[rules[i]];
+      if (!r->applied || !r->pass) return 0;
+    }
+  return 1;
+}
+
+static cli_report_extra_t extra; /* zero: auto layout, no verdict */
+
+void cli_set_report_extra(const cli_report_extra_t *x) {
+  extra = *x;
+}
+
+/* "(b, h, n, d)" of folded element i of output o in the report's layout. */
+static void index_fmt(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, size_t i, int json) {
+  size_t idx[4], used;
+  int nd;
+  const aa_problem_t *pb = rep->pb;
+  int kv = strcmp(o->name, "dk") == 0 || strcmp(o->name, "dv") == 0;
+  if (strcmp(o->name, "dsinks") == 0) {
+    size_t k = pb->num_sinks ? pb->num_sinks : 1;
+    idx[0] = i / k, idx[1] = i % k, nd = 2;
+  } else if (extra.layout == AA_LAYOUT_AUTO) {
+    size_t n = kv ? pb->n_k : pb->n_q;
+    idx[0] = i / (n * pb->d), idx[1] = (i / pb->d) % n, idx[2] = i % pb->d, nd = 3;
+  } else {
+    nd = aa_layout_index(idx, extra.layout, kv ? &extra.kdims : &extra.qdims, i);
+  }
+  used = (size_t)snprintf(buf, cap, json ? "[" : "(");
+  for (int k = 0; k < nd && used < cap; k++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%zu", k ? ", " : "", idx[k]);
+  if (used < cap) snprintf(buf + used, cap - used, json ? "]" : ")");
+}
+
+static void index_str(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, size_t i) {
+  index_fmt(buf, cap, rep, o, i, 0);
+}
+
+static void failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, aa_rule_t rule,
+                         const aa_tensor_t *unused) {
+  const aa_rule_result_t *r = &o->s.rule[rule];
+  char ix[96];
+  (void)unused;
+  index_str(ix, sizeof ix, rep, o, r->worst);
+  if (!r->applied) {
+    snprintf(buf, cap, "%s: the %s rule could not be applied (it needs bf16, fp16 or fp32 inputs)", o->name,
+             aa_rule_name(rule));
+    return;
+  }
+  if (o->s.m.nan + o->s.m.inf > 0) {
+    snprintf(buf, cap, "%s fails the %s rule: %zu NaN and %zu Inf elements of %zu", o->name, aa_rule_name(rule),
+             o->s.m.nan, o->s.m.inf, o->s.m.count);
+    return;
+  }
+  if (rule == AA_RULE_ABSREL || rule == AA_RULE_TORCH)
+    snprintf(
+        buf, cap,
+        "%s fails the %s rule (atol %g, rtol %g): %zu of %zu elements over; worst at index %s: value %.9g, oracle "
+        "%.9g, error %.6g = %.4g x the allowed %.6g",
+        o->name, aa_rule_name(rule), r->atol, r->rtol, r->fail_count, o->s.m.count, ix, r->worst_got, r->worst_ref,
+        fabs(r->worst_got - r->worst_ref), r->ratio, r->allowed);
+  else
+    snprintf(buf, cap,
+             "%s fails the %s rule: max abs error %.6g at index %s (value %.9g, oracle %.9g) exceeds %s%g x %s's max "
+             "error %.6g%s = %.6g (ratio %.4g)",
+             o->name, aa_rule_name(rule), o->s.m.max_abs, ix, r->worst_got, r->worst_ref,
+             rule == AA_RULE_SDPA ? "max(1e-05, " : "", r->rtol, extra.naive ? extra.naive : "the naive reference",
+             r->naive_max_abs, rule == AA_RULE_SDPA ? ")" : "", r->allowed, r->ratio);
+}
+
+void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
+  char line[1024];
+  fprintf(f, "rules (measured / allowed, <= 1 passes):\n%-14s %-6s %-6s %-10s %-10s %-10s %-10s %-10s", "variant",
+          "out", "ulp", "ulp_med", "ulp_p99", "ulp_max", "ulp_norm", "max_rel");
+  for (int r = 0; r < AA_RULE_COUNT; r++)
+    fprintf(f, " %-14s", aa_rule_name((aa_rule_t)r));
+  fprintf(f, "\n");
+  for (size_t i = 0; i < nv; i++)
+    for (int j = 0; j < vs[i].nout; j++) {
+      const cli_out_t *o = &vs[i].out[j];
+      fprintf(f, "%-14s %-6s %-6s %-10.4g %-10.4g %-10.4g %-10.4g %-10.4g", vs[i].variant, o->name,
+              cli_fmt_name(o->s.ulp_fmt), o->s.ulp_median, o->s.ulp_p99, o->s.ulp_max, o->s.ulp_normwise,
+              o->s.max_rel);
+      for (int r = 0; r < AA_RULE_COUNT; r++) {
+        const aa_rule_result_t *x = &o->s.rule[r];
+        char cell[32];
+        if (x->applied)
+          snprintf(cell, sizeof cell, "%.4g %s", x->ratio, x->pass ? "pass" : "FAIL");
+        else
+          snprintf(cell, sizeof cell, "-");
+        fprintf(f, " %-14s", cell);
+      }
+      fprintf(f, "\n");
+    }
+  fprintf(
+      f,
+      "abs-rel: |a - b| <= atol + rtol |b| (atol %g, rtol %g); torch: the same with assert_close's defaults for the "
+      "output's dtype; fa: max_abs <= 2x (o) / 3x (grads) the naive reference's; sdpa: <= max(1e-5, fudge x "
+      "naive's), fudge o 4, dq 180, dk 16, dv 4\n",
+      vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].atol : AA_METRICS_ATOL,
+      vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].rtol : AA_METRICS_RTOL);
+  if (extra.n_verdict == 0) return;
+  for (size_t i = 0; i < nv; i++) {
+    int pass = cli_verdict(&vs[i], extra.verdict_rules, extra.n_verdict);
+    fprintf(f, "verdict: %s %s by", vs[i].variant, pass ? "PASS" : "FAIL");
+    for (int r = 0; r < extra.n_verdict; r++)
+      fprintf(f, "%s%s", r ? ", " : " ", aa_rule_name(extra.verdict_rules[r]));
+    fprintf(f, "\n");
+    for (int j = 0; j < vs[i].nout; j++)
+      for (int r = 0; r < extra.n_verdict; r++) {
+        const aa_rule_result_t *x = &vs[i].out[j].s.rule[extra.verdict_rules[r]];
+        if (x->applied && x->pass) continue;
+        failure_line(line, sizeof line, rep, &vs[i].out[j], extra.verdict_rules[r], NULL);
+        fprintf(f, "FAIL %s %s\n", vs[i].variant, line);
+      }
+  }
+}
+
+int cli_first_failure(char *buf, size_t cap, const cli_report_t *rep, const cli_variant_t *v) {
+  for (int j = 0; j < v->nout; j++)
+    for (int r = 0; r < extra.n_verdict; r++) {
+      const aa_rule_result_t *x = &v->out[j].s.rule[extra.verdict_rules[r]];
+      if (x->applied && x->pass) continue;
+      failure_line(buf, cap, rep, &v->out[j], extra.verdict_rules[r], NULL);
+      return 1;
+    }
+  return 0;
 }
 
 double cli_oracle_bound(const aa_oracle_result_t *r) {
@@ -741,9 +921,59 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
   fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
 }
 
+/* The robust measures and the four rules of one output (schema: experiments/README-json.md). */
+static void json_robust(cli_sb_t *sb, const cli_report_t *rep, const cli_out_t *o) {
+  const aa_score_out_t *s = &o->s;
+  char ix[96];
+  cli_sb_printf(sb, ", \"data_fmt\": \"%s\", \"robust\": {\"ulp_fmt\": \"%s\", \"ulp_median\": ",
+                cli_fmt_name(s->data_fmt), cli_fmt_name(s->ulp_fmt));
+  cli_sb_json_num(sb, s->ulp_median);
+  cli_sb_printf(sb, ", \"ulp_p99\": ");
+  cli_sb_json_num(sb, s->ulp_p99);
+  cli_sb_printf(sb, ", \"ulp_max\": ");
+  cli_sb_json_num(sb, s->ulp_max);
+  cli_sb_printf(sb, ", \"ulp_normwise\": ");
+  cli_sb_json_num(sb, s->ulp_normwise);
+  cli_sb_printf(sb, ", \"max_rel\": ");
+  cli_sb_json_num(sb, s->max_rel);
+  cli_sb_printf(sb, ", \"rel_floor\": ");
+  cli_sb_json_num(sb, s->rel_floor);
+  cli_sb_printf(sb, ", \"max_rel_any\": ");
+  cli_sb_json_num(sb, s->max_rel_any);
+  index_fmt(ix, sizeof ix, rep, o, s->worst_abs, 1);
+  cli_sb_printf(sb, ", \"worst_abs\": {\"index\": %s, \"got\": ", ix);
+  cli_sb_json_num(sb, s->worst_got);
+  cli_sb_printf(sb, ", \"oracle\": ");
+  cli_sb_json_num(sb, s->worst_ref);
+  cli_sb_printf(sb, "}}, \"rules\": {");
+  for (int r = 0; r < AA_RULE_COUNT; r++) {
+    const aa_rule_result_t *x = &s->rule[r];
+    cli_sb_printf(sb, "%s\"%s\": {\"applied\": %s", r ? ", " : "", aa_rule_name((aa_rule_t)r),
+                  x->applied ? "true" : "false");
+    if (x->applied) {
+      index_fmt(ix, sizeof ix, rep, o, x->worst, 1);
+      cli_sb_printf(sb, ", \"pass\": %s, \"ratio\": ", x->pass ? "true" : "false");
+      cli_sb_json_num(sb, x->ratio);
+      cli_sb_printf(sb, ", \"allowed\": ");
+      cli_sb_json_num(sb, x->allowed);
+      cli_sb_printf(sb, ", \"atol\": ");
+      cli_sb_json_num(sb, x->atol);
+      cli_sb_printf(sb, ", \"rtol\": ");
+      cli_sb_json_num(sb, x->rtol);
+      if (r == AA_RULE_FA || r == AA_RULE_SDPA) {
+        cli_sb_printf(sb, ", \"naive_max_abs\": ");
+        cli_sb_json_num(sb, x->naive_max_abs);
+      }
+      cli_sb_printf(sb, ", \"fail_count\": %zu, \"worst_index\": %s", x->fail_count, ix);
+    }
+    cli_sb_printf(sb, "}");
+  }
+  cli_sb_printf(sb, "}");
+}
+
 static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *v, const char *ind) {
   const aa_problem_t *pb = rep->pb;
-  cli_sb_printf(sb, "{\n%s  \"attnacc_version\": ", ind);
+  cli_sb_printf(sb, "{\n%s  \"schema_version\": %d,\n%s  \"attnacc_version\": ", ind, CLI_SCHEMA_VERSION, ind);
   cli_sb_json_str(sb, AA_VERSION);
   cli_sb_printf(sb, ",\n%s  \"git_hash\": ", ind);
   cli_sb_json_str(sb, AA_GIT_HASH);
@@ -775,7 +1005,12 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
     cli_problem_features(buf, sizeof buf, pb, 1);
     cli_sb_printf(sb, "%s", buf);
   }
-  cli_sb_printf(sb, "},\n%s  \"oracle\": {\"path\": ", ind);
+  cli_sb_printf(sb, "},\n");
+  if (extra.layout != AA_LAYOUT_AUTO)
+    cli_sb_printf(
+        sb, "%s  \"layout\": {\"name\": \"%s\", \"axes\": \"%s\", \"b\": %zu, \"heads\": %zu, \"kv_heads\": %zu},\n",
+        ind, aa_layout_name(extra.layout), aa_layout_axes(extra.layout), extra.qdims.b, extra.qdims.h, extra.kdims.h);
+  cli_sb_printf(sb, "%s  \"oracle\": {\"path\": ", ind);
   cli_sb_json_str(sb, aa_oracle_path_name(rep->oo->path));
   cli_sb_printf(sb, ", \"prec\": %d, \"target\": ", rep->oo->prec);
   cli_sb_json_num(sb, rep->oo->target);
@@ -834,9 +1069,33 @@ static void json_variant(cli_sb_t *sb, const cli_report_t *rep, const cli_varian
       cli_sb_json_num(sb, m->fa_ratio);
     else
       cli_sb_printf(sb, "null");
-    cli_sb_printf(sb, ", \"fa_pass\": %s}", o->fa_applied ? (m->fa_pass ? "true" : "false") : "null");
+    cli_sb_printf(sb, ", \"fa_pass\": %s", o->fa_applied ? (m->fa_pass ? "true" : "false") : "null");
+    json_robust(sb, rep, o);
+    cli_sb_printf(sb, "}");
   }
-  cli_sb_printf(sb, "\n%s  }\n%s}", ind, ind);
+  cli_sb_printf(sb, "\n%s  }", ind);
+  if (extra.n_verdict > 0) {
+    char line[1024];
+    cli_sb_printf(sb, ",\n%s  \"verdict\": {\"rules\": [", ind);
+    for (int r = 0; r < extra.n_verdict; r++)
+      cli_sb_printf(sb, "%s\"%s\"", r ? ", " : "", aa_rule_name(extra.verdict_rules[r]));
+    cli_sb_printf(sb, "], \"pass\": %s, \"failures\": [",
+                  cli_verdict(v, extra.verdict_rules, extra.n_verdict) ? "true" : "false");
+    {
+      int first = 1;
+      for (int j = 0; j < v->nout; j++)
+        for (int r = 0; r < extra.n_verdict; r++) {
+          const aa_rule_result_t *x = &v->out[j].s.rule[extra.verdict_rules[r]];
+          if (x->applied && x->pass) continue;
+          failure_line(line, sizeof line, rep, &v->out[j], extra.verdict_rules[r], NULL);
+          cli_sb_printf(sb, "%s", first ? "" : ", ");
+          cli_sb_json_str(sb, line);
+          first = 0;
+        }
+    }
+    cli_sb_printf(sb, "]}");
+  }
+  cli_sb_printf(sb, "\n%s}", ind);
 }
 
 void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
@@ -845,12 +1104,29 @@ void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, si
     cli_sb_printf(sb, "\n");
     return;
   }
-  cli_sb_printf(sb, "{\n  \"runs\": [");
+  cli_sb_printf(sb, "{\n  \"schema_version\": %d,\n  \"runs\": [", CLI_SCHEMA_VERSION);
   for (size_t i = 0; i < nv; i++) {
     cli_sb_printf(sb, "%s\n    ", i ? "," : "");
     json_variant(sb, rep, &vs[i], "    ");
   }
   cli_sb_printf(sb, "\n  ]\n}\n");
+}
+
+static int progress_shown;
+
+void cli_progress(const char *cmd, const char *what, double work) {
+  cli_progress_end();
+  if (work < 3e8 || !isatty(STDERR_FILENO)) return;
+  fprintf(stderr, "attnacc %s: %s (about %.0f s of one core)...", cmd, what, work / 1.5e8);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+void cli_progress_end(void) {
+  if (!progress_shown) return;
+  fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+  progress_shown = 0;
 }
 
 void cli_variant_free(cli_variant_t *v) {
@@ -921,6 +1197,7 @@ void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive) {
       if (strcmp(v->out[i].name, naive->out[j].name) == 0) {
         double factor = strcmp(v->out[i].name, "o") == 0 ? AA_METRICS_FA_FACTOR_FWD : AA_METRICS_FA_FACTOR_BWD;
         aa_metrics_fa_rule(&v->out[i].m, &naive->out[j].m, factor);
+        aa_score_apply_naive(&v->out[i].s, &naive->out[j].s);
         v->out[i].fa_applied = 1;
       }
 }

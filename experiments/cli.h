@@ -124,6 +124,9 @@ int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_er
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo);
 
+/* Version of the JSON objects of run and score (experiments/README-json.md). */
+#define CLI_SCHEMA_VERSION 1
+
 /* ---- one compared variant ---- */
 #define CLI_MAX_OUT 5
 typedef struct {
@@ -132,6 +135,7 @@ typedef struct {
   aa_metrics_t m;
   double relerr_bound; /* the oracle's certified bound of this output */
   int fa_applied;
+  aa_score_out_t s; /* robust measures and the four rules (lib/score.h) */
 } cli_out_t;
 
 typedef struct {
@@ -164,11 +168,48 @@ typedef struct {
   double oracle_seconds;
 } cli_report_t;
 
+/* What a report knows beyond cli_report_t (kept apart so that the commands
+   that do not set it are unaffected): the caller's layout (auto: [H, N, d])
+   and the dims of q and k in it, for indices in messages, and the rules that
+   decide the verdict (none: no verdict is reported). Set once by `score`
+   before printing; the defaults are auto and no verdict. */
+typedef struct {
+  aa_layout_t layout;
+  aa_dims_t qdims, kdims;
+  const aa_rule_t *verdict_rules;
+  int n_verdict;
+  const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
+} cli_report_extra_t;
+void cli_set_report_extra(const cli_report_extra_t *x);
+
 /* Compare t with ref into out->m (ULPs in t's format when BF16 or FP32,
    else FP32). */
 int cli_compare(cli_out_t *out, const char *name, const aa_tensor_t *t, const aa_oracle_out_t *ref, aa_error_t *err);
 double cli_oracle_bound(const aa_oracle_result_t *r); /* max certified bound over o, dq, dk, dv, dsinks */
+/* (Re)compute out->s: robust measures in ulp_fmt (-1: t's own format; fp64
+   and fp8 data: fp32) and the abs-rel (0.01, 0.01 unless atol/rtol >= 0
+   are given) and torch rules. */
+int cli_score_out(cli_out_t *out, const aa_tensor_t *t, const aa_oracle_out_t *ref, int ulp_fmt, double atol,
+                  double rtol, aa_error_t *err);
+/* --rule: a comma-separated list of fa, torch, sdpa, abs-rel (optionally
+   followed by ATOL,RTOL) or "all"; 0, or 2 after a message. */
+int cli_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *cmd, const char *s);
+/* 1 when every given verdict rule passes on every output of v (a rule that
+   could not be applied, fa/sdpa without a naive reference, counts as a failure). */
+int cli_verdict(const cli_variant_t *v, const aa_rule_t *rules, int n);
+/* The rule ratios of every output, and one line per failure naming the
+   worst element (index in the report's layout, value, oracle, error). */
+void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* One line per failed (output, rule) of v into buf: the first failure only
+   (for stderr). Returns 0 when none failed. */
+int cli_first_failure(char *buf, size_t cap, const cli_report_t *rep, const cli_variant_t *v);
 void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* A progress line on stderr, only when it is a terminal and the step is
+   expected to take more than about two seconds (work = heads n_q n_k d;
+   the oracle does about 1.5e8 of these per second per core); the next call
+   or cli_progress_end() erases it. */
+void cli_progress(const char *cmd, const char *what, double work);
+void cli_progress_end(void);
 /* One JSON object per variant, or {"runs": [...]} for several. */
 void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
 void cli_variant_free(cli_variant_t *v);

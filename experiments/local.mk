@@ -7,6 +7,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h exper
 	experiments/features_cli.c experiments/features_cli.h experiments/varlen.c \
 	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la -lmpfr -lgmp -lm
+EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh

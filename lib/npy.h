@@ -21,6 +21,43 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err);
    partial file. */
 int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err);
 
+/* An array of 1 to AA_NDARRAY_MAX_DIM axes read from a file, values exact
+   in fmt, C order (the general form behind aa_npy_read; the layout module
+   folds 4-axis attention arrays into [B*H, N, d] tensors). */
+#define AA_NDARRAY_MAX_DIM 4
+typedef struct {
+  double *data;
+  int ndim;
+  size_t shape[AA_NDARRAY_MAX_DIM];
+  aa_fmt_t fmt;
+} aa_ndarray_t;
+void aa_ndarray_free(aa_ndarray_t *a); /* safe on a zeroed or freed array */
+
+/* Flags of the readers below. AA_NPY_BF16_BITS: '<i2' (int16, e.g. torch's
+   t.view(torch.int16).numpy()) holds BF16 bit patterns, like '<u2'. */
+#define AA_NPY_BF16_BITS 1u
+
+/* aa_npy_read with up to 4 axes and flags. */
+int aa_npy_read_nd(aa_ndarray_t *out, const char *path, unsigned flags, aa_error_t *err);
+/* The same on the bytes of a .npy held in memory (an .npz member); name is
+   used in messages. */
+int aa_npy_parse_nd(aa_ndarray_t *out, const void *buf, size_t len, const char *name, unsigned flags,
+                    aa_error_t *err);
+
+/* One array of an .npz archive (np.savez: stored; np.savez_compressed:
+   deflated), read with libzip: member "NAME.npy". AA_ENOTFOUND when the
+   archive has no such member (message naming the members it has),
+   AA_EUNSUPPORTED when attnacc was built without libzip (the message says
+   how to install it), AA_EFORMAT for a file that is not a zip archive. */
+int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err);
+
+/* One tensor of a .safetensors file (8-byte little-endian header length, a
+   JSON header {name: {"dtype", "shape", "data_offsets"}}, then the data):
+   dtypes BF16, F16, F32, F64, and I16 as BF16 bits when flags has
+   AA_NPY_BF16_BITS or the header's "__metadata__" has "bf16_bits": "true".
+   AA_ENOTFOUND when the name is absent (message naming the tensors present). */
+int aa_safetensors_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

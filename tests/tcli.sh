@@ -216,7 +216,12 @@ expect_error "score NaN input" "NaN" score --inputs "$T/nan" --grads "$T/nan"
 mkdir "$T/nang"
 "$A" run --variant fa2 --n 4 --d 4 --save "$T/nang" >/dev/null 2>&1 || FAIL "tcli --save n=4 (2)"
 cp "$T/nan.npy" "$T/nang/dq.npy"
-"$A" score --inputs "$T/nang" --grads "$T/nang" --json >"$T/jn" 2>"$T/e" || FAIL "tcli score NaN grads: $(cat "$T/e")"
+# The verdict (default rule fa) fails: exit status 1, the JSON still printed, stderr names the NaN count.
+"$A" score --inputs "$T/nang" --grads "$T/nang" --json >"$T/jn" 2>"$T/e"
+st=$?
+[ $st -eq 1 ] || FAIL "tcli score NaN grads: exit status $st, want 1: $(cat "$T/e")"
+grep -q "dq fails the fa rule: 16 NaN" "$T/e" || FAIL "tcli score NaN grads: stderr is $(cat "$T/e")"
+"$A" score --inputs "$T/nang" --grads "$T/nang" --no-fail >/dev/null 2>&1 || FAIL "tcli score NaN grads --no-fail: exit status"
 grep '^    "dq": {' "$T/jn" | grep -q '"rel_l2": null, "max_abs": null, .*"nan": 16, "inf": 0, .*"fail_count": 16, "pass": false' ||
   FAIL "tcli score NaN grads: dq line is $(grep '^    "dq": {' "$T/jn")"
 grep '^    "dk": {' "$T/jn" | grep -q '"nan": 0, "inf": 0,' || FAIL "tcli score NaN grads: dk affected"

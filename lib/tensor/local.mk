@@ -6,3 +6,5 @@ lib_libattnacc_core_la_SOURCES += lib/tensor/npy.c
 check_PROGRAMS += tests/tnpy
 TESTS += tests/tnpy
 tests_tnpy_SOURCES = tests/tnpy.c
+lib_libattnacc_core_la_SOURCES += lib/tensor/npz.c lib/tensor/safetensors.c
+lib_libattnacc_core_la_LIBADD += $(LIBZIP_LIBS)

@@ -238,25 +238,21 @@ static void format_shape(char *buf, size_t cap, const size_t *shape, int ndim) {
   if (used < cap) snprintf(buf + used, cap - used, "]");
 }
 
-int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
+/* The reader proper, on an open stream of fsize bytes (a file, or a member of
+   an .npz archive through fmemopen): up to maxdim axes into out. The stream
+   is left open. */
+static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *path, int maxdim, unsigned flags,
+                       aa_error_t *err) {
   unsigned char pre[12];
   char *hdr = NULL;
   npy_header_t h;
   aa_fmt_t fmt = AA_FMT_FP64;
   size_t itemsize = 8, numel = 1, nbytes, hlen, data_off, got;
-  struct stat st;
-  FILE *f;
   int st_code = AA_OK, major, minor;
   char shp[160];
 
-  *out = (aa_tensor_t){0};
+  *out = (aa_ndarray_t){0};
   memset(&h, 0, sizeof h);
-  f = fopen(path, "rb");
-  if (f == NULL) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    st_code = aa_error_set(err, AA_EIO, "%s: not a regular file", path);
-    goto done;
-  }
   if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
     st_code = aa_error_set(err, AA_EFORMAT, "%s: not a .npy file (bad magic)", path);
     goto done;
@@ -289,13 +285,14 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
   if (fread(hdr, 1, hlen, f) != hlen) goto truncated_header;
   hdr[hlen] = '\0';
   if ((st_code = parse_header(&h, hdr, hlen, path, err)) != AA_OK) goto done;
+  if ((flags & AA_NPY_BF16_BITS) && strcmp(h.descr, "<i2") == 0) strcpy(h.descr, "<u2"); /* BF16 bits, by request */
   if ((st_code = dtype_lookup(&fmt, &itemsize, h.descr, path, err)) != AA_OK) goto done;
   if (h.fortran) {
     st_code = aa_error_set(err, AA_EFORMAT, "%s: fortran_order True is not supported (save in C order)", path);
     goto done;
   }
-  if (h.ndim < 1 || h.ndim > 3) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: %d axes are not supported (need 1 to 3)", path, h.ndim);
+  if (h.ndim < 1 || h.ndim > maxdim) {
+    st_code = aa_error_set(err, AA_EFORMAT, "%s: %d axes are not supported (need 1 to %d)", path, h.ndim, maxdim);
     goto done;
   }
   format_shape(shp, sizeof shp, h.shape, h.ndim);
@@ -307,9 +304,8 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
               : aa_error_set(err, AA_EFORMAT, "%s: shape %s is absurd (the element count overflows)", path, shp);
       goto done;
     }
-  if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || (uintmax_t)st.st_size < data_off ||
-      (uintmax_t)(st.st_size - (off_t)data_off) != (uintmax_t)nbytes) {
-    uintmax_t have = (uintmax_t)st.st_size >= data_off ? (uintmax_t)(st.st_size - (off_t)data_off) : 0;
+  if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || fsize < data_off || fsize - data_off != (uintmax_t)nbytes) {
+    uintmax_t have = fsize >= data_off ? fsize - data_off : 0;
     if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || have < nbytes)
       st_code = aa_error_set(err, AA_EFORMAT,
                              "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju", path,
@@ -319,10 +315,14 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
                              have - (uintmax_t)nbytes, shp, h.descr);
     goto done;
   }
-  if (aa_tensor_alloc(out, h.ndim, h.shape, fmt) != AA_OK) {
+  if (aa_size_mul(&nbytes, numel > 0 ? numel : 1, sizeof(double)) != AA_OK || (out->data = malloc(nbytes)) == NULL) {
     st_code = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate a tensor of shape %s", path, shp);
     goto done;
   }
+  out->ndim = h.ndim;
+  out->fmt = fmt;
+  for (int i = 0; i < h.ndim; i++)
+    out->shape[i] = h.shape[i];
   got = 0;
   {
     unsigned char buf[1 << 16];
@@ -330,7 +330,7 @@ int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
     while (got < numel) {
       size_t want = numel - got < per ? numel - got : per;
       if (fread(buf, itemsize, want, f) != want) {
-        aa_tensor_free(out);
+        aa_ndarray_free(out);
         st_code = aa_error_set(err, AA_EIO, "%s: read error in the data", path);
         goto done;
       }
@@ -345,8 +345,57 @@ truncated_header:
   st_code = aa_error_set(err, AA_EFORMAT, "%s: truncated header", path);
 done:
   free(hdr);
-  fclose(f);
   return st_code;
+}
+
+void aa_ndarray_free(aa_ndarray_t *a) {
+  free(a->data);
+  *a = (aa_ndarray_t){0};
+}
+
+static int read_file(aa_ndarray_t *out, const char *path, int maxdim, unsigned flags, aa_error_t *err) {
+  struct stat st;
+  FILE *f;
+  int rc;
+  *out = (aa_ndarray_t){0};
+  f = fopen(path, "rb");
+  if (f == NULL) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+    rc = aa_error_set(err, AA_EIO, "%s: not a regular file", path);
+  else
+    rc = read_stream(out, f, (uintmax_t)st.st_size, path, maxdim, flags, err);
+  fclose(f);
+  return rc;
+}
+
+int aa_npy_read_nd(aa_ndarray_t *out, const char *path, unsigned flags, aa_error_t *err) {
+  return read_file(out, path, AA_NDARRAY_MAX_DIM, flags, err);
+}
+
+int aa_npy_parse_nd(aa_ndarray_t *out, const void *buf, size_t len, const char *name, unsigned flags,
+                    aa_error_t *err) {
+  FILE *f;
+  int rc;
+  *out = (aa_ndarray_t){0};
+  if (len == 0) return aa_error_set(err, AA_EFORMAT, "%s: empty (not a .npy file)", name);
+  f = fmemopen((void *)buf, len, "rb");
+  if (f == NULL) return aa_error_set(err, AA_ENOMEM, "%s: cannot open the buffer: %s", name, strerror(errno));
+  rc = read_stream(out, f, len, name, AA_NDARRAY_MAX_DIM, flags, err);
+  fclose(f);
+  return rc;
+}
+
+int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
+  aa_ndarray_t a;
+  int rc = read_file(&a, path, 3, 0, err);
+  *out = (aa_tensor_t){0};
+  if (rc != AA_OK) return rc;
+  out->data = a.data;
+  out->ndim = a.ndim;
+  out->fmt = a.fmt;
+  for (int i = 0; i < 3; i++)
+    out->shape[i] = i < a.ndim ? a.shape[i] : 1;
+  return AA_OK;
 }
 
 /* ---- writing ---- */

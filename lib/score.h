@@ -1,0 +1,186 @@
+/* attnacc: scoring a kernel's outputs against the oracle: robust error measures, the pass rules users know
+ * (abs-rel, torch, fa, sdpa), and a flat C entry point for foreign callers (Python ctypes). */
+#ifndef AA_SCORE_H
+#define AA_SCORE_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "fmt.h"
+#include "layout.h"
+#include "metrics.h"
+#include "oracle.h"
+#include "recipe.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- pass rules ----
+   abs-rel  every element |a - b| <= atol + rtol |b| (default atol = rtol = 0.01, seed 003's rule)
+   torch    the same with torch.testing.assert_close's default (rtol, atol) for the data's dtype
+            (REFERENCES section 13; PyTorch torch/testing/_comparison.py, _DTYPE_PRECISIONS):
+            bf16 (1.6e-2, 1e-5), fp16 (1e-3, 1e-5), fp32 (1.3e-6, 1e-5), fp64 (1e-7, 1e-7)
+   fa       flash-attention's tests: max|a - b| <= factor * max|naive - b|, factor 2 for o and 3 for
+            the gradients, naive = the naive math reference in the inputs' own dtype (REFERENCES 4, 13)
+   sdpa     PyTorch test_transformers.py: max|a - b| <= max(1e-5, fudge * max|naive - b|), fudge for the
+            flash backend: o 4, dq 180, dk 16, dv 4 (dsinks: 4)
+   Every rule reports ratio = (what was measured) / (what the rule allows); the rule passes when
+   ratio <= 1 and no element is NaN or Inf. b is the oracle's value (exact to its certified bound). */
+typedef enum { AA_RULE_ABSREL = 0, AA_RULE_TORCH, AA_RULE_FA, AA_RULE_SDPA, AA_RULE_COUNT } aa_rule_t;
+
+const char *aa_rule_name(aa_rule_t r); /* "abs-rel", "torch", "fa", "sdpa" */
+int aa_rule_from_name(aa_rule_t *out, const char *name);
+/* torch.testing.assert_close defaults for data of format fmt (FP8 formats: bf16's). */
+void aa_rule_torch_tol(double *rtol, double *atol, aa_fmt_t fmt);
+double aa_rule_fa_factor(const char *out_name);  /* 2 for "o", 3 otherwise */
+double aa_rule_sdpa_fudge(const char *out_name); /* o 4, dq 180, dk 16, dv 4, else 4 */
+#define AA_RULE_SDPA_ATOL 1e-5
+
+typedef struct {
+  int applied;                 /* 0: not evaluated (fa/sdpa without a naive reference) */
+  int pass;                    /* ratio <= 1 and no NaN/Inf */
+  double ratio;                /* measured / allowed (NaN when a NaN decides it, +Inf for Inf) */
+  double allowed;              /* elementwise rules: the allowance at the worst element; fa/sdpa: the threshold */
+  double atol, rtol;           /* elementwise rules: the tolerances; fa/sdpa: atol 0 / 1e-5, rtol = factor */
+  double naive_max_abs;        /* fa/sdpa: max|naive - b| */
+  size_t fail_count;           /* elements over the allowance (elementwise rules), NaN/Inf included */
+  size_t worst;                /* folded index of the element deciding the ratio */
+  double worst_got, worst_ref; /* the tested value and the oracle's there */
+} aa_rule_result_t;
+
+/* ---- robust error measures of one output tensor ----
+   a = the tested tensor, b = the oracle's value, r = RN_fmt(exact) in ulp_fmt:
+     ulp_i        |ord(a_i) - ord(r_i)|, ord the signed bit-pattern ordinal of ulp_fmt (aa_metrics_ordinal)
+     ulp_median, ulp_p99, ulp_max   order statistics of ulp_i (p99: the ceil(0.99 n)-th smallest)
+     ulp_normwise max|a - b| / ulp_fmt(max|b|): the error in units of the last place of the largest
+                  reference element, blind to the sign flips of near-zero elements
+     max_rel      max |a_i - b_i| / |b_i| over the elements with |b_i| >= rel_floor,
+                  rel_floor = 2^-4 max|b| (the top four binades, where the relative error is at
+                  most 16 max_abs / max|b|; smaller elements are judged by ulp_normwise)
+     max_rel_any  max |a_i - b_i| / |b_i| over every element (|b_i| = 0: 0 if a_i = 0, else +Inf):
+                  torch.testing.assert_close's "greatest relative difference"
+   Non-finite elements of a are counted in nan/inf and left out of the statistics. */
+typedef struct {
+  const char *name;           /* "o", "dq", "dk", "dv", "dsinks" */
+  aa_metrics_t m;             /* rel_l2, max_abs, nan, inf, count (and the legacy abs-rel rule fields) */
+  aa_fmt_t data_fmt, ulp_fmt; /* the tested data's format; the format ULPs are counted in */
+  double ulp_median, ulp_p99, ulp_max, ulp_mean, ulp_normwise;
+  double max_rel, rel_floor, max_rel_any;
+  size_t worst_abs, worst_rel; /* folded indices of max_abs and max_rel_any */
+  double worst_got, worst_ref; /* a and b at worst_abs */
+  double oracle_relerr_bound;
+  aa_rule_result_t rule[AA_RULE_COUNT];
+} aa_score_out_t;
+
+/* Compare got (any shape, element count of ref) with ref. ulp_fmt BF16,
+   FP16 or FP32 (FP64 data: FP32). Fills the statistics and the abs-rel rule
+   (atol, rtol >= 0) and torch rule (tolerances of data_fmt); fa and sdpa are
+   left unapplied. AA_ESHAPE on a count mismatch, AA_EINVAL on a bad format
+   or tolerance, AA_ENOMEM. */
+int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
+                     aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err);
+/* Apply the fa and sdpa rules to s, given the naive reference's scores of
+   the same output. */
+void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive);
+
+/* The naive math reference in format fmt (BF16, FP16 or FP32): the
+   naive-bf16 preset with every BF16 step in fmt instead (named
+   naive-bf16, naive-fp16, naive-fp32). AA_EINVAL for other formats. */
+int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err);
+
+/* The narrowest of BF16, FP16, FP32, FP64 holding every element of t exactly
+   (the dtype a value array most likely came from; FP64 when none is smaller). */
+aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t);
+
+/* ---- flat entry point (specification for foreign callers) ----
+   Tensors are C-order double arrays (every bf16/fp16/fp32 value is exact in
+   double) with the caller's dtype in fmt (aa_fmt_t: 0 bf16, 1 fp16, 2 fp32,
+   3 fp64, see fmt.h) and up to 4 axes. Inputs: q, k, v, dO (all required);
+   outputs: o, dq, dk, dv (each optional: data NULL). Every tensor has the
+   layout opts->layout (auto: inferred from q and k, see
+   aa_layout_resolve); o, dq, dO have q's shape and dk, dv k's. */
+typedef struct {
+  const double *data;
+  int fmt;
+  int ndim;
+  size_t shape[4];
+} aa_flat_tensor_t;
+
+typedef struct {
+  int layout;           /* aa_layout_t */
+  int causal;           /* top-left causal mask */
+  double scale;         /* softmax scale; 0 = 1/sqrt(d) */
+  size_t window;        /* sliding window (0 = none; needs causal) */
+  double atol, rtol;    /* abs-rel rule */
+  int ulp_fmt;          /* -1: each output's own format (fp64 data: fp32); else an aa_fmt_t */
+  int oracle_path;      /* aa_oracle_path_t */
+  double oracle_target; /* 0 = default */
+  int threads;          /* 0 = all */
+  int naive;            /* 1: run the naive reference in the inputs' dtype for the fa and sdpa rules */
+} aa_flat_opts_t;
+
+/* One output's scores, flat for ctypes. Indices are in the caller's layout
+   (idx_ndim axes). */
+typedef struct {
+  char name[8];
+  int present;
+  int data_fmt, ulp_fmt;
+  size_t count, nan, inf;
+  double rel_l2, max_abs, max_rel, rel_floor, max_rel_any;
+  double ulp_median, ulp_p99, ulp_max, ulp_mean, ulp_normwise;
+  double oracle_relerr_bound;
+  int idx_ndim;
+  size_t worst_abs_idx[4], worst_rel_idx[4];
+  double worst_got, worst_ref, worst_rel_got, worst_rel_ref;
+  int rule_applied[AA_RULE_COUNT], rule_pass[AA_RULE_COUNT];
+  double rule_ratio[AA_RULE_COUNT], rule_allowed[AA_RULE_COUNT], rule_atol[AA_RULE_COUNT], rule_rtol[AA_RULE_COUNT],
+      rule_naive_max_abs[AA_RULE_COUNT];
+  size_t rule_fail_count[AA_RULE_COUNT];
+  size_t rule_worst_idx[AA_RULE_COUNT][4];
+  double rule_worst_got[AA_RULE_COUNT], rule_worst_ref[AA_RULE_COUNT];
+} aa_flat_out_t;
+
+/* Problem-level facts of a scoring run. */
+typedef struct {
+  int layout; /* the layout used (resolved) */
+  size_t b, h, h_kv, n_q, n_k, d;
+  double scale;
+  int input_fmt; /* the inputs' format (the naive reference's) */
+  double oracle_seconds, oracle_relerr_bound;
+  size_t oracle_recomputed, oracle_uncertified;
+  size_t rounded;  /* aa_flat_emulate: input values rounded into the recipe's io format */
+  char recipe[64]; /* aa_flat_emulate: the recipe's name */
+} aa_flat_info_t;
+
+/* Score o, dq, dk, dv (out[0..3], in that order) against the oracle of the
+   problem (q, k, v, dO). Returns a status; on failure msg (msg_cap bytes)
+   holds one line naming the problem. */
+int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+
+/* The oracle's values (FP64) of o, lse, dq, dk, dv written into caller
+   buffers in the layout of the inputs: o and dq have q's shape, dk and dv
+   k's, lse is [B, H, N] (both 4-axis layouts, as SDPA and flash-attn return
+   it), [H, N] or [N]. Any buffer may be NULL. */
+int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
+                   const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+
+/* Emulate a recipe on the inputs and score it: recipe is a preset name
+   (`attnacc list`), a recipe file's path, or recipe text (it holds '=').
+   The inputs are first rounded (RNE) into the recipe's io format, the count
+   in info->rounded, and the oracle sees the rounded values. The recipe's
+   o, dq, dk, dv are written into the buffers (any may be NULL) in the
+   inputs' layout, and scored into out[0..3] as aa_flat_score does. */
+int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
+                    const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
+                    size_t msg_cap);
+
+void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
+const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,384 @@
+/* attnacc: the flat entry points aa_flat_score and aa_flat_oracle (C arrays with shapes in, scores or oracle values
+ * out), for callers such as the Python package. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn.h"
+#include "score.h"
+#include "version.h"
+
+const char *aa_flat_version(void) {
+  return AA_VERSION;
+}
+
+void aa_flat_opts_init(aa_flat_opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->layout = AA_LAYOUT_AUTO;
+  o->atol = AA_METRICS_ATOL;
+  o->rtol = AA_METRICS_RTOL;
+  o->ulp_fmt = -1;
+  o->oracle_path = AA_ORACLE_FAST;
+  o->naive = 1;
+}
+
+typedef struct {
+  aa_layout_t layout;
+  aa_dims_t dq, dk; /* dims of q and of k in the layout */
+  aa_tensor_t in[4];
+  aa_problem_t pb;
+  aa_fmt_t in_fmt;
+} flat_prob_t;
+
+static void prob_free(flat_prob_t *p) {
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&p->in[i]);
+}
+
+static void shape_str(char *buf, size_t cap, const aa_flat_tensor_t *t) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < t->ndim && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", t->shape[i]);
+  if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
+static int valid_fmt(int f) {
+  return f == AA_FMT_BF16 || f == AA_FMT_FP16 || f == AA_FMT_FP32 || f == AA_FMT_FP64;
+}
+
+static int same_shape(const aa_flat_tensor_t *a, const aa_flat_tensor_t *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+/* Check shapes, resolve the layout, import the inputs and set up the problem. */
+static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_opts_t *o, aa_error_t *err) {
+  static const char *nm[4] = {"q", "k", "v", "do"};
+  char a[96], b[96];
+  int rc;
+  memset(p, 0, sizeof *p);
+  for (int i = 0; i < 4; i++) {
+    if (in[i].data == NULL) return aa_error_set(err, AA_EINVAL, "%s is missing", nm[i]);
+    if (in[i].ndim < 2 || in[i].ndim > 4)
+      return aa_error_set(err, AA_ESHAPE,
+                          "%s has %d axes (need 2 to 4: [N, d], [H, N, d], [B, H, N, d] or [B, N, H, d])", nm[i],
+                          in[i].ndim);
+    if (!valid_fmt(in[i].fmt))
+      return aa_error_set(err, AA_EINVAL, "%s: format %d is not bf16/fp16/fp32/fp64", nm[i], in[i].fmt);
+  }
+  if (in[0].ndim != in[1].ndim || !same_shape(&in[1], &in[2]) || !same_shape(&in[0], &in[3])) {
+    int bad = in[0].ndim != in[1].ndim ? 1 : !same_shape(&in[1], &in[2]) ? 2 : 3;
+    shape_str(a, sizeof a, &in[bad]);
+    shape_str(b, sizeof b, &in[bad == 2 ? 1 : 0]);
+    return aa_error_set(err, AA_ESHAPE, "%s %s does not match %s %s", nm[bad], a, bad == 2 ? "k" : "q", b);
+  }
+  if ((rc = aa_layout_resolve(&p->layout, (aa_layout_t)o->layout, in[0].ndim, in[0].shape, in[1].shape, err)) !=
+      AA_OK)
+    return rc;
+  aa_layout_dims(&p->dq, p->layout, in[0].ndim, in[0].shape);
+  aa_layout_dims(&p->dk, p->layout, in[1].ndim, in[1].shape);
+  p->in_fmt = AA_FMT_BF16;
+  for (int i = 0; i < 4; i++) {
+    if ((rc = aa_layout_import(&p->in[i], in[i].data, (aa_fmt_t)in[i].fmt, p->layout, in[i].ndim, in[i].shape,
+                               err)) != AA_OK) {
+      prob_free(p);
+      return rc;
+    }
+    /* the widest input format: bf16 < fp32 < fp64, fp16 < fp32 */
+    if (in[i].fmt == AA_FMT_FP64 || (in[i].fmt == AA_FMT_FP32 && p->in_fmt != AA_FMT_FP64) ||
+        (in[i].fmt == AA_FMT_FP16 && p->in_fmt == AA_FMT_BF16))
+      p->in_fmt = (aa_fmt_t)in[i].fmt;
+  }
+  for (int i = 0; i < 4; i++) {
+    size_t nn, ni;
+    aa_tensor_count_nonfinite(&p->in[i], &nn, &ni);
+    if (nn || ni) {
+      prob_free(p);
+      return aa_error_set(err, AA_ENAN, "%s holds %zu NaN and %zu Inf values", nm[i], nn, ni);
+    }
+  }
+  aa_problem_init(&p->pb, p->dq.n, p->dk.n, p->dq.d, p->dq.b * p->dq.h, p->dk.b * p->dk.h);
+  p->pb.causal = o->causal != 0;
+  p->pb.window = o->window;
+  if (o->scale != 0) {
+    if (!(o->scale > 0) || !isfinite(o->scale)) {
+      prob_free(p);
+      return aa_error_set(err, AA_EINVAL, "scale %g is not a positive number", o->scale);
+    }
+    p->pb.scale_default = 0;
+    p->pb.scale = o->scale;
+  }
+  if ((rc = aa_problem_check(&p->pb, err)) != AA_OK) {
+    prob_free(p);
+    return rc;
+  }
+  return AA_OK;
+}
+
+static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracle_result_t *r, double secs) {
+  const aa_oracle_out_t *outs[4] = {&r->o, &r->dq, &r->dk, &r->dv};
+  if (info == NULL) return;
+  memset(info, 0, sizeof *info);
+  info->layout = p->layout;
+  info->b = p->dq.b;
+  info->h = p->dq.h;
+  info->h_kv = p->dk.h;
+  info->n_q = p->dq.n;
+  info->n_k = p->dk.n;
+  info->d = p->dq.d;
+  info->scale = aa_problem_scale(&p->pb);
+  info->input_fmt = p->in_fmt;
+  info->oracle_seconds = secs;
+  for (int i = 0; i < 4; i++)
+    if (outs[i]->relerr_bound > info->oracle_relerr_bound) info->oracle_relerr_bound = outs[i]->relerr_bound;
+  info->oracle_recomputed = r->n_recomputed;
+  info->oracle_uncertified = r->n_uncertified;
+}
+
+static int run_oracle(aa_oracle_result_t *r, double *secs, const flat_prob_t *p, const aa_flat_opts_t *o,
+                      aa_error_t *err) {
+  aa_oracle_opts_t oo;
+  int rc;
+  aa_oracle_opts_init(&oo);
+  if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
+  oo.path = (aa_oracle_path_t)o->oracle_path;
+  oo.threads = o->threads;
+  if (o->oracle_target != 0) oo.target = o->oracle_target;
+  rc = aa_oracle_run(r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &oo, err);
+  /* the library reads no clock: the oracle's own phase timings */
+  *secs = rc == AA_OK ? r->seconds_forward + r->seconds_backward : 0;
+  return rc;
+}
+
+static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t *got, const aa_oracle_out_t *ref,
+                    aa_layout_t l, const aa_dims_t *dims) {
+  snprintf(f->name, sizeof f->name, "%s", s->name);
+  f->present = 1;
+  f->data_fmt = s->data_fmt;
+  f->ulp_fmt = s->ulp_fmt;
+  f->count = s->m.count;
+  f->nan = s->m.nan;
+  f->inf = s->m.inf;
+  f->rel_l2 = s->m.rel_l2;
+  f->max_abs = s->m.max_abs;
+  f->max_rel = s->max_rel;
+  f->rel_floor = s->rel_floor;
+  f->max_rel_any = s->max_rel_any;
+  f->ulp_median = s->ulp_median;
+  f->ulp_p99 = s->ulp_p99;
+  f->ulp_max = s->ulp_max;
+  f->ulp_mean = s->ulp_mean;
+  f->ulp_normwise = s->ulp_normwise;
+  f->oracle_relerr_bound = s->oracle_relerr_bound;
+  f->idx_ndim = aa_layout_index(f->worst_abs_idx, l, dims, s->worst_abs);
+  aa_layout_index(f->worst_rel_idx, l, dims, s->worst_rel);
+  f->worst_got = s->worst_got;
+  f->worst_ref = s->worst_ref;
+  f->worst_rel_got = got->data[s->worst_rel];
+  f->worst_rel_ref = ref->val.data[s->worst_rel];
+  for (int r = 0; r < AA_RULE_COUNT; r++) {
+    const aa_rule_result_t *x = &s->rule[r];
+    f->rule_applied[r] = x->applied;
+    f->rule_pass[r] = x->pass;
+    f->rule_ratio[r] = x->ratio;
+    f->rule_allowed[r] = x->allowed;
+    f->rule_atol[r] = x->atol;
+    f->rule_rtol[r] = x->rtol;
+    f->rule_naive_max_abs[r] = x->naive_max_abs;
+    f->rule_fail_count[r] = x->fail_count;
+    aa_layout_index(f->rule_worst_idx[r], l, dims, x->worst);
+    f->rule_worst_got[r] = x->worst_got;
+    f->rule_worst_ref[r] = x->worst_ref;
+  }
+}
+
+int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+  static const char *nm[4] = {"o", "dq", "dk", "dv"};
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  aa_oracle_result_t orc;
+  aa_attn_result_t naive;
+  aa_tensor_t got[4];
+  aa_score_out_t sc[4], ns;
+  const aa_oracle_out_t *ref[4];
+  double secs = 0;
+  int rc, have_naive = 0;
+  char a[96], b[96];
+
+  memset(out, 0, 4 * sizeof *out);
+  memset(got, 0, sizeof got);
+  memset(&orc, 0, sizeof orc);
+  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  for (int i = 0; i < 4; i++) {
+    const aa_flat_tensor_t *like = &inputs[i == 0 || i == 1 ? 0 : 1];
+    if (outputs[i].data == NULL) continue;
+    if (!valid_fmt(outputs[i].fmt)) {
+      rc = aa_error_set(&err, AA_EINVAL, "%s: format %d is not bf16/fp16/fp32/fp64", nm[i], outputs[i].fmt);
+      goto done;
+    }
+    if (!same_shape(&outputs[i], like)) {
+      shape_str(a, sizeof a, &outputs[i]);
+      shape_str(b, sizeof b, like);
+      rc = aa_error_set(&err, AA_ESHAPE, "%s %s does not match %s %s", nm[i], a, i < 2 ? "q" : "k", b);
+      goto done;
+    }
+    if ((rc = aa_layout_import(&got[i], outputs[i].data, (aa_fmt_t)outputs[i].fmt, p.layout, outputs[i].ndim,
+                               outputs[i].shape, &err)) != AA_OK)
+      goto done;
+  }
+  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) != AA_OK) goto done;
+  ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
+  for (int i = 0; i < 4; i++) {
+    aa_fmt_t uf;
+    if (got[i].data == NULL) continue;
+    uf = opts->ulp_fmt >= 0 ? (aa_fmt_t)opts->ulp_fmt : got[i].fmt;
+    if ((rc = aa_score_compare(&sc[i], nm[i], &got[i], ref[i], got[i].fmt, uf, opts->atol, opts->rtol, &err)) !=
+        AA_OK)
+      goto done;
+  }
+  if (opts->naive && p.in_fmt != AA_FMT_FP64) {
+    aa_recipe_t r;
+    const aa_tensor_t *nt[4];
+    if ((rc = aa_score_naive_recipe(&r, p.in_fmt, &err)) != AA_OK) goto done;
+    memset(&naive, 0, sizeof naive);
+    for (int i = 0; i < 4; i++)
+      p.in[i].fmt = p.in_fmt;
+    if ((rc = aa_attn_run(&naive, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
+    have_naive = 1;
+    nt[0] = &naive.o, nt[1] = &naive.dq, nt[2] = &naive.dk, nt[3] = &naive.dv;
+    for (int i = 0; i < 4; i++) {
+      if (got[i].data == NULL) continue;
+      if ((rc = aa_score_compare(&ns, nm[i], nt[i], ref[i], p.in_fmt, sc[i].ulp_fmt, opts->atol, opts->rtol, &err)) !=
+          AA_OK)
+        goto done;
+      aa_score_apply_naive(&sc[i], &ns);
+    }
+  }
+  for (int i = 0; i < 4; i++)
+    if (got[i].data != NULL) to_flat(&out[i], &sc[i], &got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
+  fill_info(info, &p, &orc, secs);
+done:
+  if (have_naive) aa_attn_result_free(&naive);
+  if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&got[i]);
+  prob_free(&p);
+done_noprob:
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}
+
+int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
+                   const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  aa_oracle_result_t orc;
+  double secs = 0;
+  int rc;
+  memset(&orc, 0, sizeof orc);
+  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto out;
+  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) == AA_OK) {
+    if (o) aa_layout_export(o, &orc.o.val, p.layout, &p.dq);
+    if (dq) aa_layout_export(dq, &orc.dq.val, p.layout, &p.dq);
+    if (dk) aa_layout_export(dk, &orc.dk.val, p.layout, &p.dk);
+    if (dv) aa_layout_export(dv, &orc.dv.val, p.layout, &p.dk);
+    if (lse) memcpy(lse, orc.lse.val.data, aa_tensor_numel(&orc.lse.val) * sizeof(double)); /* [B*H, N] = [B, H, N] */
+    fill_info(info, &p, &orc, secs);
+    aa_oracle_result_free(&orc);
+  }
+  prob_free(&p);
+out:
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}
+
+/* A preset name, a recipe file or recipe text. */
+static int load_recipe(aa_recipe_t *r, const char *spec, aa_error_t *err) {
+  if (spec == NULL || spec[0] == '\0') return aa_error_set(err, AA_EINVAL, "no recipe given");
+  if (strchr(spec, '=') != NULL) return aa_recipe_parse_string(r, spec, "recipe text", err);
+  if (aa_recipe_preset(r, spec, NULL) == AA_OK) return AA_OK;
+  if (access(spec, R_OK) == 0) return aa_recipe_parse_file(r, spec, err);
+  return aa_error_set(err, AA_ENOTFOUND,
+                      "'%s' is neither a preset (attnacc list), a readable recipe file, nor recipe text", spec);
+}
+
+int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
+                    const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
+                    size_t msg_cap) {
+  static const char *nm[4] = {"o", "dq", "dk", "dv"};
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  aa_recipe_t r, nr;
+  aa_oracle_result_t orc;
+  aa_attn_result_t res, naive;
+  aa_score_out_t sc[4], ns;
+  const aa_oracle_out_t *ref[4];
+  const aa_tensor_t *got[4], *nt[4];
+  double secs = 0, *dst[4] = {o, dq, dk, dv};
+  size_t rounded = 0;
+  int rc, have_res = 0, have_naive = 0;
+
+  memset(out, 0, 4 * sizeof *out);
+  memset(&orc, 0, sizeof orc);
+  if ((rc = load_recipe(&r, recipe, &err)) != AA_OK) goto done_noprob;
+  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  {
+    aa_round_opts_t ro = {r.io_fmt, AA_RND_NE, 1, 0};
+    for (int i = 0; i < 4; i++) {
+      size_t n = aa_tensor_numel(&p.in[i]);
+      for (size_t j = 0; j < n; j++) {
+        double x = aa_round(p.in[i].data[j], &ro, NULL);
+        if (x != p.in[i].data[j]) rounded++;
+        p.in[i].data[j] = x;
+      }
+      p.in[i].fmt = r.io_fmt;
+    }
+  }
+  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) != AA_OK) goto done;
+  if ((rc = aa_attn_run(&res, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
+  have_res = 1;
+  ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
+  got[0] = &res.o, got[1] = &res.dq, got[2] = &res.dk, got[3] = &res.dv;
+  for (int i = 0; i < 4; i++) {
+    aa_fmt_t f = got[i]->fmt, uf = opts->ulp_fmt >= 0                     ? (aa_fmt_t)opts->ulp_fmt
+                                   : f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f
+                                                                          : AA_FMT_FP32;
+    if ((rc = aa_score_compare(&sc[i], nm[i], got[i], ref[i], f, uf, opts->atol, opts->rtol, &err)) != AA_OK)
+      goto done;
+  }
+  if (opts->naive && (r.io_fmt == AA_FMT_BF16 || r.io_fmt == AA_FMT_FP16 || r.io_fmt == AA_FMT_FP32)) {
+    if ((rc = aa_score_naive_recipe(&nr, r.io_fmt, &err)) != AA_OK) goto done;
+    if ((rc = aa_attn_run(&naive, &p.pb, &nr, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
+    have_naive = 1;
+    nt[0] = &naive.o, nt[1] = &naive.dq, nt[2] = &naive.dk, nt[3] = &naive.dv;
+    for (int i = 0; i < 4; i++) {
+      if ((rc = aa_score_compare(&ns, nm[i], nt[i], ref[i], r.io_fmt, sc[i].ulp_fmt, opts->atol, opts->rtol, &err)) !=
+          AA_OK)
+        goto done;
+      aa_score_apply_naive(&sc[i], &ns);
+    }
+  }
+  for (int i = 0; i < 4; i++) {
+    to_flat(&out[i], &sc[i], got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
+    if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
+  }
+  fill_info(info, &p, &orc, secs);
+  if (info != NULL) {
+    info->input_fmt = r.io_fmt;
+    info->rounded = rounded;
+    snprintf(info->recipe, sizeof info->recipe, "%s", r.name);
+  }
+done:
+  if (have_naive) aa_attn_result_free(&naive);
+  if (have_res) aa_attn_result_free(&res);
+  if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
+  prob_free(&p);
+done_noprob:
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}

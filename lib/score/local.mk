@@ -1,0 +1,7 @@
+# attnacc: build fragment of the score module (robust metrics, pass rules, flat entry points).
+attnaccinclude_HEADERS += lib/score.h
+lib_libattnacc_core_la_SOURCES += lib/score/rules.c lib/score/compare.c lib/score/flat.c
+check_PROGRAMS += tests/tscore
+TESTS += tests/tscore
+tests_tscore_SOURCES = tests/tscore.c
+tests_tscore_LDADD = $(LDADD) -lmpfr -lgmp -lm

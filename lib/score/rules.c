@@ -1,0 +1,95 @@
+/* attnacc: names and constants of the pass rules (abs-rel, torch, fa, sdpa) and the naive reference they compare
+ * with. */
+#include <string.h>
+
+#include "score.h"
+
+static const char *const names[AA_RULE_COUNT] = {"abs-rel", "torch", "fa", "sdpa"};
+
+const char *aa_rule_name(aa_rule_t r) {
+  return (unsigned)r < AA_RULE_COUNT ? names[r] : "?";
+}
+
+int aa_rule_from_name(aa_rule_t *out, const char *name) {
+  int i = aa_name_index(name, names, AA_RULE_COUNT);
+  if (i < 0) return AA_EINVAL;
+  *out = (aa_rule_t)i;
+  return AA_OK;
+}
+
+/* torch.testing.assert_close's defaults (REFERENCES section 13; PyTorch
+   torch/testing/_comparison.py:45-53, the table _DTYPE_PRECISIONS, as
+   shipped by Debian's python3-torch 1.13): float16 (1e-3, 1e-5), bfloat16
+   (1.6e-2, 1e-5), float32 (1.3e-6, 1e-5), float64 (1e-7, 1e-7). Comparing
+   an output with an FP64 expected value, assert_close takes the larger of
+   the two dtypes' tolerances, i.e. the output's: so does this rule
+   (tests/test_python.py checks the verdicts against assert_close). */
+void aa_rule_torch_tol(double *rtol, double *atol, aa_fmt_t fmt) {
+  switch (fmt) {
+  case AA_FMT_FP16:
+    *rtol = 1e-3, *atol = 1e-5;
+    break;
+  case AA_FMT_FP32:
+    *rtol = 1.3e-6, *atol = 1e-5;
+    break;
+  case AA_FMT_FP64:
+    *rtol = 1e-7, *atol = 1e-7;
+    break;
+  default: /* bf16, and the FP8 formats (assert_close has no defaults for them; bf16's are the loosest) */
+    *rtol = 1.6e-2, *atol = 1e-5;
+    break;
+  }
+}
+
+/* flash-attention tests/test_flash_attn.py (FA2): 2x for the forward
+   output, 3x for dq, dk, dv (REFERENCES sections 4 and 13). */
+double aa_rule_fa_factor(const char *out_name) {
+  return strcmp(out_name, "o") == 0 ? AA_METRICS_FA_FACTOR_FWD : AA_METRICS_FA_FACTOR_BWD;
+}
+
+/* PyTorch test/test_transformers.py, flash backend's fudge factors
+   (REFERENCES sections 4 and 13). dsinks has none there: o's is used. */
+double aa_rule_sdpa_fudge(const char *out_name) {
+  if (strcmp(out_name, "dq") == 0) return 180.0;
+  if (strcmp(out_name, "dk") == 0) return 16.0;
+  return 4.0; /* o, dv, dsinks */
+}
+
+int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
+  int rc;
+  aa_fmt_t *f[] = {&r->io_fmt,         &r->q_scale_fmt,        &r->s_fmt,           &r->fwd_p_fmt,
+                   &r->fwd_rowsum_fmt, &r->fwd_o_acc_fmt,      &r->fwd_lse_fmt,     &r->bwd_p_dv_fmt,
+                   &r->bwd_p_ds_fmt,   &r->bwd_dp_fmt,         &r->bwd_d_fmt,       &r->bwd_ds_fmt,
+                   &r->bwd_dq_acc_fmt, &r->bwd_dq_section_fmt, &r->bwd_dkv_acc_fmt, &r->bwd_dsinks_fmt,
+                   &r->bwd_do_fmt};
+  if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
+    return aa_error_set(err, AA_EINVAL, "the naive reference exists for bf16, fp16 and fp32 inputs only");
+  if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK) return rc;
+  if (fmt == AA_FMT_BF16) return AA_OK;
+  /* Same algorithm, every BF16 rounding step in fmt: PyTorch's math
+     attention run in the inputs' dtype (its *_pt reference). */
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (*f[i] == AA_FMT_BF16) *f[i] = fmt;
+  strcpy(r->name, fmt == AA_FMT_FP16 ? "naive-fp16" : "naive-fp32");
+  return AA_OK;
+}
+
+aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t) {
+  static const aa_fmt_t order[3] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32};
+  size_t n = aa_tensor_numel(t);
+  int ok[3] = {1, 1, 1};
+  for (int k = 0; k < 3; k++) {
+    aa_round_opts_t ro = {order[k], AA_RND_NE, 1, 0};
+    for (size_t i = 0; i < n && ok[k]; i++) {
+      double x = t->data[i];
+      if (x == x && aa_round(x, &ro, NULL) != x) ok[k] = 0;
+    }
+  }
+  /* bf16 and fp16 overlap (small integers, powers of two); prefer bf16, the
+     usual attention dtype, only when fp16 does not also hold everything. */
+  if (ok[0] && !ok[1]) return AA_FMT_BF16;
+  if (ok[1] && !ok[0]) return AA_FMT_FP16;
+  if (ok[0]) return AA_FMT_BF16;
+  if (ok[2]) return AA_FMT_FP32;
+  return AA_FMT_FP64;
+}

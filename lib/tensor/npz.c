@@ -1,0 +1,85 @@
+/* attnacc: one array of a NumPy .npz archive (np.savez, np.savez_compressed), read with libzip. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "npy.h"
+
+#ifdef AA_HAVE_LIBZIP
+#include <zip.h>
+
+/* The member names, ", "-separated, into buf (for "no such array" messages). */
+static void member_list(char *buf, size_t cap, zip_t *za) {
+  zip_int64_t n = zip_get_num_entries(za, 0);
+  size_t used = 0;
+  buf[0] = '\0';
+  for (zip_int64_t i = 0; i < n && used + 1 < cap; i++) {
+    const char *nm = zip_get_name(za, (zip_uint64_t)i, 0);
+    if (nm != NULL) used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", nm);
+  }
+}
+
+int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err) {
+  int zerr = 0, rc;
+  zip_t *za;
+  zip_int64_t idx;
+  zip_stat_t st;
+  zip_file_t *zf;
+  unsigned char *buf;
+  char member[256], label[600];
+  *out = (aa_ndarray_t){0};
+  za = zip_open(path, ZIP_RDONLY, &zerr);
+  if (za == NULL) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, zerr);
+    rc = zerr == ZIP_ER_OPEN || zerr == ZIP_ER_READ || zerr == ZIP_ER_NOENT
+             ? aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, zip_error_strerror(&ze))
+             : aa_error_set(err, AA_EFORMAT, "%s: not an .npz (zip) archive: %s", path, zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return rc;
+  }
+  snprintf(member, sizeof member, "%s.npy", name);
+  snprintf(label, sizeof label, "%s[%s]", path, member);
+  idx = zip_name_locate(za, member, 0);
+  if (idx < 0) {
+    char list[300];
+    member_list(list, sizeof list, za);
+    zip_close(za);
+    return aa_error_set(err, AA_ENOTFOUND, "%s: no array '%s' (members: %s)", path, name, list[0] ? list : "none");
+  }
+  if (zip_stat_index(za, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
+    zip_close(za);
+    return aa_error_set(err, AA_EFORMAT, "%s: cannot read the size of the member", label);
+  }
+  if ((buf = malloc(st.size > 0 ? (size_t)st.size : 1)) == NULL) {
+    zip_close(za);
+    return aa_error_set(err, AA_ENOMEM, "%s: cannot allocate %llu bytes", label, (unsigned long long)st.size);
+  }
+  zf = zip_fopen_index(za, (zip_uint64_t)idx, 0);
+  if (zf == NULL || zip_fread(zf, buf, st.size) != (zip_int64_t)st.size) {
+    rc = aa_error_set(err, AA_EFORMAT, "%s: cannot decompress: %s", label, zip_strerror(za));
+    if (zf) zip_fclose(zf);
+    free(buf);
+    zip_close(za);
+    return rc;
+  }
+  zip_fclose(zf);
+  zip_close(za);
+  rc = aa_npy_parse_nd(out, buf, (size_t)st.size, label, flags, err);
+  free(buf);
+  return rc;
+}
+
+#else
+
+int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err) {
+  (void)name;
+  (void)flags;
+  *out = (aa_ndarray_t){0};
+  return aa_error_set(
+      err, AA_EUNSUPPORTED,
+      "%s: .npz archives need libzip: install it (apt-get install libzip-dev) and run configure again", path);
+}
+
+#endif

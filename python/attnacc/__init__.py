@@ -1,0 +1,451 @@
+"""attnacc: score an attention kernel's outputs against an exact (MPFR-certified) oracle.
+
+    import attnacc
+    res = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout="bhnd", is_causal=True)
+    print(res.summary())
+    attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, rule="fa")
+    em = attnacc.emulate("fa2", q, k, v, do, layout="bhnd")   # a recipe in bit-faithful emulation
+
+Tensors are numpy arrays or torch tensors (bfloat16, float16, float32, float64; CUDA tensors are
+copied to the CPU) in one of the layouts "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d]
+(flash-attn), "hnd" [H, N, d] or "nd" [N, d]. k and v may have fewer heads (GQA). The library is
+libattnacc (found through ATTNACC_LIB, the build tree's lib/.libs, or the installed libdir).
+"""
+import ctypes
+import json
+import math
+
+import numpy as np
+
+from . import _lib
+from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
+
+__all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "SCHEMA_VERSION", "RULES"]
+
+# Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
+SCHEMA_VERSION = 1
+OUTPUTS = ("o", "dq", "dk", "dv")
+
+
+def _as_array(x, name, bf16_bits=False):
+    """(float64 C-order array, format index) of a numpy array or torch tensor."""
+    if x is None:
+        return None, None
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+
+        t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        tmap = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2, torch.float64: 3}
+        if t.dtype not in tmap:
+            raise TypeError(f"attnacc: {name} has dtype {t.dtype} (need bfloat16, float16, float32 or float64)")
+        return np.ascontiguousarray(t.to(torch.float64).numpy()), tmap[t.dtype]
+    a = np.asarray(x)
+    if a.dtype in (np.int16, np.uint16) and bf16_bits:
+        bits = a.astype(np.uint16).astype(np.uint32) << 16
+        return np.ascontiguousarray(bits.view(np.float32).astype(np.float64)), 0
+    nmap = {np.dtype(np.float16): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 3}
+    if a.dtype not in nmap:
+        hint = " (BF16 bit patterns: pass bf16_bits=True)" if a.dtype in (np.int16, np.uint16) else ""
+        raise TypeError(f"attnacc: {name} has dtype {a.dtype} (need float16, float32, float64){hint}")
+    return np.ascontiguousarray(a, dtype=np.float64), nmap[a.dtype]
+
+
+def _flat(arr, fmt):
+    t = _lib.FlatTensor()
+    if arr is None:
+        return t
+    if arr.ndim < 1 or arr.ndim > 4:
+        raise ValueError(f"attnacc: an array has {arr.ndim} axes (need 2 to 4)")
+    t.data = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+    t.fmt = fmt
+    t.ndim = arr.ndim
+    for i, s in enumerate(arr.shape):
+        t.shape[i] = s
+    return t
+
+
+def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle_path,
+          threads, naive, q_shape=None, k_shape=None):
+    o = _lib.FlatOpts()
+    _lib.lib().aa_flat_opts_init(ctypes.byref(o))
+    lay = (layout or "auto").lower()
+    if lay not in LAYOUTS:
+        raise ValueError(f"attnacc: layout {layout!r} is not one of {', '.join(LAYOUTS[1:])}")
+    o.layout = LAYOUTS.index(lay)
+    c = bool(is_causal) or bool(causal)
+    o.causal = int(c)
+    s = softmax_scale if softmax_scale is not None else scale
+    if s is not None:
+        if not (s > 0 and math.isfinite(s)):
+            raise ValueError(f"attnacc: scale {s!r} is not a positive number")
+        o.scale = float(s)
+    if window_size is not None and tuple(window_size) != (-1, -1):
+        left, right = window_size
+        # flash-attn: query i sees keys i - left .. i + right; attnacc's window W keys ending at i (causal).
+        if not c or right not in (0, -1) or left < 0:
+            raise ValueError(
+                f"attnacc: window_size={tuple(window_size)} is supported only as (left, 0) with causal=True")
+        o.window = left + 1
+    if enable_gqa is False and q_shape is not None and k_shape is not None and tuple(q_shape) != tuple(k_shape):
+        raise ValueError("attnacc: k has a different shape from q (GQA) but enable_gqa=False")
+    if atol is not None:
+        o.atol = float(atol)
+    if rtol is not None:
+        o.rtol = float(rtol)
+    if ulp_fmt is not None:
+        if ulp_fmt not in ("bf16", "fp16", "fp32"):
+            raise ValueError(f"attnacc: ulp_fmt {ulp_fmt!r} is not bf16, fp16 or fp32")
+        o.ulp_fmt = FMTS.index(ulp_fmt)
+    if oracle_path not in _lib.ORACLE_PATHS:
+        raise ValueError(f"attnacc: oracle {oracle_path!r} is not mpfr or fast")
+    o.oracle_path = _lib.ORACLE_PATHS.index(oracle_path)
+    o.threads = int(threads)
+    o.naive = int(bool(naive))
+    return o
+
+
+def _raise(rc, msg):
+    text = "attnacc: " + msg.decode(errors="replace")
+    if rc == _lib.AA_ENOMEM:
+        raise MemoryError(text)
+    if rc == _lib.AA_EIO:
+        raise OSError(text)
+    raise ValueError(text)
+
+
+def _num(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class RuleResult:
+    """One rule on one output: passed, ratio (measured / allowed; <= 1 passes), allowed, atol, rtol,
+    fail_count, worst_index (the caller's layout), worst_got, worst_ref, naive_max_abs (fa, sdpa)."""
+
+    def __init__(self, rule, f, i, ndim):
+        self.rule = rule
+        self.applied = bool(f.rule_applied[i])
+        self.passed = bool(f.rule_pass[i]) if self.applied else None
+        self.ratio = f.rule_ratio[i]
+        self.allowed = f.rule_allowed[i]
+        self.atol = f.rule_atol[i]
+        self.rtol = f.rule_rtol[i]
+        self.naive_max_abs = f.rule_naive_max_abs[i] if rule in ("fa", "sdpa") else None
+        self.fail_count = f.rule_fail_count[i]
+        self.worst_index = tuple(f.rule_worst_idx[i][j] for j in range(ndim))
+        self.worst_got = f.rule_worst_got[i]
+        self.worst_ref = f.rule_worst_ref[i]
+
+    def to_dict(self):
+        d = {"applied": self.applied}
+        if self.applied:
+            d.update({"pass": self.passed, "ratio": _num(self.ratio), "allowed": _num(self.allowed),
+                      "atol": _num(self.atol), "rtol": _num(self.rtol)})
+            if self.naive_max_abs is not None:
+                d["naive_max_abs"] = _num(self.naive_max_abs)
+            d.update({"fail_count": self.fail_count, "worst_index": list(self.worst_index)})
+        return d
+
+
+class TensorScore:
+    """Error measures of one output against the oracle (formulas: README.md, "Metrics")."""
+
+    FIELDS = ("count", "nan", "inf", "rel_l2", "max_abs", "max_rel", "rel_floor", "max_rel_any", "ulp_median",
+              "ulp_p99", "ulp_max", "ulp_mean", "ulp_normwise", "oracle_relerr_bound")
+
+    def __init__(self, f):
+        self.name = f.name.decode()
+        self.data_fmt = FMTS[f.data_fmt]
+        self.ulp_fmt = FMTS[f.ulp_fmt]
+        for k in self.FIELDS:
+            setattr(self, k, getattr(f, k))
+        nd = f.idx_ndim
+        self.worst_abs_index = tuple(f.worst_abs_idx[j] for j in range(nd))
+        self.worst_rel_index = tuple(f.worst_rel_idx[j] for j in range(nd))
+        self.worst_got, self.worst_ref = f.worst_got, f.worst_ref
+        self.worst_rel_got, self.worst_rel_ref = f.worst_rel_got, f.worst_rel_ref
+        self.rules = {r: RuleResult(r, f, i, nd) for i, r in enumerate(RULES)}
+
+    def to_dict(self):
+        """The output's entry of the JSON schema (experiments/README-json.md), without the CLI-only keys."""
+        robust = {"ulp_fmt": self.ulp_fmt}
+        for k in ("ulp_median", "ulp_p99", "ulp_max", "ulp_normwise", "max_rel", "rel_floor", "max_rel_any"):
+            robust[k] = _num(getattr(self, k))
+        robust["worst_abs"] = {"index": list(self.worst_abs_index), "got": _num(self.worst_got),
+                               "oracle": _num(self.worst_ref)}
+        return {"count": self.count, "rel_l2": _num(self.rel_l2), "max_abs": _num(self.max_abs), "nan": self.nan,
+                "inf": self.inf, "oracle_relerr_bound": _num(self.oracle_relerr_bound), "data_fmt": self.data_fmt,
+                "robust": robust, "rules": {r: x.to_dict() for r, x in self.rules.items()}}
+
+
+class Score:
+    """The result of score(): passed (every chosen rule on every given output), rules (the chosen ones),
+    outputs (name -> TensorScore), layout and problem facts; summary() and to_dict()."""
+
+    def __init__(self, outs, info, rules, causal=False, window=0):
+        self._causal, self._window = bool(causal), int(window)
+        self.layout = LAYOUTS[info.layout]
+        self.problem = {"layout": self.layout, "b": info.b, "heads": info.h, "kv_heads": info.h_kv, "n": info.n_q,
+                        "n_k": info.n_k, "d": info.d, "scale": info.scale, "input_fmt": FMTS[info.input_fmt]}
+        self.oracle = {"relerr_bound": info.oracle_relerr_bound, "recomputed": info.oracle_recomputed,
+                       "uncertified": info.oracle_uncertified, "seconds": info.oracle_seconds}
+        self.outputs = {}
+        for f in outs:
+            if f.present:
+                t = TensorScore(f)
+                self.outputs[t.name] = t
+        self.rules = tuple(rules)
+        self.passed = all(self.verdict(n, r) is not False for n in self.outputs for r in self.rules)
+
+    def verdict(self, out, rule):
+        """True / False, or None when the rule could not be applied (fa and sdpa on fp64 inputs)."""
+        return self.outputs[out].rules[rule].passed
+
+    def failures(self):
+        return [(n, r) for n in self.outputs for r in self.rules if self.verdict(n, r) is False]
+
+    def __getitem__(self, name):
+        return self.outputs[name]
+
+    def __bool__(self):
+        return self.passed
+
+    def summary(self):
+        p = self.problem
+        lines = [f"layout {self.layout} {LAYOUT_AXES[self.layout]}: B={p['b']} H={p['heads']} H_kv={p['kv_heads']} "
+                 f"N={p['n']} N_k={p['n_k']} d={p['d']} inputs {p['input_fmt']}"]
+        head = f"{'out':<4} {'ulp':<4} {'rel_l2':>10} {'max_abs':>10} {'max_rel':>10} {'ulp_med':>8} {'ulp_p99':>8} " \
+               f"{'ulp_nw':>8}"
+        for r in RULES:
+            head += f" {r:>12}"
+        lines.append(head)
+        for n, t in self.outputs.items():
+            row = f"{n:<4} {t.ulp_fmt:<4} {t.rel_l2:>10.3e} {t.max_abs:>10.3e} {t.max_rel:>10.3e} " \
+                  f"{t.ulp_median:>8.3g} {t.ulp_p99:>8.3g} {t.ulp_normwise:>8.3g}"
+            for r in RULES:
+                x = t.rules[r]
+                row += f" {'-':>12}" if not x.applied else f" {x.ratio:>8.3g} {'ok' if x.passed else 'FAIL':>3}"
+            lines.append(row)
+        lines.append(f"rules {', '.join(self.rules)}: {'pass' if self.passed else 'FAIL'} "
+                     "(each cell: measured / allowed; <= 1 passes)")
+        for n, r in self.failures():
+            lines.append(_explain(self, n, r))
+        return "\n".join(lines)
+
+    def to_dict(self):
+        """One JSON object of schema version SCHEMA_VERSION, the shape `attnacc score --json` prints
+        (experiments/README-json.md)."""
+        lib = _lib.lib()
+        lib.aa_flat_version.restype = ctypes.c_char_p
+        lib.aa_git_hash.restype = ctypes.c_char_p
+        p = self.problem
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "attnacc_version": lib.aa_flat_version().decode(),
+            "git_hash": lib.aa_git_hash().decode(),
+            "seed": None,
+            "variant": "external",
+            "recipe": None,
+            "inputs": None,
+            "problem": {"n": p["n"], "n_k": p["n_k"], "d": p["d"], "heads": p["b"] * p["heads"],
+                        "kv_heads": p["b"] * p["kv_heads"], "causal": self._causal, "window": self._window,
+                        "sinks": 0, "dist": None, "sigma": None, "scale": _num(p["scale"])},
+            "layout": {"name": self.layout, "axes": LAYOUT_AXES[self.layout], "b": p["b"], "heads": p["heads"],
+                       "kv_heads": p["kv_heads"]},
+            "oracle": {"relerr_bound": _num(self.oracle["relerr_bound"]), "recomputed": self.oracle["recomputed"],
+                       "uncertified": self.oracle["uncertified"], "seconds": _num(self.oracle["seconds"])},
+            "outputs": {n: t.to_dict() for n, t in self.outputs.items()},
+            "verdict": {"rules": list(self.rules), "pass": self.passed,
+                        "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()]},
+        }
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def _idx(t):
+    return "(" + ", ".join(str(i) for i in t) + ")"
+
+
+def _explain(res, name, rule):
+    t = res.outputs[name]
+    x = t.rules[rule]
+    where = f"[layout {res.layout} {LAYOUT_AXES[res.layout]}]"
+    if rule in ("abs-rel", "torch"):
+        n = t.count
+        return (f"{name} fails the {rule} rule (rtol {x.rtol:g}, atol {x.atol:g}, {t.data_fmt}) {where}\n"
+                f"Mismatched elements: {x.fail_count} / {n} ({100.0 * x.fail_count / max(n, 1):.1f}%)\n"
+                f"Greatest absolute difference: {t.max_abs:.6g} at index {_idx(t.worst_abs_index)} "
+                f"(got {t.worst_got:.9g}, oracle {t.worst_ref:.9g}; up to {x.atol:g} allowed)\n"
+                f"Greatest relative difference: {t.max_rel_any:.6g} at index {_idx(t.worst_rel_index)} "
+                f"(got {t.worst_rel_got:.9g}, oracle {t.worst_rel_ref:.9g}; up to {x.rtol:g} allowed)\n"
+                f"Worst element against the rule: index {_idx(x.worst_index)}, got {x.worst_got:.9g}, "
+                f"oracle {x.worst_ref:.9g}, error {abs(x.worst_got - x.worst_ref):.6g} "
+                f"= {x.ratio:.4g} x the allowed {x.allowed:.6g}")
+    what = f"{x.rtol:g} x naive-{res.problem['input_fmt']}'s max error {x.naive_max_abs:.6g}"
+    if rule == "sdpa":
+        what = f"max({x.atol:g}, {what})"
+    return (f"{name} fails the {rule} rule {where}: max abs error {t.max_abs:.6g} at index "
+            f"{_idx(x.worst_index)} (got {x.worst_got:.9g}, oracle {x.worst_ref:.9g}) exceeds {what} = "
+            f"{x.allowed:.6g} (ratio {x.ratio:.4g})\n"
+            f"Greatest absolute difference: {t.max_abs:.6g} at index {_idx(t.worst_abs_index)} "
+            f"(up to {x.allowed:.6g} allowed)\n"
+            f"Greatest relative difference: {t.max_rel_any:.6g} at index {_idx(t.worst_rel_index)} "
+            f"(got {t.worst_rel_got:.9g}, oracle {t.worst_rel_ref:.9g})")
+
+
+def _no_varlen(cu_seqlens_q, cu_seqlens_k):
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        raise ValueError("attnacc: varlen batches (cu_seqlens_q/cu_seqlens_k, flash_attn_varlen_func's packed "
+                         "[total, H, d]) are not supported yet: the problem module has no varlen problems; score "
+                         "each sequence as its own [N, H, d] slice (layout='bnhd' after unsqueeze(0))")
+
+
+def _rules_arg(rule):
+    if rule is None:
+        return None  # the default, chosen by the inputs' dtype in _finish
+    rules = (rule,) if isinstance(rule, str) else tuple(rule)
+    if rules == ("all",):
+        rules = RULES
+    for r in rules:
+        if r not in RULES:
+            raise ValueError(f"attnacc: rule {r!r} is not one of {', '.join(RULES)}")
+    return rules
+
+
+def _finish(res, info, rules, opts):
+    """The Score, with the default rule (fa; torch for fp64 inputs) and a refusal of rules that need a naive
+    reference in the inputs' dtype when there is none (fp64 inputs)."""
+    if rules is None:
+        rules = ("torch",) if FMTS[info.input_fmt] == "fp64" else ("fa",)
+    sc = Score(list(res), info, rules, opts.causal, opts.window)
+    for r in rules:
+        if any(not t.rules[r].applied for t in sc.outputs.values()):
+            raise ValueError(f"attnacc: rule {r!r} needs a naive reference in the inputs' dtype, which exists for "
+                             f"bf16, fp16 and fp32 inputs; these are {sc.problem['input_fmt']} (use 'torch' or "
+                             "'abs-rel')")
+    return sc
+
+
+def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
+          softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
+          oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
+    """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
+
+    layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
+    "nhd" [N, H, d] (flash-attn without batch); None infers it where only one of the 4-axis layouts fits
+    (else ValueError naming the candidates); 3 axes are read as hnd unless "nhd" is given. k, v may have fewer heads (GQA).
+    is_causal / causal: top-left causal mask; scale / softmax_scale: default 1/sqrt(d);
+    window_size=(left, 0) with causal: flash-attn's sliding window; enable_gqa=False refuses GQA shapes.
+    rule: one of "abs-rel" (|a-b| <= atol + rtol|b|, atol = rtol = 0.01 by default), "torch"
+    (torch.testing.assert_close's defaults for the output's dtype), "fa" (max error <= 2x (o) / 3x (grads)
+    that of the naive reference in the inputs' dtype), "sdpa" (PyTorch SDPA tests' fudge factors), a
+    list of them, or "all". Default: "fa", or "torch" for float64 inputs (fa and sdpa need a naive
+    reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
+    reported; `rule` picks which decide Score.passed.
+    ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
+    bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns. cu_seqlens_q/_k (varlen) are refused.
+    Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
+    """
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    rules = _rules_arg(rule)
+    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
+    if all(a is None for a, _ in outs):
+        raise ValueError("attnacc: give at least one of o, dq, dk, dv")
+    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
+                 threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
+    gs = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in outs])
+    res = (_lib.FlatOut * 4)()
+    info = _lib.FlatInfo()
+    msg = ctypes.create_string_buffer(1024)
+    rc = _lib.lib().aa_flat_score(res, ctypes.byref(info), ins, gs, ctypes.byref(opts), msg, len(msg))
+    if rc != 0:
+        _raise(rc, msg.value)
+    return _finish(res, info, rules, opts)
+
+
+def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None, msg=None, **kwargs):
+    """score(...) and raise AssertionError, in the style of torch.testing.assert_close, when a chosen
+    rule fails on any given output: the message names the output, the rule, the layout, the mismatched
+    element count (elementwise rules), the greatest absolute and relative differences with their
+    indices in the caller's layout, and the oracle's value there. Returns the Score when it passes."""
+    res = score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, rule=rule, **kwargs)
+    if not res.passed:
+        text = "\n\n".join(_explain(res, n, r) for n, r in res.failures())
+        raise AssertionError(text if msg is None else f"{msg}\n\n{text}")
+    return res
+
+
+def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
+           window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None,
+           cu_seqlens_k=None):
+    """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
+    attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
+    do=None uses zeros (o and lse stay exact; the gradients are then zero)."""
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
+    if do is None:
+        arrs.append((np.zeros_like(arrs[0][0]), arrs[0][1]))
+    else:
+        arrs.append(_as_array(do, "do", bf16_bits))
+    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, None, None, None, oracle,
+                 threads, False, arrs[0][0].shape, arrs[1][0].shape)
+    ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
+    qa, ka = arrs[0][0], arrs[1][0]
+    o = np.empty_like(qa)
+    dq = np.empty_like(qa)
+    dk = np.empty_like(ka)
+    dv = np.empty_like(ka)
+    lse = np.empty(qa.size // qa.shape[-1])
+    info = _lib.FlatInfo()
+    msg = ctypes.create_string_buffer(1024)
+    dp = ctypes.POINTER(ctypes.c_double)
+    rc = _lib.lib().aa_flat_oracle(o.ctypes.data_as(dp), lse.ctypes.data_as(dp), dq.ctypes.data_as(dp),
+                                   dk.ctypes.data_as(dp), dv.ctypes.data_as(dp), ctypes.byref(info), ins,
+                                   ctypes.byref(opts), msg, len(msg))
+    if rc != 0:
+        _raise(rc, msg.value)
+    lay = LAYOUTS[info.layout]
+    if lay in ("bhnd", "bnhd"):
+        lse = lse.reshape(info.b, info.h, info.n_q)
+    elif lay in ("hnd", "nhd"):
+        lse = lse.reshape(info.h, info.n_q)
+    return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv, "relerr_bound": info.oracle_relerr_bound,
+            "layout": lay}
+
+
+def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
+            window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
+            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
+    """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
+    with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
+
+    The inputs are first rounded to the recipe's io format (bf16 for the presets); the oracle sees the
+    rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
+    holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
+    name) and "rounded" (how many input values the rounding changed)."""
+    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    rules = _rules_arg(rule)
+    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
+                 threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
+    qa, ka = arrs[0][0], arrs[1][0]
+    bufs = [np.empty_like(qa), np.empty_like(qa), np.empty_like(ka), np.empty_like(ka)]
+    res = (_lib.FlatOut * 4)()
+    info = _lib.FlatInfo()
+    msg = ctypes.create_string_buffer(1024)
+    dp = ctypes.POINTER(ctypes.c_double)
+    rc = _lib.lib().aa_flat_emulate(*[b.ctypes.data_as(dp) for b in bufs], res, ctypes.byref(info), ins,
+                                    str(recipe).encode(), ctypes.byref(opts), msg, len(msg))
+    if rc != 0:
+        _raise(rc, msg.value)
+    out = dict(zip(OUTPUTS, bufs))
+    out["score"] = _finish(res, info, rules, opts)
+    out["recipe"] = info.recipe.decode()
+    out["rounded"] = info.rounded
+    return out

@@ -1,0 +1,161 @@
+"""attnacc: locating libattnacc and the ctypes mirrors of lib/score.h's flat structures."""
+import ctypes
+import os
+
+RULES = ("abs-rel", "torch", "fa", "sdpa")
+FMTS = ("bf16", "fp16", "fp32", "fp64")
+LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
+LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
+ORACLE_PATHS = ("mpfr", "fast")
+NRULE = len(RULES)
+
+# Status codes of lib/common.h.
+AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
+
+
+class FlatTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.POINTER(ctypes.c_double)),
+        ("fmt", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.c_size_t * 4),
+    ]
+
+
+class FlatOpts(ctypes.Structure):
+    _fields_ = [
+        ("layout", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("scale", ctypes.c_double),
+        ("window", ctypes.c_size_t),
+        ("atol", ctypes.c_double),
+        ("rtol", ctypes.c_double),
+        ("ulp_fmt", ctypes.c_int),
+        ("oracle_path", ctypes.c_int),
+        ("oracle_target", ctypes.c_double),
+        ("threads", ctypes.c_int),
+        ("naive", ctypes.c_int),
+    ]
+
+
+_D4 = ctypes.c_double * NRULE
+_I4 = ctypes.c_int * NRULE
+
+
+class FlatOut(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 8),
+        ("present", ctypes.c_int),
+        ("data_fmt", ctypes.c_int),
+        ("ulp_fmt", ctypes.c_int),
+        ("count", ctypes.c_size_t),
+        ("nan", ctypes.c_size_t),
+        ("inf", ctypes.c_size_t),
+        ("rel_l2", ctypes.c_double),
+        ("max_abs", ctypes.c_double),
+        ("max_rel", ctypes.c_double),
+        ("rel_floor", ctypes.c_double),
+        ("max_rel_any", ctypes.c_double),
+        ("ulp_median", ctypes.c_double),
+        ("ulp_p99", ctypes.c_double),
+        ("ulp_max", ctypes.c_double),
+        ("ulp_mean", ctypes.c_double),
+        ("ulp_normwise", ctypes.c_double),
+        ("oracle_relerr_bound", ctypes.c_double),
+        ("idx_ndim", ctypes.c_int),
+        ("worst_abs_idx", ctypes.c_size_t * 4),
+        ("worst_rel_idx", ctypes.c_size_t * 4),
+        ("worst_got", ctypes.c_double),
+        ("worst_ref", ctypes.c_double),
+        ("worst_rel_got", ctypes.c_double),
+        ("worst_rel_ref", ctypes.c_double),
+        ("rule_applied", _I4),
+        ("rule_pass", _I4),
+        ("rule_ratio", _D4),
+        ("rule_allowed", _D4),
+        ("rule_atol", _D4),
+        ("rule_rtol", _D4),
+        ("rule_naive_max_abs", _D4),
+        ("rule_fail_count", ctypes.c_size_t * NRULE),
+        ("rule_worst_idx", (ctypes.c_size_t * 4) * NRULE),
+        ("rule_worst_got", _D4),
+        ("rule_worst_ref", _D4),
+    ]
+
+
+class FlatInfo(ctypes.Structure):
+    _fields_ = [
+        ("layout", ctypes.c_int),
+        ("b", ctypes.c_size_t),
+        ("h", ctypes.c_size_t),
+        ("h_kv", ctypes.c_size_t),
+        ("n_q", ctypes.c_size_t),
+        ("n_k", ctypes.c_size_t),
+        ("d", ctypes.c_size_t),
+        ("scale", ctypes.c_double),
+        ("input_fmt", ctypes.c_int),
+        ("oracle_seconds", ctypes.c_double),
+        ("oracle_relerr_bound", ctypes.c_double),
+        ("oracle_recomputed", ctypes.c_size_t),
+        ("oracle_uncertified", ctypes.c_size_t),
+        ("rounded", ctypes.c_size_t),
+        ("recipe", ctypes.c_char * 64),
+    ]
+
+
+def _candidates():
+    env = os.environ.get("ATTNACC_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    # build tree: python/attnacc/ -> lib/.libs/
+    yield os.path.join(here, "..", "..", "lib", ".libs", "libattnacc.so")
+    try:
+        from . import _installed  # written by `make install`
+
+        yield os.path.join(_installed.LIBDIR, "libattnacc.so")
+    except ImportError:
+        pass
+    yield "libattnacc.so"
+
+
+_lib = None
+
+
+def lib():
+    """The loaded libattnacc (ATTNACC_LIB, else the build tree's lib/.libs, else the installed libdir)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    errors = []
+    for path in _candidates():
+        try:
+            handle = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    else:
+        raise ImportError("attnacc: cannot load libattnacc.so (set ATTNACC_LIB to its path): " + "; ".join(errors))
+    handle.aa_flat_score.argtypes = [
+        ctypes.POINTER(FlatOut),
+        ctypes.POINTER(FlatInfo),
+        ctypes.POINTER(FlatTensor),
+        ctypes.POINTER(FlatTensor),
+        ctypes.POINTER(FlatOpts),
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    handle.aa_flat_score.restype = ctypes.c_int
+    dp = ctypes.POINTER(ctypes.c_double)
+    handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(FlatInfo), ctypes.POINTER(FlatTensor),
+                                      ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_oracle.restype = ctypes.c_int
+    handle.aa_flat_emulate.argtypes = [dp, dp, dp, dp, ctypes.POINTER(FlatOut), ctypes.POINTER(FlatInfo),
+                                       ctypes.POINTER(FlatTensor), ctypes.c_char_p, ctypes.POINTER(FlatOpts),
+                                       ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_emulate.restype = ctypes.c_int
+    handle.aa_flat_opts_init.argtypes = [ctypes.POINTER(FlatOpts)]
+    handle.aa_flat_opts_init.restype = None
+    _lib = handle
+    return handle

@@ -1,0 +1,320 @@
+"""attnacc: tests of the Python package on torch's own math attention as "the kernel" (run by tests/tpython.sh)."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import attnacc  # noqa: E402
+
+B, H, HKV, N, D = 2, 4, 2, 32, 16
+SEED = 20261201
+
+
+def math_attention(q, k, v, do, causal=False):
+    """torch's math attention with autograd, GQA by repeating kv heads; tensors [B, H, N, d]."""
+    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kr, vr = kk.repeat_interleave(g, dim=1), vv.repeat_interleave(g, dim=1)
+    s = (qq @ kr.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if causal:
+        mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    o = torch.softmax(s, dim=-1) @ vr
+    o.backward(do)
+    return o.detach(), qq.grad, kk.grad, vv.grad
+
+
+def make(dtype, causal=False):
+    gen = torch.Generator().manual_seed(SEED)
+    q = torch.randn(B, H, N, D, generator=gen).to(dtype)
+    k = torch.randn(B, HKV, N, D, generator=gen).to(dtype)
+    v = torch.randn(B, HKV, N, D, generator=gen).to(dtype)
+    do = torch.randn(B, H, N, D, generator=gen).to(dtype)
+    return (q, k, v, do), math_attention(q, k, v, do, causal)
+
+
+def in_layout(ts, layout):
+    return [t.transpose(1, 2).contiguous() for t in ts] if layout == "bnhd" else list(ts)
+
+
+LAYOUTS = ["bhnd", "bnhd"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp32_kernel_passes_every_rule(layout, causal):
+    ins, outs = make(torch.float32, causal)
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout(outs, layout)
+    res = attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, is_causal=causal, rule="all")
+    assert res.passed and res.layout == layout
+    for name in ("o", "dq", "dk", "dv"):
+        for rule in attnacc.RULES:
+            assert res[name].rules[rule].passed, (name, rule)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bf16_kernel(layout):
+    ins, outs = make(torch.bfloat16)
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout(outs, layout)
+    res = attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule=["abs-rel", "fa", "sdpa"])
+    assert res.problem["input_fmt"] == "bf16" and res["dq"].ulp_fmt == "bf16"
+    # torch.testing.assert_close's bf16 defaults (atol 1e-5) are meant for one rounding: a correct BF16
+    # attention misses them at near-zero elements, whose error is about ulp(max |ref|) (README-run.md).
+    torch_rule = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule="torch")
+    assert not torch_rule.passed and torch_rule["dq"].rules["torch"].ratio > 1
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dq_times_1008_fails_torch_and_fa(layout):
+    ins, outs = make(torch.float32)
+    o, dq, dk, dv = outs
+    dq = dq * 1.008
+    q, k, v, do = in_layout(ins, layout)
+    o, dq, dk, dv = in_layout((o, dq, dk, dv), layout)
+    res = attnacc.score(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule="all")
+    assert not res["dq"].rules["torch"].passed
+    assert not res["dq"].rules["fa"].passed
+    for name in ("o", "dk", "dv"):
+        assert res[name].rules["torch"].passed and res[name].rules["fa"].passed
+    # The worst element, from torch's own FP64 computation (independent of attnacc).
+    ref = math_attention(*(t.double() for t in ins))[1]
+    ref = in_layout([ref], layout)[0]
+    err = (dq.double() - ref).abs()
+    worst = tuple(int(i) for i in np.unravel_index(int(err.argmax()), err.shape))
+    for rule in ("torch", "fa"):
+        with pytest.raises(AssertionError) as e:
+            attnacc.assert_accurate(q, k, v, do, o=o, dq=dq, dk=dk, dv=dv, layout=layout, rule=rule)
+        text = str(e.value)
+        assert f"dq fails the {rule} rule" in text and f"layout {layout}" in text
+        assert "(" + ", ".join(map(str, worst)) + ")" in text
+    assert math.isclose(res["dq"].max_abs, float(err.max()), rel_tol=1e-9)
+
+
+def test_wrong_layout_fails_naming_it():
+    ins, outs = make(torch.float32)
+    with pytest.raises(AssertionError, match=r"layout bnhd \[B, N, H, d\]"):
+        attnacc.assert_accurate(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bnhd", rule="fa")
+    # Without layout= the [2, 4, 32, 16] / [2, 2, 32, 16] shapes fit both 4-axis layouts: refused.
+    with pytest.raises(ValueError, match=r"bhnd .*bnhd"):
+        attnacc.score(*ins, o=outs[0], dq=outs[1])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_inferred_when_unambiguous(layout):
+    # q [1, 6, 4, 8] / k [1, 3, 3, 8] fit only bhnd (H=6, H_kv=3; as bnhd H_kv=3 would not divide H=4),
+    # and their transposes only bnhd.
+    gen = torch.Generator().manual_seed(1)
+    q, do = torch.randn(1, 6, 4, 8, generator=gen), torch.randn(1, 6, 4, 8, generator=gen)
+    k, v = torch.randn(1, 3, 3, 8, generator=gen), torch.randn(1, 3, 3, 8, generator=gen)
+    outs = math_attention(q, k, v, do)
+    res = attnacc.score(*in_layout((q, k, v, do), layout), *in_layout(outs, layout), rule="all")
+    assert res.layout == layout and res.passed
+    assert (res.problem["heads"], res.problem["kv_heads"], res.problem["n"], res.problem["n_k"]) == (6, 3, 4, 3)
+
+
+@pytest.mark.parametrize("layout", ["bhnd", "bnhd", "hnd", "nd"])
+def test_oracle_matches_torch_fp64(layout):
+    ins, _ = make(torch.float64)
+    if layout in ("hnd", "nd"):
+        ins = [t[0] if layout == "hnd" else t[0, 0] for t in ins]
+        ins = [t.unsqueeze(0) if layout == "nd" else t for t in ins]
+        ref = math_attention(*(t.unsqueeze(0) for t in ins))
+        ref = [t[0] for t in ref]
+        if layout == "nd":
+            ins, ref = [t[0] for t in ins], [t[0] for t in ref]
+    else:
+        ref = math_attention(*ins)
+        ins, ref = in_layout(ins, layout), in_layout(ref, layout)
+    out = attnacc.oracle(*ins, layout=layout)
+    for name, r in zip(("o", "dq", "dk", "dv"), ref):
+        np.testing.assert_allclose(out[name], r.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def _ulp32(x):
+    """ulp in binary32 of |x| (normal range), from numpy's spacing."""
+    return np.spacing(np.float32(abs(x))).astype(np.float64)
+
+
+def test_metric_formulas_fp32():
+    ins, outs = make(torch.float32)
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bhnd")
+    ref = math_attention(*(t.double() for t in ins))
+    for name, got, r in zip(("o", "dq"), outs[:2], ref[:2]):
+        a, b = got.double().numpy().ravel(), r.numpy().ravel()
+        m = res[name]
+        np.testing.assert_allclose(m.max_abs, np.abs(a - b).max(), rtol=1e-6)
+        np.testing.assert_allclose(m.rel_l2, np.linalg.norm(a - b) / np.linalg.norm(b), rtol=1e-6)
+        np.testing.assert_allclose(m.ulp_normwise, np.abs(a - b).max() / _ulp32(np.abs(b).max()), rtol=1e-6)
+        # ULPs from the bit patterns of a and of RN32(b) (sign-magnitude ordinals)
+        def ordinal(x):
+            i = x.astype(np.float32).view(np.int32).astype(np.int64)
+            return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+        u = np.abs(ordinal(a) - ordinal(b.astype(np.float32)))
+        assert m.ulp_max == u.max() and m.ulp_median == np.median(u)
+        floor = np.abs(b).max() / 16
+        sel = np.abs(b) >= floor
+        np.testing.assert_allclose(m.max_rel, (np.abs(a - b)[sel] / np.abs(b[sel])).max(), rtol=1e-6)
+
+
+def test_fp16_counts_fp16_ulps():
+    # CPU torch has no fp16 matmul: the "kernel" computes in fp32 from fp16 inputs and stores fp16.
+    gen = torch.Generator().manual_seed(SEED)
+    ins = [torch.randn(1, 2, 16, 8, generator=gen).half() for _ in range(4)]
+    outs = [t.half() for t in math_attention(*(t.float() for t in ins))]
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], layout="bhnd", rule="all")
+    assert res["o"].ulp_fmt == "fp16" and res["o"].data_fmt == "fp16" and res.problem["input_fmt"] == "fp16"
+    as32 = attnacc.score(*ins, o=outs[0], layout="bhnd", ulp_fmt="fp32")
+    # one fp16 ULP is 2^13 fp32 ULPs in the normal range: the fp32 count is about 8192 times larger
+    assert as32["o"].ulp_p99 > 1000 * max(res["o"].ulp_p99, 1)
+    assert res.passed
+
+
+def test_numpy_bf16_bits_and_to_dict():
+    ins, outs = make(torch.bfloat16)
+    bits = [t.view(torch.int16).numpy() for t in ins]
+    obits = outs[1].view(torch.int16).numpy()
+    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True)
+    ref = attnacc.score(*ins, dq=outs[1], layout="bhnd")
+    assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
+    d = res.to_dict()
+    assert d["schema_version"] == attnacc.SCHEMA_VERSION and d["outputs"]["dq"]["rules"]["fa"]["pass"]
+    assert d["layout"] == {"name": "bhnd", "axes": "[B, H, N, d]", "b": B, "heads": H, "kv_heads": HKV}
+    assert d["problem"]["heads"] == B * H and d["verdict"]["pass"] is True
+    json.dumps(d)  # plain JSON types only
+    with pytest.raises(TypeError, match="bf16_bits"):
+        attnacc.score(*bits, dq=obits, layout="bhnd")
+
+
+def test_sdpa_kwargs():
+    ins, outs = make(torch.float32, causal=True)
+    a = attnacc.score(*ins, o=outs[0], layout="bhnd", causal=True, softmax_scale=D ** -0.5)
+    b = attnacc.score(*ins, o=outs[0], layout="bhnd", is_causal=True, scale=D ** -0.5, enable_gqa=True)
+    assert a.passed and b.passed and a["o"].max_abs == b["o"].max_abs
+    wrong = attnacc.score(*ins, o=outs[0], layout="bhnd")  # causal output scored as non-causal
+    assert not wrong.passed
+    with pytest.raises(ValueError, match="enable_gqa"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", enable_gqa=False)
+    with pytest.raises(ValueError, match="varlen"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", cu_seqlens_q=torch.tensor([0, N]))
+
+
+def test_same_json_as_the_command(tmp_path):
+    """score().to_dict() and `attnacc score --json` share one schema and, on the same files, the same numbers."""
+    import os
+    import subprocess
+
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the built experiments/attnacc) is not set")
+    ins, outs = make(torch.float32)
+    outs = list(outs)
+    outs[1] = outs[1] * 1.008
+    for n, t in zip(("q", "k", "v", "do", "o", "dq", "dk", "dv"), list(ins) + outs):
+        np.save(tmp_path / f"{n}.npy", t.numpy())
+    run = subprocess.run([cli, "score", "--inputs", str(tmp_path), "--grads", str(tmp_path), "--layout", "bhnd",
+                          "--rule", "torch,fa", "--json"], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    assert "dq fails the torch rule" in run.stderr
+    c = json.loads(run.stdout)
+    p = attnacc.score(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bhnd", rule=["torch", "fa"])
+    d = p.to_dict()
+    assert set(d) <= set(c) and d["schema_version"] == c["schema_version"] and d["layout"] == c["layout"]
+    assert c["verdict"]["pass"] is False and d["verdict"]["pass"] is False
+    for name in ("o", "dq", "dk", "dv"):
+        po, co = d["outputs"][name], c["outputs"][name]
+        assert set(po) <= set(co), name
+        assert po["robust"] == co["robust"] and po["rules"] == co["rules"], name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mult", [1.0, 1.008])
+def test_torch_rule_agrees_with_assert_close(dtype, mult):
+    """The torch rule is torch.testing.assert_close itself (the output dtype's defaults; the comparison in
+    fp64 against torch's own FP64 attention of the same inputs): same verdict, same mismatch count."""
+    import re
+
+    ins, outs = make(dtype)
+    dq = (outs[1].double() * mult).to(dtype)
+    ref = math_attention(*(t.double() for t in ins))[1]
+    res = attnacc.score(*ins, dq=dq, layout="bhnd", rule="torch")
+    try:
+        torch.testing.assert_close(dq, ref, check_dtype=False)
+        torch_mismatched = 0
+    except AssertionError as e:
+        torch_mismatched = int(re.search(r"Mismatched elements: (\d+) /", str(e)).group(1))
+    assert res.passed == (torch_mismatched == 0)
+    assert res["dq"].rules["torch"].fail_count == torch_mismatched
+
+
+def test_readme_example(tmp_path):
+    """The README's "Score your kernel" example runs as written and passes."""
+    import os
+    import subprocess
+    import sys
+
+    readme = os.path.join(os.environ.get("top_srcdir", os.path.join(os.path.dirname(__file__), "..")), "README.md")
+    text = open(readme, encoding="utf-8").read()
+    section = text[text.index("## Score your kernel"):]
+    code = section[section.index("```python\n") + 10:section.index("```\n", section.index("```python\n") + 10)]
+    (tmp_path / "test_my_kernel.py").write_text(code)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 passed" in run.stdout
+
+
+def test_emulate_matches_the_command():
+    """emulate("fa2") on drawn inputs gives the command's numbers for the same inputs and recipe (files
+    written by `attnacc run --save`), and fp32 inputs are rounded to the recipe's bf16."""
+    import os
+    import subprocess
+    import tempfile
+
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the built experiments/attnacc) is not set")
+    with tempfile.TemporaryDirectory() as d:
+        run = subprocess.run([cli, "run", "--variant", "fa2", "--n", "48", "--d", "16", "--heads", "2",
+                              "--kv-heads", "1", "--seed", "5", "--save", d, "--json"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        c = json.loads(run.stdout)
+        bits = [np.load(os.path.join(d, n + ".npy")) for n in ("q", "k", "v", "do")]
+        saved = {n: np.load(os.path.join(d, n + ".npy")) for n in ("o", "dq", "dk", "dv")}
+    em = attnacc.emulate("fa2", *[b.view(np.int16) for b in bits], layout="hnd", bf16_bits=True)
+    assert em["recipe"] == "fa2" and em["rounded"] == 0
+    for name in ("o", "dq", "dk", "dv"):
+        want = (saved[name].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        assert np.array_equal(em[name], want), name
+        assert em["score"][name].max_abs == c["outputs"][name]["max_abs"], name
+    # fp32 inputs are rounded to bf16 first: the same outputs
+    fl = [(b.astype(np.uint32) << 16).view(np.float32) + np.float32(1e-6) for b in bits]
+    em2 = attnacc.emulate("fa2", *fl, layout="hnd")
+    assert em2["rounded"] > 0 and em2["score"].problem["input_fmt"] == "bf16"
+    with pytest.raises(ValueError, match="neither a preset"):
+        attnacc.emulate("no-such-recipe", *fl, layout="hnd")
+
+
+def test_default_rule_by_dtype():
+    ins, outs = make(torch.float64)
+    res = attnacc.score(*ins, o=outs[0], dq=outs[1], layout="bhnd")
+    assert res.rules == ("torch",) and res.passed
+    with pytest.raises(ValueError, match="naive reference"):
+        attnacc.score(*ins, o=outs[0], layout="bhnd", rule="fa")
+    ins, outs = make(torch.float32)
+    assert attnacc.score(*ins, o=outs[0], layout="bhnd").rules == ("fa",)
+
+
+def test_nhd_layout():
+    """flash-attn's [N, H, d] (no batch axis) with layout="nhd" gives the [H, N, d] oracle transposed."""
+    ins, _ = make(torch.float64)
+    hnd = [t[0] for t in ins]
+    nhd = [t.transpose(0, 1).contiguous() for t in hnd]
+    a, b = attnacc.oracle(*hnd, layout="hnd"), attnacc.oracle(*nhd, layout="nhd")
+    for name in ("o", "dq", "dk", "dv"):
+        assert np.array_equal(a[name].transpose(1, 0, 2), b[name]), name
+    assert np.array_equal(a["lse"], b["lse"])

@@ -1,0 +1,25 @@
+#!/bin/sh
+# attnacc: run the Python package's pytest file (tests/test_python.py) on the build tree's libattnacc; 77 when python3-numpy, python3-torch or python3-pytest is missing.
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+py=
+for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$cand" ] || continue
+  if "$cand" -c 'import numpy, torch, pytest' >/dev/null 2>&1; then
+    py=$cand
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "SKIP: no python3 with numpy, torch and pytest (apt-get install python3-numpy python3-torch python3-pytest)"
+  exit 77
+fi
+lib="$top_builddir/lib/.libs/libattnacc.so"
+[ -f "$lib" ] || { echo "FAIL tpython: $lib was not built"; exit 1; }
+ATTNACC_LIB=$lib
+ATTNACC_CLI="$top_builddir/experiments/attnacc"
+PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export ATTNACC_LIB ATTNACC_CLI PYTHONPATH OMP_NUM_THREADS
+"$py" -c 'import sys, numpy, torch; print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__)'
+exec "$py" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/test_python.py"

@@ -1,0 +1,392 @@
+/* attnacc: tests of the layout and score modules and of the 4-axis, '<i2', .npz and .safetensors readers, against
+ * closed forms and per-batch oracles. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn.h"
+#include "config.h"
+#include "layout.h"
+#include "npy.h"
+#include "oracle.h"
+#include "score.h"
+#include "tests.h"
+
+static char tmpdir[256];
+
+/* ---- layouts ---- */
+
+static void test_resolve(void) {
+  aa_layout_t l;
+  aa_error_t err = {{0}};
+  size_t q4[4] = {2, 4, 32, 16}, k4[4] = {2, 2, 32, 16};
+  size_t qa[4] = {1, 6, 4, 8}, ka[4] = {1, 3, 3, 8}; /* only bhnd: as bnhd 3 kv heads do not divide 4 */
+  size_t qb[4] = {1, 4, 6, 8}, kb[4] = {1, 3, 3, 8}; /* only bnhd */
+  size_t q3[3] = {4, 32, 16}, k3[3] = {2, 32, 16}, q2[2] = {32, 16}, k2[2] = {40, 16}, kbad[2] = {40, 8};
+  int rc = aa_layout_resolve(&l, AA_LAYOUT_AUTO, 4, q4, k4, &err);
+  AA_CHECK(rc == AA_EINVAL && strstr(err.msg, "bhnd") && strstr(err.msg, "bnhd"),
+           "tscore resolve: ambiguous shapes give %d '%s', want AA_EINVAL naming bhnd and bnhd", rc, err.msg);
+  AA_CHECK(aa_layout_resolve(&l, AA_LAYOUT_AUTO, 4, qa, ka, &err) == AA_OK && l == AA_LAYOUT_BHND,
+           "tscore resolve: [1,6,4,8]/[1,3,3,8] is not bhnd (%d, %s)", (int)l, err.msg);
+  AA_CHECK(aa_layout_resolve(&l, AA_LAYOUT_AUTO, 4, qb, kb, &err) == AA_OK && l == AA_LAYOUT_BNHD,
+           "tscore resolve: [1,4,6,8]/[1,3,3,8] is not bnhd (%d, %s)", (int)l, err.msg);
+  AA_CHECK(aa_layout_resolve(&l, AA_LAYOUT_AUTO, 3, q3, k3, &err) == AA_OK && l == AA_LAYOUT_HND,
+           "tscore resolve: 3 axes are not hnd");
+  AA_CHECK(aa_layout_resolve(&l, AA_LAYOUT_AUTO, 2, q2, k2, &err) == AA_OK && l == AA_LAYOUT_ND,
+           "tscore resolve: 2 axes are not nd");
+  rc = aa_layout_resolve(&l, AA_LAYOUT_AUTO, 2, q2, kbad, &err);
+  AA_CHECK(rc == AA_ESHAPE && strstr(err.msg, "head dimensions"), "tscore resolve: d mismatch gives '%s'", err.msg);
+  rc = aa_layout_resolve(&l, AA_LAYOUT_BNHD, 4, qa, ka, &err);
+  AA_CHECK(rc == AA_ESHAPE && strstr(err.msg, "bnhd [B, N, H, d]") && strstr(err.msg, "divide"),
+           "tscore resolve: a given layout that does not fit gives '%s'", err.msg);
+  rc = aa_layout_resolve(&l, AA_LAYOUT_HND, 4, q4, k4, &err);
+  AA_CHECK(rc == AA_ESHAPE && strstr(err.msg, "needs 3 axes"), "tscore resolve: axis count gives '%s'", err.msg);
+}
+
+/* Element (b, h, n, j) of a [B, N, H, d] array lands at folded head b*H + h, row n, column j; export and
+   index invert it. Values encode their own position, so the check needs no second implementation. */
+static void test_import(void) {
+  size_t shape[4] = {2, 5, 3, 4}; /* B=2, N=5, H=3, d=4 */
+  size_t n = 2 * 5 * 3 * 4, idx[4];
+  double *a = malloc(n * sizeof *a), *back = malloc(n * sizeof *back);
+  aa_tensor_t t;
+  aa_dims_t m;
+  aa_error_t err = {{0}};
+  for (size_t b = 0; b < 2; b++)
+    for (size_t i = 0; i < 5; i++)
+      for (size_t h = 0; h < 3; h++)
+        for (size_t j = 0; j < 4; j++)
+          a[((b * 5 + i) * 3 + h) * 4 + j] = (double)(1000 * b + 100 * h + 10 * i + j);
+  AA_CHECK(aa_layout_import(&t, a, AA_FMT_FP32, AA_LAYOUT_BNHD, 4, shape, &err) == AA_OK, "tscore import: %s",
+           err.msg);
+  aa_layout_dims(&m, AA_LAYOUT_BNHD, 4, shape);
+  AA_CHECK(t.shape[0] == 6 && t.shape[1] == 5 && t.shape[2] == 4, "tscore import: folded shape [%zu, %zu, %zu]",
+           t.shape[0], t.shape[1], t.shape[2]);
+  for (size_t f = 0; f < n; f++) {
+    size_t hh = f / 20, i = (f / 4) % 5, j = f % 4, b = hh / 3, h = hh % 3;
+    double want = (double)(1000 * b + 100 * h + 10 * i + j);
+    if (t.data[f] != want) {
+      AA_FAIL("tscore import: folded element %zu is %g, want %g", f, t.data[f], want);
+      break;
+    }
+    aa_layout_index(idx, AA_LAYOUT_BNHD, &m, f);
+    if (idx[0] != b || idx[1] != i || idx[2] != h || idx[3] != j) {
+      AA_FAIL("tscore index: folded %zu maps to (%zu, %zu, %zu, %zu), want (%zu, %zu, %zu, %zu)", f, idx[0], idx[1],
+              idx[2], idx[3], b, i, h, j);
+      break;
+    }
+  }
+  aa_layout_export(back, &t, AA_LAYOUT_BNHD, &m);
+  AA_CHECK(memcmp(a, back, n * sizeof *a) == 0, "tscore export: the round trip changed the array");
+  aa_tensor_free(&t);
+  free(a);
+  free(back);
+}
+
+/* GQA with a batch: the oracle on the folded [B*H, N, d] problem equals the oracle of each batch alone. */
+static void test_batch_gqa(uint64_t seed) {
+  size_t B = 2, H = 4, HK = 2, N = 12, D = 8;
+  aa_tensor_t in[4], one[4];
+  aa_problem_t pb, p1;
+  aa_oracle_opts_t oo;
+  aa_oracle_result_t all, part;
+  aa_error_t err = {{0}};
+  size_t heads[4] = {H, HK, HK, H};
+  aa_oracle_opts_init(&oo);
+  for (int i = 0; i < 4; i++)
+    aa_layout_draw(&in[i], seed, (uint64_t)i, B * heads[i], N, D, 0, 1.0, AA_FMT_BF16, &err);
+  aa_problem_init(&pb, N, N, D, B * H, B * HK);
+  pb.causal = 1;
+  AA_CHECK(aa_oracle_run(&all, &pb, &in[0], &in[1], &in[2], &in[3], &oo, &err) == AA_OK, "tscore gqa: %s", err.msg);
+  aa_problem_init(&p1, N, N, D, H, HK);
+  p1.causal = 1;
+  for (size_t b = 0; b < B; b++) {
+    for (int i = 0; i < 4; i++) {
+      size_t shape[3] = {heads[i], N, D}, per = heads[i] * N * D;
+      aa_tensor_alloc(&one[i], 3, shape, AA_FMT_BF16);
+      memcpy(one[i].data, in[i].data + b * per, per * sizeof(double));
+    }
+    AA_CHECK(aa_oracle_run(&part, &p1, &one[0], &one[1], &one[2], &one[3], &oo, &err) == AA_OK, "tscore gqa: %s",
+             err.msg);
+    {
+      const aa_oracle_out_t *a[4] = {&all.o, &all.dq, &all.dk, &all.dv},
+                            *p[4] = {&part.o, &part.dq, &part.dk, &part.dv};
+      const char *nm[4] = {"o", "dq", "dk", "dv"};
+      for (int k = 0; k < 4; k++) {
+        size_t per = aa_tensor_numel(&p[k]->val);
+        if (memcmp(a[k]->fp32.data + b * per, p[k]->fp32.data, per * sizeof(double)) != 0)
+          AA_FAIL("tscore gqa: batch %zu's %s differs between the folded and the separate problem", b, nm[k]);
+      }
+    }
+    aa_oracle_result_free(&part);
+    for (int i = 0; i < 4; i++)
+      aa_tensor_free(&one[i]);
+  }
+  aa_oracle_result_free(&all);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&in[i]);
+}
+
+/* ---- metrics and rules, on constructed data ---- */
+
+static void make_ref(aa_oracle_out_t *r, const double *val, size_t n) {
+  size_t shape[1] = {n};
+  aa_round_opts_t r32 = {AA_FMT_FP32, AA_RND_NE, 1, 0}, r16 = {AA_FMT_BF16, AA_RND_NE, 1, 0};
+  memset(r, 0, sizeof *r);
+  aa_tensor_alloc(&r->val, 1, shape, AA_FMT_FP64);
+  aa_tensor_alloc(&r->fp32, 1, shape, AA_FMT_FP32);
+  aa_tensor_alloc(&r->bf16, 1, shape, AA_FMT_BF16);
+  for (size_t i = 0; i < n; i++) {
+    r->val.data[i] = val[i];
+    r->fp32.data[i] = aa_round(val[i], &r32, NULL);
+    r->bf16.data[i] = aa_round(val[i], &r16, NULL);
+  }
+}
+
+static void free_ref(aa_oracle_out_t *r) {
+  aa_tensor_free(&r->val);
+  aa_tensor_free(&r->fp32);
+  aa_tensor_free(&r->bf16);
+}
+
+/* ref = 1 + i/64 (exact in fp16 for i < 64); got = ref moved by k_i fp16 ULPs (2^-10 in [1, 2)) with
+   k = 0 for 50 elements, 1 for 40, 3 for 9 and 7 for 1: median 0.5 (0 and 1 at the middle), p99 the
+   99th smallest = 3, max 7; normwise = 7 2^-10 / ulp16(max ref) = 7; max_rel = 7 2^-10 / ref at that element. */
+static void test_ulp_stats(void) {
+  enum { n = 100 };
+  double val[n], got[n];
+  aa_oracle_out_t ref;
+  aa_tensor_t t;
+  aa_score_out_t s;
+  aa_error_t err = {{0}};
+  size_t shape[1] = {n};
+  for (int i = 0; i < n; i++) {
+    int k = i < 50 ? 0 : i < 90 ? 1 : i < 99 ? 3 : 7;
+    val[i] = 1.0 + (i % 64) / 64.0;
+    got[i] = val[i] + k * ldexp(1.0, -10);
+  }
+  make_ref(&ref, val, n);
+  aa_tensor_alloc(&t, 1, shape, AA_FMT_FP16);
+  memcpy(t.data, got, sizeof got);
+  AA_CHECK(aa_score_compare(&s, "o", &t, &ref, AA_FMT_FP16, AA_FMT_FP16, 0.01, 0.01, &err) == AA_OK, "tscore ulp: %s",
+           err.msg);
+  AA_CHECK(s.ulp_median == 0.5 && s.ulp_p99 == 3 && s.ulp_max == 7,
+           "tscore ulp: fp16 median %g p99 %g max %g, want 0.5 3 7", s.ulp_median, s.ulp_p99, s.ulp_max);
+  AA_CHECK(s.ulp_normwise == 7, "tscore ulp: normwise %a, want 7", s.ulp_normwise);
+  AA_CHECK(s.max_rel == 7 * ldexp(1.0, -10) / val[99], "tscore ulp: max_rel %a, want %a", s.max_rel,
+           7 * ldexp(1.0, -10) / val[99]);
+  AA_CHECK(s.worst_abs == 99 && s.worst_got == got[99] && s.worst_ref == val[99], "tscore ulp: worst element %zu",
+           s.worst_abs);
+  /* the same data counted in fp32 ULPs: 2^13 per fp16 ULP in [1, 2) */
+  aa_score_compare(&s, "o", &t, &ref, AA_FMT_FP16, AA_FMT_FP32, 0.01, 0.01, &err);
+  AA_CHECK(s.ulp_max == 7 * 8192.0 && s.ulp_p99 == 3 * 8192.0, "tscore ulp: fp32 max %g p99 %g, want %g %g",
+           s.ulp_max, s.ulp_p99, 7 * 8192.0, 3 * 8192.0);
+  /* torch rule for fp16: rtol 1e-3, atol 1e-5; the 7-ULP element has |d| / (1e-5 + 1e-3 |b|) */
+  {
+    double d = 7 * ldexp(1.0, -10), want = d / (1e-5 + 1e-3 * val[99]);
+    const aa_rule_result_t *r = &s.rule[AA_RULE_TORCH];
+    AA_CHECK(r->applied && !r->pass && fabs(r->ratio - want) <= 1e-15 * want && r->worst == 99,
+             "tscore torch rule: ratio %.17g worst %zu, want %.17g at 99", r->ratio, r->worst, want);
+    /* 1 ULP (2^-10) is within 1e-5 + 1e-3 |b| for |b| >= 1; 3 and 7 ULPs are not: the last 10 elements */
+    AA_CHECK(r->fail_count == 10, "tscore torch rule: %zu elements over, want the 10 with k >= 3", r->fail_count);
+  }
+  /* fa with a naive reference twice as far: ratio max_abs / (3 * 2 max_abs) = 1/6 for a gradient */
+  {
+    aa_score_out_t naive = s;
+    naive.m.max_abs = 2 * s.m.max_abs;
+    aa_score_apply_naive(&s, &naive);
+    s.name = "dq";
+    aa_score_apply_naive(&s, &naive);
+    AA_CHECK(s.rule[AA_RULE_FA].pass && s.rule[AA_RULE_FA].ratio == 1.0 / 6, "tscore fa rule: ratio %a, want 1/6",
+             s.rule[AA_RULE_FA].ratio);
+    AA_CHECK(s.rule[AA_RULE_SDPA].pass && s.rule[AA_RULE_SDPA].ratio == s.m.max_abs / (180 * naive.m.max_abs),
+             "tscore sdpa rule: ratio %a", s.rule[AA_RULE_SDPA].ratio);
+    t.data[3] = NAN;
+    aa_score_compare(&s, "dq", &t, &ref, AA_FMT_FP16, AA_FMT_FP16, 0.01, 0.01, &err);
+    aa_score_apply_naive(&s, &naive);
+    AA_CHECK(!s.rule[AA_RULE_FA].pass && !s.rule[AA_RULE_TORCH].pass && !s.rule[AA_RULE_ABSREL].pass && s.m.nan == 1,
+             "tscore rules: a NaN element passes a rule");
+  }
+  aa_tensor_free(&t);
+  free_ref(&ref);
+}
+
+static void test_rule_constants(void) {
+  double rt, at;
+  aa_fmt_t f[4] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32, AA_FMT_FP64};
+  double want[4][2] = {{1.6e-2, 1e-5}, {1e-3, 1e-5}, {1.3e-6, 1e-5}, {1e-7, 1e-7}}; /* REFERENCES section 13 */
+  for (int i = 0; i < 4; i++) {
+    aa_rule_torch_tol(&rt, &at, f[i]);
+    AA_CHECK(rt == want[i][0] && at == want[i][1], "tscore torch tolerances of fmt %d: %g %g", (int)f[i], rt, at);
+  }
+  AA_CHECK(aa_rule_fa_factor("o") == 2 && aa_rule_fa_factor("dv") == 3, "tscore fa factors");
+  AA_CHECK(aa_rule_sdpa_fudge("o") == 4 && aa_rule_sdpa_fudge("dq") == 180 && aa_rule_sdpa_fudge("dk") == 16 &&
+               aa_rule_sdpa_fudge("dv") == 4,
+           "tscore sdpa fudge factors");
+}
+
+/* The naive references in fp16 and fp32 are valid recipes, run, and are more accurate than bf16's. */
+static void test_naive(uint64_t seed) {
+  aa_fmt_t fm[3] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32};
+  double err_dq[3] = {0};
+  aa_tensor_t in[4];
+  aa_problem_t pb;
+  aa_oracle_opts_t oo;
+  aa_oracle_result_t orc;
+  aa_error_t err = {{0}};
+  aa_oracle_opts_init(&oo);
+  for (int i = 0; i < 4; i++)
+    aa_layout_draw(&in[i], seed, (uint64_t)(10 + i), 2, 24, 8, 0, 1.0, AA_FMT_BF16, &err);
+  aa_problem_init(&pb, 24, 24, 8, 2, 2);
+  aa_oracle_run(&orc, &pb, &in[0], &in[1], &in[2], &in[3], &oo, &err);
+  for (int k = 0; k < 3; k++) {
+    aa_recipe_t r;
+    aa_attn_result_t res;
+    aa_score_out_t s;
+    AA_CHECK(aa_score_naive_recipe(&r, fm[k], &err) == AA_OK && aa_recipe_check(&r, &err) == AA_OK,
+             "tscore naive %d: %s", (int)fm[k], err.msg);
+    for (int i = 0; i < 4; i++)
+      in[i].fmt = fm[k];
+    if (aa_attn_run(&res, &pb, &r, &in[0], &in[1], &in[2], &in[3], &err) != AA_OK) {
+      AA_FAIL("tscore naive %s: %s", r.name, err.msg);
+      continue;
+    }
+    AA_CHECK(res.dq.fmt == fm[k], "tscore naive %s: dq is stored in fmt %d", r.name, (int)res.dq.fmt);
+    aa_score_compare(&s, "dq", &res.dq, &orc.dq, fm[k], fm[k] == AA_FMT_FP32 ? AA_FMT_FP32 : fm[k], 0.01, 0.01, &err);
+    err_dq[k] = s.m.rel_l2;
+    aa_attn_result_free(&res);
+  }
+  /* unit roundoffs 2^-8, 2^-11, 2^-24: each step down in error by well over 4x */
+  AA_CHECK(err_dq[1] < err_dq[0] / 4 && err_dq[2] < err_dq[1] / 100,
+           "tscore naive: dq rel_l2 bf16 %g fp16 %g fp32 %g do not shrink with the precision", err_dq[0], err_dq[1],
+           err_dq[2]);
+  AA_CHECK(aa_score_naive_recipe(NULL, AA_FMT_FP64, &err) == AA_EINVAL, "tscore naive: fp64 is not refused");
+  aa_oracle_result_free(&orc);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&in[i]);
+}
+
+/* ---- readers ---- */
+
+static void write_file(const char *name, const void *data, size_t len) {
+  char p[400];
+  FILE *f;
+  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+  f = fopen(p, "wb");
+  fwrite(data, 1, len, f);
+  fclose(f);
+}
+
+static void test_npy_nd(void) {
+  /* a '<i2' [1, 2, 1, 2] array of the BF16 bits of 1, -2, 0.5, 3 (0x3f80, 0xc000, 0x3f00, 0x4040) */
+  const char hdr[] = "{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2, 1, 2), }";
+  unsigned char buf[256];
+  const unsigned char data[8] = {0x80, 0x3f, 0x00, 0xc0, 0x00, 0x3f, 0x40, 0x40};
+  size_t hl = 118, off = 10;
+  char p[400];
+  aa_ndarray_t a;
+  aa_tensor_t t;
+  aa_error_t err = {{0}};
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)hl, buf[9] = 0;
+  memset(buf + off, ' ', hl);
+  memcpy(buf + off, hdr, strlen(hdr));
+  buf[off + hl - 1] = '\n';
+  memcpy(buf + off + hl, data, sizeof data);
+  write_file("i2.npy", buf, off + hl + sizeof data);
+  snprintf(p, sizeof p, "%s/i2.npy", tmpdir);
+  AA_CHECK(aa_npy_read_nd(&a, p, 0, &err) == AA_EFORMAT && strstr(err.msg, "'<i2'"),
+           "tscore '<i2' without the flag: '%s'", err.msg);
+  AA_CHECK(aa_npy_read_nd(&a, p, AA_NPY_BF16_BITS, &err) == AA_OK && a.ndim == 4 && a.fmt == AA_FMT_BF16 &&
+               a.data[0] == 1 && a.data[1] == -2 && a.data[2] == 0.5 && a.data[3] == 3,
+           "tscore '<i2' as BF16 bits: %s", err.msg);
+  aa_ndarray_free(&a);
+  AA_CHECK(aa_npy_read(&t, p, &err) == AA_EFORMAT, "tscore: aa_npy_read accepts 4 axes");
+}
+
+static void test_safetensors(void) {
+  /* {"__metadata__":{"bf16_bits":"true"},"q":{"dtype":"I16","shape":[2],"data_offsets":[0,4]},
+     "k":{"dtype":"F32","shape":[1,2],"data_offsets":[4,12]}} */
+  const char *json = "{\"__metadata__\":{\"bf16_bits\":\"true\"},\"q\":{\"dtype\":\"I16\",\"shape\":[2],"
+                     "\"data_offsets\":[0,4]},\"k\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[4,12]}}";
+  unsigned char buf[512];
+  size_t hl = strlen(json), n = 0;
+  float f[2] = {0.25f, -7.5f};
+  char p[400];
+  aa_ndarray_t a;
+  aa_error_t err = {{0}};
+  for (int i = 0; i < 8; i++)
+    buf[n++] = (unsigned char)(((uint64_t)hl >> (8 * i)) & 0xff);
+  memcpy(buf + n, json, hl);
+  n += hl;
+  buf[n++] = 0x80, buf[n++] = 0x3f, buf[n++] = 0x00, buf[n++] = 0xc0; /* bf16 1, -2 */
+  memcpy(buf + n, f, sizeof f);                                       /* little-endian host (configure) */
+  n += sizeof f;
+  write_file("t.safetensors", buf, n);
+  snprintf(p, sizeof p, "%s/t.safetensors", tmpdir);
+  AA_CHECK(aa_safetensors_read(&a, p, "q", 0, &err) == AA_OK && a.fmt == AA_FMT_BF16 && a.ndim == 1 &&
+               a.data[0] == 1 && a.data[1] == -2,
+           "tscore safetensors I16 with bf16_bits metadata: %s", err.msg);
+  aa_ndarray_free(&a);
+  AA_CHECK(aa_safetensors_read(&a, p, "k", 0, &err) == AA_OK && a.fmt == AA_FMT_FP32 && a.ndim == 2 &&
+               a.shape[1] == 2 && a.data[0] == 0.25 && a.data[1] == -7.5,
+           "tscore safetensors F32: %s", err.msg);
+  aa_ndarray_free(&a);
+  AA_CHECK(aa_safetensors_read(&a, p, "v", 0, &err) == AA_ENOTFOUND && strstr(err.msg, "tensors: q, k"),
+           "tscore safetensors missing tensor: '%s'", err.msg);
+  buf[8] = '#'; /* break the JSON: no opening brace */
+  write_file("bad.safetensors", buf, n);
+  snprintf(p, sizeof p, "%s/bad.safetensors", tmpdir);
+  AA_CHECK(aa_safetensors_read(&a, p, "q", 0, &err) == AA_EFORMAT && strstr(err.msg, "malformed"),
+           "tscore safetensors malformed header: '%s'", err.msg);
+  write_file("short.safetensors", buf, 5);
+  snprintf(p, sizeof p, "%s/short.safetensors", tmpdir);
+  AA_CHECK(aa_safetensors_read(&a, p, "q", 0, &err) == AA_EFORMAT, "tscore safetensors: a 5-byte file is accepted");
+}
+
+static void test_npz_refusals(void) {
+  char p[400];
+  aa_ndarray_t a;
+  aa_error_t err = {{0}};
+  write_file("not.npz", "this is not a zip archive", 25);
+  snprintf(p, sizeof p, "%s/not.npz", tmpdir);
+#ifdef AA_HAVE_LIBZIP
+  AA_CHECK(aa_npz_read(&a, p, "q", 0, &err) == AA_EFORMAT && strstr(err.msg, "zip"),
+           "tscore npz: a non-zip file gives '%s'", err.msg);
+#else
+  AA_CHECK(aa_npz_read(&a, p, "q", 0, &err) == AA_EUNSUPPORTED && strstr(err.msg, "libzip-dev"),
+           "tscore npz without libzip: '%s'", err.msg);
+#endif
+}
+
+int main(void) {
+  uint64_t seed = aa_test_seed("tscore");
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/tscore.XXXXXX", base && *base ? base : "/tmp");
+  if (mkdtemp(tmpdir) == NULL) {
+    printf("FAIL tscore: cannot create a temporary folder\n");
+    return 1;
+  }
+  test_resolve();
+  test_import();
+  test_batch_gqa(seed);
+  test_ulp_stats();
+  test_rule_constants();
+  test_naive(seed);
+  test_npy_nd();
+  test_safetensors();
+  test_npz_refusals();
+  {
+    const char *files[] = {"i2.npy", "t.safetensors", "bad.safetensors", "short.safetensors", "not.npz"};
+    char p[400];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+      snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
+      unlink(p);
+    }
+    rmdir(tmpdir);
+  }
+  return aa_test_finish("tscore");
+}

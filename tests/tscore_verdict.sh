@@ -1,0 +1,135 @@
+#!/bin/sh
+# attnacc: `attnacc score` verdicts on torch's own math attention as the kernel: exit 0 when correct, 1 with dq * 1.008, 2 on bad input; layouts, .npz, .safetensors, '<i2' BF16 bits.
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+A="$top_builddir/experiments/attnacc"
+py=
+for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$cand" ] || continue
+  if "$cand" -c 'import numpy, torch' >/dev/null 2>&1; then
+    py=$cand
+    break
+  fi
+done
+[ -n "$py" ] || { echo "SKIP: no python3 with numpy and torch (apt-get install python3-numpy python3-torch)"; exit 77; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/tscore.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# The kernel: torch's FP32 (and BF16) math attention with autograd, [B, H, N, d] = [2, 4, 32, 16], GQA with 2 kv
+# heads. Written: in/ and good/ (.npy), bad/ (dq * 1.008), the same transposed to [B, N, H, d], .npz archives
+# (np.savez and np.savez_compressed), a .safetensors file written by hand from its specification, BF16 bits as
+# '<i2', and ref.txt: the index of the largest |dq * 1.008 - dq_exact| by torch's own FP64 computation.
+"$py" - "$T" <<'PY' || { echo "FAIL tscore: could not write the kernel's files"; exit 1; }
+import json, os, struct, sys
+import numpy as np, torch
+T = sys.argv[1]
+g = torch.Generator().manual_seed(13)
+B, H, HKV, N, D = 2, 4, 2, 32, 16
+def attn(q, k, v, do):
+    q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+    kr, vr = k.repeat_interleave(H // HKV, 1), v.repeat_interleave(H // HKV, 1)
+    o = torch.softmax((q @ kr.transpose(-1, -2)) * D ** -0.5, -1) @ vr
+    o.backward(do)
+    return [o.detach(), q.grad, k.grad, v.grad]
+ins = [torch.randn(B, h, N, D, generator=g) for h in (H, HKV, HKV, H)]
+outs = attn(*ins)
+ref = attn(*(t.double() for t in ins))
+bad = list(outs)
+bad[1] = outs[1] * 1.008
+def save(d, names, ts, tr=False):
+    os.makedirs(d, exist_ok=True)
+    for n, t in zip(names, ts):
+        t = t.transpose(1, 2).contiguous() if tr else t
+        np.save(os.path.join(d, n + ".npy"), t.numpy())
+IN, OUT = ("q", "k", "v", "do"), ("o", "dq", "dk", "dv")
+save(T + "/in", IN, ins); save(T + "/good", OUT, outs); save(T + "/bad", OUT, bad)
+save(T + "/in_t", IN, ins, True); save(T + "/bad_t", OUT, bad, True)
+# batch 0 alone as flash-attn's [N, H, d] (batch axis squeezed)
+for d, names, ts in ((T + "/in_nhd", IN, ins), (T + "/good_nhd", OUT, outs)):
+    os.makedirs(d, exist_ok=True)
+    for n, t in zip(names, ts):
+        np.save(os.path.join(d, n + ".npy"), t[0].transpose(0, 1).contiguous().numpy())
+err = (bad[1].double() - ref[1]).abs()
+idx = np.unravel_index(int(err.argmax()), err.shape)
+open(T + "/ref.txt", "w").write("(" + ", ".join(str(int(i)) for i in idx) + ")\n")
+np.savez(T + "/in.npz", **{n: t.numpy() for n, t in zip(IN, ins)})
+np.savez_compressed(T + "/bad.npz", **{n: t.numpy() for n, t in zip(OUT, bad)})
+def safetensors(path, named):
+    hdr, blob = {"__metadata__": {"format": "pt"}}, b""
+    for n, t in named:
+        raw = t.numpy().astype("<f4").tobytes()
+        hdr[n] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [len(blob), len(blob) + len(raw)]}
+        blob += raw
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+safetensors(T + "/all.safetensors", list(zip(IN, ins)) + list(zip(OUT, outs)))
+bins = [t.to(torch.bfloat16) for t in ins]
+bouts = attn(*bins)
+os.makedirs(T + "/bf", exist_ok=True)
+for n, t in list(zip(IN, bins)) + list(zip(OUT, bouts)):
+    np.save(T + "/bf/" + n + ".npy", t.view(torch.int16).numpy())
+PY
+
+run() { # run WANT-STATUS WHAT ARGS...: run score, check its exit status; output in $T/out, stderr in $T/err
+  want=$1
+  what=$2
+  shift 2
+  "$A" score "$@" >"$T/out" 2>"$T/err"
+  st=$?
+  [ "$st" -eq "$want" ] || FAIL "tscore $what: exit status $st, want $want: $(head -c 600 "$T/err")"
+}
+
+# Correct kernel: every rule passes, exit 0.
+run 0 "correct kernel, torch rule" --inputs "$T/in" --grads "$T/good" --layout bhnd --rule torch
+grep -q "^verdict: external PASS by torch" "$T/out" || FAIL "tscore correct: no PASS verdict line"
+run 0 "correct kernel, all rules" --inputs "$T/in" --grads "$T/good" --layout bhnd --rule all
+# dq * 1.008: the fp32 torch rule and the fa rule fail, exit 1, stderr names dq, the rule and the worst index.
+for rule in torch fa; do
+  run 1 "dq*1.008 $rule" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule $rule
+  grep -q "FAIL: dq fails the $rule rule" "$T/err" || FAIL "tscore dq*1.008 $rule: stderr is $(cat "$T/err")"
+done
+# the fa rule's worst element is the largest |a - b| (the torch rule's the largest |a - b| / (atol + rtol |b|))
+run 1 "dq*1.008 fa (index)" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule fa
+grep -qF "at index $(cat "$T/ref.txt")" "$T/err" || FAIL "tscore dq*1.008 fa: worst index is not torch's $(cat "$T/ref.txt"): $(cat "$T/err")"
+grep -q "^FAIL external dq fails the fa rule" "$T/out" || FAIL "tscore dq*1.008 fa: no FAIL line in the table"
+run 0 "dq*1.008 --no-fail" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule fa --no-fail
+run 0 "dq*1.008 abs-rel 0.01 0.01" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule abs-rel 0.01 0.01
+run 1 "dq*1.008 abs-rel 0 0.001" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule abs-rel 0 0.001
+# The same files in [B, N, H, d] with --layout bnhd: the same verdict and worst index, transposed.
+run 1 "bnhd dq*1.008" --inputs "$T/in_t" --grads "$T/bad_t" --layout bnhd --rule fa
+ti=$(sed 's/(\([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\))/(\1, \3, \2, \4)/' "$T/ref.txt")
+grep -qF "at index $ti" "$T/err" || FAIL "tscore bnhd: worst index is not $ti: $(cat "$T/err")"
+# Wrong layout: the [B, H, N, d] tensors read as bnhd fail, and the message names the layout.
+run 1 "wrong layout" --inputs "$T/in" --grads "$T/good" --layout bnhd --rule fa
+grep -q "^layout: bnhd \[B, N, H, d\]" "$T/out" || FAIL "tscore wrong layout: layout line missing"
+# flash-attn's [N, H, d] without the batch axis: scored with --layout nhd; without it read as [H, N, d]: the
+# verdict fails and stderr says which layout was used and how to name the other.
+run 0 "nhd" --inputs "$T/in_nhd" --grads "$T/good_nhd" --layout nhd --rule all
+run 1 "nhd read as hnd" --inputs "$T/in_nhd" --grads "$T/good_nhd" --rule fa
+grep -q "read as hnd \[H, N, d\].*--layout nhd" "$T/err" || FAIL "tscore nhd read as hnd: no hint: $(cat "$T/err")"
+# No --layout: [2, 4, 32, 16] / [2, 2, 32, 16] fit both 4-axis layouts: refused, naming both.
+run 2 "ambiguous layout" --inputs "$T/in" --grads "$T/good"
+grep -q "bhnd.*bnhd" "$T/err" || FAIL "tscore ambiguous layout: message is $(cat "$T/err")"
+run 2 "bad --rule" --inputs "$T/in" --grads "$T/good" --layout bhnd --rule fast
+run 2 "bad --layout" --inputs "$T/in" --grads "$T/good" --layout bnd
+# .npz (np.savez inputs, np.savez_compressed gradients) and .safetensors: the same numbers as the .npy folders.
+"$A" score --inputs "$T/in" --grads "$T/bad" --layout bhnd --json --no-fail >"$T/j1" 2>/dev/null
+run 0 "npz" --inputs "$T/in.npz" --grads "$T/bad.npz" --layout bhnd --json --no-fail
+for o in o dq dk dv; do
+  a=$(grep "^    \"$o\": {" "$T/j1" | sed 's/, "fa_factor".*//')
+  b=$(grep "^    \"$o\": {" "$T/out" | sed 's/, "fa_factor".*//')
+  [ -n "$a" ] && [ "$a" = "$b" ] || FAIL "tscore npz: $o differs from the .npy folder: $a / $b"
+done
+run 0 "safetensors" --inputs "$T/all.safetensors" --grads "$T/all.safetensors" --layout bhnd --rule all
+run 2 "npz missing array" --inputs "$T/bad.npz" --grads "$T/bad.npz" --layout bhnd
+grep -q "no array 'q' (members: o.npy, dq.npy, dk.npy, dv.npy)" "$T/err" || FAIL "tscore npz missing: $(cat "$T/err")"
+# BF16 bits stored as '<i2' (torch's t.view(torch.int16)): refused without --bf16-bits, scored with it.
+run 2 "'<i2' without --bf16-bits" --inputs "$T/bf" --grads "$T/bf" --layout bhnd
+grep -q "'<i2'" "$T/err" || FAIL "tscore '<i2': message is $(cat "$T/err")"
+run 0 "'<i2' --bf16-bits" --inputs "$T/bf" --grads "$T/bf" --layout bhnd --bf16-bits --rule fa,sdpa,abs-rel
+grep -q "inputs bf16" "$T/out" || FAIL "tscore '<i2': inputs not read as bf16"
+
+[ $fails -eq 0 ] || { echo "tscore_verdict: $fails failure(s)"; exit 1; }
+echo "tscore_verdict: ok"
