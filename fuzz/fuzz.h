@@ -36,4 +36,23 @@ static inline const char *aa_fuzz_file(const uint8_t *data, size_t size, const c
     }                                                                                                                \
   } while (0)
 
+/* An array a reader accepted: its axes multiply to a size the reader held,
+   and every value is exact in the format it is tagged with (npy.h). */
+#ifdef AA_NPY_H
+#include <math.h>
+
+#include "fmt.h"
+static inline void aa_fuzz_check_array(const aa_ndarray_t *a) {
+  AA_FUZZ_CHECK(a->ndim >= 1 && a->ndim <= AA_NDARRAY_MAX_DIM, "axis count out of range");
+  size_t n = 1;
+  for (int i = 0; i < a->ndim; i++)
+    n *= a->shape[i];
+  AA_FUZZ_CHECK(n == 0 || a->data != NULL, "an accepted array without data");
+  for (size_t i = 0; i < n; i++) { /* touching each value: ASan checks the buffer holds n of them */
+    double v = a->data[i], back = aa_fmt_decode(aa_fmt_encode(v, a->fmt), a->fmt);
+    AA_FUZZ_CHECK(back == v || (isnan(v) && isnan(back)), "a value read is not exact in its format");
+  }
+}
+#endif
+
 #endif

@@ -2,10 +2,16 @@
 # Each harness runs for FUZZ_SECONDS (default 60) on a scratch copy of its
 # committed seed corpus fuzz/corpus/NAME, so the tree is never written;
 # a crash, leak or failed property leaves the input in fuzz-NAME.crash/.
-AA_FUZZERS = fuzz/fuzz_npy fuzz/fuzz_recipe fuzz/fuzz_journal
+AA_FUZZERS = fuzz/fuzz_npy fuzz/fuzz_npz fuzz/fuzz_safetensors fuzz/fuzz_recipe fuzz/fuzz_journal
 EXTRA_PROGRAMS += $(AA_FUZZERS)
 CLEANFILES += $(AA_FUZZERS)
 fuzz_fuzz_npy_SOURCES = fuzz/fuzz_npy.c fuzz/fuzz.h
+fuzz_fuzz_npz_SOURCES = fuzz/fuzz_npz.c fuzz/fuzz.h
+fuzz_fuzz_npz_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+fuzz_fuzz_npz_LDADD = $(LDADD) -lmpfr -lgmp -lm
+fuzz_fuzz_safetensors_SOURCES = fuzz/fuzz_safetensors.c fuzz/fuzz.h
+fuzz_fuzz_safetensors_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+fuzz_fuzz_safetensors_LDADD = $(LDADD) -lmpfr -lgmp -lm
 fuzz_fuzz_recipe_SOURCES = fuzz/fuzz_recipe.c fuzz/fuzz.h
 fuzz_fuzz_journal_SOURCES = fuzz/fuzz_journal.c fuzz/fuzz.h
 fuzz_fuzz_npy_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer

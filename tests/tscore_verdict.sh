@@ -130,6 +130,13 @@ run 2 "'<i2' without --bf16-bits" --inputs "$T/bf" --grads "$T/bf" --layout bhnd
 grep -q "'<i2'" "$T/err" || FAIL "tscore '<i2': message is $(cat "$T/err")"
 run 0 "'<i2' --bf16-bits" --inputs "$T/bf" --grads "$T/bf" --layout bhnd --bf16-bits --rule fa,sdpa,abs-rel
 grep -q "inputs bf16" "$T/out" || FAIL "tscore '<i2': inputs not read as bf16"
+# An archive whose directory claims a 4 GiB member in 300 bytes (found by
+# fuzz/fuzz_npz): refused with exit 2 and the member named. That the reader
+# no longer allocates the claim is checked by the fuzz leg, which runs this
+# file as a seed under a 2 GiB malloc limit.
+big="${top_srcdir:-.}/fuzz/corpus/npz/declares-4gib.npz"
+run 2 "npz with a false member size" --inputs "$big" --grads "$big" --layout bhnd
+grep -q "declares-4gib.npz\[q.npy\]" "$T/err" || FAIL "tscore npz false size: $(cat "$T/err")"
 
 [ $fails -eq 0 ] || { echo "tscore_verdict: $fails failure(s)"; exit 1; }
 echo "tscore_verdict: ok"

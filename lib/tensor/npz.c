@@ -26,7 +26,7 @@ int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned 
   zip_int64_t idx;
   zip_stat_t st;
   zip_file_t *zf;
-  unsigned char *buf;
+  unsigned char *buf = NULL;
   char member[256], label[600];
   *out = (aa_ndarray_t){0};
   za = zip_open(path, ZIP_RDONLY, &zerr);
@@ -52,22 +52,53 @@ int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned 
     zip_close(za);
     return aa_error_set(err, AA_EFORMAT, "%s: cannot read the size of the member", label);
   }
-  if ((buf = malloc(st.size > 0 ? (size_t)st.size : 1)) == NULL) {
-    zip_close(za);
-    return aa_error_set(err, AA_ENOMEM, "%s: cannot allocate %llu bytes", label, (unsigned long long)st.size);
-  }
+  /* Grow the buffer with the data that actually arrives: the size in the
+     archive's directory is a claim (a 300-byte file can declare 4 GiB), so
+     memory follows what decompresses, and the two must agree at the end. */
   zf = zip_fopen_index(za, (zip_uint64_t)idx, 0);
-  if (zf == NULL || zip_fread(zf, buf, st.size) != (zip_int64_t)st.size) {
+  if (zf == NULL) {
     rc = aa_error_set(err, AA_EFORMAT, "%s: cannot decompress: %s", label, zip_strerror(za));
-    if (zf) zip_fclose(zf);
-    free(buf);
     zip_close(za);
     return rc;
   }
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len == cap) {
+      size_t want = cap ? 2 * cap : (size_t)1 << 16;
+      if (want > (size_t)st.size + 1)
+        want = (size_t)st.size + 1; /* one byte past the claim detects a longer member */
+      unsigned char *nb = want > cap ? realloc(buf, want) : NULL;
+      if (nb == NULL) {
+        rc = want > cap ? aa_error_set(err, AA_ENOMEM, "%s: cannot allocate %zu bytes", label, want)
+                        : aa_error_set(err, AA_EFORMAT, "%s: the member is longer than the archive says (%llu bytes)",
+                                       label, (unsigned long long)st.size);
+        goto fail;
+      }
+      buf = nb;
+      cap = want;
+    }
+    zip_int64_t got = zip_fread(zf, buf + len, cap - len);
+    if (got < 0) {
+      rc = aa_error_set(err, AA_EFORMAT, "%s: cannot decompress: %s", label, zip_file_strerror(zf));
+      goto fail;
+    }
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  if (len != (size_t)st.size) {
+    rc = aa_error_set(err, AA_EFORMAT, "%s: the member has %zu bytes, the archive says %llu", label, len,
+                      (unsigned long long)st.size);
+    goto fail;
+  }
   zip_fclose(zf);
   zip_close(za);
-  rc = aa_npy_parse_nd(out, buf, (size_t)st.size, label, flags, err);
+  rc = aa_npy_parse_nd(out, buf, len, label, flags, err);
   free(buf);
+  return rc;
+fail:
+  zip_fclose(zf);
+  free(buf);
+  zip_close(za);
   return rc;
 }
 
