@@ -261,12 +261,35 @@ void cli_sb_free(cli_sb_t *sb) {
 
 /* ---- files ---- */
 
+/* Write to an existing device or pipe (/dev/stdout, /dev/null, /dev/full)
+   in place: renaming a temporary over it would replace the device node. */
+static int write_in_place(const char *path, const char *data, size_t len, aa_error_t *err) {
+  int fd = open(path, O_WRONLY), e;
+  size_t done = 0;
+  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
+  while (done < len) {
+    ssize_t w = write(fd, data + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      e = w < 0 ? errno : EIO;
+      close(fd);
+      return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    done += (size_t)w;
+  }
+  if (close(fd) != 0) return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(errno));
+  return AA_OK;
+}
+
 int cli_write_atomic(const char *path, const char *data, size_t len, aa_error_t *err) {
   size_t cap = strlen(path) + 40;
-  char *tmp = malloc(cap);
+  char *tmp;
   int fd = -1, e;
   size_t done = 0;
-  if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
+    return write_in_place(path, data, len, err);
+  if ((tmp = malloc(cap)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
   for (unsigned i = 0;; i++) {
     snprintf(tmp, cap, "%s.tmp%ld.%u", path, (long)getpid(), i);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
@@ -316,18 +339,46 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* Whether a file can be created in the folder dir: access(W_OK) is not
+   enough (root passes it on /proc and /sys, where creating fails), so
+   create and remove a probe file. 0, or the errno of the failure. */
+static int probe_create(const char *dir) {
+  static unsigned count = 0;
+  size_t cap = strlen(dir) + 64;
+  char *p = malloc(cap);
+  int fd, e = 0;
+  if (p == NULL) return ENOMEM;
+  for (int tries = 0;; tries++) {
+    snprintf(p, cap, "%s/.attnacc-probe.%ld.%u", dir, (long)getpid(), count++);
+    fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0 || errno != EEXIST || tries > 100) break;
+  }
+  if (fd < 0)
+    e = errno;
+  else {
+    close(fd);
+    unlink(p);
+  }
+  free(p);
+  return e;
+}
+
 int cli_check_out_file(const char *path, aa_error_t *err) {
   struct stat st;
   char *dir;
-  int rc = AA_OK;
+  int rc = AA_OK, e;
   if (path[0] == '\0') return aa_error_set(err, AA_EINVAL, "empty output file name");
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return aa_error_set(err, AA_EIO, "%s: is a folder", path);
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) /* written in place */
+    return access(path, W_OK) == 0 ? AA_OK : aa_error_set(err, AA_EIO, "%s: not writable: %s", path, strerror(errno));
   dir = dir_of(path);
   if (dir == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     rc = aa_error_set(err, AA_EIO, "%s: the folder %s does not exist", path, dir);
   else if (access(dir, W_OK) != 0)
     rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", path, dir);
+  else if ((e = probe_create(dir)) != 0)
+    rc = aa_error_set(err, AA_EIO, "%s: cannot create a file in the folder %s: %s", path, dir, strerror(e));
   free(dir);
   return rc;
 }
@@ -341,10 +392,13 @@ int cli_check_out_dir(const char *dir, aa_error_t *err) {
   /* Walk up to the first existing ancestor: it must be a writable folder. */
   while (rc == AA_OK) {
     if (stat(p, &st) == 0) {
+      int e;
       if (!S_ISDIR(st.st_mode))
         rc = aa_error_set(err, AA_EIO, "%s: %s exists and is not a folder", dir, p);
       else if (access(p, W_OK) != 0)
         rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", dir, p);
+      else if ((e = probe_create(p)) != 0)
+        rc = aa_error_set(err, AA_EIO, "%s: cannot create anything in the folder %s: %s", dir, p, strerror(e));
       break;
     }
     {

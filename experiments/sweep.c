@@ -190,6 +190,10 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     cli_error(cmd, "--merge needs --out DIR and at least one shard folder after the options");
     return 2;
   }
+  if (cli_check_out_dir(out, &err) != AA_OK) { /* a file, or a folder that cannot be created: the input's fault */
+    cli_error(cmd, "--out: %s", err.msg);
+    return 2;
+  }
   if ((rc = aa_sweep_merge(&ncells, out, dirs, ndirs, &err)) != AA_OK) {
     cli_error(cmd, "merge: %s", err.msg);
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
@@ -315,6 +319,13 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     out = out_default;
   }
   o.out_dir = out;
+  /* A file, or a folder that cannot be created (read-only or pseudo file
+     system, no permission), is bad input: refused before any work. */
+  if ((rc = cli_check_out_dir(out, &err)) != AA_OK) {
+    cli_error(cmd, "--out: %s", err.msg);
+    status = rc == AA_ENOMEM ? 1 : 2;
+    goto out;
+  }
   if ((ctx = malloc(sizeof *ctx)) == NULL) {
     cli_error(cmd, "out of memory");
     status = 1;
