@@ -408,6 +408,12 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
 #endif
     rc = aa_sweep_run(&stats, sw, xp->eval, ctx, &so, &err);
   if (pr.on) fprintf(stderr, "\n");
+  if (stats.discarded_bytes > 0) /* say what resuming cut off: the engine only reports it */
+    fprintf(stderr,
+            "attnacc %s: %s/journal-%zu-of-%zu.txt: discarded a torn or junk tail of %zu bytes (%zu line%s) after "
+            "the last complete cell; any cell it held runs again\n",
+            cmd, out, use_mpi ? (size_t)mpi_rank : shard_i, use_mpi ? (size_t)mpi_size : shard_n,
+            stats.discarded_bytes, stats.discarded_lines, stats.discarded_lines == 1 ? "" : "s");
   if (rc != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     if (rc == AA_EFORMAT)
