@@ -9,8 +9,8 @@ experiments_attnacc_LDADD = lib/libattnacc.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
 TESTS += tests/tcli.sh
 EXTRA_DIST += tests/tcli.sh
-TESTS += tests/tedges.sh
-EXTRA_DIST += tests/tedges.sh
+TESTS += tests/tedges.sh tests/tnospace.sh
+EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/small/q.npy fixtures/small/k.npy fixtures/small/v.npy fixtures/small/do.npy \

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "config.h"
 #include "experiments.h"
+#include "stage.h"
 
 #ifdef AA_HAVE_MPI
 #include <mpi.h>
@@ -62,8 +63,10 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 }
 
 /* ---- meta.json: provenance of the result folder ---- */
-static int write_meta(const char *dir, const xp_experiment_t *xp, const xp_opts_t *o, const xp_ctx_t *ctx,
-                      const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
+/* Staged (stage.h): renamed into place once the run has written the
+   results files, so a failure there leaves no new meta.json either. */
+static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
+                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
   cli_sb_t sb = {0};
   char path[4096], gh[33];
   aa_hash128_t g = aa_sweep_grid_hash(sw);
@@ -106,7 +109,7 @@ static int write_meta(const char *dir, const xp_experiment_t *xp, const xp_opts_
     return aa_error_set(err, AA_ENOMEM, "out of memory");
   }
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = cli_write_atomic(path, sb.buf, sb.len, err);
+  rc = stage_data(stg, path, sb.buf, sb.len, err);
   cli_sb_free(&sb);
   return rc;
 }
@@ -238,7 +241,9 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   table_t *tab = NULL;
   cli_sb_t desc = {0};
   FILE *info = stdout;
+  stage_t meta;
 
+  stage_init(&meta);
   /* The experiment comes first: its options join the table. */
   for (int i = 1; !shortcut && i < argc; i++) {
     if (strcmp(argv[i], "--experiment") == 0 && i + 1 < argc)
@@ -401,6 +406,14 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   so.progress = progress;
   so.progress_ctx = &pr;
   memset(&stats, 0, sizeof stats);
+  /* Provenance, staged now (out of space shows before any cell runs) and
+     renamed in once the run has accepted the folder as this grid's and
+     written the results files. */
+  if (mpi_rank == 0 && (rc = write_meta(&meta, out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    status = 1;
+    goto out;
+  }
 #ifdef AA_HAVE_MPI
   if (use_mpi)
     rc = aa_sweep_run_mpi(&stats, sw, xp->eval, ctx, &so, &err);
@@ -424,8 +437,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     status = cli_exit_status(rc);
     goto out;
   }
-  /* Provenance, written once the folder is known to hold this grid. */
-  if (mpi_rank == 0 && (rc = write_meta(out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
+  if (mpi_rank == 0 && (rc = stage_commit(&meta, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;
@@ -456,6 +468,8 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   status = fflush(stdout) == 0 ? 0 : 1;
 
 out:
+  stage_abort(&meta); /* nothing left to remove after a commit */
+  stage_free(&meta);
 #ifdef AA_HAVE_MPI
   if (use_mpi) MPI_Finalize();
 #endif

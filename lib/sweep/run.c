@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -21,6 +22,7 @@ typedef struct {
   void *ctx;
   const aa_sweep_opts_t *opts;
   int fd;
+  const char *path; /* the journal, for messages */
   const size_t *todo;
   size_t ntodo, next;
   unsigned char *have; /* per cell: complete in the folder */
@@ -86,9 +88,25 @@ static void *worker(void *arg) {
     } else if (run->status == AA_OK) {
       /* One write() of the whole record to the O_APPEND journal: the cell is
          complete exactly when its trailer line is on disk (see sweep.h). */
-      ssize_t w = write(run->fd, buf.p, buf.len);
-      if (w != (ssize_t)buf.len || (run->opts->sync && fsync(run->fd) != 0)) {
-        set_error(run, AA_EIO, "sweep: journal write failed: %s%s", strerror(w < 0 ? errno : EIO), "");
+      struct stat jst;
+      off_t before = fstat(run->fd, &jst) == 0 ? jst.st_size : -1;
+      size_t off = 0;
+      int e = 0;
+      while (off < buf.len) { /* only a short write (out of space) leads to a second one */
+        ssize_t w = write(run->fd, buf.p + off, buf.len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          e = w < 0 ? errno : EIO;
+          break;
+        }
+        off += (size_t)w;
+      }
+      if (e == 0 && run->opts->sync && fsync(run->fd) != 0) e = errno;
+      if (e != 0) {
+        if (before >= 0 && ftruncate(run->fd, before) != 0) {
+          /* the partial record stays: readers skip it and resume cuts it */
+        }
+        set_error(run, AA_EIO, "sweep: %s: cannot append a finished cell: %s", run->path, strerror(e));
       } else {
         run->have[i] = 1;
         run->prog.done++;
@@ -165,7 +183,7 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if ((st = open_journal(&fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) return st;
 
   /* Cells already complete in any journal of the folder. */
-  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd};
+  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd, .path = path};
   run.prog.discarded_bytes = cut_bytes;
   run.prog.discarded_lines = cut_lines;
   aa_sweep_set_t set = {0};
