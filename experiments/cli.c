@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "limits.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -165,10 +166,14 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
   return 0;
 }
 
+/* --force of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
+static int oracle_force = 0;
+
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
   size_t prec = 128;
   aa_oracle_opts_init(oo);
+  oracle_force = cli_get(a, "force") != NULL;
   if ((s = cli_get(a, "oracle")) != NULL && aa_oracle_path_from_name(&oo->path, s) != AA_OK) {
     cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
     return 2;
@@ -182,8 +187,26 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo) {
   aa_error_t err = {{0}};
-  double t0 = cli_now();
-  int rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
+  double t0;
+  int rc;
+  if (oo->path == AA_ORACLE_MPFR) {
+    int threads = lim_threads(oo->threads);
+    double est = aa_oracle_mpfr_seconds(pb, oo) / threads;
+    char t[48], lim[48];
+    lim_duration(t, sizeof t, est);
+    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+    if (est > LIM_MPFR_SECONDS && !oracle_force) {
+      cli_error(cmd,
+                "the mpfr oracle would take about %s on %d thread%s (estimate; limit %s): use --oracle fast, a "
+                "smaller problem, or --force",
+                t, threads, threads == 1 ? "" : "s", lim);
+      return 2;
+    }
+    fprintf(stderr, "attnacc %s: note: the mpfr oracle should take about %s on %d thread%s (estimate)\n", cmd, t,
+            threads, threads == 1 ? "" : "s");
+  }
+  t0 = cli_now();
+  rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
   if (rc == AA_OK) return 0;
   cli_error(cmd, "oracle: %s", err.msg);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "dropout_cli.h"
+#include "limits.h"
 #include "stage.h"
 
 #define MAX_VARIANTS 32
@@ -324,23 +325,23 @@ int aa_cmd_run(int argc, char **argv) {
     /* Refuse sizes that cannot work: the operation count heads * n^2 * d
        must fit a size_t, and the tensors this command holds at once (the
        inputs, three oracle copies of each output, one output set per
-       variant and naive-bf16) must fit in physical memory. */
-    size_t e_q, e_k, e, bytes, work, mem;
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+       variant and naive-bf16) must fit in the memory still available
+       (MemAvailable, not the machine's total: other processes hold the rest). */
+    size_t work;
+    uint64_t bytes, mem;
+    const char *memsrc;
     if (kv_heads == 0) kv_heads = heads;
     if (aa_size_mul(&work, heads, n) || aa_size_mul(&work, work, n) || aa_size_mul(&work, work, d) ||
-        aa_size_mul(&e_q, heads, n) || aa_size_mul(&e_q, e_q, d) || aa_size_mul(&e_k, kv_heads, n) ||
-        aa_size_mul(&e_k, e_k, d) || e_q > SIZE_MAX / 4 || e_k > SIZE_MAX / 4 || aa_size_mul(&e, 2, e_q + e_k) ||
-        aa_size_mul(&bytes, e, 8 * (5 + nrec))) {
+        !lim_attn_bytes(&bytes, n, n, d, heads, kv_heads, nrec + 1)) {
       cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic",
                 n, d, heads, kv_heads);
       goto out;
     }
-    mem = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : SIZE_MAX;
-    if (bytes > mem) {
+    mem = lim_mem_available(&memsrc);
+    if (mem > 0 && bytes > mem) {
       cli_error(cmd,
-                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, this machine has %.3g GiB",
-                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0);
+                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, %.3g GiB available (%s)",
+                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0, memsrc);
       goto out;
     }
     if (heads % kv_heads != 0) {
