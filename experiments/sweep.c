@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "config.h"
 #include "experiments.h"
+#include "limits.h"
 #include "stage.h"
 
 #ifdef AA_HAVE_MPI
@@ -27,6 +28,7 @@ static const cli_opt_t common[] = {
     {"shard", "I/N", "0/1", "run only the cells with index % N == I (merge the shards with --merge)"},
     {"max-cells", "C", "0 = all", "stop after starting C cells (continue later with --resume)"},
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
+    {"force", NULL, NULL, "run even when the mpfr oracle's time estimate exceeds one hour"},
 };
 
 static const char engine_text[] =
@@ -135,6 +137,109 @@ static void copy_meta(const char *out, const char *in) {
   fclose(f);
   if (data != NULL) cli_write_atomic(b, data, len, NULL);
   free(data);
+}
+
+/* ---- limits checked before any cell runs ---- */
+
+typedef struct {
+  uint64_t seed;
+  double seconds;
+} fixture_t;
+
+static int fixture_cmp(const void *a, const void *b) {
+  uint64_t x = ((const fixture_t *)a)->seed, y = ((const fixture_t *)b)->seed;
+  return x < y ? -1 : x > y;
+}
+
+/* Memory and mpfr time of the shard's attention cells (those with an "n"
+   coordinate; d, heads and kv_heads from the cell or ctx's defaults), from
+   the same estimates as `attnacc run`: refuse (2, after a message) cells
+   that cannot fit in the available memory, --jobs J cells at once that do
+   not, and an mpfr oracle estimated beyond LIM_MPFR_SECONDS unless --force. */
+static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t shard_i,
+                       size_t shard_n, int force) {
+  size_t ncells = aa_sweep_ncells(sw), nshard = 0, worst = 0, nfix = 0;
+  uint64_t max_bytes = 0;
+  fixture_t *fix = NULL;
+  double mpfr_core = 0;
+  aa_oracle_opts_t oo;
+  int mpfr = ctx->oracle_path == AA_ORACLE_MPFR, rc = 0;
+  xp_oracle_opts(&oo, ctx);
+  if (mpfr && (fix = calloc(ncells + 1, sizeof *fix)) == NULL) {
+    cli_error(cmd, "out of memory");
+    return 1;
+  }
+  for (size_t i = shard_i; i < ncells; i += shard_n) {
+    const aa_cell_t *c = aa_sweep_cell(sw, i);
+    int64_t n = aa_cell_int(c, "n", 0), d = aa_cell_int(c, "d", (int64_t)ctx->d),
+            heads = aa_cell_int(c, "heads", (int64_t)ctx->heads), kv = aa_cell_int(c, "kv_heads", heads);
+    uint64_t bytes;
+    if (n <= 0 || d <= 0 || heads <= 0 || kv <= 0) continue; /* not an attention cell */
+    nshard++;
+    if (!lim_attn_bytes(&bytes, (size_t)n, (size_t)n, (size_t)d, (size_t)heads, (size_t)kv, 1)) bytes = UINT64_MAX;
+    if (bytes > max_bytes) {
+      max_bytes = bytes;
+      worst = i;
+    }
+    if (mpfr) {
+      aa_problem_t pb;
+      aa_problem_init(&pb, (size_t)n, (size_t)n, (size_t)d, (size_t)heads, (size_t)kv);
+      fix[nfix].seed = aa_cell_seed(c);
+      fix[nfix++].seconds = aa_oracle_mpfr_seconds(&pb, &oo);
+    }
+  }
+  if (mpfr && ctx->cache_dir != NULL && nfix > 1) {
+    /* Cells of one fixture (the same seed: the same coordinates but for
+       NOSEED axes) share one oracle through the cache. */
+    size_t k = 1;
+    qsort(fix, nfix, sizeof *fix, fixture_cmp);
+    for (size_t j = 1; j < nfix; j++)
+      if (fix[j].seed != fix[k - 1].seed) fix[k++] = fix[j];
+    nfix = k;
+  }
+  for (size_t j = 0; j < nfix; j++)
+    mpfr_core += fix[j].seconds;
+  free(fix);
+  if (nshard == 0) return 0;
+  {
+    const char *src;
+    uint64_t avail = lim_mem_available(&src);
+    size_t at_once = jobs < nshard ? jobs : nshard;
+    if (avail > 0 && max_bytes > avail) {
+      const aa_cell_t *c = aa_sweep_cell(sw, worst);
+      cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
+                (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
+                (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
+      return 2;
+    }
+    if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
+      cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
+                jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
+      return 2;
+    }
+  }
+  if (mpfr) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
+    char t[48], lim[48];
+    if (cores > 0 && par > (double)cores) par = (double)cores;
+    wall = mpfr_core / par;
+    lim_duration(t, sizeof t, wall);
+    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+    if (wall > LIM_MPFR_SECONDS && !force) {
+      cli_error(cmd,
+                "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
+                "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
+                nshard, nfix, t, par, lim);
+      rc = 2;
+    } else {
+      fprintf(stderr,
+              "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
+              "threads (estimate)\n",
+              cmd, nshard, nfix, t, par);
+    }
+  }
+  return rc;
 }
 
 /* The option table of one invocation: the common options (without
@@ -372,6 +477,11 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     status = fflush(stdout) == 0 ? 0 : 1;
     goto out;
   }
+
+  /* Before any cell: memory and the mpfr oracle's time (under MPI the
+     whole grid, since ranks pick their shards later). */
+  if ((status = check_cells(cmd, sw, ctx, jobs, shard_i, shard_n, cli_get(&a, "force") != NULL)) != 0) goto out;
+  status = 2;
 
 #ifdef AA_HAVE_MPI
   {

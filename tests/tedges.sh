@@ -17,7 +17,8 @@ refused() {
   want=$2
   pat=$3
   shift 3
-  "$A" "$@" >"$T/stdout" 2>"$T/stderr"
+  # (a timeout so that a limit that failed to refuse does not run for hours)
+  timeout 300 "$A" "$@" >"$T/stdout" 2>"$T/stderr"
   rc=$?
   [ $rc -eq "$want" ] || FAIL "tedges $what: exit status $rc, want $want (args: $*): $(cat "$T/stderr")"
   [ "$(grep -c '^attnacc [a-z-]*: ' "$T/stderr")" -eq 1 ] || FAIL "tedges $what: not one message: $(cat "$T/stderr")"
@@ -88,6 +89,50 @@ cmp -s "$T/ref/$J" "$T/junk/$J" || FAIL "tedges junk resume: the journal is not 
 # a clean resume says nothing of the kind
 "$A" sweep --experiment smoke --variants fa2 --out "$T/junk" --resume >"$T/o" 2>"$T/e" || FAIL "tedges clean resume: exit $?"
 [ -s "$T/e" ] && FAIL "tedges clean resume: wrote on stderr: $(cat "$T/e")"
+
+# ---- item 10: memory and mpfr time are checked before any work ----
+# A meminfo file of a machine with plenty of memory in total but little available (the test hook ATTNACC_MEMINFO).
+printf 'MemTotal:       1073741824 kB\nMemFree:           1024 kB\nMemAvailable:   16777216 kB\n' >"$T/meminfo16g"
+printf 'MemTotal:       1073741824 kB\nMemFree:           1024 kB\nMemAvailable:    1048576 kB\n' >"$T/meminfo1g"
+printf 'MemTotal:       1073741824 kB\nMemFree:           1024 kB\nMemAvailable:       1024 kB\n' >"$T/meminfo1m"
+ATTNACC_MEMINFO=$T/meminfo16g
+export ATTNACC_MEMINFO
+# n = 2^20, d = 128: q, k, v, dO alone are 4 GiB of doubles, the oracle's three copies of four outputs 12 GiB more
+refused "sweep cell beyond memory" 2 "cell 0 (n = 1048576, d = 128) needs at least [0-9.]* GiB, 16 GiB available (MemAvailable)" \
+  sweep --experiment table4 --variants fa2 --n 1048576 --out "$T/big"
+[ -e "$T/big" ] && FAIL "tedges sweep cell beyond memory: created the folder"
+# one smoke cell at n = 2^18 (d = 8) holds 4 * 2^21 doubles of inputs (64 MiB), so 1 GiB does not hold four at once
+ATTNACC_MEMINFO=$T/meminfo1g
+refused "sweep --jobs beyond memory" 2 "--jobs 4: 4 cells at once need up to .* GiB, 1 GiB available (MemAvailable): use fewer --jobs" \
+  sweep --experiment smoke --variants fa2 --n 262144 --jobs 4 --out "$T/big"
+[ -e "$T/big" ] && FAIL "tedges sweep --jobs beyond memory: created the folder"
+# run compares with MemAvailable (1 MiB here), not MemTotal (1 TiB): n = 1024, d = 128 needs more than 1 MiB of inputs
+ATTNACC_MEMINFO=$T/meminfo1m
+refused "run beyond available memory" 2 "needs at least .* GiB, 0.000977 GiB available (MemAvailable)" \
+  run --variant fa2 --n 1024 --d 128
+unset ATTNACC_MEMINFO
+# the mpfr oracle: n = 16384, d = 128 is heads * n^2 * d = 2^35 exact products per pass: hours on any machine
+refused "run mpfr beyond the limit" 2 "the mpfr oracle would take about .* (estimate; limit 60 minutes): use --oracle fast, a smaller problem, or --force" \
+  run --variant fa2 --n 16384 --oracle mpfr --out "$T/mp.json"
+[ -e "$T/mp.json" ] && FAIL "tedges run mpfr beyond the limit: wrote --out"
+# score the same size: zero BF16 tensors [16384, 128] written by hand (10-byte prefix + 118-byte header)
+mkdir "$T/big16k"
+for f in q k v do o dq dk dv; do
+  {
+    printf '\223NUMPY\001\000v\000'
+    printf "%-117s\n" "{'descr': '<u2', 'fortran_order': False, 'shape': (16384, 128), }"
+    head -c $((16384 * 128 * 2)) /dev/zero
+  } >"$T/big16k/$f.npy"
+done
+refused "score mpfr beyond the limit" 2 "the mpfr oracle would take about" \
+  score --inputs "$T/big16k" --grads "$T/big16k" --oracle mpfr
+refused "sweep mpfr beyond the limit" 2 "the mpfr oracle of 6 cells .* would take about .*: use --oracle fast, fewer or smaller cells, or --force" \
+  sweep --experiment table4 --quick --variants fa2 --oracle mpfr --out "$T/mps"
+[ -e "$T/mps" ] && FAIL "tedges sweep mpfr beyond the limit: created the folder"
+# below the limit the estimate is printed and the run goes ahead
+"$A" run --variant fa2 --n 32 --d 8 --oracle mpfr >/dev/null 2>"$T/e" || FAIL "tedges small mpfr run: exit $?: $(cat "$T/e")"
+grep -q "^attnacc run: note: the mpfr oracle should take about .* (estimate)$" "$T/e" ||
+  FAIL "tedges small mpfr run: no estimate on stderr: $(cat "$T/e")"
 
 if [ $fails -ne 0 ]; then
   echo "tedges: $fails failure(s)"
