@@ -50,6 +50,7 @@ if [ -d /proc/self ]; then
   refused "sweep --out /proc/x" 2 "/proc" sweep --experiment smoke --variants fa2 --out /proc/attnacc-x
   refused "run --out /proc/x" 2 "/proc/attnacc-x" run --variant fa2 --n 16 --d 8 --out /proc/attnacc-x
   refused "run --save /proc/x" 2 "/proc" run --variant fa2 --n 16 --d 8 --save /proc/attnacc-x
+  refused "main --out /proc/x" 2 "/proc" main --out /proc/attnacc-x
 fi
 if [ -d /sys/kernel ]; then
   refused "sweep --out /sys/x" 2 "/sys" sweep --experiment smoke --variants fa2 --out /sys/attnacc-x
@@ -66,6 +67,7 @@ chmod 755 "$T/ro"
 
 # ---- item 8: a resumed journal says what it discarded ----
 "$A" sweep --experiment smoke --variants fa2 --out "$T/ref" >/dev/null 2>"$T/e" || FAIL "tedges ref sweep: $(cat "$T/e")"
+[ -d /proc/self ] && refused "report --out /proc/x" 2 "--out: /proc/attnacc-x: cannot create" report --in "$T/ref" --out /proc/attnacc-x
 J=journal-0-of-1.txt
 size=$(wc -c <"$T/ref/$J")
 # a record torn 50 bytes before its end (as by SIGKILL inside the write)
