@@ -86,6 +86,32 @@ rm -f "$FS/fill"
 cmp -s "$T/ref/results.canon.csv" "$FS/s/results.canon.csv" || FAIL "tnospace sweep after freeing space: results differ"
 rm -rf "$FS/s"
 
+# the journal: three cells in it, one block free (taken by meta.json's temporary), and less room than a record left
+# in the journal's last block, so appending the fourth cell fails
+mkdir "$FS/j"
+"$A" sweep --experiment smoke --variants fa2 --out "$FS/j" --cache none --max-cells 3 >/dev/null 2>"$T/e" ||
+  FAIL "tnospace journal: first three cells: $(cat "$T/e")"
+cp "$FS/j/journal-0-of-1.txt" "$T/j3"
+rm -f "$FS/j/meta.json"
+jsize=$(wc -c <"$T/j3")
+if [ $((BS - jsize % BS)) -lt $((jsize / 4)) ]; then # a record is about a third of three cells' journal
+  fill 1
+  "$A" sweep --experiment smoke --variants fa2 --out "$FS/j" --cache none --resume >/dev/null 2>"$T/e"
+  rc=$?
+  [ $rc -eq 1 ] || FAIL "tnospace journal: exit status $rc, want 1"
+  one_message "journal append" "$FS/j/journal-0-of-1.txt: cannot append a finished cell: No space left on device"
+  cmp -s "$T/j3" "$FS/j/journal-0-of-1.txt" || FAIL "tnospace journal: the partial record was not cut off again"
+  [ "$(ls -A "$FS/j")" = journal-0-of-1.txt ] || FAIL "tnospace journal: the folder holds $(ls -A "$FS/j" | tr '\n' ' ')"
+  rm -f "$FS/fill"
+  "$A" sweep --experiment smoke --variants fa2 --out "$FS/j" --cache none --resume >/dev/null 2>"$T/e" ||
+    FAIL "tnospace journal after freeing space: $(cat "$T/e")"
+  [ -s "$T/e" ] && FAIL "tnospace journal after freeing space: a message: $(cat "$T/e")"
+  cmp -s "$T/ref/results.canon.csv" "$FS/j/results.canon.csv" || FAIL "tnospace journal after freeing space: results differ"
+else
+  echo "tnospace: the journal's last block has room for another record: journal part skipped"
+fi
+rm -rf "$FS/j"
+
 # merge: room for results.csv and results.canon.csv only
 fill $(($(pages "$T/ref/results.csv") + $(pages "$T/ref/results.canon.csv")))
 "$A" sweep --merge --out "$FS/m" "$T/ref" >/dev/null 2>"$T/e"
