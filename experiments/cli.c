@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "limits.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -165,10 +166,14 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
   return 0;
 }
 
+/* --force of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
+static int oracle_force = 0;
+
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
   size_t prec = 128;
   aa_oracle_opts_init(oo);
+  oracle_force = cli_get(a, "force") != NULL;
   if ((s = cli_get(a, "oracle")) != NULL && aa_oracle_path_from_name(&oo->path, s) != AA_OK) {
     cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
     return 2;
@@ -182,8 +187,26 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo) {
   aa_error_t err = {{0}};
-  double t0 = cli_now();
-  int rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
+  double t0;
+  int rc;
+  if (oo->path == AA_ORACLE_MPFR) {
+    int threads = lim_threads(oo->threads);
+    double est = aa_oracle_mpfr_seconds(pb, oo) / threads;
+    char t[48], lim[48];
+    lim_duration(t, sizeof t, est);
+    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+    if (est > LIM_MPFR_SECONDS && !oracle_force) {
+      cli_error(cmd,
+                "the mpfr oracle would take about %s on %d thread%s (estimate; limit %s): use --oracle fast, a "
+                "smaller problem, or --force",
+                t, threads, threads == 1 ? "" : "s", lim);
+      return 2;
+    }
+    fprintf(stderr, "attnacc %s: note: the mpfr oracle should take about %s on %d thread%s (estimate)\n", cmd, t,
+            threads, threads == 1 ? "" : "s");
+  }
+  t0 = cli_now();
+  rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
   if (rc == AA_OK) return 0;
   cli_error(cmd, "oracle: %s", err.msg);
@@ -261,12 +284,35 @@ void cli_sb_free(cli_sb_t *sb) {
 
 /* ---- files ---- */
 
+/* Write to an existing device or pipe (/dev/stdout, /dev/null, /dev/full)
+   in place: renaming a temporary over it would replace the device node. */
+static int write_in_place(const char *path, const char *data, size_t len, aa_error_t *err) {
+  int fd = open(path, O_WRONLY), e;
+  size_t done = 0;
+  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
+  while (done < len) {
+    ssize_t w = write(fd, data + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      e = w < 0 ? errno : EIO;
+      close(fd);
+      return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    done += (size_t)w;
+  }
+  if (close(fd) != 0) return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(errno));
+  return AA_OK;
+}
+
 int cli_write_atomic(const char *path, const char *data, size_t len, aa_error_t *err) {
   size_t cap = strlen(path) + 40;
-  char *tmp = malloc(cap);
+  char *tmp;
   int fd = -1, e;
   size_t done = 0;
-  if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
+    return write_in_place(path, data, len, err);
+  if ((tmp = malloc(cap)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
   for (unsigned i = 0;; i++) {
     snprintf(tmp, cap, "%s.tmp%ld.%u", path, (long)getpid(), i);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
@@ -316,18 +362,46 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* Whether a file can be created in the folder dir: access(W_OK) is not
+   enough (root passes it on /proc and /sys, where creating fails), so
+   create and remove a probe file. 0, or the errno of the failure. */
+static int probe_create(const char *dir) {
+  static unsigned count = 0;
+  size_t cap = strlen(dir) + 64;
+  char *p = malloc(cap);
+  int fd, e = 0;
+  if (p == NULL) return ENOMEM;
+  for (int tries = 0;; tries++) {
+    snprintf(p, cap, "%s/.attnacc-probe.%ld.%u", dir, (long)getpid(), count++);
+    fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0 || errno != EEXIST || tries > 100) break;
+  }
+  if (fd < 0)
+    e = errno;
+  else {
+    close(fd);
+    unlink(p);
+  }
+  free(p);
+  return e;
+}
+
 int cli_check_out_file(const char *path, aa_error_t *err) {
   struct stat st;
   char *dir;
-  int rc = AA_OK;
+  int rc = AA_OK, e;
   if (path[0] == '\0') return aa_error_set(err, AA_EINVAL, "empty output file name");
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return aa_error_set(err, AA_EIO, "%s: is a folder", path);
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) /* written in place */
+    return access(path, W_OK) == 0 ? AA_OK : aa_error_set(err, AA_EIO, "%s: not writable: %s", path, strerror(errno));
   dir = dir_of(path);
   if (dir == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     rc = aa_error_set(err, AA_EIO, "%s: the folder %s does not exist", path, dir);
   else if (access(dir, W_OK) != 0)
     rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", path, dir);
+  else if ((e = probe_create(dir)) != 0)
+    rc = aa_error_set(err, AA_EIO, "%s: cannot create a file in the folder %s: %s", path, dir, strerror(e));
   free(dir);
   return rc;
 }
@@ -341,10 +415,13 @@ int cli_check_out_dir(const char *dir, aa_error_t *err) {
   /* Walk up to the first existing ancestor: it must be a writable folder. */
   while (rc == AA_OK) {
     if (stat(p, &st) == 0) {
+      int e;
       if (!S_ISDIR(st.st_mode))
         rc = aa_error_set(err, AA_EIO, "%s: %s exists and is not a folder", dir, p);
       else if (access(p, W_OK) != 0)
         rc = aa_error_set(err, AA_EIO, "%s: the folder %s is not writable", dir, p);
+      else if ((e = probe_create(p)) != 0)
+        rc = aa_error_set(err, AA_EIO, "%s: cannot create anything in the folder %s: %s", dir, p, strerror(e));
       break;
     }
     {

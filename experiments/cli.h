@@ -56,10 +56,13 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
 
 /* Option rows of the commands that run the oracle on one problem, and
    their parser: oo initialised, then --oracle, --prec (64..4096, the
-   oracle's range) and --oracle-target applied; 0, or 2 after a message. */
+   oracle's range) and --oracle-target applied, --force remembered for
+   cli_oracle_run; 0, or 2 after a message. */
 #define CLI_OPTS_ORACLE                                                                                              \
   {"oracle", "mpfr|fast", "fast", "oracle path"},                                                                    \
-      {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET
+      {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET, {                \
+    "force", NULL, NULL, "run the mpfr oracle even when its time estimate exceeds one hour"                          \
+  }
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
 /* ---- a growing string (JSON text) ---- */
@@ -120,7 +123,10 @@ int cli_inputs_check_finite(const cli_inputs_t *in, aa_error_t *err);
 int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err);
 
 /* The oracle on the inputs, timed into *seconds: 0, or the exit status
-   after the message "attnacc CMD: oracle: ...". */
+   after the message "attnacc CMD: oracle: ...". The mpfr path first
+   prints its time estimate (aa_oracle_mpfr_seconds over the threads) on
+   stderr and refuses (2) beyond LIM_MPFR_SECONDS unless --force was given
+   to cli_oracle_opts. */
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo);
 

@@ -1,7 +1,8 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
-	experiments/list.c experiments/run.c experiments/score.c \
+	experiments/list.c experiments/run.c experiments/score.c experiments/stage.c experiments/stage.h \
+	experiments/limits.c experiments/limits.h \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
 	experiments/features_cli.c experiments/features_cli.h experiments/varlen.c \
@@ -11,6 +12,8 @@ EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh
+TESTS += tests/tedges.sh tests/tnospace.sh
+EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/small/q.npy fixtures/small/k.npy fixtures/small/v.npy fixtures/small/do.npy \

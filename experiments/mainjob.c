@@ -61,6 +61,10 @@ int aa_cmd_main(int argc, char **argv) {
     return rc;
   dir = cli_get(&a, "out") ? cli_get(&a, "out") : "results/quick";
   jobs = cli_get(&a, "jobs") ? cli_get(&a, "jobs") : "1";
+  if ((rc = cli_check_out_dir(dir, &err)) != AA_OK) { /* a file, /proc, a read-only folder: bad input */
+    cli_error(cmd, "--out: %s", err.msg);
+    return rc == AA_ENOMEM ? 1 : 2;
+  }
   if (cli_mkdir_p(dir, &err) != AA_OK) {
     cli_error(cmd, "--out: %s", err.msg);
     return 1;

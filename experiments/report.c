@@ -918,6 +918,11 @@ int aa_cmd_report(int argc, char **argv) {
     cli_error(cmd, "no results.csv in %s or its subfolders, and no table3.csv (run attnacc sweep first)", in);
     goto out;
   }
+  if ((rc = cli_check_out_dir(out, &err)) != AA_OK) { /* a file, /proc, a read-only folder: bad input */
+    cli_error(cmd, "--out: %s", err.msg);
+    status = rc == AA_ENOMEM ? 1 : 2;
+    goto out;
+  }
   if ((rc = cli_mkdir_p(out, &err)) != AA_OK) {
     cli_error(cmd, "--out: %s", err.msg);
     status = 1;

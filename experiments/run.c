@@ -3,12 +3,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "dropout_cli.h"
 #include "features_cli.h"
+#include "limits.h"
+#include "stage.h"
 
 #define MAX_VARIANTS 32
 
@@ -73,6 +76,52 @@ static int fmt_within(aa_fmt_t a, aa_fmt_t b) {
   if (x == NULL || y == NULL) return 0;
   return x->prec <= y->prec && x->emax <= y->emax && x->emin >= y->emin && x->emin - x->prec >= y->emin - y->prec &&
          (!x->has_inf || y->has_inf);
+}
+
+/* The --out JSON into the stage (a device or pipe such as /dev/stdout is written in place at once). */
+static int stage_out_file(stage_t *stg, const char *path, const char *data, size_t len, aa_error_t *err) {
+  struct stat st;
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
+    return cli_write_atomic(path, data, len, err);
+  return stage_data(stg, path, data, len, err);
+}
+
+/* Stage DIR/NAME.npy of each tensor with data (the file lists of cli_inputs_save, cli_save_outputs and
+   cli_save_oracle). */
+static int stage_set(stage_t *stg, const char *dir, const char *const *names, const aa_tensor_t *const *ts,
+                     const aa_fmt_t *fmts, int n, aa_error_t *err) {
+  int rc = stage_mkdir_p(stg, dir, err);
+  for (int i = 0; i < n && rc == AA_OK; i++) {
+    char *p;
+    if (ts[i]->data == NULL || aa_tensor_numel(ts[i]) == 0) continue;
+    if ((p = stage_join(dir, names[i])) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+    rc = stage_npy(stg, p, ts[i], fmts[i], err);
+    free(p);
+  }
+  return rc;
+}
+
+static int stage_inputs(stage_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
+  const char *names[5] = {"q.npy", "k.npy", "v.npy", "do.npy", "sinks.npy"};
+  const aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
+  const aa_fmt_t fmts[5] = {fmt, fmt, fmt, fmt, fmt};
+  return stage_set(stg, dir, names, ts, fmts, 5, err);
+}
+
+static int stage_outputs(stage_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
+  const char *names[5] = {"o.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
+  const aa_tensor_t *ts[5] = {&res->o, &res->dq, &res->dk, &res->dv, &res->dsinks};
+  aa_fmt_t fmts[5];
+  for (int i = 0; i < 5; i++)
+    fmts[i] = cli_npy_fmt(ts[i]->fmt);
+  return stage_set(stg, dir, names, ts, fmts, 5, err);
+}
+
+static int stage_oracle(stage_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
+  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
+  const aa_tensor_t *ts[6] = {&r->o.val, &r->lse.val, &r->dq.val, &r->dk.val, &r->dv.val, &r->dsinks.val};
+  const aa_fmt_t fmts[6] = {AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64};
+  return stage_set(stg, dir, names, ts, fmts, 6, err);
 }
 
 int aa_cmd_run(int argc, char **argv) {
@@ -287,23 +336,23 @@ int aa_cmd_run(int argc, char **argv) {
     /* Refuse sizes that cannot work: the operation count heads * n^2 * d
        must fit a size_t, and the tensors this command holds at once (the
        inputs, three oracle copies of each output, one output set per
-       variant and naive-bf16) must fit in physical memory. */
-    size_t e_q, e_k, e, bytes, work, mem;
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+       variant and naive-bf16) must fit in the memory still available
+       (MemAvailable, not the machine's total: other processes hold the rest). */
+    size_t work;
+    uint64_t bytes, mem;
+    const char *memsrc;
     if (kv_heads == 0) kv_heads = heads;
     if (aa_size_mul(&work, heads, n) || aa_size_mul(&work, work, n) || aa_size_mul(&work, work, d) ||
-        aa_size_mul(&e_q, heads, n) || aa_size_mul(&e_q, e_q, d) || aa_size_mul(&e_k, kv_heads, n) ||
-        aa_size_mul(&e_k, e_k, d) || e_q > SIZE_MAX / 4 || e_k > SIZE_MAX / 4 || aa_size_mul(&e, 2, e_q + e_k) ||
-        aa_size_mul(&bytes, e, 8 * (5 + nrec))) {
+        !lim_attn_bytes(&bytes, n, n, d, heads, kv_heads, nrec + 1)) {
       cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic",
                 n, d, heads, kv_heads);
       goto out;
     }
-    mem = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : SIZE_MAX;
-    if (bytes > mem) {
+    mem = lim_mem_available(&memsrc);
+    if (mem > 0 && bytes > mem) {
       cli_error(cmd,
-                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, this machine has %.3g GiB",
-                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0);
+                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, %.3g GiB available (%s)",
+                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0, memsrc);
       goto out;
     }
     if (heads % kv_heads != 0) {
@@ -423,34 +472,39 @@ int aa_cmd_run(int argc, char **argv) {
       goto out;
     }
   }
-  if (out_file != NULL && (rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    status = 1;
-    goto out;
-  }
-  if (save_dir != NULL) {
-    if ((rc = cli_inputs_save(&in, save_dir, cli_npy_fmt(io_fmt), &err)) != AA_OK) {
-      cli_error(cmd, "--save: %s", err.msg);
+  /* Every output file (--out, --save, --save-oracle) is written to a
+     temporary first and renamed once all are written: out of space or any
+     other failure leaves none of them (and no folder this run created). */
+  {
+    const char *what = NULL;
+    stage_t stg;
+    stage_init(&stg);
+    if (out_file != NULL && (rc = stage_out_file(&stg, out_file, sb.buf, sb.len, &err)) != AA_OK) what = "--out";
+    if (what == NULL && save_dir != NULL) {
+      what = "--save";
+      if ((rc = stage_inputs(&stg, &in, save_dir, cli_npy_fmt(io_fmt), &err)) == AA_OK) {
+        for (size_t i = 0; i < nrec && rc == AA_OK; i++) {
+          char sub[4096];
+          if (nrec == 1)
+            snprintf(sub, sizeof sub, "%s", save_dir);
+          else
+            snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
+          rc = stage_outputs(&stg, &res[i], sub, &err);
+        }
+      }
+      if (rc == AA_OK) what = NULL;
+    }
+    if (what == NULL && save_oracle != NULL && (rc = stage_oracle(&stg, &oracle, save_oracle, &err)) != AA_OK)
+      what = "--save-oracle";
+    if (what == NULL && (rc = stage_commit(&stg, &err)) != AA_OK) what = "output";
+    if (what != NULL) {
+      stage_abort(&stg);
+      stage_free(&stg);
+      cli_error(cmd, "%s: %s", what, err.msg);
       status = 1;
       goto out;
     }
-    for (size_t i = 0; i < nrec; i++) {
-      char sub[4096];
-      if (nrec == 1)
-        snprintf(sub, sizeof sub, "%s", save_dir);
-      else
-        snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
-      if ((rc = cli_save_outputs(&res[i], sub, &err)) != AA_OK) {
-        cli_error(cmd, "--save: %s", err.msg);
-        status = 1;
-        goto out;
-      }
-    }
-  }
-  if (save_oracle != NULL && (rc = cli_save_oracle(&oracle, save_oracle, &err)) != AA_OK) {
-    cli_error(cmd, "--save-oracle: %s", err.msg);
-    status = 1;
-    goto out;
+    stage_free(&stg);
   }
   if (cli_get(&a, "json") != NULL)
     fwrite(sb.buf, 1, sb.len, stdout);

@@ -8,6 +8,8 @@
 #include "commands.h"
 #include "config.h"
 #include "experiments.h"
+#include "limits.h"
+#include "stage.h"
 
 #ifdef AA_HAVE_MPI
 #include <mpi.h>
@@ -28,6 +30,7 @@ static const cli_opt_t common[] = {
     {"shard", "I/N", "0/1", "run only the cells with index % N == I (merge the shards with --merge)"},
     {"max-cells", "C", "0 = all", "stop after starting C cells (continue later with --resume)"},
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
+    {"force", NULL, NULL, "run even when the mpfr oracle's time estimate exceeds one hour"},
 };
 
 static const char engine_text[] =
@@ -64,8 +67,10 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 }
 
 /* ---- meta.json: provenance of the result folder ---- */
-static int write_meta(const char *dir, const xp_experiment_t *xp, const xp_opts_t *o, const xp_ctx_t *ctx,
-                      const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
+/* Staged (stage.h): renamed into place once the run has written the
+   results files, so a failure there leaves no new meta.json either. */
+static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
+                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
   cli_sb_t sb = {0};
   char path[4096], gh[33];
   aa_hash128_t g = aa_sweep_grid_hash(sw);
@@ -108,7 +113,7 @@ static int write_meta(const char *dir, const xp_experiment_t *xp, const xp_opts_
     return aa_error_set(err, AA_ENOMEM, "out of memory");
   }
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = cli_write_atomic(path, sb.buf, sb.len, err);
+  rc = stage_data(stg, path, sb.buf, sb.len, err);
   cli_sb_free(&sb);
   return rc;
 }
@@ -134,6 +139,109 @@ static void copy_meta(const char *out, const char *in) {
   fclose(f);
   if (data != NULL) cli_write_atomic(b, data, len, NULL);
   free(data);
+}
+
+/* ---- limits checked before any cell runs ---- */
+
+typedef struct {
+  uint64_t seed;
+  double seconds;
+} fixture_t;
+
+static int fixture_cmp(const void *a, const void *b) {
+  uint64_t x = ((const fixture_t *)a)->seed, y = ((const fixture_t *)b)->seed;
+  return x < y ? -1 : x > y;
+}
+
+/* Memory and mpfr time of the shard's attention cells (those with an "n"
+   coordinate; d, heads and kv_heads from the cell or ctx's defaults), from
+   the same estimates as `attnacc run`: refuse (2, after a message) cells
+   that cannot fit in the available memory, --jobs J cells at once that do
+   not, and an mpfr oracle estimated beyond LIM_MPFR_SECONDS unless --force. */
+static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t shard_i,
+                       size_t shard_n, int force) {
+  size_t ncells = aa_sweep_ncells(sw), nshard = 0, worst = 0, nfix = 0;
+  uint64_t max_bytes = 0;
+  fixture_t *fix = NULL;
+  double mpfr_core = 0;
+  aa_oracle_opts_t oo;
+  int mpfr = ctx->oracle_path == AA_ORACLE_MPFR, rc = 0;
+  xp_oracle_opts(&oo, ctx);
+  if (mpfr && (fix = calloc(ncells + 1, sizeof *fix)) == NULL) {
+    cli_error(cmd, "out of memory");
+    return 1;
+  }
+  for (size_t i = shard_i; i < ncells; i += shard_n) {
+    const aa_cell_t *c = aa_sweep_cell(sw, i);
+    int64_t n = aa_cell_int(c, "n", 0), d = aa_cell_int(c, "d", (int64_t)ctx->d),
+            heads = aa_cell_int(c, "heads", (int64_t)ctx->heads), kv = aa_cell_int(c, "kv_heads", heads);
+    uint64_t bytes;
+    if (n <= 0 || d <= 0 || heads <= 0 || kv <= 0) continue; /* not an attention cell */
+    nshard++;
+    if (!lim_attn_bytes(&bytes, (size_t)n, (size_t)n, (size_t)d, (size_t)heads, (size_t)kv, 1)) bytes = UINT64_MAX;
+    if (bytes > max_bytes) {
+      max_bytes = bytes;
+      worst = i;
+    }
+    if (mpfr) {
+      aa_problem_t pb;
+      aa_problem_init(&pb, (size_t)n, (size_t)n, (size_t)d, (size_t)heads, (size_t)kv);
+      fix[nfix].seed = aa_cell_seed(c);
+      fix[nfix++].seconds = aa_oracle_mpfr_seconds(&pb, &oo);
+    }
+  }
+  if (mpfr && ctx->cache_dir != NULL && nfix > 1) {
+    /* Cells of one fixture (the same seed: the same coordinates but for
+       NOSEED axes) share one oracle through the cache. */
+    size_t k = 1;
+    qsort(fix, nfix, sizeof *fix, fixture_cmp);
+    for (size_t j = 1; j < nfix; j++)
+      if (fix[j].seed != fix[k - 1].seed) fix[k++] = fix[j];
+    nfix = k;
+  }
+  for (size_t j = 0; j < nfix; j++)
+    mpfr_core += fix[j].seconds;
+  free(fix);
+  if (nshard == 0) return 0;
+  {
+    const char *src;
+    uint64_t avail = lim_mem_available(&src);
+    size_t at_once = jobs < nshard ? jobs : nshard;
+    if (avail > 0 && max_bytes > avail) {
+      const aa_cell_t *c = aa_sweep_cell(sw, worst);
+      cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
+                (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
+                (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
+      return 2;
+    }
+    if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
+      cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
+                jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
+      return 2;
+    }
+  }
+  if (mpfr) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
+    char t[48], lim[48];
+    if (cores > 0 && par > (double)cores) par = (double)cores;
+    wall = mpfr_core / par;
+    lim_duration(t, sizeof t, wall);
+    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+    if (wall > LIM_MPFR_SECONDS && !force) {
+      cli_error(cmd,
+                "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
+                "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
+                nshard, nfix, t, par, lim);
+      rc = 2;
+    } else {
+      fprintf(stderr,
+              "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
+              "threads (estimate)\n",
+              cmd, nshard, nfix, t, par);
+    }
+  }
+  return rc;
 }
 
 /* The option table of one invocation: the common options (without
@@ -192,6 +300,10 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     cli_error(cmd, "--merge needs --out DIR and at least one shard folder after the options");
     return 2;
   }
+  if (cli_check_out_dir(out, &err) != AA_OK) { /* a file, or a folder that cannot be created: the input's fault */
+    cli_error(cmd, "--out: %s", err.msg);
+    return 2;
+  }
   if ((rc = aa_sweep_merge(&ncells, out, dirs, ndirs, &err)) != AA_OK) {
     cli_error(cmd, "merge: %s", err.msg);
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
@@ -236,7 +348,9 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   table_t *tab = NULL;
   cli_sb_t desc = {0};
   FILE *info = stdout;
+  stage_t meta;
 
+  stage_init(&meta);
   /* The experiment comes first: its options join the table. */
   for (int i = 1; !shortcut && i < argc; i++) {
     if (strcmp(argv[i], "--experiment") == 0 && i + 1 < argc)
@@ -317,6 +431,13 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     out = out_default;
   }
   o.out_dir = out;
+  /* A file, or a folder that cannot be created (read-only or pseudo file
+     system, no permission), is bad input: refused before any work. */
+  if ((rc = cli_check_out_dir(out, &err)) != AA_OK) {
+    cli_error(cmd, "--out: %s", err.msg);
+    status = rc == AA_ENOMEM ? 1 : 2;
+    goto out;
+  }
   if ((ctx = malloc(sizeof *ctx)) == NULL) {
     cli_error(cmd, "out of memory");
     status = 1;
@@ -359,6 +480,11 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     goto out;
   }
 
+  /* Before any cell: memory and the mpfr oracle's time (under MPI the
+     whole grid, since ranks pick their shards later). */
+  if ((status = check_cells(cmd, sw, ctx, jobs, shard_i, shard_n, cli_get(&a, "force") != NULL)) != 0) goto out;
+  status = 2;
+
 #ifdef AA_HAVE_MPI
   {
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
@@ -392,6 +518,14 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   so.progress = progress;
   so.progress_ctx = &pr;
   memset(&stats, 0, sizeof stats);
+  /* Provenance, staged now (out of space shows before any cell runs) and
+     renamed in once the run has accepted the folder as this grid's and
+     written the results files. */
+  if (mpi_rank == 0 && (rc = write_meta(&meta, out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    status = 1;
+    goto out;
+  }
 #ifdef AA_HAVE_MPI
   if (use_mpi)
     rc = aa_sweep_run_mpi(&stats, sw, xp->eval, ctx, &so, &err);
@@ -399,6 +533,12 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
 #endif
     rc = aa_sweep_run(&stats, sw, xp->eval, ctx, &so, &err);
   if (pr.on) fprintf(stderr, "\n");
+  if (stats.discarded_bytes > 0) /* say what resuming cut off: the engine only reports it */
+    fprintf(stderr,
+            "attnacc %s: %s/journal-%zu-of-%zu.txt: discarded a torn or junk tail of %zu bytes (%zu line%s) after "
+            "the last complete cell; any cell it held runs again\n",
+            cmd, out, use_mpi ? (size_t)mpi_rank : shard_i, use_mpi ? (size_t)mpi_size : shard_n,
+            stats.discarded_bytes, stats.discarded_lines, stats.discarded_lines == 1 ? "" : "s");
   if (rc != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     if (rc == AA_EFORMAT)
@@ -409,8 +549,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     status = cli_exit_status(rc);
     goto out;
   }
-  /* Provenance, written once the folder is known to hold this grid. */
-  if (mpi_rank == 0 && (rc = write_meta(out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
+  if (mpi_rank == 0 && (rc = stage_commit(&meta, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;
@@ -441,6 +580,8 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   status = fflush(stdout) == 0 ? 0 : 1;
 
 out:
+  stage_abort(&meta); /* nothing left to remove after a commit */
+  stage_free(&meta);
 #ifdef AA_HAVE_MPI
   if (use_mpi) MPI_Finalize();
 #endif

@@ -94,6 +94,13 @@ int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tens
                   const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err);
 void aa_oracle_result_free(aa_oracle_result_t *res);
 
+/* Seconds the mpfr path would take on one core for this problem at
+   opts->prec bits: a pure function of the sizes (heads, n_q, n_k, d,
+   precision), calibrated once on one machine (lib/oracle/estimate.c says
+   how), for front ends to warn about or refuse hours-long runs. The
+   library itself never refuses. */
+double aa_oracle_mpfr_seconds(const aa_problem_t *pb, const aa_oracle_opts_t *opts);
+
 #ifdef __cplusplus
 }
 #endif

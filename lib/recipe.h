@@ -246,7 +246,8 @@ int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA
 int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 /* Parse a recipe file of `key = value` lines ('#' comments, blank lines);
    the optional first key `base = PRESET` starts from a preset. Errors name
-   the file and line. */
+   the file and line; a key given twice is AA_EFORMAT naming both lines; a
+   folder is AA_EINVAL. */
 int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err);
 /* The same from a string (the `path` only names it in messages). */
 int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path, aa_error_t *err);

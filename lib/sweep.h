@@ -73,10 +73,9 @@ extern "C" {
    SIGKILL or power loss (a torn tail, a half line) is ignored by readers and
    its cell is run again on resume; a resumed run first truncates its own
    journal after the last complete cell, so new records never glue onto a
-   torn line. A killed sweep loses at most the cells in flight. A folder
-   belongs to one grid: a journal whose header differs (other axes, values,
-   filter outcome or columns) is refused with AA_EFORMAT. Two runs of one
-   shard at once are refused too (the journal is flock()ed).
+   torn line (aa_sweep_progress_t.discarded_* say what was cut). A killed sweep loses at most the cells in flight. A
+   folder belongs to one grid: a journal whose header differs (other axes, values, filter outcome or columns) is
+   refused with AA_EFORMAT. Two runs of one shard at once are refused too (the journal is flock()ed).
 
    Sharding: shard I of N holds the cells with index % N == I. Shards may
    write into one shared folder (their journals have different names) or
@@ -195,6 +194,10 @@ typedef struct {
   size_t todo;    /* cells this run set out to do (total - skipped, or max_cells) */
   size_t done;    /* cells finished (and written) by this run so far */
   int complete;   /* at the end: every cell of the grid is in the folder and the results files were written */
+  /* What opening this shard's journal cut off: the bytes after its last
+     complete cell (a record torn by a kill, or junk) and how many lines
+     they held (a last line without newline counts). 0 when none. */
+  size_t discarded_bytes, discarded_lines;
 } aa_sweep_progress_t;
 
 /* Called once before the first cell and after each finished cell, never

@@ -440,7 +440,7 @@ static void test_runs(void) {
 
 static void test_progress_line(void) {
   char buf[128];
-  aa_sweep_progress_t p = {120, 10, 110, 40, 0};
+  aa_sweep_progress_t p = {.total = 120, .skipped = 10, .todo = 110, .done = 40};
   aa_sweep_progress_line(buf, sizeof buf, &p, 200.0);
   /* 40 cells in 200 s = 12 per minute; 70 left at 5 s each = 350 s. */
   AA_CHECK(strcmp(buf, "sweep: 50/120 cells (10 resumed), 12.0 cells/min, 5m50s left") == 0, "progress line '%s'",

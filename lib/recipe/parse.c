@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "recipe.h"
 
@@ -16,9 +17,51 @@ static char *trim(char *s) {
   return s;
 }
 
+/* The keys seen so far with the line of each: a key given twice is an error
+   naming both lines (the second would silently override the first). The
+   list grows with the file; a recipe has about a hundred keys at most. */
+typedef struct {
+  char (*key)[64];
+  int *line;
+  size_t n, cap;
+} seen_t;
+
+/* 0 when key is new (and now recorded), the line of its first occurrence
+   when repeated, -1 when out of memory. `dq_reduce` and `dq_reduce_kind`
+   name one setting. */
+static int seen_add(seen_t *s, const char *key, int lineno) {
+  char k[64];
+  snprintf(k, sizeof k, "%s", !strcmp(key, "dq_reduce") ? "dq_reduce_kind" : key);
+  for (size_t i = 0; i < s->n; i++)
+    if (!strcmp(s->key[i], k)) return s->line[i];
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    char(*nk)[64] = realloc(s->key, cap * sizeof *nk);
+    if (nk == NULL) return -1;
+    s->key = nk;
+    int *nl = realloc(s->line, cap * sizeof *nl);
+    if (nl == NULL) return -1;
+    s->line = nl;
+    s->cap = cap;
+  }
+  memcpy(s->key[s->n], k, sizeof k);
+  s->line[s->n++] = lineno;
+  return 0;
+}
+
+static int parse_lines(aa_recipe_t *out, const char *text, const char *path, seen_t *seen, aa_error_t *err);
+
 int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path, aa_error_t *err) {
   if (out == NULL || text == NULL) return aa_error_set(err, AA_EINVAL, "recipe_parse: NULL argument");
   if (path == NULL) path = "<string>";
+  seen_t seen = {0};
+  int st = parse_lines(out, text, path, &seen, err);
+  free(seen.key);
+  free(seen.line);
+  return st;
+}
+
+static int parse_lines(aa_recipe_t *out, const char *text, const char *path, seen_t *seen, aa_error_t *err) {
   aa_recipe_t r;
   /* Without `base`, a file starts from the fa2 preset renamed "custom". */
   aa_recipe_preset(&r, "fa2", NULL);
@@ -47,6 +90,13 @@ int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path,
     if (*val == '\0') return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' has no value", path, lineno, key);
     if (!strcmp(key, "base") && nkeys != 0)
       return aa_error_set(err, AA_EFORMAT, "%s:%d: 'base' must be the first key", path, lineno);
+    if (strlen(key) < 64) { /* a longer key is unknown: aa_recipe_set says so */
+      int first = seen_add(seen, key, lineno);
+      if (first < 0) return aa_error_set(err, AA_ENOMEM, "%s:%d: out of memory", path, lineno);
+      if (first > 0)
+        return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' given twice (first at %s:%d)", path, lineno, key, path,
+                            first);
+    }
     aa_error_t e;
     e.msg[0] = '\0';
     int st = aa_recipe_set(&r, key, val, &e);
@@ -61,6 +111,15 @@ int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err) {
   if (out == NULL || path == NULL) return aa_error_set(err, AA_EINVAL, "recipe_parse_file: NULL argument");
   FILE *f = fopen(path, "rb");
   if (f == NULL) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
+  {
+    /* A folder is the caller's mistake, not a read failure (glibc opens a
+       folder; only the first read fails, with EISDIR). Pipes stay allowed. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+      fclose(f);
+      return aa_error_set(err, AA_EINVAL, "%s: is a folder, not a recipe file", path);
+    }
+  }
   size_t cap = 4096, len = 0;
   char *buf = malloc(cap);
   if (buf == NULL) {

@@ -109,6 +109,9 @@ int aa__set_finish(aa_sweep_set_t *set, aa_error_t *err);
 int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *err);
 /* Write data to path atomically (temp + fsync + rename). */
 int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t *err);
+/* Only the first half: data fsync'd under a fresh temporary name beside
+   path (into tmp), for sets of files renamed together; messages name path. */
+int aa__write_temp(char tmp[4096], const char *path, const void *data, size_t len, aa_error_t *err);
 int aa__mkdir(const char *dir, aa_error_t *err);
 int aa__parse_header(aa_sweep_set_t *set, const char *line, size_t len);
 

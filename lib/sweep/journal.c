@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,28 +51,36 @@ int aa__read_file(char **data, size_t *len, const char *path, aa_error_t *err) {
   return b.p == NULL ? aa_error_set(err, AA_ENOMEM, "%s: out of memory", path) : AA_OK;
 }
 
-int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t *err) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+int aa__write_temp(char tmp[4096], const char *path, const void *data, size_t len, aa_error_t *err) {
+  static atomic_uint count = 0; /* unique names across the threads of one process */
+  snprintf(tmp, 4096, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&count, 1u));
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: %s", tmp, strerror(errno));
+  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
   const char *p = data;
+  int e = 0;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      int e = errno;
-      close(fd);
-      unlink(tmp);
-      return aa_error_set(err, AA_EIO, "%s: write failed: %s", tmp, strerror(e));
+      e = w < 0 ? errno : EIO;
+      break;
     }
     p += w;
     len -= (size_t)w;
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
+  if (e == 0 && fsync(fd) != 0) e = errno;
+  if (close(fd) != 0 && e == 0) e = errno;
+  if (e != 0) {
     unlink(tmp);
-    return aa_error_set(err, AA_EIO, "%s: fsync/close failed: %s", tmp, strerror(errno));
+    return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
   }
+  return AA_OK;
+}
+
+int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t *err) {
+  char tmp[4096];
+  int st = aa__write_temp(tmp, path, data, len, err);
+  if (st != AA_OK) return st;
   if (rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
@@ -420,18 +429,25 @@ int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *er
   int st = AA_OK;
   if (csv.oom || canon.oom || json.oom || tmp.oom)
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for results");
-  char path[4096];
-  if (st == AA_OK) {
-    snprintf(path, sizeof path, "%s/results.csv", dir);
-    st = aa__write_atomic(path, csv.p, csv.len, err);
+  /* The three files are one set: each is written to a temporary first and
+     all are renamed only then, so out of space (or any write failure)
+     leaves none of them new, not a results.csv beside an old jsonl. */
+  const char *names[3] = {"results.csv", "results.canon.csv", "results.jsonl"};
+  const aa_buf_t *bufs[3] = {&csv, &canon, &json};
+  char path[3][4096], tmpname[3][4096];
+  int staged = 0;
+  for (int i = 0; st == AA_OK && i < 3; i++) {
+    snprintf(path[i], sizeof path[i], "%s/%s", dir, names[i]);
+    st = aa__write_temp(tmpname[i], path[i], bufs[i]->p != NULL ? bufs[i]->p : "", bufs[i]->len, err);
+    if (st == AA_OK) staged++;
   }
-  if (st == AA_OK) {
-    snprintf(path, sizeof path, "%s/results.canon.csv", dir);
-    st = aa__write_atomic(path, canon.p, canon.len, err);
-  }
-  if (st == AA_OK) {
-    snprintf(path, sizeof path, "%s/results.jsonl", dir);
-    st = aa__write_atomic(path, json.p != NULL ? json.p : "", json.len, err);
+  for (int i = 0; i < staged; i++) {
+    if (st != AA_OK) {
+      unlink(tmpname[i]);
+    } else if (rename(tmpname[i], path[i]) != 0) {
+      st = aa_error_set(err, AA_EIO, "%s: rename failed: %s", path[i], strerror(errno));
+      unlink(tmpname[i]);
+    }
   }
   aa__buf_free(&csv);
   aa__buf_free(&canon);

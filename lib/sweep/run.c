@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -21,6 +22,7 @@ typedef struct {
   void *ctx;
   const aa_sweep_opts_t *opts;
   int fd;
+  const char *path; /* the journal, for messages */
   const size_t *todo;
   size_t ntodo, next;
   unsigned char *have; /* per cell: complete in the folder */
@@ -86,9 +88,25 @@ static void *worker(void *arg) {
     } else if (run->status == AA_OK) {
       /* One write() of the whole record to the O_APPEND journal: the cell is
          complete exactly when its trailer line is on disk (see sweep.h). */
-      ssize_t w = write(run->fd, buf.p, buf.len);
-      if (w != (ssize_t)buf.len || (run->opts->sync && fsync(run->fd) != 0)) {
-        set_error(run, AA_EIO, "sweep: journal write failed: %s%s", strerror(w < 0 ? errno : EIO), "");
+      struct stat jst;
+      off_t before = fstat(run->fd, &jst) == 0 ? jst.st_size : -1;
+      size_t off = 0;
+      int e = 0;
+      while (off < buf.len) { /* only a short write (out of space) leads to a second one */
+        ssize_t w = write(run->fd, buf.p + off, buf.len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          e = w < 0 ? errno : EIO;
+          break;
+        }
+        off += (size_t)w;
+      }
+      if (e == 0 && run->opts->sync && fsync(run->fd) != 0) e = errno;
+      if (e != 0) {
+        if (before >= 0 && ftruncate(run->fd, before) != 0) {
+          /* the partial record stays: readers skip it and resume cuts it */
+        }
+        set_error(run, AA_EIO, "sweep: %s: cannot append a finished cell: %s", run->path, strerror(e));
       } else {
         run->have[i] = 1;
         run->prog.done++;
@@ -104,7 +122,8 @@ static void *worker(void *arg) {
 
 /* Open (creating) and lock this shard's journal, cut a torn tail, and write
    the header into a new or empty one. */
-static int open_journal(int *fd_out, const aa_sweep_t *sw, const char *path, aa_error_t *err) {
+static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
+                        aa_error_t *err) {
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0666);
   if (fd < 0) return aa_error_set(err, AA_EIO, "%s: %s", path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -120,6 +139,12 @@ static int open_journal(int *fd_out, const aa_sweep_t *sw, const char *path, aa_
       st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
     else
       st = aa__journal_parse(&own, data, len, &vend, path, err);
+    if (st == AA_OK && vend < len) {
+      *cut_bytes = len - vend;
+      *cut_lines = data[len - 1] != '\n';
+      for (size_t i = vend; i < len; i++)
+        *cut_lines += data[i] == '\n';
+    }
     free(data);
   }
   aa__set_free(&own);
@@ -154,10 +179,13 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   char path[4096];
   snprintf(path, sizeof path, "%s/journal-%zu-of-%zu.txt", opts->out_dir, ish, nsh);
   int fd = -1;
-  if ((st = open_journal(&fd, sw, path, err)) != AA_OK) return st;
+  size_t cut_bytes = 0, cut_lines = 0;
+  if ((st = open_journal(&fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) return st;
 
   /* Cells already complete in any journal of the folder. */
-  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd};
+  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd, .path = path};
+  run.prog.discarded_bytes = cut_bytes;
+  run.prog.discarded_lines = cut_lines;
   aa_sweep_set_t set = {0};
   size_t *todo = NULL;
   run.have = calloc(sw->ncells + 1, 1);
@@ -186,7 +214,7 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if (run.prog.skipped > 0 && !opts->resume) {
     st = aa_error_set(err, AA_EINVAL, "%s: holds %zu finished cells of this shard; resume, or use a new folder",
                       opts->out_dir, run.prog.skipped);
-    run.prog = (aa_sweep_progress_t){0};
+    run.prog = (aa_sweep_progress_t){.discarded_bytes = cut_bytes, .discarded_lines = cut_lines};
     goto done;
   }
   run.prog.todo = run.ntodo;
