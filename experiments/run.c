@@ -420,8 +420,12 @@ int aa_cmd_run(int argc, char **argv) {
     goto out;
   }
 
-  /* ---- oracle, variants, naive reference ---- */
-  if ((rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo)) != 0) {
+  /* ---- oracle, variants, naive reference (a progress line on a terminal for large problems) ---- */
+  const double work = (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d;
+  cli_progress(cmd, "running the oracle", work);
+  rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo);
+  cli_progress_end();
+  if (rc != 0) {
     status = rc;
     goto out;
   }
@@ -434,7 +438,12 @@ int aa_cmd_run(int argc, char **argv) {
     goto out;
   }
   for (size_t i = 0; i < nrec; i++) {
-    if ((rc = cli_run_variant(&vs[i], &res[i], &recipes[i], &pb, &in, &oracle, &err)) != AA_OK) {
+    char what[160];
+    snprintf(what, sizeof what, "emulating %s (%zu of %zu)", recipes[i].name, i + 1, nrec);
+    cli_progress(cmd, what, work);
+    rc = cli_run_variant(&vs[i], &res[i], &recipes[i], &pb, &in, &oracle, &err);
+    cli_progress_end();
+    if (rc != AA_OK) {
       cli_error(cmd, "%s", err.msg);
       status = cli_exit_status(rc);
       goto out;
