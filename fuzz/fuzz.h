@@ -53,6 +53,26 @@ static inline void aa_fuzz_check_array(const aa_ndarray_t *a) {
     AA_FUZZ_CHECK(back == v || (isnan(v) && isnan(back)), "a value read is not exact in its format");
   }
 }
+
+/* A harness of a reader that takes a path and an array name: the input as
+   a file, the array "q" read with and without '<i2' as BF16 bits. */
+typedef int (*aa_fuzz_reader_fn)(aa_ndarray_t *out, const char *path, const char *name, unsigned flags,
+                                 aa_error_t *err);
+static inline void aa_fuzz_named_reader(const uint8_t *data, size_t size, const char *suffix,
+                                        aa_fuzz_reader_fn read) {
+  const char *path = aa_fuzz_file(data, size, suffix);
+  for (unsigned flags = 0; flags <= AA_NPY_BF16_BITS; flags += AA_NPY_BF16_BITS) {
+    aa_ndarray_t a;
+    memset(&a, 0, sizeof a);
+    aa_error_t err;
+    err.msg[0] = '\0';
+    if (read(&a, path, "q", flags, &err) == AA_OK)
+      aa_fuzz_check_array(&a);
+    else
+      AA_FUZZ_CHECK(err.msg[0] != '\0', "a refused file has a message");
+    aa_ndarray_free(&a);
+  }
+}
 #endif
 
 #endif
