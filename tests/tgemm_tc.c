@@ -174,6 +174,7 @@ static int compare(const case_t *c, const double *got, const double *want, const
   for (size_t i = 0; i < c->M; i++)
     for (size_t j = 0; j < c->N; j++) {
       double g = got[i * c->ldc + j], w = want[i * c->ldc + j];
+      if (isnan(g) && isnan(w)) continue; /* NaN payloads are not part of the model */
       if (bits32((float)g) != bits32((float)w) || g != (double)(float)g) {
         if (bad < 3)
           AA_FAIL("tgemm_tc %s: %s M=%zu N=%zu K=%zu tA=%d tB=%d acc=%d kind=%d C[%zu][%zu] = %a (0x%08x), want %a "
@@ -238,6 +239,90 @@ static void test_fast_vs_ref(aa_pcg64_t *rng) {
       free(ref);
       case_free(&c);
     }
+}
+
+/* ---- the fp32 fast path against the previous (binary64) path ----
+   aa_gemm_force_kernel("scalar") sends the tc models to the binary64
+   packed path, the implementation before the fp32 one; the run-time
+   choice takes the fp32 path on AVX-512 CPUs when every product is an
+   exact normal fp32 number. Both must give the same bits on every input,
+   including those that make the fp32 path hand tiles back. */
+
+/* x rounded to nbits significant bits (RNE; finite x) */
+static float round_bits(double x, int nbits) {
+  if (x == 0) return 0.0f;
+  int e;
+  frexp(x, &e);
+  return (float)ldexp(nearbyint(ldexp(x, nbits - e)), e - nbits);
+}
+
+/* kinds: 0 bf16 N(0,1); 1 bf16 with zeros and exponents spread over +-20;
+   2 11-bit significands (fp16-like); 3 huge (block exponents near the top
+   of the fp32 path's window and beyond); 4 tiny (products near 2^-110,
+   below the window); 5 full fp32 significands (the fp32 path refuses);
+   6 products below 2^-126 (refused too). */
+static double fast_value(aa_pcg64_t *rng, int kind) {
+  double x = aa_pcg64_normal(rng);
+  uint64_t u = aa_pcg64_next(rng);
+  switch (kind) {
+  case 0:
+    return round_bits(x, 8);
+  case 1:
+    return u % 4 == 0 ? 0.0 : round_bits(ldexp(x, (int)(u >> 8) % 41 - 20), 8);
+  case 2:
+    return round_bits(x, 11);
+  case 3:
+    return round_bits(ldexp(x, u % 3 == 0 ? 56 + (int)(u >> 8) % 6 : (int)(u >> 8) % 9 - 4), 8);
+  case 4: /* |x| in [1, 2) 2^-(52..57): products from 2^-114 to 2^-102, block exponents below F - 125 */
+    return u % 5 == 0 ? 0.0 : round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -52 - (int)(u >> 8) % 6), 8);
+  case 5:
+    return (float)x;
+  default: /* |x| in [1, 2) 2^-(70..80): products that underflow fp32 (the fp32 path refuses the call) */
+    return round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -70 - (int)(u >> 8) % 11), 8);
+  }
+}
+
+static double fast_cin(aa_pcg64_t *rng) {
+  uint64_t u = aa_pcg64_next(rng) % 64;
+  if (u == 0) return FLT_MAX;
+  if (u == 1) return -0x1.8p126;
+  if (u == 2) return 0x1p-140;  /* subnormal */
+  if (u == 3) return -0x1p-110; /* below the window when the products are zero */
+  if (u == 4) return -0.0;
+  if (u == 5) return INFINITY;
+  return round_bits(ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2), 24);
+}
+
+static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++) {
+    aa_accum_t model = models[it % 2];
+    int kind = (int)(aa_pcg64_next(rng) % 7), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 7);
+    size_t M = 1 + aa_pcg64_next(rng) % 70, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 300;
+    if (it % 17 == 0) K = 256 + 1 + aa_pcg64_next(rng) % 400; /* more than one k chunk of the fp32 path */
+    case_t c;
+    case_make(&c, rng, M, N, K, model, 0);
+    size_t ra = c.tA ? K : M, rb = c.tB ? N : K;
+    for (size_t t = 0; t < ra * c.lda; t++)
+      c.A[t] = fast_value(rng, kind);
+    for (size_t t = 0; t < rb * c.ldb; t++)
+      c.B[t] = fast_value(rng, kindb);
+    for (size_t t = 0; t < M * c.ldc; t++)
+      c.C0[t] = fast_cin(rng);
+    c.kind = 10 + kind;
+    double *fast = case_run(&c, 0);
+    AA_CHECK(aa_gemm_force_kernel("scalar") == AA_OK, "tgemm_tc: force scalar");
+    double *old = case_run(&c, 0);
+    aa_gemm_force_kernel(NULL);
+    compare(&c, fast, old, "fp32 path vs binary64 path");
+    if (it % 8 == 0) {
+      double *ref = case_run(&c, 1);
+      compare(&c, fast, ref, "fp32 path vs loop");
+      free(ref);
+    }
+    free(fast);
+    free(old);
+    case_free(&c);
+  }
 }
 
 /* Hand-derived single-element cases: a row of K values times a column of
@@ -370,5 +455,7 @@ int main(void) {
   test_cases();
   test_mpfr(&rng, iters);
   test_fast_vs_ref(&rng);
+  printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
+  test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   return aa_test_finish("tgemm_tc");
 }

@@ -255,19 +255,24 @@ typedef struct {
   int any;        /* a nonzero value was seen */
 } tc_stat_t;
 
-static void tc_stat_add(tc_stat_t *st, float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu;
-  if (ef == 255 || (ef == 0 && m != 0)) {
-    st->ok = 0;
-    return;
+static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
+  uint32_t bad = 0, orm = 0, emax = 0, emin = 255;
+#pragma omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin)
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu;
+    bad |= (ef == 255) | (ef == 0 && m != 0); /* Inf, NaN, subnormal */
+    orm |= m;
+    emax = ef > emax ? ef : emax;
+    emin = ef != 0 && ef < emin ? ef : emin; /* zeros (ef = 0, m = 0) take no part */
   }
-  if (ef == 0) return; /* a zero */
-  int e = (int)ef - 127;
-  st->orm |= m;
-  if (!st->any || e < st->emin) st->emin = e;
-  if (!st->any || e > st->emax) st->emax = e;
+  if (bad) st->ok = 0;
+  st->orm |= orm;
+  if (emin == 255) return; /* zeros only (or only Inf/NaN, already refused) */
+  int lo = (int)emin - 127, hi = (int)emax - 127;
+  if (!st->any || lo < st->emin) st->emin = lo;
+  if (!st->any || hi > st->emax) st->emax = hi;
   st->any = 1;
 }
 
@@ -360,6 +365,31 @@ static int tc_have_avx512(void) {
 }
 #endif
 
+/* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
+   c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
+   zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
+   when both strides are multiples of 4 KiB (all in one cache set). */
+static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
+                    size_t cols, tc_stat_t *st) {
+  if (trans)
+    for (size_t r0 = 0; r0 < rows; r0 += 8)
+      for (size_t c0 = 0; c0 < cols; c0 += 8) {
+        const size_t r1 = rows - r0 < 8 ? rows : r0 + 8, c1 = cols - c0 < 8 ? cols : c0 + 8;
+        for (size_t c = c0; c < c1; c++)
+          for (size_t r = r0; r < r1; r++)
+            dst[r * ldd + c] = (float)S[c * lds + r];
+      }
+  else
+    for (size_t r = 0; r < rows; r++)
+      for (size_t c = 0; c < cols; c++)
+        dst[r * ldd + c] = (float)S[r * lds + c];
+  for (size_t r = 0; r < rows; r++)
+    tc_stat_row(st, dst + r * ldd, cols);
+  for (size_t r = rows; r < rp; r++)
+    for (size_t c = 0; c < cols; c++)
+      dst[r * ldd + c] = 0.0f;
+}
+
 #define TC_MB 64  /* rows of a task (a multiple of T5_MR) */
 #define TC_KC 256 /* k values per pass over a column block (a multiple of every bk) */
 #define TC_NC 256 /* columns of a block (a multiple of T5_NR) */
@@ -381,18 +411,11 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
     return AA_ENOMEM;
   }
   tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
-  for (size_t i = 0; i < mp; i++)
-    for (size_t k = 0; k < K; k++) {
-      float x = i < M ? (float)aa_gemm_opa(A, lda, transA, i, k) : 0.0f;
-      pa[i * K + k] = x;
-      tc_stat_add(&sa, x);
-    }
+  tc_pack(pa, K, A, lda, transA, M, mp, K, &sa);
+  tc_pack(pb, np, B, ldb, transB, K, K, N, &sb);
   for (size_t k = 0; k < K; k++)
-    for (size_t j = 0; j < np; j++) {
-      float x = j < N ? (float)aa_gemm_opb(B, ldb, transB, k, j) : 0.0f;
-      pb[k * np + j] = x;
-      tc_stat_add(&sb, x);
-    }
+    for (size_t j = N; j < np; j++)
+      pb[k * np + j] = 0.0f;
   int exact = sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
               (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
   if (!exact) {
