@@ -248,6 +248,11 @@ int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, in
    tile return 1; the caller recomputes that tile from the untouched C by
    the binary64 path above, so the bits never depend on the path. */
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TC_X86 1
+#define TC_AVX512 __attribute__((target("avx512f,avx512dq")))
+
 typedef struct {
   int ok;
   uint32_t orm;   /* OR of the significand fields of the nonzero values */
@@ -255,22 +260,22 @@ typedef struct {
   int any;        /* a nonzero value was seen */
 } tc_stat_t;
 
-static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
-  uint32_t bad = 0, orm = 0, emax = 0, emin = 255;
-#pragma omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin)
+TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
+  uint32_t bad = 0, orm = 0, emax = 0, emin1 = UINT32_MAX;
+#pragma omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin1)
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, x + i, sizeof u);
-    uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu;
-    bad |= (ef == 255) | (ef == 0 && m != 0); /* Inf, NaN, subnormal */
+    uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu, e1 = ef - 1u; /* zeros: e1 wraps to UINT32_MAX */
+    bad |= (ef + 1u) >> 8 | (e1 >> 31 & (m != 0));                    /* Inf/NaN (ef = 255), subnormal */
     orm |= m;
     emax = ef > emax ? ef : emax;
-    emin = ef != 0 && ef < emin ? ef : emin; /* zeros (ef = 0, m = 0) take no part */
+    emin1 = e1 < emin1 ? e1 : emin1;
   }
   if (bad) st->ok = 0;
   st->orm |= orm;
-  if (emin == 255) return; /* zeros only (or only Inf/NaN, already refused) */
-  int lo = (int)emin - 127, hi = (int)emax - 127;
+  if (emin1 == UINT32_MAX) return; /* zeros only */
+  int lo = (int)emin1 + 1 - 127, hi = (int)emax - 127;
   if (!st->any || lo < st->emin) st->emin = lo;
   if (!st->any || hi > st->emax) st->emax = hi;
   st->any = 1;
@@ -281,10 +286,6 @@ static int tc_stat_bits(const tc_stat_t *st) {
   return 24 - __builtin_ctz(st->orm | 0x800000u);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define TC_X86 1
-
 #define T5_MR 4  /* rows of a tile */
 #define T5_NR 32 /* columns of a tile: two zmm of fp32 */
 #define T_EBMAX (120 + 127)
@@ -293,9 +294,8 @@ static int tc_stat_bits(const tc_stat_t *st) {
    acc (row stride ldc) holds the fp32 accumulators on entry and exit, pa
    MR rows of op(A) (stride lda), pb kc rows of op(B) (stride ldb). Returns
    1, acc then undefined, when a lane's E leaves the window. */
-__attribute__((target("avx512f,avx512dq"))) static int tc_kern_avx512(float *acc, size_t ldc, const float *pa,
-                                                                      size_t lda, const float *pb, size_t ldb,
-                                                                      size_t kc, int bk, int fb) {
+TC_AVX512 static int tc_kern_avx512(float *acc, size_t ldc, const float *pa, size_t lda, const float *pb, size_t ldb,
+                                    size_t kc, int bk, int fb) {
   __m512 ac[T5_MR][2], buf[32][T5_MR][2];
   const __m512i absm = _mm512_set1_epi32(0x7fffffff), ebmin = _mm512_set1_epi32(fb + 2),
                 span = _mm512_set1_epi32(T_EBMAX - (fb + 2)), upk = _mm512_set1_epi32(fb + 254),
@@ -363,14 +363,13 @@ static int tc_have_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 }
-#endif
 
 /* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
    c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
    zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
    when both strides are multiples of 4 KiB (all in one cache set). */
-static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
-                    size_t cols, tc_stat_t *st) {
+TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
+                              size_t cols, tc_stat_t *st) {
   if (trans)
     for (size_t r0 = 0; r0 < rows; r0 += 8)
       for (size_t c0 = 0; c0 < cols; c0 += 8) {
@@ -384,23 +383,22 @@ static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int tra
       for (size_t c = 0; c < cols; c++)
         dst[r * ldd + c] = (float)S[r * lds + c];
   for (size_t r = 0; r < rows; r++)
-    tc_stat_row(st, dst + r * ldd, cols);
-  for (size_t r = rows; r < rp; r++)
-    for (size_t c = 0; c < cols; c++)
+    for (size_t c = cols; c < ldd; c++)
       dst[r * ldd + c] = 0.0f;
+  for (size_t r = rows; r < rp; r++)
+    for (size_t c = 0; c < ldd; c++)
+      dst[r * ldd + c] = 0.0f;
+  tc_stat_row(st, dst, rp * ldd); /* the zero padding takes no part */
 }
 
 #define TC_MB 64  /* rows of a task (a multiple of T5_MR) */
 #define TC_KC 256 /* k values per pass over a column block (a multiple of every bk) */
 #define TC_NC 256 /* columns of a block (a multiple of T5_NR) */
 
-int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
-  int bk = 16, fb = 25;
-  aa_accum_tc_params(model, &bk, &fb);
-#ifdef TC_X86
-  if (aa_gemm_isa() != AA_ISA_AVX512 || !tc_have_avx512() || ((int64_t)(bk + 1) << (fb + 1)) > INT32_MAX)
-    return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+/* The fp32 path (compiled for AVX-512 throughout, so that the packing,
+   the operand checks and the copies vectorise too). */
+TC_AVX512 static int tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
+                               size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate, int bk, int fb) {
   const size_t mp = (M + T5_MR - 1) / T5_MR * T5_MR, np = (N + T5_NR - 1) / T5_NR * T5_NR;
   size_t na, nb;
   if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK) return AA_ENOMEM;
@@ -413,9 +411,6 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
   tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
   tc_pack(pa, K, A, lda, transA, M, mp, K, &sa);
   tc_pack(pb, np, B, ldb, transB, K, K, N, &sb);
-  for (size_t k = 0; k < K; k++)
-    for (size_t j = N; j < np; j++)
-      pb[k * np + j] = 0.0f;
   int exact = sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
               (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
   if (!exact) {
@@ -429,7 +424,7 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
   }
   const size_t nblk = (M + TC_MB - 1) / TC_MB, ntc = np / T5_NR;
   int st = AA_OK;
-  AA_OMP(omp parallel) {
+  AA_OMP(omp parallel if (nblk > 1)) {
     float *acc = malloc(TC_MB * np * sizeof *acc);
     unsigned char *bad = malloc(TC_MB / T5_MR * ntc);
     if (acc == NULL || bad == NULL) {
@@ -440,9 +435,17 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
     for (size_t bi = 0; bi < nblk; bi++) {
       if (acc == NULL || bad == NULL) continue;
       const size_t i0 = bi * TC_MB, rows = M - i0 < TC_MB ? M - i0 : TC_MB, tiles = (rows + T5_MR - 1) / T5_MR;
-      for (size_t r = 0; r < tiles * T5_MR; r++)
-        for (size_t j = 0; j < np; j++)
-          acc[r * np + j] = accumulate && r < rows && j < N ? (float)C[(i0 + r) * ldc + j] : 0.0f;
+      for (size_t r = 0; r < tiles * T5_MR; r++) {
+        float *restrict ar = acc + r * np;
+        size_t j = 0;
+        if (accumulate && r < rows) {
+          const double *restrict cr = C + (i0 + r) * ldc;
+          for (; j < N; j++)
+            ar[j] = (float)cr[j];
+        }
+        for (; j < np; j++)
+          ar[j] = 0.0f;
+      }
       memset(bad, 0, tiles * ntc);
       for (size_t k0 = 0; k0 < K; k0 += TC_KC) {
         const size_t kc = K - k0 < TC_KC ? K - k0 : TC_KC;
@@ -466,9 +469,12 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
             tc_tile_f64(C, ldc, pa, pb, np, i0 + r0, nr, j0, nc, K, bk, fb, accumulate);
             continue;
           }
-          for (size_t r = r0; r < r0 + nr; r++)
-            for (size_t j = j0; j < j0 + nc; j++)
-              C[(i0 + r) * ldc + j] = acc[r * np + j];
+          for (size_t r = r0; r < r0 + nr; r++) {
+            double *restrict cr = C + (i0 + r) * ldc + j0;
+            const float *restrict ar = acc + r * np + j0;
+            for (size_t j = 0; j < nc; j++)
+              cr[j] = ar[j];
+          }
         }
     }
     free(acc);
@@ -477,7 +483,16 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
   free(pa);
   free(pb);
   return st;
-#else
-  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+}
 #endif
+
+int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
+  int bk = 16, fb = 25;
+  aa_accum_tc_params(model, &bk, &fb);
+#ifdef TC_X86
+  if (aa_gemm_isa() == AA_ISA_AVX512 && tc_have_avx512() && ((int64_t)(bk + 1) << (fb + 1)) <= INT32_MAX)
+    return tc_fast32(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, bk, fb);
+#endif
+  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
 }
