@@ -262,7 +262,7 @@ typedef struct {
 
 TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
   uint32_t bad = 0, orm = 0, emax = 0, emin1 = UINT32_MAX;
-#pragma omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin1)
+  AA_OMP(omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin1))
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, x + i, sizeof u);
@@ -379,9 +379,13 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
             dst[r * ldd + c] = (float)S[c * lds + r];
       }
   else
-    for (size_t r = 0; r < rows; r++)
+    for (size_t r = 0; r < rows; r++) {
+      float *restrict dr = dst + r * ldd;
+      const double *restrict sr = S + r * lds;
+      AA_OMP(omp simd)
       for (size_t c = 0; c < cols; c++)
-        dst[r * ldd + c] = (float)S[r * lds + c];
+        dr[c] = (float)sr[c];
+    }
   for (size_t r = 0; r < rows; r++)
     for (size_t c = cols; c < ldd; c++)
       dst[r * ldd + c] = 0.0f;
@@ -440,8 +444,10 @@ TC_AVX512 static int tc_fast32(double *C, size_t ldc, const double *A, size_t ld
         size_t j = 0;
         if (accumulate && r < rows) {
           const double *restrict cr = C + (i0 + r) * ldc;
-          for (; j < N; j++)
-            ar[j] = (float)cr[j];
+          AA_OMP(omp simd)
+          for (size_t x = 0; x < N; x++)
+            ar[x] = (float)cr[x];
+          j = N;
         }
         for (; j < np; j++)
           ar[j] = 0.0f;
@@ -472,6 +478,7 @@ TC_AVX512 static int tc_fast32(double *C, size_t ldc, const double *A, size_t ld
           for (size_t r = r0; r < r0 + nr; r++) {
             double *restrict cr = C + (i0 + r) * ldc + j0;
             const float *restrict ar = acc + r * np + j0;
+            AA_OMP(omp simd)
             for (size_t j = 0; j < nc; j++)
               cr[j] = ar[j];
           }
