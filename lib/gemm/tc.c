@@ -18,6 +18,18 @@ int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
   case AA_ACC_TC_K8_F24:
     k = 8, f = 24;
     break; /* A100 / Ada */
+  case AA_ACC_TC_K4_F23:
+    k = 4, f = 23;
+    break; /* V100 (REFERENCES section 11) */
+  case AA_ACC_TC_FP8_K32_F13:
+    k = 32, f = 13;
+    break; /* H100 / H200 FP8 wgmma */
+  case AA_ACC_TC_FP8_K32_F25:
+    k = 32, f = 25;
+    break; /* B200 FP8 */
+  case AA_ACC_CDNA3_K8_F24:
+    k = 8, f = 24;
+    break; /* MI300 */
   default:
     return AA_ENOTFOUND;
   }
@@ -44,7 +56,29 @@ static double pow2(int e) {
   return v.d;
 }
 
+/* Fractional bits of the result's significand: 13 for the e8m13 result of
+   Hopper's FP8 wgmma, 23 (fp32) otherwise. */
+int aa_gemm_tc_out_bits(aa_accum_t model) {
+  return model == AA_ACC_TC_FP8_K32_F13 ? 13 : 23;
+}
+
+/* Round a nonzero double toward zero to of fractional bits, fp32's
+   exponent range (subnormals in multiples of 2^(-126-of)), overflow to the
+   largest finite value: exact steps in binary64. */
+static float rz_narrow(double x, int of) {
+  if (of == 23) return rz32(x);
+  int e;
+  frexp(x, &e);
+  int q = (e - 1 < -126 ? -126 : e - 1) - of;
+  double t = ldexp(trunc(ldexp(fabs(x), -q)), q), mx = ldexp(2.0 - ldexp(1.0, -of), 127);
+  return (float)copysign(t > mx ? mx : t, x);
+}
+
 float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
+  return aa_gemm_tc_block_out(t, n, frac_bits, 23);
+}
+
+float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bits) {
   double mx = 0;
   int nonfinite = 0;
   for (size_t i = 0; i < n; i++) {
@@ -79,7 +113,8 @@ float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
   for (size_t i = 0; i < n; i++)
     s += (int64_t)(t[i] * up);
   /* |s| < n 2^(F+1) < 2^53: exact as a double, and so is the scaling back. */
-  return rz32((double)s * down);
+  if (s == 0) return 0.0f;
+  return rz_narrow((double)s * down, out_bits);
 }
 
 /* The definition of gemm.h, literally: per output, blocks of k consecutive
@@ -87,7 +122,7 @@ float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
    term. */
 void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
-  int bk = 16, fb = 25;
+  int bk = 16, fb = 25, ob = aa_gemm_tc_out_bits(model);
   aa_accum_tc_params(model, &bk, &fb);
   double t[33];
   for (size_t i = 0; i < M; i++)
@@ -99,7 +134,7 @@ void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
         for (size_t k = 0; k < nb; k++)
           t[1 + k] = (double)(float)aa_gemm_opa(A, lda, transA, i, k0 + k) *
                      (double)(float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
-        acc = aa_gemm_tc_block(t, nb + 1, fb);
+        acc = aa_gemm_tc_block_out(t, nb + 1, fb, ob);
       }
       C[i * ldc + j] = acc;
     }
@@ -497,9 +532,84 @@ int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
   int bk = 16, fb = 25;
   aa_accum_tc_params(model, &bk, &fb);
+  if (aa_gemm_tc_out_bits(model) != 23) { /* e8m13 results: the packed paths round to fp32 only */
+    aa_gemm_ref_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+    return AA_OK;
+  }
 #ifdef TC_X86
   if (aa_gemm_isa() == AA_ISA_AVX512 && tc_have_avx512() && ((int64_t)(bk + 1) << (fb + 1)) <= INT32_MAX)
     return tc_fast32(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, bk, fb);
 #endif
   return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+}
+
+/* ---- AMD CDNA3 (gemm.h, cdna3-k8-f24) ---- */
+
+/* max(floor(log2 |x|), -126) of a nonzero fp32 value */
+static int cdna3_exp(float x) {
+  int e;
+  frexpf(x, &e);
+  return e - 1 < -126 ? -126 : e - 1;
+}
+
+/* One group: the incoming fp32 accumulator and n <= 8 operand pairs. */
+static float cdna3_group(float acc, const float *a, const float *b, size_t n) {
+  double p[8], spec = 0;
+  int nonfinite = !isfinite(acc), ep = INT32_MIN;
+  if (nonfinite) spec = acc;
+  for (size_t i = 0; i < n; i++) {
+    p[i] = (double)a[i] * (double)b[i];
+    if (!(fabs(p[i]) < 0x1p128)) { /* Inf, NaN, or a product counted as Inf (arithmetic.py:243-259) */
+      spec += isnan(p[i]) ? p[i] : copysign(INFINITY, p[i]);
+      nonfinite = 1;
+    } else if (p[i] != 0) {
+      int e = cdna3_exp(a[i]) + cdna3_exp(b[i]);
+      if (e > ep) ep = e;
+    }
+  }
+  if (nonfinite) return (float)spec;
+  /* stage 1: |p_i| < 4 2^ep, so each truncated term is an integer multiple
+     of 2^(ep-24) below 2^26, their sum below 2^29 */
+  int64_t S = 0;
+  if (ep != INT32_MIN)
+    for (size_t i = 0; i < n; i++)
+      if (p[i] != 0) S += (int64_t)ldexp(p[i], 24 - ep); /* exact scaling, truncating conversion */
+  int E = ep;
+  if (acc != 0 && cdna3_exp(acc) > E) E = cdna3_exp(acc);
+  if (E == INT32_MIN) return 0.0f; /* no nonzero term */
+  /* stage 2 in units of 2^(E-31): S' = floor(S 2^(ep-24) / 2^(E-31)), an
+     arithmetic shift (floor) by E - ep - 7 when positive; acc' = floor(acc
+     2^(24-E)) 2^7 (acc times a power of two is exact in binary64) */
+  int64_t Sp = 0;
+  if (ep != INT32_MIN) {
+    int sh = E - ep - 7;
+    if (sh <= 0)
+      Sp = S * ((int64_t)1 << -sh);
+    else if (sh < 63)
+      Sp = S >= 0 ? S >> sh : -((-S - 1) >> sh) - 1; /* floor(S / 2^sh) */
+    else
+      Sp = S < 0 ? -1 : 0;
+  }
+  int64_t Ap = (int64_t)floor(ldexp((double)acc, 24 - E)) * 128;
+  int64_t R = Sp + Ap; /* |R| < 2^37: exact in binary64 */
+  if (R == 0) return 0.0f;
+  return (float)ldexp((double)R, E - 31); /* RNE to fp32 (subnormals, overflow to Inf) */
+}
+
+void aa_gemm_cdna3(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                   int transB, size_t M, size_t N, size_t K, int accumulate) {
+  AA_OMP(omp parallel for schedule(static) if (M * N * K > 65536))
+  for (size_t i = 0; i < M; i++)
+    for (size_t j = 0; j < N; j++) {
+      float acc = accumulate ? (float)C[i * ldc + j] : 0.0f, a[8], b[8];
+      for (size_t k0 = 0; k0 < K; k0 += 8) {
+        size_t n = K - k0 < 8 ? K - k0 : 8;
+        for (size_t k = 0; k < n; k++) {
+          a[k] = (float)aa_gemm_opa(A, lda, transA, i, k0 + k);
+          b[k] = (float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
+        }
+        acc = cdna3_group(acc, a, b, n);
+      }
+      C[i * ldc + j] = acc;
+    }
 }
