@@ -349,6 +349,35 @@ static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
   }
 }
 
+/* Large operands (packed by several threads, their checks merged): bf16
+   values with, in one case, a single full-precision fp32 value of large
+   magnitude deep inside A, which the fp32 path must refuse (its products
+   are not exact in fp32). */
+static void test_fast_large(aa_pcg64_t *rng) {
+  for (int t = 0; t < 4; t++) {
+    case_t c;
+    case_make(&c, rng, 1100, 40, 1000, t % 2 ? AA_ACC_TC_K8_F24 : AA_ACC_TC_K16_F25, 0);
+    size_t ra = c.tA ? c.K : c.M, rb = c.tB ? c.N : c.K;
+    for (size_t x = 0; x < ra * c.lda; x++)
+      c.A[x] = fast_value(rng, 1);
+    for (size_t x = 0; x < rb * c.ldb; x++)
+      c.B[x] = fast_value(rng, 0);
+    if (t >= 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    double *fast = case_run(&c, 0);
+    AA_CHECK(aa_gemm_force_kernel("scalar") == AA_OK, "tgemm_tc: force scalar");
+    double *old = case_run(&c, 0);
+    aa_gemm_force_kernel(NULL);
+    compare(&c, fast, old,
+            t >= 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
+    free(fast);
+    free(old);
+    case_free(&c);
+  }
+}
+
 /* Hand-derived single-element cases: a row of K values times a column of
    ones (or given b), expected bits worked out below from the definition. */
 static void one(aa_accum_t model, const char *what, float cin, int accumulate, const float *a, const float *b,
@@ -672,5 +701,6 @@ int main(void) {
   test_fast_vs_ref(&rng);
   printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
+  test_fast_large(&rng);
   return aa_test_finish("tgemm_tc");
 }

@@ -405,29 +405,44 @@ static int tc_have_avx512(void) {
    when both strides are multiples of 4 KiB (all in one cache set). */
 TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
                               size_t cols, tc_stat_t *st) {
-  if (trans)
-    for (size_t r0 = 0; r0 < rows; r0 += 8)
-      for (size_t c0 = 0; c0 < cols; c0 += 8) {
-        const size_t r1 = rows - r0 < 8 ? rows : r0 + 8, c1 = cols - c0 < 8 ? cols : c0 + 8;
-        for (size_t c = c0; c < c1; c++)
-          for (size_t r = r0; r < r1; r++)
-            dst[r * ldd + c] = (float)S[c * lds + r];
-      }
-  else
-    for (size_t r = 0; r < rows; r++) {
-      float *restrict dr = dst + r * ldd;
-      const double *restrict sr = S + r * lds;
-      AA_OMP(omp simd)
-      for (size_t c = 0; c < cols; c++)
-        dr[c] = (float)sr[c];
+  const size_t nb = (rp + 7) / 8; /* bands of 8 rows, one task each */
+  tc_stat_t all = *st;
+  AA_OMP(omp parallel if (rp * ldd > ((size_t)1 << 20))) {
+    tc_stat_t mine = {1, 0, 0, 0, 0};
+    AA_OMP(omp for schedule(static))
+    for (size_t bi = 0; bi < nb; bi++) {
+      const size_t r0 = bi * 8, r1 = rp - r0 < 8 ? rp : r0 + 8, rv = rows < r1 ? rows : r1;
+      if (trans)
+        for (size_t c0 = 0; c0 < cols; c0 += 8) {
+          const size_t c1 = cols - c0 < 8 ? cols : c0 + 8;
+          for (size_t c = c0; c < c1; c++)
+            for (size_t r = r0; r < rv; r++)
+              dst[r * ldd + c] = (float)S[c * lds + r];
+        }
+      else
+        for (size_t r = r0; r < rv; r++) {
+          float *restrict dr = dst + r * ldd;
+          const double *restrict sr = S + r * lds;
+          AA_OMP(omp simd)
+          for (size_t c = 0; c < cols; c++)
+            dr[c] = (float)sr[c];
+        }
+      for (size_t r = r0; r < r1; r++)
+        for (size_t c = r < rows ? cols : 0; c < ldd; c++)
+          dst[r * ldd + c] = 0.0f;
+      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd); /* the zero padding takes no part */
     }
-  for (size_t r = 0; r < rows; r++)
-    for (size_t c = cols; c < ldd; c++)
-      dst[r * ldd + c] = 0.0f;
-  for (size_t r = rows; r < rp; r++)
-    for (size_t c = 0; c < ldd; c++)
-      dst[r * ldd + c] = 0.0f;
-  tc_stat_row(st, dst, rp * ldd); /* the zero padding takes no part */
+    AA_OMP(omp critical(tc_pack_stat)) {
+      all.ok &= mine.ok;
+      all.orm |= mine.orm;
+      if (mine.any) {
+        if (!all.any || mine.emin < all.emin) all.emin = mine.emin;
+        if (!all.any || mine.emax > all.emax) all.emax = mine.emax;
+        all.any = 1;
+      }
+    }
+  }
+  *st = all;
 }
 
 #define TC_MB 64  /* rows of a task (a multiple of T5_MR) */
