@@ -347,6 +347,7 @@ TC_AVX512 static int tc_kern_avx512(float *acc, size_t ldc, const float *pa, siz
     for (int r = 0; r < T5_MR; r++)
       for (int v = 0; v < 2; v++)
         mx[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), absm));
+#pragma GCC unroll 4
     for (size_t k = 0; k < n; k++) {
       const float *b = pb + (k0 + k) * ldb;
       __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
@@ -374,6 +375,7 @@ TC_AVX512 static int tc_kern_avx512(float *acc, size_t ldc, const float *pa, siz
         s[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(ac[r][v], up[r][v]));
       }
     if (bad) return 1;
+#pragma GCC unroll 4
     for (size_t k = 0; k < n; k++)
 #pragma GCC unroll 8
       for (int r = 0; r < T5_MR; r++)
