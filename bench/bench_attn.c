@@ -15,7 +15,8 @@
 
 /* usage: bench_attn [n [d [reps [recipes]]]]
    n: sequence length (default 8192), d: head dimension (default 128),
-   reps: runs per recipe (default 1; the median is reported), recipes:
+   reps: runs per recipe (default 1; the median is reported; the
+   recipes alternate within each repetition), recipes:
    comma-separated presets (default fa2,fa2-h100); each line gives the
    time relative to the first recipe's. */
 
@@ -62,36 +63,46 @@ int main(int argc, char **argv) {
   aa_problem_t pb;
   aa_problem_init(&pb, n, n, d, 1, 1);
   printf("%-12s %10s %10s %10s %10s\n", "recipe", "forward_s", "backward_s", "total_s", "vs_first");
-  double first = 0, t[100], f[100], b[100];
+  enum { MAXR = 8 };
+  aa_recipe_t rs[MAXR];
+  char names[MAXR][64];
+  int nr = 0;
   char list[512];
   snprintf(list, sizeof list, "%s", recipes);
-  int idx = 0;
-  for (char *save = NULL, *name = strtok_r(list, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-    aa_recipe_t r;
+  for (char *save = NULL, *name = strtok_r(list, ",", &save); name != NULL && nr < MAXR;
+       name = strtok_r(NULL, ",", &save), nr++) {
     aa_error_t err;
-    if (aa_recipe_preset(&r, name, &err) != AA_OK) {
+    if (aa_recipe_preset(&rs[nr], name, &err) != AA_OK) {
       fprintf(stderr, "bench_attn: %s\n", err.msg);
       return 2;
     }
-    for (int rep = 0; rep < reps; rep++) {
+    snprintf(names[nr], sizeof names[nr], "%s", name);
+  }
+  /* repetitions interleave the recipes, so that a change of machine load
+     between them affects every recipe alike */
+  static double t[MAXR][100], f[MAXR][100], b[MAXR][100];
+  for (int rep = 0; rep < reps; rep++)
+    for (int i = 0; i < nr; i++) {
       aa_attn_result_t res;
+      aa_error_t err;
       double t0 = now();
-      int st = aa_attn_run(&res, &pb, &r, &q, &k, &v, &dO, &err);
-      t[rep] = now() - t0;
+      int st = aa_attn_run(&res, &pb, &rs[i], &q, &k, &v, &dO, &err);
+      t[i][rep] = now() - t0;
       if (st != AA_OK) {
-        fprintf(stderr, "bench_attn: %s: %s\n", name, err.msg);
+        fprintf(stderr, "bench_attn: %s: %s\n", names[i], err.msg);
         return 1;
       }
-      f[rep] = res.seconds_forward, b[rep] = res.seconds_backward;
+      f[i][rep] = res.seconds_forward, b[i][rep] = res.seconds_backward;
       aa_attn_result_free(&res);
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    qsort(f, (size_t)reps, sizeof *f, cmp_double);
-    qsort(b, (size_t)reps, sizeof *b, cmp_double);
-    double med = t[reps / 2];
-    if (idx++ == 0) first = med;
-    printf("%-12s %10.3f %10.3f %10.3f %10.2f\n", name, f[reps / 2], b[reps / 2], med, med / first);
-    fflush(stdout);
+  double first = 0;
+  for (int i = 0; i < nr; i++) {
+    qsort(t[i], (size_t)reps, sizeof t[i][0], cmp_double);
+    qsort(f[i], (size_t)reps, sizeof f[i][0], cmp_double);
+    qsort(b[i], (size_t)reps, sizeof b[i][0], cmp_double);
+    double med = t[i][reps / 2];
+    if (i == 0) first = med;
+    printf("%-12s %10.3f %10.3f %10.3f %10.2f\n", names[i], f[i][reps / 2], b[i][reps / 2], med, med / first);
   }
   for (int i = 0; i < 4; i++)
     aa_tensor_free(ts[i]);
