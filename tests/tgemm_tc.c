@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "attn.h"
 #include "gemm.h"
 #include "rng.h"
 #include "tests.h"
@@ -378,6 +379,50 @@ static void test_fast_large(aa_pcg64_t *rng) {
   }
 }
 
+/* End to end: fa2-h100 (every product on tc-k16-f25) gives the same o, dq,
+   dk and dv bits with the run-time path and with the binary64 path, dense
+   and causal (sigma 2, so that P spans many binades). */
+static void test_attn_e2e(aa_pcg64_t *rng) {
+  size_t n = 300, d = 64, shape[3] = {1, n, d};
+  aa_tensor_t q = {0}, k = {0}, v = {0}, dO = {0}, *ts[4] = {&q, &k, &v, &dO};
+  for (int i = 0; i < 4; i++) {
+    AA_CHECK(aa_tensor_alloc(ts[i], 3, shape, AA_FMT_FP64) == AA_OK, "tgemm_tc e2e: alloc");
+    for (size_t e = 0; e < n * d; e++)
+      ts[i]->data[e] = 2 * aa_pcg64_normal(rng);
+    aa_tensor_round(ts[i], AA_FMT_BF16);
+  }
+  aa_problem_t pb;
+  aa_problem_init(&pb, n, n, d, 1, 1);
+  for (int causal = 0; causal < 2; causal++) {
+    pb.causal = causal;
+    aa_recipe_t r;
+    aa_error_t err;
+    aa_attn_result_t a, b;
+    AA_CHECK(aa_recipe_preset(&r, "fa2-h100", &err) == AA_OK, "tgemm_tc e2e: preset");
+    aa_gemm_force_kernel(NULL);
+    int sa = aa_attn_run(&a, &pb, &r, &q, &k, &v, &dO, &err);
+    aa_gemm_force_kernel("scalar");
+    int sb = aa_attn_run(&b, &pb, &r, &q, &k, &v, &dO, &err);
+    aa_gemm_force_kernel(NULL);
+    AA_CHECK(sa == AA_OK && sb == AA_OK, "tgemm_tc e2e: aa_attn_run %d %d", sa, sb);
+    if (sa != AA_OK || sb != AA_OK) continue;
+    const aa_tensor_t *x[4] = {&a.o, &a.dq, &a.dk, &a.dv}, *y[4] = {&b.o, &b.dq, &b.dk, &b.dv};
+    static const char *const nm[4] = {"o", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++) {
+      size_t m = aa_tensor_numel(x[i]), diff = 0;
+      for (size_t e = 0; e < m; e++)
+        diff += memcmp(&x[i]->data[e], &y[i]->data[e], sizeof(double)) != 0;
+      AA_CHECK(diff == 0,
+               "tgemm_tc e2e: fa2-h100 %s (causal %d): %zu of %zu elements differ between the paths, seed %llu",
+               nm[i], causal, diff, m, (unsigned long long)seed);
+    }
+    aa_attn_result_free(&a);
+    aa_attn_result_free(&b);
+  }
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(ts[i]);
+}
+
 /* Hand-derived single-element cases: a row of K values times a column of
    ones (or given b), expected bits worked out below from the definition. */
 static void one(aa_accum_t model, const char *what, float cin, int accumulate, const float *a, const float *b,
@@ -702,5 +747,6 @@ int main(void) {
   printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   test_fast_large(&rng);
+  test_attn_e2e(&rng);
   return aa_test_finish("tgemm_tc");
 }
