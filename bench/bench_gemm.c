@@ -20,7 +20,9 @@
 /* usage: bench_gemm [n [d [reps [models]]]]
    n: sequence length (default 8192), d: head dimension (default 128),
    reps: repetitions per measurement (default 5; the median is reported),
-   models: comma-separated accumulation models (default fp32-seq,fp64-seq,fp32-pairwise). */
+   models: comma-separated accumulation models (default fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24).
+   A closing table gives every model's throughput as a fraction of sgemm's,
+   shape by shape, from the same run. */
 
 typedef struct {
   const char *name; /* which product of the backward pass */
@@ -59,7 +61,7 @@ static void fill(double *x, size_t n, aa_pcg64_t *rng) {
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
   int reps = argc > 3 ? atoi(argv[3]) : 5;
-  const char *models = argc > 4 ? argv[4] : "fp32-seq,fp64-seq,fp32-pairwise";
+  const char *models = argc > 4 ? argv[4] : "fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24";
   if (n == 0 || d == 0 || reps <= 0) {
     fprintf(stderr, "usage: %s [n [d [reps [models]]]]\n", argv[0]);
     return 2;
@@ -93,6 +95,10 @@ int main(int argc, char **argv) {
       {"dK = dS^T Q", n, d, n, 1, 0}, {"dQ = dS K", n, d, n, 0, 0},
   };
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+  enum { MAXM = 16 };
+  double ratio[5][MAXM];
+  char mnames[MAXM][32];
+  int nm = 0;
   double *Xd = malloc(n * d * sizeof(double)), *Yd = malloc(n * d * sizeof(double));
   double *Pd = malloc(n * n * sizeof(double)), *Cd = malloc(n * n * sizeof(double));
   double *t = malloc((size_t)reps * sizeof(double));
@@ -146,7 +152,8 @@ int main(int argc, char **argv) {
 #endif
     char list[256];
     snprintf(list, sizeof list, "%s", models);
-    for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save)) {
+    int mi = 0;
+    for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save), mi++) {
       aa_accum_t model;
       if (aa_accum_from_name(&model, m) != AA_OK) {
         fprintf(stderr, "bench_gemm: unknown model '%s'\n", m);
@@ -165,8 +172,24 @@ int main(int argc, char **argv) {
       double med = median(t, reps), gf = flops / med * 1e-9;
       printf("%-12s %6zu %6zu %6zu  %-14s %10.4f %10.1f %12.1f %8.3f\n", sh->name, sh->M, sh->N, sh->K, m, med, gf,
              sgemm_gf, gf / sgemm_gf);
+      if (mi < MAXM) {
+        ratio[s][mi] = gf / sgemm_gf;
+        snprintf(mnames[mi], sizeof mnames[mi], "%s", m);
+        if (mi >= nm) nm = mi + 1;
+      }
       fflush(stdout);
     }
+  }
+  /* the same measurements, as fractions of sgemm's throughput (NaN without OpenBLAS) */
+  printf("\nthroughput / sgemm throughput\n%-12s", "shape");
+  for (int m = 0; m < nm; m++)
+    printf(" %14s", mnames[m]);
+  printf("\n");
+  for (int s = 0; s < nshapes; s++) {
+    printf("%-12s", shapes[s].name);
+    for (int m = 0; m < nm; m++)
+      printf(" %14.3f", ratio[s][m]);
+    printf("\n");
   }
   free(Xd), free(Yd), free(Pd), free(Cd), free(t);
 #ifdef AA_HAVE_OPENBLAS

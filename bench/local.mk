@@ -21,3 +21,12 @@ bench_bench_oracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 CLEANFILES += bench/bench_oracle
 EXTRA_PROGRAMS += bench/bench_exp
 AA_BENCHES += bench/bench_exp
+
+# Whole recipes side by side (forward + backward, one head, d = 128, n = 8192
+# by default): `bench/bench_attn 8192 128 1 fa2,fa2-h100` gives fa2-h100's
+# emulation time as a multiple of fa2's.
+EXTRA_PROGRAMS += bench/bench_attn
+AA_BENCHES += bench/bench_attn
+bench_bench_attn_SOURCES = bench/bench_attn.c
+bench_bench_attn_LDADD = $(LDADD) -lm
+CLEANFILES += bench/bench_attn

@@ -20,6 +20,11 @@ typedef enum {
   AA_ACC_FP64_SEQ,      /* "fp64-seq": as fp32-seq in IEEE double (for exact-arithmetic recipes) */
   AA_ACC_TC_K16_F25,    /* "tc-k16-f25": tensor-core blocks of 16, 25 fractional bits, RZ (H100/H200/B200) */
   AA_ACC_TC_K8_F24,     /* "tc-k8-f24": tensor-core blocks of 8, 24 fractional bits, RZ (A100/Ada) */
+  AA_ACC_TC_K4_F23,     /* "tc-k4-f23": blocks of 4, 23 fractional bits, RZ (V100 fp16 HMMA) */
+  AA_ACC_TC_FP8_K32_F13, /* "tc-fp8-k32-f13": blocks of 32, 13 fractional bits, result RZ to e8m13 (H100/H200 FP8
+                            wgmma) */
+  AA_ACC_TC_FP8_K32_F25, /* "tc-fp8-k32-f25": blocks of 32, 25 fractional bits, RZ (B200 FP8 tcgen05) */
+  AA_ACC_CDNA3_K8_F24,   /* "cdna3-k8-f24": AMD MI300 (CDNA3) bf16/fp16 MFMA: groups of 8, 24 bits, two stages, RNE */
   AA_ACC_COUNT
 } aa_accum_t;
 
@@ -40,8 +45,22 @@ typedef enum {
 
    tc-kK-fF       the tensor-core model of REFERENCES section 6 (Fasi, Higham,
                   Mikaitis and Pranesh 2021; MMA-Sim 2025; Khattak and Mikaitis
-                  2025), with (K, F) = (16, 25) for tc-k16-f25 and (8, 24) for
-                  tc-k8-f24. Operands are first rounded to fp32 (RNE; the
+                  2025), with (K, F) = (16, 25) for tc-k16-f25, (8, 24) for
+                  tc-k8-f24, (4, 23) for tc-k4-f23, (32, 13) for
+                  tc-fp8-k32-f13 and (32, 25) for tc-fp8-k32-f25. The
+                  parameters are MMA-Sim's (microsoft/MMA-Sim at c785138,
+                  mmasim/simulator/nv_ptx.py:17-26: Volta 23 fractional
+                  bits, Ampere/Ada 24, Hopper/Blackwell 25; :147-159: Hopper
+                  wgmma fuses the instruction's whole k, 16 for bf16/fp16
+                  and 32 for FP8, and FP8 keeps 13 bits with an e8m13
+                  result; :186-190: Blackwell tcgen05 keeps 25 bits, FP8
+                  included, k = 32 for kind::f8f6f4) and REFERENCES
+                  sections 6 and 11 (Fasi, Higham, Mikaitis and Pranesh
+                  2021 for V100's k = 4). A100's m16n8k16 (bf16/fp16) is
+                  executed as two k = 8 halves chained through the fp32
+                  accumulator (nv_ptx.py:35-44 and 73-87, "split-k"), which
+                  is what blocks of 8 compute for a k = 16 instruction.
+                  Operands are first rounded to fp32 (RNE; the
                   identity for the bf16/fp16/fp32 values callers pass).
                   acc = accumulate ? fl32(C) : +0. The k axis is cut into
                   blocks of K consecutive indices (0..K-1, K..2K-1, ...; the
@@ -64,7 +83,16 @@ typedef enum {
                            overflow gives +-FLT_MAX (IEEE RZ), an exact zero
                            sum gives +0 (also when every term is -0), a
                            nonzero sum below 2^-149 in magnitude a zero of
-                           its own sign.
+                           its own sign. For tc-fp8-k32-f13 the result is
+                           instead truncated to e8m13 (nv_ptx.py:153-159,
+                           arithmetic.py:189-193): 14 significant bits,
+                           subnormals in multiples of 2^-139, overflow to
+                           +-(2 - 2^-13) 2^127, an fp32 value.
+                  (MMA-Sim aligns to max(e_a + e_b) over the products, the
+                  exponents of the operands, so a leading significand
+                  product in [2, 4) keeps one more bit there than here, and
+                  gives a zero term the exponent -126; the tc-* models keep
+                  attnacc's calibrated convention above.)
                   Inf/NaN: when a block holds an infinite or NaN term (an
                   Inf or NaN accumulator or operand; 0 * Inf is NaN) its
                   result is the IEEE sum of those non-finite terms, the
@@ -75,6 +103,33 @@ typedef enum {
                   Every path (reference loop, packed threaded path) gives
                   identical bits.
 
+   cdna3-k8-f24   AMD CDNA3 (MI300) bf16/fp16 MFMA as MMA-Sim models it
+                  (mmasim/simulator/amd.py:39-43 and 87-98, group_size =
+                  min(8, k), the accumulator rounded to fp32 (RNE) after
+                  each group; arithmetic.py:227-285, fused_dot_rd_add
+                  without FP8). Operands rounded to fp32 (RNE) as above;
+                  acc = accumulate ? fl32(C) : +0; k cut into groups of 8
+                  (the last may be shorter). In each group, with
+                  e(x) = max(floor(log2 |x|), -126) for nonzero x:
+                    stage 1  over the nonzero products p_i = a_i b_i,
+                             e_p = max (e(a_i) + e(b_i)) and
+                             S = sum of p_i truncated toward zero to
+                             multiples of 2^(e_p - 24) (exact sum);
+                             no nonzero product: S = 0 and e_p absent;
+                    stage 2  E = max(e_p, e(acc)) (a zero accumulator
+                             takes no part; neither present: acc = +0);
+                             S' = S rounded down (toward -Inf) to a
+                             multiple of 2^(E - 31), acc' = acc rounded
+                             down to a multiple of 2^(E - 24);
+                             acc = RNE_fp32(S' + acc') (exact sum;
+                             subnormals kept, overflow to +-Inf, an exact
+                             zero gives +0).
+                  A product of magnitude >= 2^128 counts as an infinity of
+                  its sign (arithmetic.py:243-259); a group holding an
+                  infinite or NaN term (after that rule) gives the IEEE sum
+                  of those terms. (MMA-Sim gives a zero operand the
+                  exponent -126 in e_p; here zero products take no part.)
+
    NaN payloads are not part of the model (paths may propagate different
    NaNs); everything else, including signed zeros, subnormals and
    infinities, is bitwise identical whatever vector path and thread count. */
@@ -83,8 +138,9 @@ const char *aa_accum_name(aa_accum_t model);
 int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFOUND */
 const char *aa_accum_describe(aa_accum_t model);           /* one line for `attnacc list` */
 
-/* Block length K and fractional bits F of a tc-* model; AA_ENOTFOUND for the
-   other models (either output may be NULL). */
+/* Block length K and fractional bits F of a tc-* model (and of
+   cdna3-k8-f24: 8, 24); AA_ENOTFOUND for the other models (either output
+   may be NULL). */
 int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits);
 
 /* C[i][j] (+)= sum_k op(A)[i][k] * op(B)[k][j], for i < M, j < N, k < K.

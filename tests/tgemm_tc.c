@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "attn.h"
 #include "gemm.h"
 #include "rng.h"
 #include "tests.h"
@@ -27,14 +28,16 @@ static uint32_t bits32(float x) {
    2^(F-E) and truncated to an integer with mpfr_trunc, the integers summed
    exactly in precision 128, scaled back, then rounded toward zero to a
    binary32 emulated by MPFR (precision 24, emin -148, emax 128,
-   mpfr_subnormalize), whose RZ overflow is the largest finite number. */
-static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F) {
+   mpfr_subnormalize), whose RZ overflow is the largest finite number; for
+   an e8m13 result precision 14 and emin -138 (subnormals in multiples of
+   2^-139). */
+static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
   int special = 0;
   double sp = 0;
   mpfr_inits2(64, s, (mpfr_ptr)0);
-  mpfr_init2(r, 24);
+  mpfr_init2(r, ob + 1);
   mpfr_set_prec(s, 128);
   for (size_t i = 0; i < n + 1; i++)
     mpfr_init2(t[i], 64);
@@ -73,7 +76,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
     mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-    mpfr_set_emin(-148);
+    mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
     mpfr_set_emax(128);
     int inex = mpfr_set(r, s, MPFR_RNDZ);
     inex = mpfr_check_range(r, inex, MPFR_RNDZ);
@@ -89,10 +92,34 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
   return out;
 }
 
+/* The NVIDIA models with their published parameters (block k, fractional
+   bits F, result fractional bits), written here from MMA-Sim
+   (microsoft/MMA-Sim c785138, mmasim/simulator/nv_ptx.py:17-26, 147-159,
+   186-190) and REFERENCES sections 6 and 11, not read from the library. */
+typedef struct {
+  aa_accum_t m;
+  const char *name;
+  int k, F, ob;
+} tcm_t;
+static const tcm_t tcms[] = {
+    {AA_ACC_TC_K16_F25, "tc-k16-f25", 16, 25, 23},
+    {AA_ACC_TC_K8_F24, "tc-k8-f24", 8, 24, 23},
+    {AA_ACC_TC_K4_F23, "tc-k4-f23", 4, 23, 23},
+    {AA_ACC_TC_FP8_K32_F13, "tc-fp8-k32-f13", 32, 13, 13},
+    {AA_ACC_TC_FP8_K32_F25, "tc-fp8-k32-f25", 32, 25, 23},
+};
+#define NTC ((int)(sizeof tcms / sizeof tcms[0]))
+
+static const tcm_t *tcm_of(aa_accum_t m) {
+  for (int i = 0; i < NTC; i++)
+    if (tcms[i].m == m) return &tcms[i];
+  exit(99);
+}
+
 static float model_elem(aa_accum_t model, double cin, int accumulate, const double *A, size_t lda, int tA,
                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
-  int bk, F;
-  aa_accum_tc_params(model, &bk, &F);
+  const tcm_t *tm = tcm_of(model);
+  int bk = tm->k, F = tm->F;
   float acc = accumulate ? (float)cin : 0.0f, a[32], b[32];
   for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
     size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
@@ -100,7 +127,7 @@ static float model_elem(aa_accum_t model, double cin, int accumulate, const doub
       a[k] = (float)(tA ? A[(k0 + k) * lda + i] : A[i * lda + k0 + k]);
       b[k] = (float)(tB ? B[j * ldb + k0 + k] : B[(k0 + k) * ldb + j]);
     }
-    acc = mpfr_block(&acc, a, b, n, F);
+    acc = mpfr_block(&acc, a, b, n, F, tm->ob);
   }
   return acc;
 }
@@ -174,6 +201,7 @@ static int compare(const case_t *c, const double *got, const double *want, const
   for (size_t i = 0; i < c->M; i++)
     for (size_t j = 0; j < c->N; j++) {
       double g = got[i * c->ldc + j], w = want[i * c->ldc + j];
+      if (isnan(g) && isnan(w)) continue; /* NaN payloads are not part of the model */
       if (bits32((float)g) != bits32((float)w) || g != (double)(float)g) {
         if (bad < 3)
           AA_FAIL("tgemm_tc %s: %s M=%zu N=%zu K=%zu tA=%d tB=%d acc=%d kind=%d C[%zu][%zu] = %a (0x%08x), want %a "
@@ -190,12 +218,10 @@ static int compare(const case_t *c, const double *got, const double *want, const
   return bad;
 }
 
-static const aa_accum_t models[2] = {AA_ACC_TC_K16_F25, AA_ACC_TC_K8_F24};
-
 /* Random shapes against the MPFR model, both paths. */
 static void test_mpfr(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
-    aa_accum_t model = models[it % 2];
+    aa_accum_t model = tcms[it % NTC].m;
     int kind = (int)(aa_pcg64_next(rng) % 3);
     size_t M = 1 + aa_pcg64_next(rng) % 12, N = 1 + aa_pcg64_next(rng) % 12, K = 1 + aa_pcg64_next(rng) % 70;
     case_t c;
@@ -221,9 +247,9 @@ static void test_mpfr(aa_pcg64_t *rng, int iters) {
 static void test_fast_vs_ref(aa_pcg64_t *rng) {
   static const size_t shapes[][3] = {{37, 41, 300}, {1, 1, 1}, {9, 70, 129}, {64, 64, 128}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < NTC; m++) {
       case_t c;
-      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], models[m], (int)(s % 3));
+      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], tcms[m].m, (int)(s % 3));
       double *ref = case_run(&c, 1);
       for (int threads = 1; threads <= 2; threads++) {
 #ifdef _OPENMP
@@ -238,6 +264,163 @@ static void test_fast_vs_ref(aa_pcg64_t *rng) {
       free(ref);
       case_free(&c);
     }
+}
+
+/* ---- the fp32 fast path against the previous (binary64) path ----
+   aa_gemm_force_kernel("scalar") sends the tc models to the binary64
+   packed path, the implementation before the fp32 one; the run-time
+   choice takes the fp32 path on AVX-512 CPUs when every product is an
+   exact normal fp32 number. Both must give the same bits on every input,
+   including those that make the fp32 path hand tiles back. */
+
+/* x rounded to nbits significant bits (RNE; finite x) */
+static float round_bits(double x, int nbits) {
+  if (x == 0) return 0.0f;
+  int e;
+  frexp(x, &e);
+  return (float)ldexp(nearbyint(ldexp(x, nbits - e)), e - nbits);
+}
+
+/* kinds: 0 bf16 N(0,1); 1 bf16 with zeros and exponents spread over +-20;
+   2 11-bit significands (fp16-like); 3 huge (block exponents near the top
+   of the fp32 path's window and beyond); 4 tiny (products near 2^-110,
+   below the window); 5 full fp32 significands (the fp32 path refuses);
+   6 products below 2^-126 (refused too). */
+static double fast_value(aa_pcg64_t *rng, int kind) {
+  double x = aa_pcg64_normal(rng);
+  uint64_t u = aa_pcg64_next(rng);
+  switch (kind) {
+  case 0:
+    return round_bits(x, 8);
+  case 1:
+    return u % 4 == 0 ? 0.0 : round_bits(ldexp(x, (int)(u >> 8) % 41 - 20), 8);
+  case 2:
+    return round_bits(x, 11);
+  case 3:
+    return round_bits(ldexp(x, u % 3 == 0 ? 56 + (int)(u >> 8) % 6 : (int)(u >> 8) % 9 - 4), 8);
+  case 4: /* |x| in [1, 2) 2^-(52..57): products from 2^-114 to 2^-102, block exponents below F - 125 */
+    return u % 5 == 0 ? 0.0 : round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -52 - (int)(u >> 8) % 6), 8);
+  case 5:
+    return (float)x;
+  default: /* |x| in [1, 2) 2^-(70..80): products that underflow fp32 (the fp32 path refuses the call) */
+    return round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -70 - (int)(u >> 8) % 11), 8);
+  }
+}
+
+static double fast_cin(aa_pcg64_t *rng) {
+  uint64_t u = aa_pcg64_next(rng) % 64;
+  if (u == 0) return FLT_MAX;
+  if (u == 1) return -0x1.8p126;
+  if (u == 2) return 0x1p-140;  /* subnormal */
+  if (u == 3) return -0x1p-110; /* below the window when the products are zero */
+  if (u == 4) return -0.0;
+  if (u == 5) return INFINITY;
+  return round_bits(ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2), 24);
+}
+
+static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++) {
+    aa_accum_t model = tcms[it % NTC].m;
+    int kind = (int)(aa_pcg64_next(rng) % 7), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 7);
+    size_t M = 1 + aa_pcg64_next(rng) % 70, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 300;
+    if (it % 17 == 0) K = 256 + 1 + aa_pcg64_next(rng) % 400; /* more than one k chunk of the fp32 path */
+    case_t c;
+    case_make(&c, rng, M, N, K, model, 0);
+    size_t ra = c.tA ? K : M, rb = c.tB ? N : K;
+    for (size_t t = 0; t < ra * c.lda; t++)
+      c.A[t] = fast_value(rng, kind);
+    for (size_t t = 0; t < rb * c.ldb; t++)
+      c.B[t] = fast_value(rng, kindb);
+    for (size_t t = 0; t < M * c.ldc; t++)
+      c.C0[t] = fast_cin(rng);
+    c.kind = 10 + kind;
+    double *fast = case_run(&c, 0);
+    AA_CHECK(aa_gemm_force_kernel("scalar") == AA_OK, "tgemm_tc: force scalar");
+    double *old = case_run(&c, 0);
+    aa_gemm_force_kernel(NULL);
+    compare(&c, fast, old, "fp32 path vs binary64 path");
+    if (it % 8 == 0) {
+      double *ref = case_run(&c, 1);
+      compare(&c, fast, ref, "fp32 path vs loop");
+      free(ref);
+    }
+    free(fast);
+    free(old);
+    case_free(&c);
+  }
+}
+
+/* Large operands (packed by several threads, their checks merged): bf16
+   values with, in one case, a single full-precision fp32 value of large
+   magnitude deep inside A, which the fp32 path must refuse (its products
+   are not exact in fp32). */
+static void test_fast_large(aa_pcg64_t *rng) {
+  for (int t = 0; t < 4; t++) {
+    case_t c;
+    case_make(&c, rng, 1100, 40, 1000, t % 2 ? AA_ACC_TC_K8_F24 : AA_ACC_TC_K16_F25, 0);
+    size_t ra = c.tA ? c.K : c.M, rb = c.tB ? c.N : c.K;
+    for (size_t x = 0; x < ra * c.lda; x++)
+      c.A[x] = fast_value(rng, 1);
+    for (size_t x = 0; x < rb * c.ldb; x++)
+      c.B[x] = fast_value(rng, 0);
+    if (t >= 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    double *fast = case_run(&c, 0);
+    AA_CHECK(aa_gemm_force_kernel("scalar") == AA_OK, "tgemm_tc: force scalar");
+    double *old = case_run(&c, 0);
+    aa_gemm_force_kernel(NULL);
+    compare(&c, fast, old,
+            t >= 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
+    free(fast);
+    free(old);
+    case_free(&c);
+  }
+}
+
+/* End to end: fa2-h100 (every product on tc-k16-f25) gives the same o, dq,
+   dk and dv bits with the run-time path and with the binary64 path, dense
+   and causal (sigma 2, so that P spans many binades). */
+static void test_attn_e2e(aa_pcg64_t *rng) {
+  size_t n = 300, d = 64, shape[3] = {1, n, d};
+  aa_tensor_t q = {0}, k = {0}, v = {0}, dO = {0}, *ts[4] = {&q, &k, &v, &dO};
+  for (int i = 0; i < 4; i++) {
+    AA_CHECK(aa_tensor_alloc(ts[i], 3, shape, AA_FMT_FP64) == AA_OK, "tgemm_tc e2e: alloc");
+    for (size_t e = 0; e < n * d; e++)
+      ts[i]->data[e] = 2 * aa_pcg64_normal(rng);
+    aa_tensor_round(ts[i], AA_FMT_BF16);
+  }
+  aa_problem_t pb;
+  aa_problem_init(&pb, n, n, d, 1, 1);
+  for (int causal = 0; causal < 2; causal++) {
+    pb.causal = causal;
+    aa_recipe_t r;
+    aa_error_t err;
+    aa_attn_result_t a, b;
+    AA_CHECK(aa_recipe_preset(&r, "fa2-h100", &err) == AA_OK, "tgemm_tc e2e: preset");
+    aa_gemm_force_kernel(NULL);
+    int sa = aa_attn_run(&a, &pb, &r, &q, &k, &v, &dO, &err);
+    aa_gemm_force_kernel("scalar");
+    int sb = aa_attn_run(&b, &pb, &r, &q, &k, &v, &dO, &err);
+    aa_gemm_force_kernel(NULL);
+    AA_CHECK(sa == AA_OK && sb == AA_OK, "tgemm_tc e2e: aa_attn_run %d %d", sa, sb);
+    if (sa != AA_OK || sb != AA_OK) continue;
+    const aa_tensor_t *x[4] = {&a.o, &a.dq, &a.dk, &a.dv}, *y[4] = {&b.o, &b.dq, &b.dk, &b.dv};
+    static const char *const nm[4] = {"o", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++) {
+      size_t m = aa_tensor_numel(x[i]), diff = 0;
+      for (size_t e = 0; e < m; e++)
+        diff += memcmp(&x[i]->data[e], &y[i]->data[e], sizeof(double)) != 0;
+      AA_CHECK(diff == 0,
+               "tgemm_tc e2e: fa2-h100 %s (causal %d): %zu of %zu elements differ between the paths, seed %llu",
+               nm[i], causal, diff, m, (unsigned long long)seed);
+    }
+    aa_attn_result_free(&a);
+    aa_attn_result_free(&b);
+  }
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(ts[i]);
 }
 
 /* Hand-derived single-element cases: a row of K values times a column of
@@ -349,6 +532,188 @@ static void test_cases(void) {
   one(T16, "Inf accumulator", INFINITY, 1, a, NULL, 1, INFINITY);
 }
 
+/* ---- cdna3-k8-f24 against its own MPFR model, written from MMA-Sim
+   (mmasim/simulator/amd.py:39-43 and 87-98; arithmetic.py:227-285, the
+   branch without FP8) and the definition in gemm.h ---- */
+
+/* max(floor(log2 |x|), -126) of a nonzero value */
+static long mp_e(mpfr_srcptr x) {
+  long e = (long)mpfr_get_exp(x) - 1;
+  return e < -126 ? -126 : e;
+}
+
+static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t n) {
+  mpfr_t x, y, p[8], S, A, R, r;
+  mpfr_inits2(256, S, A, R, (mpfr_ptr)0);
+  mpfr_inits2(24, x, y, (mpfr_ptr)0);
+  mpfr_init2(r, 24);
+  double sp = isfinite(acc) ? 0.0 : (double)acc;
+  int special = !isfinite(acc), any = 0;
+  long ep = 0, ea[8] = {0};
+  for (size_t i = 0; i < n; i++) {
+    mpfr_init2(p[i], 64);
+    mpfr_set_flt(x, a[i], MPFR_RNDN);
+    mpfr_set_flt(y, b[i], MPFR_RNDN);
+    mpfr_mul(p[i], x, y, MPFR_RNDN); /* exact */
+    if (mpfr_nan_p(p[i])) {
+      special = 1, sp += NAN;
+    } else if (mpfr_inf_p(p[i]) || mpfr_get_exp(p[i]) > 128) {
+      special = 1,
+      sp += mpfr_sgn(p[i]) > 0 ? INFINITY : -INFINITY; /* |p| >= 2^128 (exponent above 128) counts as Inf */
+    } else if (!mpfr_zero_p(p[i])) {
+      ea[i] = mp_e(x) + mp_e(y);
+      if (!any || ea[i] > ep) ep = ea[i];
+      any = 1;
+    }
+  }
+  float out;
+  if (special) {
+    out = (float)sp;
+  } else {
+    mpfr_set_ui(S, 0, MPFR_RNDN);
+    for (size_t i = 0; i < n && any; i++)
+      if (!mpfr_zero_p(p[i])) {
+        mpfr_mul_2si(p[i], p[i], 24 - ep, MPFR_RNDN);
+        mpfr_trunc(p[i], p[i]);
+        mpfr_mul_2si(p[i], p[i], ep - 24, MPFR_RNDN);
+        mpfr_add(S, S, p[i], MPFR_RNDN); /* exact in 256 bits */
+      }
+    mpfr_set_flt(A, acc, MPFR_RNDN);
+    long E = ep;
+    int have = any;
+    if (acc != 0 && (!have || mp_e(A) > E)) E = mp_e(A), have = 1;
+    if (!have) {
+      out = 0.0f;
+    } else {
+      mpfr_mul_2si(S, S, 31 - E, MPFR_RNDN);
+      mpfr_floor(S, S);
+      mpfr_mul_2si(S, S, E - 31, MPFR_RNDN);
+      mpfr_mul_2si(A, A, 24 - E, MPFR_RNDN);
+      mpfr_floor(A, A);
+      mpfr_mul_2si(A, A, E - 24, MPFR_RNDN);
+      mpfr_add(R, S, A, MPFR_RNDN); /* exact */
+      if (mpfr_zero_p(R)) {
+        out = 0.0f;
+      } else {
+        mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+        mpfr_set_emin(-148);
+        mpfr_set_emax(128);
+        int inex = mpfr_set(r, R, MPFR_RNDN);
+        inex = mpfr_check_range(r, inex, MPFR_RNDN);
+        mpfr_subnormalize(r, inex, MPFR_RNDN);
+        out = mpfr_get_flt(r, MPFR_RNDN);
+        mpfr_set_emin(emin);
+        mpfr_set_emax(emax);
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    mpfr_clear(p[i]);
+  mpfr_clears(S, A, R, x, y, r, (mpfr_ptr)0);
+  return out;
+}
+
+static void test_cdna3(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++) {
+    int kind = (int)(aa_pcg64_next(rng) % 3);
+    size_t M = 1 + aa_pcg64_next(rng) % 9, N = 1 + aa_pcg64_next(rng) % 9, K = 1 + aa_pcg64_next(rng) % 40;
+    case_t c;
+    case_make(&c, rng, M, N, K, AA_ACC_CDNA3_K8_F24, kind);
+    double *want = malloc(M * c.ldc * sizeof(double));
+    if (want == NULL) exit(1);
+    memcpy(want, c.C0, M * c.ldc * sizeof(double));
+    for (size_t i = 0; i < M; i++)
+      for (size_t j = 0; j < N; j++) {
+        float acc = c.acc ? (float)c.C0[i * c.ldc + j] : 0.0f, a[8], b[8];
+        for (size_t k0 = 0; k0 < K; k0 += 8) {
+          size_t n = K - k0 < 8 ? K - k0 : 8;
+          for (size_t k = 0; k < n; k++) {
+            a[k] = (float)(c.tA ? c.A[(k0 + k) * c.lda + i] : c.A[i * c.lda + k0 + k]);
+            b[k] = (float)(c.tB ? c.B[j * c.ldb + k0 + k] : c.B[(k0 + k) * c.ldb + j]);
+          }
+          acc = mpfr_cdna3_group(acc, a, b, n);
+        }
+        want[i * c.ldc + j] = acc;
+      }
+    double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
+    compare(&c, fast, want, "aa_gemm vs MPFR model");
+    compare(&c, ref, want, "aa_gemm_ref vs MPFR model");
+    free(fast);
+    free(ref);
+    free(want);
+    case_free(&c);
+  }
+}
+
+/* Hand-derived cases of the new models. */
+static void test_new_cases(void) {
+  float a[64] = {0}, z[64] = {0};
+  /* A100 m16n8k16 = two k = 8 halves (MMA-Sim nv_ptx.py:35-44, 73-87):
+     1 + 2^-24 in each half truncates (RZ at ulp 2^-23) to 1 twice, so
+     tc-k8-f24 gives 1; one fused block of 16 at F = 24 would keep both
+     2^-24 terms: 1 + 2^-23. The MPFR model agrees on both counts. */
+  a[0] = 1, a[1] = 0x1p-24f, a[8] = 0x1p-24f;
+  float ones[64];
+  for (int k = 0; k < 64; k++)
+    ones[k] = 1;
+  one(AA_ACC_TC_K8_F24, "k16 as two k8 halves", 0, 0, a, NULL, 16, 1.0f);
+  float h = 0, whole = 0;
+  h = mpfr_block(&h, a, ones, 8, 24, 23);
+  h = mpfr_block(&h, a + 8, ones, 8, 24, 23);
+  whole = mpfr_block(&whole, a, ones, 16, 24, 23);
+  AA_CHECK(h == 1.0f && whole == 1 + 0x1p-23f,
+           "tgemm_tc split-k: MPFR halves %a (want 1), one block %a (want 1+2^-23)", h, whole);
+  /* V100, blocks of 4 at F = 23: 1 + 4 2^-24 over K = 5: each 2^-24 lies
+     below the quantum 2^-23 of its block: 1. tc-k8-f24 (one block, quantum
+     2^-24) keeps them: 1 + 2^-22. */
+  memcpy(a, z, sizeof a);
+  a[0] = 1;
+  for (int k = 1; k < 5; k++)
+    a[k] = 0x1p-24f;
+  one(AA_ACC_TC_K4_F23, "v100 quantum", 0, 0, a, NULL, 5, 1.0f);
+  one(AA_ACC_TC_K8_F24, "a100 quantum", 0, 0, a, NULL, 5, 1 + 0x1p-22f);
+  /* Hopper FP8: 1 + 2^-13 + 1.5 2^-13: the second truncates to 2^-13:
+     1 + 2^-12, an e8m13 value. 1 + 1 + 2^-13 = 2 + 2^-13 needs 15 bits:
+     the e8m13 result truncates it to 2 (fp32 keeps it: tc-fp8-k32-f25). */
+  memcpy(a, z, sizeof a);
+  a[0] = 1, a[1] = 0x1p-13f, a[2] = 0x3p-14f;
+  one(AA_ACC_TC_FP8_K32_F13, "fp8 quantum", 0, 0, a, NULL, 3, 1 + 0x1p-12f);
+  a[1] = 1, a[2] = 0x1p-13f;
+  one(AA_ACC_TC_FP8_K32_F13, "e8m13 result", 0, 0, a, NULL, 3, 2.0f);
+  one(AA_ACC_TC_FP8_K32_F25, "fp32 result", 0, 0, a, NULL, 3, 2 + 0x1p-13f);
+  /* e8m13 subnormals: multiples of 2^-139. 3 2^-140 -> 2^-139; 2^-140 -> +0. */
+  {
+    float aa[1] = {0x3p-70f}, bb[1] = {0x1p-70f}, cc[1] = {0x1p-70f};
+    one(AA_ACC_TC_FP8_K32_F13, "e8m13 subnormal", 0, 0, aa, bb, 1, 0x1p-139f);
+    one(AA_ACC_TC_FP8_K32_F13, "e8m13 underflow", 0, 0, cc, bb, 1, 0.0f);
+  }
+  /* CDNA3. C = 1, product -5 2^-27: the products alone set e_p, so stage 1
+     keeps it exactly, and stage 2 (a multiple of 2^-31) too; 1 - 5 2^-27
+     rounds to nearest: 1 - 2^-24. tc-k8-f24 aligns the product to the
+     accumulator (quantum 2^-24) and truncates it to 0: 1. */
+  memcpy(a, z, sizeof a);
+  a[0] = -0x5p-27f;
+  one(AA_ACC_CDNA3_K8_F24, "cdna3 two stages, nearest", 1.0f, 1, a, NULL, 1, 1 - 0x1p-24f);
+  one(AA_ACC_TC_K8_F24, "a100 alignment to the accumulator", 1.0f, 1, a, NULL, 1, 1.0f);
+  /* C = -(1 + 2^-23), product 2 * 2 (e_p = 2): the accumulator is rounded
+     down to a multiple of 2^-22: -(1 + 2^-22); 4 - 1 - 2^-22 = 3 - 2^-22
+     exactly (the exact sum 3 - 2^-23 would round to 3). */
+  {
+    float aa[1] = {2}, bb[1] = {2};
+    one(AA_ACC_CDNA3_K8_F24, "cdna3 accumulator rounded down", -(1 + 0x1p-23f), 1, aa, bb, 1, 3 - 0x1p-22f);
+    /* a product of 2^64 * 2^64 = 2^128 counts as +Inf */
+    float cc[1] = {0x1p64f};
+    float dd[1] = {0x1p64f};
+    one(AA_ACC_CDNA3_K8_F24, "cdna3 product 2^128 is Inf", 0, 0, cc, dd, 1, INFINITY);
+  }
+  /* Groups of 8: nine products 1 with C = 2^24: group 1 gives 2^24 + 8
+     exactly, group 2 adds 1: 2^24 + 9 is a tie between 2^24 + 8 and 2^24 +
+     10, to even: 2^24 + 8. */
+  for (int k = 0; k < 9; k++)
+    a[k] = 1;
+  one(AA_ACC_CDNA3_K8_F24, "cdna3 groups of 8", 0x1p24f, 1, a, NULL, 9, 0x1p24f + 8);
+}
+
 static void test_names(void) {
   aa_accum_t m;
   AA_CHECK(aa_accum_from_name(&m, "tc-k16-f25") == AA_OK && m == AA_ACC_TC_K16_F25, "tgemm_tc names: tc-k16-f25");
@@ -359,6 +724,13 @@ static void test_names(void) {
   AA_CHECK(aa_accum_tc_params(AA_ACC_TC_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params k8");
   AA_CHECK(aa_accum_tc_params(AA_ACC_FP32_SEQ, &k, &f) == AA_ENOTFOUND, "tgemm_tc params of fp32-seq");
   AA_CHECK(strstr(aa_accum_describe(AA_ACC_TC_K16_F25), "25 fractional") != NULL, "tgemm_tc describe k16");
+  for (int i = 0; i < NTC; i++) {
+    AA_CHECK(aa_accum_from_name(&m, tcms[i].name) == AA_OK && m == tcms[i].m, "tgemm_tc names: %s", tcms[i].name);
+    AA_CHECK(aa_accum_tc_params(tcms[i].m, &k, &f) == AA_OK && k == tcms[i].k && f == tcms[i].F,
+             "tgemm_tc params %s: %d %d", tcms[i].name, k, f);
+  }
+  AA_CHECK(aa_accum_from_name(&m, "cdna3-k8-f24") == AA_OK && m == AA_ACC_CDNA3_K8_F24, "tgemm_tc names: cdna3");
+  AA_CHECK(aa_accum_tc_params(AA_ACC_CDNA3_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params cdna3");
 }
 
 int main(void) {
@@ -368,7 +740,13 @@ int main(void) {
   int iters = (int)(400 * aa_test_multiplier());
   test_names();
   test_cases();
+  test_new_cases();
+  test_cdna3(&rng, (int)(200 * aa_test_multiplier()));
   test_mpfr(&rng, iters);
   test_fast_vs_ref(&rng);
+  printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
+  test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
+  test_fast_large(&rng);
+  test_attn_e2e(&rng);
   return aa_test_finish("tgemm_tc");
 }

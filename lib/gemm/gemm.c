@@ -19,7 +19,13 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
     return aa_gemm_fp64_seq(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
   case AA_ACC_TC_K16_F25:
   case AA_ACC_TC_K8_F24:
+  case AA_ACC_TC_K4_F23:
+  case AA_ACC_TC_FP8_K32_F13:
+  case AA_ACC_TC_FP8_K32_F25:
     return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+  case AA_ACC_CDNA3_K8_F24:
+    aa_gemm_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+    return AA_OK;
   default:
     return AA_EINVAL;
   }
@@ -44,7 +50,13 @@ int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, 
     return AA_OK;
   case AA_ACC_TC_K16_F25:
   case AA_ACC_TC_K8_F24:
+  case AA_ACC_TC_K4_F23:
+  case AA_ACC_TC_FP8_K32_F13:
+  case AA_ACC_TC_FP8_K32_F25:
     aa_gemm_ref_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+    return AA_OK;
+  case AA_ACC_CDNA3_K8_F24:
+    aa_gemm_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
     return AA_OK;
   default:
     return AA_EINVAL;

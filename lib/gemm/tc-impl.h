@@ -11,10 +11,21 @@
    truncated toward zero to frac_bits fractional bits, summed exactly and
    normalised to fp32 with RZ (definitions in gemm.h). */
 float aa_gemm_tc_block(const double *t, size_t n, int frac_bits);
+/* The same with the result truncated to out_bits fractional bits (23: fp32; 13: e8m13). */
+float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bits);
+int aa_gemm_tc_out_bits(aa_accum_t model);
+
+/* cdna3-k8-f24, literally (the only path). M, N, K > 0. */
+void aa_gemm_cdna3(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                   int transB, size_t M, size_t N, size_t K, int accumulate);
 
 /* Literal scalar loop and the packed, threaded path (bitwise equal). M, N, K > 0. */
 void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+/* The binary64 packed path (the implementation before the fp32 one; used
+   where the fp32 path's conditions fail, and as a second reference in tests). */
+int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                          int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
 int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
 

@@ -1,0 +1,110 @@
+/* attnacc: benchmark of whole emulated recipes (forward + backward), side by side, on one head of BF16 normal inputs.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "attn.h"
+#include "gemm.h"
+#include "rng.h"
+
+/* usage: bench_attn [n [d [reps [recipes]]]]
+   n: sequence length (default 8192), d: head dimension (default 128),
+   reps: runs per recipe (default 1; the median is reported; the
+   recipes alternate within each repetition), recipes:
+   comma-separated presets (default fa2,fa2-h100); each line gives the
+   time relative to the first recipe's. */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
+  int reps = argc > 3 ? atoi(argv[3]) : 1;
+  const char *recipes = argc > 4 ? argv[4] : "fa2,fa2-h100";
+  if (n == 0 || d == 0 || reps <= 0 || reps > 99) {
+    fprintf(stderr, "usage: %s [n [d [reps [recipes]]]]\n", argv[0]);
+    return 2;
+  }
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  printf("bench_attn: n = %zu, d = %zu, 1 head, BF16 N(0,1) inputs (seed 1), %d run(s) (median), %d OpenMP "
+         "thread(s), gemm kernel %s\n",
+         n, d, reps, threads, aa_gemm_kernel_name());
+  aa_tensor_t q = {0}, k = {0}, v = {0}, dO = {0};
+  size_t shape[3] = {1, n, d};
+  aa_tensor_t *ts[4] = {&q, &k, &v, &dO};
+  aa_pcg64_t rng;
+  aa_pcg64_seed(&rng, 1, 3);
+  for (int i = 0; i < 4; i++) {
+    if (aa_tensor_alloc(ts[i], 3, shape, AA_FMT_FP64) != AA_OK) {
+      fprintf(stderr, "bench_attn: out of memory for n = %zu\n", n);
+      return 1;
+    }
+    for (size_t e = 0; e < n * d; e++)
+      ts[i]->data[e] = aa_pcg64_normal(&rng);
+    aa_tensor_round(ts[i], AA_FMT_BF16);
+  }
+  aa_problem_t pb;
+  aa_problem_init(&pb, n, n, d, 1, 1);
+  printf("%-12s %10s %10s %10s %10s\n", "recipe", "forward_s", "backward_s", "total_s", "vs_first");
+  enum { MAXR = 8 };
+  aa_recipe_t rs[MAXR];
+  char names[MAXR][64];
+  int nr = 0;
+  char list[512];
+  snprintf(list, sizeof list, "%s", recipes);
+  for (char *save = NULL, *name = strtok_r(list, ",", &save); name != NULL && nr < MAXR;
+       name = strtok_r(NULL, ",", &save), nr++) {
+    aa_error_t err;
+    if (aa_recipe_preset(&rs[nr], name, &err) != AA_OK) {
+      fprintf(stderr, "bench_attn: %s\n", err.msg);
+      return 2;
+    }
+    snprintf(names[nr], sizeof names[nr], "%s", name);
+  }
+  /* repetitions interleave the recipes, so that a change of machine load
+     between them affects every recipe alike */
+  static double t[MAXR][100], f[MAXR][100], b[MAXR][100];
+  for (int rep = 0; rep < reps; rep++)
+    for (int i = 0; i < nr; i++) {
+      aa_attn_result_t res;
+      aa_error_t err;
+      double t0 = now();
+      int st = aa_attn_run(&res, &pb, &rs[i], &q, &k, &v, &dO, &err);
+      t[i][rep] = now() - t0;
+      if (st != AA_OK) {
+        fprintf(stderr, "bench_attn: %s: %s\n", names[i], err.msg);
+        return 1;
+      }
+      f[i][rep] = res.seconds_forward, b[i][rep] = res.seconds_backward;
+      aa_attn_result_free(&res);
+    }
+  double first = 0;
+  for (int i = 0; i < nr; i++) {
+    qsort(t[i], (size_t)reps, sizeof t[i][0], cmp_double);
+    qsort(f[i], (size_t)reps, sizeof f[i][0], cmp_double);
+    qsort(b[i], (size_t)reps, sizeof b[i][0], cmp_double);
+    double med = t[i][reps / 2];
+    if (i == 0) first = med;
+    printf("%-12s %10.3f %10.3f %10.3f %10.2f\n", names[i], f[i][reps / 2], b[i][reps / 2], med, med / first);
+  }
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(ts[i]);
+  return 0;
+}
