@@ -14,6 +14,13 @@ if [ -z "$py" ]; then
   echo "SKIP: no python3 with numpy, torch and pytest (apt-get install python3-numpy python3-torch python3-pytest)"
   exit 77
 fi
+# A sanitizer build's libattnacc.so needs the sanitizer runtime in the
+# process, which the Python interpreter does not have: the Python tests run
+# in the plain gcc and clang builds.
+if [ -n "${AA_SAN_CFLAGS:-}" ]; then
+  echo "SKIP: libattnacc is built with sanitizers ($AA_SAN_CFLAGS), which python3 cannot load"
+  exit 77
+fi
 lib="$top_builddir/lib/.libs/libattnacc.so"
 [ -f "$lib" ] || { echo "FAIL tpython: $lib was not built"; exit 1; }
 ATTNACC_LIB=$lib

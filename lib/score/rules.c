@@ -57,15 +57,16 @@ double aa_rule_sdpa_fudge(const char *out_name) {
 
 int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
   int rc;
+  if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
+    return aa_error_set(err, AA_EINVAL, "the naive reference exists for bf16, fp16 and fp32 inputs only");
+  if (r == NULL) return aa_error_set(err, AA_EINVAL, "aa_score_naive_recipe: NULL recipe");
+  if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK) return rc;
+  if (fmt == AA_FMT_BF16) return AA_OK;
   aa_fmt_t *f[] = {&r->io_fmt,         &r->q_scale_fmt,        &r->s_fmt,           &r->fwd_p_fmt,
                    &r->fwd_rowsum_fmt, &r->fwd_o_acc_fmt,      &r->fwd_lse_fmt,     &r->bwd_p_dv_fmt,
                    &r->bwd_p_ds_fmt,   &r->bwd_dp_fmt,         &r->bwd_d_fmt,       &r->bwd_ds_fmt,
                    &r->bwd_dq_acc_fmt, &r->bwd_dq_section_fmt, &r->bwd_dkv_acc_fmt, &r->bwd_dsinks_fmt,
                    &r->bwd_do_fmt};
-  if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
-    return aa_error_set(err, AA_EINVAL, "the naive reference exists for bf16, fp16 and fp32 inputs only");
-  if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK) return rc;
-  if (fmt == AA_FMT_BF16) return AA_OK;
   /* Same algorithm, every BF16 rounding step in fmt: PyTorch's math
      attention run in the inputs' dtype (its *_pt reference). */
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
