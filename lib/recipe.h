@@ -263,6 +263,31 @@ int aa_recipe_exp_is_default(const aa_exp_t *e);
 /* 1 when the two recipes have the same fields (names ignored). */
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b);
 
+/* The key table (lib/recipe/keys.c): one row per key, in the order
+   aa_recipe_format writes them; set, format, equal and the per-key part of
+   check are loops over it, and KEYS.md agrees with it (tests/tkeys.sh). */
+#define AA_RECIPE_KEY_OMITTED 1u /* written only when not at its default (alone or with its group) */
+#define AA_RECIPE_KEY_MACRO 2u   /* not stored: sets other keys (mixed_precision, base) */
+#define AA_RECIPE_KEY_FAMILY 4u  /* stands for a family of keys (dropout_<name>, dq_reduce_<name>) */
+typedef struct {
+  const char *key;          /* the key; a family's prefix ("dropout_*", "dq_reduce") */
+  const char *values;       /* kind of value ("format", "gemm model", "integer", ...; "" when names says) */
+  const char *const *names; /* enumerated values, NULL-terminated; NULL when not an enumeration */
+  size_t max;               /* integers: the largest value; else 0 */
+  const char *def;          /* default: the value of a recipe file without `base` (fa2's), "" for macros */
+  const char *exact;        /* a rounding site: the value that makes it exact (fp64, fp64-seq, exact); else NULL */
+  const char *desc;         /* one line: what it models */
+  const char *cite;         /* where the modelled behaviour is documented ("" when nowhere in particular) */
+  unsigned flags;           /* AA_RECIPE_KEY_* */
+} aa_recipe_key_info_t;
+size_t aa_recipe_key_count(void);
+/* Row i (0 <= i < aa_recipe_key_count()); AA_EINVAL past the end. */
+int aa_recipe_key_info(aa_recipe_key_info_t *out, size_t i);
+/* The value of one stored key as aa_recipe_format writes it (for a family
+   its kind: dropout_* none|on, dq_reduce fp32-ordered|other); AA_ENOTFOUND
+   for an unknown key or a macro. */
+int aa_recipe_value(char *buf, size_t len, const aa_recipe_t *r, const char *key);
+
 #ifdef __cplusplus
 }
 #endif
