@@ -238,6 +238,16 @@ size_t aa_recipe_preset_count(void);
 const char *aa_recipe_preset_name(size_t i);
 const char *aa_recipe_preset_describe(size_t i);
 int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA_ENOTFOUND names the preset */
+/* The recipe file a preset is (lib/recipe/presets/NAME.recipe, with its
+   comments); NULL for an unknown name. */
+const char *aa_recipe_preset_text(const char *name);
+/* A variant spec as --variants takes it: a preset NAME; a recipe file (a
+   path ending in .recipe or containing '/'); or NAME:key=value,... (the
+   preset with those keys set in order, named as written, at most 63
+   characters; a value cannot hold a comma: use a file). The result passes
+   aa_recipe_check. AA_ENOTFOUND for an unknown preset, AA_EINVAL for a bad
+   key, value or check, AA_EIO/AA_EFORMAT from the file. */
+int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err);
 
 /* Set one key; an unknown key or value gives AA_EINVAL naming both. The
    macro key `mixed_precision = on|off` sets bwd.d_fmt, bwd.dq_acc_fmt,
@@ -245,7 +255,8 @@ int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA
    mixed_precision flag does; `base = PRESET` replaces the whole recipe. */
 int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 /* Parse a recipe file of `key = value` lines ('#' comments, blank lines);
-   the optional first key `base = PRESET` starts from a preset. Errors name
+   the optional first key `base = PRESET` starts from a preset, else the
+   file starts from the key table's defaults (fa2's values, name custom). Errors name
    the file and line; a key given twice is AA_EFORMAT naming both lines; a
    folder is AA_EINVAL. */
 int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err);

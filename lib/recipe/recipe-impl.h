@@ -52,4 +52,15 @@ extern const size_t aa_recipe_nkeys;
    field names a value, sizes within range, the families' own checks. */
 int aa_recipe_check_fields(const aa_recipe_t *r, aa_error_t *err);
 
+/* The table's defaults: every row set to its default (a recipe file
+   without `base` starts here; equal to fa2 but for the name "custom"). */
+void aa_recipe_defaults(aa_recipe_t *r);
+
+/* The preset files compiled in (presets-text.c, generated). */
+typedef struct {
+  const char *name, *describe, *text;
+} aa_recipe_preset_text_t;
+extern const aa_recipe_preset_text_t aa_recipe_preset_texts[];
+extern const size_t aa_recipe_npresets;
+
 #endif
