@@ -12,6 +12,15 @@ int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
   if (colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")))) {
     int st = aa_recipe_parse_file(out, spec, err);
     if (st != AA_OK) return st;
+    if (!strcmp(out->name, "custom")) { /* no `name` (nor base): the file's base name names it */
+      const char *b = strrchr(spec, '/') != NULL ? strrchr(spec, '/') + 1 : spec;
+      size_t bn = strlen(b);
+      if (bn > 7 && !strcmp(b + bn - 7, ".recipe")) bn -= 7;
+      if (bn > 0 && bn < sizeof out->name) {
+        memcpy(out->name, b, bn);
+        out->name[bn] = '\0';
+      }
+    }
   } else if (colon == NULL) {
     int st = aa_recipe_preset(out, spec, err);
     if (st != AA_OK) return st;
