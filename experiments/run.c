@@ -16,7 +16,9 @@
 #define MAX_VARIANTS 32
 
 static const cli_opt_t opts[] = {
-    {"variant", "NAME[,NAME...]", NULL, "preset recipes to emulate (attnacc list shows them)"},
+    {"variant", "SPEC[,SPEC...]", NULL,
+     "recipes to emulate: preset NAMEs (attnacc list shows them), recipe files (ending in .recipe or with a /) "
+     "or NAME:key=value,... (the preset with overrides, named as written)"},
     {"recipe", "FILE", NULL, "a recipe file (key = value lines) to emulate, after the --variant presets"},
     {"n", "N", "1024", "sequence length (queries and keys; keys only with --n-q)"},
     {"d", "D", "128", "head dimension"},
@@ -165,7 +167,16 @@ int aa_cmd_run(int argc, char **argv) {
   if ((s = cli_get(&a, "variant")) != NULL) {
     const char *p = s;
     for (;;) {
+      /* A spec NAME:key=value,key=value runs on over commas while the next
+         item is a key=value (no ':' or '/' before its '='). */
       const char *comma = strchr(p, ',');
+      while (comma != NULL && strchr(p, ':') != NULL && strchr(p, ':') < comma) {
+        const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
+        size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
+        if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
+          break;
+        comma = end;
+      }
       size_t len = comma ? (size_t)(comma - p) : strlen(p);
       char name[128];
       if (len == 0 || len >= sizeof name) {
@@ -183,10 +194,14 @@ int aa_cmd_run(int argc, char **argv) {
           cli_error(cmd, "--variant: '%s' is given twice", name);
           goto out;
         }
-      if (aa_recipe_preset(&recipes[nrec], name, &err) != AA_OK) {
+      if ((rc = aa_recipe_from_spec(&recipes[nrec], name, &err)) != AA_OK) {
         char known[1024];
         list_presets(known, sizeof known);
-        cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
+        if (rc == AA_ENOTFOUND)
+          cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
+        else
+          cli_error(cmd, "--variant: %s", err.msg);
+        status = cli_exit_status(rc);
         goto out;
       }
       nrec++;
