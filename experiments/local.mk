@@ -1,7 +1,7 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
-	experiments/list.c experiments/run.c experiments/score.c experiments/stage.c experiments/stage.h \
+	experiments/list.c experiments/run.c experiments/explain.c experiments/score.c experiments/stage.c experiments/stage.h \
 	experiments/limits.c experiments/limits.h \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \

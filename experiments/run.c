@@ -127,7 +127,11 @@ static int stage_oracle(stage_t *stg, const aa_oracle_result_t *r, const char *d
 }
 
 int aa_cmd_run(int argc, char **argv) {
-  const char *cmd = "run";
+  return cli_run_main("run", NULL, 0, NULL, NULL, argc, argv);
+}
+
+int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
+                 char **argv) {
   cli_args_t a;
   aa_error_t err = {{0}};
   aa_recipe_t *recipes = NULL;
@@ -159,12 +163,15 @@ int aa_cmd_run(int argc, char **argv) {
     return rc;
 
   /* ---- the variants ---- */
-  recipes = calloc(MAX_VARIANTS + 1, sizeof *recipes);
+  recipes = calloc((given != NULL ? ngiven : MAX_VARIANTS) + 1, sizeof *recipes);
   if (recipes == NULL) {
     cli_error(cmd, "out of memory");
     return 1;
   }
-  if ((s = cli_get(&a, "variant")) != NULL) {
+  if (given != NULL) {
+    memcpy(recipes, given, ngiven * sizeof *recipes);
+    nrec = ngiven;
+  } else if ((s = cli_get(&a, "variant")) != NULL) {
     const char *p = s;
     for (;;) {
       /* A spec NAME:key=value,key=value runs on over commas while the next
@@ -209,7 +216,7 @@ int aa_cmd_run(int argc, char **argv) {
       p = comma + 1;
     }
   }
-  if ((s = cli_get(&a, "recipe")) != NULL) {
+  if (given == NULL && (s = cli_get(&a, "recipe")) != NULL) {
     if (access(s, R_OK) != 0) {
       cli_error(cmd, "--recipe: %s: cannot read the file", s);
       goto out;
@@ -455,6 +462,13 @@ int aa_cmd_run(int argc, char **argv) {
       goto out;
     }
     if (strcmp(recipes[i].name, "naive-bf16") == 0 && naive_is < 0) naive_is = (int)i;
+  }
+  if (hook != NULL) { /* another command's report (explain): no naive reference, no files */
+    rep = (cli_report_t){
+        cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
+        &oo, &oracle, oracle_seconds};
+    status = hook(hctx, &rep, recipes, vs, nrec);
+    goto out;
   }
   if (io_fmt == AA_FMT_BF16) {
     const cli_variant_t *nv = NULL;
