@@ -62,8 +62,8 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
   printf("error budget of %s: rel_l2 against the oracle; part = sqrt(total^2 - e^2), e = rel_l2 with that site "
          "exact\n",
          recipes[0].name);
-  printf("%-22s %-9s %-12s %-12s %-12s %-12s\n", "site", "exact", "o", "dq", "dk", "dv");
-  printf("%-22s %-9s", "total", "");
+  printf("%-22s %-12s %-12s %-12s %-12s %-12s\n", "site", "exact", "o", "dq", "dk", "dv");
+  printf("%-22s %-12s", "total", "");
   for (int o = 0; o < 4; o++) {
     tot[o] = rel(base, o);
     flo[o] = rel(floor_v, o);
@@ -72,7 +72,7 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
   printf("\n");
   for (size_t i = 0; i < x->nsites; i++) {
     const cli_variant_t *v = &vs[1 + i];
-    printf("%-22s %-9s", x->key[i], x->exact[i]);
+    printf("%-22s %-12s", x->key[i], x->exact[i]);
     for (int o = 0; o < 4; o++) {
       double e = rel(v, o), d2 = tot[o] * tot[o] - e * e;
       sum2[o] += d2; /* signed: a negative part offsets the others */
@@ -83,23 +83,42 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
     }
     printf("\n");
   }
-  printf("%-22s %-9s", "all sites exact", "(floor)");
+  printf("%-22s %-12s", "all sites exact", "(floor)");
   for (int o = 0; o < 4; o++)
     printf(" %-12.4e", flo[o]);
-  printf("\n%-22s %-9s", "quadrature sum", "");
+  printf("\n%-22s %-12s", "quadrature sum", "");
   for (int o = 0; o < 4; o++)
     printf(" %-12.4e", sqrt(fmax(0, sum2[o] + flo[o] * flo[o])));
-  printf("\n%-22s %-9s", "sum / total", "");
+  printf("\n%-22s %-12s", "sum / total", "");
   for (int o = 0; o < 4; o++)
     printf(" %-12.4f", tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 0.0);
   printf("\n");
+  if (flo[0] > 1e-12 || flo[1] > 1e-12 || flo[2] > 1e-12 || flo[3] > 1e-12)
+    printf("the floor is not exact: %s rounds where the key table marks no site (e.g. dropout, a dq_reduce "
+           "parameter, softcap/ALiBi formation)\n",
+           recipes[0].name);
   if (x->nalready > 0)
     printf("%zu rounding sites of the table are already exact in %s\n", x->nalready, recipes[0].name);
   for (size_t i = 0; i < x->nskipped; i++)
     printf("not separable: %s (%s)\n", x->skipped[i], x->why[i]);
   printf("a negative part: making that site exact increased the error (its rounding partly cancelled others)\n");
   for (int o = 0; o < 4; o++) {
-    double r = tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 1;
+    double r = tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 1, worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < x->nsites; i++) {
+      double e = rel(&vs[1 + i], o);
+      if (e - tot[o] > worst) {
+        worst = e - tot[o];
+        wi = i;
+      }
+    }
+    if (x->nsites > 0 && worst > 0.5 * tot[o]) {
+      printf("%s: the parts do not add in quadrature (sum / total = %.3f): %s exact alone raises the error to "
+             "%.4e; its rounding cancels another's (an error that normalisation divides out when both sides "
+             "share it), so such sites are a pair, not parts\n",
+             outs[o], r, x->key[wi], rel(&vs[1 + wi], o));
+      continue;
+    }
     if (x->nsites == 0)
       printf("%s: no rounding site to remove\n", outs[o]);
     else if (r >= 0.8 && r <= 1.25)

@@ -33,7 +33,8 @@ static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error
    value a recipe file without `base` starts from (fa2's; KEYS.md). Rows
    after bwd.gqa_reduce are written only when not at their default, so that
    the text (and hashes) of recipes that leave them alone stay as they were
-   before the keys existed. `exact` marks a rounding site (attnacc explain). */
+   before the keys existed. `exact` marks a rounding site (attnacc explain);
+   dq_reduce = fp32-ordered is exact once alu and bwd.dq_acc_fmt are. */
 const aa_recipe_key_t aa_recipe_keys[] = {
     /* clang-format off */
     {.key = "name", .type = AA_KEY_STRING, .offset = F_(name), .def = "custom",
@@ -152,7 +153,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "how the query heads of one KV head are combined", .cite = "L1166-1180, L1340-1353"},
     {.key = "dropout_*", .type = AA_KEY_DROPOUT, .offset = F_(dropout), .def = "none", .omit = AA_OMIT_DEFAULT,
      .desc = "dropout scheme (dropout_scheme) and its parameters: the backward's mask redraw", .cite = "lib/dropout.h, seed 000 twin L974-981"},
-    {.key = "dq_reduce", .type = AA_KEY_REDUCE, .offset = F_(bwd_dq_reduce), .def = "fp32-ordered", .omit = AA_OMIT_DEFAULT,
+    {.key = "dq_reduce", .type = AA_KEY_REDUCE, .offset = F_(bwd_dq_reduce), .def = "fp32-ordered", .exact = "fp32-ordered", .omit = AA_OMIT_DEFAULT,
      .desc = "dQ reduction across KV blocks (dq_reduce = kind, dq_reduce_<param>)", .cite = "lib/reduce.h, seed 003 section 3.6"},
     {.key = "fwd.k_order", .type = AA_KEY_ENUM, .offset = F_(fwd_k_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the forward key blocks: desc = last first", .cite = "FA2 n_block loop"},
