@@ -13,6 +13,9 @@ EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experimen
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
+# explain and variant specs (run, sweep --variants): issue 14 items 13, 14.
+TESTS += tests/texplain.sh
+EXTRA_DIST += tests/texplain.sh
 EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \

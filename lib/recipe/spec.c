@@ -1,4 +1,5 @@
 /* attnacc: aa_recipe_from_spec, a variant as --variants names it (preset, recipe file, or NAME:key=value,...). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,9 @@ int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
   if (n == 0) return aa_error_set(err, AA_EINVAL, "empty variant");
   const char *colon = strchr(spec, ':');
   if (colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")))) {
+    FILE *f = fopen(spec, "rb"); /* a file that cannot be read is the caller's mistake, not an I/O failure */
+    if (f == NULL) return aa_error_set(err, AA_EINVAL, "%s: cannot read the recipe file: %s", spec, strerror(errno));
+    fclose(f);
     int st = aa_recipe_parse_file(out, spec, err);
     if (st != AA_OK) return st;
     if (!strcmp(out->name, "custom")) { /* no `name` (nor base): the file's base name names it */
