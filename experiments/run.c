@@ -43,7 +43,7 @@ static const cli_opt_t opts[] = {
     FEATURES_CLI_OPTS,
 };
 
-static const char usage_line[] = "--variant NAME[,NAME...] | --recipe FILE [OPTIONS]";
+static const char usage_line[] = "--variant SPEC[,SPEC...] | --recipe FILE [OPTIONS]";
 static const char description[] =
     "Emulate each variant on one attention problem, compare o, dq, dk, dv (and dsinks)\n"
     "with the oracle and print one row per variant and output: rel_l2 (over finite\n"
@@ -250,7 +250,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     nrec++;
   }
   if (nrec == 0) {
-    cli_error(cmd, "give --variant NAME[,NAME...] or --recipe FILE (attnacc list shows the presets)");
+    cli_error(cmd, "give --variant SPEC[,SPEC...] or --recipe FILE (attnacc list shows the presets)");
     goto out;
   }
   /* The inputs are drawn in (or rounded to) the narrowest io format, which
