@@ -101,7 +101,13 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
     printf("%zu rounding sites of the table are already exact in %s\n", x->nalready, recipes[0].name);
   for (size_t i = 0; i < x->nskipped; i++)
     printf("not separable: %s (%s)\n", x->skipped[i], x->why[i]);
-  printf("a negative part: making that site exact increased the error (its rounding partly cancelled others)\n");
+  for (size_t i = 0, shown = 0; i < x->nsites && !shown; i++)
+    for (int o = 0; o < 4 && !shown; o++)
+      if (rel(&vs[1 + i], o) > tot[o]) {
+        printf("a negative part: making that site exact increased the error (its rounding partly cancelled "
+               "others)\n");
+        shown = 1;
+      }
   for (int o = 0; o < 4; o++) {
     double r = tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 1, worst = 0;
     size_t wi = 0;
