@@ -24,6 +24,9 @@ static const char *const description =
     "two sites round the same value, so making either exact removes most of the shared\n"
     "error); above 1, roundings that partly cancel. A site whose exact value fails the\n"
     "recipe check (e.g. alu = fp64 with a BF16 exp construction) is listed as not separable.\n"
+    "Sites of one key group (fwd.exp and bwd.exp: one mechanism, whose bias cancels in\n"
+    "the normalisation only while both sides share it) are also made exact together, and\n"
+    "the sum counts that joint part instead of the single ones.\n"
     "The inputs are drawn in the recipe's io format; making io exact removes only the\n"
     "rounding of the outputs. SPEC is a preset, a recipe file or NAME:key=value,...\n"
     "Problem options are run's (attnacc run --help): --n, --d, --heads, --kv-heads, --seed,\n"
@@ -35,6 +38,9 @@ static const char *const description =
 
 typedef struct {
   const char *key[MAX_SITES]; /* the site of variant 1 + i */
+  int group[MAX_SITES];       /* its key group (aa_recipe_key_info_t.group), 0: none */
+  int joint[MAX_SITES];       /* 1: the row makes every site of its group exact together */
+  char jname[MAX_SITES][64];
   const char *exact[MAX_SITES];
   size_t nsites;
   const char *skipped[MAX_SITES]; /* sites whose exact value fails the check */
@@ -49,6 +55,15 @@ static double rel(const cli_variant_t *v, int o) {
   for (int i = 0; i < v->nout; i++)
     if (!strcmp(v->out[i].name, outs[o])) return v->out[i].m.rel_l2;
   return NAN;
+}
+
+/* 1 when row i enters the quadrature sum: a joint row, or a single site
+   whose group has no joint row (then the group counts once, jointly). */
+static int counted(const explain_t *x, size_t i) {
+  if (x->joint[i] || x->group[i] == 0) return 1;
+  for (size_t j = 0; j < x->nsites; j++)
+    if (x->joint[j] && x->group[j] == x->group[i]) return 0;
+  return 1;
 }
 
 static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes, const cli_variant_t *vs, size_t n) {
@@ -75,7 +90,7 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
     printf("%-22s %-12s", x->key[i], x->exact[i]);
     for (int o = 0; o < 4; o++) {
       double e = rel(v, o), d2 = tot[o] * tot[o] - e * e;
-      sum2[o] += d2; /* signed: a negative part offsets the others */
+      if (counted(x, i)) sum2[o] += d2; /* signed: a negative part offsets the others */
       if (d2 >= 0)
         printf(" %-12.4e", sqrt(d2));
       else
@@ -97,6 +112,11 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
     printf("the floor is not exact: %s rounds where the key table marks no site (e.g. dropout, a dq_reduce "
            "parameter, softcap/ALiBi formation)\n",
            recipes[0].name);
+  for (size_t i = 0; i < x->nsites; i++)
+    if (x->joint[i])
+      printf("%s: one mechanism (keys written together), made exact together too; the sum counts this joint part, "
+             "not the single ones\n",
+             x->key[i]);
   if (x->nalready > 0)
     printf("%zu rounding sites of the table are already exact in %s\n", x->nalready, recipes[0].name);
   for (size_t i = 0; i < x->nskipped; i++)
@@ -113,7 +133,7 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
     size_t wi = 0;
     for (size_t i = 0; i < x->nsites; i++) {
       double e = rel(&vs[1 + i], o);
-      if (e - tot[o] > worst) {
+      if (counted(x, i) && e - tot[o] > worst) {
         worst = e - tot[o];
         wi = i;
       }
@@ -227,7 +247,32 @@ int aa_cmd_explain(int argc, char **argv) {
     if (x.nsites == MAX_SITES) continue;
     snprintf(r.name, sizeof r.name, "%s", k.key);
     x.key[x.nsites] = k.key;
+    x.group[x.nsites] = k.group;
     x.exact[x.nsites++] = k.exact;
+    rs[nr++] = r;
+  }
+  /* Keys of one group (fwd.exp and bwd.exp) model one mechanism, whose
+     errors may cancel only while both sides share them: made exact jointly too. */
+  for (size_t i = 0, ns = x.nsites; i < ns; i++) {
+    int g = x.group[i], first = 1, members = 0;
+    if (g == 0) continue;
+    for (size_t j = 0; j < i; j++)
+      if (x.group[j] == g) first = 0;
+    if (!first || x.nsites == MAX_SITES) continue;
+    aa_recipe_t r = rs[0];
+    char jn[64] = "";
+    for (size_t j = i; j < ns; j++)
+      if (x.group[j] == g) {
+        aa_recipe_set(&r, x.key[j], x.exact[j], NULL);
+        snprintf(jn + strlen(jn), sizeof jn - strlen(jn), "%s%s", members++ ? "+" : "", x.key[j]);
+      }
+    if (members < 2 || aa_recipe_check(&r, NULL) != AA_OK) continue;
+    snprintf(x.jname[x.nsites], sizeof x.jname[0], "%s", jn);
+    snprintf(r.name, sizeof r.name, "%s", jn);
+    x.key[x.nsites] = x.jname[x.nsites];
+    x.exact[x.nsites] = x.exact[i];
+    x.group[x.nsites] = g;
+    x.joint[x.nsites++] = 1;
     rs[nr++] = r;
   }
   snprintf(all.name, sizeof all.name, "all-exact");

@@ -291,6 +291,7 @@ typedef struct {
   const char *desc;         /* one line: what it models */
   const char *cite;         /* where the modelled behaviour is documented ("" when nowhere in particular) */
   unsigned flags;           /* AA_RECIPE_KEY_* */
+  int group;                /* > 0: keys of one mechanism, written together (fwd.exp and bwd.exp); 0: none */
 } aa_recipe_key_info_t;
 size_t aa_recipe_key_count(void);
 /* Row i (0 <= i < aa_recipe_key_count()); AA_EINVAL past the end. */

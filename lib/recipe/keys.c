@@ -559,6 +559,7 @@ int aa_recipe_key_info(aa_recipe_key_info_t *out, size_t i) {
   out->exact = k->exact;
   out->desc = k->desc;
   out->cite = k->cite;
+  out->group = k->omit == AA_OMIT_GROUP ? k->group : 0;
   out->flags = (k->omit != AA_OMIT_NEVER ? AA_RECIPE_KEY_OMITTED : 0u) |
                (k->type == AA_KEY_MACRO ? AA_RECIPE_KEY_MACRO : 0u) |
                (k->type == AA_KEY_DROPOUT || k->type == AA_KEY_REDUCE ? AA_RECIPE_KEY_FAMILY : 0u);
