@@ -227,6 +227,15 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
 /* Apply the flash-attention rule against the naive reference's rows with
    the same output name: factor 2 for o, 3 for the gradients. */
 void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);
+/* The run command's body (experiments/run.c) under the name cmd. given:
+   the recipes to run instead of --variant/--recipe (NULL: those options).
+   hook: called with the report and the compared variants in place of the
+   naive reference, the table and every output file (NULL: run's report);
+   its return value is the exit status. argv is parsed with run's options. */
+typedef int (*cli_run_hook_t)(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes, const cli_variant_t *vs,
+                              size_t n);
+int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
+                 char **argv);
 /* Save o, dq, dk, dv (and dsinks) of res into dir, each in its own format. */
 int cli_save_outputs(const aa_attn_result_t *res, const char *dir, aa_error_t *err);
 /* The format a tensor of format f is written in (.npy has no fp8 dtype: fp32). */

@@ -170,10 +170,29 @@ int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_err
   ctx->nrecipes = 0;
   for (size_t i = 0; i < n; i++) {
     aa_recipe_t r;
-    if (aa_recipe_preset(&r, names[i], err) != AA_OK) return AA_ENOTFOUND;
+    if ((rc = aa_recipe_from_spec(&r, names[i], err)) != AA_OK) return rc;
+    for (size_t j = 0; j < ctx->nrecipes; j++)
+      if (strcmp(ctx->recipe[j].name, r.name) == 0)
+        return aa_error_set(err, AA_EINVAL, "two variants are named '%s' (set `name` in the recipe file)", r.name);
     if ((rc = xp_ctx_add_recipe(ctx, &r, err)) != AA_OK) return rc;
   }
   return AA_OK;
+}
+
+size_t xp_variants_join(const char **items, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *eq = strchr(items[i], '=');
+    size_t head = eq != NULL ? (size_t)(eq - items[i]) : 0;
+    int cont = eq != NULL && k > 0 && memchr(items[i], ':', head) == NULL && memchr(items[i], '/', head) == NULL;
+    if (cont) {
+      /* items lie one after the other in xp_opt_strs's buffer: put the comma back */
+      ((char *)items[i])[-1] = ',';
+    } else {
+      items[k++] = items[i];
+    }
+  }
+  return k;
 }
 
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
@@ -183,13 +202,14 @@ int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
   int rc;
   if (xp_opt(o, "variants") != NULL) {
     if (xp_opt_strs(names, &n, XP_MAX_RECIPES, buf, sizeof buf, o, "variants", "")) return AA_EINVAL;
+    n = xp_variants_join(names, n);
   } else {
     n = xp_default_recipes(names, XP_MAX_RECIPES);
   }
   if ((rc = xp_ctx_set_recipes(ctx, names, n, err)) != AA_OK) {
     char m[sizeof err->msg];
     snprintf(m, sizeof m, "%s", err->msg);
-    aa_error_set(err, rc, "--variants: %.400s (attnacc list shows the presets)", m);
+    aa_error_set(err, rc, "--variants: %.400s%s", m, rc == AA_ENOTFOUND ? " (attnacc list shows the presets)" : "");
   }
   return rc;
 }

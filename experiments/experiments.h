@@ -105,10 +105,16 @@ int xp_opt_strs(const char **out, size_t *n, size_t cap, char *buf, size_t bufca
    dropout (the presets that model a backward kernel on BF16 tensors), in
    preset order. Decided at run time, so presets added later join in. */
 size_t xp_default_recipes(const char **names, size_t cap);
-/* Fill ctx's recipes from names; AA_ENOTFOUND names an unknown preset. */
+/* Fill ctx's recipes from variant specs (aa_recipe_from_spec: preset, recipe
+   file, NAME:key=value,...); AA_ENOTFOUND names an unknown preset, two
+   variants of one name are AA_EINVAL. */
 int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_error_t *err);
 /* Append one recipe (skipped when one of that name is already there), with its text hash. */
 int xp_ctx_add_recipe(xp_ctx_t *ctx, const aa_recipe_t *r, aa_error_t *err);
+/* --variants items split at commas (xp_opt_strs) joined back where an item
+   is a key=value continuing the previous NAME:key=value spec; returns the
+   new count. The items must be consecutive in one xp_opt_strs buffer. */
+size_t xp_variants_join(const char **items, size_t n);
 /* ctx's recipes from --variants (default xp_default_recipes). */
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 void xp_ctx_init(xp_ctx_t *ctx);
@@ -142,7 +148,9 @@ int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
 /* The options of the attention grids (table4, nanmap, smoke): --quick, --variants, --seeds, --n, --masks. */
 #define XP_OPTS_ATTN                                                                                                 \
   {"quick", NULL, NULL, "the experiment's short grid"},                                                              \
-      {"variants", "NAME[,NAME...]", "every BF16 preset without dropout", "recipes to run in each cell"},            \
+      {"variants", "SPEC[,SPEC...]", "every BF16 preset without dropout",                                            \
+       "recipes to run in each cell: a preset NAME, a recipe FILE (ends in .recipe or has a /), or "                 \
+       "NAME:key=value,... (the preset with overrides, named as written)"},                                          \
       {"seeds", "K", "1 (smoke: 2)", "seeds 1..K per grid point (inputs from aa_cell_seed of the cell)"},            \
       {"n", "N[,N...]", "experiment's", "lengths replacing the experiment's"}, {                                     \
     "masks", "dense|causal|dense,causal", "dense,causal", "masks of the grid"                                        \

@@ -1,7 +1,7 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
-	experiments/list.c experiments/run.c experiments/score.c experiments/stage.c experiments/stage.h \
+	experiments/list.c experiments/run.c experiments/explain.c experiments/score.c experiments/stage.c experiments/stage.h \
 	experiments/limits.c experiments/limits.h \
 	experiments/expmap.c experiments/table3.c \
 	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
@@ -13,6 +13,9 @@ EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experimen
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
+# explain and variant specs (run, sweep --variants): issue 14 items 13, 14.
+TESTS += tests/texplain.sh
+EXTRA_DIST += tests/texplain.sh
 EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \

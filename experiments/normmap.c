@@ -16,9 +16,9 @@ static const cli_opt_t params[] = {
     {"sigma", "X[,X...]", "1,2,3,3.5,4,4.5", "input scales: q and k drawn sigma*N(0,1), v and dO N(0,1)"},
     {"seeds", "K", "3", "seeds 1..K of the input draw (the same draws as attnacc run --seed S --sigma X)"},
     {"masks", "dense,causal", "dense,causal", "masks to map"},
-    {"dense", "NAME[,NAME...]", "fa2,recip,recip-unrounded",
-     "recipes run on dense cells (presets, or recip-unrounded = recip with fwd.rowsum_rounded = off)"},
-    {"causal", "NAME[,NAME...]", "fa2,recip-causal", "recipes run on causal cells"},
+    {"dense", "SPEC[,SPEC...]", "fa2,recip,recip:fwd.rowsum_rounded=off",
+     "recipes run on dense cells (presets, recipe files or NAME:key=value,... as --variants)"},
+    {"causal", "SPEC[,SPEC...]", "fa2,recip-causal", "recipes run on causal cells (as --dense)"},
     {"shift", "B", "preset's (0)", "fwd.shift of the fixed-shift recipes, log2 units"},
     {"rows", "M", "0 = all", "evaluate only the last M query rows when n > M (exact for those rows; see --help)"},
     {"reference", "oracle|fp64", "oracle",
@@ -83,16 +83,12 @@ typedef struct {
   size_t nn, nd, nsg;
 } nm_t;
 
-static int make_recipe(rec_t *out, const char *name, int have_shift, double shift, aa_error_t *err) {
-  int unrounded = strcmp(name, "recip-unrounded") == 0;
-  int st = aa_recipe_preset(&out->r, unrounded ? "recip" : name, err);
+static int make_recipe(rec_t *out, const char *spec, int have_shift, double shift, aa_error_t *err) {
+  /* A preset, a recipe file or NAME:key=value,... (aa_recipe_from_spec):
+     the default recip:fwd.rowsum_rounded=off measures what section 3.5's
+     rounded weights (which need not sum to one) cost. */
+  int st = aa_recipe_from_spec(&out->r, spec, err);
   if (st != AA_OK) return st;
-  if (unrounded) {
-    /* Section 3.5's rounded weights need not sum to one: the same recipe
-       with the row sum of the unrounded FP32 weights measures that cost. */
-    out->r.fwd_rowsum_rounded = 0;
-    snprintf(out->r.name, sizeof out->r.name, "recip-unrounded");
-  }
   if (have_shift) out->r.fwd_shift = shift;
   snprintf(out->name, sizeof out->name, "%s", out->r.name);
   return aa_recipe_check(&out->r, err);
@@ -498,11 +494,13 @@ static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa
       xp_opt_ints(cx->dv, &cx->nd, MAX_LIST, o, "d", "64,128", 1, 4096) ||
       xp_opt_doubles(cx->sv, &cx->nsg, MAX_LIST, o, "sigma", "1,2,3,3.5,4,4.5", 0, 1e6, 1) ||
       xp_opt_strs(ms, &nm, 2, mbuf, sizeof mbuf, o, "masks", "dense,causal") ||
-      xp_opt_strs(drs, &ndr, MAX_REC, drbuf, sizeof drbuf, o, "dense", "fa2,recip,recip-unrounded") ||
+      xp_opt_strs(drs, &ndr, MAX_REC, drbuf, sizeof drbuf, o, "dense", "fa2,recip,recip:fwd.rowsum_rounded=off") ||
       xp_opt_strs(crs, &ncr, MAX_REC, crbuf, sizeof crbuf, o, "causal", "fa2,recip-causal") ||
       xp_opt_size(&nseeds, o, "seeds", 1, 1000000) || xp_opt_size(&cx->rows, o, "rows", 0, 1u << 30) ||
       xp_opt_double(&cx->shift, o, "shift", -1e4, 1e4, 0))
     return AA_EINVAL;
+  ndr = xp_variants_join(drs, ndr);
+  ncr = xp_variants_join(crs, ncr);
   for (size_t i = 0; i < cx->nn; i++)
     cx->nl[i] = (long)cx->nv[i];
   for (size_t i = 0; i < cx->nd; i++)

@@ -16,7 +16,9 @@
 #define MAX_VARIANTS 32
 
 static const cli_opt_t opts[] = {
-    {"variant", "NAME[,NAME...]", NULL, "preset recipes to emulate (attnacc list shows them)"},
+    {"variant", "SPEC[,SPEC...]", NULL,
+     "recipes to emulate: preset NAMEs (attnacc list shows them), recipe files (ending in .recipe or with a /) "
+     "or NAME:key=value,... (the preset with overrides, named as written)"},
     {"recipe", "FILE", NULL, "a recipe file (key = value lines) to emulate, after the --variant presets"},
     {"n", "N", "1024", "sequence length (queries and keys; keys only with --n-q)"},
     {"d", "D", "128", "head dimension"},
@@ -41,7 +43,7 @@ static const cli_opt_t opts[] = {
     FEATURES_CLI_OPTS,
 };
 
-static const char usage_line[] = "--variant NAME[,NAME...] | --recipe FILE [OPTIONS]";
+static const char usage_line[] = "--variant SPEC[,SPEC...] | --recipe FILE [OPTIONS]";
 static const char description[] =
     "Emulate each variant on one attention problem, compare o, dq, dk, dv (and dsinks)\n"
     "with the oracle and print one row per variant and output: rel_l2 (over finite\n"
@@ -125,7 +127,11 @@ static int stage_oracle(stage_t *stg, const aa_oracle_result_t *r, const char *d
 }
 
 int aa_cmd_run(int argc, char **argv) {
-  const char *cmd = "run";
+  return cli_run_main("run", NULL, 0, NULL, NULL, argc, argv);
+}
+
+int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
+                 char **argv) {
   cli_args_t a;
   aa_error_t err = {{0}};
   aa_recipe_t *recipes = NULL;
@@ -157,15 +163,27 @@ int aa_cmd_run(int argc, char **argv) {
     return rc;
 
   /* ---- the variants ---- */
-  recipes = calloc(MAX_VARIANTS + 1, sizeof *recipes);
+  recipes = calloc((given != NULL ? ngiven : MAX_VARIANTS) + 1, sizeof *recipes);
   if (recipes == NULL) {
     cli_error(cmd, "out of memory");
     return 1;
   }
-  if ((s = cli_get(&a, "variant")) != NULL) {
+  if (given != NULL) {
+    memcpy(recipes, given, ngiven * sizeof *recipes);
+    nrec = ngiven;
+  } else if ((s = cli_get(&a, "variant")) != NULL) {
     const char *p = s;
     for (;;) {
+      /* A spec NAME:key=value,key=value runs on over commas while the next
+         item is a key=value (no ':' or '/' before its '='). */
       const char *comma = strchr(p, ',');
+      while (comma != NULL && strchr(p, ':') != NULL && strchr(p, ':') < comma) {
+        const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
+        size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
+        if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
+          break;
+        comma = end;
+      }
       size_t len = comma ? (size_t)(comma - p) : strlen(p);
       char name[128];
       if (len == 0 || len >= sizeof name) {
@@ -183,10 +201,14 @@ int aa_cmd_run(int argc, char **argv) {
           cli_error(cmd, "--variant: '%s' is given twice", name);
           goto out;
         }
-      if (aa_recipe_preset(&recipes[nrec], name, &err) != AA_OK) {
+      if ((rc = aa_recipe_from_spec(&recipes[nrec], name, &err)) != AA_OK) {
         char known[1024];
         list_presets(known, sizeof known);
-        cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
+        if (rc == AA_ENOTFOUND)
+          cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
+        else
+          cli_error(cmd, "--variant: %s", err.msg);
+        status = cli_exit_status(rc);
         goto out;
       }
       nrec++;
@@ -194,7 +216,7 @@ int aa_cmd_run(int argc, char **argv) {
       p = comma + 1;
     }
   }
-  if ((s = cli_get(&a, "recipe")) != NULL) {
+  if (given == NULL && (s = cli_get(&a, "recipe")) != NULL) {
     if (access(s, R_OK) != 0) {
       cli_error(cmd, "--recipe: %s: cannot read the file", s);
       goto out;
@@ -228,7 +250,7 @@ int aa_cmd_run(int argc, char **argv) {
     nrec++;
   }
   if (nrec == 0) {
-    cli_error(cmd, "give --variant NAME[,NAME...] or --recipe FILE (attnacc list shows the presets)");
+    cli_error(cmd, "give --variant SPEC[,SPEC...] or --recipe FILE (attnacc list shows the presets)");
     goto out;
   }
   /* The inputs are drawn in (or rounded to) the narrowest io format, which
@@ -449,6 +471,13 @@ int aa_cmd_run(int argc, char **argv) {
       goto out;
     }
     if (strcmp(recipes[i].name, "naive-bf16") == 0 && naive_is < 0) naive_is = (int)i;
+  }
+  if (hook != NULL) { /* another command's report (explain): no naive reference, no files */
+    rep = (cli_report_t){
+        cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
+        &oo, &oracle, oracle_seconds};
+    status = hook(hctx, &rep, recipes, vs, nrec);
+    goto out;
   }
   if (io_fmt == AA_FMT_BF16) {
     const cli_variant_t *nv = NULL;

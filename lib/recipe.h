@@ -238,6 +238,17 @@ size_t aa_recipe_preset_count(void);
 const char *aa_recipe_preset_name(size_t i);
 const char *aa_recipe_preset_describe(size_t i);
 int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA_ENOTFOUND names the preset */
+/* The recipe file a preset is (lib/recipe/presets/NAME.recipe, with its
+   comments); NULL for an unknown name. */
+const char *aa_recipe_preset_text(const char *name);
+/* A variant spec as --variants takes it: a preset NAME; a recipe file (a
+   path ending in .recipe or containing '/'); or NAME:key=value,... (the
+   preset with those keys set in order, named as written, at most 63
+   characters; a value cannot hold a comma: use a file). A file that sets
+   no `name` (nor `base`) is named by its base name less .recipe. The result passes
+   aa_recipe_check. AA_ENOTFOUND for an unknown preset, AA_EINVAL for a bad
+   key, value or check, AA_EIO/AA_EFORMAT from the file. */
+int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err);
 
 /* Set one key; an unknown key or value gives AA_EINVAL naming both. The
    macro key `mixed_precision = on|off` sets bwd.d_fmt, bwd.dq_acc_fmt,
@@ -245,7 +256,8 @@ int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA
    mixed_precision flag does; `base = PRESET` replaces the whole recipe. */
 int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 /* Parse a recipe file of `key = value` lines ('#' comments, blank lines);
-   the optional first key `base = PRESET` starts from a preset. Errors name
+   the optional first key `base = PRESET` starts from a preset, else the
+   file starts from the key table's defaults (fa2's values, name custom). Errors name
    the file and line; a key given twice is AA_EFORMAT naming both lines; a
    folder is AA_EINVAL. */
 int aa_recipe_parse_file(aa_recipe_t *out, const char *path, aa_error_t *err);
@@ -262,6 +274,32 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err);
 int aa_recipe_exp_is_default(const aa_exp_t *e);
 /* 1 when the two recipes have the same fields (names ignored). */
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b);
+
+/* The key table (lib/recipe/keys.c): one row per key, in the order
+   aa_recipe_format writes them; set, format, equal and the per-key part of
+   check are loops over it, and KEYS.md agrees with it (tests/tkeys.sh). */
+#define AA_RECIPE_KEY_OMITTED 1u /* written only when not at its default (alone or with its group) */
+#define AA_RECIPE_KEY_MACRO 2u   /* not stored: sets other keys (mixed_precision, base) */
+#define AA_RECIPE_KEY_FAMILY 4u  /* stands for a family of keys (dropout_<name>, dq_reduce_<name>) */
+typedef struct {
+  const char *key;          /* the key; a family's prefix ("dropout_*", "dq_reduce") */
+  const char *values;       /* kind of value ("format", "gemm model", "integer", ...; "" when names says) */
+  const char *const *names; /* enumerated values, NULL-terminated; NULL when not an enumeration */
+  size_t max;               /* integers: the largest value; else 0 */
+  const char *def;          /* default: the value of a recipe file without `base` (fa2's), "" for macros */
+  const char *exact;        /* a rounding site: the value that makes it exact (fp64, fp64-seq, exact); else NULL */
+  const char *desc;         /* one line: what it models */
+  const char *cite;         /* where the modelled behaviour is documented ("" when nowhere in particular) */
+  unsigned flags;           /* AA_RECIPE_KEY_* */
+  int group;                /* > 0: keys of one mechanism, written together (fwd.exp and bwd.exp); 0: none */
+} aa_recipe_key_info_t;
+size_t aa_recipe_key_count(void);
+/* Row i (0 <= i < aa_recipe_key_count()); AA_EINVAL past the end. */
+int aa_recipe_key_info(aa_recipe_key_info_t *out, size_t i);
+/* The value of one stored key as aa_recipe_format writes it (for a family
+   its kind: dropout_* none|on, dq_reduce fp32-ordered|other); AA_ENOTFOUND
+   for an unknown key or a macro. */
+int aa_recipe_value(char *buf, size_t len, const aa_recipe_t *r, const char *key);
 
 #ifdef __cplusplus
 }

@@ -138,9 +138,123 @@ static void test_parser(void) {
   AA_CHECK(aa_recipe_check(&bad, &err) == AA_EINVAL, "two-pass with a K tile accepted");
 }
 
+/* The key table against KEYS.md (the documentation a user reads): every
+   stored key has a row there whose default column is the table's default
+   and whose values column names every enumerated value; every key row of
+   KEYS.md is a key of the table (or of the dropout_/dq_reduce_ families). */
+static void test_keys_doc(void) {
+  const char *top = getenv("top_srcdir");
+  char path[4096], want[128];
+  snprintf(path, sizeof path, "%s/lib/recipe/KEYS.md", top != NULL ? top : ".");
+  char *md = aa_test_slurp(path);
+  if (md == NULL) {
+    AA_FAIL("KEYS.md: cannot read %s", path);
+    return;
+  }
+  char *stop = strstr(md, "\n## Preset values");
+  if (stop != NULL) *stop = '\0';
+  for (size_t i = 0; i < aa_recipe_key_count(); i++) {
+    aa_recipe_key_info_t k;
+    AA_CHECK(aa_recipe_key_info(&k, i) == AA_OK, "key %zu: no info", i);
+    if (k.flags & AA_RECIPE_KEY_MACRO) {
+      snprintf(want, sizeof want, "`%s", k.key);
+      AA_CHECK(strstr(md, want) != NULL, "KEYS.md does not mention the macro key %s", k.key);
+      continue;
+    }
+    const char *name = !strcmp(k.key, "dropout_*") ? "dropout_scheme" : k.key;
+    snprintf(want, sizeof want, "\n| `%s` | ", name);
+    const char *row = strstr(md, want);
+    if (row == NULL) {
+      AA_FAIL("KEYS.md has no row for key %s", name);
+      continue;
+    }
+    const char *vals = row + strlen(want), *bar = strstr(vals, " | ");
+    const char *def = bar != NULL ? bar + 3 : NULL, *bar2 = def != NULL ? strstr(def, " | ") : NULL;
+    if (bar == NULL || bar2 == NULL) {
+      AA_FAIL("KEYS.md row of %s: not | key | values | default | ... |", name);
+      continue;
+    }
+    AA_CHECK(strlen(k.def) == (size_t)(bar2 - def) && !strncmp(def, k.def, strlen(k.def)),
+             "key %s: the table's default is '%s', KEYS.md says '%.*s'", name, k.def, (int)(bar2 - def), def);
+    for (int j = 0; k.names != NULL && k.names[j] != NULL; j++) {
+      char v[96];
+      snprintf(v, sizeof v, "%.*s", (int)(bar - vals), vals);
+      const char *hit = strstr(v, k.names[j]);
+      size_t l = strlen(k.names[j]);
+      /* a whole word of the values column (so "lse" is not found in "online-lse") */
+      while (hit != NULL &&
+             !((hit == v || hit[-1] == ' ' || hit[-1] == ',') && (hit[l] == '\0' || hit[l] == ',' || hit[l] == ' ')))
+        hit = strstr(hit + 1, k.names[j]);
+      AA_CHECK(hit != NULL, "key %s: KEYS.md's values column '%s' lacks '%s'", name, v, k.names[j]);
+    }
+  }
+  for (const char *p = strstr(md, "\n| `"); p != NULL; p = strstr(p + 1, "\n| `")) {
+    char key[96];
+    const char *b = p + 4, *e = strchr(b, '`');
+    if (e == NULL || e - b >= (ptrdiff_t)sizeof key) continue;
+    snprintf(key, sizeof key, "%.*s", (int)(e - b), b);
+    int found = !strncmp(key, "dropout_", 8) || !strncmp(key, "dq_reduce_", 10);
+    for (size_t i = 0; i < aa_recipe_key_count() && !found; i++) {
+      aa_recipe_key_info_t k;
+      aa_recipe_key_info(&k, i);
+      found = !strcmp(k.key, key);
+    }
+    AA_CHECK(found, "KEYS.md has a row for '%s', which is not a recipe key", key);
+  }
+  free(md);
+}
+
+/* The table's defaults are fa2's values (a file without base starts there),
+   every enumerated value of every key survives format -> parse, and a
+   preset is the recipe file aa_recipe_preset_text gives. */
+static void test_table(void) {
+  aa_recipe_t def, fa2, r, back;
+  aa_error_t err = {{0}};
+  AA_CHECK(aa_recipe_parse_string(&def, "", "empty", &err) == AA_OK, "empty recipe text: %s", err.msg);
+  aa_recipe_preset(&fa2, "fa2", NULL);
+  AA_CHECK(aa_recipe_equal(&def, &fa2) && !strcmp(def.name, "custom"),
+           "a recipe file without base is not fa2 named custom (name '%s')", def.name);
+  for (size_t i = 0; i < aa_recipe_key_count(); i++) {
+    aa_recipe_key_info_t k;
+    aa_recipe_key_info(&k, i);
+    if (k.names == NULL) continue;
+    for (int j = 0; k.names[j] != NULL; j++) {
+      aa_recipe_preset(&r, "fa2", NULL);
+      if (aa_recipe_set(&r, k.key, k.names[j], &err) != AA_OK) {
+        AA_FAIL("key %s = %s refused: %s", k.key, k.names[j], err.msg);
+        continue;
+      }
+      aa_recipe_format(buf, sizeof buf, &r);
+      char v[64];
+      AA_CHECK(aa_recipe_parse_string(&back, buf, "enum", &err) == AA_OK && aa_recipe_equal(&r, &back) &&
+                   aa_recipe_value(v, sizeof v, &back, k.key) == AA_OK && !strcmp(v, k.names[j]),
+               "key %s = %s does not survive format -> parse", k.key, k.names[j]);
+    }
+  }
+  const char *t = aa_recipe_preset_text("tlx");
+  AA_CHECK(t != NULL && !strncmp(t, "# tlx: ", 7) && strstr(t, "\nbase = tlx-dq\n") != NULL,
+           "preset tlx's text is not its recipe file (base = tlx-dq)");
+  AA_CHECK(aa_recipe_preset_text("nope") == NULL, "text of an unknown preset");
+  /* Specs: NAME:key=value,... is the preset with the keys set, named as written. */
+  AA_CHECK(aa_recipe_from_spec(&r, "fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16", &err) == AA_OK &&
+               !strcmp(r.name, "fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16") && r.bwd_ds_fmt == AA_FMT_FP32 &&
+               r.bwd_dp_fmt == AA_FMT_BF16 && r.bwd_p_dv_fmt == fa2.bwd_p_dv_fmt,
+           "spec fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16: %s", err.msg);
+  AA_CHECK(aa_recipe_from_spec(&r, "nope:io=fp32", &err) == AA_ENOTFOUND, "spec with an unknown preset");
+  AA_CHECK(aa_recipe_from_spec(&r, "fa2:", &err) == AA_EINVAL, "spec without key=value");
+  AA_CHECK(aa_recipe_from_spec(&r, "fa2:io", &err) == AA_EINVAL, "spec item without '='");
+  AA_CHECK(aa_recipe_from_spec(&r, "fa2:name=x", &err) == AA_EINVAL, "spec overriding the name");
+  AA_CHECK(aa_recipe_from_spec(&r, "fa2:bwd.dq_scale=none", &err) == AA_EINVAL, "spec failing the check");
+  AA_CHECK(aa_recipe_from_spec(&r, "nki-bf16", &err) == AA_OK && r.bwd_d_fmt == AA_FMT_BF16 &&
+               r.bwd_dq_acc_fmt == AA_FMT_BF16 && r.scale_fold == AA_SCALE_Q,
+           "preset nki-bf16 through a spec");
+}
+
 int main(void) {
   test_roundtrip();
   test_preset_contents();
   test_parser();
+  test_keys_doc();
+  test_table();
   return aa_test_finish("trecipe");
 }

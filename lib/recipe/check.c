@@ -1,23 +1,12 @@
-/* attnacc: aa_recipe_check, the consistency rules a runnable recipe obeys. */
+/* attnacc: aa_recipe_check: each key's range (the key table) and the rules between keys. */
 #include <math.h>
 
-#include "recipe.h"
+#include "recipe-impl.h"
 
 int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r == NULL) return aa_error_set(err, AA_EINVAL, "recipe_check: NULL recipe");
-  if ((unsigned)r->scale_fold >= AA_SCALE_COUNT || (unsigned)r->exp_form >= AA_EXPFORM_COUNT ||
-      (unsigned)r->exp_impl >= AA_EXPIMPL_COUNT || (unsigned)r->fwd_softmax >= AA_SOFTMAX_COUNT ||
-      (unsigned)r->fwd_checkpoint >= AA_CKPT_COUNT || (unsigned)r->fwd_o_norm >= AA_NORM_COUNT ||
-      (unsigned)r->bwd_d_source >= AA_DSRC_COUNT || (unsigned)r->bwd_dq_scale >= AA_GSCALE_COUNT ||
-      (unsigned)r->bwd_dk_scale >= AA_GSCALE_COUNT || (unsigned)r->bwd_dkv_accumulate >= AA_KVACC_COUNT ||
-      (unsigned)r->bwd_gqa_reduce >= AA_GQA_COUNT || (unsigned)r->bwd_norm >= AA_BWDNORM_COUNT)
-    return aa_error_set(err, AA_EINVAL, "recipe '%s': an enumerated field is out of range", r->name);
   {
-    int st = aa_reduce_check(&r->bwd_dq_reduce, err);
-    if (st != AA_OK) return st;
-  }
-  if (r->dropout.scheme != AA_DROPOUT_NONE) {
-    int st = aa_dropout_check(&r->dropout, err);
+    int st = aa_recipe_check_fields(r, err); /* every key's own range (the table's loop) */
     if (st != AA_OK) return st;
   }
   /* Each gradient must receive the softmax scale exactly once. */
@@ -61,8 +50,6 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': fwd.exp / bwd.exp constructions other than exact evaluate FP32 arguments "
                         "(alu = fp32)",
                         r->name);
-  if ((unsigned)r->fwd_exp.kind >= AA_EXP_KIND_COUNT || (unsigned)r->bwd_exp.kind >= AA_EXP_KIND_COUNT)
-    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.exp / bwd.exp kind out of range", r->name);
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);

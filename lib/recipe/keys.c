@@ -1,6 +1,7 @@
-/* attnacc: the recipe key table, aa_recipe_set (one key), aa_recipe_format (canonical text) and aa_recipe_equal. */
+/* attnacc: the recipe key table (one row per key) and the loops over it: set, format, equal and the per-key check. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,69 +19,163 @@ static const char *const dsrc_names[] = {"o-do", "p-dp", NULL};
 static const char *const gscale_names[] = {"none", "tile", "end", NULL};
 static const char *const kvacc_names[] = {"chain", "add", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
+static const char *const order_names[] = {"asc", "desc", NULL};
+static const char *const tanh_names[] = {"exact", "approx", NULL};
+static const char *const alibi_names[] = {"abs", "col", NULL};
 
-#define K_(name, type, field, names)                                                                                 \
-  { name, type, offsetof(aa_recipe_t, field), names }
+static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
+static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 
-/* Order = order of aa_recipe_format output and of KEYS.md. */
+#define F_(field) offsetof(aa_recipe_t, field)
+#define SIZE_MAX_KEY ((size_t)1 << 30)
+
+/* Order = order of aa_recipe_format output. The default column is the
+   value a recipe file without `base` starts from (fa2's; KEYS.md). Rows
+   after bwd.gqa_reduce are written only when not at their default, so that
+   the text (and hashes) of recipes that leave them alone stay as they were
+   before the keys existed. `exact` marks a rounding site (attnacc explain);
+   dq_reduce = fp32-ordered is exact once alu and bwd.dq_acc_fmt are. */
 const aa_recipe_key_t aa_recipe_keys[] = {
-    K_("name", AA_KEY_STRING, name, NULL),
-    K_("io", AA_KEY_FMT, io_fmt, NULL),
-    K_("alu", AA_KEY_FMT, alu_fmt, NULL),
-    K_("scale_fmt", AA_KEY_FMT, scale_fmt, NULL),
-    K_("scale_fold", AA_KEY_ENUM, scale_fold, fold_names),
-    K_("q_scale_fmt", AA_KEY_FMT, q_scale_fmt, NULL),
-    K_("s_fmt", AA_KEY_FMT, s_fmt, NULL),
-    K_("exp_form", AA_KEY_ENUM, exp_form, expform_names),
-    K_("exp", AA_KEY_ENUM, exp_impl, expimpl_names),
-    K_("fwd.softmax", AA_KEY_ENUM, fwd_softmax, softmax_names),
-    K_("fwd.tile_q", AA_KEY_SIZE, fwd_tile_q, NULL),
-    K_("fwd.tile_k", AA_KEY_SIZE, fwd_tile_k, NULL),
-    K_("fwd.acc_qk", AA_KEY_ACCUM, fwd_acc_qk, NULL),
-    K_("fwd.acc_pv", AA_KEY_ACCUM, fwd_acc_pv, NULL),
-    K_("fwd.p_fmt", AA_KEY_FMT, fwd_p_fmt, NULL),
-    K_("fwd.rowsum_fmt", AA_KEY_FMT, fwd_rowsum_fmt, NULL),
-    K_("fwd.rowsum_rounded", AA_KEY_BOOL, fwd_rowsum_rounded, NULL),
-    K_("fwd.rescale_threshold", AA_KEY_DOUBLE, fwd_rescale_threshold, NULL),
-    K_("fwd.shift", AA_KEY_DOUBLE, fwd_shift, NULL),
-    K_("fwd.guard_lo", AA_KEY_DOUBLE, fwd_guard_lo, NULL),
-    K_("fwd.guard_hi", AA_KEY_DOUBLE, fwd_guard_hi, NULL),
-    K_("fwd.sub_q", AA_KEY_SIZE, fwd_sub_q, NULL),
-    K_("fwd.o_acc_fmt", AA_KEY_FMT, fwd_o_acc_fmt, NULL),
-    K_("fwd.checkpoint", AA_KEY_ENUM, fwd_checkpoint, ckpt_names),
-    K_("fwd.lse_fmt", AA_KEY_FMT, fwd_lse_fmt, NULL),
-    K_("fwd.o_norm", AA_KEY_ENUM, fwd_o_norm, norm_names),
-    K_("bwd.tile_q", AA_KEY_SIZE, bwd_tile_q, NULL),
-    K_("bwd.tile_k", AA_KEY_SIZE, bwd_tile_k, NULL),
-    K_("bwd.tile_k_short", AA_KEY_SIZE, bwd_tile_k_short, NULL),
-    K_("bwd.sub_k", AA_KEY_SIZE, bwd_sub_k, NULL),
-    K_("bwd.section", AA_KEY_SIZE, bwd_section, NULL),
-    K_("bwd.section_per_d", AA_KEY_SIZE, bwd_section_per_d, NULL),
-    K_("bwd.q_group", AA_KEY_SIZE, bwd_q_group, NULL),
-    K_("bwd.d_tile", AA_KEY_SIZE, bwd_d_tile, NULL),
-    K_("bwd.skip_masked", AA_KEY_BOOL, bwd_skip_masked, NULL),
-    K_("bwd.norm", AA_KEY_ENUM, bwd_norm, bwdnorm_names),
-    K_("bwd.do_fmt", AA_KEY_FMT, bwd_do_fmt, NULL),
-    K_("bwd.acc_qk", AA_KEY_ACCUM, bwd_acc_qk, NULL),
-    K_("bwd.acc_dp", AA_KEY_ACCUM, bwd_acc_dp, NULL),
-    K_("bwd.acc_dv", AA_KEY_ACCUM, bwd_acc_dv, NULL),
-    K_("bwd.acc_dk", AA_KEY_ACCUM, bwd_acc_dk, NULL),
-    K_("bwd.acc_dq", AA_KEY_ACCUM, bwd_acc_dq, NULL),
-    K_("bwd.p_dv_fmt", AA_KEY_FMT, bwd_p_dv_fmt, NULL),
-    K_("bwd.p_ds_fmt", AA_KEY_FMT, bwd_p_ds_fmt, NULL),
-    K_("bwd.dp_fmt", AA_KEY_FMT, bwd_dp_fmt, NULL),
-    K_("bwd.d_source", AA_KEY_ENUM, bwd_d_source, dsrc_names),
-    K_("bwd.d_fmt", AA_KEY_FMT, bwd_d_fmt, NULL),
-    K_("bwd.ds_fmt", AA_KEY_FMT, bwd_ds_fmt, NULL),
-    K_("bwd.ds_scale", AA_KEY_BOOL, bwd_ds_scale, NULL),
-    K_("bwd.dq_acc_fmt", AA_KEY_FMT, bwd_dq_acc_fmt, NULL),
-    K_("bwd.dq_scale", AA_KEY_ENUM, bwd_dq_scale, gscale_names),
-    K_("bwd.dk_scale", AA_KEY_ENUM, bwd_dk_scale, gscale_names),
-    K_("bwd.dq_section_fmt", AA_KEY_FMT, bwd_dq_section_fmt, NULL),
-    K_("bwd.dkv_acc_fmt", AA_KEY_FMT, bwd_dkv_acc_fmt, NULL),
-    K_("bwd.dkv_accumulate", AA_KEY_ENUM, bwd_dkv_accumulate, kvacc_names),
-    K_("bwd.dsinks_fmt", AA_KEY_FMT, bwd_dsinks_fmt, NULL),
-    K_("bwd.gqa_reduce", AA_KEY_ENUM, bwd_gqa_reduce, gqa_names),
+    /* clang-format off */
+    {.key = "name", .type = AA_KEY_STRING, .offset = F_(name), .def = "custom",
+     .desc = "identifies the recipe in result files", .cite = ""},
+    {.key = "io", .type = AA_KEY_FMT, .offset = F_(io_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "format of Q, K, V, dO as loaded and of O, dQ, dK, dV as stored", .cite = ""},
+    {.key = "alu", .type = AA_KEY_FMT, .offset = F_(alu_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "format the elementwise engines compute in: every op result is rounded to it first", .cite = "seed 000"},
+    {.key = "scale_fmt", .type = AA_KEY_FMT, .offset = F_(scale_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "format the softmax scale constant is held in", .cite = ""},
+    {.key = "scale_fold", .type = AA_KEY_ENUM, .offset = F_(scale_fold), .names = fold_names, .def = "exp",
+     .desc = "where the scale enters the scores", .cite = "seed 000 L698-699"},
+    {.key = "q_scale_fmt", .type = AA_KEY_FMT, .offset = F_(q_scale_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "with scale_fold = q: the format Q*scale is written in at load", .cite = ""},
+    {.key = "s_fmt", .type = AA_KEY_FMT, .offset = F_(s_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "S = QK^T (and S*scale with scale_fold = s) rounded to this after the product", .cite = "seed 000 L935"},
+    {.key = "exp_form", .type = AA_KEY_ENUM, .offset = F_(exp_form), .names = expform_names, .def = "exp2-fma",
+     .desc = "the exponential's base and argument: natural exp(fl(S*c - b)) or exp2(fmaf(S, c, -b))", .cite = "L964-970, REFERENCES section 3"},
+    {.key = "exp", .type = AA_KEY_ENUM, .offset = F_(exp_impl), .names = expimpl_names, .def = "exact",
+     .desc = "dead key, kept so that recipe texts and hashes stay as they were: its only value is exact and the pipeline never reads it; fwd.exp and bwd.exp choose the evaluation", .cite = ""},
+    {.key = "fwd.softmax", .type = AA_KEY_ENUM, .offset = F_(fwd_softmax), .names = softmax_names, .def = "online-lse",
+     .desc = "forward normalisation", .cite = "seed 003 sections 3.1, 3.2, 3.5"},
+    {.key = "fwd.tile_q", .type = AA_KEY_SIZE, .offset = F_(fwd_tile_q), .max = SIZE_MAX_KEY, .def = "128",
+     .desc = "forward query tile", .cite = ""},
+    {.key = "fwd.tile_k", .type = AA_KEY_SIZE, .offset = F_(fwd_tile_k), .max = SIZE_MAX_KEY, .def = "128",
+     .desc = "forward key tile", .cite = ""},
+    {.key = "fwd.acc_qk", .type = AA_KEY_ACCUM, .offset = F_(fwd_acc_qk), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "accumulation model of QK^T in the forward", .cite = ""},
+    {.key = "fwd.acc_pv", .type = AA_KEY_ACCUM, .offset = F_(fwd_acc_pv), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "accumulation model of P V, chained across K tiles into the O accumulator", .cite = ""},
+    {.key = "fwd.p_fmt", .type = AA_KEY_FMT, .offset = F_(fwd_p_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "P rounded to this before P V", .cite = "REFERENCES section 3"},
+    {.key = "fwd.rowsum_fmt", .type = AA_KEY_FMT, .offset = F_(fwd_rowsum_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "row-sum accumulator l", .cite = ""},
+    {.key = "fwd.rowsum_rounded", .type = AA_KEY_BOOL, .offset = F_(fwd_rowsum_rounded), .def = "off",
+     .desc = "on: the row sum adds the p_fmt-rounded weights; off: the alu weights (FA2)", .cite = "seed 003 section 3.5"},
+    {.key = "fwd.rescale_threshold", .type = AA_KEY_DOUBLE, .offset = F_(fwd_rescale_threshold), .def = "0",
+     .desc = "rescale the running max only when it grows by more than this, in exp-argument units", .cite = ""},
+    {.key = "fwd.shift", .type = AA_KEY_DOUBLE, .offset = F_(fwd_shift), .def = "0",
+     .desc = "fixed-shift: the nominal shift b in exp-argument units", .cite = "seed 003 section 3.1"},
+    {.key = "fwd.guard_lo", .type = AA_KEY_DOUBLE, .offset = F_(fwd_guard_lo), .def = "-126",
+     .desc = "fixed-shift/guarded range checks", .cite = "seed 003 section 3.2, section 5.5"},
+    {.key = "fwd.guard_hi", .type = AA_KEY_DOUBLE, .offset = F_(fwd_guard_hi), .def = "128",
+     .desc = "upper end of that range", .cite = ""},
+    {.key = "fwd.sub_q", .type = AA_KEY_SIZE, .offset = F_(fwd_sub_q), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "guarded: query sub-tile whose fully masked contractions are skipped", .cite = "seed 003 sections 4.1, section 3.4"},
+    {.key = "fwd.o_acc_fmt", .type = AA_KEY_FMT, .offset = F_(fwd_o_acc_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "O accumulator", .cite = ""},
+    {.key = "fwd.checkpoint", .type = AA_KEY_ENUM, .offset = F_(fwd_checkpoint), .names = ckpt_names, .def = "lse",
+     .desc = "what the forward saves: lse (FA2) or the (-max, 1/l) pair (NKI)", .cite = "seed 000"},
+    {.key = "fwd.lse_fmt", .type = AA_KEY_FMT, .offset = F_(fwd_lse_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "format of the checkpoint values", .cite = ""},
+    {.key = "fwd.o_norm", .type = AA_KEY_ENUM, .offset = F_(fwd_o_norm), .names = norm_names, .def = "reciprocal",
+     .desc = "how O is divided by the row sum: acc / l, or acc * fl(1/l)", .cite = ""},
+    {.key = "bwd.tile_q", .type = AA_KEY_SIZE, .offset = F_(bwd_tile_q), .max = SIZE_MAX_KEY, .def = "128",
+     .desc = "backward query tile", .cite = ""},
+    {.key = "bwd.tile_k", .type = AA_KEY_SIZE, .offset = F_(bwd_tile_k), .max = SIZE_MAX_KEY, .def = "128",
+     .desc = "backward key tile", .cite = ""},
+    {.key = "bwd.tile_k_short", .type = AA_KEY_SIZE, .offset = F_(bwd_tile_k_short), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "K tile used when n_k < bwd.tile_k", .cite = "REFERENCES section 3"},
+    {.key = "bwd.sub_k", .type = AA_KEY_SIZE, .offset = F_(bwd_sub_k), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "sub-tiles of the dQ product chained in one PSUM", .cite = "L1504-1556"},
+    {.key = "bwd.section", .type = AA_KEY_SIZE, .offset = F_(bwd_section), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "KV section length", .cite = "seed 000 L1162, L1188-1207, L1326-1335"},
+    {.key = "bwd.section_per_d", .type = AA_KEY_SIZE, .offset = F_(bwd_section_per_d), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "the section length is divided by power_of_2(ceil(d / this))", .cite = "L494-497"},
+    {.key = "bwd.q_group", .type = AA_KEY_SIZE, .offset = F_(bwd_q_group), .max = SIZE_MAX_KEY, .def = "1",
+     .desc = "q tiles whose dK/dV products share one PSUM before the add", .cite = ""},
+    {.key = "bwd.d_tile", .type = AA_KEY_SIZE, .offset = F_(bwd_d_tile), .max = SIZE_MAX_KEY, .def = "0",
+     .desc = "D = rowsum(O*dO) summed per head-dim tile of this width, then over the tiles", .cite = "seed 000 L614-655, L1264-1270"},
+    {.key = "bwd.skip_masked", .type = AA_KEY_BOOL, .offset = F_(bwd_skip_masked), .def = "on",
+     .desc = "skip pairs whose elements are all masked", .cite = "L794-846"},
+    {.key = "bwd.norm", .type = AA_KEY_ENUM, .offset = F_(bwd_norm), .names = bwdnorm_names, .def = "lse",
+     .desc = "backward weights from the LSE checkpoint (lse) or the saved reciprocal (recip)", .cite = "seed 003 section 3.5"},
+    {.key = "bwd.do_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_do_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "recip: the scaled dO = dO * (1/l) rounded to this (an MMA operand)", .cite = "seed 003 section 3.5"},
+    {.key = "bwd.acc_qk", .type = AA_KEY_ACCUM, .offset = F_(bwd_acc_qk), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "recompute of QK^T in the backward", .cite = ""},
+    {.key = "bwd.acc_dp", .type = AA_KEY_ACCUM, .offset = F_(bwd_acc_dp), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "dP = dO V^T", .cite = "L1019-1025"},
+    {.key = "bwd.acc_dv", .type = AA_KEY_ACCUM, .offset = F_(bwd_acc_dv), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "dV = P^T dO", .cite = "L1568-1591"},
+    {.key = "bwd.acc_dk", .type = AA_KEY_ACCUM, .offset = F_(bwd_acc_dk), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "dK = Q^T dS", .cite = "L1594-1617"},
+    {.key = "bwd.acc_dq", .type = AA_KEY_ACCUM, .offset = F_(bwd_acc_dq), .def = "fp32-seq", .exact = "fp64-seq",
+     .desc = "dQ partial = dS K per K tile", .cite = "L1548-1556"},
+    {.key = "bwd.p_dv_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_p_dv_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "P as the operand of dV", .cite = ""},
+    {.key = "bwd.p_ds_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_p_ds_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "P as the operand of dS", .cite = ""},
+    {.key = "bwd.dp_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dp_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "dP rounded to this before subtracting D", .cite = "REFERENCES section 3"},
+    {.key = "bwd.d_source", .type = AA_KEY_ENUM, .offset = F_(bwd_d_source), .names = dsrc_names, .def = "o-do",
+     .desc = "D = rowsum(O*dO) over the head axis (o-do) or rowsum(P*dP) over the key axis (p-dp)", .cite = "seed 000 Step 1"},
+    {.key = "bwd.d_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_d_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "D, its products and partial sums", .cite = "seed 000 L101"},
+    {.key = "bwd.ds_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_ds_fmt), .def = "bf16", .exact = "fp64",
+     .desc = "dS = (dP - D) * P rounded to this before the dQ/dK products", .cite = "L1029-1036"},
+    {.key = "bwd.ds_scale", .type = AA_KEY_BOOL, .offset = F_(bwd_ds_scale), .def = "off",
+     .desc = "on: dS*scale rounded to ds_fmt before the products (naive)", .cite = ""},
+    {.key = "bwd.dq_acc_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dq_acc_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "dQ accumulator across K tiles", .cite = "L1558-1565"},
+    {.key = "bwd.dq_scale", .type = AA_KEY_ENUM, .offset = F_(bwd_dq_scale), .names = gscale_names, .def = "end",
+     .desc = "where dQ gets the scale", .cite = ""},
+    {.key = "bwd.dk_scale", .type = AA_KEY_ENUM, .offset = F_(bwd_dk_scale), .names = gscale_names, .def = "end",
+     .desc = "where dK gets the scale: end on the accumulator (FA2), none (already in Q or dS)", .cite = ""},
+    {.key = "bwd.dq_section_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dq_section_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "format of the dQ store between KV sections", .cite = ""},
+    {.key = "bwd.dkv_acc_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dkv_acc_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "dK/dV section accumulators", .cite = ""},
+    {.key = "bwd.dkv_accumulate", .type = AA_KEY_ENUM, .offset = F_(bwd_dkv_accumulate), .names = kvacc_names, .def = "chain",
+     .desc = "how dK/dV tiles are summed over query tiles: chain (FA2) or add per PSUM (NKI)", .cite = "L1568-1617"},
+    {.key = "bwd.dsinks_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dsinks_fmt), .def = "fp32", .exact = "fp64",
+     .desc = "dsinks partition accumulators", .cite = "L1355-1405"},
+    {.key = "bwd.gqa_reduce", .type = AA_KEY_ENUM, .offset = F_(bwd_gqa_reduce), .names = gqa_names, .def = "sum-rounded",
+     .desc = "how the query heads of one KV head are combined", .cite = "L1166-1180, L1340-1353"},
+    {.key = "dropout_*", .type = AA_KEY_DROPOUT, .offset = F_(dropout), .def = "none", .omit = AA_OMIT_DEFAULT,
+     .desc = "dropout scheme (dropout_scheme) and its parameters: the backward's mask redraw", .cite = "lib/dropout.h, seed 000 twin L974-981"},
+    {.key = "dq_reduce", .type = AA_KEY_REDUCE, .offset = F_(bwd_dq_reduce), .def = "fp32-ordered", .exact = "fp32-ordered", .omit = AA_OMIT_DEFAULT,
+     .desc = "dQ reduction across KV blocks (dq_reduce = kind, dq_reduce_<param>)", .cite = "lib/reduce.h, seed 003 section 3.6"},
+    {.key = "fwd.k_order", .type = AA_KEY_ENUM, .offset = F_(fwd_k_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
+     .desc = "order of the forward key blocks: desc = last first", .cite = "FA2 n_block loop"},
+    {.key = "fwd.splits", .type = AA_KEY_SIZE, .offset = F_(fwd_splits), .max = 4096, .def = "0", .omit = AA_OMIT_GROUP, .group = 1,
+     .desc = "split-KV forward into this many key-block ranges merged by LSE", .cite = "FA2 combine kernel, lib/attn/forward_split.c"},
+    {.key = "fwd.split_sms", .type = AA_KEY_SIZE, .offset = F_(fwd_split_sms), .max = 4096, .def = "0", .omit = AA_OMIT_GROUP, .group = 1,
+     .desc = "> 0: split count from FA2's num_splits_heuristic for this many SMs", .cite = "FA2 num_splits_heuristic"},
+    {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
+     .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
+    {.key = "fwd.exp", .type = AA_KEY_EXP, .offset = F_(fwd_exp), .def = "exact", .omit = AA_OMIT_GROUP, .group = 2, .exact = "exact",
+     .desc = "exp construction of the forward weights (a lib/exp.h spec)", .cite = "seed 003 section 3.3"},
+    {.key = "bwd.exp", .type = AA_KEY_EXP, .offset = F_(bwd_exp), .def = "exact", .omit = AA_OMIT_GROUP, .group = 2, .exact = "exact",
+     .desc = "exp construction of the backward's recomputed weights", .cite = "seed 003 section 3.3"},
+    {.key = "softcap.tanh", .type = AA_KEY_ENUM, .offset = F_(softcap_tanh), .names = tanh_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
+     .desc = "the softcap's tanh: exact, or a model of tanh.approx.f32", .cite = "flash-attn utils.h:399"},
+    {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,
+     .desc = "ALiBi under a causal mask: documented -slope |distance| (abs) or FA2's slope * j", .cite = "flash-attn alibi.h:48, mask.h:157"},
+    {.key = "mixed_precision", .type = AA_KEY_MACRO, .def = "", .set = set_mixed_precision,
+     .desc = "macro (not stored): bwd.d_fmt, dq_acc_fmt, dkv_acc_fmt, dsinks_fmt = fp32 (on) or io (off)", .cite = "seed 000 L101"},
+    {.key = "base", .type = AA_KEY_MACRO, .def = "", .set = set_base,
+     .desc = "macro (not stored, first key only): start from the named preset", .cite = ""},
+    /* clang-format on */
 };
 const size_t aa_recipe_nkeys = sizeof aa_recipe_keys / sizeof aa_recipe_keys[0];
 
@@ -96,82 +191,127 @@ static int parse_bool(int *out, const char *v) {
   return -1;
 }
 
-static void list_names(char *buf, size_t len, const char *const *names) {
+static void list_names(char *buf, size_t len, const char *const *names, const char *sep) {
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; names[i] != NULL && used < len; i++) {
-    int w = snprintf(buf + used, len - used, "%s%s", i ? "|" : "", names[i]);
+    int w = snprintf(buf + used, len - used, "%s%s", i ? sep : "", names[i]);
     if (w < 0) break;
     used += (size_t)w;
   }
 }
 
-int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err) {
-  if (r == NULL || key == NULL || value == NULL) return aa_error_set(err, AA_EINVAL, "recipe_set: NULL argument");
-  if (!strcmp(key, "base")) {
-    aa_recipe_t tmp;
-    int st = aa_recipe_preset(&tmp, value, err);
-    if (st != AA_OK) return aa_error_set(err, AA_EINVAL, "key 'base': unknown preset '%s'", value);
-    *r = tmp;
+static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err) {
+  aa_recipe_t tmp;
+  (void)key;
+  if (aa_recipe_preset(&tmp, value, err) != AA_OK)
+    return aa_error_set(err, AA_EINVAL, "key 'base': unknown preset '%s'", value);
+  *r = tmp;
+  return AA_OK;
+}
+
+static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err) {
+  int on;
+  if (parse_bool(&on, value) != 0)
+    return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected on|off)", key, value);
+  /* seed 000 L101: dy_o_sum is float32 "when mixed_precision"; REFERENCES
+     section 3: dQ reduced per K tile in the mixed dtype (fp32 only with
+     mixed_precision); the dK/dV section accumulators and dsinks_local use
+     the same mixed dtype. */
+  aa_fmt_t f = on ? AA_FMT_FP32 : r->io_fmt;
+  r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = f;
+  return AA_OK;
+}
+
+/* 1 when the row names `key`: its name, or for the two families every key
+   of the family. */
+static int row_matches(const aa_recipe_key_t *k, const char *key) {
+  if (k->type == AA_KEY_DROPOUT) return !strncmp(key, "dropout_", 8);
+  if (k->type == AA_KEY_REDUCE) return !strncmp(key, "dq_reduce", 9) && (key[9] == '\0' || key[9] == '_');
+  return !strcmp(k->key, key);
+}
+
+static int set_row(aa_recipe_t *r, const aa_recipe_key_t *k, const char *key, const char *value, aa_error_t *err) {
+  char *field = (char *)r + k->offset;
+  switch (k->type) {
+  case AA_KEY_STRING: {
+    size_t n = strlen(value);
+    if (n >= sizeof r->name)
+      return aa_error_set(err, AA_EINVAL, "key '%s': value '%s' longer than %zu characters", key, value,
+                          sizeof r->name - 1);
+    memcpy(field, value, n + 1);
     return AA_OK;
   }
-  if (!strncmp(key, "dropout_", 8)) {
-    /* The dropout scheme and its parameters live in lib/dropout.h. */
-    int st = aa_dropout_set(&r->dropout, key + 8, value, err);
-    if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
-    return st;
-  }
-  if (!strcmp(key, "softcap.tanh")) {
-    if (strcmp(value, "exact") != 0 && strcmp(value, "approx") != 0)
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected exact|approx)", key, value);
-    r->softcap_tanh = !strcmp(value, "approx") ? AA_TANH_APPROX : AA_TANH_EXACT;
+  case AA_KEY_FMT: {
+    aa_fmt_t f;
+    if (aa_fmt_from_name(&f, value) != AA_OK)
+      return aa_error_set(err, AA_EINVAL, "key '%s': unknown format '%s' (expected bf16|fp16|fp32|fp64|e4m3|e5m2)",
+                          key, value);
+    memcpy(field, &f, sizeof f);
     return AA_OK;
   }
-  if (!strcmp(key, "alibi.causal")) {
-    if (strcmp(value, "abs") != 0 && strcmp(value, "col") != 0)
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected abs|col)", key, value);
-    r->alibi_causal_col = !strcmp(value, "col");
+  case AA_KEY_ACCUM: {
+    aa_accum_t a;
+    if (aa_accum_from_name(&a, value) != AA_OK)
+      return aa_error_set(err, AA_EINVAL, "key '%s': unknown accumulation model '%s'", key, value);
+    memcpy(field, &a, sizeof a);
     return AA_OK;
   }
-  if (!strcmp(key, "fwd.k_order") || !strcmp(key, "bwd.q_order")) {
-    if (strcmp(value, "asc") != 0 && strcmp(value, "desc") != 0)
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected asc|desc)", key, value);
-    *(key[0] == 'f' ? &r->fwd_k_desc : &r->bwd_q_desc) = !strcmp(value, "desc");
-    return AA_OK;
+  case AA_KEY_ENUM: {
+    for (int j = 0; k->names[j] != NULL; j++)
+      if (!strcmp(k->names[j], value)) {
+        memcpy(field, &j, sizeof j);
+        return AA_OK;
+      }
+    char opts[256];
+    list_names(opts, sizeof opts, k->names, "|");
+    return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected %s)", key, value, opts);
   }
-  if (!strcmp(key, "fwd.splits") || !strcmp(key, "fwd.split_sms")) {
+  case AA_KEY_SIZE: {
     char *end;
     errno = 0;
-    unsigned long long u = strtoull(value, &end, 10);
-    if (value[0] < '0' || value[0] > '9' || errno != 0 || *end != '\0' || u > 4096)
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected an integer 0..4096)", key, value);
-    *(!strcmp(key, "fwd.split_sms") ? &r->fwd_split_sms : &r->fwd_splits) = (size_t)u;
+    unsigned long long u = value[0] >= '0' && value[0] <= '9' ? strtoull(value, &end, 10) : 0;
+    if (value[0] < '0' || value[0] > '9' || errno != 0 || *end != '\0' || u > (unsigned long long)k->max) {
+      if (k->max == SIZE_MAX_KEY)
+        return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected an integer 0..2^30)", key, value);
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected an integer 0..%zu)", key, value,
+                          k->max);
+    }
+    size_t s = (size_t)u;
+    memcpy(field, &s, sizeof s);
     return AA_OK;
   }
-  if (!strcmp(key, "fwd.exp") || !strcmp(key, "bwd.exp")) {
-    /* The weight's exp construction, a lib/exp.h spec (KEYS.md). */
+  case AA_KEY_DOUBLE: {
+    char *end;
+    errno = 0;
+    double d = strtod(value, &end);
+    if (errno != 0 || end == value || *end != '\0' || isnan(d))
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected a number)", key, value);
+    memcpy(field, &d, sizeof d);
+    return AA_OK;
+  }
+  case AA_KEY_BOOL: {
+    int b;
+    if (parse_bool(&b, value) != 0)
+      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected on|off)", key, value);
+    memcpy(field, &b, sizeof b);
+    return AA_OK;
+  }
+  case AA_KEY_EXP: {
     aa_exp_t e;
     aa_error_t e2;
     e2.msg[0] = '\0';
     if (aa_exp_parse(&e, value, &e2) != AA_OK)
       return aa_error_set(err, AA_EINVAL, "key '%s': bad construction '%s' (%s)", key, value, e2.msg);
-    *(!strcmp(key, "fwd.exp") ? &r->fwd_exp : &r->bwd_exp) = e;
+    memcpy(field, &e, sizeof e);
     return AA_OK;
   }
-  if (!strcmp(key, "mixed_precision")) {
-    int on;
-    if (parse_bool(&on, value) != 0)
-      return aa_error_set(err, AA_EINVAL, "key 'mixed_precision': bad value '%s' (expected on|off)", value);
-    /* seed 000 L101: dy_o_sum is float32 "when mixed_precision"; REFERENCES
-       section 3: dQ reduced per K tile in the mixed dtype (fp32 only with
-       mixed_precision); the dK/dV section accumulators and dsinks_local use
-       the same mixed dtype. */
-    aa_fmt_t f = on ? AA_FMT_FP32 : r->io_fmt;
-    r->bwd_d_fmt = r->bwd_dq_acc_fmt = r->bwd_dkv_acc_fmt = r->bwd_dsinks_fmt = f;
-    return AA_OK;
+  case AA_KEY_DROPOUT: {
+    int st = aa_dropout_set(&r->dropout, key + 8, value, err);
+    if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
+    return st;
   }
-  if (!strncmp(key, "dq_reduce", 9) && (key[9] == '\0' || key[9] == '_')) {
-    /* The dQ reduction strategy and its parameters (lib/reduce.h). */
+  case AA_KEY_REDUCE: {
     const char *sub = key[9] == '\0' ? "kind" : key + 10;
     if (!strcmp(sub, "add_fmt") || !strcmp(sub, "acc_fmt") || !strcmp(sub, "section") || !strcmp(sub, "store_fmt"))
       return aa_error_set(err, AA_EINVAL,
@@ -181,80 +321,24 @@ int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t
     if (st == AA_ENOTFOUND) return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
     return st;
   }
-  for (size_t i = 0; i < aa_recipe_nkeys; i++) {
-    const aa_recipe_key_t *k = &aa_recipe_keys[i];
-    if (strcmp(k->key, key) != 0) continue;
-    char *field = (char *)r + k->offset;
-    switch (k->type) {
-    case AA_KEY_STRING: {
-      size_t n = strlen(value);
-      if (n >= sizeof r->name)
-        return aa_error_set(err, AA_EINVAL, "key '%s': value '%s' longer than %zu characters", key, value,
-                            sizeof r->name - 1);
-      memcpy(field, value, n + 1);
-      return AA_OK;
-    }
-    case AA_KEY_FMT: {
-      aa_fmt_t f;
-      if (aa_fmt_from_name(&f, value) != AA_OK)
-        return aa_error_set(err, AA_EINVAL, "key '%s': unknown format '%s' (expected bf16|fp16|fp32|fp64|e4m3|e5m2)",
-                            key, value);
-      memcpy(field, &f, sizeof f);
-      return AA_OK;
-    }
-    case AA_KEY_ACCUM: {
-      aa_accum_t a;
-      if (aa_accum_from_name(&a, value) != AA_OK)
-        return aa_error_set(err, AA_EINVAL, "key '%s': unknown accumulation model '%s'", key, value);
-      memcpy(field, &a, sizeof a);
-      return AA_OK;
-    }
-    case AA_KEY_ENUM: {
-      for (int j = 0; k->names[j] != NULL; j++)
-        if (!strcmp(k->names[j], value)) {
-          memcpy(field, &j, sizeof j);
-          return AA_OK;
-        }
-      char opts[256];
-      list_names(opts, sizeof opts, k->names);
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected %s)", key, value, opts);
-    }
-    case AA_KEY_SIZE: {
-      char *end;
-      errno = 0;
-      if (value[0] < '0' || value[0] > '9') goto bad_number;
-      unsigned long long u = strtoull(value, &end, 10);
-      if (errno != 0 || *end != '\0' || u > (unsigned long long)(1u << 30)) goto bad_number;
-      size_t s = (size_t)u;
-      memcpy(field, &s, sizeof s);
-      return AA_OK;
-    bad_number:
-      return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected an integer 0..2^30)", key, value);
-    }
-    case AA_KEY_DOUBLE: {
-      char *end;
-      errno = 0;
-      double d = strtod(value, &end);
-      if (errno != 0 || end == value || *end != '\0' || isnan(d))
-        return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected a number)", key, value);
-      memcpy(field, &d, sizeof d);
-      return AA_OK;
-    }
-    case AA_KEY_BOOL: {
-      int b;
-      if (parse_bool(&b, value) != 0)
-        return aa_error_set(err, AA_EINVAL, "key '%s': bad value '%s' (expected on|off)", key, value);
-      memcpy(field, &b, sizeof b);
-      return AA_OK;
-    }
-    }
+  case AA_KEY_MACRO:
+    return k->set(r, key, value, err);
   }
   return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
 }
 
-/* Text of one field's value (shared by format and equal). */
+int aa_recipe_set(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err) {
+  if (r == NULL || key == NULL || value == NULL) return aa_error_set(err, AA_EINVAL, "recipe_set: NULL argument");
+  for (size_t i = 0; i < aa_recipe_nkeys; i++)
+    if (row_matches(&aa_recipe_keys[i], key)) return set_row(r, &aa_recipe_keys[i], key, value, err);
+  return aa_error_set(err, AA_EINVAL, "unknown key '%s' (value '%s')", key, value);
+}
+
+/* Text of one field's value (shared by format, equal and the defaults):
+   for the families the kind (dropout_scheme, dq_reduce), for macros "". */
 static void value_text(char *buf, size_t len, const aa_recipe_key_t *k, const aa_recipe_t *r) {
   const char *field = (const char *)r + k->offset;
+  buf[0] = '\0';
   switch (k->type) {
   case AA_KEY_STRING:
     snprintf(buf, len, "%s", field);
@@ -302,57 +386,60 @@ static void value_text(char *buf, size_t len, const aa_recipe_key_t *k, const aa
     snprintf(buf, len, "%s", b ? "on" : "off");
     break;
   }
+  case AA_KEY_EXP:
+    aa_exp_describe(buf, len, (const aa_exp_t *)(const void *)field);
+    break;
+  case AA_KEY_DROPOUT:
+    snprintf(buf, len, "%s", r->dropout.scheme == AA_DROPOUT_NONE ? "none" : "on");
+    break;
+  case AA_KEY_REDUCE:
+    snprintf(buf, len, "%s", r->bwd_dq_reduce.kind == AA_REDUCE_FP32_ORDERED ? "fp32-ordered" : "other");
+    break;
+  case AA_KEY_MACRO:
+    break;
   }
+}
+
+/* 1 when the row's value is its default (what omission tests). */
+static int row_is_default(const aa_recipe_key_t *k, const aa_recipe_t *r) {
+  char v[192];
+  if (k->type == AA_KEY_EXP)
+    return aa_recipe_exp_is_default((const aa_exp_t *)(const void *)((const char *)r + k->offset));
+  value_text(v, sizeof v, k, r);
+  return !strcmp(v, k->def);
+}
+
+static int row_written(const aa_recipe_key_t *k, const aa_recipe_t *r) {
+  if (k->type == AA_KEY_MACRO) return 0;
+  if (k->omit == AA_OMIT_DEFAULT) return !row_is_default(k, r);
+  if (k->omit == AA_OMIT_GROUP) {
+    for (size_t i = 0; i < aa_recipe_nkeys; i++)
+      if (aa_recipe_keys[i].omit == AA_OMIT_GROUP && aa_recipe_keys[i].group == k->group &&
+          !row_is_default(&aa_recipe_keys[i], r))
+        return 1;
+    return 0;
+  }
+  return 1;
 }
 
 size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
   size_t need = 0;
-  char val[96];
+  char val[192];
   for (size_t i = 0; i < aa_recipe_nkeys; i++) {
-    value_text(val, sizeof val, &aa_recipe_keys[i], r);
-    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "%s = %s\n", aa_recipe_keys[i].key, val);
-    if (w > 0) need += (size_t)w;
-  }
-  if (r->dropout.scheme != AA_DROPOUT_NONE) {
-    /* Only when on, so that the text (and hashes) of dropout-free recipes
-       stay as they were. */
-    size_t w = aa_dropout_format(buf != NULL && need < len ? buf + need : NULL,
-                                 buf != NULL && need < len ? len - need : 0, &r->dropout, "dropout_");
-    need += w;
-  }
-  if (r->bwd_dq_reduce.kind != AA_REDUCE_FP32_ORDERED) {
-    /* Only when not the default fp32-ordered, so that the text (and
-       hashes) of recipes that reduce dQ in order stay as they were. */
-    need +=
-        aa_reduce_format(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                         &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
-  }
-  if (r->fwd_k_desc || r->fwd_splits != 0 || r->fwd_split_sms != 0 || r->bwd_q_desc) {
-    /* Only when not the defaults, like the dropout and dq_reduce keys. */
-    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "fwd.k_order = %s\nfwd.splits = %zu\nfwd.split_sms = %zu\nbwd.q_order = %s\n",
-                     r->fwd_k_desc ? "desc" : "asc", r->fwd_splits, r->fwd_split_sms, r->bwd_q_desc ? "desc" : "asc");
-    if (w > 0) need += (size_t)w;
-  }
-  if (!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) {
-    /* Only when not `exact`, like the dropout and dq_reduce keys. */
-    char fe[160], be[160];
-    aa_exp_describe(fe, sizeof fe, &r->fwd_exp);
-    aa_exp_describe(be, sizeof be, &r->bwd_exp);
-    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "fwd.exp = %s\nbwd.exp = %s\n", fe, be);
-    if (w > 0) need += (size_t)w;
-  }
-  if (r->softcap_tanh != AA_TANH_EXACT) { /* only when not exact, like the dropout and dq_reduce keys */
-    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "softcap.tanh = approx\n");
-    if (w > 0) need += (size_t)w;
-  }
-  if (r->alibi_causal_col) { /* only when col */
-    int w = snprintf(buf != NULL && need < len ? buf + need : NULL, buf != NULL && need < len ? len - need : 0,
-                     "alibi.causal = col\n");
-    if (w > 0) need += (size_t)w;
+    const aa_recipe_key_t *k = &aa_recipe_keys[i];
+    char *at = buf != NULL && need < len ? buf + need : NULL;
+    size_t room = buf != NULL && need < len ? len - need : 0;
+    if (!row_written(k, r)) continue;
+    if (k->type == AA_KEY_DROPOUT) {
+      need += aa_dropout_format(at, room, &r->dropout, "dropout_");
+    } else if (k->type == AA_KEY_REDUCE) {
+      need +=
+          aa_reduce_format(at, room, &r->bwd_dq_reduce, "dq_reduce_", AA_REDUCE_FMT_USED | AA_REDUCE_FMT_PIPELINE);
+    } else {
+      value_text(val, sizeof val, k, r);
+      int w = snprintf(at, room, "%s = %s\n", k->key, val);
+      if (w > 0) need += (size_t)w;
+    }
   }
   if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
   return need;
@@ -369,36 +456,133 @@ int aa_recipe_exp_is_default(const aa_exp_t *e) {
 }
 
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
-  char va[96], vb[96];
-  for (size_t i = 1; i < aa_recipe_nkeys; i++) { /* key 0 is the name */
-    value_text(va, sizeof va, &aa_recipe_keys[i], a);
-    value_text(vb, sizeof vb, &aa_recipe_keys[i], b);
-    if (strcmp(va, vb) != 0) return 0;
-    if (aa_recipe_keys[i].type == AA_KEY_DOUBLE &&
-        memcmp((const char *)a + aa_recipe_keys[i].offset, (const char *)b + aa_recipe_keys[i].offset,
-               sizeof(double)) != 0)
-      return 0;
-  }
-  if (a->dropout.scheme != b->dropout.scheme) return 0;
-  if (a->dropout.scheme != AA_DROPOUT_NONE) {
-    char da[512], db[512];
-    aa_dropout_format(da, sizeof da, &a->dropout, "");
-    aa_dropout_format(db, sizeof db, &b->dropout, "");
-    if (strcmp(da, db) != 0 || memcmp(&a->dropout.p, &b->dropout.p, sizeof(double)) != 0) return 0;
-  }
-  if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
-  if (a->fwd_k_desc != b->fwd_k_desc || a->fwd_splits != b->fwd_splits || a->fwd_split_sms != b->fwd_split_sms ||
-      a->bwd_q_desc != b->bwd_q_desc || a->softcap_tanh != b->softcap_tanh ||
-      a->alibi_causal_col != b->alibi_causal_col)
-    return 0;
-  {
-    char ea[160], eb[160];
-    aa_exp_describe(ea, sizeof ea, &a->fwd_exp);
-    aa_exp_describe(eb, sizeof eb, &b->fwd_exp);
-    if (strcmp(ea, eb) != 0) return 0;
-    aa_exp_describe(ea, sizeof ea, &a->bwd_exp);
-    aa_exp_describe(eb, sizeof eb, &b->bwd_exp);
-    if (strcmp(ea, eb) != 0) return 0;
+  char va[192], vb[192];
+  for (size_t i = 0; i < aa_recipe_nkeys; i++) {
+    const aa_recipe_key_t *k = &aa_recipe_keys[i];
+    switch (k->type) {
+    case AA_KEY_STRING: /* the name is not part of the numerics */
+    case AA_KEY_MACRO:
+      continue;
+    case AA_KEY_DROPOUT:
+      if (a->dropout.scheme != b->dropout.scheme) return 0;
+      if (a->dropout.scheme != AA_DROPOUT_NONE) {
+        char da[512], db[512];
+        aa_dropout_format(da, sizeof da, &a->dropout, "");
+        aa_dropout_format(db, sizeof db, &b->dropout, "");
+        if (strcmp(da, db) != 0 || memcmp(&a->dropout.p, &b->dropout.p, sizeof(double)) != 0) return 0;
+      }
+      continue;
+    case AA_KEY_REDUCE:
+      if (!aa_reduce_equal(&a->bwd_dq_reduce, &b->bwd_dq_reduce)) return 0;
+      continue;
+    default:
+      value_text(va, sizeof va, k, a);
+      value_text(vb, sizeof vb, k, b);
+      if (strcmp(va, vb) != 0) return 0;
+      if (k->type == AA_KEY_DOUBLE &&
+          memcmp((const char *)a + k->offset, (const char *)b + k->offset, sizeof(double)) != 0)
+        return 0;
+    }
   }
   return 1;
+}
+
+int aa_recipe_check_fields(const aa_recipe_t *r, aa_error_t *err) {
+  for (size_t i = 0; i < aa_recipe_nkeys; i++) {
+    const aa_recipe_key_t *k = &aa_recipe_keys[i];
+    const char *field = (const char *)r + k->offset;
+    char v[192];
+    int st;
+    switch (k->type) {
+    case AA_KEY_FMT:
+    case AA_KEY_ACCUM:
+    case AA_KEY_ENUM:
+      value_text(v, sizeof v, k, r);
+      if (!strcmp(v, "?"))
+        return aa_error_set(err, AA_EINVAL, "recipe '%s': key '%s' is out of range", r->name, k->key);
+      break;
+    case AA_KEY_SIZE: {
+      size_t s;
+      memcpy(&s, field, sizeof s);
+      if (s > k->max)
+        return aa_error_set(err, AA_EINVAL, "recipe '%s': key '%s' = %zu is above %zu", r->name, k->key, s, k->max);
+      break;
+    }
+    case AA_KEY_BOOL: {
+      int b;
+      memcpy(&b, field, sizeof b);
+      if (b != 0 && b != 1)
+        return aa_error_set(err, AA_EINVAL, "recipe '%s': key '%s' is not on/off", r->name, k->key);
+      break;
+    }
+    case AA_KEY_EXP:
+      if ((unsigned)((const aa_exp_t *)(const void *)field)->kind >= AA_EXP_KIND_COUNT)
+        return aa_error_set(err, AA_EINVAL, "recipe '%s': key '%s': kind out of range", r->name, k->key);
+      break;
+    case AA_KEY_DROPOUT:
+      if (r->dropout.scheme != AA_DROPOUT_NONE && (st = aa_dropout_check(&r->dropout, err)) != AA_OK) return st;
+      break;
+    case AA_KEY_REDUCE:
+      if ((st = aa_reduce_check(&r->bwd_dq_reduce, err)) != AA_OK) return st;
+      break;
+    default:
+      break;
+    }
+  }
+  return AA_OK;
+}
+
+size_t aa_recipe_key_count(void) {
+  return aa_recipe_nkeys;
+}
+
+int aa_recipe_key_info(aa_recipe_key_info_t *out, size_t i) {
+  static const char *const type_values[] = {"text (<= 63 chars)",
+                                            "format",
+                                            "gemm model",
+                                            "",
+                                            "integer",
+                                            "number",
+                                            "on, off",
+                                            "a lib/exp.h spec name[:key=value,...]",
+                                            "dropout_<name> keys (lib/dropout.h)",
+                                            "dq_reduce = kind and dq_reduce_<name> keys (lib/reduce.h)",
+                                            "macro"};
+  if (out == NULL || i >= aa_recipe_nkeys) return AA_EINVAL;
+  const aa_recipe_key_t *k = &aa_recipe_keys[i];
+  memset(out, 0, sizeof *out);
+  out->key = k->key;
+  out->values = type_values[k->type];
+  out->names = k->names;
+  out->max = k->type == AA_KEY_SIZE ? k->max : 0;
+  out->def = k->def;
+  out->exact = k->exact;
+  out->desc = k->desc;
+  out->cite = k->cite;
+  out->group = k->omit == AA_OMIT_GROUP ? k->group : 0;
+  out->flags = (k->omit != AA_OMIT_NEVER ? AA_RECIPE_KEY_OMITTED : 0u) |
+               (k->type == AA_KEY_MACRO ? AA_RECIPE_KEY_MACRO : 0u) |
+               (k->type == AA_KEY_DROPOUT || k->type == AA_KEY_REDUCE ? AA_RECIPE_KEY_FAMILY : 0u);
+  return AA_OK;
+}
+
+int aa_recipe_value(char *buf, size_t len, const aa_recipe_t *r, const char *key) {
+  if (buf == NULL || len == 0 || r == NULL || key == NULL) return AA_EINVAL;
+  for (size_t i = 0; i < aa_recipe_nkeys; i++)
+    if (row_matches(&aa_recipe_keys[i], key) && aa_recipe_keys[i].type != AA_KEY_MACRO) {
+      value_text(buf, len, &aa_recipe_keys[i], r);
+      return AA_OK;
+    }
+  return AA_ENOTFOUND;
+}
+
+void aa_recipe_defaults(aa_recipe_t *r) {
+  memset(r, 0, sizeof *r);
+  aa_dropout_default(&r->dropout);      /* scheme none; twin tile widths if a recipe turns it on */
+  aa_reduce_default(&r->bwd_dq_reduce); /* fp32-ordered: ascending KV blocks (FA2 deterministic order) */
+  for (size_t i = 0; i < aa_recipe_nkeys; i++) {
+    const aa_recipe_key_t *k = &aa_recipe_keys[i];
+    if (k->type == AA_KEY_MACRO || k->type == AA_KEY_DROPOUT || k->type == AA_KEY_REDUCE) continue;
+    set_row(r, k, k->key, k->def, NULL); /* the table's own defaults: tests/trecipe parses each */
+  }
 }

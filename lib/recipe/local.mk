@@ -1,9 +1,30 @@
 # attnacc: build fragment of the recipe module.
 attnaccinclude_HEADERS += lib/recipe.h
 lib_libattnacc_core_la_SOURCES += lib/recipe/recipe-impl.h lib/recipe/keys.c lib/recipe/presets.c lib/recipe/parse.c \
-	lib/recipe/check.c
+	lib/recipe/check.c lib/recipe/spec.c
 EXTRA_DIST += lib/recipe/KEYS.md
+
+# The presets are recipe files, compiled in as strings (in this order: the
+# order of `attnacc list`).
+AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.recipe lib/recipe/presets/fa2.recipe \
+	lib/recipe/presets/fa2-h100.recipe lib/recipe/presets/recip.recipe lib/recipe/presets/recip-causal.recipe \
+	lib/recipe/presets/fa2-atomic.recipe lib/recipe/presets/fa2-fixed.recipe lib/recipe/presets/tlx-dq.recipe \
+	lib/recipe/presets/tlx-dq-causal.recipe lib/recipe/presets/tlx-exp.recipe lib/recipe/presets/tlx.recipe \
+	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe
+EXTRA_DIST += $(AA_PRESET_FILES) lib/recipe/presets-gen.awk
+nodist_lib_libattnacc_core_la_SOURCES = lib/recipe/presets-text.c
+BUILT_SOURCES += lib/recipe/presets-text.c
+CLEANFILES += lib/recipe/presets-text.c
+lib/recipe/presets-text.c: $(AA_PRESET_FILES) $(srcdir)/lib/recipe/presets-gen.awk
+	$(AM_V_GEN)$(MKDIR_P) lib/recipe && cd $(srcdir) && $(AWK) -f lib/recipe/presets-gen.awk $(AA_PRESET_FILES) \
+	  > $(abs_builddir)/lib/recipe/presets-text.c.tmp && mv $(abs_builddir)/lib/recipe/presets-text.c.tmp $(abs_builddir)/lib/recipe/presets-text.c
 
 check_PROGRAMS += tests/trecipe
 TESTS += tests/trecipe
 tests_trecipe_SOURCES = tests/trecipe.c
+
+# Regression guard: every preset's canonical text against tests/data/presets.
+check_PROGRAMS += tests/tpresets
+TESTS += tests/tpresets
+tests_tpresets_SOURCES = tests/tpresets.c
+EXTRA_DIST += tests/data/presets

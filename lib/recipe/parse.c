@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "recipe.h"
+#include "recipe-impl.h"
 
 static char *trim(char *s) {
   while (isspace((unsigned char)*s))
@@ -63,9 +63,9 @@ int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path,
 
 static int parse_lines(aa_recipe_t *out, const char *text, const char *path, seen_t *seen, aa_error_t *err) {
   aa_recipe_t r;
-  /* Without `base`, a file starts from the fa2 preset renamed "custom". */
-  aa_recipe_preset(&r, "fa2", NULL);
-  strcpy(r.name, "custom");
+  /* Without `base`, a file starts from the table's defaults: fa2's values,
+     named "custom" (tests/trecipe checks that the two agree). */
+  aa_recipe_defaults(&r);
   int lineno = 0, nkeys = 0;
   const char *p = text;
   char line[1024];

@@ -1,0 +1,63 @@
+/* attnacc: aa_recipe_from_spec, a variant as --variants names it (preset, recipe file, or NAME:key=value,...). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "recipe.h"
+
+int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
+  if (out == NULL || spec == NULL) return aa_error_set(err, AA_EINVAL, "recipe_from_spec: NULL argument");
+  size_t n = strlen(spec);
+  if (n == 0) return aa_error_set(err, AA_EINVAL, "empty variant");
+  const char *colon = strchr(spec, ':');
+  if (colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")))) {
+    FILE *f = fopen(spec, "rb"); /* a file that cannot be read is the caller's mistake, not an I/O failure */
+    if (f == NULL) return aa_error_set(err, AA_EINVAL, "%s: cannot read the recipe file: %s", spec, strerror(errno));
+    fclose(f);
+    int st = aa_recipe_parse_file(out, spec, err);
+    if (st != AA_OK) return st;
+    if (!strcmp(out->name, "custom")) { /* no `name` (nor base): the file's base name names it */
+      const char *b = strrchr(spec, '/') != NULL ? strrchr(spec, '/') + 1 : spec;
+      size_t bn = strlen(b);
+      if (bn > 7 && !strcmp(b + bn - 7, ".recipe")) bn -= 7;
+      if (bn > 0 && bn < sizeof out->name) {
+        memcpy(out->name, b, bn);
+        out->name[bn] = '\0';
+      }
+    }
+  } else if (colon == NULL) {
+    int st = aa_recipe_preset(out, spec, err);
+    if (st != AA_OK) return st;
+  } else {
+    char base[64], buf[1024];
+    if ((size_t)(colon - spec) >= sizeof base)
+      return aa_error_set(err, AA_EINVAL, "variant '%s': preset name too long", spec);
+    memcpy(base, spec, (size_t)(colon - spec));
+    base[colon - spec] = '\0';
+    if (n >= sizeof out->name)
+      return aa_error_set(err, AA_EINVAL, "variant '%s': longer than %zu characters (write a recipe file)", spec,
+                          sizeof out->name - 1);
+    int st = aa_recipe_preset(out, base, err);
+    if (st != AA_OK) return st;
+    snprintf(buf, sizeof buf, "%s", colon + 1);
+    if (buf[0] == '\0') return aa_error_set(err, AA_EINVAL, "variant '%s': no key=value after ':'", spec);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(kv, '=');
+      if (eq == NULL || eq == kv || eq[1] == '\0')
+        return aa_error_set(err, AA_EINVAL, "variant '%s': '%s' is not key=value", spec, kv);
+      *eq = '\0';
+      if (!strcmp(kv, "base") || !strcmp(kv, "name"))
+        return aa_error_set(err, AA_EINVAL, "variant '%s': key '%s' cannot be overridden in a spec", spec, kv);
+      aa_error_t e;
+      e.msg[0] = '\0';
+      if (aa_recipe_set(out, kv, eq + 1, &e) != AA_OK)
+        return aa_error_set(err, AA_EINVAL, "variant '%s': %s", spec, e.msg);
+    }
+    snprintf(out->name, sizeof out->name, "%s", spec);
+  }
+  aa_error_t e;
+  e.msg[0] = '\0';
+  if (aa_recipe_check(out, &e) != AA_OK) return aa_error_set(err, AA_EINVAL, "variant '%s': %s", spec, e.msg);
+  return AA_OK;
+}
