@@ -1,5 +1,6 @@
 /* attnacc: benchmark of whole emulated recipes (forward + backward), side by side, on one head of BF16 normal inputs.
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

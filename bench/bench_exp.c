@@ -1,4 +1,5 @@
 /* attnacc: benchmark of the exhaustive exp map over all 2^32 FP32 bit patterns, against a plain libm exp2f loop. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* attnacc: benchmark of aa_gemm on the five attention-backward shapes, against OpenBLAS sgemm when configure found
  * it. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* attnacc: benchmark of the oracle's fast path (tiled kernel against the earlier row-by-row kernel, side by side)
  * with a plain-MPFR estimate. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* attnacc: the command-line front end; dispatches to the subcommands listed in aa_commands[]. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <string.h>
 

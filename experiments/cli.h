@@ -1,4 +1,5 @@
 /* attnacc: helpers shared by the subcommands (options, numbers, JSON text, atomic files, inputs, metric reports). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_CLI_H
 #define AA_CLI_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the subcommands of the attnacc program and their table (one line per command in attnacc.c). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_COMMANDS_H
 #define AA_COMMANDS_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the `determinism` experiment: one problem run with R dQ order seeds, and the run-to-run spread. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: the `dq-budget` experiment: fixed-point dQ budget map (fallback fraction and added error). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* attnacc: dropout options of the run command: mask draws, forward/backward mismatch, keep rates, E[O] bias. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdlib.h>
 #include <string.h>
 

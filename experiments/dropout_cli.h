@@ -1,4 +1,5 @@
 /* attnacc: dropout options of the run command (mask draws, mismatch, keep rate, E[O] bias estimate). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_DROPOUT_CLI_H
 #define AA_DROPOUT_CLI_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the `dropout-map` experiment: where the backward mask redraw differs from the forward's, and its cost. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

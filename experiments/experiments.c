@@ -1,4 +1,5 @@
 /* attnacc: the experiment registry of `attnacc sweep`, option helpers, shared axes and the attention cell. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

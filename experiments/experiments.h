@@ -1,4 +1,5 @@
 /* attnacc: the experiment registry of `attnacc sweep`, its option helpers and the shared cell evaluation. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_EXPERIMENTS_H
 #define AA_EXPERIMENTS_H
 

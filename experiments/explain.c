@@ -1,4 +1,5 @@
 /* attnacc: the `explain` command: a recipe's error budget, one rounding site made exact at a time. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* attnacc: the `expmap` command: exhaustive or sampled error map of exp constructions (ratio, errors, NaN/Inf/...
  * regions). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* attnacc: the problem-feature options of the run command (alignment, two-sided windows, softcap, ALiBi, varlen). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* attnacc: resource limits the front end checks before work starts: available memory and the MPFR oracle's time. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_LIMITS_H
 #define AA_LIMITS_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the `list` command: recipes, accumulation models, oracle paths and commands. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 bin_PROGRAMS += experiments/attnacc
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
 	experiments/list.c experiments/run.c experiments/explain.c experiments/score.c experiments/stage.c experiments/stage.h \

@@ -1,5 +1,6 @@
 /* attnacc: the `main` command: the first thing a user runs: table4 --quick, table3 (sampled), the exp curve, a
  * report. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: the `nanmap` experiment: where each recipe's outputs turn NaN, Inf or overflow, over input scale and
  * length. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "experiments.h"
 
 /* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores

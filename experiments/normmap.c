@@ -1,4 +1,5 @@
 /* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break (seed 003 3.1, 5.4). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

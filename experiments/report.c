@@ -1,4 +1,5 @@
 /* attnacc: the `report` command: Markdown tables and gnuplot plots from sweep result folders. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /* attnacc: the `run` command: draw or read one problem, run the oracle once, emulate each variant and report the
  * metrics. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: the `score` command: compare a kernel's outputs (.npy folders, .npz, .safetensors; any layout) with the
  * oracle and give a verdict by the chosen rules. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: staged output files: every file of a set is written to a temporary first and renamed last, so a failure
  * leaves none of them. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_STAGE_H
 #define AA_STAGE_H
 

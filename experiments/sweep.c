@@ -1,4 +1,5 @@
 /* attnacc: the one sweep driver: `attnacc sweep` and the experiment shortcuts (threads, shards, resume, MPI). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: the `table3` experiment: the paper's Table 3 (packed BF16 exp accuracy), one cell per construction. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* attnacc: the `table4` experiment: the paper's accuracy grid (seed 003, REFERENCES section 2) over every backward
  * recipe. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "experiments.h"
 
 /* REFERENCES section 2, "benchmark grid": BF16, head dim 128, lengths

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the sweep and report side of the attnacc command (experiment registry, plots, their tests).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 experiments_attnacc_SOURCES += experiments/experiments.c experiments/experiments.h experiments/sweep.c \
 	experiments/table4.c experiments/nanmap.c experiments/report.c experiments/mainjob.c experiments/xpcsv.c
 # MPI's include flags for sweep.c (mpirun spreads cells over ranks), and the

@@ -1,4 +1,5 @@
 /* attnacc: the varlen batch of the run command: each sequence its own problem, then the whole packed batch. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

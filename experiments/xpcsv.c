@@ -1,4 +1,5 @@
 /* attnacc: a small RFC 4180 reader of result CSV files (the report and the experiments' summaries). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

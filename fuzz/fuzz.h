@@ -1,4 +1,5 @@
 /* attnacc: helpers shared by the libFuzzer harnesses (the input as a file, for readers that take a path). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_FUZZ_H
 #define AA_FUZZ_H
 

@@ -1,5 +1,6 @@
 /* attnacc: libFuzzer harness of the sweep journal reader: any bytes give records or an error, the valid prefix
  * lies inside the input, and parsing that prefix again gives the same records. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "fuzz.h"
 #include "sweep/internal.h"
 

@@ -1,5 +1,6 @@
 /* attnacc: libFuzzer harness of the .npy parser (also the .npz members' parser): any bytes give an array or an
  * error, never a crash or a leak, with and without '<i2' read as BF16 bits. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "npy.h"
 
 #include "fuzz.h"

@@ -1,5 +1,6 @@
 /* attnacc: libFuzzer harness of the .npz archive (libzip, then the .npy parser): any file gives the array "q" or an
  * error, never a crash or a leak. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "npy.h"
 
 #include "fuzz.h"

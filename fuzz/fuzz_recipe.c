@@ -1,5 +1,6 @@
 /* attnacc: libFuzzer harness of the recipe parser: any text is a recipe or an error, and a recipe survives
  * format-then-parse unchanged. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "fuzz.h"
 #include "recipe.h"
 

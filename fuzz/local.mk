@@ -1,4 +1,5 @@
 # attnacc: build fragment of the libFuzzer harnesses (configure --enable-fuzzing with CC=clang-14; `make fuzz`).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Each harness runs for FUZZ_SECONDS (default 60) on a scratch copy of its
 # committed seed corpus fuzz/corpus/NAME, so the tree is never written;
 # a crash, leak or failed property leaves the input in fuzz-NAME.crash/.

@@ -1,4 +1,5 @@
 /* attnacc: emulated attention forward and backward pipelines driven by a recipe. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ATTN_H
 #define AA_ATTN_H
 

@@ -1,4 +1,5 @@
 /* attnacc: umbrella header including every public module header. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ATTNACC_H
 #define AA_ATTNACC_H
 

@@ -1,4 +1,5 @@
 /* attnacc: status codes and the error-detail buffer shared by every module. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_COMMON_H
 #define AA_COMMON_H
 

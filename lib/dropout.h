@@ -1,4 +1,5 @@
 /* attnacc: dropout keep-mask schemes (tile-seeded NKI twin, position-keyed Philox, FA2 u8), rates, comparison. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_DROPOUT_H
 #define AA_DROPOUT_H
 

@@ -1,5 +1,6 @@
 /* attnacc: exponential constructions (exact, Schraudolph FP32/BF16, quadratic BF16, FA4 polynomial), packed BF16
  * pairs, and their exhaustive error map. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_EXP_H
 #define AA_EXP_H
 

@@ -1,4 +1,5 @@
 /* attnacc: emulated number formats (bf16, fp16, fp32, fp64, fp8 e4m3/e5m2), rounding modes and conversions. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_FMT_H
 #define AA_FMT_H
 

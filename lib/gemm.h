@@ -1,4 +1,5 @@
 /* attnacc: emulated matrix products with an explicit, named accumulation model. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_GEMM_H
 #define AA_GEMM_H
 

@@ -1,5 +1,6 @@
 /* attnacc: tensor layouts of attention inputs ([B,H,N,d], [B,N,H,d], [H,N,d], [N,d]), their inference, and the
  * seeded input draw. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_LAYOUT_H
 #define AA_LAYOUT_H
 

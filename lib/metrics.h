@@ -1,4 +1,5 @@
 /* attnacc: error measures of an output tensor against the oracle, and the pass rules. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_METRICS_H
 #define AA_METRICS_H
 

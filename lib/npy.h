@@ -1,4 +1,5 @@
 /* attnacc: NumPy .npy reader and writer (format 1.0-3.0, little-endian, C order). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_NPY_H
 #define AA_NPY_H
 

@@ -1,4 +1,5 @@
 /* attnacc: MPFR-backed exact attention forward and backward, with certified error bounds. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ORACLE_H
 #define AA_ORACLE_H
 

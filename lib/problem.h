@@ -1,5 +1,6 @@
 /* attnacc: the attention problem (shapes, scale, masks and their alignment, windows, softcap, ALiBi, GQA, sinks,
  * dropout keep mask) shared by oracle and emulation. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_PROBLEM_H
 #define AA_PROBLEM_H
 

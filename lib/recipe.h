@@ -1,4 +1,5 @@
 /* attnacc: precision recipes (data describing how a kernel rounds), presets and the recipe-file parser. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_RECIPE_H
 #define AA_RECIPE_H
 

@@ -1,4 +1,5 @@
 /* attnacc: dQ reduction strategies (ordered, atomic, splits, BF16 pairs, bounded fixed point, section round trip). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_REDUCE_H
 #define AA_REDUCE_H
 

@@ -1,4 +1,5 @@
 /* attnacc: PCG random streams (pcg32 XSH-RR, pcg64 XSL-RR), uniform and normal draws, stream derivation. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_RNG_H
 #define AA_RNG_H
 

@@ -1,5 +1,6 @@
 /* attnacc: scoring a kernel's outputs against the oracle: robust error measures, the pass rules users know
  * (abs-rel, torch, fa, sdpa), and a flat C entry point for foreign callers (Python ctypes). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_SCORE_H
 #define AA_SCORE_H
 

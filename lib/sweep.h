@@ -1,4 +1,5 @@
 /* attnacc: sweeps over grids of cells with resumable, shardable result files, and the on-disk oracle cache. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_SWEEP_H
 #define AA_SWEEP_H
 

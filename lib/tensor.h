@@ -1,4 +1,5 @@
 /* attnacc: dense row-major tensors of up to three axes, values held as doubles with a format tag. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_TENSOR_H
 #define AA_TENSOR_H
 

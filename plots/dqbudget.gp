@@ -1,4 +1,5 @@
 # attnacc: gnuplot script: fixed-point dQ budget map from `attnacc dq-budget` (fallback fraction and added error against the scale exponent).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Usage: gnuplot -e "csv='DIR/results.csv'; out='plots/dqbudget.png'" plots/dqbudget.gp
 # Optional: sigma (default 1), ns (lengths, default "1024 2048 4096 8192 16384 32768"), d, thr (safe error line, 1e-3), caption.
 # Columns are found by name in the CSV header (mask, sigma, n, scale_exp, fail_frac, red_rel_l2), so new

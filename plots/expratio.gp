@@ -1,4 +1,5 @@
 # attnacc: gnuplot script drawing output/2^x against x for each exp construction, with NaN/Inf/negative/zero regions as bands.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Input: the CSV of `attnacc expmap ... --curve FILE` (columns x, then per construction: ratio, class;
 # class 0 valid, 1 nan, 2 inf, 3 negative, 4 zero, 5 subnormal).
 # Usage: gnuplot -e "file='curve.csv'; out='expratio.png'" plots/expratio.gp

@@ -1,4 +1,5 @@
 # attnacc: gnuplot script: heatmap of where each recipe's outputs pass, fail the rule, overflow to Inf or turn NaN,
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # over input scale sigma (columns) and recipe x length (rows), one panel per mask.
 # Written for `attnacc report`, which sets these variables in a file loaded before this one:
 #   datafile  blocks (one per panel, two blank lines apart) of lines: x index, y index, class

@@ -1,4 +1,5 @@
 # attnacc: gnuplot script: relative l2 error against sequence length for one output tensor, one line per recipe and mask.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Written for `attnacc report`, which sets these variables in a file loaded before this one
 # (gnuplot vars.gp plots/table4.gp), or set them with -e:
 #   datafile  blocks separated by two blank lines, one per (recipe, mask): n, mean rel_l2 over seeds, max over seeds

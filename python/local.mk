@@ -1,4 +1,5 @@
 # attnacc: build fragment of the Python package (python/attnacc, ctypes over libattnacc) and its test.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py tests/test_python.py tests/tpython.sh tests/tscore_verdict.sh
 TESTS += tests/tpython.sh tests/tscore_verdict.sh
 if HAVE_PYTHON

@@ -1,4 +1,5 @@
 /* attnacc: tests of the emulated attention pipeline against an independent long-double reference written here. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

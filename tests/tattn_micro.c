@@ -1,5 +1,6 @@
 /* attnacc: hand-checkable 4 x 2 attention: every fa2 and nki rounding step written out as scalar code, bits compared.
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

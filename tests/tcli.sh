@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: tests of the attnacc command: clear errors (exit 2, no output file), list, run --json keys, save/score consistency, determinism.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tcli: $A not built"; exit 1; }

@@ -1,4 +1,5 @@
 /* attnacc: tests of the common module's name lookup and whole-string integer parsing. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "common.h"
 #include "tests.h"
 

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: `attnacc determinism` (the determinism experiment of the sweep engine): ordered and fixed-point dQ give one bit pattern over runs, fp32-atomic gives spread at n = 1024.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tdeterminism: $A not built"; exit 1; }

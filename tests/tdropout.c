@@ -1,4 +1,5 @@
 /* attnacc: tests of the dropout schemes (Philox vectors, tiling independence, twin fwd/bwd agreement, rates). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* attnacc: tests of dropout in the attn pipeline (forward mask vs backward redraw, bitwise identities, errors). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: edges under bad input (issue 11): duplicate recipe keys, exit status 2 for unusable output places, what a resumed journal discarded, memory and MPFR-time limits.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tedges: $A not built"; exit 1; }

@@ -1,4 +1,5 @@
 """attnacc: tests of the Python package on torch's own math attention as "the kernel" (run by tests/tpython.sh)."""
+# SPDX-License-Identifier: LGPL-3.0-or-later
 import json
 import math
 

@@ -1,4 +1,5 @@
 /* attnacc: small helpers shared by the test programs (seed, iteration multiplier, failure printing, file reading). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_TESTS_H
 #define AA_TESTS_H
 

@@ -1,5 +1,6 @@
 /* attnacc: tests of the exp constructions: closed forms, MPFR correct rounding, NaN boundaries, packed layout, map
  * stitching. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>

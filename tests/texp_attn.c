@@ -1,5 +1,6 @@
 /* attnacc: tests of the exp constructions inside attention (recipe keys fwd.exp / bwd.exp, presets tlx-exp, tlx,
  * tlx-causal). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

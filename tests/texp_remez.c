@@ -1,5 +1,6 @@
 /* attnacc: recomputes the minimax (Remez) fits of 2^f on [0,1] behind the fa4-poly coefficients and checks the stored
  * FP32 values. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: tests of explain (error budget per rounding site) and of variant specs in run and sweep --variants.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "texplain: $A not built"; exit 1; }

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: oracle regression check: stored inputs keep their sha256, and their golden outputs (MPFR, 256 bits) still match the oracle.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 F=${top_srcdir:-..}/fixtures

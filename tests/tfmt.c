@@ -1,5 +1,6 @@
 /* attnacc: exhaustive tests of the 8/16-bit formats (decode/encode, every rounding mode and option against MPFR) and
  * stochastic rounding. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "common.h"
 #include "tfmt_model.c"
 

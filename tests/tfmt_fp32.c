@@ -1,5 +1,6 @@
 /* attnacc: fp32 rounding against MPFR (sampled + boundaries), the inline bf16 fast path against aa_round, and the
  * expensive exhaustive fp32 -> bf16 check. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "tfmt_model.c"
 
 static double f32_value(uint32_t u) {

@@ -1,5 +1,6 @@
 /* attnacc: MPFR reference model of aa_round and a spec-table decoder, #included by the tfmt* tests (not compiled
  * alone). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /* attnacc: tests of aa_gemm: every model against an MPFR model of the same arithmetic, fast paths against the scalar
  * loops, exact sums. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <gmp.h>
 #include <math.h>
 #include <mpfr.h>

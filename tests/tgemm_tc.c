@@ -1,5 +1,6 @@
 /* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and
  * hand-derived cases. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <math.h>
 #include <mpfr.h>

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: external check against H200 outputs: the GPU's flash gradients score like our fa2 emulation, and fa2-h100 reproduces their bits.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Fixtures: fixtures/h200-sdpa (MANIFEST; experiments/README-gpu.md says how they were made).
 #  1. `attnacc score` of the H200 flash o/dq/dk/dv against the oracle: each rel_l2 within 10% of the rel_l2
 #     of our fa2 emulation on the same inputs (an independent witness that the emulated error is the real one).

@@ -1,4 +1,5 @@
 /* attnacc: tests of the metrics module against closed forms, bit-pattern ordinals and MPFR norms. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
 /* attnacc: tests of the seed 003 normalisation variants (fixed shift, guarded causal recovery, reciprocal backward).
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

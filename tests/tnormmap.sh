@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: test of the normmap command on a tiny grid: CSV rows, where the fixed shift must and must not break, the summary.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tnormmap: $A not built"; exit 1; }

@@ -1,4 +1,5 @@
 /* attnacc: tests of the .npy reader and writer: round trips, hand-built headers of versions 1.0-3.0, refusals. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>

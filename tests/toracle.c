@@ -1,5 +1,6 @@
 /* attnacc: oracle tests: fast path against the MPFR path over masks, GQA, sinks and dropout; MPFR at two precisions;
  * thread independence; argument errors. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <time.h>
 
 #include "toracle_common.c"

@@ -1,5 +1,6 @@
 /* attnacc: oracle tests against closed forms, a naive MPFR reference, finite differences of the forward loss, and
  * empty rows. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #define TOR_NO_COMPARE
 #include "toracle_common.c"
 

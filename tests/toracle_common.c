@@ -1,4 +1,5 @@
 /* attnacc: helpers shared by the oracle tests (included, not compiled alone): problem generation and comparisons. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>

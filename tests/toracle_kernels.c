@@ -1,5 +1,6 @@
 /* attnacc: tests of the oracle's kernels: double-double exp against MPFR, the exact-dot span test, FP32/BF16 rounding
  * helpers. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>

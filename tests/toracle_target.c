@@ -1,4 +1,5 @@
 /* attnacc: tests of the oracle's accuracy target: a looser target stays certified and agrees with the default one. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "oracle/oracle-impl.h"
 #include "toracle_common.c"
 

@@ -1,5 +1,6 @@
 /* attnacc: tests of the oracle's tiled fast kernel against the row-by-row reference kernel and across thread counts.
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "oracle/oracle-impl.h"
 #include "toracle_common.c"
 

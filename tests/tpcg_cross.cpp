@@ -1,4 +1,5 @@
 // attnacc: cross-check of the C pcg32/pcg64 streams against the C++ reference header pcg_random.hpp.
+// SPDX-License-Identifier: LGPL-3.0-or-later
 #include <pcg_random.hpp>
 
 #include <cinttypes>

@@ -1,4 +1,5 @@
 /* attnacc: regression guard: every preset's canonical text equals the copy stored in tests/data/presets. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: tests of the problem module: masks against flash-attn's and SDPA's index formulas, column intervals,
  * ALiBi distances and slopes, validation. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 

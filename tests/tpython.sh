@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: run the Python package's pytest file (tests/test_python.py) on the build tree's libattnacc; 77 when python3-numpy, python3-torch or python3-pytest is missing.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
 py=

@@ -1,4 +1,5 @@
 /* attnacc: tests of the recipe module: presets, key setting, format/parse round trip, parser errors. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: tests of the dQ reduction strategies (exact sums, fallbacks, hand-derived BF16 pairs, atomic orders,
  * splits). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <fenv.h>
 #include <inttypes.h>
 #include <math.h>

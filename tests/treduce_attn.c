@@ -1,5 +1,6 @@
 /* attnacc: the dq_reduce strategies inside the attention pipeline (counters, closed-form fixed-point limits, bounds,
  * order purity). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: tests of `attnacc report`: tables with the published numbers, plots when gnuplot is present, tables and an install note without it.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "treport: $A not built"; exit 1; }

@@ -1,4 +1,5 @@
 /* attnacc: tests of the rng module (published PCG vectors, bounded/uniform/normal statistics, stream derivation). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* attnacc: tests of the layout and score modules and of the 4-axis, '<i2', .npz and .safetensors readers, against
  * closed forms and per-batch oracles. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: `attnacc score` verdicts on torch's own math attention as the kernel: exit 0 when correct, 1 with dq * 1.008, 2 on bad input; layouts, .npz, .safetensors, '<i2' BF16 bits.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
 A="$top_builddir/experiments/attnacc"

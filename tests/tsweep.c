@@ -1,5 +1,6 @@
 /* attnacc: tests of the sweep engine: FNV-1a 128 against GMP, grid enumeration and seeds, results files, threads,
  * shards, resume, torn journals. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <gmp.h>
 #include <math.h>
 #include <stdio.h>

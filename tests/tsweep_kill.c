@@ -1,5 +1,6 @@
 /* attnacc: resume after SIGKILL: a child runs the sweep and is killed mid-run, repeatedly; the resumed result equals
  * an uninterrupted run. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

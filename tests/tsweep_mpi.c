@@ -1,5 +1,6 @@
 /* attnacc: the synthetic sweep run with aa_sweep_run_mpi; each rank writes its own folder (no shared files), rank 0
  * merges. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: a 2-rank MPI sweep (mpirun) must give the same results.canon.csv as one process; skipped without MPI.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 prog=./tests/tsweep_mpi
 if [ ! -x "$prog" ]; then
   echo "tsweep_mpi: not built (configure found no MPI): skipped"

@@ -1,5 +1,6 @@
 /* attnacc: tests of the oracle cache: bit-exact round trip, key sensitivity, corrupt/truncated/foreign entries are
  * misses. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* attnacc: the synthetic sweep shared by the sweep tests (grid, filter, a deterministic eval with a tunable delay).
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: declarations of the synthetic sweep shared by the sweep tests. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_TSWEEP_SYNTH_H
 #define AA_TSWEEP_SYNTH_H
 

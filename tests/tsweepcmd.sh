@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: tests of `attnacc sweep`: --jobs and --shard/--merge give the same canonical CSV, SIGKILL + --resume loses nothing, rows agree with `attnacc run`, bad options exit 2.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tsweepcmd: $A not built"; exit 1; }

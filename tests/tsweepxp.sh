@@ -1,5 +1,6 @@
 #!/bin/sh
 # attnacc: the experiments ported to the sweep engine (normmap, dq-budget, table3, determinism, dropout-map): --jobs, --shard/--merge and the shortcut command give one canonical CSV; their options are their own.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 [ -x "$A" ] || { echo "tsweepxp: $A not built"; exit 1; }

@@ -1,5 +1,6 @@
 /* attnacc: first test; prints version, configuration and CPU features (it fails only if the build identity is empty).
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <gmp.h>
 #include <mpfr.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* attnacc: internal helpers of the attn module (format rounding, ALU ops, exp, the run context). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ATTN_IMPL_H
 #define AA_ATTN_IMPL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the emulated backward pass (KV-section outer, Q inner; P recompute, dS, dQ/dK/dV, dsinks). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

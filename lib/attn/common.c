@@ -1,4 +1,5 @@
 /* attnacc: pieces shared by the emulated forward and backward (Q load, score tile, masks, two-pass softmax row). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
 /* attnacc: the emulated forward pass (online-LSE or two-pass softmax), producing O and the LSE checkpoint. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: the fixed-shift and guarded forwards of seed 003 (sections 3.1, 3.2, 3.4, 3.5): O, the saved (shift, 1/l)
  * per row, tile flags and recovery. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: the FA2 split-KV forward and key-block order (keys fwd.k_order, fwd.splits, fwd.split_sms). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

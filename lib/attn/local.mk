@@ -1,4 +1,5 @@
 # attnacc: build fragment of the attn module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c

@@ -1,4 +1,5 @@
 /* attnacc: aa_attn_run (validation, allocation, forward then backward) and aa_attn_result_free. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the common module (status codes, errors, build identity).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 lib_libattnacc_core_la_SOURCES += lib/common/status.c lib/common/githash.c lib/common/parse.c
 
 # The git hash is taken at make time: lib/githash.h is regenerated on every

@@ -1,4 +1,5 @@
 /* attnacc: name-table lookup and whole-string integer parsing shared by the modules' key=value setters. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

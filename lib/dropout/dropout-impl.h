@@ -1,4 +1,5 @@
 /* attnacc: internal helpers of the dropout module (keep thresholds, per-element draws). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_DROPOUT_IMPL_H
 #define AA_DROPOUT_IMPL_H
 

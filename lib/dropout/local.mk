@@ -1,4 +1,5 @@
 # attnacc: build fragment of the dropout module (keep-mask schemes, rates, forward/backward mask comparison).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/dropout.h
 lib_libattnacc_core_la_SOURCES += lib/dropout/dropout-impl.h lib/dropout/philox.c lib/dropout/names.c \
 	lib/dropout/mask.c lib/dropout/stats.c

@@ -1,4 +1,5 @@
 /* attnacc: dropout keep masks for a given tiling (tile-seeded pcg32, position-keyed Philox, u8 threshold). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <string.h>
 
 #include "dropout-impl.h"

@@ -1,4 +1,5 @@
 /* attnacc: dropout scheme names, defaults, parameter parsing, canonical text, checks, rescale, keep rates. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

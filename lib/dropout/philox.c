@@ -1,4 +1,5 @@
 /* attnacc: Philox4x32-10 counter-based generator (the position-keyed dropout draw). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "dropout-impl.h"
 
 /* Round multipliers and Weyl key increments of Philox4x32 (Salmon et al.,

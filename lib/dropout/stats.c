@@ -1,4 +1,5 @@
 /* attnacc: dropout mask statistics: realised keep rate, forward/backward mismatch, E[O] bias estimate over seeds. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 

@@ -1,4 +1,5 @@
 /* attnacc: scalar, packed and batch evaluation of the exp constructions, and their effective encoded exponent. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "exp-impl.h"

@@ -1,4 +1,5 @@
 /* attnacc: correctly rounded 2^x in FP32 and BF16 (libm FP64 value with a rounding-boundary test, MPFR fallback). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: internal inline kernels of the exp constructions, shared by the scalar, packed, batch and map paths. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_EXP_IMPL_H
 #define AA_EXP_IMPL_H
 

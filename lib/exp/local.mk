@@ -1,4 +1,5 @@
 # attnacc: build fragment of the exp module (constructions, packed BF16 pairs, error map).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/exp.h
 lib_libattnacc_core_la_SOURCES += lib/exp/registry.c lib/exp/eval.c lib/exp/exact.c lib/exp/map.c
 EXTRA_DIST += lib/exp/exp-impl.h

@@ -1,5 +1,6 @@
 /* attnacc: error map of exp constructions over intervals of FP32 inputs or over samples (OpenMP, thread-count
  * independent). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* attnacc: registry of the exp constructions, their parameters, presets and text parsing. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

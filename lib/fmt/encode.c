@@ -1,4 +1,5 @@
 /* attnacc: aa_fmt_encode / aa_fmt_decode, conversions between representable values and storage bit patterns. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "fmt-impl.h"

@@ -1,4 +1,5 @@
 /* attnacc: internal helpers of the fmt module (double bit access, exact powers of two, exponent biases). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_FMT_IMPL_H
 #define AA_FMT_IMPL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: the table of emulated formats and the name lookups for formats and rounding modes. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <ctype.h>
 #include <stddef.h>
 

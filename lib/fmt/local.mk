@@ -1,4 +1,5 @@
 # attnacc: build fragment of the fmt module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/fmt.h
 lib_libattnacc_core_la_SOURCES += lib/fmt/fmt-impl.h lib/fmt/info.c lib/fmt/round.c lib/fmt/encode.c
 

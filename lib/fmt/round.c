@@ -1,4 +1,5 @@
 /* attnacc: aa_round, rounding a double into an emulated format with integer operations on its bit pattern. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "common.h"

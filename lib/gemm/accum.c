@@ -1,4 +1,5 @@
 /* attnacc: names and one-line descriptions of the gemm accumulation models. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <string.h>
 
 #include "gemm.h"

@@ -1,4 +1,5 @@
 /* attnacc: cache-blocked gemm driver (packing, k blocks, OpenMP over row blocks) and run-time kernel choice. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

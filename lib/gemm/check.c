@@ -1,4 +1,5 @@
 /* attnacc: argument checks of aa_gemm and the K = 0 case shared by all models. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 
 #include "gemm-impl.h"

@@ -1,4 +1,5 @@
 /* attnacc: internal declarations shared by the gemm sources (argument checks, operand access, fast paths). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_GEMM_IMPL_H
 #define AA_GEMM_IMPL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: aa_gemm and aa_gemm_ref entry points: argument checks, then the model's fast path or reference loop. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "gemm-impl.h"
 #include "tc-impl.h"
 

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the gemm module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/gemm.h
 lib_libattnacc_core_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
 	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c

@@ -1,4 +1,5 @@
 /* attnacc: fast fp32-pairwise gemm: the binary-counter form of the fixed pairwise tree, vectorised across columns. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdlib.h>
 #include <string.h>
 

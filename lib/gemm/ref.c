@@ -1,5 +1,6 @@
 /* attnacc: scalar reference loops of the gemm accumulation models, written literally from the definitions in gemm.h.
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 

@@ -1,5 +1,6 @@
 /* attnacc: fp32-seq kernels (AVX-512, AVX2+FMA, scalar fmaf) for the blocked gemm driver: acc = fmaf(a_k, b_k, acc)
  * per output. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -1,5 +1,6 @@
 /* attnacc: fp64-seq kernels (AVX-512, AVX2+FMA, scalar fma) for the blocked gemm driver: acc = fma(a_k, b_k, acc) in
  * binary64. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

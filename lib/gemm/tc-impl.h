@@ -1,4 +1,5 @@
 /* attnacc: internal declarations of the tensor-core block accumulation models (tc-k16-f25, tc-k8-f24). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_GEMM_TC_IMPL_H
 #define AA_GEMM_TC_IMPL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: layout names, inference from q/k shapes, and import/export between a caller's layout and [B*H, N, d]. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <string.h>
 

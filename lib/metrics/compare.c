@@ -1,5 +1,6 @@
 /* attnacc: error measures (rel_l2, max_abs, ULP distances, non-finite counts, allclose rule) of a tensor against the
  * oracle. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <math.h>
 

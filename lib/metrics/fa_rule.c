@@ -1,4 +1,5 @@
 /* attnacc: the flash-attention pass rule, max_abs <= factor * max_abs of a naive same-precision reference. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "metrics.h"

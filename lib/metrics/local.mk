@@ -1,4 +1,5 @@
 # attnacc: build fragment of the metrics module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/metrics.h
 lib_libattnacc_core_la_SOURCES += lib/metrics/compare.c lib/metrics/fa_rule.c lib/metrics/ulp.c
 check_PROGRAMS += tests/tmetrics

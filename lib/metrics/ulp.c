@@ -1,4 +1,5 @@
 /* attnacc: signed ordinal of a value on the grid of a binary format, for ULP distances monotone across zero. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "metrics.h"

@@ -1,4 +1,5 @@
 /* attnacc: double-double exponential with a proven relative error bound, and its constants computed in MPFR. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 #include <string.h>

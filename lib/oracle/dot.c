@@ -1,4 +1,5 @@
 /* attnacc: the oracle's plain dot product of exactly representable products, one clone per vector width. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "fast-common.h"
 
 /* Its own translation unit: clang emits the resolver of a target_clones

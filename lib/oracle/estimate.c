@@ -1,4 +1,5 @@
 /* attnacc: the MPFR oracle path's running time estimated from the problem size (a pure function: no clock). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "oracle.h"
 
 /* Model: the MPFR engine visits every (query, key) pair of every head in

@@ -1,5 +1,6 @@
 /* attnacc: helpers shared by the oracle's tiled and row-by-row fast kernels (element finish, exactness test,
  * compensated dots, exp error). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ORACLE_FAST_COMMON_H
 #define AA_ORACLE_FAST_COMMON_H
 

@@ -1,5 +1,6 @@
 /* attnacc: the fast oracle path: tiled double-double attention forward and backward with certified per-element
  * bounds. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* attnacc: the reference row-by-row kernel of the fast oracle path (before tiling), kept as a second algorithm for
  * tests and benchmarks. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the oracle module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/oracle.h
 lib_libattnacc_core_la_SOURCES += lib/oracle/oracle-impl.h lib/oracle/fast-common.h lib/oracle/oracle.c lib/oracle/round.c lib/oracle/ddexp.c \
 	lib/oracle/mpeng.c lib/oracle/fast.c lib/oracle/fast_rows.c lib/oracle/dot.c

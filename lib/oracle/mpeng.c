@@ -1,5 +1,6 @@
 /* attnacc: the MPFR engine of the oracle: rows (O, LSE, dQ), columns (dK, dV) and sink gradients with running error
  * bounds. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

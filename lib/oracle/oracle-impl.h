@@ -1,4 +1,5 @@
 /* attnacc: internal header of the oracle module (double-double kernels, MPFR engine, settling of outputs). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_ORACLE_IMPL_H
 #define AA_ORACLE_IMPL_H
 

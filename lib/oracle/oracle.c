@@ -1,5 +1,6 @@
 /* attnacc: oracle entry point: options, validation, output allocation, settling of certified values, path dispatch.
  */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* attnacc: correct rounding of oracle values to FP32 and BF16 (RNE, subnormals, overflow to Inf), independent of
  * lib/fmt. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <mpfr.h>
 

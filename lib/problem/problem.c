@@ -1,4 +1,5 @@
 /* attnacc: problem defaults, validation and the softmax scale. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "problem.h"

@@ -1,4 +1,5 @@
 /* attnacc: aa_recipe_check: each key's range (the key table) and the rules between keys. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "recipe-impl.h"

@@ -1,4 +1,5 @@
 /* attnacc: the recipe key table (one row per key) and the loops over it: set, format, equal and the per-key check. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

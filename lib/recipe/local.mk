@@ -1,4 +1,5 @@
 # attnacc: build fragment of the recipe module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/recipe.h
 lib_libattnacc_core_la_SOURCES += lib/recipe/recipe-impl.h lib/recipe/keys.c lib/recipe/presets.c lib/recipe/parse.c \
 	lib/recipe/check.c lib/recipe/spec.c

@@ -1,4 +1,5 @@
 /* attnacc: the recipe-file parser (`key = value` lines, '#' comments, optional first `base = PRESET`). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>

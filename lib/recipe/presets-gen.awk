@@ -1,4 +1,5 @@
 # attnacc: turns the preset recipe files (lib/recipe/presets/NAME.recipe) into C strings (presets-text.c).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 # Usage: awk -f presets-gen.awk FILE...; the preset's name is the file's base name,
 # its description the text after "NAME: " on the first line.
 BEGIN {

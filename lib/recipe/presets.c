@@ -1,4 +1,5 @@
 /* attnacc: the named recipe presets (recipe files lib/recipe/presets/NAME.recipe, compiled in) and their lookup. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <string.h>
 

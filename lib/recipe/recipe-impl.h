@@ -1,4 +1,5 @@
 /* attnacc: internal key table of the recipe module (one row per recipe-file key). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_RECIPE_IMPL_H
 #define AA_RECIPE_IMPL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: aa_recipe_from_spec, a variant as --variants names it (preset, recipe file, or NAME:key=value,...). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

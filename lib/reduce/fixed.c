@@ -1,5 +1,6 @@
 /* attnacc: the bounded fixed-point dQ reduction (packed integer adds, budget checks, FP64 fallback; seed 003
  * section 3.6). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

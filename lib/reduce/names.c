@@ -1,4 +1,5 @@
 /* attnacc: reduce strategy names, defaults, parameter parsing, canonical text, checks and equality. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* attnacc: internal helpers of the reduce module (rounding of one add, the fixed-point kernel). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_REDUCE_IMPL_H
 #define AA_REDUCE_IMPL_H
 

@@ -1,5 +1,6 @@
 /* attnacc: aa_reduce_tile, the floating-point strategies (ordered, atomic order, splits, BF16 pairs, section round
  * trip). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
 /* attnacc: derivation of independent pcg64 streams from (seed, tags) with the splitmix64 finaliser. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "rng.h"
 
 /* splitmix64 finaliser (Stafford's "mix13" variant): a bijection on 64-bit

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the rng module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/rng.h
 lib_libattnacc_core_la_SOURCES += lib/rng/pcg32.c lib/rng/pcg64.c lib/rng/derive.c
 

@@ -1,4 +1,5 @@
 /* attnacc: pcg32 (PCG "setseq 64" with XSH-RR 64->32 output): seeding, next, unbiased bounded draws. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "rng.h"
 
 /* 64-bit LCG multiplier of the reference implementation (REFERENCES section 7). */

@@ -1,4 +1,5 @@
 /* attnacc: pcg64 (PCG "setseq 128" with XSL-RR 128->64 output): seeding, next, uniform and normal doubles. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 
 #include "rng.h"

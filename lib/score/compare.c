@@ -1,5 +1,6 @@
 /* attnacc: robust error measures of one output (ULP order statistics, normwise ULP, floored relative error) and the
  * rules evaluated on them. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

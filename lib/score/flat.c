@@ -1,5 +1,6 @@
 /* attnacc: the flat entry points aa_flat_score and aa_flat_oracle (C arrays with shapes in, scores or oracle values
  * out), for callers such as the Python package. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

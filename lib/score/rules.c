@@ -1,5 +1,6 @@
 /* attnacc: names and constants of the pass rules (abs-rel, torch, fa, sdpa) and the naive reference they compare
  * with. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <string.h>
 
 #include "score.h"

@@ -1,4 +1,5 @@
 /* attnacc: sweep grids: axes, result columns, enumeration with a filter, cell lookup and content hashes. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdlib.h>
 #include <string.h>
 

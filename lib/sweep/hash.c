@@ -1,4 +1,5 @@
 /* attnacc: 128-bit FNV-1a hashing (incremental) and its hex form. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 
 #include "sweep.h"

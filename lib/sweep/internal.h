@@ -1,4 +1,5 @@
 /* attnacc: internal declarations shared by the sources of the sweep module. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_SWEEP_INTERNAL_H
 #define AA_SWEEP_INTERNAL_H
 

@@ -1,4 +1,5 @@
 /* attnacc: reading sweep journals (complete cells only), merging them, and writing the canonical results files. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

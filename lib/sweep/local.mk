@@ -1,4 +1,5 @@
 # attnacc: build fragment of the sweep module (grids of cells, resumable sharded results, oracle cache).
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/sweep.h
 lib_libattnacc_core_la_SOURCES += lib/sweep/internal.h lib/sweep/hash.c lib/sweep/grid.c lib/sweep/rows.c \
   lib/sweep/journal.c lib/sweep/run.c lib/sweep/progress.c lib/sweep/ocache.c \

@@ -1,4 +1,5 @@
 /* attnacc: sweeps spread over MPI ranks: each rank runs its shard, rank 0 gathers the journals and merges. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* attnacc: content-addressed on-disk cache of oracle results (key, binary entry format, atomic put, checked get). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* attnacc: aa_oracle_run through the on-disk oracle cache. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "internal.h"
 
 /* A hit must also fit the problem: a key collision or a foreign file put

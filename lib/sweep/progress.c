@@ -1,4 +1,5 @@
 /* attnacc: formatting of the sweep progress line (the caller measures time and decides where to print). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 
 #include "sweep.h"

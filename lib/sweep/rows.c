@@ -1,4 +1,5 @@
 /* attnacc: the rows an eval callback fills for one cell, value formatting and the journal record of a cell. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

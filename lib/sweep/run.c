@@ -1,5 +1,6 @@
 /* attnacc: the sweep engine: resume from the journals, run a shard's cells on worker threads, append each cell
  * atomically. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

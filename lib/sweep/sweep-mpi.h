@@ -1,4 +1,5 @@
 /* attnacc: sweeps spread over MPI ranks (built only with MPI; linked by the attnacc command, not by libattnacc). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_SWEEP_SWEEP_MPI_H
 #define AA_SWEEP_SWEEP_MPI_H
 

@@ -1,4 +1,5 @@
 # attnacc: build fragment of the tensor module.
+# SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/tensor.h
 attnaccinclude_HEADERS += lib/npy.h
 lib_libattnacc_core_la_SOURCES += lib/tensor/tensor.c

@@ -1,4 +1,5 @@
 /* attnacc: NumPy .npy reader (format 1.0-3.0) and atomic version 1.0 writer for BF16/FP16/FP32/FP64 tensors. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -1,4 +1,5 @@
 /* attnacc: one array of a NumPy .npz archive (np.savez, np.savez_compressed), read with libzip. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* attnacc: one tensor of a .safetensors file (header length, JSON header, raw little-endian data). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

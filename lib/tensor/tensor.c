@@ -1,4 +1,5 @@
 /* attnacc: allocation, rounding and non-finite counting of dense tensors. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 

@@ -11,6 +11,7 @@ copied to the CPU) in one of the layouts "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, 
 (flash-attn), "hnd" [H, N, d] or "nd" [N, d]. k and v may have fewer heads (GQA). The library is
 libattnacc (found through ATTNACC_LIB, the build tree's lib/.libs, or the installed libdir).
 """
+# SPDX-License-Identifier: LGPL-3.0-or-later
 import ctypes
 import json
 import math

@@ -1,4 +1,5 @@
 """attnacc: locating libattnacc and the ctypes mirrors of lib/score.h's flat structures."""
+# SPDX-License-Identifier: LGPL-3.0-or-later
 import ctypes
 import os
 

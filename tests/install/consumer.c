@@ -1,4 +1,5 @@
 /* attnacc: a program of a library user, built against an installed attnacc with pkg-config (CI's install leg). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <attnacc/attnacc.h>
 #include <math.h>
 #include <stdio.h>
