@@ -66,11 +66,15 @@ typedef struct {
    interval is too wide the element is recomputed in MPFR at prec, 2 prec
    and 4 prec bits. Elements still undecided at 4 prec are counted in
    n_uncertified and are not covered by relerr_bound: an interval that
-   contains 0 (an exact zero such as dQ = 0 when all keys are equal) gives
+   contains 0 (an exact zero that no interval separates from 0) gives
    val = 0 and fp32 = bf16 = 0, which are the correct roundings whenever the
    interval lies inside (-2^-150, 2^-150); an exact FP32/BF16 rounding
-   midpoint gives the rounding of the computed center. Zeros are returned
-   as +0.
+   midpoint gives the rounding of the computed center. One exact zero is
+   certified by an identity instead: dQ[h, i, c] = 0 when every key row i
+   sees has the same value in column c (sum_j dS_ij = 0 when the weights sum
+   to 1: no sinks, softcap or dropout; oracle.c, dq_zero_by_identity), as
+   two equal BF16 keys often make in the first rows of a causal or windowed
+   problem. Zeros are returned as +0.
    The score modifiers of problem.h (softcap, ALiBi) keep these guarantees:
    the fast path's tanh and 1 - tanh^2 come from its certified double-double
    exponential with propagated bounds (fast-common.h, score_mod), the MPFR

@@ -370,10 +370,48 @@ static void test_empty_rows(uint64_t seed) {
   tor_free(&tc);
 }
 
+/* Causal row 1 sees keys 0 and 1; with K[1, c] = K[0, c] in some columns,
+   dQ[., 1, c] = K[0, c] (dS_10 + dS_11) = 0 exactly (sum_j dS_ij = 0 when
+   the weights sum to 1): certified exact zeros, on both paths, and no
+   element left uncertified. With sinks the weights of the keys sum to less
+   than 1 and the same columns are not zero (D_i (1 - sum_j P_ij) K[0, c]):
+   the oracle must not claim them. */
+static void test_equal_keys(uint64_t seed) {
+  for (size_t ns = 0; ns <= 1; ns++) {
+    tor_cfg_t c = {24, 8, 2, 1, 1, 0, 0, ns, 0, 0, 0, 1.0};
+    tor_case_t tc;
+    tor_make(&tc, &c, seed + 33);
+    for (size_t cc = 0; cc < c.d; cc += 2)
+      tc.k.data[1 * c.d + cc] = tc.k.data[0 * c.d + cc];
+    for (int path = 0; path < 2; path++) {
+      aa_oracle_result_t r;
+      if (tor_run(&r, &tc, (aa_oracle_path_t)path, 128, 0) != AA_OK) continue;
+      const char *pn = aa_oracle_path_name((aa_oracle_path_t)path);
+      for (size_t h = 0; h < c.heads; h++)
+        for (size_t cc = 0; cc < c.d; cc += 2) {
+          double v = r.dq.val.data[(h * c.n + 1) * c.d + cc];
+          if (ns == 0)
+            AA_CHECK(v == 0 && r.dq.bf16.data[(h * c.n + 1) * c.d + cc] == 0,
+                     "equal keys: dQ[%zu, 1, %zu] = 0 exactly (%s), got %a, seed %llu", h, cc, pn, v,
+                     (unsigned long long)seed);
+          else
+            AA_CHECK(v != 0, "equal keys with a sink: dQ[%zu, 1, %zu] is not zero (%s), seed %llu", h, cc, pn,
+                     (unsigned long long)seed);
+        }
+      if (ns == 0)
+        AA_CHECK(r.n_uncertified == 0, "equal keys: %zu elements uncertified (%s), seed %llu", r.n_uncertified, pn,
+                 (unsigned long long)seed);
+      aa_oracle_result_free(&r);
+    }
+    tor_free(&tc);
+  }
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("toracle_closed");
   test_reference(seed);
   test_uniform(seed);
   test_empty_rows(seed);
+  test_equal_keys(seed);
   return aa_test_finish("toracle_closed");
 }

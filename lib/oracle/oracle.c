@@ -103,6 +103,33 @@ int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, 
   return 1;
 }
 
+/* dQ[h, i, c] = sum_j dS_ij K[j, c] over the visible keys j of row i, and
+   sum_j dS_ij = sum_j P_ij dP_ij - D_i sum_j P_ij = D_i (1 - sum_j P_ij),
+   since D_i = dO_i . O_i = sum_j P_ij dP_ij. Without sinks the weights sum
+   to 1, so when every visible key has the same value in column c the
+   element is exactly K[., c] * 0 = 0: an exact zero that no interval can
+   separate from 0, certified by this identity instead. It needs dS_ij =
+   P_ij (dP_ij - D_i) itself, so not with softcap (a factor 1 - tanh^2 per
+   element) or dropout (kept weights rescaled); ALiBi only moves P. Two
+   equal BF16 keys among the first rows of a causal or windowed problem make
+   such elements common. */
+static int dq_zero_by_identity(const aa_or_ctx_t *cx, int t, size_t idx) {
+  const aa_problem_t *pb = cx->pb;
+  if (t != AA_OR_DQ || cx->ns != 0 || cx->cap != 0 || pb->keep != NULL) return 0;
+  size_t c = idx % cx->d, i = idx / cx->d % cx->n_q, h = idx / (cx->d * cx->n_q), lo, hi;
+  aa_problem_row_keys(pb, i, &lo, &hi);
+  const double *kc = cx->k + (h / cx->group) * cx->n_k * cx->d + c;
+  size_t first = SIZE_MAX;
+  for (size_t j = lo; j < hi; j++) {
+    if (!aa_problem_visible(pb, i, j)) continue;
+    if (first == SIZE_MAX)
+      first = j;
+    else if (kc[j * cx->d] != kc[first * cx->d])
+      return 0;
+  }
+  return first != SIZE_MAX;
+}
+
 int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, double e, int final) {
   mpfr_prec_t p = mpfr_get_prec(x) + 64;
   mpfr_t lo, hi, r;
@@ -140,6 +167,9 @@ int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, doubl
   int ok = 0;
   if (decided && separated && inrange && rel <= cx->target) {
     write_elem(cx, t, idx, val, f32, b16, rel);
+    ok = 1;
+  } else if (final && !separated && dq_zero_by_identity(cx, t, idx)) {
+    write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
     ok = 1;
   } else if (final) {
     /* Best effort, documented in oracle.h: an exact value that cannot be
