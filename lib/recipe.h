@@ -246,7 +246,7 @@ const char *aa_recipe_preset_text(const char *name);
    path ending in .recipe or containing '/'); or NAME:key=value,... (the
    preset with those keys set in order, named as written, at most 63
    characters; a value cannot hold a comma: use a file). A file that sets
-   no `name` (nor `base`) is named by its base name less .recipe. The result passes
+   no `name` key (even with `base`) is named by its base name less .recipe. The result passes
    aa_recipe_check. AA_ENOTFOUND for an unknown preset, AA_EINVAL for a bad
    key, value or check, AA_EIO/AA_EFORMAT from the file. */
 int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err);

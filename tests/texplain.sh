@@ -78,6 +78,12 @@ AABS=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")
 for v in ',fa2,dq,' ',my,dq,' ',"fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16",dq,'; do
   grep -q -- "$v" "$T/t4/results.csv" || FAIL "texplain: sweep results.csv has no row $v"
 done
+# A recipe file that sets `base` but no `name` is named after the file (not a
+# second "fa2", which the sweep would refuse as a repeated name).
+printf 'base = fa2\nbwd.ds_fmt = fp32\n' >"$T/mine.recipe"
+(cd "$T" && "$AABS" sweep --experiment table4 --variants fa2,mine.recipe --quick --n 128 --masks dense --threads 1 \
+  --out "$T/t5" >"$T/sw5" 2>"$T/esw5") || FAIL "texplain: sweep with an unnamed recipe file: exit $? ($(cat "$T/esw5"))"
+grep -q ',mine,dq,' "$T/t5/results.csv" 2>/dev/null || FAIL "texplain: the unnamed recipe file is not named 'mine'"
 if [ $fails -ne 0 ]; then
   echo "texplain: $fails failure(s)"
   exit 1

@@ -14,10 +14,16 @@ int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
   if (colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")))) {
     FILE *f = fopen(spec, "rb"); /* a file that cannot be read is the caller's mistake, not an I/O failure */
     if (f == NULL) return aa_error_set(err, AA_EINVAL, "%s: cannot read the recipe file: %s", spec, strerror(errno));
+    int named = 0; /* does the file set `name` itself? (`base = fa2` alone would name it fa2) */
+    char line[1024];
+    while (!named && fgets(line, sizeof line, f) != NULL) {
+      const char *p = line + strspn(line, " \t");
+      named = !strncmp(p, "name", 4) && (p[4] == '=' || p[4] == ' ' || p[4] == '\t');
+    }
     fclose(f);
     int st = aa_recipe_parse_file(out, spec, err);
     if (st != AA_OK) return st;
-    if (!strcmp(out->name, "custom")) { /* no `name` (nor base): the file's base name names it */
+    if (!named) { /* the file's base name names it, so my.recipe with `base = fa2` is "my", not a second "fa2" */
       const char *b = strrchr(spec, '/') != NULL ? strrchr(spec, '/') + 1 : spec;
       size_t bn = strlen(b);
       if (bn > 7 && !strcmp(b + bn - 7, ".recipe")) bn -= 7;
