@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "sweep/internal.h"
 
 void stage_init(stage_t *s) {
   memset(s, 0, sizeof *s);
@@ -92,32 +93,13 @@ static char *tmp_name(const char *path) {
 }
 
 int stage_data(stage_t *s, const char *path, const void *data, size_t len, aa_error_t *err) {
-  char *tmp = tmp_name(path);
-  const char *p = data;
-  int fd, e = 0;
-  if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-  if (fd < 0) {
-    e = errno;
-    free(tmp);
-    return aa_error_set(err, AA_EIO, "%s: cannot create: %s", path, strerror(e));
-  }
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      e = w < 0 ? errno : EIO;
-      break;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  if (e == 0 && fsync(fd) != 0) e = errno;
-  if (close(fd) != 0 && e == 0) e = errno;
-  if (e != 0) {
-    unlink(tmp);
-    free(tmp);
-    return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
+  char buf[4096];
+  int rc = aa__write_temp(buf, path, data, len, err); /* the sweep's writer: unique name, fsync, messages name path */
+  if (rc != AA_OK) return rc;
+  char *tmp = strdup(buf);
+  if (tmp == NULL) {
+    unlink(buf);
+    return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
   }
   return add(s, path, tmp, err);
 }
