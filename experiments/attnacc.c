@@ -6,8 +6,9 @@
 #include "commands.h"
 #include "version.h"
 
-/* To add a command: write experiments/<name>.c with aa_cmd_<name>, declare it
-   in commands.h, add the source in experiments/local.mk and one line here. */
+/* To add a command: write experiments/cmd/<name>.c with aa_cmd_<name> (an
+   experiment of `attnacc sweep` goes in experiments/xp/), declare it in
+   commands.h, add the source in experiments/local.mk and one line here. */
 const aa_command_t aa_commands[] = {
     {"list", aa_cmd_list, "list recipes, accumulation models, oracle paths and commands"},
     {"run", aa_cmd_run, "emulate variants on one problem and compare them with the oracle"},

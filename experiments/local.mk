@@ -1,13 +1,19 @@
 # attnacc: build fragment of the attnacc command (one source per subcommand; register it in attnacc.c).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 bin_PROGRAMS += experiments/attnacc
-experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h experiments/cli.c experiments/cli.h \
-	experiments/list.c experiments/run.c experiments/explain.c experiments/score.c experiments/stage.c experiments/stage.h \
-	experiments/limits.c experiments/limits.h \
-	experiments/expmap.c experiments/table3.c \
-	experiments/dropout_cli.c experiments/dropout_cli.h experiments/dropout_map.c \
-	experiments/features_cli.c experiments/features_cli.h experiments/varlen.c \
-	experiments/determinism.c experiments/dqbudget.c experiments/normmap.c
+# The command's sources by role: the dispatcher; cli/ (options, inputs,
+# output files and text); cmd/ (one file per command, named after it);
+# xp/ (the experiment registry and one file per experiment); report/.
+experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
+	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/limits.c experiments/cli/limits.h \
+	experiments/cli/stage.c experiments/cli/stage.h experiments/cli/dropout.c experiments/cli/dropout.h \
+	experiments/cli/features.c experiments/cli/features.h experiments/cli/csv_read.c \
+	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c \
+	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \
+	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
+	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
+	experiments/xp/determinism.c experiments/xp/dq_budget.c \
+	experiments/report/report.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md

@@ -1,11 +1,10 @@
 # attnacc: build fragment of the sweep and report side of the attnacc command (experiment registry, plots, their tests).
 # SPDX-License-Identifier: LGPL-3.0-or-later
-experiments_attnacc_SOURCES += experiments/experiments.c experiments/experiments.h experiments/sweep.c \
-	experiments/table4.c experiments/nanmap.c experiments/report.c experiments/mainjob.c experiments/xpcsv.c
-# MPI's include flags for sweep.c (mpirun spreads cells over ranks), and the
-# folders where report.c looks for the gnuplot scripts (source tree first,
+# The command's own folder (its includes name cli/..., xp/...), MPI's include
+# flags for cmd/sweep.c (mpirun spreads cells over ranks), and the folders
+# where report/report.c looks for the gnuplot scripts (source tree first,
 # then the installed copy).
-experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
+experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/experiments $(MPI_CFLAGS) \
 	-DAA_PLOTS_SRCDIR='"$(abs_top_srcdir)/plots"' -DAA_PLOTS_DATADIR='"$(pkgdatadir)/plots"'
 if HAVE_MPI
 experiments_attnacc_LDADD += lib/sweep/libsweepmpi.la $(MPI_LIBS)

@@ -24,7 +24,7 @@ static void inputs_free(inputs_t *in) {
   aa_tensor_free(&in->dO);
 }
 
-/* The draw of `attnacc run` (experiments/cli.c): per tensor id (0 q, 1 k,
+/* The draw of `attnacc run` (experiments/cli/cli.c): per tensor id (0 q, 1 k,
    2 v, 3 dO) and head a pcg64 stream aa_rng_derive(seed, {id, head}),
    sigma N(0,1) rounded to BF16. With ints > 0 the values are instead
    integers in [-ints, ints] (exact in BF16). */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments.h"
+#include "xp/xp.h"
 
 static const cli_opt_t params[] = {
     {"variant", "NAME", NULL, "preset recipe (attnacc list shows them)"},

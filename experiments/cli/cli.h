@@ -228,7 +228,7 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
 /* Apply the flash-attention rule against the naive reference's rows with
    the same output name: factor 2 for o, 3 for the gradients. */
 void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);
-/* The run command's body (experiments/run.c) under the name cmd. given:
+/* The run command's body (experiments/cmd/run.c) under the name cmd. given:
    the recipes to run instead of --variant/--recipe (NULL: those options).
    hook: called with the report and the compared variants in place of the
    naive reference, the table and every output file (NULL: run's report);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 /* The options `run` adds to its table (name, metavar, default, help). */
 // clang-format off

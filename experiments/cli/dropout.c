@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dropout_cli.h"
+#include "cli/dropout.h"
 
 int dropout_cli_setup(dropout_cli_t *dc, const char *cmd, const char *p_s, const char *scheme_s, const char *seed_s,
                       const char *seeds_s, uint64_t default_seed, const aa_dropout_t *base) {

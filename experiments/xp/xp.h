@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "attnacc.h"
-#include "cli.h"
+#include "cli/cli.h"
 #include "sweep.h"
 
 /* Settings of one sweep, filled by the driver (sweep.c) before the
@@ -194,7 +194,7 @@ const char *xp_csv_cell(const xp_csv_t *c, size_t r, int col); /* "" when absent
 double xp_csv_num(const char *s);                              /* NaN when empty or not a number */
 char *xp_slurp(const char *path, size_t *len);                 /* whole file, NUL-terminated; NULL on failure */
 
-/* The experiments (one file each; smoke, the tests' tiny grid, in experiments.c). */
+/* The experiments (one file each; smoke, the tests' tiny grid, in xp/registry.c). */
 extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,
     xp_dropout_map;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments.h"
+#include "xp/xp.h"
 
 static const cli_opt_t params[] = {
     {"n", "N[,N...]", "1024,2048,4096,8192,16384,32768", "sequence lengths"},

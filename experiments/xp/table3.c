@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments.h"
+#include "xp/xp.h"
 
 static const cli_opt_t params[] = {
     {"samples", "N", "4000000", "seeded samples per construction (the paper's 'four million sampled exponents')"},

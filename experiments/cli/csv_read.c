@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments.h"
+#include "xp/xp.h"
 
 char *xp_slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "features_cli.h"
+#include "cli/features.h"
 
 void features_cli_free(features_cli_t *fc) {
   free(fc->slopes);

@@ -8,7 +8,7 @@
 #include <omp.h>
 #endif
 
-#include "limits.h"
+#include "cli/limits.h"
 
 /* The value of "Key:" in a /proc/meminfo-style file, in bytes; 0 if absent. */
 static uint64_t meminfo_value(const char *path, const char *key) {

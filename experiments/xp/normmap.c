@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "experiments.h"
+#include "xp/xp.h"
 
 #define MAX_LIST 16
 #define MAX_REC 8

@@ -5,12 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "cli/limits.h"
+#include "cli/stage.h"
 #include "commands.h"
 #include "config.h"
-#include "experiments.h"
-#include "limits.h"
-#include "stage.h"
+#include "xp/xp.h"
 
 #ifdef AA_HAVE_MPI
 #include <mpi.h>

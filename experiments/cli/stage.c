@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "stage.h"
+#include "cli/stage.h"
 #include "sweep/internal.h"
 
 void stage_init(stage_t *s) {

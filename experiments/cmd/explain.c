@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "commands.h"
 
 static const char *const usage_line = "usage: attnacc explain --variant SPEC [run's problem options]";

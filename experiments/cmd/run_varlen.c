@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "features_cli.h"
+#include "cli/features.h"
 
 /* rows r0 .. r0 + n - 1 of every head of src [H, N, d] into dst [H, n, d] (allocated), or back with dir = 1 */
 static int rows_copy(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t n, int alloc) {

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "commands.h"
-#include "experiments.h"
+#include "xp/xp.h"
 
 static const cli_opt_t opts[] = {
     {"keys", NULL, NULL, "print the recipe key table instead: key, default, values, rounding site, description"},

@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "limits.h"
+#include "cli/cli.h"
+#include "cli/limits.h"
 
 #ifdef _OPENMP
 #include <omp.h>

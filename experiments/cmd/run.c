@@ -7,12 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "cli/dropout.h"
+#include "cli/features.h"
+#include "cli/limits.h"
+#include "cli/stage.h"
 #include "commands.h"
-#include "dropout_cli.h"
-#include "features_cli.h"
-#include "limits.h"
-#include "stage.h"
 
 #define MAX_VARIANTS 32
 
@@ -420,7 +420,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     goto out;
   }
   /* ---- dropout: the forward's mask goes to the oracle, each variant's
-     backward redraws (experiments/dropout_cli.c) ---- */
+     backward redraws (experiments/cli/dropout.c) ---- */
   if ((status = dropout_cli_setup(&dc, cmd, cli_get(&a, "dropout"), cli_get(&a, "dropout-scheme"),
                                   cli_get(&a, "dropout-seed"), cli_get(&a, "dropout-seeds"), seed,
                                   &recipes[0].dropout)) != 0)
@@ -436,7 +436,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     }
   }
   cli_set_threads(threads);
-  if (fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/varlen.c) */
+  if (fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/cmd/run_varlen.c) */
     rep = (cli_report_t){
         cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb, &oo, NULL, 0};
     status = features_cli_run_varlen(&fc, cmd, &rep, &in, recipes, nrec, cli_get(&a, "json") != NULL, out_file);

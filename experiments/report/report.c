@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "commands.h"
 #include "config.h"
-#include "experiments.h"
+#include "xp/xp.h"
 
 #ifndef AA_PLOTS_SRCDIR
 #define AA_PLOTS_SRCDIR ""

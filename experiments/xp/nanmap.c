@@ -1,7 +1,7 @@
 /* attnacc: the `nanmap` experiment: where each recipe's outputs turn NaN, Inf or overflow, over input scale and
  * length. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
-#include "experiments.h"
+#include "xp/xp.h"
 
 /* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores
    S = q.k / sqrt(d) grow like sigma^2 and the gradients dQ, dK like

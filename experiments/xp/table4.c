@@ -1,7 +1,7 @@
 /* attnacc: the `table4` experiment: the paper's accuracy grid (seed 003, REFERENCES section 2) over every backward
  * recipe. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
-#include "experiments.h"
+#include "xp/xp.h"
 
 /* REFERENCES section 2, "benchmark grid": BF16, head dim 128, lengths
    1024..32768 (six), dense and causal, forward (o) and backward (dq, dk,

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "experiments.h"
+#include "cli/cli.h"
+#include "xp/xp.h"
 
 const xp_experiment_t *const xp_experiments[] = {&xp_table4, &xp_nanmap,      &xp_normmap,     &xp_dqbudget,
                                                  &xp_table3, &xp_determinism, &xp_dropout_map, &xp_smoke};
