@@ -55,7 +55,12 @@ typedef struct {
    thread, except whole-row recipes (tile_k = 0, e.g. naive-bf16) which hold
    tile_q x n_k scores per thread (AA_ENOMEM beyond 16 GiB of tiles).
    tiles_skipped counts the backward's skipped (q head, q tile, k tile)
-   triples; seconds_* are wall-clock measurements. */
+   triples; seconds_* are wall-clock measurements. A varlen problem
+   (problem.h) runs sequence by sequence, each with the recipe's tiles
+   starting at the sequence's first row; o, lse, dq, dk, dv are packed, the
+   counters summed, and the per-row checkpoint (recip, shift, row_ckpt,
+   tile_flagged) left empty. Recipes that redraw dropout masks are refused
+   there (AA_EINVAL). */
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 void aa_attn_result_free(aa_attn_result_t *res);

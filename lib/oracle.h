@@ -94,7 +94,9 @@ typedef struct {
 
 /* Compute the exact attention forward and backward of the stored inputs
    q [heads, n_q, d], k and v [kv_heads, n_k, d], dO [heads, n_q, d] (their
-   values are taken exactly, whatever their format tag). */
+   values are taken exactly, whatever their format tag). A varlen problem
+   (problem.h) is computed sequence by sequence; every guarantee above holds
+   for each element, relerr_bound is the largest of the sequences'. */
 int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
                   const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err);
 void aa_oracle_result_free(aa_oracle_result_t *res);

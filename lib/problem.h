@@ -88,12 +88,28 @@ typedef struct {
      this mask: it is an input, not re-derived. */
   const uint8_t *keep;
   double keep_scale;
+  /* Varlen batch, as flash_attn_varlen_func takes it: varlen_batch > 0
+     sequences packed along the length axes; sequence b holds queries
+     cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 and keys cu_seqlens_k[b] ..
+     cu_seqlens_k[b+1] - 1 (both arrays [varlen_batch + 1], from 0, strictly
+     increasing, ending at n_q and n_k). Each sequence is its own problem
+     (aa_problem_varlen_seq): masks, their alignment, ALiBi and softcap apply
+     within it, and no query sees another sequence's keys. The oracle and
+     the emulation run the sequences one by one and pack the results, so the
+     tiles start at each sequence's first row as a varlen kernel's do. Not
+     combined with packing bounds, sinks or dropout. 0: one sequence. */
+  size_t varlen_batch;
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;
 } aa_problem_t;
 
 /* Fill sensible defaults: scale_default = 1, everything else off. */
 void aa_problem_init(aa_problem_t *pb, size_t n_q, size_t n_k, size_t d, size_t heads, size_t kv_heads);
 /* Check shapes and mask options; AA_EINVAL/AA_ESHAPE with a message. */
 int aa_problem_check(const aa_problem_t *pb, aa_error_t *err);
+/* Sequence b of a varlen problem: *seq is pb with that sequence's lengths
+   and no varlen batch; *q0, *k0 its first query and key row in the packed
+   tensors. pb must have passed aa_problem_check. */
+void aa_problem_varlen_seq(aa_problem_t *seq, const aa_problem_t *pb, size_t b, size_t *q0, size_t *k0);
 /* Softmax scale as a double (1.0 / sqrt(d) in double arithmetic when default). */
 double aa_problem_scale(const aa_problem_t *pb);
 /* The standard ALiBi slopes (Press et al. 2022; flash-attn tests'

@@ -120,6 +120,12 @@ typedef struct {
   double oracle_target; /* 0 = default */
   int threads;          /* 0 = all */
   int naive;            /* 1: run the naive reference in the inputs' dtype for the fa and sdpa rules */
+  /* Varlen batch (problem.h): varlen_batch > 0 sequences packed as
+     flash_attn_varlen_func takes them, every tensor [total, H, d] (layout
+     nhd; auto becomes nhd), cu_seqlens_q / _k [varlen_batch + 1] (the
+     caller keeps them alive during the call; cu_seqlens_k NULL: = _q). */
+  size_t varlen_batch;
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;
 } aa_flat_opts_t;
 
 /* One output's scores, flat for ctypes. Indices are in the caller's layout

@@ -28,6 +28,13 @@ void aa_tensor_free(aa_tensor_t *t); /* safe on a zeroed or freed tensor */
 size_t aa_tensor_numel(const aa_tensor_t *t);
 /* Round every element into fmt (RNE, subnormals, Inf on overflow) and tag it. */
 void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt);
+/* Rows r0 .. r0 + n - 1 along axis 1 of src ([H, N] or [H, N, d]) into
+   dst, allocated as [H, n] or [H, n, d] in src's format (the sequences of a
+   varlen batch). AA_ESHAPE when the rows do not exist, AA_ENOMEM. */
+int aa_tensor_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t n);
+/* The reverse: src ([H, n] or [H, n, d]) into rows r0 .. r0 + n - 1 of dst,
+   whose other axes match. */
+void aa_tensor_put_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0);
 /* Count NaN and Inf elements. */
 void aa_tensor_count_nonfinite(const aa_tensor_t *t, size_t *nan, size_t *inf);
 

@@ -200,8 +200,89 @@ def test_sdpa_kwargs():
     assert not wrong.passed
     with pytest.raises(ValueError, match="enable_gqa"):
         attnacc.score(*ins, o=outs[0], layout="bhnd", enable_gqa=False)
-    with pytest.raises(ValueError, match="varlen"):
+    with pytest.raises(ValueError, match="packed layout nhd"):
         attnacc.score(*ins, o=outs[0], layout="bhnd", cu_seqlens_q=torch.tensor([0, N]))
+
+
+VARLEN = [5, 17, 10]  # sequence lengths of the varlen batch
+
+
+def varlen_batch(dtype, causal):
+    """flash_attn_varlen_func's packed [total, H, d] inputs and, as "the kernel", torch's math attention run
+    on each sequence alone ([1, H, n, d]) and packed again."""
+    gen = torch.Generator().manual_seed(SEED + 1)
+    total = sum(VARLEN)
+    q, do = (torch.randn(total, H, D, generator=gen).to(dtype) for _ in range(2))
+    k, v = (torch.randn(total, HKV, D, generator=gen).to(dtype) for _ in range(2))
+    cu = torch.tensor([0] + list(np.cumsum(VARLEN)), dtype=torch.int32)
+    outs = [[], [], [], []]
+    for b in range(len(VARLEN)):
+        sl = slice(int(cu[b]), int(cu[b + 1]))
+        one = [t[sl].transpose(0, 1).unsqueeze(0) for t in (q, k, v, do)]  # [1, H, n, d]
+        for acc, t in zip(outs, math_attention(*one, causal=causal)):
+            acc.append(t.squeeze(0).transpose(0, 1))
+    return (q, k, v, do), [torch.cat(t) for t in outs], cu
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_fp32_kernel(causal):
+    ins, outs, cu = varlen_batch(torch.float32, causal)
+    o, dq, dk, dv = outs
+    res = attnacc.assert_accurate(*ins, o=o, dq=dq, dk=dk, dv=dv, cu_seqlens_q=cu, causal=causal, rule="all")
+    assert res.layout == "nhd" and res.passed
+    bad = attnacc.score(*ins, o=o, dq=dq * 1.008, dk=dk, dv=dv, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=causal,
+                        rule="all")
+    assert not bad["dq"].rules["torch"].passed and not bad["dq"].rules["fa"].passed
+    assert bad["dk"].rules["torch"].passed
+    # the same tensors read as one long sequence: queries see other sequences' keys
+    whole = attnacc.score(*ins, o=o, layout="nhd", causal=causal, rule="torch")
+    assert not whole.passed
+
+
+def test_varlen_oracle_and_emulate_match_per_sequence():
+    ins, _, cu = varlen_batch(torch.bfloat16, True)
+    packed = attnacc.oracle(*ins, cu_seqlens_q=cu, causal=True)
+    em = attnacc.emulate("fa2", *ins, cu_seqlens_q=cu, causal=True)
+    for b in range(len(VARLEN)):
+        sl = slice(int(cu[b]), int(cu[b + 1]))
+        one = attnacc.oracle(*[t[sl] for t in ins], layout="nhd", causal=True)
+        eo = attnacc.emulate("fa2", *[t[sl] for t in ins], layout="nhd", causal=True)
+        for name in ("o", "dq", "dk", "dv"):
+            assert np.array_equal(packed[name][sl], one[name]), name
+            assert np.array_equal(em[name][sl], eo[name]), name
+    assert em["score"].passed
+
+
+def test_varlen_refusals():
+    ins, outs, cu = varlen_batch(torch.float32, False)
+    with pytest.raises(ValueError, match="cu_seqlens_q ends at"):
+        attnacc.score(*ins, o=outs[0], cu_seqlens_q=cu[:-1])
+    with pytest.raises(ValueError, match="cu_seqlens_q has 4 offsets, cu_seqlens_k 3"):
+        attnacc.score(*ins, o=outs[0], cu_seqlens_q=cu, cu_seqlens_k=cu[:-1])
+    with pytest.raises(ValueError, match="1-D integer"):
+        attnacc.score(*ins, o=outs[0], cu_seqlens_q=cu.float())
+
+
+def test_varlen_command(tmp_path):
+    """`attnacc score --cu-seqlens` on np.savez files: exit 0 on the correct kernel, 1 with dq x 1.008."""
+    import os
+    import subprocess
+
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the built experiments/attnacc) is not set")
+    ins, outs, cu = varlen_batch(torch.float32, True)
+    np.savez(tmp_path / "in.npz", **{n: t.numpy() for n, t in zip(("q", "k", "v", "do"), ins)})
+    (tmp_path / "cu.txt").write_text(" ".join(str(int(x)) for x in cu) + "\n")
+    for scale, want in ((1.0, 0), (1.008, 1)):
+        g = dict(zip(("o", "dq", "dk", "dv"), outs))
+        g["dq"] = g["dq"] * scale
+        np.savez(tmp_path / "g.npz", **{n: t.numpy() for n, t in g.items()})
+        r = subprocess.run([cli, "score", "--inputs", str(tmp_path / "in.npz"), "--grads", str(tmp_path / "g.npz"),
+                            "--cu-seqlens", str(tmp_path / "cu.txt"), "--causal", "--rule", "torch,fa"],
+                           capture_output=True, text=True)
+        assert r.returncode == want, (scale, r.stdout, r.stderr)
+        assert "varlen batch: 3 sequences" in r.stdout
 
 
 def test_same_json_as_the_command(tmp_path):

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/features.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
@@ -17,6 +18,8 @@ static const cli_opt_t opts[] = {
     {"layout", "bhnd|bnhd|hnd|nd|nhd", "inferred",
      "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d], [N,d] or [N,H,d] (3 axes: hnd unless nhd is given)"},
     {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
+    {"cu-seqlens", "FILE", NULL,
+     "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
     CLI_OPTS_ORACLE,
@@ -42,6 +45,9 @@ static const char description[] =
     "--bf16-bits '<i2' (and safetensors I16) are BF16 bits too. Values are taken exactly.\n"
     "Layouts: [B, H, N, d] (SDPA), [B, N, H, d] (flash-attn), [H, N, d], [N, d]; k and v\n"
     "may have fewer heads (GQA). Without --layout it is inferred when only one fits.\n"
+    "Varlen batches (flash_attn_varlen_func): --cu-seqlens FILE with packed [total, H, d]\n"
+    "arrays; each sequence is its own problem (masks apply within it), and the metrics\n"
+    "and rules cover all packed elements.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
     "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
@@ -158,6 +164,7 @@ int aa_cmd_score(int argc, char **argv) {
   aa_rule_t rules[AA_RULE_COUNT];
   src_kind_t ik, gk;
   aa_layout_t layout = AA_LAYOUT_AUTO;
+  features_cli_t fc = {0};
   aa_dims_t qd, kd;
   aa_ndarray_t raw[5], graw[5];
   char label[5][320], glabel[5][320], joined[256], **av;
@@ -216,6 +223,16 @@ int aa_cmd_score(int argc, char **argv) {
       goto out;
     }
     ulp_fmt = (int)f;
+  }
+  if (cli_get(&a, "cu-seqlens") != NULL) {
+    size_t tq = 0, tk = 0;
+    if (layout == AA_LAYOUT_AUTO) layout = AA_LAYOUT_NHD;
+    if (layout != AA_LAYOUT_NHD) {
+      cli_error(cmd, "--cu-seqlens needs the packed layout nhd ([total, H, d]), not --layout %s",
+                aa_layout_name(layout));
+      goto out;
+    }
+    if (features_cli_lengths(&fc, cmd, &a, &tq, &tk)) goto out;
   }
   if ((s = cli_get(&a, "rule")) && cli_rules_parse(rules, &nrules, &atol, &rtol, cmd, s)) goto out;
   if (cli_get(&a, "bf16-bits") != NULL) flags |= AA_NPY_BF16_BITS;
@@ -300,6 +317,9 @@ int aa_cmd_score(int argc, char **argv) {
     pb.num_sinks = in.sinks.shape[1];
     pb.sinks = in.sinks.data;
   }
+  pb.varlen_batch = fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
+  pb.cu_seqlens_q = fc.cu_q;
+  pb.cu_seqlens_k = fc.cu_k;
   if ((rc = aa_problem_check(&pb, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     goto out;
@@ -465,6 +485,7 @@ int aa_cmd_score(int argc, char **argv) {
     cli_print_table(stdout, &rep, &v, 1);
     printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(layout), aa_layout_axes(layout), qd.b,
            qd.h, kd.h, cli_fmt_name(in_fmt));
+    if (fc.batch > 0) printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", fc.batch, qd.n, kd.n);
     cli_print_rules(stdout, &rep, &v, 1);
   }
   if (fflush(stdout) != 0) goto out;
@@ -481,6 +502,7 @@ int aa_cmd_score(int argc, char **argv) {
   }
 
 out:
+  features_cli_free(&fc);
   free(av);
   cli_sb_free(&sb);
   for (int i = 0; i < 5; i++) {

@@ -111,6 +111,10 @@ static inline double aa_attn_wexp(const aa_attn_ctx_t *cx, const aa_exp_t *e, do
 /* Q tile as used by the score product: with scale_fold = q the engine
    multiplies by scale in the ALU format and writes the kernel dtype (seed 000
    load_q_dy scale_first, L698-699/751/790). */
+/* The emulation of a varlen problem (pb->varlen_batch > 0, checked): every
+   sequence through aa_attn_run on its own, outputs packed (varlen.c). */
+int aa__attn_run_varlen(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_t rows);
 /* Score tile S[tq x tk] = Qeff K^T with the given model, rounded to s_fmt and,
    with scale_fold = s, scaled and rounded again (naive: bf16(bf16(QK^T)*scale)). */

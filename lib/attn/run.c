@@ -65,6 +65,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   if ((st = check_tensor(k, "k", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
   if ((st = check_tensor(v, "v", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
   if (dO != NULL && (st = check_tensor(dO, "dO", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
+  if (pb->varlen_batch > 0) return aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);
   /* Working set of the widest tile buffers: whole-row recipes (two-pass,
      tile_k = 0) hold tile_q x n_k per thread; refuse sizes that cannot be
      allocated instead of failing half way. */

@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/oracle.h
 lib_libattnacc_core_la_SOURCES += lib/oracle/oracle-impl.h lib/oracle/fast-common.h lib/oracle/oracle.c lib/oracle/round.c lib/oracle/ddexp.c \
 	lib/oracle/mpeng.c lib/oracle/fast.c lib/oracle/fast_rows.c lib/oracle/dot.c
-lib_libattnacc_core_la_SOURCES += lib/oracle/estimate.c
+lib_libattnacc_core_la_SOURCES += lib/oracle/estimate.c lib/oracle/varlen.c
 
 # Tests: fast vs mpfr over masks/GQA/sinks/dropout, MPFR self-consistency,
 # closed forms, finite differences, identities, kernels (dd exp, spans, rounding);

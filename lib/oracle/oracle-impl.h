@@ -158,6 +158,12 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err);
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err);
 enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1 };
 /* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */
+/* The oracle of a varlen problem (pb->varlen_batch > 0, checked): every
+   sequence through aa_oracle_run_kernel on its own, outputs packed
+   (lib/oracle/varlen.c). */
+int aa__oracle_run_varlen(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                          const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
+                          aa_error_t *err);
 int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
                          const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
                          aa_error_t *err);

@@ -239,6 +239,7 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(v, "v", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(dO, "dO", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
+  if (pb->varlen_batch > 0) return aa__oracle_run_varlen(out, pb, q, k, v, dO, opts, kernel, err);
   for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
     if (!isfinite(pb->sinks[i]))
       return aa_error_set(err, AA_ENAN, "oracle: sink logit %zu is not finite (%a)", i, pb->sinks[i]);

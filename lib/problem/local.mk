@@ -6,3 +6,8 @@ attnaccinclude_HEADERS += lib/problem.h
 check_PROGRAMS += tests/tproblem
 TESTS += tests/tproblem
 tests_tproblem_SOURCES = tests/tproblem.c
+# Varlen batches: the packed oracle against packing bounds, the packed emulation against per-sequence runs.
+check_PROGRAMS += tests/tvarlen
+TESTS += tests/tvarlen
+tests_tvarlen_SOURCES = tests/tvarlen.c
+tests_tvarlen_LDADD = $(LDADD) -lmpfr -lgmp -lm

@@ -1,6 +1,7 @@
 /* attnacc: problem defaults, validation and the softmax scale. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
+#include <stdio.h>
 
 #include "problem.h"
 
@@ -13,6 +14,45 @@ void aa_problem_init(aa_problem_t *pb, size_t n_q, size_t n_k, size_t d, size_t 
   pb->kv_heads = kv_heads;
   pb->scale_default = 1;
   pb->keep_scale = 1.0;
+}
+
+/* One cu_seqlens array: 0, strictly increasing, ending at total. */
+static int check_cu(const int32_t *cu, size_t batch, size_t total, const char *name, aa_error_t *err) {
+  if (cu == NULL) return aa_error_set(err, AA_EINVAL, "varlen batch of %zu sequences but no %s", batch, name);
+  if (cu[0] != 0) return aa_error_set(err, AA_EINVAL, "%s[0] is %d, not 0", name, (int)cu[0]);
+  for (size_t b = 0; b < batch; b++)
+    if (cu[b + 1] <= cu[b])
+      return aa_error_set(err, AA_EINVAL, "%s must increase: entry %zu is %d after %d (sequence %zu is empty)", name,
+                          b + 1, (int)cu[b + 1], (int)cu[b], b);
+  if ((size_t)cu[batch] != total)
+    return aa_error_set(err, AA_ESHAPE, "%s ends at %d but the packed tensors hold %zu rows", name, (int)cu[batch],
+                        total);
+  return AA_OK;
+}
+
+/* The varlen fields, the features they do not combine with, and each
+   sequence as a problem of its own (its windows and alignment). */
+static int check_varlen(const aa_problem_t *pb, aa_error_t *err) {
+  int st;
+  if (pb->bound_min != NULL || pb->num_sinks != 0 || pb->keep != NULL)
+    return aa_error_set(err, AA_EINVAL, "a varlen batch does not combine with %s",
+                        pb->bound_min != NULL ? "packing bounds"
+                        : pb->num_sinks       ? "sinks"
+                                              : "dropout");
+  if ((st = check_cu(pb->cu_seqlens_q, pb->varlen_batch, pb->n_q, "cu_seqlens_q", err)) != AA_OK) return st;
+  if ((st = check_cu(pb->cu_seqlens_k, pb->varlen_batch, pb->n_k, "cu_seqlens_k", err)) != AA_OK) return st;
+  for (size_t b = 0; b < pb->varlen_batch; b++) {
+    aa_problem_t seq;
+    size_t q0, k0;
+    aa_problem_varlen_seq(&seq, pb, b, &q0, &k0);
+    if ((st = aa_problem_check(&seq, err)) != AA_OK) {
+      char msg[sizeof err->msg];
+      if (err == NULL) return st;
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      return aa_error_set(err, st, "sequence %zu: %s", b, msg);
+    }
+  }
+  return AA_OK;
 }
 
 int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
@@ -56,7 +96,17 @@ int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
     return aa_error_set(err, AA_EINVAL, "softmax scale must be finite and positive, got %g", pb->scale);
   if (pb->keep != NULL && !(isfinite(pb->keep_scale) && pb->keep_scale > 0))
     return aa_error_set(err, AA_EINVAL, "dropout keep_scale must be finite and positive, got %g", pb->keep_scale);
-  return AA_OK;
+  return pb->varlen_batch > 0 ? check_varlen(pb, err) : AA_OK;
+}
+
+void aa_problem_varlen_seq(aa_problem_t *seq, const aa_problem_t *pb, size_t b, size_t *q0, size_t *k0) {
+  *seq = *pb;
+  *q0 = (size_t)pb->cu_seqlens_q[b];
+  *k0 = (size_t)pb->cu_seqlens_k[b];
+  seq->n_q = (size_t)pb->cu_seqlens_q[b + 1] - *q0;
+  seq->n_k = (size_t)pb->cu_seqlens_k[b + 1] - *k0;
+  seq->varlen_batch = 0;
+  seq->cu_seqlens_q = seq->cu_seqlens_k = NULL;
 }
 
 double aa_problem_scale(const aa_problem_t *pb) {

@@ -76,8 +76,14 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
     shape_str(b, sizeof b, &in[bad == 2 ? 1 : 0]);
     return aa_error_set(err, AA_ESHAPE, "%s %s does not match %s %s", nm[bad], a, bad == 2 ? "k" : "q", b);
   }
-  if ((rc = aa_layout_resolve(&p->layout, (aa_layout_t)o->layout, in[0].ndim, in[0].shape, in[1].shape, err)) !=
-      AA_OK)
+  if (o->varlen_batch > 0 && o->layout != AA_LAYOUT_AUTO && o->layout != AA_LAYOUT_NHD)
+    return aa_error_set(err, AA_EINVAL, "a varlen batch needs the packed layout nhd ([total, H, d]), not %s",
+                        aa_layout_name((aa_layout_t)o->layout));
+  if (o->varlen_batch > 0 && in[0].ndim != 3)
+    return aa_error_set(err, AA_ESHAPE, "a varlen batch needs packed [total, H, d] arrays; q has %d axes",
+                        in[0].ndim);
+  if ((rc = aa_layout_resolve(&p->layout, o->varlen_batch > 0 ? AA_LAYOUT_NHD : (aa_layout_t)o->layout, in[0].ndim,
+                              in[0].shape, in[1].shape, err)) != AA_OK)
     return rc;
   aa_layout_dims(&p->dq, p->layout, in[0].ndim, in[0].shape);
   aa_layout_dims(&p->dk, p->layout, in[1].ndim, in[1].shape);
@@ -112,6 +118,9 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
     p->pb.scale_default = 0;
     p->pb.scale = o->scale;
   }
+  p->pb.varlen_batch = o->varlen_batch; /* the check matches the offsets with the packed lengths */
+  p->pb.cu_seqlens_q = o->cu_seqlens_q;
+  p->pb.cu_seqlens_k = o->cu_seqlens_k != NULL ? o->cu_seqlens_k : o->cu_seqlens_q;
   if ((rc = aa_problem_check(&p->pb, err)) != AA_OK) {
     prob_free(p);
     return rc;

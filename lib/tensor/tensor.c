@@ -1,7 +1,8 @@
-/* attnacc: allocation, rounding and non-finite counting of dense tensors. */
+/* attnacc: allocation, rounding, non-finite counting and row slices of dense tensors. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensor.h"
 
@@ -48,4 +49,26 @@ void aa_tensor_count_nonfinite(const aa_tensor_t *t, size_t *nan, size_t *inf) {
   }
   *nan = cn;
   *inf = ci;
+}
+
+/* Elements per row (the product of the axes after axis 1). */
+static size_t row_len(const aa_tensor_t *t) {
+  return t->ndim == 3 ? t->shape[2] : 1;
+}
+
+int aa_tensor_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t n) {
+  size_t shape[3] = {src->shape[0], n, row_len(src)}, N = src->shape[1], w = row_len(src);
+  int st;
+  memset(dst, 0, sizeof *dst);
+  if (src->ndim < 2 || r0 > N || n > N - r0) return AA_ESHAPE;
+  if ((st = aa_tensor_alloc(dst, src->ndim, shape, src->fmt)) != AA_OK) return st;
+  for (size_t h = 0; h < src->shape[0]; h++)
+    memcpy(dst->data + h * n * w, src->data + (h * N + r0) * w, n * w * sizeof(double));
+  return AA_OK;
+}
+
+void aa_tensor_put_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0) {
+  size_t n = src->shape[1], N = dst->shape[1], w = row_len(src);
+  for (size_t h = 0; h < src->shape[0]; h++)
+    memcpy(dst->data + (h * N + r0) * w, src->data + h * n * w, n * w * sizeof(double));
 }

@@ -297,11 +297,38 @@ def _explain(res, name, rule):
             f"(got {t.worst_rel_got:.9g}, oracle {t.worst_rel_ref:.9g})")
 
 
-def _no_varlen(cu_seqlens_q, cu_seqlens_k):
-    if cu_seqlens_q is not None or cu_seqlens_k is not None:
-        raise ValueError("attnacc: varlen batches (cu_seqlens_q/cu_seqlens_k, flash_attn_varlen_func's packed "
-                         "[total, H, d]) are not supported yet: the problem module has no varlen problems; score "
-                         "each sequence as its own [N, H, d] slice (layout='bnhd' after unsqueeze(0))")
+def _varlen(opts, cu_seqlens_q, cu_seqlens_k):
+    """Attach a varlen batch (flash_attn_varlen_func's cu_seqlens_q/_k: B + 1 offsets from 0) to opts.
+    Returns the int32 copies, which the caller keeps alive during the C call (None without varlen)."""
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        return None
+    if cu_seqlens_q is None:
+        raise ValueError("attnacc: cu_seqlens_k given without cu_seqlens_q")
+    arrs = []
+    for name, c in (("cu_seqlens_q", cu_seqlens_q),
+                    ("cu_seqlens_k", cu_seqlens_q if cu_seqlens_k is None else cu_seqlens_k)):
+        if hasattr(c, "detach"):
+            c = c.detach().cpu().numpy()
+        a = np.asarray(c)
+        if a.ndim != 1 or a.size < 2 or a.dtype.kind not in "iu":
+            raise ValueError(f"attnacc: {name} must be a 1-D integer array of B + 1 offsets, got shape "
+                             f"{tuple(a.shape)} of {a.dtype}")
+        if a.min() < 0 or a.max() >= 2 ** 31:
+            raise ValueError(f"attnacc: {name} holds offsets outside [0, 2^31)")
+        arrs.append(np.ascontiguousarray(a, dtype=np.int32))
+    if arrs[0].size != arrs[1].size:
+        raise ValueError(f"attnacc: cu_seqlens_q has {arrs[0].size} offsets, cu_seqlens_k {arrs[1].size} "
+                         "(one per sequence and one)")
+    ip = ctypes.POINTER(ctypes.c_int32)
+    opts.varlen_batch = arrs[0].size - 1
+    opts.cu_seqlens_q = arrs[0].ctypes.data_as(ip)
+    opts.cu_seqlens_k = arrs[1].ctypes.data_as(ip)
+    return arrs
+
+
+def _layout_arg(layout, cu_seqlens_q):
+    """Varlen batches are packed [total, H, d]: layout nhd unless the caller names one (others are refused)."""
+    return layout if layout is not None or cu_seqlens_q is None else "nhd"
 
 
 def _rules_arg(rule):
@@ -347,17 +374,21 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
     reported; `rule` picks which decide Score.passed.
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
-    bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns. cu_seqlens_q/_k (varlen) are refused.
+    bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns.
+    cu_seqlens_q / cu_seqlens_k: a varlen batch as flash_attn_varlen_func takes it: packed [total, H, d]
+    tensors (layout "nhd") and B + 1 offsets from 0 (int tensors or arrays; cu_seqlens_k defaults to
+    cu_seqlens_q). Each sequence is its own problem (causal and windows apply within it); metrics and
+    rules cover all packed elements.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
-    _no_varlen(cu_seqlens_q, cu_seqlens_k)
     rules = _rules_arg(rule)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
     if all(a is None for a, _ in outs):
         raise ValueError("attnacc: give at least one of o, dq, dk, dv")
-    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
                  threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     gs = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in outs])
     res = (_lib.FlatOut * 4)()
@@ -386,15 +417,16 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
            cu_seqlens_k=None):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
-    do=None uses zeros (o and lse stay exact; the gradients are then zero)."""
-    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
+    batch of packed [total, H, d] tensors, as in score()."""
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
     if do is None:
         arrs.append((np.zeros_like(arrs[0][0]), arrs[0][1]))
     else:
         arrs.append(_as_array(do, "do", bf16_bits))
-    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, None, None, None, oracle,
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, None, None, None, oracle,
                  threads, False, arrs[0][0].shape, arrs[1][0].shape)
+    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     qa, ka = arrs[0][0], arrs[1][0]
     o = np.empty_like(qa)
@@ -428,12 +460,13 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     The inputs are first rounded to the recipe's io format (bf16 for the presets); the oracle sees the
     rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
-    name) and "rounded" (how many input values the rounding changed)."""
-    _no_varlen(cu_seqlens_q, cu_seqlens_k)
+    name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
+    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own."""
     rules = _rules_arg(rule)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    opts = _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
                  threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     qa, ka = arrs[0][0], arrs[1][0]
     bufs = [np.empty_like(qa), np.empty_like(qa), np.empty_like(ka), np.empty_like(ka)]

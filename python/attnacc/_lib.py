@@ -36,6 +36,9 @@ class FlatOpts(ctypes.Structure):
         ("oracle_target", ctypes.c_double),
         ("threads", ctypes.c_int),
         ("naive", ctypes.c_int),
+        ("varlen_batch", ctypes.c_size_t),
+        ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
+        ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
     ]
 
 
