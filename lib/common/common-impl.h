@@ -5,8 +5,8 @@
 
 #include "common.h"
 
-/* mkdir -p that appends the folders it created (malloc'd names, parents
-   first) to *made (NULL: not recorded). */
+/* mkdir -p that appends the folders it created (parents first) to the
+   set's made list, for aa_fileset_abort to remove (made NULL: not recorded). */
 int aa__mkdir_p_made(const char *dir, aa_fileset_t *made, aa_error_t *err);
 
 #endif
