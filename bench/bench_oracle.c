@@ -40,7 +40,7 @@ static double user_cpu(void) { /* all threads of the process */
 }
 
 typedef struct {
-  double wall, user, fwd;
+  double wall, user;
   size_t rec, unc;
   double bound;  /* largest relerr_bound over O, LSE, dQ, dK, dV */
   uint64_t hash; /* of the FP32 roundings of all outputs, to show that both kernels agree */
@@ -70,7 +70,6 @@ static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel)
   if (st != AA_OK) {
     fprintf(stderr, "bench_oracle: %s\n", err.msg);
   } else {
-    m->fwd = r.seconds_forward;
     m->rec = r.n_recomputed;
     m->unc = r.n_uncertified;
     const aa_oracle_out_t *outs[5] = {&r.o, &r.lse, &r.dq, &r.dk, &r.dv};
@@ -188,10 +187,10 @@ int main(int argc, char **argv) {
   printf("tiled = current kernel, rows = earlier row-by-row kernel; medians of %d run(s); user = CPU seconds of all "
          "threads\n",
          reps);
-  printf("%7s %6s %10s %10s %9s %8s %8s %10s %16s %13s %13s\n", "n", "kernel", "wall (s)", "user (s)", "fwd (s)",
-         "recomp", "uncert", "max bound", "fp32 hash", "mpfr est wall", "mpfr est user");
+  printf("%7s %6s %10s %10s %8s %8s %10s %16s %13s %13s\n", "n", "kernel", "wall (s)", "user (s)", "recomp", "uncert",
+         "max bound", "fp32 hash", "mpfr est wall", "mpfr est user");
   for (int i = 0; i < nn; i++) {
-    double w[2][100], u[2][100], fw[2][100];
+    double w[2][100], u[2][100];
     meas_t last[2];
     int kdo[2] = {want[0], want[1] && ns[i] <= rows_max};
     for (int rep = 0; rep < reps; rep++)
@@ -201,16 +200,15 @@ int main(int argc, char **argv) {
           return 1;
         w[k][rep] = last[k].wall;
         u[k][rep] = last[k].user;
-        fw[k][rep] = last[k].fwd;
       }
     double sc = ((double)ns[i] / (double)nmp) * ((double)ns[i] / (double)nmp), mw[2] = {0, 0}, mu[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
       if (!kdo[k]) continue;
       mw[k] = median(w[k], reps);
       mu[k] = median(u[k], reps);
-      printf("%7zu %6s %10.2f %10.2f %9.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i],
-             k == 0 ? "tiled" : "rows", mw[k], mu[k], median(fw[k], reps), last[k].rec, last[k].unc, last[k].bound,
-             (unsigned long long)last[k].hash, mp * sc, mpu * sc);
+      printf("%7zu %6s %10.2f %10.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i], k == 0 ? "tiled" : "rows",
+             mw[k], mu[k], last[k].rec, last[k].unc, last[k].bound, (unsigned long long)last[k].hash, mp * sc,
+             mpu * sc);
     }
     if (kdo[0] && kdo[1])
       printf("%7zu  ratio rows/tiled: wall %.2f, user %.2f; fp32 roundings %s\n", ns[i], mw[1] / mw[0], mu[1] / mu[0],

@@ -6,7 +6,7 @@ bin_PROGRAMS += experiments/attnacc
 # xp/ (the experiment registry and one file per experiment); report/.
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/limits.c experiments/cli/limits.h \
-	experiments/cli/stage.c experiments/cli/stage.h experiments/cli/dropout.c experiments/cli/dropout.h \
+	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h experiments/cli/csv_read.c \
 	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c \
 	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \

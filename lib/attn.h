@@ -39,7 +39,6 @@ typedef struct {
   size_t tiles_flagged;        /* guarded: tiles recomputed online; fixed-shift: tiles that failed the checks */
   size_t rows_recovered;       /* rows whose checkpoint is the recovered LSE */
   size_t contractions_skipped; /* guarded: fully masked (sub-tile, key block) contractions skipped (3.4) */
-  double seconds_forward, seconds_backward;
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0
@@ -55,7 +54,8 @@ typedef struct {
    thread, except whole-row recipes (tile_k = 0, e.g. naive-bf16) which hold
    tile_q x n_k scores per thread (AA_ENOMEM beyond 16 GiB of tiles).
    tiles_skipped counts the backward's skipped (q head, q tile, k tile)
-   triples; seconds_* are wall-clock measurements. A varlen problem
+   triples. The library reads no clock: a caller that reports timings
+   times the call (dO NULL times the forward alone). A varlen problem
    (problem.h) runs sequence by sequence, each with the recipe's tiles
    starting at the sequence's first row; o, lse, dq, dk, dv are packed, the
    counters summed, and the per-row checkpoint (recip, shift, row_ckpt,

@@ -17,10 +17,13 @@ extern "C" {
 int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err);
 
 /* Write t as a version 1.0 .npy with the dtype of fmt ('<u2' for BF16);
-   values are rounded to fmt (RNE). The file appears atomically (written to a
-   temporary name in the same folder, then renamed), so a failure leaves no
-   partial file. */
+   values are rounded to fmt (RNE). The file appears atomically (an
+   aa_ofile_t of lib/common.h: a temporary in the same folder, fsync,
+   rename), so a failure leaves no partial file; messages name path. */
 int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err);
+/* The same as one file of a set (lib/common.h): on disk under its
+   temporary name until aa_fileset_commit renames the whole set. */
+int aa_npy_write_set(aa_fileset_t *set, const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err);
 
 /* An array of 1 to AA_NDARRAY_MAX_DIM axes read from a file, values exact
    in fmt, C order (the general form behind aa_npy_read; the layout module

@@ -81,15 +81,14 @@ typedef struct {
    path's from mpfr_tanh and mpfr_sech with running bounds; the ALiBi bias is
    formed exactly. */
 typedef struct {
-  aa_oracle_out_t o;                        /* [heads, n_q, d] */
-  aa_oracle_out_t lse;                      /* [heads, n_q], natural log, includes the softmax scale */
-  aa_oracle_out_t dq;                       /* [heads, n_q, d] */
-  aa_oracle_out_t dk;                       /* [kv_heads, n_k, d], reduced over the query heads of each group */
-  aa_oracle_out_t dv;                       /* [kv_heads, n_k, d] */
-  aa_oracle_out_t dsinks;                   /* [heads, num_sinks] (empty when num_sinks == 0) */
-  size_t n_recomputed;                      /* fast path: elements recomputed in MPFR to meet the bound */
-  double seconds_forward, seconds_backward; /* fast: double-double pass / MPFR recomputes; mpfr: row pass / rest */
-  size_t n_uncertified;                     /* elements left uncertified at the highest precision (see above) */
+  aa_oracle_out_t o;      /* [heads, n_q, d] */
+  aa_oracle_out_t lse;    /* [heads, n_q], natural log, includes the softmax scale */
+  aa_oracle_out_t dq;     /* [heads, n_q, d] */
+  aa_oracle_out_t dk;     /* [kv_heads, n_k, d], reduced over the query heads of each group */
+  aa_oracle_out_t dv;     /* [kv_heads, n_k, d] */
+  aa_oracle_out_t dsinks; /* [heads, num_sinks] (empty when num_sinks == 0) */
+  size_t n_recomputed;    /* fast path: elements recomputed in MPFR to meet the bound */
+  size_t n_uncertified;   /* elements left uncertified at the highest precision (see above) */
 } aa_oracle_result_t;
 
 /* Compute the exact attention forward and backward of the stored inputs

@@ -53,7 +53,7 @@ extern "C" {
      results.canon.csv    results.csv without the timing columns: byte for
                           byte identical between runs, thread counts,
                           shardings and resumes of the same sweep
-   The results files are written (temp + rename) when the run, or a merge,
+   The results files are written as one aa_fileset_t (lib/common.h) when the run, or a merge,
    holds every cell of the grid. Values: integers in decimal, doubles in the
    shortest decimal that reads back exactly ("nan", "inf", "-inf" otherwise;
    in JSON these three are strings), strings CSV-quoted when needed (RFC
@@ -246,12 +246,13 @@ int aa_sweep_progress_line(char *buf, size_t size, const aa_sweep_progress_t *p,
 
 /* ------------------------------------------------------------------------
    Oracle cache: a folder of files <32 hex key>.aaoc, one per oracle result.
-   File: "AAORACLE" magic, u32 version (1), the 16-byte key, then for each
+   File: "AAORACLE" magic, u32 version (2), the 16-byte key, then for each
    output (o, lse, dq, dk, dv, dsinks) its relerr_bound and its three
    tensors (val, fp32, bf16: u32 ndim, u32 fmt, 3 x u64 shape, u8 present,
-   then the doubles), then n_recomputed and the two timings, and a trailing
-   FNV-1a 128 of everything before it. All integers and doubles little
-   endian. Writes go to a temporary file renamed into place, so readers see
+   then the doubles), then n_recomputed and n_uncertified (u64; version 1
+   held two timings here), and a trailing FNV-1a 128 of everything before
+   it. All integers and doubles little endian. Writes go through
+   aa_file_write (a temporary unique per thread, renamed), so readers see
    a whole entry or none; an entry that is truncated, corrupt, of another
    version or whose key differs is treated as a miss.
    ------------------------------------------------------------------------ */

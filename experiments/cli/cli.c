@@ -216,39 +216,6 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
 
 /* ---- strings ---- */
 
-void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...) {
-  va_list ap;
-  int n;
-  if (sb->oom) return;
-  for (;;) {
-    size_t room = sb->cap - sb->len;
-    va_start(ap, fmt);
-    n = vsnprintf(sb->buf ? sb->buf + sb->len : NULL, sb->buf ? room : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      sb->oom = 1;
-      return;
-    }
-    if (sb->buf != NULL && (size_t)n < room) {
-      sb->len += (size_t)n;
-      return;
-    }
-    {
-      size_t cap = sb->cap ? sb->cap : 4096;
-      char *nb;
-      while (cap < sb->len + (size_t)n + 1)
-        cap *= 2;
-      nb = realloc(sb->buf, cap);
-      if (nb == NULL) {
-        sb->oom = 1;
-        return;
-      }
-      sb->buf = nb;
-      sb->cap = cap;
-    }
-  }
-}
-
 void cli_sb_json_str(cli_sb_t *sb, const char *s) {
   if (s == NULL) {
     cli_sb_printf(sb, "null");
@@ -278,76 +245,7 @@ void cli_sb_json_num(cli_sb_t *sb, double x) {
     cli_sb_printf(sb, "%.17g", x);
 }
 
-void cli_sb_free(cli_sb_t *sb) {
-  free(sb->buf);
-  *sb = (cli_sb_t){0};
-}
-
 /* ---- files ---- */
-
-/* Write to an existing device or pipe (/dev/stdout, /dev/null, /dev/full)
-   in place: renaming a temporary over it would replace the device node. */
-static int write_in_place(const char *path, const char *data, size_t len, aa_error_t *err) {
-  int fd = open(path, O_WRONLY), e;
-  size_t done = 0;
-  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: cannot open: %s", path, strerror(errno));
-  while (done < len) {
-    ssize_t w = write(fd, data + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      e = w < 0 ? errno : EIO;
-      close(fd);
-      return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
-    }
-    done += (size_t)w;
-  }
-  if (close(fd) != 0) return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(errno));
-  return AA_OK;
-}
-
-int cli_write_atomic(const char *path, const char *data, size_t len, aa_error_t *err) {
-  size_t cap = strlen(path) + 40;
-  char *tmp;
-  int fd = -1, e;
-  size_t done = 0;
-  struct stat st;
-  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
-    return write_in_place(path, data, len, err);
-  if ((tmp = malloc(cap)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
-  for (unsigned i = 0;; i++) {
-    snprintf(tmp, cap, "%s.tmp%ld.%u", path, (long)getpid(), i);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd >= 0 || errno != EEXIST || i > 100) break;
-  }
-  if (fd < 0) {
-    e = errno;
-    free(tmp);
-    return aa_error_set(err, AA_EIO, "%s: cannot create: %s", path, strerror(e));
-  }
-  while (done < len) {
-    ssize_t w = write(fd, data + done, len - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      goto fail;
-    }
-    done += (size_t)w;
-  }
-  if (fsync(fd) != 0) goto fail;
-  if (close(fd) != 0) {
-    fd = -1;
-    goto fail;
-  }
-  fd = -1;
-  if (rename(tmp, path) != 0) goto fail;
-  free(tmp);
-  return AA_OK;
-fail:
-  e = errno;
-  if (fd >= 0) close(fd);
-  unlink(tmp);
-  free(tmp);
-  return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
-}
 
 /* The folder part of path ("." when there is none), malloc'd. */
 static char *dir_of(const char *path) {
@@ -433,31 +331,6 @@ int cli_check_out_dir(const char *dir, aa_error_t *err) {
       }
       free(p);
       p = up;
-    }
-  }
-  free(p);
-  return rc;
-}
-
-int cli_mkdir_p(const char *dir, aa_error_t *err) {
-  char *p = strdup(dir);
-  int rc = AA_OK;
-  if (p == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-  for (char *s = p + 1;; s++) {
-    if (*s == '/' || *s == '\0') {
-      char c = *s;
-      struct stat st;
-      *s = '\0';
-      if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-        rc = aa_error_set(err, AA_EIO, "%s: cannot create the folder %s: %s", dir, p, strerror(errno));
-        break;
-      }
-      if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = aa_error_set(err, AA_EIO, "%s: %s is not a folder", dir, p);
-        break;
-      }
-      *s = c;
-      if (c == '\0') break;
     }
   }
   free(p);
@@ -670,7 +543,7 @@ static int save_one(const aa_tensor_t *t, const char *dir, const char *file, aa_
 
 int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
   int rc;
-  if ((rc = cli_mkdir_p(dir, err)) || (rc = save_one(&in->q, dir, "q.npy", fmt, err)) ||
+  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&in->q, dir, "q.npy", fmt, err)) ||
       (rc = save_one(&in->k, dir, "k.npy", fmt, err)) || (rc = save_one(&in->v, dir, "v.npy", fmt, err)) ||
       (rc = save_one(&in->dO, dir, "do.npy", fmt, err)))
     return rc;
@@ -680,7 +553,7 @@ int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_er
 
 int cli_save_oracle(const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
   int rc;
-  if ((rc = cli_mkdir_p(dir, err)) || (rc = save_one(&r->o.val, dir, "o.npy", AA_FMT_FP64, err)) ||
+  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&r->o.val, dir, "o.npy", AA_FMT_FP64, err)) ||
       (rc = save_one(&r->lse.val, dir, "lse.npy", AA_FMT_FP64, err)) ||
       (rc = save_one(&r->dq.val, dir, "dq.npy", AA_FMT_FP64, err)) ||
       (rc = save_one(&r->dk.val, dir, "dk.npy", AA_FMT_FP64, err)) ||
@@ -1282,7 +1155,7 @@ void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive) {
 
 int cli_save_outputs(const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
   int rc;
-  if ((rc = cli_mkdir_p(dir, err)) || (rc = save_one(&res->o, dir, "o.npy", cli_npy_fmt(res->o.fmt), err)) ||
+  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&res->o, dir, "o.npy", cli_npy_fmt(res->o.fmt), err)) ||
       (rc = save_one(&res->dq, dir, "dq.npy", cli_npy_fmt(res->dq.fmt), err)) ||
       (rc = save_one(&res->dk, dir, "dk.npy", cli_npy_fmt(res->dk.fmt), err)) ||
       (rc = save_one(&res->dv, dir, "dv.npy", cli_npy_fmt(res->dv.fmt), err)))

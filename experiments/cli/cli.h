@@ -67,30 +67,21 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
 /* ---- a growing string (JSON text) ---- */
-typedef struct {
-  char *buf;
-  size_t len, cap;
-  int oom;
-} cli_sb_t;
-void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* lib/common's buffer under the name the commands used before it existed
+   (kept while experiments/ is refactored, issue 12; new code says aa_buf_t). */
+typedef aa_buf_t cli_sb_t;
+#define cli_sb_printf aa_buf_printf
+#define cli_sb_free aa_buf_free
 void cli_sb_json_str(cli_sb_t *sb, const char *s); /* quoted and escaped, or null for NULL */
 void cli_sb_json_num(cli_sb_t *sb, double x);      /* %.17g, null when not finite */
-void cli_sb_free(cli_sb_t *sb);
 
 /* ---- files ---- */
-/* Write data to path atomically (temporary name in the same folder, fsync,
-   rename; the temporary is removed on failure). */
-int cli_write_atomic(const char *path, const char *data, size_t len, aa_error_t *err);
+/* Output files go through lib/common: aa_file_write, aa_fileset_t, aa_mkdir_p. */
 /* Check early that a file can later be created at path (its folder exists
    and is writable), so that a long computation does not end in an error. */
 int cli_check_out_file(const char *path, aa_error_t *err);
 /* Same for a folder that --save will create (mkdir -p) at the end. */
 int cli_check_out_dir(const char *dir, aa_error_t *err);
-int cli_mkdir_p(const char *dir, aa_error_t *err);
 double cli_now(void); /* monotonic seconds, for the "seconds" fields only */
 
 /* ---- inputs ---- */

@@ -8,28 +8,11 @@
 #include "xp/xp.h"
 
 char *xp_slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  if (f == NULL) return NULL;
-  for (;;) {
-    if (n + 1 >= cap) {
-      char *p = realloc(buf, cap = cap ? 2 * cap : 65536);
-      if (p == NULL) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = p;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    if (got == 0) break;
-    n += got;
-  }
-  fclose(f);
-  buf[n] = '\0';
+  char *data;
+  size_t n;
+  if (aa_file_read(&data, &n, path, NULL) != AA_OK) return NULL;
   if (len) *len = n;
-  return buf;
+  return data;
 }
 
 void xp_csv_free(xp_csv_t *c) {

@@ -66,7 +66,7 @@ int aa_cmd_main(int argc, char **argv) {
     cli_error(cmd, "--out: %s", err.msg);
     return rc == AA_ENOMEM ? 1 : 2;
   }
-  if (cli_mkdir_p(dir, &err) != AA_OK) {
+  if (aa_mkdir_p(dir, &err) != AA_OK) {
     cli_error(cmd, "--out: %s", err.msg);
     return 1;
   }

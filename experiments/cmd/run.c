@@ -11,7 +11,6 @@
 #include "cli/dropout.h"
 #include "cli/features.h"
 #include "cli/limits.h"
-#include "cli/stage.h"
 #include "commands.h"
 
 #define MAX_VARIANTS 32
@@ -81,37 +80,29 @@ static int fmt_within(aa_fmt_t a, aa_fmt_t b) {
          (!x->has_inf || y->has_inf);
 }
 
-/* The --out JSON into the stage (a device or pipe such as /dev/stdout is written in place at once). */
-static int stage_out_file(stage_t *stg, const char *path, const char *data, size_t len, aa_error_t *err) {
-  struct stat st;
-  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
-    return cli_write_atomic(path, data, len, err);
-  return stage_data(stg, path, data, len, err);
-}
-
 /* Stage DIR/NAME.npy of each tensor with data (the file lists of cli_inputs_save, cli_save_outputs and
    cli_save_oracle). */
-static int stage_set(stage_t *stg, const char *dir, const char *const *names, const aa_tensor_t *const *ts,
+static int stage_set(aa_fileset_t *stg, const char *dir, const char *const *names, const aa_tensor_t *const *ts,
                      const aa_fmt_t *fmts, int n, aa_error_t *err) {
-  int rc = stage_mkdir_p(stg, dir, err);
+  int rc = aa_fileset_mkdir_p(stg, dir, err);
   for (int i = 0; i < n && rc == AA_OK; i++) {
-    char *p;
+    char p[4096];
     if (ts[i]->data == NULL || aa_tensor_numel(ts[i]) == 0) continue;
-    if ((p = stage_join(dir, names[i])) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-    rc = stage_npy(stg, p, ts[i], fmts[i], err);
-    free(p);
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= sizeof p)
+      return aa_error_set(err, AA_EINVAL, "%s: folder name too long", dir);
+    rc = aa_npy_write_set(stg, p, ts[i], fmts[i], err);
   }
   return rc;
 }
 
-static int stage_inputs(stage_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
+static int stage_inputs(aa_fileset_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
   const char *names[5] = {"q.npy", "k.npy", "v.npy", "do.npy", "sinks.npy"};
   const aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
   const aa_fmt_t fmts[5] = {fmt, fmt, fmt, fmt, fmt};
   return stage_set(stg, dir, names, ts, fmts, 5, err);
 }
 
-static int stage_outputs(stage_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
+static int stage_outputs(aa_fileset_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
   const char *names[5] = {"o.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
   const aa_tensor_t *ts[5] = {&res->o, &res->dq, &res->dk, &res->dv, &res->dsinks};
   aa_fmt_t fmts[5];
@@ -120,7 +111,7 @@ static int stage_outputs(stage_t *stg, const aa_attn_result_t *res, const char *
   return stage_set(stg, dir, names, ts, fmts, 5, err);
 }
 
-static int stage_oracle(stage_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
+static int stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
   const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
   const aa_tensor_t *ts[6] = {&r->o.val, &r->lse.val, &r->dq.val, &r->dk.val, &r->dv.val, &r->dsinks.val};
   const aa_fmt_t fmts[6] = {AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64};
@@ -516,9 +507,9 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
      other failure leaves none of them (and no folder this run created). */
   {
     const char *what = NULL;
-    stage_t stg;
-    stage_init(&stg);
-    if (out_file != NULL && (rc = stage_out_file(&stg, out_file, sb.buf, sb.len, &err)) != AA_OK) what = "--out";
+    aa_fileset_t stg;
+    aa_fileset_init(&stg); /* a device or pipe such as /dev/stdout is written in place at once */
+    if (out_file != NULL && (rc = aa_fileset_add(&stg, out_file, sb.buf, sb.len, &err)) != AA_OK) what = "--out";
     if (what == NULL && save_dir != NULL) {
       what = "--save";
       if ((rc = stage_inputs(&stg, &in, save_dir, cli_npy_fmt(io_fmt), &err)) == AA_OK) {
@@ -535,15 +526,15 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     }
     if (what == NULL && save_oracle != NULL && (rc = stage_oracle(&stg, &oracle, save_oracle, &err)) != AA_OK)
       what = "--save-oracle";
-    if (what == NULL && (rc = stage_commit(&stg, &err)) != AA_OK) what = "output";
+    if (what == NULL && (rc = aa_fileset_commit(&stg, &err)) != AA_OK) what = "output";
     if (what != NULL) {
-      stage_abort(&stg);
-      stage_free(&stg);
+      aa_fileset_abort(&stg);
+      aa_fileset_free(&stg);
       cli_error(cmd, "%s: %s", what, err.msg);
       status = 1;
       goto out;
     }
-    stage_free(&stg);
+    aa_fileset_free(&stg);
   }
   if (cli_get(&a, "json") != NULL)
     fwrite(sb.buf, 1, sb.len, stdout);

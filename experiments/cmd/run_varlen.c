@@ -199,7 +199,7 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
     goto out;
   }
   if (out_file != NULL) { /* run.c refuses --out without --json for a varlen batch */
-    if ((rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+    if ((rc = aa_file_write(out_file, sb.buf, sb.len, &err)) != AA_OK) {
       cli_error(cmd, "%s", err.msg);
       goto out;
     }

@@ -471,7 +471,7 @@ int aa_cmd_score(int argc, char **argv) {
       goto out;
     }
   }
-  if (out_file != NULL && (rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+  if (out_file != NULL && (rc = aa_file_write(out_file, sb.buf, sb.len, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     goto out;
   }

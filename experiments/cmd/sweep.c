@@ -7,7 +7,6 @@
 
 #include "cli/cli.h"
 #include "cli/limits.h"
-#include "cli/stage.h"
 #include "commands.h"
 #include "config.h"
 #include "xp/xp.h"
@@ -68,9 +67,9 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 }
 
 /* ---- meta.json: provenance of the result folder ---- */
-/* Staged (stage.h): renamed into place once the run has written the
+/* Staged (aa_fileset_t): renamed into place once the run has written the
    results files, so a failure there leaves no new meta.json either. */
-static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
+static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
                       const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
   cli_sb_t sb = {0};
   char path[4096], gh[33];
@@ -114,31 +113,19 @@ static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, 
     return aa_error_set(err, AA_ENOMEM, "out of memory");
   }
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = stage_data(stg, path, sb.buf, sb.len, err);
+  rc = aa_fileset_add(stg, path, sb.buf, sb.len, err);
   cli_sb_free(&sb);
   return rc;
 }
 
 /* Copy IN/meta.json to OUT/meta.json (merge), when present and not the same file. */
 static void copy_meta(const char *out, const char *in) {
-  char a[4096], b[4096], *data = NULL;
-  size_t len = 0, cap = 0;
-  FILE *f;
+  char a[4096], b[4096], *data;
+  size_t len;
   snprintf(a, sizeof a, "%s/meta.json", in);
   snprintf(b, sizeof b, "%s/meta.json", out);
-  if (strcmp(a, b) == 0 || (f = fopen(a, "rb")) == NULL) return;
-  for (;;) {
-    if (len == cap) {
-      char *p = realloc(data, cap = cap ? 2 * cap : 65536);
-      if (p == NULL) break;
-      data = p;
-    }
-    size_t got = fread(data + len, 1, cap - len, f);
-    if (got == 0) break;
-    len += got;
-  }
-  fclose(f);
-  if (data != NULL) cli_write_atomic(b, data, len, NULL);
+  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return;
+  aa_file_write(b, data, len, NULL);
   free(data);
 }
 
@@ -349,9 +336,9 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   table_t *tab = NULL;
   cli_sb_t desc = {0};
   FILE *info = stdout;
-  stage_t meta;
+  aa_fileset_t meta;
 
-  stage_init(&meta);
+  aa_fileset_init(&meta);
   /* The experiment comes first: its options join the table. */
   for (int i = 1; !shortcut && i < argc; i++) {
     if (strcmp(argv[i], "--experiment") == 0 && i + 1 < argc)
@@ -502,7 +489,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     }
   }
 #endif
-  if ((rc = cli_mkdir_p(out, &err)) != AA_OK) {
+  if ((rc = aa_mkdir_p(out, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;
@@ -550,7 +537,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
     status = cli_exit_status(rc);
     goto out;
   }
-  if (mpi_rank == 0 && (rc = stage_commit(&meta, &err)) != AA_OK) {
+  if (mpi_rank == 0 && (rc = aa_fileset_commit(&meta, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;
@@ -581,8 +568,8 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   status = fflush(stdout) == 0 ? 0 : 1;
 
 out:
-  stage_abort(&meta); /* nothing left to remove after a commit */
-  stage_free(&meta);
+  aa_fileset_abort(&meta); /* nothing left to remove after a commit */
+  aa_fileset_free(&meta);
 #ifdef AA_HAVE_MPI
   if (use_mpi) MPI_Finalize();
 #endif

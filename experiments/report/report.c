@@ -101,7 +101,7 @@ static void fmt_e(char *buf, size_t cap, double x) {
 static int write_file(const char *dir, const char *name, const cli_sb_t *sb) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  return cli_write_atomic(path, sb->buf ? sb->buf : "", sb->len, NULL);
+  return aa_file_write(path, sb->buf ? sb->buf : "", sb->len, NULL);
 }
 
 /* Find gnuplot: $ATTNACC_GNUPLOT (empty or missing file: none), else the
@@ -182,7 +182,7 @@ static int draw(plotter_t *pl, const char *script, const char *name, const char 
     snprintf(img, sizeof img, "%s/%s.%s", pl->out, name, ext);
     snprintf(varsfile, sizeof varsfile, "%s/%s.%s.vars.gp", pl->out, name, ext);
     cli_sb_printf(&sb, "# attnacc report: variables for %s\n%sout = '%s'\n", script, vars, img);
-    if (sb.oom || cli_write_atomic(varsfile, sb.buf, sb.len, NULL) != AA_OK) {
+    if (sb.oom || aa_file_write(varsfile, sb.buf, sb.len, NULL) != AA_OK) {
       cli_sb_free(&sb);
       return 0;
     }
@@ -774,8 +774,8 @@ static void section_nanmap(cli_sb_t *md, plotter_t *pl, const char *dir, const c
                                ns.v[ni], ri * N + ni);
     snprintf(dp, sizeof dp, "%s/%s.dat", pl->out, name);
     snprintf(op, sizeof op, "%s/%s_overflow.dat", pl->out, name);
-    if (!dat.oom && !od.oom && cli_write_atomic(dp, dat.buf, dat.len, NULL) == AA_OK &&
-        cli_write_atomic(op, od.buf, od.len, NULL) == AA_OK) {
+    if (!dat.oom && !od.oom && aa_file_write(dp, dat.buf, dat.len, NULL) == AA_OK &&
+        aa_file_write(op, od.buf, od.len, NULL) == AA_OK) {
       gp_str(&vars, "datafile", dp);
       gp_str(&vars, "ovfile", op);
       cli_sb_printf(&vars, "npanels = %zu\nnx = %zu\nny = %zu\n", M, G, R * N);
@@ -924,7 +924,7 @@ int aa_cmd_report(int argc, char **argv) {
     status = rc == AA_ENOMEM ? 1 : 2;
     goto out;
   }
-  if ((rc = cli_mkdir_p(out, &err)) != AA_OK) {
+  if ((rc = aa_mkdir_p(out, &err)) != AA_OK) {
     cli_error(cmd, "--out: %s", err.msg);
     status = 1;
     goto out;
@@ -1036,7 +1036,7 @@ int aa_cmd_report(int argc, char **argv) {
     goto out;
   }
   snprintf(path, sizeof path, "%s/report.md", out);
-  if ((rc = cli_write_atomic(path, md.buf, md.len, &err)) != AA_OK) {
+  if ((rc = aa_file_write(path, md.buf, md.len, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     status = 1;
     goto out;

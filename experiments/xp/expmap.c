@@ -215,33 +215,37 @@ static int write_curve(const char *path, const aa_exp_t *e, const int *bf16, int
                 "# attnacc %s (git %s) expmap curve: ratio = output / 2^(x - shift), class 0 valid, 1 nan, 2 inf, "
                 "3 negative, 4 zero, 5 subnormal; shift %.9g\n",
                 AA_VERSION, AA_GIT_HASH, (double)shift);
-  cli_sb_printf(&sb, "x");
+  aa_csv_t csv;
+  aa_csv_init(&csv, &sb);
+  aa_csv_str(&csv, "x");
   for (int c = 0; c < ne; c++) {
     char spec[256];
     aa_exp_describe(spec, sizeof spec, &e[c]);
     for (char *q = spec; *q; q++)
-      if (*q == ',') *q = ' '; /* one CSV field */
-    cli_sb_printf(&sb, ",%s,class%d", spec, c + 1);
+      if (*q == ',') *q = ' '; /* gnuplot's columnhead takes the field as it stands */
+    aa_csv_str(&csv, spec);
+    aa_csv_printf(&csv, "class%d", c + 1);
   }
-  cli_sb_printf(&sb, "\n");
+  aa_csv_end(&csv);
   for (size_t i = 0; i < npts; i++) {
     float x = (float)((double)lo + ((double)hi - (double)lo) * (double)i / (double)(npts > 1 ? npts - 1 : 1));
     double ref = exp2((double)x - (double)shift);
-    cli_sb_printf(&sb, "%.9g", (double)x);
+    aa_csv_printf(&csv, "%.9g", (double)x);
     for (int c = 0; c < ne; c++) {
       float xin = x - shift;
       float v = bf16[c] ? aa_bf16_to_f32((uint16_t)aa_exp_eval_packed(&e[c], xin, xin)) : aa_exp_eval(&e[c], xin);
       uint32_t u = aa_f32_bits(v) & 0x7fffffffu;
       int cls = u > 0x7f800000u ? 1 : u == 0x7f800000u ? 2 : u == 0 ? 4 : v < 0 ? 3 : u < 0x00800000u ? 5 : 0;
       if (cls == 0 || cls == 5)
-        cli_sb_printf(&sb, ",%.9g,%d", (double)v / ref, cls);
+        aa_csv_printf(&csv, "%.9g", (double)v / ref);
       else
-        cli_sb_printf(&sb, ",nan,%d", cls);
+        aa_csv_str(&csv, "nan");
+      aa_csv_printf(&csv, "%d", cls);
     }
-    cli_sb_printf(&sb, "\n");
+    aa_csv_end(&csv);
   }
   aa_error_t err;
-  int st = sb.oom ? AA_ENOMEM : cli_write_atomic(path, sb.buf, sb.len, &err);
+  int st = sb.oom ? AA_ENOMEM : aa_file_write(path, sb.buf, sb.len, &err);
   cli_sb_free(&sb);
   if (st != AA_OK) {
     cli_error("expmap", "--curve: %s", st == AA_ENOMEM ? "out of memory" : err.msg);

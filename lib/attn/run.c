@@ -4,17 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "attn-impl.h"
-
-/* Wall-clock seconds for the result's seconds_* fields (a measurement
-   reported to the user; nothing numerical depends on it). */
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int check_tensor(const aa_tensor_t *t, const char *what, size_t a, size_t b, size_t c, aa_fmt_t io,
                         aa_error_t *err) {
@@ -49,7 +40,6 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   free(res->tile_flagged);
   res->row_ckpt = res->tile_flagged = NULL;
   res->fwd_q_tiles = res->tiles_flagged = res->rows_recovered = res->contractions_skipped = 0;
-  res->seconds_forward = res->seconds_backward = 0;
 }
 
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
@@ -207,10 +197,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     cx.keep_bwd = drawn_bwd;
     if (drawn_fwd != NULL) cx.keep_fwd = drawn_fwd;
   }
-  double t0 = now_seconds();
   st = aa_attn_forward(&cx, out);
-  double t1 = now_seconds();
-  out->seconds_forward = t1 - t0;
   double *dO_eff = NULL, *bias = NULL;
   if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
     /* Reciprocal backward (seed 003 section 3.5): dO scaled once in the
@@ -221,7 +208,6 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   }
   if (st == AA_OK && dO != NULL) {
     st = aa_attn_backward(&cx, out);
-    out->seconds_backward = now_seconds() - t1;
   }
   free(dO_eff);
   free(bias);

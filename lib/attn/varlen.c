@@ -34,8 +34,6 @@ static void put_seq(aa_attn_result_t *out, const aa_attn_result_t *r, size_t q0,
   out->tiles_flagged += r->tiles_flagged;
   out->rows_recovered += r->rows_recovered;
   out->contractions_skipped += r->contractions_skipped;
-  out->seconds_forward += r->seconds_forward;
-  out->seconds_backward += r->seconds_backward;
 }
 
 /* Sequence b: slice the inputs, run the recipe, pack. */

@@ -1,6 +1,7 @@
-# attnacc: build fragment of the common module (status codes, errors, build identity).
+# attnacc: build fragment of the common module (status codes, errors, build identity, file and text utilities).
 # SPDX-License-Identifier: LGPL-3.0-or-later
-lib_libattnacc_core_la_SOURCES += lib/common/status.c lib/common/githash.c lib/common/parse.c
+lib_libattnacc_core_la_SOURCES += lib/common/status.c lib/common/githash.c lib/common/parse.c \
+  lib/common/common-impl.h lib/common/buf.c lib/common/csv.c lib/common/file.c lib/common/fileset.c
 
 # The git hash is taken at make time: lib/githash.h is regenerated on every
 # make (a phony prerequisite) but rewritten only when the hash changes, so
@@ -24,3 +25,9 @@ aa-dist-githash:
 
 check_PROGRAMS += tests/tcommon
 TESTS += tests/tcommon
+# The CSV writer is checked against the command's reader, a second implementation.
+tests_tcommon_SOURCES = tests/tcommon.c experiments/cli/csv_read.c
+tests_tcommon_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/experiments
+check_PROGRAMS += tests/tcommon_file
+TESTS += tests/tcommon_file
+tests_tcommon_file_LDADD = $(LDADD) -lpthread

@@ -401,7 +401,6 @@ int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
   if (!sp.xq || !sp.xdo || !sp.xk || !sp.xv || !sp.lq || !sp.ldo || !sp.lk || !sp.lv || !cx->lse_h || !cx->lse_l ||
       !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty)
     ok = 0;
-  double t0 = aa_oracle_now();
   if (ok) {
     for (size_t r = 0; r < nr; r++) {
       span(&sp.xq[r], &sp.lq[r], cx->q + r * d, d);
@@ -444,7 +443,6 @@ int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
       mpfr_clears(mz, ml, (mpfr_ptr)0);
       mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     }
-    if (phase == 0) cx->sec_fwd = aa_oracle_now() - t0;
   }
   if (ok)
     for (size_t h = 0; h < H; h++)

@@ -545,7 +545,6 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
     for (int t = 0; t < AA_OR_NT; t++)
       for (size_t i = 0; i < cx->w[t].n; i++)
         cx->n_recomputed += cx->w[t].todo[i];
-  double t0 = aa_oracle_now();
   for (int l = 0; l < AA_OR_LEVELS; l++) {
     cx->stats[l] = calloc(H, sizeof(aa_or_stats_t));
     if (cx->stats[l] == NULL) ok = 0;
@@ -626,7 +625,6 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
     }
   }
   free(rows);
-  cx->sec_fwd = use_dd_stats ? cx->sec_fwd : aa_oracle_now() - t0;
   /* ---- columns (dK, dV) and sink gradients, escalating the statistics ---- */
   size_t ncols = 0, nsk = 0, *cols = malloc((cx->kvh * nk + 1) * sizeof(size_t));
   size_t *sks = malloc((H * cx->ns + 1) * sizeof(size_t));

@@ -135,7 +135,6 @@ typedef struct {
   aa_or_exp_tab_t tab;
   aa_or_work_t w[AA_OR_NT];
   size_t n_recomputed, n_uncertified;
-  double sec_fwd; /* seconds of the first pass, for the result */
   /* fast-path double-double row statistics, used by the level-0 column recompute */
   double *lse_h, *lse_l, *e_lse, *d_h, *d_l, *e_d; /* [heads*n_q] */
   uint8_t *row_empty;
@@ -171,7 +170,6 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
    escalating precision; use_dd_stats: level 0 of the column pass may take the
    fast path's row statistics. */
 int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err);
-double aa_oracle_now(void);
 /* For tests: 1 and the plain double dot product when the span test proves it exact. */
 int aa_oracle_dot_exact_check(double *out, const double *a, const double *b, size_t n);
 

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -63,12 +62,6 @@ static int out_alloc(aa_oracle_out_t *o, int ndim, const size_t *shape) {
   if ((st = aa_tensor_alloc(&o->bf16, ndim, shape, AA_FMT_BF16)) != AA_OK) return st;
   o->relerr_bound = 0;
   return AA_OK;
-}
-
-double aa_oracle_now(void) { /* only for the seconds_* fields of the result */
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void count_uncertified(aa_or_ctx_t *cx) {
@@ -336,7 +329,6 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     else
       memset(cx->w[t].todo, 1, cx->w[t].n + 1);
   }
-  double t0 = aa_oracle_now();
   if (st != AA_OK) {
     aa_error_set(err, st, "oracle: cannot allocate the work arrays");
   } else if (opts->path == AA_ORACLE_FAST) {
@@ -345,8 +337,6 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   } else {
     st = aa_oracle_mp_resolve(cx, 0, err);
   }
-  out->seconds_forward = cx->sec_fwd;
-  out->seconds_backward = aa_oracle_now() - t0 - cx->sec_fwd;
   out->n_recomputed = cx->n_recomputed;
   out->n_uncertified = cx->n_uncertified;
   for (int t = 0; t < AA_OR_NT; t++) {

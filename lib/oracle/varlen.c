@@ -42,8 +42,6 @@ static int run_seq(aa_oracle_result_t *out, const aa_problem_t *pb, size_t b, co
     out_put(&out->dv, &r.dv, k0);
     out->n_recomputed += r.n_recomputed;
     out->n_uncertified += r.n_uncertified;
-    out->seconds_forward += r.seconds_forward;
-    out->seconds_backward += r.seconds_backward;
     aa_oracle_result_free(&r);
   }
   for (int i = 0; i < 4; i++)

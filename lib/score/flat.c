@@ -128,7 +128,7 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
   return AA_OK;
 }
 
-static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracle_result_t *r, double secs) {
+static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracle_result_t *r) {
   const aa_oracle_out_t *outs[4] = {&r->o, &r->dq, &r->dk, &r->dv};
   if (info == NULL) return;
   memset(info, 0, sizeof *info);
@@ -141,27 +141,21 @@ static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracl
   info->d = p->dq.d;
   info->scale = aa_problem_scale(&p->pb);
   info->input_fmt = p->in_fmt;
-  info->oracle_seconds = secs;
   for (int i = 0; i < 4; i++)
     if (outs[i]->relerr_bound > info->oracle_relerr_bound) info->oracle_relerr_bound = outs[i]->relerr_bound;
   info->oracle_recomputed = r->n_recomputed;
   info->oracle_uncertified = r->n_uncertified;
 }
 
-static int run_oracle(aa_oracle_result_t *r, double *secs, const flat_prob_t *p, const aa_flat_opts_t *o,
-                      aa_error_t *err) {
+static int run_oracle(aa_oracle_result_t *r, const flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
   aa_oracle_opts_t oo;
-  int rc;
   aa_oracle_opts_init(&oo);
   if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
     return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
   oo.path = (aa_oracle_path_t)o->oracle_path;
   oo.threads = o->threads;
   if (o->oracle_target != 0) oo.target = o->oracle_target;
-  rc = aa_oracle_run(r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &oo, err);
-  /* the library reads no clock: the oracle's own phase timings */
-  *secs = rc == AA_OK ? r->seconds_forward + r->seconds_backward : 0;
-  return rc;
+  return aa_oracle_run(r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &oo, err);
 }
 
 static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t *got, const aa_oracle_out_t *ref,
@@ -216,7 +210,6 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
   aa_tensor_t got[4];
   aa_score_out_t sc[4], ns;
   const aa_oracle_out_t *ref[4];
-  double secs = 0;
   int rc, have_naive = 0;
   char a[96], b[96];
 
@@ -241,7 +234,7 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
                                outputs[i].shape, &err)) != AA_OK)
       goto done;
   }
-  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) != AA_OK) goto done;
+  if ((rc = run_oracle(&orc, &p, opts, &err)) != AA_OK) goto done;
   ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
   for (int i = 0; i < 4; i++) {
     aa_fmt_t uf;
@@ -271,7 +264,7 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
   }
   for (int i = 0; i < 4; i++)
     if (got[i].data != NULL) to_flat(&out[i], &sc[i], &got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
-  fill_info(info, &p, &orc, secs);
+  fill_info(info, &p, &orc);
 done:
   if (have_naive) aa_attn_result_free(&naive);
   if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
@@ -288,17 +281,16 @@ int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, a
   aa_error_t err = {{0}};
   flat_prob_t p;
   aa_oracle_result_t orc;
-  double secs = 0;
   int rc;
   memset(&orc, 0, sizeof orc);
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto out;
-  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) == AA_OK) {
+  if ((rc = run_oracle(&orc, &p, opts, &err)) == AA_OK) {
     if (o) aa_layout_export(o, &orc.o.val, p.layout, &p.dq);
     if (dq) aa_layout_export(dq, &orc.dq.val, p.layout, &p.dq);
     if (dk) aa_layout_export(dk, &orc.dk.val, p.layout, &p.dk);
     if (dv) aa_layout_export(dv, &orc.dv.val, p.layout, &p.dk);
     if (lse) memcpy(lse, orc.lse.val.data, aa_tensor_numel(&orc.lse.val) * sizeof(double)); /* [B*H, N] = [B, H, N] */
-    fill_info(info, &p, &orc, secs);
+    fill_info(info, &p, &orc);
     aa_oracle_result_free(&orc);
   }
   prob_free(&p);
@@ -329,7 +321,7 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
   aa_score_out_t sc[4], ns;
   const aa_oracle_out_t *ref[4];
   const aa_tensor_t *got[4], *nt[4];
-  double secs = 0, *dst[4] = {o, dq, dk, dv};
+  double *dst[4] = {o, dq, dk, dv};
   size_t rounded = 0;
   int rc, have_res = 0, have_naive = 0;
 
@@ -349,7 +341,7 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
       p.in[i].fmt = r.io_fmt;
     }
   }
-  if ((rc = run_oracle(&orc, &secs, &p, opts, &err)) != AA_OK) goto done;
+  if ((rc = run_oracle(&orc, &p, opts, &err)) != AA_OK) goto done;
   if ((rc = aa_attn_run(&res, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
   have_res = 1;
   ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
@@ -377,7 +369,7 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
     to_flat(&out[i], &sc[i], got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
     if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
   }
-  fill_info(info, &p, &orc, secs);
+  fill_info(info, &p, &orc);
   if (info != NULL) {
     info->input_fmt = r.io_fmt;
     info->rounded = rounded;

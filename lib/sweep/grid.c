@@ -253,12 +253,12 @@ int aa_sweep_build(aa_sweep_t *sw, aa_sweep_filter_fn filter, void *ctx, aa_erro
   sw->ncells = kept;
   /* Grid hash and journal header. */
   aa_buf_t hb = {0};
-  aa__buf_puts(&hb, "cols=");
+  aa_buf_puts(&hb, "cols=");
   for (size_t k = 0; k < sw->ncols; k++)
-    aa__buf_printf(&hb, "%s%s:%c", k ? "," : "", sw->colnames[k], sw->colkind[k]);
+    aa_buf_printf(&hb, "%s%s:%c", k ? "," : "", sw->colnames[k], sw->colkind[k]);
   aa_hash128_t gh;
   aa_hash128_init(&gh);
-  if (hb.p != NULL) aa_hash128_update(&gh, hb.p, hb.len);
+  if (hb.buf != NULL) aa_hash128_update(&gh, hb.buf, hb.len);
   for (size_t i = 0; i < kept; i++) {
     unsigned char b[16];
     for (int j = 0; j < 8; j++) {
@@ -271,13 +271,13 @@ int aa_sweep_build(aa_sweep_t *sw, aa_sweep_filter_fn filter, void *ctx, aa_erro
   char hex[33];
   aa_hash128_hex(hex, &gh);
   aa_buf_t line = {0};
-  aa__buf_printf(&line, "#aasweep 1 grid=%s cells=%zu %s\n", hex, kept, hb.p != NULL ? hb.p : "");
-  aa__buf_free(&hb);
+  aa_buf_printf(&line, "#aasweep 1 grid=%s cells=%zu %s\n", hex, kept, hb.buf != NULL ? hb.buf : "");
+  aa_buf_free(&hb);
   if (line.oom) {
-    aa__buf_free(&line);
+    aa_buf_free(&line);
     return aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
   }
-  sw->header = line.p;
+  sw->header = line.buf;
   sw->built = 1;
   return AA_OK;
 }

@@ -55,21 +55,6 @@ void aa__rows_init(aa_sweep_rows_t *rows, const aa_sweep_t *sw);
 void aa__rows_reset(aa_sweep_rows_t *rows, const aa_cell_t *cell);
 void aa__rows_free(aa_sweep_rows_t *rows);
 
-/* Growable byte buffer. */
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} aa_buf_t;
-void aa__buf_put(aa_buf_t *b, const void *s, size_t n);
-void aa__buf_puts(aa_buf_t *b, const char *s);
-void aa__buf_printf(aa_buf_t *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void aa__buf_free(aa_buf_t *b);
-
 /* Shortest decimal that reads back to v ("nan", "inf", "-inf" otherwise). */
 void aa__fmt_double(char out[40], double v);
 
@@ -102,18 +87,11 @@ int aa__journal_parse(aa_sweep_set_t *set, const char *data, size_t len, size_t 
                       aa_error_t *err);
 /* Read every journal-*.txt of dir into set. */
 int aa__journal_load_dir(aa_sweep_set_t *set, const char *dir, aa_error_t *err);
-int aa__read_file(char **data, size_t *len, const char *path, aa_error_t *err);
 void aa__set_free(aa_sweep_set_t *set);
 /* Sort by index, drop duplicates; AA_ENOTFOUND when an index is missing. */
 int aa__set_finish(aa_sweep_set_t *set, aa_error_t *err);
 /* Write results.csv, results.jsonl, results.canon.csv of a finished set. */
 int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *err);
-/* Write data to path atomically (temp + fsync + rename). */
-int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t *err);
-/* Only the first half: data fsync'd under a fresh temporary name beside
-   path (into tmp), for sets of files renamed together; messages name path. */
-int aa__write_temp(char tmp[4096], const char *path, const void *data, size_t len, aa_error_t *err);
-int aa__mkdir(const char *dir, aa_error_t *err);
 int aa__parse_header(aa_sweep_set_t *set, const char *line, size_t len);
 
 #endif

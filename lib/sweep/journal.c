@@ -2,8 +2,6 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,84 +9,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-/* mkdir -p: create the missing folders of the path, one level at a time. */
-int aa__mkdir(const char *dir, aa_error_t *err) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path) return aa_error_set(err, AA_EINVAL, "bad folder name '%s'", dir);
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char c = path[i];
-    path[i] = '\0';
-    struct stat st;
-    if (mkdir(path, 0777) != 0 && !(errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-      return aa_error_set(err, AA_EIO, "%s: cannot create folder: %s", path, strerror(errno));
-    path[i] = c;
-  }
-  return AA_OK;
-}
-
-int aa__read_file(char **data, size_t *len, const char *path, aa_error_t *err) {
-  *data = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return aa_error_set(err, errno == ENOENT ? AA_ENOTFOUND : AA_EIO, "%s: %s", path, strerror(errno));
-  aa_buf_t b = {0};
-  char tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
-    aa__buf_put(&b, tmp, n);
-  int bad = ferror(f);
-  fclose(f);
-  if (bad || b.oom) {
-    aa__buf_free(&b);
-    return aa_error_set(err, bad ? AA_EIO : AA_ENOMEM, "%s: read failed", path);
-  }
-  if (b.p == NULL) aa__buf_put(&b, "", 0);
-  *data = b.p;
-  *len = b.len;
-  return b.p == NULL ? aa_error_set(err, AA_ENOMEM, "%s: out of memory", path) : AA_OK;
-}
-
-int aa__write_temp(char tmp[4096], const char *path, const void *data, size_t len, aa_error_t *err) {
-  static atomic_uint count = 0; /* unique names across the threads of one process */
-  snprintf(tmp, 4096, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&count, 1u));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0) return aa_error_set(err, AA_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-  const char *p = data;
-  int e = 0;
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      e = w < 0 ? errno : EIO;
-      break;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  if (e == 0 && fsync(fd) != 0) e = errno;
-  if (close(fd) != 0 && e == 0) e = errno;
-  if (e != 0) {
-    unlink(tmp);
-    return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
-  }
-  return AA_OK;
-}
-
-int aa__write_atomic(const char *path, const void *data, size_t len, aa_error_t *err) {
-  char tmp[4096];
-  int st = aa__write_temp(tmp, path, data, len, err);
-  if (st != AA_OK) return st;
-  if (rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return aa_error_set(err, AA_EIO, "%s: rename failed: %s", path, strerror(e));
-  }
-  return AA_OK;
-}
 
 void aa__set_free(aa_sweep_set_t *set) {
   for (size_t i = 0; i < set->nrecs; i++)
@@ -292,7 +212,7 @@ int aa__journal_load_dir(aa_sweep_set_t *set, const char *dir, aa_error_t *err) 
     char path[4096], *data;
     size_t len, vend;
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    st = aa__read_file(&data, &len, path, err);
+    st = aa_file_read(&data, &len, path, err);
     if (st == AA_OK) {
       st = aa__journal_parse(set, data, len, &vend, path, err);
       free(data);
@@ -331,37 +251,19 @@ int aa__set_finish(aa_sweep_set_t *set, aa_error_t *err) {
   return AA_OK;
 }
 
-static void csv_str(aa_buf_t *b, const char *s) {
-  int quote = *s == ' ' || (*s && s[strlen(s) - 1] == ' ');
-  for (const char *p = s; *p && !quote; p++)
-    quote = *p == ',' || *p == '"' || *p == '\n' || *p == '\r';
-  if (!quote) {
-    aa__buf_puts(b, s);
-    return;
-  }
-  aa__buf_put(b, "\"", 1);
-  for (const char *p = s; *p; p++) {
-    if (*p == '"')
-      aa__buf_put(b, "\"\"", 2);
-    else
-      aa__buf_put(b, p, 1);
-  }
-  aa__buf_put(b, "\"", 1);
-}
-
 static void json_str(aa_buf_t *b, const char *s) {
-  aa__buf_put(b, "\"", 1);
+  aa_buf_put(b, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\') {
-      aa__buf_put(b, "\\", 1);
-      aa__buf_put(b, p, 1);
+      aa_buf_put(b, "\\", 1);
+      aa_buf_put(b, p, 1);
     } else if (*p < 0x20) {
-      aa__buf_printf(b, "\\u%04x", *p);
+      aa_buf_printf(b, "\\u%04x", *p);
     } else {
-      aa__buf_put(b, p, 1);
+      aa_buf_put(b, p, 1);
     }
   }
-  aa__buf_put(b, "\"", 1);
+  aa_buf_put(b, "\"", 1);
 }
 
 /* Undo the journal's string escapes (\\ \t \n \r). */
@@ -373,87 +275,94 @@ static void unescape(aa_buf_t *b, const char *s, size_t n) {
       char e = s[++i];
       c = e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : e;
     }
-    aa__buf_put(b, &c, 1);
+    aa_buf_put(b, &c, 1);
   }
-  aa__buf_put(b, "", 0);
+  aa_buf_put(b, "", 0);
+}
+
+/* Quote the non-finite numbers for JSON, which has no nan or inf. */
+static void json_num(aa_buf_t *b, const char *f, size_t n) {
+  int finite = !(f[0] == 'n' || f[0] == 'i' || (f[0] == '-' && n > 1 && f[1] == 'i'));
+  if (!finite) aa_buf_put(b, "\"", 1);
+  aa_buf_put(b, f, n);
+  if (!finite) aa_buf_put(b, "\"", 1);
+}
+
+/* The three texts of the results: every column in csv and json, the
+   non-timing ones in canon. */
+typedef struct {
+  aa_buf_t csv, canon, json, tmp;
+  aa_csv_t c_csv, c_canon;
+} results_t;
+
+/* One journal row line (tab-separated typed fields) into the three texts. */
+static const char *results_row(results_t *o, const aa_sweep_set_t *set, const char *p, const char *end) {
+  aa_buf_put(&o->json, "{", 1);
+  for (size_t c = 0; c < set->ncols; c++) {
+    const char *f = p;
+    while (p < end && *p != '\t' && *p != '\n')
+      p++;
+    size_t fl = (size_t)(p - f);
+    p++; /* the tab or newline */
+    int canon_col = set->colkind[c] != 't';
+    aa_buf_printf(&o->json, "%s\"%s\":", c ? "," : "", set->colnames[c]);
+    const char *text = f + 1;
+    size_t tl = fl > 0 ? fl - 1 : 0;
+    if (fl > 0 && f[0] == 's') {
+      unescape(&o->tmp, f + 1, fl - 1);
+      text = aa_buf_str(&o->tmp);
+      tl = o->tmp.len;
+      json_str(&o->json, text);
+    } else if (fl > 0) {
+      json_num(&o->json, text, tl);
+    } else {
+      aa_buf_puts(&o->json, "null");
+    }
+    aa_csv_field(&o->c_csv, text, tl);
+    if (canon_col) aa_csv_field(&o->c_canon, text, tl);
+  }
+  aa_csv_end(&o->c_csv);
+  aa_csv_end(&o->c_canon);
+  aa_buf_put(&o->json, "}\n", 2);
+  return p;
 }
 
 int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *err) {
-  aa_buf_t csv = {0}, canon = {0}, json = {0}, tmp = {0};
+  results_t o = {0};
+  aa_csv_init(&o.c_csv, &o.csv);
+  aa_csv_init(&o.c_canon, &o.canon);
   for (size_t c = 0; c < set->ncols; c++) {
-    aa__buf_printf(&csv, "%s%s", c ? "," : "", set->colnames[c]);
-    if (set->colkind[c] != 't') aa__buf_printf(&canon, "%s%s", canon.len ? "," : "", set->colnames[c]);
+    aa_csv_str(&o.c_csv, set->colnames[c]);
+    if (set->colkind[c] != 't') aa_csv_str(&o.c_canon, set->colnames[c]);
   }
-  aa__buf_put(&csv, "\n", 1);
-  aa__buf_put(&canon, "\n", 1);
-  for (size_t r = 0; r < set->nrecs; r++) {
-    const char *p = set->recs[r].text, *end = p + set->recs[r].len;
-    while (p < end) {
-      aa__buf_put(&json, "{", 1);
-      int first_canon = 1;
-      for (size_t c = 0; c < set->ncols; c++) {
-        const char *f = p;
-        while (p < end && *p != '\t' && *p != '\n')
-          p++;
-        size_t fl = (size_t)(p - f);
-        p++; /* the tab or newline */
-        int canon_col = set->colkind[c] != 't';
-        if (c) aa__buf_put(&csv, ",", 1);
-        if (canon_col && !first_canon) aa__buf_put(&canon, ",", 1);
-        if (canon_col) first_canon = 0;
-        aa__buf_printf(&json, "%s\"%s\":", c ? "," : "", set->colnames[c]);
-        if (fl == 0) {
-          aa__buf_puts(&json, "null");
-          continue;
-        }
-        if (f[0] == 's') {
-          unescape(&tmp, f + 1, fl - 1);
-          const char *s = tmp.p != NULL ? tmp.p : "";
-          csv_str(&csv, s);
-          if (canon_col) csv_str(&canon, s);
-          json_str(&json, s);
-        } else {
-          aa__buf_put(&csv, f + 1, fl - 1);
-          if (canon_col) aa__buf_put(&canon, f + 1, fl - 1);
-          char c0 = f[1];
-          int finite = !(c0 == 'n' || c0 == 'i' || (c0 == '-' && fl > 2 && f[2] == 'i'));
-          if (!finite) aa__buf_put(&json, "\"", 1);
-          aa__buf_put(&json, f + 1, fl - 1);
-          if (!finite) aa__buf_put(&json, "\"", 1);
-        }
-      }
-      aa__buf_put(&csv, "\n", 1);
-      aa__buf_put(&canon, "\n", 1);
-      aa__buf_put(&json, "}\n", 2);
-    }
-  }
+  aa_csv_end(&o.c_csv);
+  aa_csv_end(&o.c_canon);
+  for (size_t r = 0; r < set->nrecs; r++)
+    for (const char *p = set->recs[r].text, *end = p + set->recs[r].len; p < end;)
+      p = results_row(&o, set, p, end);
   int st = AA_OK;
-  if (csv.oom || canon.oom || json.oom || tmp.oom)
+  if (o.csv.oom || o.canon.oom || o.json.oom || o.tmp.oom)
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for results");
-  /* The three files are one set: each is written to a temporary first and
-     all are renamed only then, so out of space (or any write failure)
+  /* The three files are one set: out of space (or any write failure)
      leaves none of them new, not a results.csv beside an old jsonl. */
   const char *names[3] = {"results.csv", "results.canon.csv", "results.jsonl"};
-  const aa_buf_t *bufs[3] = {&csv, &canon, &json};
-  char path[3][4096], tmpname[3][4096];
-  int staged = 0;
+  const aa_buf_t *bufs[3] = {&o.csv, &o.canon, &o.json};
+  aa_fileset_t fs;
+  aa_fileset_init(&fs);
   for (int i = 0; st == AA_OK && i < 3; i++) {
-    snprintf(path[i], sizeof path[i], "%s/%s", dir, names[i]);
-    st = aa__write_temp(tmpname[i], path[i], bufs[i]->p != NULL ? bufs[i]->p : "", bufs[i]->len, err);
-    if (st == AA_OK) staged++;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    st = aa_fileset_add(&fs, path, bufs[i]->buf, bufs[i]->len, err);
   }
-  for (int i = 0; i < staged; i++) {
-    if (st != AA_OK) {
-      unlink(tmpname[i]);
-    } else if (rename(tmpname[i], path[i]) != 0) {
-      st = aa_error_set(err, AA_EIO, "%s: rename failed: %s", path[i], strerror(errno));
-      unlink(tmpname[i]);
-    }
-  }
-  aa__buf_free(&csv);
-  aa__buf_free(&canon);
-  aa__buf_free(&json);
-  aa__buf_free(&tmp);
+  if (st == AA_OK)
+    st = aa_fileset_commit(&fs, err);
+  else
+    aa_fileset_abort(&fs);
+  aa_fileset_free(&fs);
+  aa_buf_free(&o.csv);
+  aa_buf_free(&o.canon);
+  aa_buf_free(&o.json);
+  aa_buf_free(&o.tmp);
   return st;
 }
 
@@ -463,7 +372,7 @@ int aa_sweep_merge(size_t *ncells, const char *out_dir, const char *const *in_di
   for (size_t i = 0; st == AA_OK && i < n_in; i++)
     st = aa__journal_load_dir(&set, in_dirs[i], err);
   if (st == AA_OK) st = aa__set_finish(&set, err);
-  if (st == AA_OK) st = aa__mkdir(out_dir, err);
+  if (st == AA_OK) st = aa_mkdir_p(out_dir, err);
   if (st == AA_OK) st = aa__write_results(out_dir, &set, err);
   if (st == AA_OK && ncells != NULL) *ncells = set.ncells;
   aa__set_free(&set);

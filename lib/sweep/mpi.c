@@ -44,7 +44,7 @@ int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_
     char *data = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/journal-%d-of-%d.txt", opts->out_dir, rank, size);
-    uint64_t n = aa__read_file(&data, &len, path, err) == AA_OK ? (uint64_t)len : UINT64_MAX;
+    uint64_t n = aa_file_read(&data, &len, path, err) == AA_OK ? (uint64_t)len : UINT64_MAX;
     MPI_Send(&n, 1, MPI_UINT64_T, 0, TAG_LEN, MPI_COMM_WORLD);
     for (size_t off = 0; n != UINT64_MAX && off < len; off += CHUNK) {
       size_t piece = len - off < CHUNK ? len - off : CHUNK;
@@ -77,9 +77,9 @@ int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_
       /* On a shared folder the file is already there, byte for byte. */
       char *have = NULL;
       size_t hl = 0;
-      int same = aa__read_file(&have, &hl, path, NULL) == AA_OK && hl == n && memcmp(have, data, hl) == 0;
+      int same = aa_file_read(&have, &hl, path, NULL) == AA_OK && hl == n && memcmp(have, data, hl) == 0;
       free(have);
-      if (!same && st == AA_OK) st = aa__write_atomic(path, data, (size_t)n, err);
+      if (!same && st == AA_OK) st = aa_file_write(path, data, (size_t)n, err);
       free(data);
     }
     size_t ncells = 0;

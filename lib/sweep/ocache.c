@@ -9,19 +9,19 @@
 #include "internal.h"
 
 #define OC_MAGIC "AAORACLE"
-#define OC_VERSION 1u
+#define OC_VERSION 2u /* 2: n_uncertified in place of the timings (the library reads no clock) */
 
 static void put_u64(aa_buf_t *b, uint64_t u) {
   unsigned char x[8];
   for (int i = 0; i < 8; i++)
     x[i] = (unsigned char)(u >> (8 * i));
-  aa__buf_put(b, x, 8);
+  aa_buf_put(b, x, 8);
 }
 static void put_u32(aa_buf_t *b, uint32_t u) {
   unsigned char x[4];
   for (int i = 0; i < 4; i++)
     x[i] = (unsigned char)(u >> (8 * i));
-  aa__buf_put(b, x, 4);
+  aa_buf_put(b, x, 4);
 }
 static void put_f64(aa_buf_t *b, double d) {
   uint64_t u;
@@ -128,7 +128,7 @@ static void put_tensor(aa_buf_t *b, const aa_tensor_t *t) {
   for (int i = 0; i < 3; i++)
     put_u64(b, t->shape[i]);
   unsigned char present = t->data != NULL;
-  aa__buf_put(b, &present, 1);
+  aa_buf_put(b, &present, 1);
   for (size_t i = 0; i < n; i++)
     put_f64(b, t->data[i]);
 }
@@ -143,7 +143,7 @@ int aa_oracle_cache_put(const char *dir, const aa_hash128_t *key, const aa_oracl
   if (dir == NULL || key == NULL || res == NULL)
     return aa_error_set(err, AA_EINVAL, "oracle cache put: NULL argument");
   aa_buf_t b = {0};
-  aa__buf_put(&b, OC_MAGIC, 8);
+  aa_buf_put(&b, OC_MAGIC, 8);
   put_u32(&b, OC_VERSION);
   put_u64(&b, key->hi);
   put_u64(&b, key->lo);
@@ -155,33 +155,26 @@ int aa_oracle_cache_put(const char *dir, const aa_hash128_t *key, const aa_oracl
     put_tensor(&b, &o->bf16);
   }
   put_u64(&b, res->n_recomputed);
-  put_f64(&b, res->seconds_forward);
-  put_f64(&b, res->seconds_backward);
+  put_u64(&b, res->n_uncertified);
   aa_hash128_t h;
   aa_hash128_init(&h);
-  if (!b.oom) aa_hash128_update(&h, b.p, b.len);
+  if (!b.oom) aa_hash128_update(&h, b.buf, b.len);
   put_u64(&b, h.hi);
   put_u64(&b, h.lo);
   if (b.oom) {
-    aa__buf_free(&b);
+    aa_buf_free(&b);
     return aa_error_set(err, AA_ENOMEM, "oracle cache put: out of memory");
   }
-  int st = aa__mkdir(dir, err);
+  int st = aa_mkdir_p(dir, err);
   if (st == AA_OK) {
-    /* Unique temporary name per process and call, so concurrent writers of
-       one key never share a temporary file; rename makes the entry appear whole. */
-    static unsigned long counter;
-    char path[4096], tmp[4200];
+    /* aa_file_write's temporary is unique per thread and process, so
+       concurrent writers of one key never share one; the rename makes the
+       entry appear whole. */
+    char path[4096];
     entry_path(path, sizeof path, dir, key);
-    snprintf(tmp, sizeof tmp, "%s.%ld.%lu", path, (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-    /* aa__write_atomic appends its own ".tmp.<pid>", so write to tmp then rename. */
-    st = aa__write_atomic(tmp, b.p, b.len, err);
-    if (st == AA_OK && rename(tmp, path) != 0) {
-      st = aa_error_set(err, AA_EIO, "%s: rename failed: %s", path, strerror(errno));
-      unlink(tmp);
-    }
+    st = aa_file_write(path, b.buf, b.len, err);
   }
-  aa__buf_free(&b);
+  aa_buf_free(&b);
   return st;
 }
 
@@ -260,7 +253,7 @@ int aa_oracle_cache_get(aa_oracle_result_t *out, const char *dir, const aa_hash1
   char path[4096], *data;
   size_t len;
   entry_path(path, sizeof path, dir, key);
-  int st = aa__read_file(&data, &len, path, err);
+  int st = aa_file_read(&data, &len, path, err);
   if (st == AA_ENOTFOUND) return st;
   if (st != AA_OK) return aa_error_set(err, AA_ENOTFOUND, "%s: unreadable entry, treated as a miss", path);
   rd_t r = {(const unsigned char *)data, len, 0, 0};
@@ -289,8 +282,7 @@ int aa_oracle_cache_get(aa_oracle_result_t *out, const char *dir, const aa_hash1
   }
   if (why == NULL) {
     out->n_recomputed = (size_t)get_u64(&r);
-    out->seconds_forward = get_f64(&r);
-    out->seconds_backward = get_f64(&r);
+    out->n_uncertified = (size_t)get_u64(&r);
     if (r.bad || r.pos != r.len) why = "bad length";
   }
   free(data);

@@ -8,60 +8,6 @@
 
 #include "internal.h"
 
-void aa__buf_put(aa_buf_t *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (p == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-void aa__buf_puts(aa_buf_t *b, const char *s) {
-  aa__buf_put(b, s, strlen(s));
-}
-
-void aa__buf_printf(aa_buf_t *b, const char *fmt, ...) {
-  char tmp[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    b->oom = 1;
-    return;
-  }
-  if ((size_t)n < sizeof tmp) {
-    aa__buf_put(b, tmp, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (big == NULL) {
-    b->oom = 1;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  aa__buf_put(b, big, (size_t)n);
-  free(big);
-}
-
-void aa__buf_free(aa_buf_t *b) {
-  free(b->p);
-  *b = (aa_buf_t){0};
-}
-
 /* The shortest of %.1g..%.17g that strtod reads back to the same double:
    exact, and the same text on every run (results.canon.csv relies on it). */
 void aa__fmt_double(char out[40], double v) {
@@ -181,30 +127,30 @@ static void journal_field(aa_buf_t *b, const aa_val_t *v) {
   char num[40];
   switch (v->kind) {
   case AA_VAL_INT:
-    aa__buf_printf(b, "i%lld", (long long)v->i);
+    aa_buf_printf(b, "i%lld", (long long)v->i);
     break;
   case AA_VAL_DOUBLE:
     aa__fmt_double(num, v->d);
-    aa__buf_printf(b, "d%s", num);
+    aa_buf_printf(b, "d%s", num);
     break;
   case AA_VAL_STR:
-    aa__buf_put(b, "s", 1);
+    aa_buf_put(b, "s", 1);
     for (const char *p = v->s; *p; p++) {
       switch (*p) {
       case '\\':
-        aa__buf_put(b, "\\\\", 2);
+        aa_buf_put(b, "\\\\", 2);
         break;
       case '\t':
-        aa__buf_put(b, "\\t", 2);
+        aa_buf_put(b, "\\t", 2);
         break;
       case '\n':
-        aa__buf_put(b, "\\n", 2);
+        aa_buf_put(b, "\\n", 2);
         break;
       case '\r':
-        aa__buf_put(b, "\\r", 2);
+        aa_buf_put(b, "\\r", 2);
         break;
       default:
-        aa__buf_put(b, p, 1);
+        aa_buf_put(b, p, 1);
       }
     }
     break;
@@ -217,15 +163,15 @@ void aa__journal_record(aa_buf_t *b, const aa_sweep_rows_t *rows) {
   size_t nc = rows->sw->ncols, start = b->len;
   for (size_t r = 0; r < rows->nrows; r++) {
     for (size_t c = 0; c < nc; c++) {
-      if (c) aa__buf_put(b, "\t", 1);
+      if (c) aa_buf_put(b, "\t", 1);
       journal_field(b, &rows->vals[r * nc + c]);
     }
-    aa__buf_put(b, "\n", 1);
+    aa_buf_put(b, "\n", 1);
   }
   aa_hash128_t h;
   aa_hash128_init(&h);
-  if (!b->oom) aa_hash128_update(&h, b->p + start, b->len - start);
+  if (!b->oom) aa_hash128_update(&h, b->buf + start, b->len - start);
   char hex[33];
   aa_hash128_hex(hex, &rows->cell->id);
-  aa__buf_printf(b, "#done %zu %s %zu %016llx\n", rows->cell->index, hex, rows->nrows, (unsigned long long)h.lo);
+  aa_buf_printf(b, "#done %zu %s %zu %016llx\n", rows->cell->index, hex, rows->nrows, (unsigned long long)h.lo);
 }

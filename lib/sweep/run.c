@@ -94,7 +94,7 @@ static void *worker(void *arg) {
       size_t off = 0;
       int e = 0;
       while (off < buf.len) { /* only a short write (out of space) leads to a second one */
-        ssize_t w = write(run->fd, buf.p + off, buf.len - off);
+        ssize_t w = write(run->fd, buf.buf + off, buf.len - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
           e = w < 0 ? errno : EIO;
@@ -117,7 +117,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&run->lock);
   }
   aa__rows_free(&rows);
-  aa__buf_free(&buf);
+  aa_buf_free(&buf);
   return NULL;
 }
 
@@ -134,7 +134,7 @@ static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const
   char *data;
   size_t len, vend;
   aa_sweep_set_t own = {0};
-  int st = aa__read_file(&data, &len, path, err);
+  int st = aa_file_read(&data, &len, path, err);
   if (st == AA_OK) {
     if (!aa__parse_header(&own, sw->header, strlen(sw->header)))
       st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
@@ -174,7 +174,7 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if (ish >= nsh) return aa_error_set(err, AA_EINVAL, "sweep: shard %zu of %zu does not exist", ish, nsh);
   int threads = opts->threads > 0 ? opts->threads : 1;
   if (threads > 1024) return aa_error_set(err, AA_EINVAL, "sweep: %d threads is too many", threads);
-  int st = aa__mkdir(opts->out_dir, err);
+  int st = aa_mkdir_p(opts->out_dir, err);
   if (st) return st;
 
   char path[4096];

@@ -1,16 +1,13 @@
 /* attnacc: NumPy .npy reader (format 1.0-3.0) and atomic version 1.0 writer for BF16/FP16/FP32/FP64 tensors. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "npy.h"
 
@@ -463,26 +460,24 @@ static void encode_item(unsigned char *p, double x, aa_fmt_t fmt) {
   }
 }
 
-int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err) {
-  static atomic_uint counter = 0; /* unique temporary names across threads */
+/* The version 1.0 header of t in fmt, padded with spaces and a final '\n'
+   so that the data start at a multiple of 64 bytes, as NumPy does. */
+static int npy_header(char hdr[256], size_t *hlen, size_t *itemsize, const char *path, const aa_tensor_t *t,
+                      aa_fmt_t fmt, aa_error_t *err) {
   const char *descr;
-  size_t itemsize, numel, hlen, total;
-  char hdr[256], shp[128], *tmp;
-  int fd = -1, n;
-  FILE *f = NULL;
-
+  char shp[128];
   switch (fmt) {
   case AA_FMT_BF16:
-    descr = "<u2", itemsize = 2;
+    descr = "<u2", *itemsize = 2;
     break;
   case AA_FMT_FP16:
-    descr = "<f2", itemsize = 2;
+    descr = "<f2", *itemsize = 2;
     break;
   case AA_FMT_FP32:
-    descr = "<f4", itemsize = 4;
+    descr = "<f4", *itemsize = 4;
     break;
   case AA_FMT_FP64:
-    descr = "<f8", itemsize = 8;
+    descr = "<f8", *itemsize = 8;
     break;
   default:
     return aa_error_set(err, AA_EUNSUPPORTED, "%s: .npy has no dtype for format %d (use bf16, fp16, fp32 or fp64)",
@@ -490,70 +485,57 @@ int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_
   }
   if (t == NULL || t->ndim < 1 || t->ndim > 3 || t->data == NULL)
     return aa_error_set(err, AA_EINVAL, "%s: nothing to write (empty tensor)", path);
-  numel = aa_tensor_numel(t);
   if (t->ndim == 1)
     snprintf(shp, sizeof shp, "(%zu,)", t->shape[0]);
   else if (t->ndim == 2)
     snprintf(shp, sizeof shp, "(%zu, %zu)", t->shape[0], t->shape[1]);
   else
     snprintf(shp, sizeof shp, "(%zu, %zu, %zu)", t->shape[0], t->shape[1], t->shape[2]);
-  n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shp);
-  /* Pad with spaces and a final '\n' so that data starts at a multiple of 64 bytes, as NumPy does. */
-  hlen = (size_t)n + 1;
-  total = 10 + hlen;
-  if (total % 64) hlen += 64 - total % 64;
-  if (hlen > 65535 || hlen >= sizeof hdr) return aa_error_set(err, AA_EINVAL, "%s: header too long", path);
-  memset(hdr + n, ' ', hlen - (size_t)n - 1);
-  hdr[hlen - 1] = '\n';
-
-  tmp = malloc(strlen(path) + 48);
-  if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", path);
-  /* A unique name in the same folder, created exclusively so that rename()
-     is atomic (same file system) and no other writer is clobbered. */
-  for (int tries = 0;; tries++) {
-    sprintf(tmp, "%s.tmp%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd >= 0 || errno != EEXIST || tries > 100) break;
-  }
-  if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return aa_error_set(err, AA_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
-  }
-  f = fdopen(fd, "wb");
-  if (f == NULL) {
-    close(fd);
-    goto fail;
-  }
-  {
-    unsigned char pre[10] = {
-        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
-    unsigned char buf[1 << 15];
-    size_t per = sizeof buf / itemsize, done = 0;
-    if (fwrite(pre, 1, 10, f) != 10 || fwrite(hdr, 1, hlen, f) != hlen) goto fail;
-    while (done < numel) {
-      size_t k = numel - done < per ? numel - done : per;
-      for (size_t i = 0; i < k; i++)
-        encode_item(buf + i * itemsize, t->data[done + i], fmt);
-      if (fwrite(buf, itemsize, k, f) != k) goto fail;
-      done += k;
-    }
-  }
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail;
-  if (fclose(f) != 0) {
-    f = NULL;
-    goto fail;
-  }
-  f = NULL;
-  if (rename(tmp, path) != 0) goto fail;
-  free(tmp);
+  int n = snprintf(hdr, 256, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shp);
+  size_t len = (size_t)n + 1, total = 10 + len;
+  if (total % 64) len += 64 - total % 64;
+  if (len > 65535 || len >= 256) return aa_error_set(err, AA_EINVAL, "%s: header too long", path);
+  memset(hdr + n, ' ', len - (size_t)n - 1);
+  hdr[len - 1] = '\n';
+  *hlen = len;
   return AA_OK;
-
-fail : {
-  int e = errno;
-  if (f != NULL) fclose(f);
-  unlink(tmp);
-  free(tmp);
-  return aa_error_set(err, AA_EIO, "%s: cannot write: %s", path, strerror(e));
 }
+
+/* Magic, header and data into f; a failed write shows in ferror(f). */
+static void npy_stream(FILE *f, const char *hdr, size_t hlen, size_t itemsize, const aa_tensor_t *t, aa_fmt_t fmt) {
+  unsigned char pre[10] = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
+  unsigned char buf[1 << 15];
+  size_t numel = aa_tensor_numel(t), per = sizeof buf / itemsize, done = 0;
+  if (fwrite(pre, 1, 10, f) != 10 || fwrite(hdr, 1, hlen, f) != hlen) return;
+  while (done < numel) {
+    size_t k = numel - done < per ? numel - done : per;
+    for (size_t i = 0; i < k; i++)
+      encode_item(buf + i * itemsize, t->data[done + i], fmt);
+    if (fwrite(buf, itemsize, k, f) != k) return;
+    done += k;
+  }
+}
+
+/* Validate, then stream t into a fresh aa_ofile_t o for path: nothing is
+   created when t cannot be written. */
+static int npy_open_write(aa_ofile_t *o, const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err) {
+  char hdr[256];
+  size_t hlen = 0, itemsize = 1;
+  int rc = npy_header(hdr, &hlen, &itemsize, path, t, fmt, err);
+  if (rc == AA_OK) rc = aa_ofile_open(o, path, err);
+  if (rc == AA_OK) npy_stream(o->f, hdr, hlen, itemsize, t, fmt);
+  return rc;
+}
+
+int aa_npy_write(const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err) {
+  aa_ofile_t o;
+  int rc = npy_open_write(&o, path, t, fmt, err);
+  return rc != AA_OK ? rc : aa_ofile_commit(&o, err);
+}
+
+int aa_npy_write_set(aa_fileset_t *set, const char *path, const aa_tensor_t *t, aa_fmt_t fmt, aa_error_t *err) {
+  aa_ofile_t o;
+  int rc = npy_open_write(&o, path, t, fmt, err);
+  return rc != AA_OK ? rc : aa_fileset_take(set, &o, err);
 }

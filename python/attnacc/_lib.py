@@ -98,7 +98,6 @@ class FlatInfo(ctypes.Structure):
         ("d", ctypes.c_size_t),
         ("scale", ctypes.c_double),
         ("input_fmt", ctypes.c_int),
-        ("oracle_seconds", ctypes.c_double),
         ("oracle_relerr_bound", ctypes.c_double),
         ("oracle_recomputed", ctypes.c_size_t),
         ("oracle_uncertified", ctypes.c_size_t),
