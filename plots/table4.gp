@@ -31,7 +31,7 @@ colors = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf #7f7f7
 do for [i=1:64] { set linetype i lc rgb word(colors, (i-1)/2 % 10 + 1) dt 1 + (i-1) % 2 pt ((i-1)/2 % 7 + 4) ps 1.2 lw 2 }
 if (pubfile ne "") {
   plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt (i+1) title word(titles, i+1), \
-       pubfile using 1:2 with points pt 7 ps 2 lc rgb "black" title "published (seed 003)", \
+       pubfile using 1:2 with points pt 7 ps 2 lc rgb "black" title "published ([blackwell-fa])", \
        pubfile using 1:2:3 with labels right offset -1.5,0 font ",10" notitle
 } else {
   plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt (i+1) title word(titles, i+1)
