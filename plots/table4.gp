@@ -9,7 +9,7 @@
 #   ymin<r>, ymax<r>  the row's y range (whole decades); xmin, xmax the lengths run; xtics their positions
 #   pubfile   lines "mask n value label": published values at lengths inside [xmin, xmax] ("" when none)
 #   rowname<r>  the recipe families of row r, in the panel titles
-#   pubnote   published values outside the plotted lengths, named in the first dense panel ("" for none)
+#   pubnote   published values outside the plotted lengths, named under the first legend ("" for none)
 #   tensor ("o", "dq", ...), caption (provenance, \n-separated lines), caplines, out (.png or .svg)
 if (!exists("caption")) caption = ""
 if (!exists("caplines")) caplines = 1
@@ -53,8 +53,9 @@ do for [r=1:nrows] {
     set xlabel (r == nrows ? "sequence length n (tokens)" : "")
     set ylabel (m == 1 ? sprintf("rel. l2 error of %s", tensor) : "") noenhanced
     unset label 98
-    if (word(masks, m) eq "dense" && r == 1 && pubnote ne "") {
-      set label 98 pubnote at graph 0.02, graph 0.94 left font ",9" noenhanced
+    if (r == 1 && m == 1 && pubnote ne "") {
+      # under the first row's legend, outside the data
+      set label 98 pubnote at screen keyx, screen top - rowh + 140.0 / H left font ",9" noenhanced
     }
     if (m == nmasks) {
       set key at screen keyx, screen top - (r - 1) * rowh - 0.035 * 1000 / H left top noenhanced Left reverse spacing 1.1
@@ -67,9 +68,9 @@ do for [r=1:nrows] {
     if (pubfile ne "") {
       plot for [j=1:words(pb)] datafile index (word(pb, j) + 0) using 1:2 with linespoints lt (word(pc, j) + 0) notitle, \
            for [j=1:words(kt)] NaN with linespoints lt (word(kc, j) + 0) title word(kt, j), \
-           NaN with points pt 6 ps 2.6 lw 2.5 lc rgb "black" title (m == nmasks ? "published (REFERENCES.md)" : ""), \
+           NaN with points pt 6 ps 2.6 lw 2.5 lc rgb "black" title (m == nmasks ? "published" : ""), \
            pubfile using ((strcol(1) eq word(masks, m)) ? $2 : NaN):3 with points pt 6 ps 2.6 lw 2.5 lc rgb "black" notitle, \
-           pubfile using ((strcol(1) eq word(masks, m)) ? $2 : NaN):3:4 with labels left offset 1.6,0 font ",9" notitle
+           pubfile using ((strcol(1) eq word(masks, m)) ? $2 : NaN):3:4 with labels right offset -1.8,0 font ",9" notitle
     } else {
       plot for [j=1:words(pb)] datafile index (word(pb, j) + 0) using 1:2 with linespoints lt (word(pc, j) + 0) notitle, \
            for [j=1:words(kt)] NaN with linespoints lt (word(kc, j) + 0) title word(kt, j)
