@@ -81,8 +81,12 @@ static void published_rel_l2(cli_sb_t *md, const rp_t4_t *g, const rp_pub_t *p) 
                   p->source, p->text, p->recipe);
     if (ri < 0)
       cli_sb_printf(md, " not in this sweep | |\n");
-    else if (isnan(e))
-      cli_sb_printf(md, " not run (largest length here: %.0f) | |\n", g->N ? g->ns.v[g->N - 1] : 0);
+    else if (isnan(e) && g->N > 0 && mi >= 0 && ti >= 0) {
+      /* ours at the largest length run, for orientation: no ratio across lengths */
+      rp_fmt_e(b, sizeof b, rp_t4_mean(g, (size_t)ri, (size_t)mi, g->N - 1, (size_t)ti));
+      cli_sb_printf(md, " not run (largest length here: %.0f, where ours is %s) | |\n", g->ns.v[g->N - 1], b);
+    } else if (isnan(e))
+      cli_sb_printf(md, " not run | |\n");
     else {
       rp_fmt_e(b, sizeof b, e);
       cli_sb_printf(md, " %s | %.3f |\n", b, e / p->value);
@@ -151,7 +155,8 @@ void rp_summary_nanmap(cli_sb_t *md, const char *tag, const xp_csv_t *c) {
   for (size_t r = 0; r < c->nrows; r++)
     rp_strs_add(&rec, xp_csv_cell(c, r, cr));
   cli_sb_printf(md,
-                "### NaN / Inf map `%s` (inputs sigma * N(0,1))\n\n| recipe | first failing log2 sigma | first "
+                "### NaN / Inf map `%s` (inputs sigma * N(0,1); the smallest sigma over masks, lengths and "
+                "outputs)\n\n| recipe | first failing log2 sigma | first "
                 "NaN/Inf log2 sigma |\n| --- | --- | --- |\n",
                 tag);
   for (size_t i = 0; i < rec.n; i++) {
