@@ -151,18 +151,19 @@ static void row_ranges(plot_t *P, double plo, double phi) {
 
 static void plot_vars(const plot_t *P, cli_sb_t *vars, const char *datpath, const char *pubpath, const char *note) {
   const rp_t4_t *g = P->g;
-  char xt[2048] = "", masks[512] = "";
-  size_t ux = 0, um = 0;
+  cli_sb_t xt = {0}, masks = {0};
   rp_gp_str(vars, "datafile", datpath);
   rp_gp_str(vars, "pubfile", pubpath);
   cli_sb_printf(vars, "pubnote = \"%s\"\n", note); /* \\n escapes: one line per value */
   rp_gp_str(vars, "tensor", rp_tensors[P->t]);
-  for (size_t ni = 0; ni < g->N && ux < sizeof xt; ni++)
-    ux += (size_t)snprintf(xt + ux, sizeof xt - ux, "%s%.0f", ni ? ", " : "", g->ns.v[ni]);
-  for (size_t mi = 0; mi < g->M && um < sizeof masks; mi++)
-    um += (size_t)snprintf(masks + um, sizeof masks - um, "%s%s", mi ? " " : "", g->masks.v[mi]);
-  rp_gp_str(vars, "xtics", xt);
-  rp_gp_str(vars, "masks", masks);
+  for (size_t ni = 0; ni < g->N; ni++)
+    cli_sb_printf(&xt, "%s%.0f", ni ? ", " : "", g->ns.v[ni]);
+  for (size_t mi = 0; mi < g->M; mi++)
+    cli_sb_printf(&masks, "%s%s", mi ? " " : "", g->masks.v[mi]);
+  rp_gp_str(vars, "xtics", xt.buf ? xt.buf : "");
+  rp_gp_str(vars, "masks", masks.buf ? masks.buf : "");
+  vars->oom |= xt.oom | masks.oom;
+  cli_sb_free(&xt), cli_sb_free(&masks);
   cli_sb_printf(vars, "nrows = %zu\nnmasks = %zu\nxmin = %.17g\nxmax = %.17g\n", P->nrows, g->M, P->xmin, P->xmax);
   for (size_t r = 0; r < P->nrows; r++)
     cli_sb_printf(vars, "ymin%zu = %.17g\nymax%zu = %.17g\n", r + 1, P->ymin[r], r + 1, P->ymax[r]);

@@ -9,16 +9,13 @@
 
 /* One published pass-rule row per kernel: "pass" where the source measured that (mask, n), "not run" elsewhere. */
 static void published_pass_rows(cli_sb_t *md, const rp_t4_t *g) {
-  const char *done[8];
-  size_t ndone = 0;
-  for (size_t i = 0; i < rp_pub_count() && ndone < 8; i++) {
+  for (size_t i = 0; i < rp_pub_count(); i++) {
     const rp_pub_t *p = rp_pub_row(i);
     int seen = 0;
     if (p->metric != RP_PUB_PASS) continue;
-    for (size_t j = 0; j < ndone; j++)
-      seen |= strcmp(done[j], p->kernel) == 0;
+    for (size_t j = 0; j < i; j++) /* one row per kernel: its first pass-rule entry */
+      seen |= rp_pub_row(j)->metric == RP_PUB_PASS && strcmp(rp_pub_row(j)->kernel, p->kernel) == 0;
     if (seen) continue;
-    done[ndone++] = p->kernel;
     cli_sb_printf(md, "| *%s, published (%s)* |", p->kernel, p->source);
     for (size_t mi = 0; mi < g->M; mi++) {
       const rp_pub_t *q = rp_pub_pass(p->recipe, g->masks.v[mi]);
