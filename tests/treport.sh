@@ -103,6 +103,24 @@ done
 # the same recipe text under another name is still the reference
 grep -q 'reference: `naive-bf16`' "$T/r1/report.md" || FAIL "treport: the fa rule does not name its reference"
 
+# ... and a recipe merely named naive-bf16 is not: swap the names of nki and naive-bf16 in results.csv and meta.json
+mkdir -p "$T/swap/grid"
+sed 's/"name": "naive-bf16"/"name": "my-naive"/; s/name = naive-bf16/name = my-naive/; s/"name": "nki"/"name": "naive-bf16"/; s/name = nki\\n/name = naive-bf16\\n/' \
+  "$T/in/grid/meta.json" >"$T/swap/grid/meta.json"
+awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { if ($h["recipe"] == "naive-bf16") $h["recipe"] = "my-naive"; else if ($h["recipe"] == "nki") $h["recipe"] = "naive-bf16"
+    print }' OFS=, "$T/in/grid/results.csv" >"$T/swap/grid/results.csv"
+"$A" report --in "$T/swap" --out "$T/r6" >/dev/null 2>"$T/err" || FAIL "treport swap: exit $? ($(cat "$T/err"))"
+grep -q 'reference: `my-naive`' "$T/r6/report.md" ||
+  FAIL "treport swap: the fa reference must be my-naive (the naive numerics), not the recipe named naive-bf16"
+
+# ---- the reading behind the fa2 row: name and text hash from results.csv, description from the preset file ----
+h=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["recipe"] == "fa2" { print $c["recipe_hash"]; exit }' \
+  "$T/in/grid/results.csv")
+d=$(sed -n '1s/^# fa2: //p' "${top_srcdir:-.}/lib/recipe/presets/fa2.recipe")
+grep -qF "Reading: recipe \`fa2\`, text hash \`$h\`" "$T/r1/report.md" || FAIL "treport: no reading line for fa2 with hash $h"
+grep -qF ": $d." "$T/r1/report.md" || FAIL "treport: the fa2 reading lacks its preset's description '$d'"
+
 # ---- no silent cap: a grid of 70 recipes (the smoke rows copied under new names) keeps every one ----
 mkdir -p "$T/big/grid"
 cp "$T/in/grid/meta.json" "$T/big/grid/"
