@@ -3,11 +3,12 @@
 # Input: the CSV of `attnacc expmap ... --curve FILE` (columns x, then per construction: ratio, class;
 # class 0 valid, 1 nan, 2 inf, 3 negative, 4 zero, 5 subnormal).
 # Usage: gnuplot -e "file='curve.csv'; out='expratio.png'" plots/expratio.gp
-#        (optional: ymin=0.9; ymax=1.1 to fix the ratio axis)
+#        (optional: ymin=0.9; ymax=1.1 to fix the ratio axis; caption='...' a provenance footer)
 if (!exists("file")) file = 'curve.csv'
 if (!exists("out")) out = 'expratio.png'
 if (!exists("ymin")) ymin = 0.9
 if (!exists("ymax")) ymax = 1.1
+if (!exists("caption")) caption = ""
 set datafile separator ","
 set datafile commentschars "#"
 set datafile missing "nan"
@@ -19,6 +20,8 @@ xhi = STATS_max
 if (strstrt(out, ".svg") > 0) { set terminal svg size 1100,780 dynamic font "sans,12" } else { set terminal pngcairo size 1100,780 font "sans,11" }
 set output out
 colors = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf"
+# the provenance footer inside the canvas
+set label 99 caption at screen 0.01, screen 0.025 left font ",8" noenhanced
 set multiplot title "Exp constructions: output / 2^x against x, and where the output is not a normal number" noenhanced
 # top: the ratio curves; the legend above the panel, outside the data
 set lmargin at screen 0.09
@@ -32,10 +35,11 @@ set format x ""
 set grid
 set key at screen 0.09, screen 0.935 left top Left reverse noenhanced autotitle columnhead
 plot for [i=1:ncon] file using 1:(column(2*i)) with lines lc rgb word(colors, i) lw 1.5 title sprintf("%d: ", i).columnhead(2*i)
+unset label 99
 # bottom: one strip per construction, coloured by the class of its output, with a key of the classes
 unset key
 set tmargin at screen 0.36
-set bmargin at screen 0.10
+set bmargin at screen 0.11
 set format x "%g"
 set xlabel "x = score - shift (base 2)"
 set ylabel "construction (number in the key)"

@@ -64,7 +64,18 @@ void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_
 
 void rp_render_expratio(cli_sb_t *md, rp_plotter_t *pl, const char *path) {
   cli_sb_t vars = {0};
+  char *text = xp_slurp(path, NULL), *nl;
   rp_gp_str(&vars, "file", path);
+  /* the footer: the curve file's first line (version, git hash, what the columns are) and its path */
+  if (text != NULL && text[0] == '#') {
+    cli_sb_t cap = {0};
+    if ((nl = strchr(text, '\n')) != NULL) *nl = '\0';
+    cli_sb_printf(&cap, "%s: %s", path, text[1] == ' ' ? text + 2 : text + 1);
+    rp_gp_str(&vars, "caption", cap.buf ? cap.buf : "");
+    vars.oom |= cap.oom;
+    cli_sb_free(&cap);
+  }
+  free(text);
   cli_sb_printf(md,
                 "## Exp ratio output / 2^x\n\n- data: `%s` (attnacc expmap --curve; its first line names version and "
                 "git hash)\n\n",

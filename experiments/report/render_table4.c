@@ -171,7 +171,10 @@ static void timings(cli_sb_t *md, const rp_t4_t *g) {
 }
 
 void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g) {
-  cli_sb_printf(md, "## Accuracy grid `%s` (shaped like Table 4 of the Blackwell FlashAttention paper)\n\n", g->tag);
+  cli_sb_printf(md,
+                "## Accuracy grid `%s` (shaped like Table 4 of the Blackwell FlashAttention paper, REFERENCES.md "
+                "[blackwell-fa])\n\n",
+                g->tag);
   rp_prov_md(md, &g->prov, g->dir);
   cli_sb_printf(md,
                 "Inputs q, k, v, dO are N(0,1) rounded to BF16, one head per cell (d = %s), %zu seed%s per "
