@@ -13,7 +13,10 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
 	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
 	experiments/xp/determinism.c experiments/xp/dq_budget.c \
-	experiments/report/report.c
+	experiments/report/report.c experiments/report/report.h experiments/report/sets.c experiments/report/meta.c \
+	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
+	experiments/report/render_summary.c experiments/report/render_table4.c experiments/report/render_published.c \
+	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md

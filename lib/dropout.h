@@ -21,8 +21,8 @@ extern "C" {
    attention.
 
    Schemes (the recipe key `dropout_scheme`):
-   - "tile-seeded" (NKI reference twin, seed 000 CORRECTION, twin L974-981,
-     REFERENCES section 3): one generator per (batch, head, q-tile, k-tile),
+   - "tile-seeded" (NKI reference twin, [nki-bwd] attention.py:974-981
+     in the twin's backward core): one generator per (batch, head, q-tile, k-tile),
      re-seeded with seed + offset where
        offset = ik + iq*NK + head*NK*NQ + batch*heads*NK*NQ,
      ik, iq the tile indices and NK, NQ the TILE COUNTS of the tiling in use
@@ -45,7 +45,7 @@ extern "C" {
      al. 2011, the FA2 generator) with counter (column, row, head, batch)
      and key (seed mod 2^32, seed >> 32); output word 0 is the uniform u.
      Any tiling redraws the same mask.
-   - "u8-threshold" (FA2, REFERENCES section 3): keep = 1 - p in binary32
+   - "u8-threshold" (FA2, [fa2] dropout.h, [philox]): keep = 1 - p in binary32
      (FA2 computes it in float), threshold t = floor(keep*255); an element is
      kept when its 8-bit random value r <= t, where r = (word 0 >> 24) of the
      same position-keyed Philox output; the rescale is exactly 1/keep. The

@@ -27,8 +27,8 @@ typedef enum {
   AA_EXP_KIND_COUNT
 } aa_exp_kind_t;
 
-/* Order of operations of the packed evaluator (REFERENCES section 3,
-   seed 003 section 3.3): FP32 arithmetic on the FP32 scores and one final
+/* Order of operations of the packed evaluator ([blackwell-fa]
+   section 3.3): FP32 arithmetic on the FP32 scores and one final
    FP32 -> BF16 conversion, or the scores converted to BF16 first and the
    construction run in paired BF16 arithmetic (for FP32-native constructions:
    FP32 arithmetic on the BF16-rounded scores). */

@@ -44,7 +44,7 @@ typedef enum {
                   C = accumulate ? fl32(C + S) : S; for K = 0, C = accumulate ? C : +0.
    fp64-seq       as fp32-seq with fma() in binary64 and C not rounded.
 
-   tc-kK-fF       the tensor-core model of REFERENCES section 6 (Fasi, Higham,
+   tc-kK-fF       the tensor-core model of [mma-sim] (Fasi, Higham,
                   Mikaitis and Pranesh 2021; MMA-Sim 2025; Khattak and Mikaitis
                   2025), with (K, F) = (16, 25) for tc-k16-f25, (8, 24) for
                   tc-k8-f24, (4, 23) for tc-k4-f23, (32, 13) for
@@ -55,8 +55,8 @@ typedef enum {
                   wgmma fuses the instruction's whole k, 16 for bf16/fp16
                   and 32 for FP8, and FP8 keeps 13 bits with an e8m13
                   result; :186-190: Blackwell tcgen05 keeps 25 bits, FP8
-                  included, k = 32 for kind::f8f6f4) and REFERENCES
-                  sections 6 and 11 (Fasi, Higham, Mikaitis and Pranesh
+                  included, k = 32 for kind::f8f6f4) and [mma-sim]
+                  (Fasi, Higham, Mikaitis and Pranesh
                   2021 for V100's k = 4). A100's m16n8k16 (bf16/fp16) is
                   executed as two k = 8 halves chained through the fp32
                   accumulator (nv_ptx.py:35-44 and 73-87, "split-k"), which

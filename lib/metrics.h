@@ -33,7 +33,7 @@ typedef struct {
 /* Defaults of rule 1 (the flash-attention/PyTorch style allclose rule). */
 #define AA_METRICS_ATOL 0.01
 #define AA_METRICS_RTOL 0.01
-/* Factors of rule 2 (REFERENCES section 4): 2 for forward outputs, 3 for gradients. */
+/* Factors of rule 2 ([fa2] tests/test_flash_attn.py): 2 for forward outputs, 3 for gradients. */
 #define AA_METRICS_FA_FACTOR_FWD 2.0
 #define AA_METRICS_FA_FACTOR_BWD 3.0
 

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Alignment of the causal mask and of the windows: where query row i puts
-   its diagonal key c(i). top-left (PyTorch SDPA is_causal, seed 000):
+   its diagonal key c(i). top-left (PyTorch SDPA is_causal, [nki-bwd]):
    c(i) = i. bottom-right (flash-attn >= 2.1, its window_size always):
    c(i) = i + n_k - n_q, so the last query sees the last key. */
 typedef enum { AA_ALIGN_TOP_LEFT = 0, AA_ALIGN_BOTTOM_RIGHT = 1 } aa_align_t;
@@ -50,11 +50,11 @@ typedef enum { AA_ALIBI_NONE = 0, AA_ALIBI_FLASH = 1, AA_ALIBI_TORCH = 2 } aa_al
    Masks. With c(i) the diagonal key of the alignment above, key j is
    visible from query i when
      (!causal || j <= c(i))
-     && (window == 0 || j >= c(i) - window + 1)        (seed 000 L258: W keys)
+     && (window == 0 || j >= c(i) - window + 1)        ([nki-bwd] L258: W keys)
      && (!local || ((window_left == AA_WINDOW_INF || j >= c(i) - window_left)
                     && (window_right == AA_WINDOW_INF || j <= c(i) + window_right)))
      && (bound_min == NULL || (bound_min[i] <= j && j < bound_max[i])),
-   seed 000 (attention_bwd.py:943-962, 924-933) for causal, window and
+   [nki-bwd] (attention_bwd.py:943-962, 924-933) for causal, window and
    packing, flash-attn mask.h:53-54 for (local, window_left, window_right):
    flash-attn's window_size = (left, right) with -1 = AA_WINDOW_INF, bottom-
    right aligned; causal is right = 0 (flash_api.cpp:155-157). n_q != n_k
@@ -74,7 +74,7 @@ typedef struct {
   double scale;      /* used when scale_default == 0 */
   int causal;
   aa_align_t align;                     /* of causal, window and the two-sided window */
-  size_t window;                        /* sliding window of W keys (0 = none); only with causal, seed 000 L258 */
+  size_t window;                        /* sliding window of W keys (0 = none); only with causal, [nki-bwd] L258 */
   int local;                            /* 1: the two-sided window below applies */
   size_t window_left, window_right;     /* keys left / right of the diagonal (AA_WINDOW_INF: unbounded) */
   const int32_t *bound_min, *bound_max; /* per query [n_q], both or neither (sequence packing) */

@@ -29,9 +29,9 @@ typedef enum {
   AA_SOFTMAX_ONLINE_LSE = 0, /* "online-lse": running max, rescale, divide at the end (FA2, NKI CTE) */
   AA_SOFTMAX_TWO_PASS,       /* "two-pass": whole row max, sum, P = p/l before PV (naive math attention) */
   AA_SOFTMAX_FIXED_SHIFT,    /* "fixed-shift": one constant shift fwd.shift for every row, no running max, no
-                                rescale; saves (shift, 1/l) per row (seed 003 sections 3.1, 3.5) */
+                                rescale; saves (shift, 1/l) per row ([blackwell-fa] 3.1, 3.5) */
   AA_SOFTMAX_GUARDED,        /* "guarded": shift anchored to each row's first visible key block; a query tile
-                                failing the range checks is recomputed online and saves LSE (seed 003 3.2, 3.4) */
+                                failing the range checks is recomputed online and saves LSE ([blackwell-fa] 3.2, 3.4) */
   AA_SOFTMAX_COUNT
 } aa_softmax_t;
 
@@ -39,7 +39,7 @@ typedef enum {
 typedef enum {
   AA_BWDNORM_LSE = 0, /* "lse": P = exp(S*c - LSE) per score from the LSE checkpoint (FA2, NKI) */
   AA_BWDNORM_RECIP,   /* "recip": rows with a saved reciprocal scale dO by it once in the preprocessing pass and
-                         recompute unnormalised exp(S*c - shift); rows saved as LSE use it (seed 003 3.5) */
+                         recompute unnormalised exp(S*c - shift); rows saved as LSE use it ([blackwell-fa] 3.5) */
   AA_BWDNORM_COUNT
 } aa_bwd_norm_t;
 
@@ -90,7 +90,7 @@ typedef enum {
 
 /* bwd.d_source: how D (the softmax-backward row sum) is formed. */
 typedef enum {
-  AA_DSRC_O_DO = 0, /* "o-do": D = rowsum(O * dO) over the head axis (seed 000 Step 1) */
+  AA_DSRC_O_DO = 0, /* "o-do": D = rowsum(O * dO) over the head axis ([nki-bwd] Step 1) */
   AA_DSRC_P_DP,     /* "p-dp": D = rowsum(P * dP) over the key axis (textbook, naive) */
   AA_DSRC_COUNT
 } aa_d_source_t;
@@ -174,7 +174,7 @@ struct aa_recipe {
   aa_fmt_t bwd_dsinks_fmt; /* dsinks accumulators */
   aa_gqa_reduce_t bwd_gqa_reduce;
 
-  /* Normalisation variants of seed 003 (fixed shift, guarded causal, saved
+  /* Normalisation variants of [blackwell-fa] (fixed shift, guarded causal, saved
      reciprocal; keys in KEYS.md). The shift is in exp-argument units
      (log2 units with exp_form = exp2-fma: weight = exp2(fma(S, c, -b)));
      the guard bounds are base-2 exponents of the weight value. */
@@ -217,7 +217,7 @@ struct aa_recipe {
      argument times log2(e) in FP32). The default `exact` keeps the `exp`
      key's evaluation bit for bit (binary64 exp rounded to alu); BF16-native
      constructions (schraudolph-bf16, quadratic-bf16) make the weight the BF16
-     value of the packed evaluator (seed 003 section 3.3). Written in the
+     value of the packed evaluator ([blackwell-fa] section 3.3). Written in the
      recipe text only when not `exact`, so other recipes keep their text. */
   aa_exp_t fwd_exp, bwd_exp;
 

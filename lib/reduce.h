@@ -26,9 +26,9 @@ typedef enum {
   AA_REDUCE_FP32_ORDERED_DESC, /* "fp32-ordered-desc": descending KV block (FA3/FA4 causal deterministic schedule) */
   AA_REDUCE_FP32_ATOMIC, /* "fp32-atomic": ascending adds in a seeded random order per tile (hardware atomics) */
   AA_REDUCE_FP32_SPLITS, /* "fp32-splits": per-split FP32 buffers summed in split order (FA2 deterministic) */
-  AA_REDUCE_BF16_PAIR,   /* "bf16-pair": partials rounded to BF16, reduced in BF16 pairs (seed 003 3.6 dense) */
+  AA_REDUCE_BF16_PAIR,   /* "bf16-pair": partials rounded to BF16, reduced in BF16 pairs ([blackwell-fa] 3.6 dense) */
   AA_REDUCE_FIXED,       /* "fixed": bounded (packed) fixed point with budget checks, FP64 fallback (003 3.6) */
-  AA_REDUCE_SECTION_ROUNDTRIP, /* "section-roundtrip": ordered within a section, stored/reloaded between (seed 000) */
+  AA_REDUCE_SECTION_ROUNDTRIP, /* "section-roundtrip": ordered within a section, stored/reloaded between, [nki-bwd] */
   AA_REDUCE_COUNT
 } aa_reduce_kind_t;
 
@@ -162,7 +162,7 @@ int aa_reduce_equal(const aa_reduce_t *a, const aa_reduce_t *b);
      partials in ascending order) and acc = rnd(acc + R, acc_fmt) in binary64.
    - section-roundtrip: ordered adds; after every `section` partials and
      after the last one, acc = rnd(acc, store_fmt) (the write and reload
-     through HBM, seed 000 L1188-1207, L1326-1335).
+     through HBM, [nki-bwd] attention_bwd.py:1188-1207, 1326-1335).
    stats (may be NULL) is added to. Returns AA_EINVAL for a bad strategy,
    AA_ENOMEM, or the fallback's status. */
 int aa_reduce_tile(double *acc, aa_reduce_stats_t *stats, const double *parts, size_t nparts, size_t len,

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-/* pcg32, "setseq 64" variant with XSH-RR output (REFERENCES section 7). */
+/* pcg32, "setseq 64" variant with XSH-RR output ([pcg]). */
 typedef struct {
   uint64_t state;
   uint64_t inc; /* always odd */
@@ -19,7 +19,7 @@ typedef struct {
    user's -std=c11 -pedantic build quiet, as ISO C has no such type. */
 __extension__ typedef unsigned __int128 aa_u128_t;
 
-/* pcg64, "setseq 128" variant with XSL-RR output (REFERENCES section 7). */
+/* pcg64, "setseq 128" variant with XSL-RR output ([pcg]). */
 typedef struct {
   aa_u128_t state;
   aa_u128_t inc; /* always odd */

@@ -19,12 +19,12 @@ extern "C" {
 #endif
 
 /* ---- pass rules ----
-   abs-rel  every element |a - b| <= atol + rtol |b| (default atol = rtol = 0.01, seed 003's rule)
+   abs-rel  every element |a - b| <= atol + rtol |b| (default atol = rtol = 0.01, [blackwell-fa] 5.3)
    torch    the same with torch.testing.assert_close's default (rtol, atol) for the data's dtype
-            (REFERENCES section 13; PyTorch torch/testing/_comparison.py, _DTYPE_PRECISIONS):
+            ([pytorch-sdpa]; PyTorch torch/testing/_comparison.py, _DTYPE_PRECISIONS):
             bf16 (1.6e-2, 1e-5), fp16 (1e-3, 1e-5), fp32 (1.3e-6, 1e-5), fp64 (1e-7, 1e-7)
    fa       flash-attention's tests: max|a - b| <= factor * max|naive - b|, factor 2 for o and 3 for
-            the gradients, naive = the naive math reference in the inputs' own dtype (REFERENCES 4, 13)
+            the gradients, naive = the naive math reference in the inputs' own dtype ([fa2] tests)
    sdpa     PyTorch test_transformers.py: max|a - b| <= max(1e-5, fudge * max|naive - b|), fudge for the
             flash backend: o 4, dq 180, dk 16, dv 4 (dsinks: 4)
    Every rule reports ratio = (what was measured) / (what the rule allows); the rule passes when

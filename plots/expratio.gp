@@ -1,29 +1,55 @@
-# attnacc: gnuplot script drawing output/2^x against x for each exp construction, with NaN/Inf/negative/zero regions as bands.
+# attnacc: gnuplot script drawing output/2^x against x for each exp construction, and below it the class of each construction's output (valid, subnormal, zero, negative, Inf, NaN) with its key.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Input: the CSV of `attnacc expmap ... --curve FILE` (columns x, then per construction: ratio, class;
 # class 0 valid, 1 nan, 2 inf, 3 negative, 4 zero, 5 subnormal).
 # Usage: gnuplot -e "file='curve.csv'; out='expratio.png'" plots/expratio.gp
-#        (optional: ymin=0.9; ymax=1.1 to fix the ratio axis)
+#        (optional: ymin=0.9; ymax=1.1 to fix the ratio axis; caption='...' a provenance footer)
 if (!exists("file")) file = 'curve.csv'
 if (!exists("out")) out = 'expratio.png'
 if (!exists("ymin")) ymin = 0.9
 if (!exists("ymax")) ymax = 1.1
+if (!exists("caption")) caption = ""
 set datafile separator ","
 set datafile commentschars "#"
 set datafile missing "nan"
 stats file using 1 nooutput
 ncols = STATS_columns
 ncon = (ncols - 1) / 2
-if (strstrt(out, ".svg") > 0) { set terminal svg size 1000,600 } else { set terminal pngcairo size 1000,600 }
+xlo = STATS_min
+xhi = STATS_max
+if (strstrt(out, ".svg") > 0) { set terminal svg size 1100,780 dynamic font "sans,12" } else { set terminal pngcairo size 1100,780 font "sans,11" }
 set output out
-set xlabel "x = score - shift (base 2)"
-set ylabel "output / 2^x"
+colors = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf"
+# the provenance footer inside the canvas
+set label 99 caption at screen 0.01, screen 0.025 left font ",8" noenhanced
+set multiplot title "Exp constructions: output / 2^x against x, and where the output is not a normal number" noenhanced
+# top: the ratio curves; the legend above the panel, outside the data
+set lmargin at screen 0.09
+set rmargin at screen 0.84
+set tmargin at screen 0.84
+set bmargin at screen 0.40
+set xrange [xlo:xhi]
 set yrange [ymin:ymax]
-set key below autotitle columnhead noenhanced
+set ylabel "output / 2^x" noenhanced
+set format x ""
 set grid
-set style fill transparent solid 0.15 noborder
-# bands: every input where the construction's output is NaN, Inf, negative or zero is drawn as a
-# vertical impulse through the whole plot, in the construction's colour (subnormal outputs keep their ratio)
-plot for [i=1:ncon] file using 1:(column(2*i+1) >= 1 && column(2*i+1) <= 4 ? ymax : 1/0) \
-       with impulses lc i lw 1 notitle, \
-     for [i=1:ncon] file using 1:(column(2*i)) with lines lc i lw 1.5 title columnhead(2*i)
+set key at screen 0.09, screen 0.935 left top Left reverse noenhanced autotitle columnhead
+plot for [i=1:ncon] file using 1:(column(2*i)) with lines lc rgb word(colors, i) lw 1.5 title sprintf("%d: ", i).columnhead(2*i)
+unset label 99
+# bottom: one strip per construction, coloured by the class of its output, with a key of the classes
+unset key
+set tmargin at screen 0.36
+set bmargin at screen 0.11
+set format x "%g"
+set xlabel "x = score - shift (base 2)"
+set ylabel "construction (number in the key)"
+set yrange [0.5:ncon + 0.5]
+set ytics 1
+set grid noytics
+set palette defined (0 "#e5f5e0", 1 "#d73027", 2 "#fc8d59", 3 "#7b3294", 4 "#636363", 5 "#74add1")
+set palette maxcolors 6
+set cbrange [-0.5:5.5]
+set cbtics ("valid" 0, "NaN" 1, "Inf" 2, "negative" 3, "zero" 4, "subnormal" 5)
+set colorbox user origin screen 0.86, screen 0.10 size screen 0.025, screen 0.26
+plot for [i=1:ncon] file using 1:(i):(column(2*i+1)) with points pt 5 ps 2.2 lc palette notitle
+unset multiplot

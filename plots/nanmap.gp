@@ -6,9 +6,11 @@
 #             (0 pass, 1 finite but fails |a-b| <= 0.01 + 0.01|b|, 2 Inf, 3 NaN, 4 recipe refused the input)
 #   ovfile    same blocks: x, y of cells where the exact result itself overflows BF16 (marked R)
 #   npanels, panels (space-separated panel titles), xtic and ytic (tic definitions "label" index, ...)
-#   nx, ny (grid size), out (.png or .svg), caption (provenance)
+#   nx, ny (grid size), out (.png or .svg), caption (provenance, \n-separated lines), caplines (their number)
 if (!exists("caption")) caption = ""
-if (strstrt(out, ".svg") > 0) { set terminal svg size 1400,900 dynamic font "sans,12" } else { set terminal pngcairo size 1400,900 font "sans,11" }
+if (!exists("caplines")) caplines = 2
+H = 860 + 16 * caplines
+if (strstrt(out, ".svg") > 0) { set terminal svg size 1400,H dynamic font "sans,12" } else { set terminal pngcairo size 1400,H font "sans,11" }
 set output out
 set palette defined (0 "#1a9850", 1 "#fee08b", 2 "#fc8d59", 3 "#d73027", 4 "#878787")
 set palette maxcolors 5
@@ -20,9 +22,10 @@ eval("set xtics (" . xtic . ") rotate by 90 right font ',9'")
 eval("set ytics (" . ytic . ") font ',9'")
 set xlabel "log2 sigma (inputs sigma * N(0,1), rounded to BF16)"
 set tics noenhanced
-set label 1 caption at screen 0.01, screen 0.02 left font ",9" noenhanced
+# the provenance footer inside the canvas, below the x labels
+set label 1 caption at screen 0.01, screen (16.0 * caplines) / H left font ",9" noenhanced
 set multiplot layout 1,npanels title "NaN / Inf / overflow map (R: the exact result overflows BF16)" noenhanced
-set bmargin 8
+set bmargin at screen (16.0 * caplines + 110) / H
 do for [p=0:npanels-1] {
   set title word(panels, p+1) noenhanced
   if (p < npanels - 1) { unset colorbox } else { set colorbox }

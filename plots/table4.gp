@@ -1,38 +1,81 @@
-# attnacc: gnuplot script: relative l2 error against sequence length for one output tensor, one line per recipe and mask.
+# attnacc: gnuplot script: relative l2 error against sequence length for one output, one panel per mask and one row per recipe family.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Written for `attnacc report`, which sets these variables in a file loaded before this one
-# (gnuplot vars.gp plots/table4.gp), or set them with -e:
-#   datafile  blocks separated by two blank lines, one per (recipe, mask): n, mean rel_l2 over seeds, max over seeds
-#   nblocks   number of blocks;  titles: their names, space separated ("fa2/dense fa2/causal ...")
-#   xtics     tic positions ("1024, 2048, ...");  tensor: the output ("o", "dq", "dk", "dv");  out: the image (.png or .svg)
-#   caption   provenance (version, git hash, seeds, recipe hashes); pubfile: optional points n, value, label
-if (!exists("pubfile")) pubfile = ""
+# (gnuplot vars.gp plots/table4.gp):
+#   datafile  blocks separated by two blank lines, one per (row, mask, recipe): n, mean rel_l2 over seeds, max
+#   nrows, nmasks, masks (mask names, space separated); panel p = (row - 1) * nmasks + mask index (1-based)
+#   pb<p>, pc<p>  the block indices plotted in panel p and their colour slots (1..8)
+#   key<r>, keyc<r>  the recipes of row r and their colour slots (the legend, right of the row)
+#   ymin<r>, ymax<r>  the row's y range (whole decades); xmin, xmax the lengths run; xtics their positions
+#   pubfile   lines "mask n value label": published values at lengths inside [xmin, xmax] ("" when none)
+#   rowname<r>  the recipe families of row r, in the panel titles
+#   pubnote   published values outside the plotted lengths, named under the first legend ("" for none)
+#   tensor ("o", "dq", ...), caption (provenance, \n-separated lines), caplines, out (.png or .svg)
 if (!exists("caption")) caption = ""
-if (strstrt(out, ".svg") > 0) { set terminal svg size 1100,720 dynamic font "sans,13" } else { set terminal pngcairo size 1100,720 font "sans,12" }
+if (!exists("caplines")) caplines = 1
+if (!exists("pubnote")) pubnote = ""
+W = 1400
+H = 110 + 330 * nrows + 16 * caplines
+if (strstrt(out, ".svg") > 0) { set terminal svg size W,H dynamic font "sans,13" } else { set terminal pngcairo size W,H font "sans,12" }
 set output out
+# Eight colours and point types without repeats: a row never has more than eight recipes.
+colors = "#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #17becf"
+do for [i=1:8] { set linetype i lc rgb word(colors, i) dt 1 pt (i + 3) ps 1.3 lw 2 }
+foot = (20.0 + 16 * caplines) / H   # the provenance footer, inside the canvas
+top = 1 - 45.0 / H                  # below the overall title
+rowh = (top - foot) / nrows
+left = 0.07
+keyx = 0.80                         # the legend starts here, right of every panel: outside the data
+gap = 0.05
+colw = (keyx - 0.03 - left - (nmasks - 1) * gap) / nmasks
 set logscale x 2
 set logscale y 10
 set format x "%.0f"
 set format y "%.0e"
-if (exists("xtics")) { eval("set xtics (" . xtics . ")") } else { set xtics 2 }
+eval("set xtics (" . xtics . ")")
 set mxtics 1
 set grid xtics ytics mytics
-set xlabel "sequence length n (tokens)"
-set ylabel sprintf("relative l2 error of %s  (log scale)", tensor) noenhanced
-set title sprintf("%s: relative l2 error against length, BF16 inputs (solid: dense, dashed: causal)", tensor) noenhanced
-set key outside right top noenhanced spacing 1.0
-set bmargin 9
-# room for two key columns (14 recipes x 2 masks) right of the graph
-set rmargin at screen 0.53
-set label 1 caption at screen 0.01, screen 0.075 left font ",9" noenhanced
-set offsets graph 0.03, graph 0.03, 0, 0
-# one colour and point type per recipe; solid for dense, dashed for causal
-colors = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf #7f7f7f #bcbd22"
-do for [i=1:64] { set linetype i lc rgb word(colors, (i-1)/2 % 10 + 1) dt 1 + (i-1) % 2 pt ((i-1)/2 % 7 + 4) ps 1.2 lw 2 }
-if (pubfile ne "") {
-  plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt (i+1) title word(titles, i+1), \
-       pubfile using 1:2 with points pt 7 ps 2 lc rgb "black" title "published (seed 003)", \
-       pubfile using 1:2:3 with labels right offset -1.5,0 font ",10" notitle
-} else {
-  plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt (i+1) title word(titles, i+1)
+set xrange [xmin / 1.25 : xmax * 1.25]
+set tics noenhanced
+set multiplot title sprintf("%s: relative l2 error against sequence length, BF16 inputs, errors against the MPFR oracle", tensor) noenhanced
+set label 99 caption at screen 0.01, screen foot - 8.0 / H left font ",9" noenhanced
+do for [r=1:nrows] {
+  set yrange [value(sprintf("ymin%d", r)) : value(sprintf("ymax%d", r))]
+  do for [m=1:nmasks] {
+    p = (r - 1) * nmasks + m
+    pb = value(sprintf("pb%d", p))
+    pc = value(sprintf("pc%d", p))
+    set lmargin at screen left + (m - 1) * (colw + gap)
+    set rmargin at screen left + (m - 1) * (colw + gap) + colw
+    set tmargin at screen top - (r - 1) * rowh - 0.035 * 1000 / H
+    set bmargin at screen top - r * rowh + 0.075 * 1000 / H
+    set title sprintf("%s (%s)", word(masks, m), value(sprintf("rowname%d", r))) noenhanced font ",11"
+    set xlabel (r == nrows ? "sequence length n (tokens)" : "")
+    set ylabel (m == 1 ? sprintf("rel. l2 error of %s", tensor) : "") noenhanced
+    unset label 98
+    if (r == 1 && m == 1 && pubnote ne "") {
+      # under the first row's legend, outside the data
+      set label 98 pubnote at screen keyx, screen top - rowh + 140.0 / H left font ",9" noenhanced
+    }
+    if (m == nmasks) {
+      set key at screen keyx, screen top - (r - 1) * rowh - 0.035 * 1000 / H left top noenhanced Left reverse spacing 1.1
+    } else {
+      unset key
+    }
+    kt = value(sprintf("key%d", r))
+    kc = value(sprintf("keyc%d", r))
+    # the legend comes from invisible copies (NaN) so that it lists the row's recipes once, whatever panel has data
+    if (pubfile ne "") {
+      plot for [j=1:words(pb)] datafile index (word(pb, j) + 0) using 1:2 with linespoints lt (word(pc, j) + 0) notitle, \
+           for [j=1:words(kt)] NaN with linespoints lt (word(kc, j) + 0) title word(kt, j), \
+           NaN with points pt 6 ps 2.6 lw 2.5 lc rgb "black" title (m == nmasks ? "published" : ""), \
+           pubfile using ((strcol(1) eq word(masks, m)) ? $2 : NaN):3 with points pt 6 ps 2.6 lw 2.5 lc rgb "black" notitle, \
+           pubfile using ((strcol(1) eq word(masks, m)) ? $2 : NaN):3:4 with labels right offset -1.8,0 font ",9" notitle
+    } else {
+      plot for [j=1:words(pb)] datafile index (word(pb, j) + 0) using 1:2 with linespoints lt (word(pc, j) + 0) notitle, \
+           for [j=1:words(kt)] NaN with linespoints lt (word(kc, j) + 0) title word(kt, j)
+    }
+    unset label 99
+  }
 }
+unset multiplot

@@ -88,6 +88,77 @@ if [ -n "$gp" ] && [ -x "$gp" ]; then
   [ -s "$T/r3/map_map.png" ] && [ -s "$T/r3/map_map.svg" ] || FAIL "treport nanmap: heatmap PNG/SVG missing"
 fi
 
+# ---- the summary comes first: the first section after the title is the summary, before any grid ----
+first=$(grep -n '^## ' "$T/r1/report.md" | head -1)
+case "$first" in *'## Summary') ;; *) FAIL "treport: the first section is '$first', not the summary" ;; esac
+grep -q '^\*\*Pass rule' "$T/r1/report.md" || FAIL "treport: the summary has no pass-rule verdict"
+grep -q '^\*\*Ours beside the published numbers' "$T/r1/report.md" || FAIL "treport: the summary has no published comparison"
+# every recipe failing a pass-rule cell in the CSV is named in the summary's failing table (an awk reading of the CSV)
+for r in $(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } $h["pass"] == 0 { print $h["recipe"] }' \
+  "$T/in/grid/results.csv" | sort -u); do
+  sed -n '/^## Summary/,/^## Accuracy grid/p' "$T/r1/report.md" | grep -q "^| $r | " ||
+    FAIL "treport: recipe $r fails the rule in results.csv but the summary does not name it"
+done
+# the flash-attention reference is found by its numerics (lib/score's naive BF16 recipe), not by its name:
+# the same recipe text under another name is still the reference
+grep -q 'reference: `naive-bf16`' "$T/r1/report.md" || FAIL "treport: the fa rule does not name its reference"
+
+# ... and a recipe merely named naive-bf16 is not: swap the names of nki and naive-bf16 in results.csv and meta.json
+mkdir -p "$T/swap/grid"
+sed 's/"name": "naive-bf16"/"name": "my-naive"/; s/name = naive-bf16/name = my-naive/; s/"name": "nki"/"name": "naive-bf16"/; s/name = nki\\n/name = naive-bf16\\n/' \
+  "$T/in/grid/meta.json" >"$T/swap/grid/meta.json"
+awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { if ($h["recipe"] == "naive-bf16") $h["recipe"] = "my-naive"; else if ($h["recipe"] == "nki") $h["recipe"] = "naive-bf16"
+    print }' OFS=, "$T/in/grid/results.csv" >"$T/swap/grid/results.csv"
+"$A" report --in "$T/swap" --out "$T/r6" >/dev/null 2>"$T/err" || FAIL "treport swap: exit $? ($(cat "$T/err"))"
+grep -q 'reference: `my-naive`' "$T/r6/report.md" ||
+  FAIL "treport swap: the fa reference must be my-naive (the naive numerics), not the recipe named naive-bf16"
+
+# ---- the reading behind the fa2 row: name and text hash from results.csv, description from the preset file ----
+h=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["recipe"] == "fa2" { print $c["recipe_hash"]; exit }' \
+  "$T/in/grid/results.csv")
+d=$(sed -n '1s/^# fa2: //p' "${top_srcdir:-.}/lib/recipe/presets/fa2.recipe")
+grep -qF "Reading: recipe \`fa2\`, text hash \`$h\`" "$T/r1/report.md" || FAIL "treport: no reading line for fa2 with hash $h"
+grep -qF ": $d." "$T/r1/report.md" || FAIL "treport: the fa2 reading lacks its preset's description '$d'"
+
+# ---- no silent cap: a grid of 70 recipes (the smoke rows copied under new names) keeps every one ----
+mkdir -p "$T/big/grid"
+cp "$T/in/grid/meta.json" "$T/big/grid/"
+awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
+  $h["recipe"] == "fa2" { for (k = 1; k <= 70; k++) { $h["recipe"] = sprintf("r%03d", k); print } }' OFS=, \
+  "$T/in/grid/results.csv" >"$T/big/grid/results.csv"
+"$A" report --in "$T/big" --out "$T/r4" >/dev/null 2>"$T/err" || FAIL "treport 70 recipes: exit $? ($(cat "$T/err"))"
+nrows=$(sed -n '/^### Pass rule/,/^The published rows/p' "$T/r4/report.md" | grep -c '^| r[0-9][0-9][0-9] |')
+[ "$nrows" -eq 70 ] || FAIL "treport 70 recipes: the pass table has $nrows recipe rows, want 70"
+grep -q '^| r065 | dense |' "$T/r4/report.md" || FAIL "treport 70 recipes: the 65th recipe is missing from the rel_l2 tables"
+if [ -n "$gp" ] && [ -x "$gp" ]; then
+  # every recipe is plotted, in rows of at most 8 (the palette has 8 colours)
+  nb=$(grep -c '^# r[0-9][0-9][0-9]/' "$T/r4/grid_dq.dat")
+  [ "$nb" -eq 140 ] || FAIL "treport 70 recipes: grid_dq.dat has $nb recipe/mask blocks, want 140"
+fi
+
+# ---- published values only at the lengths the source measured ([blackwell-fa] Table 4: 1024..32768) ----
+mkdir -p "$T/short/grid"
+cp "$T/in/grid/meta.json" "$T/short/grid/"
+awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { if ($h["n"] == 16) $h["n"] = 512; else if ($h["n"] == 32) $h["n"] = 1024
+    if ($h["recipe"] == "nki") $h["recipe"] = "tlx"
+    print }' OFS=, "$T/in/grid/results.csv" >"$T/short/grid/results.csv"
+"$A" report --in "$T/short" --out "$T/r5" >/dev/null 2>"$T/err" || FAIL "treport lengths: exit $? ($(cat "$T/err"))"
+grep -q '^| recipe | dense 512 | dense 1024 | causal 512 | causal 1024 |' "$T/r5/report.md" ||
+  FAIL "treport lengths: no 512/1024 pass table"
+for k in 'TLX (the paper' 'FA4'; do
+  row=$(grep "^| \*$k.*published" "$T/r5/report.md" | head -1)
+  echo "$row" | grep -q '| not run | pass | not run | pass |$' ||
+    FAIL "treport lengths: published row of $k must read 'not run' at 512 and 'pass' at 1024: $row"
+done
+grep -q '^| dq rel_l2, published | dense | not measured | not measured | not measured | not measured | not measured | not measured | 1.47e-2 |$' \
+  "$T/r5/report.md" || FAIL "treport lengths: the tlx block must show the published dense dq only at 32768"
+grep -q '^| ours / published | dense | | | | | | | |$' "$T/r5/report.md" ||
+  FAIL "treport lengths: a ratio where the source did not measure"
+grep -q 'TLX (the paper.s kernel): dense dq rel_l2 at 32768 .* not run (largest length here: 1024, where ours is ' "$T/r5/report.md" ||
+  FAIL "treport lengths: the summary must say that 32768 was not run"
+
 # ---- bad usage ----
 "$A" report >/dev/null 2>&1
 [ $? -eq 2 ] || FAIL "treport: no --in must exit 2"

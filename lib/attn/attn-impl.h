@@ -97,7 +97,7 @@ static inline double aa_attn_exp(const aa_attn_ctx_t *cx, double a) {
    fwd.exp / bwd.exp (NULL: aa_attn_exp). Constructions take the base-2
    argument in FP32 (lib/exp.h): the exp2-fma argument itself, or the natural
    argument times log2(e) in one FP32 multiply. BF16-native constructions
-   return the BF16 weight the packed evaluator writes (seed 003 section 3.3:
+   return the BF16 weight the packed evaluator writes ([blackwell-fa] section 3.3:
    two consecutive keys per bf16x2 word; the lanes are independent, so the
    element-wise value is the packed one); rounding it to fwd.p_fmt = bf16
    afterwards is then exact. Only weights go through e: FA2's rescale factor
@@ -109,13 +109,13 @@ static inline double aa_attn_wexp(const aa_attn_ctx_t *cx, const aa_exp_t *e, do
 }
 
 /* Q tile as used by the score product: with scale_fold = q the engine
-   multiplies by scale in the ALU format and writes the kernel dtype (seed 000
-   load_q_dy scale_first, L698-699/751/790). */
+   multiplies by scale in the ALU format and writes the kernel dtype ([nki-bwd]
+   load_q_dy scale_first, attention_bwd.py:698-699/751/790). */
+void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_t rows);
 /* The emulation of a varlen problem (pb->varlen_batch > 0, checked): every
    sequence through aa_attn_run on its own, outputs packed (varlen.c). */
 int aa__attn_run_varlen(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                         const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
-void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_t rows);
 /* Score tile S[tq x tk] = Qeff K^T with the given model, rounded to s_fmt and,
    with scale_fold = s, scaled and rounded again (naive: bf16(bf16(QK^T)*scale)). */
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,

@@ -52,7 +52,7 @@ static inline double aa_exp_to_int(double t, aa_rnd_t icvt) {
   return nearbyint(t);
 }
 
-/* Schraudolph in the FP32 field (REFERENCES section 5): i = round(a x + b - c),
+/* Schraudolph in the FP32 field ([schraudolph]): i = round(a x + b - c),
    a = 2^23, b = 127*2^23. arith64 = 0: one FP32 FMA (a x is exact, so this is
    the sum b - c + a x rounded to FP32: near 2^30 a multiple of 64 or 128, i.e.
    a 17-bit mantissa), then the integer conversion; 1: exact in FP64. The
@@ -93,7 +93,7 @@ static inline int32_t aa_exp_floor_int(float x) {
   return (int32_t)j;
 }
 
-/* FA4 software exp2 (REFERENCES section 3): clamp at -127, j = floor(x) (the
+/* FA4 software exp2 ([fa4] flash_attn/cute/utils.py): clamp at -127, j = floor(x) (the
    add of 1.5*2^23 in round-down yields exactly floor(x) for |x| < 2^22),
    f = x - j in FP32, Horner in FP32 FMA with p(0) = 1, bits(p) + (j << 23)
    as 32-bit integer arithmetic (wraps like the GPU's integer add). */

@@ -1,0 +1,165 @@
+/* attnacc: the report's section for a nanmap sweep: per recipe, mask and length the scale thresholds at which the
+ * rule fails, Inf/NaN appear and the exact result overflows, and the heatmap of plots/nanmap.gp. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+
+typedef struct {
+  rp_strs_t rec, masks;
+  rp_nums_t ns, sg;
+  size_t R, M, N, G;
+  int *cls, *ov; /* [R][M][N][G]: worst class (0 pass, 1 fails rule, 2 Inf, 3 NaN, 4 refused; -1 none), overflow */
+} map_t;
+
+static size_t mx(const map_t *m, size_t ri, size_t mi, size_t ni, size_t gi) {
+  return ((ri * m->M + mi) * m->N + ni) * m->G + gi;
+}
+
+static int nan_class(const xp_csv_t *c, size_t r, int cp, int cna, int ci, int cer) {
+  if (xp_csv_cell(c, r, cer)[0] != '\0') return 4;
+  if (xp_csv_num(xp_csv_cell(c, r, cna)) > 0) return 3;
+  if (xp_csv_num(xp_csv_cell(c, r, ci)) > 0) return 2;
+  if (xp_csv_num(xp_csv_cell(c, r, cp)) != 1) return 1;
+  return 0;
+}
+
+static int map_build(map_t *m, const xp_csv_t *c) {
+  int cr = xp_csv_col(c, "recipe"), cn = xp_csv_col(c, "n"), cm = xp_csv_col(c, "mask"),
+      cg = xp_csv_col(c, "log2_sigma"), cp = xp_csv_col(c, "pass"), cna = xp_csv_col(c, "nan"),
+      ci = xp_csv_col(c, "inf"), cer = xp_csv_col(c, "error"), cov = xp_csv_col(c, "ref_overflow");
+  memset(m, 0, sizeof *m);
+  for (size_t r = 0; r < c->nrows; r++) {
+    rp_strs_add(&m->rec, xp_csv_cell(c, r, cr));
+    rp_strs_add(&m->masks, xp_csv_cell(c, r, cm));
+    rp_nums_add(&m->ns, xp_csv_num(xp_csv_cell(c, r, cn)));
+    rp_nums_add(&m->sg, xp_csv_num(xp_csv_cell(c, r, cg)));
+  }
+  m->R = m->rec.n, m->M = m->masks.n, m->N = m->ns.n, m->G = m->sg.n;
+  size_t total = m->R * m->M * m->N * m->G;
+  m->cls = malloc((total + 1) * sizeof *m->cls);
+  m->ov = calloc(total + 1, sizeof *m->ov);
+  if (m->rec.oom || m->masks.oom || m->ns.oom || m->sg.oom || !m->cls || !m->ov) return -1;
+  for (size_t i = 0; i < total; i++)
+    m->cls[i] = -1;
+  for (size_t r = 0; r < c->nrows; r++) {
+    int ri = rp_strs_find(&m->rec, xp_csv_cell(c, r, cr)), mi = rp_strs_find(&m->masks, xp_csv_cell(c, r, cm)),
+        ni = rp_nums_find(&m->ns, xp_csv_num(xp_csv_cell(c, r, cn))),
+        gi = rp_nums_find(&m->sg, xp_csv_num(xp_csv_cell(c, r, cg)));
+    if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;
+    size_t ix = mx(m, (size_t)ri, (size_t)mi, (size_t)ni, (size_t)gi);
+    int k = nan_class(c, r, cp, cna, ci, cer);
+    if (k > m->cls[ix]) m->cls[ix] = k;
+    if (xp_csv_num(xp_csv_cell(c, r, cov)) > 0) m->ov[ix] = 1;
+  }
+  return 0;
+}
+
+static void map_free(map_t *m) {
+  rp_strs_free(&m->rec), rp_strs_free(&m->masks), rp_nums_free(&m->ns), rp_nums_free(&m->sg);
+  free(m->cls), free(m->ov);
+}
+
+static void threshold_table(cli_sb_t *md, const map_t *m) {
+  rp_md_grid_header(md, &m->masks, &m->ns, ": fail / Inf-NaN / exact overflow");
+  for (size_t ri = 0; ri < m->R; ri++) {
+    cli_sb_printf(md, "| %s |", m->rec.v[ri]);
+    for (size_t mi = 0; mi < m->M; mi++)
+      for (size_t ni = 0; ni < m->N; ni++) {
+        double f = NAN, nf = NAN, o = NAN;
+        for (size_t gi = 0; gi < m->G; gi++) {
+          int k = m->cls[mx(m, ri, mi, ni, gi)];
+          if (k >= 1 && isnan(f)) f = m->sg.v[gi];
+          if (k >= 2 && isnan(nf)) nf = m->sg.v[gi];
+          if (m->ov[mx(m, ri, mi, ni, gi)] && isnan(o)) o = m->sg.v[gi];
+        }
+        char a[16] = "-", b[16] = "-", d[16] = "-";
+        if (!isnan(f)) snprintf(a, sizeof a, "%.0f", f);
+        if (!isnan(nf)) snprintf(b, sizeof b, "%.0f", nf);
+        if (!isnan(o)) snprintf(d, sizeof d, "%.0f", o);
+        cli_sb_printf(md, " %s / %s / %s |", a, b, d);
+      }
+    cli_sb_printf(md, "\n");
+  }
+  cli_sb_printf(md, "\n");
+}
+
+/* Heatmap data: one block per mask of "x y class", and the cells whose exact result overflows. */
+static void heatmap_data(const map_t *m, cli_sb_t *dat, cli_sb_t *od, char *panels, size_t cap) {
+  size_t up = 0;
+  for (size_t mi = 0; mi < m->M; mi++) {
+    int any = 0;
+    if (mi) cli_sb_printf(dat, "\n\n"), cli_sb_printf(od, "\n\n");
+    cli_sb_printf(dat, "# %s: x (log2 sigma index) y (recipe, n index) class\n", m->masks.v[mi]);
+    cli_sb_printf(od, "# %s: cells whose exact result overflows BF16\n", m->masks.v[mi]);
+    for (size_t ri = 0; ri < m->R; ri++)
+      for (size_t ni = 0; ni < m->N; ni++)
+        for (size_t gi = 0; gi < m->G; gi++) {
+          size_t ix = mx(m, ri, mi, ni, gi);
+          cli_sb_printf(dat, "%zu %zu %d\n", gi, ri * m->N + ni, m->cls[ix] < 0 ? 4 : m->cls[ix]);
+          if (m->ov[ix]) cli_sb_printf(od, "%zu %zu\n", gi, ri * m->N + ni), any = 1;
+        }
+    if (!any) cli_sb_printf(od, "-1 -1\n");
+    if (up < cap) up += (size_t)snprintf(panels + up, cap - up, "%s%s", mi ? " " : "", m->masks.v[mi]);
+  }
+}
+
+static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *tag, const rp_prov_t *pv) {
+  cli_sb_t dat = {0}, od = {0}, vars = {0}, xt = {0}, yt = {0};
+  char name[160], dn[200], on[200], dp[4300], op[4300], panels[512] = "";
+  snprintf(name, sizeof name, "%.100s_map", tag);
+  snprintf(dn, sizeof dn, "%s.dat", name);
+  snprintf(on, sizeof on, "%s_overflow.dat", name);
+  heatmap_data(m, &dat, &od, panels, sizeof panels);
+  for (size_t gi = 0; gi < m->G; gi++)
+    cli_sb_printf(&xt, "%s\"%.0f\" %zu", gi ? ", " : "", m->sg.v[gi], gi);
+  for (size_t ri = 0; ri < m->R; ri++)
+    for (size_t ni = 0; ni < m->N; ni++)
+      cli_sb_printf(&yt, "%s\"%s n=%.0f\" %zu", ri + ni ? ", " : "", m->rec.v[ri], m->ns.v[ni], ri * m->N + ni);
+  snprintf(dp, sizeof dp, "%s/%s", pl->out, dn);
+  snprintf(op, sizeof op, "%s/%s", pl->out, on);
+  if (rp_write_file(pl->out, dn, &dat) == AA_OK && rp_write_file(pl->out, on, &od) == AA_OK && !xt.oom && !yt.oom) {
+    rp_gp_str(&vars, "datafile", dp);
+    rp_gp_str(&vars, "ovfile", op);
+    cli_sb_printf(&vars, "npanels = %zu\nnx = %zu\nny = %zu\n", m->M, m->G, m->R * m->N);
+    rp_gp_str(&vars, "panels", panels);
+    rp_gp_str(&vars, "xtic", xt.buf ? xt.buf : "");
+    rp_gp_str(&vars, "ytic", yt.buf ? yt.buf : "");
+    cli_sb_printf(&vars, "caption = \"%s\"\ncaplines = %d\n", pv->caption, pv->caption_lines);
+    if (!vars.oom && rp_draw(pl, "nanmap.gp", name, vars.buf))
+      cli_sb_printf(md,
+                    "![NaN/Inf map](%s.png)\n\n*Figure: class of each cell (worst over o, dq, dk, dv and seeds): "
+                    "green pass, yellow finite but failing the rule, orange Inf, red NaN, grey refused; R: the exact "
+                    "result overflows BF16; %s; SVG: [%s.svg](%s.svg).*\n\n",
+                    name, pv->version, name, name);
+  }
+  cli_sb_free(&dat), cli_sb_free(&od), cli_sb_free(&vars), cli_sb_free(&xt), cli_sb_free(&yt);
+}
+
+void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const xp_csv_t *c) {
+  map_t m;
+  rp_meta_t meta;
+  rp_prov_t pv;
+  rp_meta_read(&meta, dir);
+  rp_provenance(&pv, dir, &meta, c);
+  rp_meta_free(&meta);
+  if (map_build(&m, c) != 0) {
+    cli_sb_printf(md, "## NaN / Inf / overflow map `%s`\n\nOut of memory while reading it.\n\n", tag);
+    map_free(&m);
+    return;
+  }
+  cli_sb_printf(md, "## NaN / Inf / overflow map `%s`\n\n", tag);
+  rp_prov_md(md, &pv, dir);
+  cli_sb_printf(md,
+                "Inputs sigma * N(0,1) rounded to BF16 (sigma = 2^log2_sigma, d = %s). Each entry gives, for "
+                "one recipe, mask and length, the smallest log2 sigma at which the pass rule fails on some output, "
+                "at which an Inf or NaN appears, and at which the exact result itself overflows BF16 (worst over "
+                "o, dq, dk, dv and seeds; '-' never on this grid).\n\n| recipe |",
+                xp_csv_col(c, "d") >= 0 && c->nrows ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?");
+  threshold_table(md, &m);
+  heatmap(md, pl, &m, tag, &pv);
+  map_free(&m);
+}

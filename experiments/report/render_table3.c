@@ -1,0 +1,90 @@
+/* attnacc: the report's sections for the packed-exp table (table3 sweeps, shaped like [blackwell-fa] Table 3) and
+ * the exp-ratio plot of `attnacc expmap --curve`. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+
+static void table3_provenance(cli_sb_t *md, const char *dir, const xp_csv_t *c) {
+  rp_meta_t m;
+  if (dir == NULL || c->nrows == 0) return;
+  rp_meta_read(&m, dir);
+  cli_sb_printf(
+      md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", m.version, m.git,
+      xp_csv_cell(c, 0, xp_csv_col(c, "samples")), xp_csv_cell(c, 0, xp_csv_col(c, "lo")),
+      xp_csv_cell(c, 0, xp_csv_col(c, "hi")), xp_csv_cell(c, 0, xp_csv_col(c, "seed")),
+      xp_csv_cell(c, 0, xp_csv_col(c, "shift")),
+      strcmp(xp_csv_cell(c, 0, xp_csv_col(c, "exhaustive")), "1") == 0 ? "; exhaustive columns in results.csv" : "");
+  rp_meta_free(&m);
+}
+
+/* The published row, from the published table. */
+static void table3_published(cli_sb_t *md) {
+  static const char *const stats[4] = {"ratio_min", "ratio_max", "max_rel_err", "mean_rel_err"};
+  const rp_pub_t *p = rp_pub_exp(stats[0]);
+  cli_sb_printf(md, "| *published (%s)* | deployed shift (error columns) |", p ? p->source : "?");
+  for (int k = 0; k < 4; k++) {
+    p = rp_pub_exp(stats[k]);
+    cli_sb_printf(md, " %s |", p ? p->text : "-");
+  }
+  cli_sb_printf(md, " NaN at encoded exponents -127, -126.5 (section 5.5) |\n\n");
+}
+
+/* From a table3 sweep folder (results.csv: label, spec, s_*) or an older table3.csv (construction, spec, s_*;
+   provenance in its '#' line). */
+void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_csv_t *c) {
+  static const char *const cols[5] = {"s_min_ratio", "s_max_ratio", "s_max_rel_err", "s_mean_rel_err", "s_nan"};
+  int cl = xp_csv_col(c, "label") >= 0 ? xp_csv_col(c, "label") : xp_csv_col(c, "construction"),
+      cs = xp_csv_col(c, "spec");
+  cli_sb_printf(md,
+                "## Packed BF16 exponential (shaped like Table 3 of the Blackwell FlashAttention paper, "
+                "REFERENCES.md [blackwell-fa] section 5.2)\n\n- results: `%s`\n",
+                path);
+  if (c->comment[0]) cli_sb_printf(md, "- provenance: `%s`\n", c->comment + (c->comment[0] == '#' ? 2 : 0));
+  table3_provenance(md, dir, c);
+  cli_sb_printf(md, "\n| construction | spec | sampled ratio min | max | max rel err | mean rel err | NaN |\n| --- | "
+                    "--- | --- | --- | --- | --- | --- |\n");
+  for (size_t r = 0; r < c->nrows; r++) {
+    if (strcmp(xp_csv_cell(c, r, cl), "published") == 0) continue;
+    cli_sb_printf(md, "| %s | `%s` |", xp_csv_cell(c, r, cl), xp_csv_cell(c, r, cs));
+    for (int k = 0; k < 5; k++) {
+      double v = xp_csv_num(xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+      if (k == 4 || isnan(v))
+        cli_sb_printf(md, " %s |", xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+      else
+        cli_sb_printf(md, k < 2 ? " %.4f |" : " %.3e |", v);
+    }
+    cli_sb_printf(md, "\n");
+  }
+  table3_published(md);
+}
+
+void rp_render_expratio(cli_sb_t *md, rp_plotter_t *pl, const char *path) {
+  cli_sb_t vars = {0};
+  char *text = xp_slurp(path, NULL), *nl;
+  rp_gp_str(&vars, "file", path);
+  /* the footer: the curve file's first line (version, git hash, what the columns are) and its path */
+  if (text != NULL && text[0] == '#') {
+    cli_sb_t cap = {0};
+    if ((nl = strchr(text, '\n')) != NULL) *nl = '\0';
+    cli_sb_printf(&cap, "%s: %s", path, text[1] == ' ' ? text + 2 : text + 1);
+    rp_gp_str(&vars, "caption", cap.buf ? cap.buf : "");
+    vars.oom |= cap.oom;
+    cli_sb_free(&cap);
+  }
+  free(text);
+  cli_sb_printf(md,
+                "## Exp ratio output / 2^x\n\n- data: `%s` (attnacc expmap --curve; its first line names version and "
+                "git hash)\n\n",
+                path);
+  if (!vars.oom && rp_draw(pl, "expratio.gp", "expratio", vars.buf))
+    cli_sb_printf(md, "![exp ratio](expratio.png)\n\n*Figure: top, output / 2^x per construction; bottom, the class "
+                      "of each construction's output at every x (valid, subnormal, zero, negative, Inf, NaN), with "
+                      "its key; SVG: [expratio.svg](expratio.svg).*\n\n");
+  else if (pl->have_gnuplot)
+    cli_sb_printf(md, "(the exp-ratio plot could not be drawn; see gnuplot.log)\n\n");
+  cli_sb_free(&vars);
+}
