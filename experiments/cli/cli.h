@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "attnacc.h"
+#include "cli/json.h"
 
 /* ---- messages ---- */
 void cli_error(const char *cmd, const char *fmt, ...)
@@ -66,7 +67,7 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
   }
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
-/* ---- a growing string (JSON text) ---- */
+/* ---- a growing string ---- */
 typedef struct {
   char *buf;
   size_t len, cap;
@@ -77,8 +78,6 @@ void cli_sb_printf(cli_sb_t *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void cli_sb_json_str(cli_sb_t *sb, const char *s); /* quoted and escaped, or null for NULL */
-void cli_sb_json_num(cli_sb_t *sb, double x);      /* %.17g, null when not finite */
 void cli_sb_free(cli_sb_t *sb);
 
 /* ---- files ---- */
@@ -111,9 +110,9 @@ int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, 
 int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n_q, size_t n_k, size_t d,
                        size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
 /* The problem features of issue 14 that are on (alignment, two-sided
-   window, softcap, ALiBi) as text appended to the problem line (json 0:
-   " key=value" words; 1: ", \"key\": value" members); "" when none is on. */
-void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb, int json);
+   window, softcap, ALiBi) as " key=value" words appended to the problem
+   line; "" when none is on (their JSON: cli_json_problem). */
+void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb);
 /* Read DIR/q.npy, k.npy, v.npy, do.npy ([N, d] or [H, N, d]) and the
    optional sinks.npy ([H, K], or [K] for one head), checking the shapes
    against each other with messages naming the files. */
@@ -131,8 +130,8 @@ int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_er
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo);
 
-/* Version of the JSON objects of run and score (experiments/README-json.md). */
-#define CLI_SCHEMA_VERSION 1
+/* Version of the JSON document of run and score (experiments/README-json.md). */
+#define CLI_SCHEMA_VERSION 2
 
 /* ---- one compared variant ---- */
 #define CLI_MAX_OUT 5
@@ -188,6 +187,12 @@ typedef struct {
   const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
+const cli_report_extra_t *cli_report_extra(void);
+/* The index of folded element i of output o in the report's layout into
+   idx ((b, h, n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i);
+/* The line that explains why output o fails rule (worst element, value, oracle, error). */
+void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, aa_rule_t rule);
 
 /* Compare t with ref into out->m (ULPs in t's format when BF16 or FP32,
    else FP32). */
@@ -217,8 +222,16 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
    or cli_progress_end() erases it. */
 void cli_progress(const char *cmd, const char *what, double work);
 void cli_progress_end(void);
-/* One JSON object per variant, or {"runs": [...]} for several. */
-void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* The JSON document of run and score (schema version 2, experiments/README-json.md):
+   {"schema_version", "attnacc": {version, git}, "command", "seed", "inputs",
+   "problem", ["layout",] "oracle", "runs": [one object per variant]}, the
+   same shape for one variant or many; NULL when out of memory. Its parts,
+   for documents that hold several problems (a varlen batch): */
+json_t *cli_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_problem(const cli_report_t *rep);
+json_t *cli_json_oracle(const cli_report_t *rep);
+json_t *cli_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_run(const cli_report_t *rep, const cli_variant_t *v);
 void cli_variant_free(cli_variant_t *v);
 
 /* Run recipe r (attn module) on the inputs and compare o, dq, dk, dv (and

@@ -152,7 +152,8 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
   cli_variant_t *vs = NULL, naive_v;
   aa_attn_result_t *res = NULL, naive_res;
   int have_naive = 0, naive_is = -1;
-  cli_sb_t sb = {0};
+  char *jtext = NULL;
+  size_t jlen = 0;
   cli_report_t rep;
   dropout_cli_t dc = {0};
   double oracle_seconds;
@@ -503,9 +504,14 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
       cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
       &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
-    cli_json(&sb, &rep, vs, nrec);
-    dropout_cli_json(&sb, &dc);
-    if (sb.oom) {
+    json_t *doc = cli_json_doc(&rep, vs, nrec);
+    if (dc.on && cli_json_set(doc, "dropout", dropout_cli_json(&dc)) != 0) {
+      json_decref(doc);
+      doc = NULL;
+    }
+    jtext = cli_json_text(doc, 0, &jlen);
+    json_decref(doc);
+    if (jtext == NULL) {
       cli_error(cmd, "out of memory");
       status = 1;
       goto out;
@@ -518,7 +524,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     const char *what = NULL;
     stage_t stg;
     stage_init(&stg);
-    if (out_file != NULL && (rc = stage_out_file(&stg, out_file, sb.buf, sb.len, &err)) != AA_OK) what = "--out";
+    if (out_file != NULL && (rc = stage_out_file(&stg, out_file, jtext, jlen, &err)) != AA_OK) what = "--out";
     if (what == NULL && save_dir != NULL) {
       what = "--save";
       if ((rc = stage_inputs(&stg, &in, save_dir, cli_npy_fmt(io_fmt), &err)) == AA_OK) {
@@ -546,7 +552,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     stage_free(&stg);
   }
   if (cli_get(&a, "json") != NULL)
-    fwrite(sb.buf, 1, sb.len, stdout);
+    fwrite(jtext, 1, jlen, stdout);
   else {
     cli_print_table(stdout, &rep, vs, nrec);
     dropout_cli_print(stdout, &dc);
@@ -558,7 +564,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
   status = 0;
 
 out:
-  cli_sb_free(&sb);
+  free(jtext);
   dropout_cli_free(&dc);
   features_cli_free(&fc);
   if (vs != NULL)

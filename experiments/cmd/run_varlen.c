@@ -40,11 +40,21 @@ static void out_put(aa_oracle_out_t *dst, const aa_oracle_out_t *src, size_t r0)
   if (!(src->relerr_bound <= dst->relerr_bound)) dst->relerr_bound = src->relerr_bound;
 }
 
-static void json_cu(cli_sb_t *sb, const char *name, const int32_t *cu, size_t B) {
-  cli_sb_printf(sb, "  \"%s\": [", name);
+static json_t *json_cu(const int32_t *cu, size_t B) {
+  json_t *a = json_array();
+  int bad = 0;
   for (size_t b = 0; b <= B; b++)
-    cli_sb_printf(sb, "%s%d", b ? ", " : "", (int)cu[b]);
-  cli_sb_printf(sb, "],\n");
+    bad |= cli_json_push(a, json_integer(cu[b]));
+  return bad ? (json_decref(a), NULL) : a;
+}
+
+/* One sequence of the batch: its problem, oracle and runs (the document's own shape without the provenance). */
+static json_t *json_sequence(const cli_report_t *rep, const cli_variant_t *vs, size_t nrec) {
+  json_t *j = json_object();
+  int bad = cli_json_set(j, "problem", cli_json_problem(rep));
+  bad |= cli_json_set(j, "oracle", cli_json_oracle(rep));
+  bad |= cli_json_set(j, "runs", cli_json_runs(rep, vs, nrec));
+  return bad ? (json_decref(j), NULL) : j;
 }
 
 int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli_report_t *rep,
@@ -55,7 +65,10 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
   size_t sq[3] = {H, pb->n_q, d}, sk[3] = {KH, pb->n_k, d};
   aa_error_t err = {{0}};
   int status = 1, rc;
-  cli_sb_t sb = {0};
+  json_t *seqs = json ? json_array() : NULL;
+  int jbad = 0;
+  char *jtext = NULL;
+  size_t jlen = 0;
   char *tables = NULL;
   size_t tables_len = 0;
   FILE *tf = json ? NULL : open_memstream(&tables, &tables_len);
@@ -85,12 +98,6 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
       cli_error(cmd, "out of memory");
       goto out;
     }
-  if (json) {
-    cli_sb_printf(&sb, "{\n");
-    json_cu(&sb, "cu_seqlens_q", fc->cu_q, B);
-    json_cu(&sb, "cu_seqlens_k", fc->cu_k, B);
-    cli_sb_printf(&sb, "  \"sequences\": [");
-  }
   double osec_total = 0;
   for (size_t b = 0; b < B; b++) {
     size_t q0 = (size_t)fc->cu_q[b], k0 = (size_t)fc->cu_k[b];
@@ -153,8 +160,7 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
     rb.oracle = &ob;
     rb.oracle_seconds = osec;
     if (json) {
-      cli_sb_printf(&sb, "%s\n", b ? "," : "");
-      cli_json(&sb, &rb, vs, nrec);
+      jbad |= cli_json_push(seqs, json_sequence(&rb, vs, nrec));
     } else {
       fprintf(tf, "== sequence %zu of %zu: queries %zu..%zu, keys %zu..%zu\n", b, B, q0, q0 + nq - 1, k0,
               k0 + nk - 1);
@@ -185,27 +191,33 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
     rb.oracle = &po;
     rb.oracle_seconds = osec_total;
     if (json) {
-      cli_sb_printf(&sb, "\n  ],\n  \"batch\": ");
-      cli_json(&sb, &rb, vb, nrec);
-      cli_sb_printf(&sb, "}\n");
+      /* the document of the whole packed batch, with the sequences' own results */
+      json_t *doc = cli_json_doc(&rb, vb, nrec);
+      jbad |= cli_json_set(doc, "cu_seqlens_q", json_cu(fc->cu_q, B));
+      jbad |= cli_json_set(doc, "cu_seqlens_k", json_cu(fc->cu_k, B));
+      jbad |= cli_json_set(doc, "sequences", seqs);
+      seqs = NULL;
+      jtext = jbad ? NULL : cli_json_text(doc, 0, &jlen);
+      json_decref(doc);
+      jbad = jtext == NULL;
     } else {
       fprintf(tf, "== batch of %zu sequences: %zu queries, %zu keys (metrics over all packed elements)\n", B, pb->n_q,
               pb->n_k);
       cli_print_table(tf, &rb, vb, nrec);
     }
   }
-  if (sb.oom) {
+  if (jbad) {
     cli_error(cmd, "out of memory");
     goto out;
   }
   if (out_file != NULL) { /* run.c refuses --out without --json for a varlen batch */
-    if ((rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+    if ((rc = cli_write_atomic(out_file, jtext, jlen, &err)) != AA_OK) {
       cli_error(cmd, "%s", err.msg);
       goto out;
     }
   }
   if (json)
-    fwrite(sb.buf, 1, sb.len, stdout);
+    fwrite(jtext, 1, jlen, stdout);
   else {
     fclose(tf);
     tf = NULL;
@@ -215,7 +227,8 @@ int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli
 out:
   if (tf != NULL) fclose(tf);
   free(tables);
-  cli_sb_free(&sb);
+  json_decref(seqs);
+  free(jtext);
   if (vs != NULL)
     for (size_t i = 0; i < nrun; i++)
       cli_variant_free(&vs[i]);

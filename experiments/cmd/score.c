@@ -172,7 +172,8 @@ int aa_cmd_score(int argc, char **argv) {
   aa_attn_result_t naive_res, snaive_res;
   aa_recipe_t naive_r, snaive_r;
   aa_fmt_t in_fmt = AA_FMT_BF16;
-  cli_sb_t sb = {0};
+  char *jtext = NULL;
+  size_t jlen = 0;
   cli_report_t rep;
   cli_report_extra_t ex;
 
@@ -445,13 +446,15 @@ int aa_cmd_score(int argc, char **argv) {
   cli_set_report_extra(&ex);
   rep = (cli_report_t){cmd, 0, 0, NULL, 0, inputs_src, &pb, &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
-    cli_json(&sb, &rep, &v, 1);
-    if (sb.oom) {
+    json_t *doc = cli_json_doc(&rep, &v, 1);
+    jtext = cli_json_text(doc, 0, &jlen);
+    json_decref(doc);
+    if (jtext == NULL) {
       cli_error(cmd, "out of memory");
       goto out;
     }
   }
-  if (out_file != NULL && (rc = cli_write_atomic(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+  if (out_file != NULL && (rc = cli_write_atomic(out_file, jtext, jlen, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     goto out;
   }
@@ -460,7 +463,7 @@ int aa_cmd_score(int argc, char **argv) {
     goto out;
   }
   if (cli_get(&a, "json") != NULL) {
-    fwrite(sb.buf, 1, sb.len, stdout);
+    fwrite(jtext, 1, jlen, stdout);
   } else {
     cli_print_table(stdout, &rep, &v, 1);
     printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(layout), aa_layout_axes(layout), qd.b,
@@ -482,7 +485,7 @@ int aa_cmd_score(int argc, char **argv) {
 
 out:
   free(av);
-  cli_sb_free(&sb);
+  free(jtext);
   for (int i = 0; i < 5; i++) {
     aa_tensor_free(&g[i]);
     aa_ndarray_free(&raw[i]);

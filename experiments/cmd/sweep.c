@@ -70,52 +70,54 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 /* ---- meta.json: provenance of the result folder ---- */
 /* Staged (stage.h): renamed into place once the run has written the
    results files, so a failure there leaves no new meta.json either. */
-static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
-                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
-  cli_sb_t sb = {0};
-  char path[4096], gh[33];
-  aa_hash128_t g = aa_sweep_grid_hash(sw);
-  int rc;
-  aa_hash128_hex(gh, &g);
-  cli_sb_printf(&sb, "{\n  \"experiment\": ");
-  cli_sb_json_str(&sb, xp->name);
-  cli_sb_printf(&sb, ",\n  \"quick\": %s,\n  \"version\": ", o->quick ? "true" : "false");
-  cli_sb_json_str(&sb, AA_VERSION);
-  cli_sb_printf(&sb, ",\n  \"git\": ");
-  cli_sb_json_str(&sb, AA_GIT_HASH);
-  if (xp->inputs != NULL) {
-    cli_sb_printf(&sb, ",\n  \"seeds\": ");
-    cli_sb_json_str(&sb, xp->inputs);
-  }
-  cli_sb_printf(&sb, ",\n  \"grid_hash\": \"%s\",\n  \"cells\": %zu,\n  \"command\": [", gh, aa_sweep_ncells(sw));
-  for (int i = 0; i < argc; i++) {
-    cli_sb_printf(&sb, "%s", i ? ", " : "");
-    cli_sb_json_str(&sb, argv[i]);
-  }
-  cli_sb_printf(&sb, "],\n  \"recipes\": [");
-  for (size_t i = 0; i < ctx->nrecipes; i++) {
+/* The recipes of ctx as [{name, hash, text}]. */
+static json_t *meta_recipes(const xp_ctx_t *ctx) {
+  json_t *a = json_array();
+  int bad = 0;
+  for (size_t i = 0; i < ctx->nrecipes && !bad; i++) {
     char probe[2], *text;
     size_t need = aa_recipe_format(probe, sizeof probe, &ctx->recipe[i]);
+    json_t *r = json_object();
     if ((text = malloc(need + 1)) == NULL) {
-      cli_sb_free(&sb);
-      return aa_error_set(err, AA_ENOMEM, "out of memory");
+      json_decref(r);
+      bad = 1;
+      break;
     }
     aa_recipe_format(text, need + 1, &ctx->recipe[i]);
-    cli_sb_printf(&sb, "%s\n    {\"name\": ", i ? "," : "");
-    cli_sb_json_str(&sb, ctx->recipe[i].name);
-    cli_sb_printf(&sb, ", \"hash\": \"%s\", \"text\": ", ctx->recipe_hash[i]);
-    cli_sb_json_str(&sb, text);
-    cli_sb_printf(&sb, "}");
+    bad |= cli_json_set(r, "name", cli_json_str(ctx->recipe[i].name));
+    bad |= cli_json_set(r, "hash", cli_json_str(ctx->recipe_hash[i]));
+    bad |= cli_json_set(r, "text", cli_json_str(text));
+    bad |= cli_json_push(a, r);
     free(text);
   }
-  cli_sb_printf(&sb, "\n  ]\n}\n");
-  if (sb.oom) {
-    cli_sb_free(&sb);
-    return aa_error_set(err, AA_ENOMEM, "out of memory");
-  }
+  return bad ? (json_decref(a), NULL) : a;
+}
+
+static int write_meta(stage_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
+                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
+  char path[4096], gh[33], *text;
+  size_t len;
+  aa_hash128_t g = aa_sweep_grid_hash(sw);
+  json_t *j = json_object(), *cmd = json_array();
+  int rc, bad;
+  aa_hash128_hex(gh, &g);
+  bad = cli_json_set(j, "experiment", cli_json_str(xp->name));
+  bad |= cli_json_set(j, "quick", cli_json_bool(o->quick));
+  bad |= cli_json_set(j, "version", cli_json_str(AA_VERSION));
+  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
+  if (xp->inputs != NULL) bad |= cli_json_set(j, "seeds", cli_json_str(xp->inputs));
+  bad |= cli_json_set(j, "grid_hash", cli_json_str(gh));
+  bad |= cli_json_set(j, "cells", cli_json_u64(aa_sweep_ncells(sw)));
+  for (int i = 0; i < argc; i++)
+    bad |= cli_json_push(cmd, cli_json_str(argv[i]));
+  bad |= cli_json_set(j, "command", cmd);
+  bad |= cli_json_set(j, "recipes", meta_recipes(ctx));
+  text = bad ? NULL : cli_json_text(j, 0, &len);
+  json_decref(j);
+  if (text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = stage_data(stg, path, sb.buf, sb.len, err);
-  cli_sb_free(&sb);
+  rc = stage_data(stg, path, text, len, err);
+  free(text);
   return rc;
 }
 

@@ -89,24 +89,18 @@ static int parse_float(float *out, const char *opt, const char *s) {
   return 0;
 }
 
-static void json_ranges(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int c, int exponent, int bf16,
-                        float shift) {
-  cli_sb_printf(sb, "[");
+/* The [lo, hi] runs of class c: the inputs x (exponent 0) or their encoded exponents. */
+static json_t *json_ranges(const aa_exp_map_t *m, const aa_exp_t *e, int c, int exponent, int bf16, float shift) {
+  json_t *a = json_array();
+  int bad = 0;
   for (int r = 0; r < m->nranges[c]; r++) {
     float lo = m->ranges[c][r].lo, hi = m->ranges[c][r].hi;
-    cli_sb_printf(sb, "%s[", r ? ", " : "");
-    if (exponent) {
-      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, lo - shift, bf16));
-      cli_sb_printf(sb, ", ");
-      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, hi - shift, bf16));
-    } else {
-      cli_sb_json_num(sb, lo);
-      cli_sb_printf(sb, ", ");
-      cli_sb_json_num(sb, hi);
-    }
-    cli_sb_printf(sb, "]");
+    json_t *p = json_array();
+    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, lo - shift, bf16) : lo));
+    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, hi - shift, bf16) : hi));
+    bad |= cli_json_push(a, p);
   }
-  cli_sb_printf(sb, "]");
+  return bad ? (json_decref(a), NULL) : a;
 }
 
 /* Is E within one encoding step of some NaN run (in encoded-exponent terms)? */
@@ -125,63 +119,61 @@ static int nan_near(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float sh
   return 0;
 }
 
-static void json_one(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float lo, float hi,
-                     int exhaustive, uint64_t seed, float shift) {
-  char spec[256];
-  aa_exp_describe(spec, sizeof spec, e);
-  cli_sb_printf(sb, "{\"version\": ");
-  cli_sb_json_str(sb, AA_VERSION);
-  cli_sb_printf(sb, ", \"git\": ");
-  cli_sb_json_str(sb, AA_GIT_HASH);
-  cli_sb_printf(sb, ", \"construction\": ");
-  cli_sb_json_str(sb, aa_exp_info(e->kind)->name);
-  cli_sb_printf(sb, ", \"spec\": ");
-  cli_sb_json_str(sb, spec);
-  cli_sb_printf(sb, ", \"input_base\": \"2\", \"output\": \"%s\", \"mode\": \"%s\"", bf16 ? "bf16" : "fp32",
-                exhaustive ? "exhaustive" : "samples");
-  if (!exhaustive) cli_sb_printf(sb, ", \"seed\": %llu", (unsigned long long)seed);
-  cli_sb_printf(sb, ", \"lo\": ");
-  cli_sb_json_num(sb, lo);
-  cli_sb_printf(sb, ", \"hi\": ");
-  cli_sb_json_num(sb, hi);
-  cli_sb_printf(sb, ", \"shift\": ");
-  cli_sb_json_num(sb, shift);
-  cli_sb_printf(sb, ", \"inputs\": %llu, \"valid\": %llu", (unsigned long long)m->inputs,
-                (unsigned long long)m->valid);
-  const char *k[] = {"min_ratio", "max_ratio", "max_rel_err", "mean_rel_err"};
-  double v[] = {m->min_ratio, m->max_ratio, m->max_rel_err, m->mean_rel_err};
-  for (int i = 0; i < 4; i++) {
-    cli_sb_printf(sb, ", \"%s\": ", k[i]);
-    cli_sb_json_num(sb, v[i]);
-  }
-  cli_sb_printf(sb, ", \"min_ratio_at\": ");
-  cli_sb_json_num(sb, m->argmin_ratio);
-  cli_sb_printf(sb, ", \"max_ratio_at\": ");
-  cli_sb_json_num(sb, m->argmax_ratio);
-  cli_sb_printf(sb, ", \"max_rel_err_at\": ");
-  cli_sb_json_num(sb, m->argmax_rel_err);
-  if (shift != 0.0f)
-    cli_sb_printf(sb, ", \"cr_mismatch\": null");
-  else
-    cli_sb_printf(sb, ", \"cr_mismatch\": %llu", (unsigned long long)m->cr_mismatch);
+/* The classes' counts, runs and ranges into j (keys CLASS_count, CLASS_runs, CLASS_ranges...). */
+static int json_classes(json_t *j, const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift) {
+  int bad = 0;
   for (int c = 0; c < AA_EXP_NCLS; c++) {
     const char *n = aa_exp_cls_name(c);
-    cli_sb_printf(sb, ", \"%s_count\": %llu, \"%s_runs\": %llu, \"%s_ranges\": ", n,
-                  (unsigned long long)m->cls_count[c], n, (unsigned long long)m->cls_runs[c], n);
-    json_ranges(sb, m, e, c, 0, bf16, shift);
-    cli_sb_printf(sb, ", \"%s_ranges_exponent\": ", n);
-    json_ranges(sb, m, e, c, 1, bf16, shift);
-    cli_sb_printf(sb, ", \"%s_ranges_truncated\": %s", n, m->ranges_truncated[c] ? "true" : "false");
+    char key[64];
+    snprintf(key, sizeof key, "%s_count", n);
+    bad |= cli_json_set(j, key, cli_json_u64(m->cls_count[c]));
+    snprintf(key, sizeof key, "%s_runs", n);
+    bad |= cli_json_set(j, key, cli_json_u64(m->cls_runs[c]));
+    snprintf(key, sizeof key, "%s_ranges", n);
+    bad |= cli_json_set(j, key, json_ranges(m, e, c, 0, bf16, shift));
+    snprintf(key, sizeof key, "%s_ranges_exponent", n);
+    bad |= cli_json_set(j, key, json_ranges(m, e, c, 1, bf16, shift));
+    snprintf(key, sizeof key, "%s_ranges_truncated", n);
+    bad |= cli_json_set(j, key, cli_json_bool(m->ranges_truncated[c]));
   }
-  cli_sb_printf(sb, ", \"paper_nan_exponents\": {\"-127\": %s, \"-126.5\": %s}",
-                nan_near(m, e, bf16, shift, -127.0) ? "true" : "false",
-                nan_near(m, e, bf16, shift, -126.5) ? "true" : "false");
-  cli_sb_printf(sb, ", \"reference\": \"libm exp2 (FP64)\", \"reference_max_relerr\": ");
-  cli_sb_json_num(sb, AA_EXP_REF_RELERR);
-  cli_sb_printf(
-      sb, ", \"reference_checked\": %llu, \"reference_observed_max_relerr\": ", (unsigned long long)m->ref_checked);
-  cli_sb_json_num(sb, m->ref_observed_max_relerr);
-  cli_sb_printf(sb, "}");
+  return bad;
+}
+
+static json_t *json_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float lo, float hi, int exhaustive,
+                        uint64_t seed, float shift) {
+  char spec[256];
+  json_t *j = json_object(), *nan = json_object();
+  aa_exp_describe(spec, sizeof spec, e);
+  int bad = cli_json_set(j, "version", cli_json_str(AA_VERSION));
+  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
+  bad |= cli_json_set(j, "construction", cli_json_str(aa_exp_info(e->kind)->name));
+  bad |= cli_json_set(j, "spec", cli_json_str(spec));
+  bad |= cli_json_set(j, "input_base", json_string("2"));
+  bad |= cli_json_set(j, "output", json_string(bf16 ? "bf16" : "fp32"));
+  bad |= cli_json_set(j, "mode", json_string(exhaustive ? "exhaustive" : "samples"));
+  if (!exhaustive) bad |= cli_json_set(j, "seed", cli_json_u64(seed));
+  bad |= cli_json_set(j, "lo", cli_json_num(lo));
+  bad |= cli_json_set(j, "hi", cli_json_num(hi));
+  bad |= cli_json_set(j, "shift", cli_json_num(shift));
+  bad |= cli_json_set(j, "inputs", cli_json_u64(m->inputs));
+  bad |= cli_json_set(j, "valid", cli_json_u64(m->valid));
+  bad |= cli_json_set(j, "min_ratio", cli_json_num(m->min_ratio));
+  bad |= cli_json_set(j, "max_ratio", cli_json_num(m->max_ratio));
+  bad |= cli_json_set(j, "max_rel_err", cli_json_num(m->max_rel_err));
+  bad |= cli_json_set(j, "mean_rel_err", cli_json_num(m->mean_rel_err));
+  bad |= cli_json_set(j, "min_ratio_at", cli_json_num(m->argmin_ratio));
+  bad |= cli_json_set(j, "max_ratio_at", cli_json_num(m->argmax_ratio));
+  bad |= cli_json_set(j, "max_rel_err_at", cli_json_num(m->argmax_rel_err));
+  bad |= cli_json_set(j, "cr_mismatch", shift != 0.0f ? json_null() : cli_json_u64(m->cr_mismatch));
+  bad |= json_classes(j, m, e, bf16, shift);
+  bad |= cli_json_set(nan, "-127", cli_json_bool(nan_near(m, e, bf16, shift, -127.0)));
+  bad |= cli_json_set(nan, "-126.5", cli_json_bool(nan_near(m, e, bf16, shift, -126.5)));
+  bad |= cli_json_set(j, "paper_nan_exponents", nan);
+  bad |= cli_json_set(j, "reference", json_string("libm exp2 (FP64)"));
+  bad |= cli_json_set(j, "reference_max_relerr", cli_json_num(AA_EXP_REF_RELERR));
+  bad |= cli_json_set(j, "reference_checked", cli_json_u64(m->ref_checked));
+  bad |= cli_json_set(j, "reference_observed_max_relerr", cli_json_num(m->ref_observed_max_relerr));
+  return bad ? (json_decref(j), NULL) : j;
 }
 
 static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift) {
@@ -395,15 +387,22 @@ int aa_cmd_expmap(int argc, char **argv) {
   for (int c = 0; c < ne; c++)
     bf16[c] = packed || aa_exp_info(e[c].kind)->bf16_native;
   if (json) {
-    cli_sb_t sb = {0};
-    if (ne > 1) cli_sb_printf(&sb, "[");
+    /* one construction: its object; several: an array of them */
+    json_t *all = ne > 1 ? json_array() : NULL, *one = NULL;
+    int bad = 0;
     for (int c = 0; c < ne; c++) {
-      if (c) cli_sb_printf(&sb, ",\n");
-      json_one(&sb, &maps[c], &e[c], bf16[c], lo, hi, nsamples == 0, seed, shift);
+      one = json_one(&maps[c], &e[c], bf16[c], lo, hi, nsamples == 0, seed, shift);
+      if (all != NULL) bad |= cli_json_push(all, one);
     }
-    if (ne > 1) cli_sb_printf(&sb, "]");
-    if (!sb.oom) printf("%s\n", sb.buf);
-    cli_sb_free(&sb);
+    char *text = bad ? NULL : cli_json_text(all != NULL ? all : one, 0, NULL);
+    json_decref(all != NULL ? all : one);
+    if (text == NULL) {
+      cli_error("expmap", "out of memory");
+      free(maps);
+      return 1;
+    }
+    fputs(text, stdout);
+    free(text);
   } else {
     printf("attnacc %s (git %s) expmap over [%a, %a]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
            shift != 0.0f ? " shifted" : "", nsamples ? "samples" : "every FP32 input");
