@@ -158,6 +158,9 @@ typedef struct {
   char softmax[24]; /* fwd.softmax name ("" for external gradients) */
   size_t fwd_tiles, tiles_flagged, rows_recovered;
   int nonfinite;
+  /* The emulation's own message when the recipe refused the problem (a NaN
+     it detects, a range it cannot hold); "" when it ran. */
+  char refused[sizeof(((aa_error_t *)0)->msg)];
 } cli_variant_t;
 
 /* Everything a report prints besides the per-variant rows. */
@@ -234,8 +237,13 @@ json_t *cli_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t n
 json_t *cli_json_run(const cli_report_t *rep, const cli_variant_t *v);
 void cli_variant_free(cli_variant_t *v);
 
-/* Run recipe r (attn module) on the inputs and compare o, dq, dk, dv (and
-   dsinks when the problem has sinks) with the oracle; res keeps the outputs. */
+/* The one evaluation path of every command and experiment: run recipe r
+   (attn module) on the inputs, timed into v->seconds, and compare o, dq,
+   dk, dv (and dsinks when the problem has sinks) with the oracle: metrics
+   (lib/metrics.h: ULPs in the output's format, bf16 or else fp32, the
+   0.01/0.01 rule) and the robust measures and rules (lib/score.h); res keeps
+   the outputs. On failure err says "RECIPE: ..." or "OUTPUT: ...", and when
+   the emulation itself refused the problem v->refused keeps its message. */
 int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                     const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err);
 /* Apply the flash-attention rule against the naive reference's rows with

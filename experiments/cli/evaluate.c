@@ -174,6 +174,7 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
   int rc;
   size_t need;
   memset(res, 0, sizeof *res);
+  v->refused[0] = '\0';
   snprintf(v->variant, sizeof v->variant, "%s", r->name);
   {
     char probe[2];
@@ -186,6 +187,7 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
   rc = aa_attn_run(res, pb, r, &in->q, &in->k, &in->v, &in->dO, err);
   v->seconds = cli_now() - t0;
   if (rc != AA_OK) {
+    snprintf(v->refused, sizeof v->refused, "%s", err->msg[0] ? err->msg : aa_status_str(rc));
     err_prefix(err, r->name);
     return rc;
   }

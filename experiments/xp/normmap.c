@@ -229,24 +229,19 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   const rec_t *recs = causal ? cx->causal : cx->dense;
   size_t nrec = causal ? cx->ncausal : cx->ndense;
   for (size_t ri = 0; ri < nrec && st == AA_OK; ri++) {
-    aa_attn_result_t res;
-    t0 = cli_now();
-    st = aa_attn_run(&res, &pb, &recs[ri].r, &q, &A.k, &B.v, &dO, err);
-    double t_em = cli_now() - t0;
-    if (st != AA_OK) goto out;
-    cli_out_t outs[4];
-    const char *names[4] = {"o", "dq", "dk", "dv"};
-    const aa_tensor_t *ts[4] = {&res.o, &res.dq, &res.dk, &res.dv};
+    /* the evaluation path of run and score (cli_run_variant): the o, dq, dk, dv rows */
+    static const char *const names[4] = {"o", "dq", "dk", "dv"};
     const aa_oracle_out_t *refs[4] = {&orc.o, &orc.dq, &orc.dk, &orc.dv};
-    int nonfinite = 0;
-    for (int t = 0; t < 4 && st == AA_OK; t++) {
-      st = cli_compare(&outs[t], names[t], ts[t], refs[t], err);
-      if (st == AA_OK && outs[t].m.nan + outs[t].m.inf > 0) nonfinite = 1;
-    }
+    cli_inputs_t in = {.q = q, .k = A.k, .v = B.v, .dO = dO};
+    aa_attn_result_t res;
+    cli_variant_t v;
+    memset(&v, 0, sizeof v);
+    st = cli_run_variant(&v, &res, &recs[ri].r, &pb, &in, &orc, err);
     for (int t = 0; t < 4 && st == AA_OK; t++)
-      st = set_row(rows, recs[ri].name, names[t], &outs[t].m, &res, m, nonfinite, lmax, lmin, t_or, t_em, hit,
+      st = set_row(rows, recs[ri].name, names[t], &v.out[t].m, &res, m, v.nonfinite, lmax, lmin, t_or, v.seconds, hit,
                    refs[t]->relerr_bound, orc.n_uncertified);
     aa_attn_result_free(&res);
+    cli_variant_free(&v);
   }
 out:
   if (have_orc) aa_oracle_result_free(&orc);
