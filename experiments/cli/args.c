@@ -157,3 +157,30 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
   *out = v;
   return 0;
 }
+
+void cli_problem_opts_init(cli_problem_opts_t *p) {
+  *p = (cli_problem_opts_t){.n = 1024, .d = 128, .heads = 1, .kv_heads = 0, .seed = 1, .sigma = 1};
+}
+
+int cli_problem_opts_parse(cli_problem_opts_t *p, const cli_args_t *a, const char *cmd, size_t max_n,
+                           size_t max_dim) {
+  const char *s;
+  if (((s = cli_get(a, "n")) && cli_size(&p->n, cmd, "n", s, 1, max_n)) ||
+      ((s = cli_get(a, "d")) && cli_size(&p->d, cmd, "d", s, 1, max_dim)) ||
+      ((s = cli_get(a, "heads")) && cli_size(&p->heads, cmd, "heads", s, 1, max_dim)) ||
+      ((s = cli_get(a, "kv-heads")) && cli_size(&p->kv_heads, cmd, "kv-heads", s, 1, max_dim)) ||
+      ((s = cli_get(a, "seed")) && cli_u64(&p->seed, cmd, "seed", s)))
+    return 2;
+  if ((s = cli_get(a, "dist")) != NULL) {
+    if (strcmp(s, "uniform") != 0 && strcmp(s, "normal") != 0) {
+      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
+      return 2;
+    }
+    p->uniform = strcmp(s, "uniform") == 0;
+  }
+  if (((s = cli_get(a, "sigma")) && cli_double(&p->sigma, cmd, "sigma", s, 0, 1e300, 1)) ||
+      ((s = cli_get(a, "scale")) && cli_double(&p->scale, cmd, "scale", s, 0, 1e300, 1)))
+    return 2;
+  p->causal = cli_get(a, "causal") != NULL;
+  return 0;
+}

@@ -67,6 +67,38 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
   }
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
+/* ---- the problem options, declared once ----
+   Rows for the commands that draw one attention problem (run, explain,
+   determinism, ...): its shape, the seeded draw, the mask and scale. A
+   command takes the groups it has; cli_problem_opts_parse reads whichever
+   of them its table holds. */
+#define CLI_OPTS_PROBLEM_SHAPE                                                                                       \
+  {"n", "N", "1024", "sequence length (queries and keys)"}, {"d", "D", "128", "head dimension"},                     \
+      {"heads", "H", "1", "query heads"}, {                                                                          \
+    "kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"                                         \
+  }
+#define CLI_OPTS_PROBLEM_DRAW                                                                                        \
+  {"seed", "S", "1", "seed of the input draw (0 to 2^64-1; every command draws the same inputs for one seed)"},      \
+      {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"}, {                    \
+    "sigma", "X", "1", "scale of the input distribution (> 0)"                                                       \
+  }
+#define CLI_OPT_CAUSAL                                                                                               \
+  { "causal", NULL, NULL, "causal mask (query i sees keys 0..i)" }
+#define CLI_OPT_SCALE                                                                                                \
+  { "scale", "S", "1/sqrt(d)", "softmax scale (> 0)" }
+typedef struct {
+  size_t n, d, heads, kv_heads; /* kv_heads 0: as many as heads */
+  uint64_t seed;
+  int uniform; /* --dist uniform */
+  double sigma;
+  double scale; /* 0: 1/sqrt(d) */
+  int causal;
+} cli_problem_opts_t;
+void cli_problem_opts_init(cli_problem_opts_t *p); /* the defaults shown in the rows above */
+/* Read the problem options that are given (n, d, heads, kv-heads at most
+   max_n, max_dim, max_dim); 0, or 2 after a message "attnacc CMD: --OPT: ...". */
+int cli_problem_opts_parse(cli_problem_opts_t *p, const cli_args_t *a, const char *cmd, size_t max_n, size_t max_dim);
+
 /* ---- a growing string ---- */
 typedef struct {
   char *buf;

@@ -12,14 +12,9 @@ static const cli_opt_t params[] = {
     {"set", "KEY=VALUE[,KEY=VALUE...]", NULL, "recipe keys changed after the preset (e.g. dq_reduce=fp32-atomic)"},
     {"runs", "R", "8", "number of runs (order seeds base .. base + R - 1)"},
     {"order-seed-base", "S", "1", "order seed of the first run (dq_reduce_order_seed)"},
-    {"n", "N", "1024", "sequence length (queries and keys)"},
-    {"d", "D", "128", "head dimension"},
-    {"heads", "H", "1", "query heads"},
-    {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
-    {"seed", "S", "1", "seed of the input draw (the same draws as attnacc run --seed S)"},
-    {"dist", "normal|uniform", "normal", "input distribution"},
-    {"sigma", "X", "1", "scale of the input distribution (> 0)"},
-    {"causal", NULL, NULL, "causal mask"},
+    CLI_OPTS_PROBLEM_SHAPE,
+    CLI_OPTS_PROBLEM_DRAW,
+    CLI_OPT_CAUSAL,
     XP_OPTS_ORACLE,
     {"json", NULL, NULL, "print the verdict as one JSON object (the sweep's own lines then go to stderr)"},
 };
@@ -192,12 +187,8 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
   det_t *cx = calloc(1, sizeof *cx);
   if ((ctx->priv = cx) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   pthread_mutex_init(&cx->lock, NULL);
-  cx->n = 1024;
-  cx->d = 128;
-  cx->heads = 1;
   cx->runs = 8;
-  cx->seed = cx->base = 1;
-  cx->sigma = 1;
+  cx->base = 1;
   if ((s = xp_opt(o, "variant")) != NULL) {
     if (aa_recipe_preset(&cx->rec, s, NULL) != AA_OK)
       return aa_error_set(err, AA_ENOTFOUND, "unknown variant '%s' (attnacc list shows the presets)", s);
@@ -209,21 +200,15 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
   }
   if ((s = xp_opt(o, "set")) != NULL && (rc = apply_sets(&cx->rec, s, err)) != AA_OK) return rc;
   if ((rc = aa_recipe_check(&cx->rec, err)) != AA_OK) return rc;
+  cli_problem_opts_t po;
+  cli_problem_opts_init(&po);
   if (xp_opt_size(&cx->runs, o, "runs", 1, 1000) || xp_opt_u64(&cx->base, o, "order-seed-base") ||
-      xp_opt_size(&cx->n, o, "n", 1, 1 << 20) || xp_opt_size(&cx->d, o, "d", 1, 4096) ||
-      xp_opt_size(&cx->heads, o, "heads", 1, 4096) || xp_opt_size(&cx->kv_heads, o, "kv-heads", 1, 4096) ||
-      xp_opt_u64(&cx->seed, o, "seed") || xp_opt_double(&cx->sigma, o, "sigma", 0, 1e300, 1))
+      cli_problem_opts_parse(&po, o->args, o->cmd, 1 << 20, 4096))
     return AA_EINVAL;
-  if ((s = xp_opt(o, "dist")) != NULL) {
-    if (strcmp(s, "uniform") == 0)
-      cx->uniform = 1;
-    else if (strcmp(s, "normal") != 0)
-      return aa_error_set(err, AA_EINVAL, "--dist: '%s' is not normal or uniform", s);
-  }
-  if (cx->kv_heads == 0) cx->kv_heads = cx->heads;
+  cx->n = po.n, cx->d = po.d, cx->heads = po.heads, cx->kv_heads = po.kv_heads ? po.kv_heads : po.heads;
+  cx->seed = po.seed, cx->uniform = po.uniform, cx->sigma = po.sigma, cx->causal = po.causal;
   if (cx->heads % cx->kv_heads != 0)
     return aa_error_set(err, AA_EINVAL, "--kv-heads %zu does not divide --heads %zu", cx->kv_heads, cx->heads);
-  cx->causal = xp_opt(o, "causal") != NULL;
   cx->json = xp_opt(o, "json") != NULL;
   ctx->stdout_owned = cx->json;
   problem(&pb, cx);
