@@ -184,7 +184,8 @@ typedef struct {
   double seconds;             /* emulation seconds (forward + backward) */
   char dq_reduce[32];         /* the recipe's dq_reduce strategy name ("" for external gradients) */
   aa_reduce_stats_t dq_stats; /* its counters: tiles, budget failures, FP64 recomputes */
-  /* Normalisation (seed 003 variants; zeros for the other schemes): forward
+  /* Normalisation (the fixed-shift and guarded variants of [blackwell-fa]
+     sections 3.1-3.2; zeros for the other schemes): forward
      query tiles, tiles flagged by the range checks, rows recovered to LSE,
      and whether any output (o, dq, dk, dv, dsinks) holds NaN or Inf. */
   char softmax[24]; /* fwd.softmax name ("" for external gradients) */

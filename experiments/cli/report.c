@@ -203,11 +203,20 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
               vs[i].nonfinite ? "yes" : "no");
   fprintf(f, "rule 1 (pass): |a - b| <= %g + %g |b| for every element; fa rule: max_abs <= factor x naive-bf16's\n",
           AA_METRICS_ATOL, AA_METRICS_RTOL);
-  fprintf(f,
-          "oracle: %s, %d bits, target %a, certified relative error bound %.3e, %zu elements recomputed in MPFR, %zu "
-          "uncertified\n",
-          aa_oracle_path_name(rep->oo->path), rep->oo->prec, rep->oo->target, cli_oracle_bound(rep->oracle),
-          rep->oracle->n_recomputed, rep->oracle->n_uncertified);
+  {
+    char target[32];
+    int e;
+    /* decimal, or 2^E for a power of two (the form --oracle-target takes) */
+    if (frexp(rep->oo->target, &e) == 0.5)
+      snprintf(target, sizeof target, "2^%d", e - 1);
+    else
+      snprintf(target, sizeof target, "%.6g", rep->oo->target);
+    fprintf(f,
+            "oracle: %s, %d bits, target %s, certified relative error bound %.3e, %zu elements recomputed in MPFR, "
+            "%zu uncertified\n",
+            aa_oracle_path_name(rep->oo->path), rep->oo->prec, target, cli_oracle_bound(rep->oracle),
+            rep->oracle->n_recomputed, rep->oracle->n_uncertified);
+  }
   fprintf(f, "seconds: oracle %.3f, emulation %.3f\n", rep->oracle_seconds, emul);
   if (rep->seed_known) fprintf(f, "seed %llu, ", (unsigned long long)rep->seed);
   fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);

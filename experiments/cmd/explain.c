@@ -10,8 +10,9 @@
 
 static const char *const usage_line = "usage: attnacc explain --variant SPEC [run's problem options]";
 static const char *const description =
-    "Where a recipe's error comes from. For each rounding site of the recipe (each format,\n"
-    "accumulation-model and exp/tanh key that the key table marks as a rounding: attnacc\n"
+    "Where a recipe's error comes from: the part of it each rounding site contributes.\n\n"
+    "For each rounding site of the recipe (each format, accumulation-model and exp/tanh\n"
+    "key that the key table marks as a rounding: attnacc\n"
     "list --keys, 'rounding -> X') whose value is not already exact, the same recipe with\n"
     "that one site made exact (fp64, fp64-seq, exact) is run on the same inputs as the\n"
     "recipe itself and as the recipe with every site exact, and each is compared with the\n"

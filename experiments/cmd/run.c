@@ -41,8 +41,9 @@ static const cli_opt_t opts[] = {
 
 static const char usage_line[] = "--variant SPEC[,SPEC...] | --recipe FILE [OPTIONS]";
 static const char description[] =
-    "Emulate each variant on one attention problem, compare o, dq, dk, dv (and dsinks)\n"
-    "with the oracle and print one row per variant and output: rel_l2 (over finite\n"
+    "Emulate recipes (variants) on one attention problem and compare their outputs with\n"
+    "the exact oracle.\n\n"
+    "Each variant's o, dq, dk, dv (and dsinks) give one row each: rel_l2 (over finite\n"
     "elements), max_abs, max_ulp and mean_ulp (ULPs of the recipe's output format, bf16\n"
     "or fp32, against the correctly rounded oracle value), NaN/Inf counts, pass (every\n"
     "element has |a - b| <= 0.01 + 0.01 |b|; any NaN/Inf fails) and the flash-attention\n"

@@ -35,6 +35,8 @@ static const cli_opt_t opts[] = {
 
 static const char usage_line[] = "--inputs PATH --grads PATH [OPTIONS]";
 static const char description[] =
+    "Score a kernel's outputs: compare the o, dq, dk, dv it computed on given inputs with\n"
+    "the exact oracle and give a verdict (exit status 1 when a rule fails).\n\n"
     "Read the inputs q, k, v, do (and the optional sinks) from --inputs and the kernel's\n"
     "dq, dk, dv and the optional o (and dsinks with sinks) from --grads: folders of .npy\n"
     "files, .npz archives (np.savez, np.savez_compressed) or .safetensors files. dtypes:\n"

@@ -316,22 +316,22 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
   return fflush(stdout) == 0 ? 0 : 1;
 }
 
-/* The help text: the experiment's description, then the engine's. */
+/* The help text: the engine's (sweep alone), or the experiment's description. */
 static void help_text(cli_sb_t *sb, const char *cmd, const xp_experiment_t *xp, int shortcut) {
   if (xp == NULL) {
     char known[512];
     known_experiments(known, sizeof known);
     cli_sb_printf(sb,
                   "Run the grid of a registered experiment:\n  %s\n(attnacc list shows them with a "
-                  "summary; attnacc sweep --experiment NAME --help lists its options).\n%s",
+                  "summary; attnacc sweep --experiment NAME --help lists its options).\n\n%s",
                   known, engine_text);
     return;
   }
+  /* The engine's paragraph once, in `attnacc sweep --help`; an experiment's help points there. */
   cli_sb_printf(sb, "%s: %s.\n\n%s\n\n", xp->name, xp->summary, xp->description);
-  if (shortcut)
-    cli_sb_printf(sb, "attnacc %s ARGS is attnacc sweep --experiment %s ARGS: the sweep engine runs it.\n", cmd,
-                  xp->name);
-  cli_sb_printf(sb, "%s", engine_text);
+  if (shortcut) cli_sb_printf(sb, "attnacc %s ARGS is attnacc sweep --experiment %s ARGS. ", cmd, xp->name);
+  cli_sb_printf(sb, "The sweep engine runs it: `attnacc sweep --help` describes the result files, --resume,\n"
+                    "sharding, the oracle cache and the exit status.");
 }
 
 int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {

@@ -55,8 +55,9 @@ static const char *help_text =
     "7 (BF16). For a positive normal result E is exponent + mantissa/2^m, a piecewise-linear log2 of\n"
     "the value; for S < 0 it keeps counting downward where the pattern itself has wrapped into the\n"
     "sign bit (0xFF81..0xFFFF NaN at E in [-127.99, -127.008] for BF16). The JSON's\n"
-    "paper_nan_exponents says whether E = -127 and E = -126.5 (seed 003, section 5.5) lie within one\n"
-    "encoding step of a NaN run.\n"
+    "paper_nan_exponents says whether E = -127 and E = -126.5 (the NaN exponents that the\n"
+    "Blackwell FlashAttention paper, Stashuk, Yu, Shah, reports in section 5.5; REFERENCES.md\n"
+    "[blackwell-fa]) lie within one encoding step of a NaN run.\n"
     "\n"
     "exit status: 0 ok, 2 bad options, 1 failure\n";
 
@@ -82,7 +83,7 @@ static int parse_float(float *out, const char *opt, const char *s) {
   }
   float f = (float)v;
   if ((double)f != v) {
-    cli_error("expmap", "--%s: %s is not an FP32 value (nearest %a)", opt, s, (double)f);
+    cli_error("expmap", "--%s: %s is not an FP32 value (nearest %.9g)", opt, s, (double)f);
     return 2;
   }
   *out = f;
@@ -181,9 +182,9 @@ static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float s
   aa_exp_describe(spec, sizeof spec, e);
   printf("%s (output %s)\n", spec, bf16 ? "bf16" : "fp32");
   printf("  inputs %llu, valid %llu\n", (unsigned long long)m->inputs, (unsigned long long)m->valid);
-  printf("  ratio output/2^x in [%.7f, %.7f] (at x = %a, %a)\n", m->min_ratio, m->max_ratio, (double)m->argmin_ratio,
-         (double)m->argmax_ratio);
-  printf("  max rel err %.4e (at x = %a), mean rel err %.4e\n", m->max_rel_err, (double)m->argmax_rel_err,
+  printf("  ratio output/2^x in [%.7f, %.7f] (at x = %.9g, %.9g)\n", m->min_ratio, m->max_ratio,
+         (double)m->argmin_ratio, (double)m->argmax_ratio);
+  printf("  max rel err %.4e (at x = %.9g), mean rel err %.4e\n", m->max_rel_err, (double)m->argmax_rel_err,
          m->mean_rel_err);
   if (shift == 0.0f)
     printf("  differs from correctly rounded 2^x: %llu inputs\n", (unsigned long long)m->cr_mismatch);
@@ -192,7 +193,7 @@ static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float s
     printf("  %-9s %llu inputs in %llu runs%s\n", aa_exp_cls_name(c), (unsigned long long)m->cls_count[c],
            (unsigned long long)m->cls_runs[c], m->ranges_truncated[c] ? " (run list truncated)" : "");
     for (int r = 0; r < m->nranges[c]; r++)
-      printf("    x in [%a, %a]  E in [%.7g, %.7g]\n", (double)m->ranges[c][r].lo, (double)m->ranges[c][r].hi,
+      printf("    x in [%.9g, %.9g]  E in [%.7g, %.7g]\n", (double)m->ranges[c][r].lo, (double)m->ranges[c][r].hi,
              aa_exp_encoded_exponent(e, m->ranges[c][r].lo - shift, bf16),
              aa_exp_encoded_exponent(e, m->ranges[c][r].hi - shift, bf16));
   }
@@ -347,7 +348,7 @@ int aa_cmd_expmap(int argc, char **argv) {
     return 2;
   }
   if (!(lo <= hi)) {
-    cli_error("expmap", "need --lo <= --hi (got %a > %a)", (double)lo, (double)hi);
+    cli_error("expmap", "need --lo <= --hi (got %.9g > %.9g)", (double)lo, (double)hi);
     return 2;
   }
   if (curve != NULL && cli_check_out_file(curve, &err) != AA_OK) {
@@ -404,7 +405,7 @@ int aa_cmd_expmap(int argc, char **argv) {
     fputs(text, stdout);
     free(text);
   } else {
-    printf("attnacc %s (git %s) expmap over [%a, %a]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
+    printf("attnacc %s (git %s) expmap over [%.9g, %.9g]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
            shift != 0.0f ? " shifted" : "", nsamples ? "samples" : "every FP32 input");
     for (int c = 0; c < ne; c++)
       text_one(&maps[c], &e[c], bf16[c], shift);

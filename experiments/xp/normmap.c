@@ -1,4 +1,5 @@
-/* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break (seed 003 3.1, 5.4). */
+/* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break
+ * ([blackwell-fa] 3.1, 5.4). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +33,9 @@ static const cli_opt_t params[] = {
 };
 
 static const char description[] =
-    "Map where the seed 003 normalisation variants break. Each cell (mask, n, d, sigma,\n"
-    "seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
+    "Map where the normalisation variants of the Blackwell FlashAttention paper (Stashuk,\n"
+    "Yu, Shah; REFERENCES.md [blackwell-fa] sections 3.1, 3.2) break. Each cell (mask, n,\n"
+    "d, sigma, seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
     "attnacc run, so `run --seed S --sigma X` reproduces a cell), runs the oracle once\n"
     "and every recipe of its mask, and writes one CSV row per recipe and output\n"
     "(o, dq, dk, dv): rel_l2 and max_abs against the oracle, NaN/Inf counts, the pass\n"
@@ -390,9 +392,10 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
         fprintf(o, "recovery from sigma=%g", first);
       fprintf(o, "; cells with NaN/Inf: %ld\n", nf_tot);
     }
-  /* (c) the paper's observation (section 5.4) */
+  /* (c) the observation of [blackwell-fa] section 5.4 */
   if (nd >= 2) {
-    fprintf(o, "  paper 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, sigma):\n");
+    fprintf(o, "  [blackwell-fa] 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, "
+               "sigma):\n");
     for (size_t in = 0; in < nn; in++)
       for (size_t is = 0; is < ns_; is++) {
         long f64 = -1, f128 = -1;
