@@ -243,18 +243,91 @@ static int write_curve(const char *path, const aa_exp_t *e, const int *bf16, int
   return 0;
 }
 
-int aa_cmd_expmap(int argc, char **argv) {
+/* The command's settings. */
+typedef struct {
   aa_exp_t e[MAXC];
-  int ne = 0, json = 0, exhaustive = 0, packed = 0, threads = 0;
-  float lo = -149.0f, hi = 0x1.fffffep+6f, shift = 0.0f;
-  uint64_t nsamples = 0, seed = 1;
-  size_t ref_check = 4096, curve_points = 4000;
-  const char *curve = NULL;
+  int ne, json, exhaustive, packed, threads;
+  float lo, hi, shift;
+  uint64_t nsamples, seed;
+  size_t ref_check, curve_points;
+  const char *curve;
+} expmap_args_t;
+
+/* --param K=V: a parameter of the latest construction. */
+static int parse_param(expmap_args_t *X, const char *val) {
+  char kv[256], *eq;
   aa_error_t err;
+  if (X->ne == 0) {
+    cli_error("expmap", "--param %s comes before any --construction", val);
+    return 2;
+  }
+  if (strlen(val) >= sizeof kv || (eq = strchr(strcpy(kv, val), '=')) == NULL) {
+    cli_error("expmap", "--param: '%s' is not K=V", val);
+    return 2;
+  }
+  *eq = '\0';
+  if (aa_exp_set(&X->e[X->ne - 1], kv, eq + 1, &err) != AA_OK) {
+    cli_error("expmap", "--param: %s", err.msg);
+    return 2;
+  }
+  return 0;
+}
+
+/* One option that takes a value: 0, or 2 after a message. */
+static int parse_valued(expmap_args_t *X, const char *a, const char *val) {
+  aa_error_t err;
+  size_t t;
   int rc;
+  if (strcmp(a, "--construction") == 0) {
+    if (X->ne == MAXC) {
+      cli_error("expmap", "at most %d constructions", MAXC);
+      return 2;
+    }
+    if (aa_exp_init(&X->e[X->ne], val, &err) != AA_OK) {
+      cli_error("expmap", "--construction: %s", err.msg);
+      return 2;
+    }
+    X->ne++;
+    return 0;
+  }
+  if (strcmp(a, "--param") == 0) return parse_param(X, val);
+  if (strcmp(a, "--lo") == 0) return parse_float(&X->lo, "lo", val);
+  if (strcmp(a, "--hi") == 0) return parse_float(&X->hi, "hi", val);
+  if (strcmp(a, "--shift") == 0) {
+    if ((rc = parse_float(&X->shift, "shift", val))) return rc;
+    if (isfinite(X->shift)) return 0;
+    cli_error("expmap", "--shift must be finite");
+    return 2;
+  }
+  if (strcmp(a, "--samples") == 0) {
+    if ((rc = cli_u64(&X->nsamples, "expmap", "samples", val))) return rc;
+    if (X->nsamples > 0 && X->nsamples <= (UINT64_C(1) << 30)) return 0;
+    cli_error("expmap", "--samples must be in 1..2^30, not %s", val);
+    return 2;
+  }
+  if (strcmp(a, "--seed") == 0) return cli_u64(&X->seed, "expmap", "seed", val);
+  if (strcmp(a, "--ref-check") == 0) return cli_size(&X->ref_check, "expmap", "ref-check", val, 0, 1u << 24);
+  if (strcmp(a, "--threads") == 0) {
+    if ((rc = cli_size(&t, "expmap", "threads", val, 1, 1024))) return rc;
+    X->threads = (int)t;
+    return 0;
+  }
+  if (strcmp(a, "--curve") == 0) {
+    X->curve = val;
+    return 0;
+  }
+  if (strcmp(a, "--curve-points") == 0) return cli_size(&X->curve_points, "expmap", "curve-points", val, 2, 10000000);
+  cli_error("expmap", "unknown option '%s' (see attnacc expmap --help)", a);
+  return 2;
+}
+
+/* The command line: -1 to go on, 0 after --help or --list, 2 after a message. */
+static int parse_args(expmap_args_t *X, int argc, char **argv) {
+  aa_error_t err;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int rc;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       fputs(help_text, stdout);
       return 0;
@@ -263,16 +336,12 @@ int aa_cmd_expmap(int argc, char **argv) {
       list_constructions();
       return 0;
     }
-    if (strcmp(a, "--json") == 0) {
-      json = 1;
-      continue;
-    }
-    if (strcmp(a, "--exhaustive") == 0) {
-      exhaustive = 1;
-      continue;
-    }
-    if (strcmp(a, "--packed") == 0) {
-      packed = 1;
+    int *flag = strcmp(a, "--json") == 0         ? &X->json
+                : strcmp(a, "--exhaustive") == 0 ? &X->exhaustive
+                : strcmp(a, "--packed") == 0     ? &X->packed
+                                                 : NULL;
+    if (flag != NULL) {
+      *flag = 1;
       continue;
     }
     if (val == NULL) {
@@ -280,137 +349,89 @@ int aa_cmd_expmap(int argc, char **argv) {
       return 2;
     }
     i++;
-    if (strcmp(a, "--construction") == 0) {
-      if (ne == MAXC) {
-        cli_error("expmap", "at most %d constructions", MAXC);
-        return 2;
-      }
-      if (aa_exp_init(&e[ne], val, &err) != AA_OK) {
-        cli_error("expmap", "--construction: %s", err.msg);
-        return 2;
-      }
-      ne++;
-    } else if (strcmp(a, "--param") == 0) {
-      char kv[256];
-      char *eq;
-      if (ne == 0) {
-        cli_error("expmap", "--param %s comes before any --construction", val);
-        return 2;
-      }
-      if (strlen(val) >= sizeof kv || (eq = strchr(strcpy(kv, val), '=')) == NULL) {
-        cli_error("expmap", "--param: '%s' is not K=V", val);
-        return 2;
-      }
-      *eq = '\0';
-      if (aa_exp_set(&e[ne - 1], kv, eq + 1, &err) != AA_OK) {
-        cli_error("expmap", "--param: %s", err.msg);
-        return 2;
-      }
-    } else if (strcmp(a, "--lo") == 0) {
-      if ((rc = parse_float(&lo, "lo", val))) return rc;
-    } else if (strcmp(a, "--hi") == 0) {
-      if ((rc = parse_float(&hi, "hi", val))) return rc;
-    } else if (strcmp(a, "--shift") == 0) {
-      if ((rc = parse_float(&shift, "shift", val))) return rc;
-      if (!isfinite(shift)) {
-        cli_error("expmap", "--shift must be finite");
-        return 2;
-      }
-    } else if (strcmp(a, "--samples") == 0) {
-      if ((rc = cli_u64(&nsamples, "expmap", "samples", val))) return rc;
-      if (nsamples == 0 || nsamples > (UINT64_C(1) << 30)) {
-        cli_error("expmap", "--samples must be in 1..2^30, not %s", val);
-        return 2;
-      }
-    } else if (strcmp(a, "--seed") == 0) {
-      if ((rc = cli_u64(&seed, "expmap", "seed", val))) return rc;
-    } else if (strcmp(a, "--ref-check") == 0) {
-      if ((rc = cli_size(&ref_check, "expmap", "ref-check", val, 0, 1u << 24))) return rc;
-    } else if (strcmp(a, "--threads") == 0) {
-      size_t t;
-      if ((rc = cli_size(&t, "expmap", "threads", val, 1, 1024))) return rc;
-      threads = (int)t;
-    } else if (strcmp(a, "--curve") == 0) {
-      curve = val;
-    } else if (strcmp(a, "--curve-points") == 0) {
-      if ((rc = cli_size(&curve_points, "expmap", "curve-points", val, 2, 10000000))) return rc;
-    } else {
-      cli_error("expmap", "unknown option '%s' (see attnacc expmap --help)", a);
-      return 2;
-    }
+    if ((rc = parse_valued(X, a, val)) != 0) return rc;
   }
-  if (ne == 0) {
+  if (X->ne == 0) {
     cli_error("expmap", "--construction NAME is required (see attnacc expmap --list)");
     return 2;
   }
-  if (exhaustive && nsamples) {
+  if (X->exhaustive && X->nsamples) {
     cli_error("expmap", "--exhaustive and --samples exclude each other");
     return 2;
   }
-  if (!(lo <= hi)) {
-    cli_error("expmap", "need --lo <= --hi (got %.9g > %.9g)", (double)lo, (double)hi);
+  if (!(X->lo <= X->hi)) {
+    cli_error("expmap", "need --lo <= --hi (got %.9g > %.9g)", (double)X->lo, (double)X->hi);
     return 2;
   }
-  if (curve != NULL && cli_check_out_file(curve, &err) != AA_OK) {
+  if (X->curve != NULL && cli_check_out_file(X->curve, &err) != AA_OK) {
     cli_error("expmap", "--curve: %s", err.msg);
     return 2;
   }
-  aa_exp_map_t *maps = calloc((size_t)ne, sizeof *maps);
-  float *xs = NULL;
-  if (maps == NULL) return 1;
-  aa_exp_map_opts_t mo = {packed, (int)ref_check, threads, shift};
+  return -1;
+}
+
+/* The maps over the seeded samples (pcg64 stream aa_rng_derive(seed, {0x657870})) or every FP32 input of [lo, hi]. */
+static int compute_maps(aa_exp_map_t *maps, const expmap_args_t *X, aa_error_t *err) {
+  aa_exp_map_opts_t mo = {X->packed, (int)X->ref_check, X->threads, X->shift};
+  aa_pcg64_t rng;
+  uint64_t tag = 0x657870;
+  float *xs;
   int st;
-  if (nsamples) {
-    xs = malloc(sizeof(float) * nsamples);
-    if (xs == NULL) {
-      free(maps);
-      cli_error("expmap", "out of memory");
-      return 1;
-    }
-    aa_pcg64_t rng;
-    uint64_t tag = 0x657870;
-    aa_rng_derive(&rng, seed, &tag, 1);
-    for (uint64_t i = 0; i < nsamples; i++) {
-      float x = (float)((double)lo + ((double)hi - (double)lo) * aa_pcg64_uniform(&rng));
-      xs[i] = x < lo ? lo : x > hi ? hi : x;
-    }
-    st = aa_exp_map_samples(maps, e, ne, xs, (size_t)nsamples, &mo, &err);
-  } else {
-    st = aa_exp_map_interval(maps, e, ne, lo, hi, &mo, &err);
+  if (X->nsamples == 0) return aa_exp_map_interval(maps, X->e, X->ne, X->lo, X->hi, &mo, err);
+  if ((xs = malloc(sizeof(float) * X->nsamples)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  aa_rng_derive(&rng, X->seed, &tag, 1);
+  for (uint64_t i = 0; i < X->nsamples; i++) {
+    float x = (float)((double)X->lo + ((double)X->hi - (double)X->lo) * aa_pcg64_uniform(&rng));
+    xs[i] = x < X->lo ? X->lo : x > X->hi ? X->hi : x;
   }
+  st = aa_exp_map_samples(maps, X->e, X->ne, xs, (size_t)X->nsamples, &mo, err);
   free(xs);
-  if (st != AA_OK) {
+  return st;
+}
+
+/* One construction: its object; several: an array of them. */
+static int print_json(const aa_exp_map_t *maps, const expmap_args_t *X, const int *bf16) {
+  json_t *all = X->ne > 1 ? json_array() : NULL, *one = NULL;
+  int bad = 0;
+  for (int c = 0; c < X->ne; c++) {
+    one = json_one(&maps[c], &X->e[c], bf16[c], X->lo, X->hi, X->nsamples == 0, X->seed, X->shift);
+    if (all != NULL) bad |= cli_json_push(all, one);
+  }
+  char *text = bad ? NULL : cli_json_text(all != NULL ? all : one, 0, NULL);
+  json_decref(all != NULL ? all : one);
+  if (text == NULL) {
+    cli_error("expmap", "out of memory");
+    return 1;
+  }
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+int aa_cmd_expmap(int argc, char **argv) {
+  expmap_args_t X = {.lo = -149.0f, .hi = 0x1.fffffep+6f, .seed = 1, .ref_check = 4096, .curve_points = 4000};
+  aa_exp_map_t *maps;
+  aa_error_t err;
+  int bf16[MAXC], st;
+  if ((st = parse_args(&X, argc, argv)) >= 0) return st;
+  if ((maps = calloc((size_t)X.ne, sizeof *maps)) == NULL) return 1;
+  if ((st = compute_maps(maps, &X, &err)) != AA_OK) {
     cli_error("expmap", "%s", err.msg);
     free(maps);
     return cli_exit_status(st);
   }
-  int bf16[MAXC];
-  for (int c = 0; c < ne; c++)
-    bf16[c] = packed || aa_exp_info(e[c].kind)->bf16_native;
-  if (json) {
-    /* one construction: its object; several: an array of them */
-    json_t *all = ne > 1 ? json_array() : NULL, *one = NULL;
-    int bad = 0;
-    for (int c = 0; c < ne; c++) {
-      one = json_one(&maps[c], &e[c], bf16[c], lo, hi, nsamples == 0, seed, shift);
-      if (all != NULL) bad |= cli_json_push(all, one);
-    }
-    char *text = bad ? NULL : cli_json_text(all != NULL ? all : one, 0, NULL);
-    json_decref(all != NULL ? all : one);
-    if (text == NULL) {
-      cli_error("expmap", "out of memory");
-      free(maps);
-      return 1;
-    }
-    fputs(text, stdout);
-    free(text);
+  for (int c = 0; c < X.ne; c++)
+    bf16[c] = X.packed || aa_exp_info(X.e[c].kind)->bf16_native;
+  if (X.json) {
+    st = print_json(maps, &X, bf16);
   } else {
-    printf("attnacc %s (git %s) expmap over [%.9g, %.9g]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
-           shift != 0.0f ? " shifted" : "", nsamples ? "samples" : "every FP32 input");
-    for (int c = 0; c < ne; c++)
-      text_one(&maps[c], &e[c], bf16[c], shift);
+    printf("attnacc %s (git %s) expmap over [%.9g, %.9g]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)X.lo,
+           (double)X.hi, X.shift != 0.0f ? " shifted" : "", X.nsamples ? "samples" : "every FP32 input");
+    for (int c = 0; c < X.ne; c++)
+      text_one(&maps[c], &X.e[c], bf16[c], X.shift);
   }
   free(maps);
-  if (curve != NULL && write_curve(curve, e, bf16, ne, lo, hi, shift, curve_points)) return 1;
+  if (st != 0) return st;
+  if (X.curve != NULL && write_curve(X.curve, X.e, bf16, X.ne, X.lo, X.hi, X.shift, X.curve_points)) return 1;
   return fflush(stdout) == 0 ? 0 : 1;
 }
