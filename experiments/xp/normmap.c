@@ -301,12 +301,28 @@ static row_t *read_rows(const char *path, size_t *count) {
   return rs;
 }
 
-static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
-                    const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
-  fprintf(o,
-          "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
-          "(b - 126, b + 128) = (%g, %g))\n",
-          shift, shift - 126, shift + 128);
+/* What the summary walks: the rows of results.csv, the lists of the grid, the two recipes it reads. */
+typedef struct {
+  const row_t *rs;
+  size_t nr;
+  const long *ns, *ds;
+  size_t nn, nd;
+  const double *sg;
+  size_t nsg;
+  const char *fixed, *guarded;
+  double shift;
+} nm_lists_t;
+
+/* (a) where the fixed shift breaks, dense: the last clean sigma and the first with NaN/Inf per n */
+static void summary_fixed(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
+  const char *fixed = L->fixed;
+  double shift = L->shift;
   /* (a) the fixed shift, dense */
   for (size_t in = 0; in < nn; in++) {
     double first_bad = NAN, last_good = NAN, lmax_bad = NAN, lmax_good = -INFINITY, lmin_all = INFINITY;
@@ -356,6 +372,19 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
             lmin_all > shift - 126 ? "not reached (dense rows sum >= n weights, LSE >~ log2 n + mean score)"
                                    : "reached");
   }
+}
+
+/* (b) the guarded route, causal: flagged tiles per (n, d) over sigma */
+static void summary_guarded(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t nd = L->nd;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const long *ds = L->ds;
+  const double *sg = L->sg;
+  const char *guarded = L->guarded;
   /* (b) the guarded route, causal */
   for (size_t in = 0; in < nn; in++)
     for (size_t id = 0; id < nd; id++) {
@@ -392,6 +421,18 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
         fprintf(o, "recovery from sigma=%g", first);
       fprintf(o, "; cells with NaN/Inf: %ld\n", nf_tot);
     }
+}
+
+/* (c) the observation of [blackwell-fa] section 5.4 (d = 128 never flagged, d = 64 recovered), at each (n, sigma) */
+static void summary_recovery(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t nd = L->nd;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
+  const char *guarded = L->guarded;
   /* (c) the observation of [blackwell-fa] section 5.4 */
   if (nd >= 2) {
     fprintf(o, "  [blackwell-fa] 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, "
@@ -413,6 +454,16 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
                   f64 > 0 && f128 == 0 ? "  <- d=64 recovers, d=128 does not" : "");
       }
   }
+}
+
+/* (d) accuracy: dq rel_l2, geometric mean over seeds and d, per recipe */
+static void summary_dq(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
   /* (d) accuracy: dq rel_l2, mean over seeds and d, per recipe */
   fprintf(o, "  dq rel_l2 (geometric mean over seeds and d; '-' where an output is not finite):\n");
   const char *masks[2] = {"dense", "causal"};
@@ -461,6 +512,19 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
         if (seen) fprintf(o, "    %-6s %-6ld %-6g%s\n", "", ns[in], sg[is], buf);
       }
   }
+}
+
+static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
+                    const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
+  const nm_lists_t L = {rs, nr, ns, ds, nn, nd, sg, ns_, fixed, guarded, shift};
+  fprintf(o,
+          "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
+          "(b - 126, b + 128) = (%g, %g))\n",
+          shift, shift - 126, shift + 128);
+  summary_fixed(o, &L);
+  summary_guarded(o, &L);
+  summary_recovery(o, &L);
+  summary_dq(o, &L);
 }
 
 static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
