@@ -156,6 +156,52 @@ static int fixture_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The largest cell (worst, max_bytes) and --jobs of them at once must fit in the available memory. */
+static int check_memory(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t nshard,
+                        uint64_t max_bytes, size_t worst) {
+  const char *src;
+  uint64_t avail = lim_mem_available(&src);
+  size_t at_once = jobs < nshard ? jobs : nshard;
+  if (avail > 0 && max_bytes > avail) {
+    const aa_cell_t *c = aa_sweep_cell(sw, worst);
+    cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
+              (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
+              (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
+    return 2;
+  }
+  if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
+    cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
+              jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
+    return 2;
+  }
+  return 0;
+}
+
+/* The mpfr oracle's estimated wall time over the cells' distinct fixtures (mpfr_core core-seconds):
+   refused beyond LIM_MPFR_SECONDS unless --force, else a note. */
+static int check_mpfr_time(const char *cmd, const xp_ctx_t *ctx, size_t jobs, size_t nshard, size_t nfix,
+                           double mpfr_core, int force) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
+  char t[48], lim[48];
+  if (cores > 0 && par > (double)cores) par = (double)cores;
+  wall = mpfr_core / par;
+  lim_duration(t, sizeof t, wall);
+  lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+  if (wall > LIM_MPFR_SECONDS && !force) {
+    cli_error(cmd,
+              "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
+              "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
+              nshard, nfix, t, par, lim);
+    return 2;
+  }
+  fprintf(stderr,
+          "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
+          "threads (estimate)\n",
+          cmd, nshard, nfix, t, par);
+  return 0;
+}
+
 /* Memory and mpfr time of the shard's attention cells (those with an "n"
    coordinate; d, heads and kv_heads from the cell or ctx's defaults), from
    the same estimates as `attnacc run`: refuse (2, after a message) cells
@@ -206,44 +252,8 @@ static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ct
     mpfr_core += fix[j].seconds;
   free(fix);
   if (nshard == 0) return 0;
-  {
-    const char *src;
-    uint64_t avail = lim_mem_available(&src);
-    size_t at_once = jobs < nshard ? jobs : nshard;
-    if (avail > 0 && max_bytes > avail) {
-      const aa_cell_t *c = aa_sweep_cell(sw, worst);
-      cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
-                (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
-                (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
-      return 2;
-    }
-    if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
-      cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
-                jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
-      return 2;
-    }
-  }
-  if (mpfr) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
-    char t[48], lim[48];
-    if (cores > 0 && par > (double)cores) par = (double)cores;
-    wall = mpfr_core / par;
-    lim_duration(t, sizeof t, wall);
-    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
-    if (wall > LIM_MPFR_SECONDS && !force) {
-      cli_error(cmd,
-                "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
-                "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
-                nshard, nfix, t, par, lim);
-      rc = 2;
-    } else {
-      fprintf(stderr,
-              "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
-              "threads (estimate)\n",
-              cmd, nshard, nfix, t, par);
-    }
-  }
+  if ((rc = check_memory(cmd, sw, ctx, jobs, nshard, max_bytes, worst)) != 0) return rc;
+  if (mpfr) rc = check_mpfr_time(cmd, ctx, jobs, nshard, nfix, mpfr_core, force);
   return rc;
 }
 

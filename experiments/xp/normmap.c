@@ -166,6 +166,33 @@ static int fp64_reference(aa_oracle_result_t *orc, const aa_problem_t *pb, const
   return AA_OK;
 }
 
+/* The last m causal rows of a length-n problem as sequence bounds: row i sees keys 0..n-m+i. */
+static int causal_rows(aa_problem_t *pb, int32_t **bmin, int32_t **bmax, size_t m, size_t n, aa_error_t *err) {
+  *bmin = malloc(m * sizeof **bmin);
+  *bmax = malloc(m * sizeof **bmax);
+  if (*bmin == NULL || *bmax == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t i = 0; i < m; i++) {
+    (*bmin)[i] = 0;
+    (*bmax)[i] = (int32_t)(n - m + i + 1); /* the causal row n-m+i */
+  }
+  pb->bound_min = *bmin;
+  pb->bound_max = *bmax;
+  return AA_OK;
+}
+
+/* Row LSE range in log2 units: the fixed shift b keeps the row sum in
+   [2^-126, 2^128) iff every row LSE lies in (b - 126, b + 128). */
+static void lse_range(double *lmax, double *lmin, const aa_oracle_result_t *orc, size_t m) {
+  *lmax = -INFINITY;
+  *lmin = INFINITY;
+  for (size_t i = 0; i < m; i++) {
+    double L = orc->lse.val.data[i] * 1.4426950408889634;
+    if (!isfinite(L)) continue;
+    if (L > *lmax) *lmax = L;
+    if (L < *lmin) *lmin = L;
+  }
+}
+
 static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   xp_ctx_t *ctx = vctx;
   const nm_t *cx = ctx->priv;
@@ -192,22 +219,10 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   if (st != AA_OK) goto out;
   aa_problem_t pb;
   aa_problem_init(&pb, m, n, d, 1, 1);
-  if (causal && m == n) {
+  if (causal && m == n)
     pb.causal = 1;
-  } else if (causal) {
-    bmin = malloc(m * sizeof *bmin);
-    bmax = malloc(m * sizeof *bmax);
-    if (bmin == NULL || bmax == NULL) {
-      st = aa_error_set(err, AA_ENOMEM, "out of memory");
-      goto out;
-    }
-    for (size_t i = 0; i < m; i++) {
-      bmin[i] = 0;
-      bmax[i] = (int32_t)(n - m + i + 1); /* the causal row n-m+i */
-    }
-    pb.bound_min = bmin;
-    pb.bound_max = bmax;
-  }
+  else if (causal && (st = causal_rows(&pb, &bmin, &bmax, m, n, err)) != AA_OK)
+    goto out;
   double t0 = cli_now();
   if (cx->ref_fp64)
     st = fp64_reference(&orc, &pb, &q, &A.k, &B.v, &dO, err);
@@ -219,15 +234,8 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   double t_or = cli_now() - t0;
   if (st != AA_OK) goto out;
   have_orc = 1;
-  /* Row LSE range in log2 units: the fixed shift b keeps the row sum in
-     [2^-126, 2^128) iff every row LSE lies in (b - 126, b + 128). */
-  double lmax = -INFINITY, lmin = INFINITY;
-  for (size_t i = 0; i < m; i++) {
-    double L = orc.lse.val.data[i] * 1.4426950408889634;
-    if (!isfinite(L)) continue;
-    if (L > lmax) lmax = L;
-    if (L < lmin) lmin = L;
-  }
+  double lmax, lmin;
+  lse_range(&lmax, &lmin, &orc, m);
   const rec_t *recs = causal ? cx->causal : cx->dense;
   size_t nrec = causal ? cx->ncausal : cx->ndense;
   for (size_t ri = 0; ri < nrec && st == AA_OK; ri++) {
