@@ -279,6 +279,18 @@ void cli_variant_free(cli_variant_t *v);
    the emulation itself refused the problem v->refused keeps its message. */
 int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                     const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err);
+/* The same path for outputs given by a kernel (score): g[5] holds o, dq,
+   dk, dv, dsinks (data NULL where not given); each given one is compared
+   with the oracle as cli_run_variant does, with the robust measures in
+   ulp_fmt (-1: the data's own) and the abs-rel rule's atol, rtol (< 0: the
+   defaults). v is named "external". */
+int cli_evaluate_given(cli_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle, int ulp_fmt,
+                       double atol, double rtol, aa_error_t *err);
+/* The fa and sdpa rules of v against the naive reference in the inputs'
+   own dtype (naive, its outputs naive_res), on the outputs of one name;
+   the naive's measures are first redone in ulp_fmt, atol, rtol when given. */
+int cli_apply_naive(cli_variant_t *v, cli_variant_t *naive, const aa_attn_result_t *naive_res,
+                    const aa_oracle_result_t *oracle, int ulp_fmt, double atol, double rtol, aa_error_t *err);
 /* Apply the flash-attention rule against the naive reference's rows with
    the same output name: factor 2 for o, 3 for the gradients. */
 void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);

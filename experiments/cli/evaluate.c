@@ -225,3 +225,36 @@ void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive) {
         v->out[i].fa_applied = 1;
       }
 }
+
+int cli_evaluate_given(cli_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle, int ulp_fmt,
+                       double atol, double rtol, aa_error_t *err) {
+  static const char *const names[5] = {"o", "dq", "dk", "dv", "dsinks"};
+  const aa_oracle_out_t *ref[5] = {&oracle->o, &oracle->dq, &oracle->dk, &oracle->dv, &oracle->dsinks};
+  int rc;
+  snprintf(v->variant, sizeof v->variant, "external");
+  for (int i = 0; i < 5; i++) {
+    cli_out_t *o;
+    if (g[i].data == NULL) continue;
+    o = &v->out[v->nout++];
+    if ((rc = cli_compare(o, names[i], &g[i], ref[i], err)) != AA_OK ||
+        ((ulp_fmt >= 0 || atol >= 0) && (rc = cli_score_out(o, &g[i], ref[i], ulp_fmt, atol, rtol, err))))
+      return rc;
+  }
+  return AA_OK;
+}
+
+int cli_apply_naive(cli_variant_t *v, cli_variant_t *naive, const aa_attn_result_t *naive_res,
+                    const aa_oracle_result_t *oracle, int ulp_fmt, double atol, double rtol, aa_error_t *err) {
+  const aa_tensor_t *nt[5] = {&naive_res->o, &naive_res->dq, &naive_res->dk, &naive_res->dv, &naive_res->dsinks};
+  const aa_oracle_out_t *ref[5] = {&oracle->o, &oracle->dq, &oracle->dk, &oracle->dv, &oracle->dsinks};
+  int rc;
+  for (int i = 0; i < v->nout; i++)
+    for (int j = 0; j < naive->nout; j++)
+      if (strcmp(v->out[i].name, naive->out[j].name) == 0) {
+        if ((ulp_fmt >= 0 || atol >= 0) &&
+            (rc = cli_score_out(&naive->out[j], nt[j], ref[j], ulp_fmt, atol, rtol, err)) != AA_OK)
+          return rc;
+        aa_score_apply_naive(&v->out[i].s, &naive->out[j].s);
+      }
+  return AA_OK;
+}

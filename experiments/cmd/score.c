@@ -363,19 +363,9 @@ int aa_cmd_score(int argc, char **argv) {
   if (rc != 0) goto out;
   have_oracle = 1;
 
-  snprintf(v.variant, sizeof v.variant, "external");
-  {
-    const aa_oracle_out_t *ref[5] = {&oracle.o, &oracle.dq, &oracle.dk, &oracle.dv, &oracle.dsinks};
-    for (int i = 0; i < 5; i++) {
-      cli_out_t *o;
-      if (g[i].data == NULL) continue;
-      o = &v.out[v.nout++];
-      if ((rc = cli_compare(o, gname[i], &g[i], ref[i], &err)) != AA_OK ||
-          ((ulp_fmt >= 0 || atol >= 0) && (rc = cli_score_out(o, &g[i], ref[i], ulp_fmt, atol, rtol, &err)))) {
-        cli_error(cmd, "%s", err.msg);
-        goto out;
-      }
-    }
+  if ((rc = cli_evaluate_given(&v, g, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    goto out;
   }
   if (cli_get(&a, "fa") != NULL) {
     const aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
@@ -408,20 +398,10 @@ int aa_cmd_score(int argc, char **argv) {
       goto out;
     }
     have_snaive = 1;
-    for (int i = 0; i < v.nout; i++)
-      for (int j = 0; j < snaive_v.nout; j++)
-        if (strcmp(v.out[i].name, snaive_v.out[j].name) == 0) {
-          if (ulp_fmt >= 0 || atol >= 0) {
-            const aa_tensor_t *nt[5] = {&snaive_res.o, &snaive_res.dq, &snaive_res.dk, &snaive_res.dv,
-                                        &snaive_res.dsinks};
-            const aa_oracle_out_t *ref[5] = {&oracle.o, &oracle.dq, &oracle.dk, &oracle.dv, &oracle.dsinks};
-            if ((rc = cli_score_out(&snaive_v.out[j], nt[j], ref[j], ulp_fmt, atol, rtol, &err)) != AA_OK) {
-              cli_error(cmd, "%s", err.msg);
-              goto out;
-            }
-          }
-          aa_score_apply_naive(&v.out[i].s, &snaive_v.out[j].s);
-        }
+    if ((rc = cli_apply_naive(&v, &snaive_v, &snaive_res, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      goto out;
+    }
   }
   if (cli_get(&a, "fa") != NULL) {
     aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
