@@ -1,4 +1,5 @@
-/* attnacc: test helper: validate a JSON file with jansson and print the values at dotted paths (runs.0.outputs.dq.rel_l2). */
+/* attnacc: test helper: validate a JSON file with jansson and print the values at dotted paths
+ * (runs.0.outputs.dq.rel_l2). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <jansson.h>
 #include <stdio.h>
@@ -46,10 +47,12 @@ int main(int argc, char **argv) {
   json_t *doc;
   int rc = 0;
   if (argc < 2) {
-    fprintf(stderr, "usage: jget FILE|- [PATH...]: exit 2 when FILE is not one valid JSON text, 1 when a PATH is absent\n");
+    fprintf(stderr,
+            "usage: jget FILE|- [PATH...]: exit 2 when FILE is not one valid JSON text, 1 when a PATH is absent\n");
     return 2;
   }
-  doc = strcmp(argv[1], "-") == 0 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &e) : json_load_file(argv[1], JSON_REJECT_DUPLICATES, &e);
+  doc = strcmp(argv[1], "-") == 0 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &e)
+                                  : json_load_file(argv[1], JSON_REJECT_DUPLICATES, &e);
   if (doc == NULL) {
     fprintf(stderr, "jget: %s: line %d column %d: %s\n", argv[1], e.line, e.column, e.text);
     return 2;
