@@ -5,7 +5,9 @@ bin_PROGRAMS += experiments/attnacc
 # output files and text); cmd/ (one file per command, named after it);
 # xp/ (the experiment registry and one file per experiment); report/.
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
-	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/limits.c experiments/cli/limits.h \
+	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c \
+	experiments/cli/evaluate.c experiments/cli/report.c experiments/cli/json.c experiments/cli/json.h \
+	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h experiments/cli/csv_read.c \
 	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c \
@@ -17,11 +19,16 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
 	experiments/report/render_summary.c experiments/report/render_table4.c experiments/report/render_published.c \
 	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
-experiments_attnacc_LDADD = lib/libattnacc_core.la -lmpfr -lgmp -lm
+# libjansson is the command's alone (its flags in tables.mk): libattnacc does not link it.
+experiments_attnacc_LDADD = lib/libattnacc_core.la $(JANSSON_LIBS) -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
-TESTS += tests/tcli.sh tests/tfeatures_cli.sh
-EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh
+# tests/jget: the shell tests read JSON through jansson's own parser.
+check_PROGRAMS += tests/jget
+tests_jget_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+tests_jget_LDADD = $(JANSSON_LIBS)
+TESTS += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
+EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
 # explain and variant specs (run, sweep --variants): issue 14 items 13, 14.
 TESTS += tests/texplain.sh

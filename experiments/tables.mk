@@ -1,10 +1,11 @@
 # attnacc: build fragment of the sweep and report side of the attnacc command (experiment registry, plots, their tests).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # The command's own folder (its includes name cli/..., xp/...), MPI's include
-# flags for cmd/sweep.c (mpirun spreads cells over ranks), and the folders
-# where report/gnuplot.c looks for the gnuplot scripts (source tree first,
+# flags for cmd/sweep.c (mpirun spreads cells over ranks), libjansson's
+# (cli/json.h), and the folders where report/gnuplot.c looks for the gnuplot
+# scripts (source tree first,
 # then the installed copy).
-experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/experiments $(MPI_CFLAGS) \
+experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/experiments $(MPI_CFLAGS) $(JANSSON_CFLAGS) \
 	-DAA_PLOTS_SRCDIR='"$(abs_top_srcdir)/plots"' -DAA_PLOTS_DATADIR='"$(pkgdatadir)/plots"'
 if HAVE_MPI
 experiments_attnacc_LDADD += lib/sweep/libsweepmpi.la $(MPI_LIBS)

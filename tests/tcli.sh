@@ -3,7 +3,9 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
+J=${top_builddir:-.}/tests/jget
 [ -x "$A" ] || { echo "tcli: $A not built"; exit 1; }
+[ -x "$J" ] || { echo "tcli: $J not built"; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/tcli.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -84,24 +86,25 @@ expect_error "score without grads" "--grads" score --inputs "$T"
 
 # ---- run --json: the keys ----
 "$A" run --variant fa2 --n 64 --d 16 --json --out "$T/r1.json" >"$T/j1" 2>"$T/e1" || FAIL "tcli run --json: exit status $?: $(cat "$T/e1")"
-for k in attnacc_version git_hash seed variant recipe problem oracle outputs relerr_bound recomputed n d heads \
-  kv_heads causal window sinks dist sigma scale path prec; do
-  grep -q "\"$k\":" "$T/j1" || FAIL "tcli run --json: key $k missing"
+# schema 2: the same top level for one variant or many (experiments/README-json.md)
+"$J" "$T/j1" >/dev/null || FAIL "tcli run --json: not one valid JSON text"
+for k in schema_version attnacc.version attnacc.git command seed inputs problem oracle runs.0.variant runs.0.recipe \
+  oracle.relerr_bound oracle.recomputed oracle.path oracle.prec problem.n problem.d problem.heads problem.kv_heads \
+  problem.causal problem.window problem.sinks problem.dist problem.sigma problem.scale; do
+  "$J" "$T/j1" "$k" >/dev/null 2>&1 || FAIL "tcli run --json: key $k missing"
 done
 for o in o dq dk dv; do
-  line=$(grep "^    \"$o\": {" "$T/j1")
-  [ -n "$line" ] || FAIL "tcli run --json: output $o missing"
-  for k in rel_l2 max_abs max_ulp mean_ulp nan inf pass fail_count fa_ratio fa_pass; do
-    echo "$line" | grep -q "\"$k\": " || FAIL "tcli run --json: outputs.$o.$k missing"
+  for k in rel_l2 max_abs max_ulp mean_ulp nan inf pass fail_count fa_ratio fa_pass robust.ulp_p99 rules.torch.applied; do
+    "$J" "$T/j1" "runs.0.outputs.$o.$k" >/dev/null 2>&1 || FAIL "tcli run --json: runs.0.outputs.$o.$k missing"
   done
 done
-grep -q '"variant": "fa2"' "$T/j1" || FAIL "tcli run --json: variant is not fa2"
-grep -q '"seed": 1,' "$T/j1" || FAIL "tcli run --json: default seed is not 1"
-grep -q '"n": 64, "n_k": 64, "d": 16, "heads": 1, "kv_heads": 1' "$T/j1" || FAIL "tcli run --json: problem fields"
+[ "$("$J" "$T/j1" schema_version)" = 2 ] || FAIL "tcli run --json: schema_version is not 2"
+[ "$("$J" "$T/j1" runs.0.variant)" = fa2 ] || FAIL "tcli run --json: variant is not fa2"
+[ "$("$J" "$T/j1" seed)" = 1 ] || FAIL "tcli run --json: default seed is not 1"
+[ "$("$J" "$T/j1" problem.n problem.n_k problem.d problem.heads problem.kv_heads | tr '\n' ' ')" = "64 64 16 1 1 " ] ||
+  FAIL "tcli run --json: problem fields"
+"$J" "$T/j1" runs.1 >/dev/null 2>&1 && FAIL "tcli run --json: one variant gives more than one run"
 cmp -s "$T/j1" "$T/r1.json" || FAIL "tcli run --out: file differs from the printed JSON"
-[ "$(grep -c '^{' "$T/j1")" -eq 1 ] || FAIL "tcli run --json: not one object"
-awk 'BEGIN{d=0} {for(i=1;i<=length($0);i++){c=substr($0,i,1); if(c=="{")d++; if(c=="}")d--; if(d<0)bad=1}} END{exit (d!=0||bad)}' "$T/j1" ||
-  FAIL "tcli run --json: unbalanced braces"
 grep -Eq '": -?(nan|inf)' "$T/j1" && FAIL "tcli run --json: non-finite number printed"
 
 # ---- determinism: same command twice, and --threads 1 vs 2 ----
@@ -118,13 +121,16 @@ cmp -s "$T/u1" "$T/u2" || FAIL "tcli threads: --threads 1 and 2 differ: $(diff "
 untimed "$T/j3" >"$T/u3"
 cmp -s "$T/u1" "$T/u3" && FAIL "tcli seed: --seed 2 gives the same JSON as --seed 1"
 
-# ---- several variants: one object with "runs" ----
+# ---- several variants: the same top level, one entry of "runs" each ----
 "$A" run --variant fa2,naive-bf16 --n 32 --d 16 --json >"$T/jm" 2>"$T/em" || FAIL "tcli two variants: $(cat "$T/em")"
-grep -q '"runs": \[' "$T/jm" || FAIL "tcli two variants: no runs array"
-[ "$(grep -c '"variant": ' "$T/jm")" -eq 2 ] || FAIL "tcli two variants: not two run objects"
+[ "$("$J" "$T/jm" runs.0.variant runs.1.variant | tr '\n' ' ')" = "fa2 naive-bf16 " ] ||
+  FAIL "tcli two variants: runs are not fa2, naive-bf16"
+"$J" "$T/jm" runs.2 >/dev/null 2>&1 && FAIL "tcli two variants: more than two runs"
+for k in schema_version attnacc problem oracle seed; do
+  "$J" "$T/jm" "$k" >/dev/null 2>&1 || FAIL "tcli two variants: top-level $k missing"
+done
 # naive-bf16 measured against itself: its fa ratio is exactly 1
-grep -A 12 '"variant": "naive-bf16"' "$T/jm" | grep '"dq": {' | grep -q '"fa_ratio": 1,' ||
-  FAIL "tcli two variants: naive-bf16's own fa_ratio is not 1"
+[ "$("$J" "$T/jm" runs.1.outputs.dq.fa_ratio)" = 1 ] || FAIL "tcli two variants: naive-bf16's own fa_ratio is not 1"
 
 # ---- recipe files: same as the preset when unchanged, named after the file when changed ----
 printf '# fa2 unchanged\nbase = fa2\n' >"$T/same.rcp"
@@ -135,14 +141,14 @@ untimed "$T/jr" | grep -v '"recipe":' >"$T/ur"
 untimed "$T/j1" | grep -v '"recipe":' >"$T/u1"
 cmp -s "$T/ur" "$T/u1" || FAIL "tcli --recipe base = fa2 differs from --variant fa2: $(diff "$T/ur" "$T/u1" | head -4)"
 "$A" run --variant fa2 --recipe "$T/p32.rcp" --n 32 --d 16 --json >"$T/jr" 2>"$T/e" || FAIL "tcli --recipe p32: $(cat "$T/e")"
-grep -q '"variant": "p32"' "$T/jr" || FAIL "tcli --recipe: a changed fa2 is not named after its file"
-grep -q 'fwd.p_fmt = fp32' "$T/jr" || FAIL "tcli --recipe: the recipe text lacks the changed key"
+[ "$("$J" "$T/jr" runs.1.variant)" = p32 ] || FAIL "tcli --recipe: a changed fa2 is not named after its file"
+"$J" "$T/jr" runs.1.recipe | grep -q 'fwd.p_fmt = fp32' || FAIL "tcli --recipe: the recipe text lacks the changed key"
 expect_error "bad recipe key" "bad.rcp:2" run --recipe "$T/bad.rcp" --n 16
 
 # ---- mixed io formats: exact-fp64 runs on the same bf16 inputs and agrees with the oracle ----
 "$A" run --variant fa2,exact-fp64 --n 32 --d 16 --json >"$T/jx" 2>"$T/e" || FAIL "tcli fa2,exact-fp64: $(cat "$T/e")"
 for o in o dq dk dv; do
-  v=$(grep -A 12 '"variant": "exact-fp64"' "$T/jx" | grep "^        \"$o\": {" | sed 's/.*"rel_l2": \([^,]*\),.*/\1/')
+  v=$("$J" "$T/jx" "runs.1.outputs.$o.rel_l2")
   awk -v v="$v" 'BEGIN { exit !(v != "" && v != "null" && v + 0 < 1e-12) }' ||
     FAIL "tcli exact-fp64: $o rel_l2 '$v' is not below 1e-12"
 done
@@ -154,10 +160,12 @@ for w in "^fa2 *o " "^fa2 *dq " "^fa2 *dk " "^fa2 *dv " "^oracle: fast, 128 bits
 done
 
 # ---- save, then score the saved files: the same metrics ----
+# the metrics of one output: every key but the legacy fa rule's (fa_*) and the rules that need a naive reference
+metrics() { "$J" "$1" "runs.0.outputs.$2" | sed 's/,"fa_factor".*//'; }
 check_same() { # check_same WHAT RUNJSON SCOREJSON
   for o in o dq dk dv; do
-    a=$(grep "^    \"$o\": {" "$2" | sed 's/, "fa_factor".*//')
-    b=$(grep "^    \"$o\": {" "$3" | sed 's/, "fa_factor".*//')
+    a=$(metrics "$2" $o)
+    b=$(metrics "$3" $o)
     [ -n "$a" ] && [ "$a" = "$b" ] || FAIL "tcli $1: $o differs between run and score: run: $a score: $b"
   done
 }
@@ -168,7 +176,7 @@ for f in q k v do o dq dk dv; do
 done
 [ -z "$(ls "$T/s1" | grep tmp)" ] || FAIL "tcli --save: temporary files left"
 "$A" score --inputs "$T/s1" --grads "$T/s1" --json >"$T/ss" 2>"$T/e" || FAIL "tcli score: $(cat "$T/e")"
-grep -q '"variant": "external"' "$T/ss" || FAIL "tcli score: variant is not external"
+[ "$("$J" "$T/ss" runs.0.variant)" = external ] || FAIL "tcli score: variant is not external"
 check_same "save/score" "$T/rs" "$T/ss"
 # with a causal mask, GQA and sinks
 "$A" run --variant fa2 --n 40 --d 16 --heads 2 --kv-heads 1 --causal --seed 4 --save "$T/s2" --json >"$T/rs2" 2>"$T/e" ||
@@ -178,8 +186,8 @@ check_same "save/score causal GQA" "$T/rs2" "$T/ss2"
 # score --fa reproduces run's flash-attention ratios
 "$A" score --inputs "$T/s1" --grads "$T/s1" --fa --json >"$T/sf" 2>"$T/e" || FAIL "tcli score --fa: $(cat "$T/e")"
 for o in o dq dk dv; do
-  a=$(grep "^    \"$o\": {" "$T/rs" | sed 's/.*"fa_factor"/"fa_factor"/')
-  b=$(grep "^    \"$o\": {" "$T/sf" | sed 's/.*"fa_factor"/"fa_factor"/')
+  a=$("$J" "$T/rs" "runs.0.outputs.$o.fa_factor" "runs.0.outputs.$o.fa_ref_max_abs" "runs.0.outputs.$o.fa_ratio" "runs.0.outputs.$o.fa_pass")
+  b=$("$J" "$T/sf" "runs.0.outputs.$o.fa_factor" "runs.0.outputs.$o.fa_ref_max_abs" "runs.0.outputs.$o.fa_ratio" "runs.0.outputs.$o.fa_pass")
   [ "$a" = "$b" ] || FAIL "tcli score --fa: $o fa fields differ: run: $a score: $b"
 done
 # run --inputs on the saved files reproduces the drawn run
@@ -223,9 +231,10 @@ st=$?
 [ $st -eq 1 ] || FAIL "tcli score NaN grads: exit status $st, want 1: $(cat "$T/e")"
 grep -q "dq fails the fa rule: 16 NaN" "$T/e" || FAIL "tcli score NaN grads: stderr is $(cat "$T/e")"
 "$A" score --inputs "$T/nang" --grads "$T/nang" --no-fail >/dev/null 2>&1 || FAIL "tcli score NaN grads --no-fail: exit status"
-grep '^    "dq": {' "$T/jn" | grep -q '"rel_l2": null, "max_abs": null, .*"nan": 16, "inf": 0, .*"fail_count": 16, "pass": false' ||
-  FAIL "tcli score NaN grads: dq line is $(grep '^    "dq": {' "$T/jn")"
-grep '^    "dk": {' "$T/jn" | grep -q '"nan": 0, "inf": 0,' || FAIL "tcli score NaN grads: dk affected"
+q=runs.0.outputs.dq
+[ "$("$J" "$T/jn" $q.rel_l2 $q.max_abs $q.nan $q.inf $q.fail_count $q.pass | tr '\n' ' ')" = "null null 16 0 16 false " ] ||
+  FAIL "tcli score NaN grads: dq is $("$J" "$T/jn" $q)"
+[ "$("$J" "$T/jn" runs.0.outputs.dk.nan runs.0.outputs.dk.inf | tr '\n' ' ')" = "0 0 " ] || FAIL "tcli score NaN grads: dk affected"
 
 if [ $fails -ne 0 ]; then
   echo "tcli: $fails failure(s)"

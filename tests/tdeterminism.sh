@@ -7,7 +7,7 @@ A=${top_builddir:-.}/experiments/attnacc
 fails=0
 FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 # value of a top-level JSON number/string field
-field() { sed -n "s/^  \"$2\": \"*\([^\",]*\)\"*,*\$/\1/p" "$1"; }
+field() { "${top_builddir:-.}/tests/jget" "$1" "$2"; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/tdeterminism.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 for v in fa2 fa2-fixed fa2-atomic; do

@@ -183,9 +183,10 @@ def test_numpy_bf16_bits_and_to_dict():
     ref = attnacc.score(*ins, dq=outs[1], layout="bhnd")
     assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
     d = res.to_dict()
-    assert d["schema_version"] == attnacc.SCHEMA_VERSION and d["outputs"]["dq"]["rules"]["fa"]["pass"]
+    run = d["runs"][0]
+    assert d["schema_version"] == attnacc.SCHEMA_VERSION == 2 and run["outputs"]["dq"]["rules"]["fa"]["pass"]
     assert d["layout"] == {"name": "bhnd", "axes": "[B, H, N, d]", "b": B, "heads": H, "kv_heads": HKV}
-    assert d["problem"]["heads"] == B * H and d["verdict"]["pass"] is True
+    assert d["problem"]["heads"] == B * H and run["verdict"]["pass"] is True and len(d["runs"]) == 1
     json.dumps(d)  # plain JSON types only
     with pytest.raises(TypeError, match="bf16_bits"):
         attnacc.score(*bits, dq=obits, layout="bhnd")
@@ -306,9 +307,12 @@ def test_same_json_as_the_command(tmp_path):
     p = attnacc.score(*ins, o=outs[0], dq=outs[1], dk=outs[2], dv=outs[3], layout="bhnd", rule=["torch", "fa"])
     d = p.to_dict()
     assert set(d) <= set(c) and d["schema_version"] == c["schema_version"] and d["layout"] == c["layout"]
-    assert c["verdict"]["pass"] is False and d["verdict"]["pass"] is False
+    assert set(d["attnacc"]) == set(c["attnacc"]) and len(d["runs"]) == len(c["runs"]) == 1
+    dr, cr = d["runs"][0], c["runs"][0]
+    assert set(dr) <= set(cr) and dr["variant"] == cr["variant"] == "external"
+    assert cr["verdict"]["pass"] is False and dr["verdict"]["pass"] is False
     for name in ("o", "dq", "dk", "dv"):
-        po, co = d["outputs"][name], c["outputs"][name]
+        po, co = dr["outputs"][name], cr["outputs"][name]
         assert set(po) <= set(co), name
         assert po["robust"] == co["robust"] and po["rules"] == co["rules"], name
 
@@ -372,7 +376,7 @@ def test_emulate_matches_the_command():
     for name in ("o", "dq", "dk", "dv"):
         want = (saved[name].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         assert np.array_equal(em[name], want), name
-        assert em["score"][name].max_abs == c["outputs"][name]["max_abs"], name
+        assert em["score"][name].max_abs == c["runs"][0]["outputs"][name]["max_abs"], name
     # fp32 inputs are rounded to bf16 first: the same outputs
     fl = [(b.astype(np.uint32) << 16).view(np.float32) + np.float32(1e-6) for b in bits]
     em2 = attnacc.emulate("fa2", *fl, layout="hnd")

@@ -4,6 +4,7 @@
 # the JSON, the varlen batch (per sequence and batch, batch metrics over the packed elements).
 set -u
 A=${top_builddir:-.}/experiments/attnacc
+J=${top_builddir:-.}/tests/jget
 [ -x "$A" ] || { echo "tfeatures_cli: $A not built"; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/tfeat.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
@@ -51,26 +52,37 @@ expect_error "cu_seqlens with --n" "leave out" run --variant exact-fp64 --d 8 --
 # features in the JSON, oracle certified
 "$A" run --variant exact-fp64 --n 40 --n-q 24 --d 8 --heads 2 --causal --causal-align bottom-right --softcap 3 \
   --alibi --json >"$T/j" || FAIL "tfeatures_cli featured run: exit status $?"
-for k in '"causal_align": "bottom-right"' '"softcap": 3' '"alibi": "flash"' '"alibi_slopes": \[0.0625, 0.00390625\]' \
-  '"n": 24, "n_k": 40' '"uncertified": 0'; do
-  grep -q "$k" "$T/j" || FAIL "tfeatures_cli featured run: JSON lacks $k"
-done
+P=problem
+[ "$("$J" "$T/j" $P.causal_align $P.softcap $P.alibi $P.alibi_slopes $P.n $P.n_k oracle.uncertified | tr '\n' ' ')" = \
+  "bottom-right 3 flash [0.0625,0.00390625] 24 40 0 " ] || FAIL "tfeatures_cli featured run: JSON problem is $("$J" "$T/j" $P)"
 "$A" run --variant exact-fp64 --n 40 --d 8 --window 5,2 --json >"$T/w" || FAIL "tfeatures_cli window run: exit $?"
-grep -q '"window_size": \[5, 2\]' "$T/w" || FAIL "tfeatures_cli window run: JSON lacks window_size [5, 2]"
+[ "$("$J" "$T/w" problem.window_size)" = "[5,2]" ] || FAIL "tfeatures_cli window run: JSON lacks window_size [5, 2]"
 
-# varlen: three sequences, per-sequence objects and the batch; the exact recipe is near the oracle everywhere
+# varlen: three sequences, per-sequence results and the batch's; the exact recipe is near the oracle everywhere
 printf '0 7 20 32\n0 9 20 40\n' >"$T/cu"
 "$A" run --variant exact-fp64 --cu-seqlens "$T/cu" --d 8 --causal --causal-align bottom-right --json >"$T/v" ||
   FAIL "tfeatures_cli varlen: exit status $?"
-[ "$(grep -c '"variant": "exact-fp64"' "$T/v")" -eq 4 ] || FAIL "tfeatures_cli varlen: want 3 sequences + 1 batch object"
-grep -q '"cu_seqlens_k": \[0, 9, 20, 40\]' "$T/v" || FAIL "tfeatures_cli varlen: cu_seqlens_k not echoed"
-grep -q '"n": 32, "n_k": 40' "$T/v" || FAIL "tfeatures_cli varlen: the batch problem is not 32 x 40"
-grep -q '"n": 13, "n_k": 11' "$T/v" || FAIL "tfeatures_cli varlen: sequence 1 is not 13 x 11"
-if grep '"rel_l2"' "$T/v" | sed 's/.*"rel_l2": \([^,]*\),.*/\1/' | awk '$1 > 1e-12 { bad = 1 } END { exit !bad }'; then
-  FAIL "tfeatures_cli varlen: an exact-fp64 rel_l2 above 1e-12"
-fi
+[ "$("$J" "$T/v" runs.0.variant sequences.0.runs.0.variant sequences.2.runs.0.variant | tr '\n' ' ')" = \
+  "exact-fp64 exact-fp64 exact-fp64 " ] || FAIL "tfeatures_cli varlen: want 3 sequences + the batch's run"
+"$J" "$T/v" sequences.3 >/dev/null 2>&1 && FAIL "tfeatures_cli varlen: more than 3 sequences"
+[ "$("$J" "$T/v" cu_seqlens_k)" = "[0,9,20,40]" ] || FAIL "tfeatures_cli varlen: cu_seqlens_k not echoed"
+[ "$("$J" "$T/v" problem.n problem.n_k | tr '\n' ' ')" = "32 40 " ] || FAIL "tfeatures_cli varlen: the batch problem is not 32 x 40"
+[ "$("$J" "$T/v" sequences.1.problem.n sequences.1.problem.n_k | tr '\n' ' ')" = "13 11 " ] ||
+  FAIL "tfeatures_cli varlen: sequence 1 is not 13 x 11"
+for r in runs.0 sequences.0.runs.0 sequences.1.runs.0 sequences.2.runs.0; do
+  for o in o dq dk dv; do
+    v=$("$J" "$T/v" "$r.outputs.$o.rel_l2")
+    awk -v v="$v" 'BEGIN { exit !(v != "" && v != "null" && v + 0 <= 1e-12) }' ||
+      FAIL "tfeatures_cli varlen: $r $o exact-fp64 rel_l2 '$v' above 1e-12"
+  done
+done
 "$A" run --variant fa2 --cu-seqlens "$T/cu" --d 8 --json >"$T/vf" || FAIL "tfeatures_cli varlen fa2: exit status $?"
-[ "$(grep -c '"fa_factor": null' "$T/vf")" -eq 0 ] || FAIL "tfeatures_cli varlen fa2: the flash-attention rule not applied everywhere"
+for r in runs.0 sequences.0.runs.0 sequences.1.runs.0 sequences.2.runs.0; do
+  for o in o dq dk dv; do
+    [ "$("$J" "$T/vf" "$r.outputs.$o.fa_factor")" = null ] &&
+      FAIL "tfeatures_cli varlen fa2: the flash-attention rule not applied to $r $o"
+  done
+done
 "$A" run --variant exact-fp64 --cu-seqlens "$T/cu" --d 8 >"$T/vt" || FAIL "tfeatures_cli varlen table: exit status $?"
 grep -q "^== batch of 3 sequences: 32 queries, 40 keys" "$T/vt" || FAIL "tfeatures_cli varlen table: no batch header"
 

@@ -8,6 +8,7 @@
 #     measured fraction minus a margin, and more often than fa2 does on o (the forward modelling it adds).
 set -u
 A=${top_builddir:-.}/experiments/attnacc
+J=${top_builddir:-.}/tests/jget
 F=${top_srcdir:-..}/fixtures/h200-sdpa
 [ -x "$A" ] || { echo "tgpu_agree: $A not built"; exit 1; }
 [ -f "$F/inputs/q.npy" ] || { echo "tgpu_agree: $F missing (skipped)"; exit 77; }
@@ -18,7 +19,7 @@ fails=0
 FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 # rel_l2 of output $2 in JSON file $1
-rel() { grep "^    \"$2\": {" "$1" | sed 's/.*"rel_l2": \([^,]*\),.*/\1/'; }
+rel() { "$J" "$1" "runs.0.outputs.$2.rel_l2"; }
 # fraction of bit-identical BF16 elements of two '<u2' .npy files with 128-byte headers
 agree() {
   od -An -v -w2 -tu2 -j128 "$1" >"$T/a" && od -An -v -w2 -tu2 -j128 "$2" >"$T/b" &&

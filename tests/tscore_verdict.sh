@@ -4,6 +4,7 @@
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
 A="$top_builddir/experiments/attnacc"
+J="$top_builddir/tests/jget"
 py=
 for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$cand" ] || continue
@@ -119,8 +120,8 @@ run 2 "bad --layout" --inputs "$T/in" --grads "$T/good" --layout bnd
 "$A" score --inputs "$T/in" --grads "$T/bad" --layout bhnd --json --no-fail >"$T/j1" 2>/dev/null
 run 0 "npz" --inputs "$T/in.npz" --grads "$T/bad.npz" --layout bhnd --json --no-fail
 for o in o dq dk dv; do
-  a=$(grep "^    \"$o\": {" "$T/j1" | sed 's/, "fa_factor".*//')
-  b=$(grep "^    \"$o\": {" "$T/out" | sed 's/, "fa_factor".*//')
+  a=$("$J" "$T/j1" "runs.0.outputs.$o" | sed 's/,"fa_factor".*//')
+  b=$("$J" "$T/out" "runs.0.outputs.$o" | sed 's/,"fa_factor".*//')
   [ -n "$a" ] && [ "$a" = "$b" ] || FAIL "tscore npz: $o differs from the .npy folder: $a / $b"
 done
 run 0 "safetensors" --inputs "$T/all.safetensors" --grads "$T/all.safetensors" --layout bhnd --rule all

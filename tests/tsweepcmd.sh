@@ -51,7 +51,7 @@ if [ $# -ne 3 ]; then
   FAIL "tsweepcmd run: no fa2 dq row for n = 32, causal, seed 2"
 else
   "$A" run --variant fa2 --n 32 --d 8 --causal --seed "$1" --json >"$T/run.json" || FAIL "tsweepcmd run: exit $?"
-  got=$(sed -n 's/.*"dq": {[^}]*"rel_l2": \([^,]*\), "max_abs": \([^,]*\),.*/\1 \2/p' "$T/run.json")
+  got=$("${top_builddir:-.}/tests/jget" "$T/run.json" runs.0.outputs.dq.rel_l2 runs.0.outputs.dq.max_abs | tr '\n' ' ')
   awk -v a="$2 $3" -v b="$got" 'BEGIN { split(a, x, " "); split(b, y, " ")
     if (x[1] + 0 != y[1] + 0 || x[2] + 0 != y[2] + 0) exit 1 }' ||
     FAIL "tsweepcmd run: sweep row (seed $1) rel_l2, max_abs = $2 $3 but attnacc run gives $got"

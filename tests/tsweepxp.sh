@@ -91,7 +91,7 @@ npat=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } { s[$h["dq
 grep -q "distinct dQ bit patterns: $npat" "$T/determinism/sc.out" ||
   FAIL "tsweepxp determinism: verdict does not say $npat distinct patterns: $(cat "$T/determinism/sc.out")"
 # table3: the printed table holds the published row, and the report reads the sweep folder
-grep -q '| published (seed 003, Table 3) | 1.0440 | 1.0687 |' "$T/table3/sc.out" || FAIL "tsweepxp table3: no published row"
+grep -qF '| published ([blackwell-fa] Table 3) | 1.0440 | 1.0687 |' "$T/table3/sc.out" || FAIL "tsweepxp table3: no published row"
 "$A" list >"$T/list" || FAIL "tsweepxp list: exit $?"
 sed -n '/^experiments/,$p' "$T/list" >"$T/xlist"
 for x in normmap dq-budget table3 determinism dropout-map; do

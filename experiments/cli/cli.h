@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "attnacc.h"
+#include "cli/json.h"
 
 /* ---- messages ---- */
 void cli_error(const char *cmd, const char *fmt, ...)
@@ -66,14 +67,44 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
   }
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
-/* ---- a growing string (JSON text) ---- */
+/* ---- the problem options, declared once ----
+   Rows for the commands that draw one attention problem (run, explain,
+   determinism, ...): its shape, the seeded draw, the mask and scale. A
+   command takes the groups it has; cli_problem_opts_parse reads whichever
+   of them its table holds. */
+#define CLI_OPTS_PROBLEM_SHAPE                                                                                       \
+  {"n", "N", "1024", "sequence length (queries and keys)"}, {"d", "D", "128", "head dimension"},                     \
+      {"heads", "H", "1", "query heads"}, {                                                                          \
+    "kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"                                         \
+  }
+#define CLI_OPTS_PROBLEM_DRAW                                                                                        \
+  {"seed", "S", "1", "seed of the input draw (0 to 2^64-1; every command draws the same inputs for one seed)"},      \
+      {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"}, {                    \
+    "sigma", "X", "1", "scale of the input distribution (> 0)"                                                       \
+  }
+#define CLI_OPT_CAUSAL                                                                                               \
+  { "causal", NULL, NULL, "causal mask (query i sees keys 0..i)" }
+#define CLI_OPT_SCALE                                                                                                \
+  { "scale", "S", "1/sqrt(d)", "softmax scale (> 0)" }
+typedef struct {
+  size_t n, d, heads, kv_heads; /* kv_heads 0: as many as heads */
+  uint64_t seed;
+  int uniform; /* --dist uniform */
+  double sigma;
+  double scale; /* 0: 1/sqrt(d) */
+  int causal;
+} cli_problem_opts_t;
+void cli_problem_opts_init(cli_problem_opts_t *p); /* the defaults shown in the rows above */
+/* Read the problem options that are given (n, d, heads, kv-heads at most
+   max_n, max_dim, max_dim); 0, or 2 after a message "attnacc CMD: --OPT: ...". */
+int cli_problem_opts_parse(cli_problem_opts_t *p, const cli_args_t *a, const char *cmd, size_t max_n, size_t max_dim);
+
+/* ---- a growing string ---- */
 /* lib/common's buffer under the name the commands used before it existed
-   (kept while experiments/ is refactored, issue 12; new code says aa_buf_t). */
+   (new code says aa_buf_t). */
 typedef aa_buf_t cli_sb_t;
 #define cli_sb_printf aa_buf_printf
 #define cli_sb_free aa_buf_free
-void cli_sb_json_str(cli_sb_t *sb, const char *s); /* quoted and escaped, or null for NULL */
-void cli_sb_json_num(cli_sb_t *sb, double x);      /* %.17g, null when not finite */
 
 /* ---- files ---- */
 /* Output files go through lib/common: aa_file_write, aa_fileset_t, aa_mkdir_p. */
@@ -102,9 +133,9 @@ int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, 
 int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n_q, size_t n_k, size_t d,
                        size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
 /* The problem features of issue 14 that are on (alignment, two-sided
-   window, softcap, ALiBi) as text appended to the problem line (json 0:
-   " key=value" words; 1: ", \"key\": value" members); "" when none is on. */
-void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb, int json);
+   window, softcap, ALiBi) as " key=value" words appended to the problem
+   line; "" when none is on (their JSON: cli_json_problem). */
+void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb);
 /* Read DIR/q.npy, k.npy, v.npy, do.npy ([N, d] or [H, N, d]) and the
    optional sinks.npy ([H, K], or [K] for one head), checking the shapes
    against each other with messages naming the files. */
@@ -122,8 +153,8 @@ int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_er
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo);
 
-/* Version of the JSON objects of run and score (experiments/README-json.md). */
-#define CLI_SCHEMA_VERSION 1
+/* Version of the JSON document of run and score (experiments/README-json.md). */
+#define CLI_SCHEMA_VERSION 2
 
 /* ---- one compared variant ---- */
 #define CLI_MAX_OUT 5
@@ -144,12 +175,16 @@ typedef struct {
   double seconds;             /* emulation seconds (forward + backward) */
   char dq_reduce[32];         /* the recipe's dq_reduce strategy name ("" for external gradients) */
   aa_reduce_stats_t dq_stats; /* its counters: tiles, budget failures, FP64 recomputes */
-  /* Normalisation (seed 003 variants; zeros for the other schemes): forward
+  /* Normalisation (the fixed-shift and guarded variants of [blackwell-fa]
+     sections 3.1-3.2; zeros for the other schemes): forward
      query tiles, tiles flagged by the range checks, rows recovered to LSE,
      and whether any output (o, dq, dk, dv, dsinks) holds NaN or Inf. */
   char softmax[24]; /* fwd.softmax name ("" for external gradients) */
   size_t fwd_tiles, tiles_flagged, rows_recovered;
   int nonfinite;
+  /* The emulation's own message when the recipe refused the problem (a NaN
+     it detects, a range it cannot hold); "" when it ran. */
+  char refused[sizeof(((aa_error_t *)0)->msg)];
 } cli_variant_t;
 
 /* Everything a report prints besides the per-variant rows. */
@@ -179,6 +214,12 @@ typedef struct {
   const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
+const cli_report_extra_t *cli_report_extra(void);
+/* The index of folded element i of output o in the report's layout into
+   idx ((b, h, n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i);
+/* The line that explains why output o fails rule (worst element, value, oracle, error). */
+void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, aa_rule_t rule);
 
 /* Compare t with ref into out->m (ULPs in t's format when BF16 or FP32,
    else FP32). */
@@ -208,14 +249,39 @@ void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
    or cli_progress_end() erases it. */
 void cli_progress(const char *cmd, const char *what, double work);
 void cli_progress_end(void);
-/* One JSON object per variant, or {"runs": [...]} for several. */
-void cli_json(cli_sb_t *sb, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+/* The JSON document of run and score (schema version 2, experiments/README-json.md):
+   {"schema_version", "attnacc": {version, git}, "command", "seed", "inputs",
+   "problem", ["layout",] "oracle", "runs": [one object per variant]}, the
+   same shape for one variant or many; NULL when out of memory. Its parts,
+   for documents that hold several problems (a varlen batch): */
+json_t *cli_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_problem(const cli_report_t *rep);
+json_t *cli_json_oracle(const cli_report_t *rep);
+json_t *cli_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_run(const cli_report_t *rep, const cli_variant_t *v);
 void cli_variant_free(cli_variant_t *v);
 
-/* Run recipe r (attn module) on the inputs and compare o, dq, dk, dv (and
-   dsinks when the problem has sinks) with the oracle; res keeps the outputs. */
+/* The one evaluation path of every command and experiment: run recipe r
+   (attn module) on the inputs, timed into v->seconds, and compare o, dq,
+   dk, dv (and dsinks when the problem has sinks) with the oracle: metrics
+   (lib/metrics.h: ULPs in the output's format, bf16 or else fp32, the
+   0.01/0.01 rule) and the robust measures and rules (lib/score.h); res keeps
+   the outputs. On failure err says "RECIPE: ..." or "OUTPUT: ...", and when
+   the emulation itself refused the problem v->refused keeps its message. */
 int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                     const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err);
+/* The same path for outputs given by a kernel (score): g[5] holds o, dq,
+   dk, dv, dsinks (data NULL where not given); each given one is compared
+   with the oracle as cli_run_variant does, with the robust measures in
+   ulp_fmt (-1: the data's own) and the abs-rel rule's atol, rtol (< 0: the
+   defaults). v is named "external". */
+int cli_evaluate_given(cli_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle, int ulp_fmt,
+                       double atol, double rtol, aa_error_t *err);
+/* The fa and sdpa rules of v against the naive reference in the inputs'
+   own dtype (naive, its outputs naive_res), on the outputs of one name;
+   the naive's measures are first redone in ulp_fmt, atol, rtol when given. */
+int cli_apply_naive(cli_variant_t *v, cli_variant_t *naive, const aa_attn_result_t *naive_res,
+                    const aa_oracle_result_t *oracle, int ulp_fmt, double atol, double rtol, aa_error_t *err);
 /* Apply the flash-attention rule against the naive reference's rows with
    the same output name: factor 2 for o, 3 for the gradients. */
 void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);

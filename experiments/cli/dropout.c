@@ -69,40 +69,35 @@ int dropout_cli_draw(dropout_cli_t *dc, aa_problem_t *pb, aa_error_t *err) {
   return AA_OK;
 }
 
-void dropout_cli_json(cli_sb_t *sb, const dropout_cli_t *dc) {
-  if (!dc->on || sb->buf == NULL) return;
-  /* Reopen the object: drop its closing brace and the newline after it. */
-  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' '))
-    sb->len--;
-  if (sb->len == 0 || sb->buf[sb->len - 1] != '}') return;
-  sb->len--;
-  while (sb->len > 0 && (sb->buf[sb->len - 1] == '\n' || sb->buf[sb->len - 1] == ' '))
-    sb->len--;
-  cli_sb_printf(sb, ",\n  \"dropout\": {\"scheme\": ");
-  cli_sb_json_str(sb, aa_dropout_scheme_name(dc->d.scheme));
-  cli_sb_printf(sb, ", \"p\": ");
-  cli_sb_json_num(sb, dc->d.p);
-  cli_sb_printf(sb, ", \"seed\": %llu, \"fwd_tile\": [%zu, %zu], \"bwd_tile\": [%zu, %zu], \"tile_count\": ",
-                (unsigned long long)dc->d.seed, dc->fwd_tq, dc->fwd_tk, dc->bwd_tq, dc->bwd_tk);
-  cli_sb_json_str(sb, aa_dropout_count_name(dc->d.tile_count));
-  cli_sb_printf(sb, ",\n    \"mask_elements\": %zu, \"mismatch_count\": %zu, \"mismatch_fraction\": ", dc->elements,
-                dc->mismatch_count);
-  cli_sb_json_num(sb, dc->mismatch);
-  cli_sb_printf(sb, ",\n    \"keep_rate_realised\": ");
-  cli_sb_json_num(sb, dc->keep_rate);
-  cli_sb_printf(sb, ", \"keep_rate_nominal\": ");
-  cli_sb_json_num(sb, 1.0 - dc->d.p);
-  cli_sb_printf(sb, ", \"keep_rate_expected\": ");
-  cli_sb_json_num(sb, dc->expected_keep);
-  cli_sb_printf(sb, ", \"keep_scale\": ");
-  cli_sb_json_num(sb, dc->keep_scale);
-  cli_sb_printf(sb, ",\n    \"o_bias_implied\": ");
-  cli_sb_json_num(sb, dc->implied_bias);
-  cli_sb_printf(sb, ", \"o_bias_estimate\": ");
-  cli_sb_json_num(sb, dc->bias_mean);
-  cli_sb_printf(sb, ", \"o_bias_ci95\": ");
-  cli_sb_json_num(sb, dc->bias_hw);
-  cli_sb_printf(sb, ", \"o_bias_seeds\": %u}\n}\n", dc->nseeds);
+static json_t *pair(size_t a, size_t b) {
+  json_t *p = json_array();
+  if (cli_json_push(p, cli_json_u64(a)) | cli_json_push(p, cli_json_u64(b))) {
+    json_decref(p);
+    return NULL;
+  }
+  return p;
+}
+
+json_t *dropout_cli_json(const dropout_cli_t *dc) {
+  json_t *j = json_object();
+  int bad = cli_json_set(j, "scheme", cli_json_str(aa_dropout_scheme_name(dc->d.scheme)));
+  bad |= cli_json_set(j, "p", cli_json_num(dc->d.p));
+  bad |= cli_json_set(j, "seed", cli_json_u64(dc->d.seed));
+  bad |= cli_json_set(j, "fwd_tile", pair(dc->fwd_tq, dc->fwd_tk));
+  bad |= cli_json_set(j, "bwd_tile", pair(dc->bwd_tq, dc->bwd_tk));
+  bad |= cli_json_set(j, "tile_count", cli_json_str(aa_dropout_count_name(dc->d.tile_count)));
+  bad |= cli_json_set(j, "mask_elements", cli_json_u64(dc->elements));
+  bad |= cli_json_set(j, "mismatch_count", cli_json_u64(dc->mismatch_count));
+  bad |= cli_json_set(j, "mismatch_fraction", cli_json_num(dc->mismatch));
+  bad |= cli_json_set(j, "keep_rate_realised", cli_json_num(dc->keep_rate));
+  bad |= cli_json_set(j, "keep_rate_nominal", cli_json_num(1.0 - dc->d.p));
+  bad |= cli_json_set(j, "keep_rate_expected", cli_json_num(dc->expected_keep));
+  bad |= cli_json_set(j, "keep_scale", cli_json_num(dc->keep_scale));
+  bad |= cli_json_set(j, "o_bias_implied", cli_json_num(dc->implied_bias));
+  bad |= cli_json_set(j, "o_bias_estimate", cli_json_num(dc->bias_mean));
+  bad |= cli_json_set(j, "o_bias_ci95", cli_json_num(dc->bias_hw));
+  bad |= cli_json_set(j, "o_bias_seeds", cli_json_u64(dc->nseeds));
+  return bad ? (json_decref(j), NULL) : j;
 }
 
 void dropout_cli_print(FILE *f, const dropout_cli_t *dc) {

@@ -51,8 +51,9 @@ int dropout_cli_setup(dropout_cli_t *dc, const char *cmd, const char *p_s, const
 /* Draw the forward mask (into pb->keep / keep_scale) and the backward
    redraw, and compute every statistic. */
 int dropout_cli_draw(dropout_cli_t *dc, aa_problem_t *pb, aa_error_t *err);
-/* Append `"dropout": {...}` to a JSON object text that ends in "}\n". */
-void dropout_cli_json(cli_sb_t *sb, const dropout_cli_t *dc);
+/* The "dropout" member of the run document (only when dc->on): scheme, tiles, mask statistics; NULL when out of
+ * memory. */
+json_t *dropout_cli_json(const dropout_cli_t *dc);
 void dropout_cli_print(FILE *f, const dropout_cli_t *dc);
 void dropout_cli_free(dropout_cli_t *dc);
 

@@ -10,8 +10,9 @@
 
 static const char *const usage_line = "usage: attnacc explain --variant SPEC [run's problem options]";
 static const char *const description =
-    "Where a recipe's error comes from. For each rounding site of the recipe (each format,\n"
-    "accumulation-model and exp/tanh key that the key table marks as a rounding: attnacc\n"
+    "Where a recipe's error comes from: the part of it each rounding site contributes.\n\n"
+    "For each rounding site of the recipe (each format, accumulation-model and exp/tanh\n"
+    "key that the key table marks as a rounding: attnacc\n"
     "list --keys, 'rounding -> X') whose value is not already exact, the same recipe with\n"
     "that one site made exact (fp64, fp64-seq, exact) is run on the same inputs as the\n"
     "recipe itself and as the recipe with every site exact, and each is compared with the\n"
@@ -67,10 +68,9 @@ static int counted(const explain_t *x, size_t i) {
   return 1;
 }
 
-static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes, const cli_variant_t *vs, size_t n) {
-  const explain_t *x = ctx;
-  const cli_variant_t *base = &vs[0], *floor_v = &vs[n - 1];
-  double sum2[4] = {0, 0, 0, 0}, tot[4], flo[4];
+/* The budget table: total, each site's part, the floor and the quadrature sum; sum2 and tot, flo for the notes. */
+static void print_table(const explain_t *x, const cli_report_t *rep, const aa_recipe_t *recipes,
+                        const cli_variant_t *vs, size_t n, double *sum2, double *tot, double *flo) {
   const aa_problem_t *pb = rep->pb;
   printf("problem: n_q=%zu n_k=%zu d=%zu heads=%zu kv_heads=%zu causal=%s seed=%llu dist=%s sigma=%g\n", pb->n_q,
          pb->n_k, pb->d, pb->heads, pb->kv_heads, pb->causal ? "yes" : "no", (unsigned long long)rep->seed,
@@ -81,8 +81,9 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
   printf("%-22s %-12s %-12s %-12s %-12s %-12s\n", "site", "exact", "o", "dq", "dk", "dv");
   printf("%-22s %-12s", "total", "");
   for (int o = 0; o < 4; o++) {
-    tot[o] = rel(base, o);
-    flo[o] = rel(floor_v, o);
+    tot[o] = rel(&vs[0], o);
+    flo[o] = rel(&vs[n - 1], o);
+    sum2[o] = 0;
     printf(" %-12.4e", tot[o]);
   }
   printf("\n");
@@ -109,6 +110,11 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
   for (int o = 0; o < 4; o++)
     printf(" %-12.4f", tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 0.0);
   printf("\n");
+}
+
+/* What the table cannot show: a floor that is not exact, joint sites, sites already exact or not separable. */
+static void print_notes(const explain_t *x, const aa_recipe_t *recipes, const cli_variant_t *vs, const double *tot,
+                        const double *flo) {
   if (flo[0] > 1e-12 || flo[1] > 1e-12 || flo[2] > 1e-12 || flo[3] > 1e-12)
     printf("the floor is not exact: %s rounds where the key table marks no site (e.g. dropout, a dq_reduce "
            "parameter, softcap/ALiBi formation)\n",
@@ -129,6 +135,11 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
                "others)\n");
         shown = 1;
       }
+}
+
+/* Per output: whether the parts add in quadrature, and what it means when they do not. */
+static void print_verdicts(const explain_t *x, const cli_variant_t *vs, const double *sum2, const double *tot,
+                           const double *flo) {
   for (int o = 0; o < 4; o++) {
     double r = tot[o] > 0 ? sqrt(fmax(0, sum2[o] + flo[o] * flo[o])) / tot[o] : 1, worst = 0;
     size_t wi = 0;
@@ -158,7 +169,80 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
       printf("%s: the parts do not add in quadrature (sum / total = %.3f): roundings that partly cancel\n", outs[o],
              r);
   }
+}
+
+/* run's hook: the recipe (vs[0]), one variant per site, the floor (vs[n - 1]). */
+static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes, const cli_variant_t *vs, size_t n) {
+  const explain_t *x = ctx;
+  double sum2[4], tot[4], flo[4];
+  print_table(x, rep, recipes, vs, n, sum2, tot, flo);
+  print_notes(x, recipes, vs, tot, flo);
+  print_verdicts(x, vs, sum2, tot, flo);
   return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* One variant per rounding site of the key table (that site made exact) into rs[1..]; all gets every site
+   exact. Returns the count of recipes in rs. */
+static size_t add_single_sites(explain_t *x, aa_recipe_t *rs, aa_recipe_t *all) {
+  size_t nr = 1;
+  for (size_t i = 0; i < aa_recipe_key_count(); i++) {
+    aa_recipe_key_info_t k;
+    char v[192];
+    aa_recipe_key_info(&k, i);
+    if (k.exact == NULL || aa_recipe_value(v, sizeof v, &rs[0], k.key) != AA_OK) continue;
+    aa_recipe_t r = rs[0];
+    aa_error_t e = {{0}};
+    int st = aa_recipe_set(&r, k.key, k.exact, &e);
+    char ve[192];
+    if (st == AA_OK && aa_recipe_value(ve, sizeof ve, &r, k.key) == AA_OK && !strcmp(v, ve)) {
+      x->nalready++; /* the site already holds its exact value */
+      continue;
+    }
+    aa_recipe_set(all, k.key, k.exact, NULL);
+    if (st != AA_OK || aa_recipe_check(&r, &e) != AA_OK) {
+      if (x->nskipped < MAX_SITES) {
+        x->skipped[x->nskipped] = k.key;
+        snprintf(x->why[x->nskipped++], sizeof x->why[0], "%s", e.msg);
+      }
+      continue;
+    }
+    if (x->nsites == MAX_SITES) continue;
+    snprintf(r.name, sizeof r.name, "%s", k.key);
+    x->key[x->nsites] = k.key;
+    x->group[x->nsites] = k.group;
+    x->exact[x->nsites++] = k.exact;
+    rs[nr++] = r;
+  }
+  return nr;
+}
+
+/* Keys of one group (fwd.exp and bwd.exp) model one mechanism, whose
+   errors may cancel only while both sides share them: made exact jointly
+   too, as one more variant per group. Returns the new count. */
+static size_t add_joint_sites(explain_t *x, aa_recipe_t *rs, size_t nr) {
+  for (size_t i = 0, ns = x->nsites; i < ns; i++) {
+    int g = x->group[i], first = 1, members = 0;
+    if (g == 0) continue;
+    for (size_t j = 0; j < i; j++)
+      if (x->group[j] == g) first = 0;
+    if (!first || x->nsites == MAX_SITES) continue;
+    aa_recipe_t r = rs[0];
+    char jn[64] = "";
+    for (size_t j = i; j < ns; j++)
+      if (x->group[j] == g) {
+        aa_recipe_set(&r, x->key[j], x->exact[j], NULL);
+        snprintf(jn + strlen(jn), sizeof jn - strlen(jn), "%s%s", members++ ? "+" : "", x->key[j]);
+      }
+    if (members < 2 || aa_recipe_check(&r, NULL) != AA_OK) continue;
+    snprintf(x->jname[x->nsites], sizeof x->jname[0], "%s", jn);
+    snprintf(r.name, sizeof r.name, "%s", jn);
+    x->key[x->nsites] = x->jname[x->nsites];
+    x->exact[x->nsites] = x->exact[i];
+    x->group[x->nsites] = g;
+    x->joint[x->nsites++] = 1;
+    rs[nr++] = r;
+  }
+  return nr;
 }
 
 int aa_cmd_explain(int argc, char **argv) {
@@ -223,59 +307,8 @@ int aa_cmd_explain(int argc, char **argv) {
     goto out;
   }
   aa_recipe_t all = rs[0];
-  size_t nr = 1;
-  for (size_t i = 0; i < aa_recipe_key_count(); i++) {
-    aa_recipe_key_info_t k;
-    char v[192];
-    aa_recipe_key_info(&k, i);
-    if (k.exact == NULL || aa_recipe_value(v, sizeof v, &rs[0], k.key) != AA_OK) continue;
-    aa_recipe_t r = rs[0];
-    aa_error_t e = {{0}};
-    int st = aa_recipe_set(&r, k.key, k.exact, &e);
-    char ve[192];
-    if (st == AA_OK && aa_recipe_value(ve, sizeof ve, &r, k.key) == AA_OK && !strcmp(v, ve)) {
-      x.nalready++; /* the site already holds its exact value */
-      continue;
-    }
-    aa_recipe_set(&all, k.key, k.exact, NULL);
-    if (st != AA_OK || aa_recipe_check(&r, &e) != AA_OK) {
-      if (x.nskipped < MAX_SITES) {
-        x.skipped[x.nskipped] = k.key;
-        snprintf(x.why[x.nskipped++], sizeof x.why[0], "%s", e.msg);
-      }
-      continue;
-    }
-    if (x.nsites == MAX_SITES) continue;
-    snprintf(r.name, sizeof r.name, "%s", k.key);
-    x.key[x.nsites] = k.key;
-    x.group[x.nsites] = k.group;
-    x.exact[x.nsites++] = k.exact;
-    rs[nr++] = r;
-  }
-  /* Keys of one group (fwd.exp and bwd.exp) model one mechanism, whose
-     errors may cancel only while both sides share them: made exact jointly too. */
-  for (size_t i = 0, ns = x.nsites; i < ns; i++) {
-    int g = x.group[i], first = 1, members = 0;
-    if (g == 0) continue;
-    for (size_t j = 0; j < i; j++)
-      if (x.group[j] == g) first = 0;
-    if (!first || x.nsites == MAX_SITES) continue;
-    aa_recipe_t r = rs[0];
-    char jn[64] = "";
-    for (size_t j = i; j < ns; j++)
-      if (x.group[j] == g) {
-        aa_recipe_set(&r, x.key[j], x.exact[j], NULL);
-        snprintf(jn + strlen(jn), sizeof jn - strlen(jn), "%s%s", members++ ? "+" : "", x.key[j]);
-      }
-    if (members < 2 || aa_recipe_check(&r, NULL) != AA_OK) continue;
-    snprintf(x.jname[x.nsites], sizeof x.jname[0], "%s", jn);
-    snprintf(r.name, sizeof r.name, "%s", jn);
-    x.key[x.nsites] = x.jname[x.nsites];
-    x.exact[x.nsites] = x.exact[i];
-    x.group[x.nsites] = g;
-    x.joint[x.nsites++] = 1;
-    rs[nr++] = r;
-  }
+  size_t nr = add_single_sites(&x, rs, &all);
+  nr = add_joint_sites(&x, rs, nr);
   snprintf(all.name, sizeof all.name, "all-exact");
   if (aa_recipe_check(&all, &err) != AA_OK) {
     cli_error(cmd, "%s with every rounding site exact fails the recipe check: %s", rs[0].name, err.msg);

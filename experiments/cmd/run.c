@@ -20,22 +20,17 @@ static const cli_opt_t opts[] = {
      "recipes to emulate: preset NAMEs (attnacc list shows them), recipe files (ending in .recipe or with a /) "
      "or NAME:key=value,... (the preset with overrides, named as written)"},
     {"recipe", "FILE", NULL, "a recipe file (key = value lines) to emulate, after the --variant presets"},
-    {"n", "N", "1024", "sequence length (queries and keys; keys only with --n-q)"},
-    {"d", "D", "128", "head dimension"},
-    {"heads", "H", "1", "query heads"},
-    {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
-    {"seed", "S", "1", "seed of the input draw (0 to 2^64-1)"},
-    {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"},
-    {"sigma", "X", "1", "scale of the input distribution (> 0)"},
-    {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
-    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i; i + n_k - n_q with --causal-align bottom-right)"},
+    CLI_OPTS_PROBLEM_SHAPE,
+    CLI_OPTS_PROBLEM_DRAW,
+    CLI_OPT_SCALE,
+    CLI_OPT_CAUSAL,
     {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
     CLI_OPTS_ORACLE,
     {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
-    {"json", NULL, NULL, "print one JSON object instead of the table"},
-    {"out", "FILE", NULL, "also write the JSON object to FILE (atomically)"},
+    {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
+    {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save", "DIR", NULL, "write the inputs and each variant's o/dq/dk/dv as .npy into DIR"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
@@ -45,8 +40,9 @@ static const cli_opt_t opts[] = {
 
 static const char usage_line[] = "--variant SPEC[,SPEC...] | --recipe FILE [OPTIONS]";
 static const char description[] =
-    "Emulate each variant on one attention problem, compare o, dq, dk, dv (and dsinks)\n"
-    "with the oracle and print one row per variant and output: rel_l2 (over finite\n"
+    "Emulate recipes (variants) on one attention problem and compare their outputs with\n"
+    "the exact oracle.\n\n"
+    "Each variant's o, dq, dk, dv (and dsinks) give one row each: rel_l2 (over finite\n"
     "elements), max_abs, max_ulp and mean_ulp (ULPs of the recipe's output format, bf16\n"
     "or fp32, against the correctly rounded oracle value), NaN/Inf counts, pass (every\n"
     "element has |a - b| <= 0.01 + 0.01 |b|; any NaN/Inf fails) and the flash-attention\n"
@@ -118,452 +114,507 @@ static int stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const ch
   return stage_set(stg, dir, names, ts, fmts, 6, err);
 }
 
+/* Everything one run holds, so that each step below reads as one thing and run_free releases it all. */
+typedef struct {
+  const char *cmd;
+  cli_args_t a;
+  aa_recipe_t *recipes; /* nrec, and room for one more (the naive reference) */
+  size_t nrec;
+  aa_fmt_t io_fmt; /* the narrowest io format of the recipes: the inputs' */
+  cli_problem_opts_t po;
+  size_t n_q, n_k, num_sinks, threads;
+  features_cli_t fc;
+  dropout_cli_t dc;
+  const char *inputs_dir, *out_file, *save_dir, *save_oracle;
+  cli_inputs_t in;
+  aa_problem_t pb;
+  aa_oracle_opts_t oo;
+  aa_oracle_result_t oracle;
+  int have_oracle;
+  double oracle_seconds;
+  cli_variant_t *vs, naive_v;
+  aa_attn_result_t *res, naive_res;
+  int naive_is; /* index of naive-bf16 among the recipes, or -1 */
+  char *jtext;  /* the JSON document (--json, --out) */
+  size_t jlen;
+  aa_error_t err;
+} run_t;
+
+static void run_free(run_t *R) {
+  free(R->jtext);
+  dropout_cli_free(&R->dc);
+  features_cli_free(&R->fc);
+  for (size_t i = 0; R->vs != NULL && i < R->nrec; i++)
+    cli_variant_free(&R->vs[i]);
+  for (size_t i = 0; R->res != NULL && i < R->nrec; i++)
+    aa_attn_result_free(&R->res[i]);
+  aa_attn_result_free(&R->naive_res);
+  cli_variant_free(&R->naive_v);
+  free(R->vs);
+  free(R->res);
+  if (R->have_oracle) aa_oracle_result_free(&R->oracle);
+  cli_inputs_free(&R->in);
+  free(R->recipes);
+}
+
+/* A library failure: its message, and the exit status for it. */
+static int fail(const run_t *R, int rc) {
+  cli_error(R->cmd, "%s", R->err.msg);
+  return cli_exit_status(rc);
+}
+
+/* One --variant spec as recipe number nrec (unknown names list the presets). */
+static int add_spec(run_t *R, const char *name) {
+  int rc;
+  if (R->nrec == MAX_VARIANTS) {
+    cli_error(R->cmd, "--variant: at most %d variants per run", MAX_VARIANTS);
+    return 2;
+  }
+  for (size_t i = 0; i < R->nrec; i++)
+    if (strcmp(R->recipes[i].name, name) == 0) {
+      cli_error(R->cmd, "--variant: '%s' is given twice", name);
+      return 2;
+    }
+  if ((rc = aa_recipe_from_spec(&R->recipes[R->nrec], name, &R->err)) != AA_OK) {
+    char known[1024];
+    list_presets(known, sizeof known);
+    if (rc == AA_ENOTFOUND)
+      cli_error(R->cmd, "unknown variant '%s' (known: %s)", name, known);
+    else
+      cli_error(R->cmd, "--variant: %s", R->err.msg);
+    return cli_exit_status(rc);
+  }
+  R->nrec++;
+  return 0;
+}
+
+/* --variant SPEC[,SPEC...]: a spec NAME:key=value,key=value runs on over
+   commas while the next item is a key=value (no ':' or '/' before its '='). */
+static int add_variants(run_t *R, const char *s) {
+  for (const char *p = s;;) {
+    const char *comma = strchr(p, ',');
+    char name[128];
+    size_t len;
+    int st;
+    while (comma != NULL && strchr(p, ':') != NULL && strchr(p, ':') < comma) {
+      const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
+      size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
+      if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
+        break;
+      comma = end;
+    }
+    len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == 0 || len >= sizeof name) {
+      cli_error(R->cmd, "--variant: empty or overlong name in '%s'", s);
+      return 2;
+    }
+    memcpy(name, p, len);
+    name[len] = '\0';
+    if ((st = add_spec(R, name)) != 0) return st;
+    if (comma == NULL) return 0;
+    p = comma + 1;
+  }
+}
+
+/* --recipe FILE as recipe number nrec. A file that starts from a preset
+   keeps the preset's name unless it sets its own; it is named after the
+   file when it differs from that preset or repeats a --variant name, so the
+   rows stay distinguishable. */
+static int add_recipe_file(run_t *R, const char *path) {
+  aa_recipe_t *r = &R->recipes[R->nrec], base;
+  int rc, rename;
+  if (access(path, R_OK) != 0) {
+    cli_error(R->cmd, "--recipe: %s: cannot read the file", path);
+    return 2;
+  }
+  if ((rc = aa_recipe_parse_file(r, path, &R->err)) != AA_OK) return fail(R, rc);
+  rename = r->name[0] == '\0';
+  for (size_t i = 0; i < R->nrec; i++)
+    if (strcmp(R->recipes[i].name, r->name) == 0) rename = 1;
+  if (!rename && aa_recipe_preset(&base, r->name, NULL) == AA_OK) rename = !aa_recipe_equal(&base, r);
+  if (rename) {
+    const char *b = strrchr(path, '/');
+    size_t len;
+    b = b ? b + 1 : path;
+    len = strcspn(b, ".");
+    if (len == 0) len = strlen(b);
+    if (len >= sizeof r->name) len = sizeof r->name - 1;
+    memcpy(r->name, b, len);
+    r->name[len] = '\0';
+  }
+  R->nrec++;
+  return 0;
+}
+
+/* The inputs are drawn in (or rounded to) the narrowest io format, which
+   must be contained in every other (bf16 in fp32 in fp64), so that all
+   variants and the oracle see the same values. */
+static int common_io_fmt(run_t *R) {
+  R->io_fmt = R->recipes[0].io_fmt;
+  for (size_t i = 1; i < R->nrec; i++)
+    if (fmt_within(R->recipes[i].io_fmt, R->io_fmt)) R->io_fmt = R->recipes[i].io_fmt;
+  for (size_t i = 0; i < R->nrec; i++)
+    if (!fmt_within(R->io_fmt, R->recipes[i].io_fmt)) {
+      cli_error(R->cmd,
+                "variants %s and %s have io formats %s and %s, neither of which holds the other: run them separately",
+                R->recipes[0].name, R->recipes[i].name, cli_fmt_name(R->recipes[0].io_fmt),
+                cli_fmt_name(R->recipes[i].io_fmt));
+      return 2;
+    }
+  return 0;
+}
+
+/* The recipes: given by the caller (explain), or --variant and --recipe. */
+static int take_recipes(run_t *R, const aa_recipe_t *given, size_t ngiven) {
+  const char *s;
+  int st;
+  if ((R->recipes = calloc((given != NULL ? ngiven : MAX_VARIANTS) + 1, sizeof *R->recipes)) == NULL) {
+    cli_error(R->cmd, "out of memory");
+    return 1;
+  }
+  if (given != NULL) {
+    memcpy(R->recipes, given, ngiven * sizeof *R->recipes);
+    R->nrec = ngiven;
+  } else if ((s = cli_get(&R->a, "variant")) != NULL && (st = add_variants(R, s)) != 0) {
+    return st;
+  }
+  if (given == NULL && (s = cli_get(&R->a, "recipe")) != NULL && (st = add_recipe_file(R, s)) != 0) return st;
+  if (R->nrec == 0) {
+    cli_error(R->cmd, "give --variant SPEC[,SPEC...] or --recipe FILE (attnacc list shows the presets)");
+    return 2;
+  }
+  return common_io_fmt(R);
+}
+
+/* The numbers and paths of the options; every output must be creatable
+   before any work is done. */
+static int read_options(run_t *R) {
+  const cli_args_t *a = &R->a;
+  const char *s;
+  if (cli_problem_opts_parse(&R->po, a, R->cmd, SIZE_MAX, SIZE_MAX)) return 2;
+  R->n_q = R->n_k = R->po.n;
+  if (features_cli_lengths(&R->fc, R->cmd, a, &R->n_q, &R->n_k)) return 2;
+  R->po.n = R->n_q > R->n_k ? R->n_q : R->n_k; /* for the size checks */
+  if (((s = cli_get(a, "sinks")) && cli_size(&R->num_sinks, R->cmd, "sinks", s, 0, 1u << 20)) ||
+      ((s = cli_get(a, "threads")) && cli_size(&R->threads, R->cmd, "threads", s, 0, 4096)) ||
+      cli_oracle_opts(&R->oo, a, R->cmd))
+    return 2;
+  R->oo.threads = (int)R->threads;
+  R->inputs_dir = cli_get(a, "inputs");
+  R->out_file = cli_get(a, "out");
+  R->save_dir = cli_get(a, "save");
+  R->save_oracle = cli_get(a, "save-oracle");
+  if (R->fc.batch > 0 && (R->save_dir || R->save_oracle || cli_get(a, "dropout") || cli_get(a, "sinks") ||
+                          (R->out_file && !cli_get(a, "json")))) {
+    cli_error(R->cmd, "--cu-seqlens: --save, --save-oracle, --dropout and --sinks are not available for a varlen "
+                      "batch, and --out needs --json");
+    return 2;
+  }
+  if ((R->out_file && cli_check_out_file(R->out_file, &R->err)) ||
+      (R->save_dir && cli_check_out_dir(R->save_dir, &R->err)) ||
+      (R->save_oracle && cli_check_out_dir(R->save_oracle, &R->err))) {
+    cli_error(R->cmd, "%s", R->err.msg);
+    return 2;
+  }
+  return 0;
+}
+
+/* Round every input to the io format (values from files); a note says how many changed. */
+static void round_inputs(run_t *R) {
+  aa_tensor_t *ts[5] = {&R->in.q, &R->in.k, &R->in.v, &R->in.dO, &R->in.sinks};
+  aa_round_opts_t ro = {R->io_fmt, AA_RND_NE, 1, 0};
+  size_t changed = 0;
+  for (int i = 0; i < 5; i++) {
+    size_t m = aa_tensor_numel(ts[i]);
+    for (size_t j = 0; j < m; j++) {
+      double r = aa_round(ts[i]->data[j], &ro, NULL);
+      if (r != ts[i]->data[j] && !isnan(r)) changed++;
+      ts[i]->data[j] = r;
+    }
+    ts[i]->fmt = R->io_fmt;
+  }
+  if (changed > 0)
+    fprintf(stderr,
+            "attnacc run: note: %zu input values were rounded to %s (the narrowest io format of the variants)\n",
+            changed, cli_fmt_name(R->io_fmt));
+}
+
+/* --inputs DIR: the files' shapes replace the options, which must agree when given. */
+static int load_inputs(run_t *R) {
+  static const char *const given[4] = {"n", "d", "heads", "kv-heads"};
+  static const char *const file[4] = {"q.npy's n", "q.npy's d", "q.npy's heads", "k.npy's heads"};
+  cli_problem_opts_t *p = &R->po;
+  int rc;
+  if ((rc = cli_inputs_load(&R->in, R->inputs_dir, &R->err)) != AA_OK) {
+    cli_error(R->cmd, "%s", R->err.msg);
+    return 2;
+  }
+  size_t want[4] = {p->n, p->d, p->heads, p->kv_heads},
+         have[4] = {R->in.q.shape[1], R->in.q.shape[2], R->in.q.shape[0], R->in.k.shape[0]};
+  for (int i = 0; i < 4; i++)
+    if (cli_get(&R->a, given[i]) != NULL && want[i] != have[i]) {
+      cli_error(R->cmd, "--%s %zu does not match %s = %zu", given[i], want[i], file[i], have[i]);
+      return 2;
+    }
+  p->n = have[0], p->d = have[1], p->heads = have[2], p->kv_heads = have[3];
+  if (cli_get(&R->a, "sinks") != NULL && R->num_sinks != (R->in.sinks.data ? R->in.sinks.shape[1] : 0)) {
+    cli_error(R->cmd, "--sinks %zu does not match %s", R->num_sinks,
+              R->in.sinks.data ? "the K of sinks.npy" : "the inputs (no sinks.npy)");
+    return 2;
+  }
+  R->num_sinks = R->in.sinks.data ? R->in.sinks.shape[1] : 0;
+  round_inputs(R);
+  return 0;
+}
+
+/* The seeded draw, after refusing sizes that cannot work: the operation
+   count heads * n^2 * d must fit a size_t, and the tensors this command
+   holds at once (the inputs, three oracle copies of each output, one
+   output set per variant and naive-bf16) must fit in the memory still
+   available (MemAvailable, not the machine's total: other processes hold
+   the rest). */
+static int draw_inputs(run_t *R) {
+  cli_problem_opts_t *p = &R->po;
+  size_t work;
+  uint64_t bytes, mem;
+  const char *memsrc;
+  int rc;
+  if (p->kv_heads == 0) p->kv_heads = p->heads;
+  if (aa_size_mul(&work, p->heads, p->n) || aa_size_mul(&work, work, p->n) || aa_size_mul(&work, work, p->d) ||
+      !lim_attn_bytes(&bytes, p->n, p->n, p->d, p->heads, p->kv_heads, R->nrec + 1)) {
+    cli_error(R->cmd,
+              "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic", p->n,
+              p->d, p->heads, p->kv_heads);
+    return 2;
+  }
+  mem = lim_mem_available(&memsrc);
+  if (mem > 0 && bytes > mem) {
+    cli_error(R->cmd,
+              "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, %.3g GiB available (%s)",
+              p->n, p->d, p->heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0, memsrc);
+    return 2;
+  }
+  if (p->heads % p->kv_heads != 0) {
+    cli_error(R->cmd, "--kv-heads %zu does not divide --heads %zu", p->kv_heads, p->heads);
+    return 2;
+  }
+  if ((double)work > 1e12)
+    fprintf(stderr,
+            "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
+            "sweeps, expect hours\n",
+            (double)work);
+  if ((rc = cli_inputs_draw_qk(&R->in, p->seed, p->uniform, p->sigma, R->n_q, R->n_k, p->d, p->heads, p->kv_heads,
+                               R->num_sinks, R->io_fmt, &R->err)) != AA_OK)
+    return fail(R, rc);
+  return 0;
+}
+
+/* The problem from the inputs and the options; NaN/Inf inputs refused unless --allow-nan. */
+static int build_problem(run_t *R) {
+  aa_problem_t *pb = &R->pb;
+  if (R->inputs_dir != NULL && (cli_get(&R->a, "n-q") != NULL || R->fc.batch > 0) &&
+      (R->in.q.shape[1] != R->n_q || R->in.k.shape[1] != R->n_k)) {
+    cli_error(R->cmd, "--n-q / --cu-seqlens: q.npy has %zu rows and k.npy %zu, the options say %zu and %zu",
+              R->in.q.shape[1], R->in.k.shape[1], R->n_q, R->n_k);
+    return 2;
+  }
+  aa_problem_init(pb, R->in.q.shape[1], R->in.k.shape[1], R->po.d, R->po.heads, R->po.kv_heads);
+  pb->causal = R->po.causal;
+  if (features_cli_problem(&R->fc, R->cmd, &R->a, pb)) return 2;
+  if (cli_get(&R->a, "scale") != NULL) {
+    pb->scale_default = 0;
+    pb->scale = R->po.scale;
+  }
+  pb->num_sinks = R->num_sinks;
+  pb->sinks = R->num_sinks ? R->in.sinks.data : NULL;
+  if (aa_problem_check(pb, &R->err) != AA_OK) {
+    cli_error(R->cmd, "%s", R->err.msg);
+    return 2;
+  }
+  if (cli_get(&R->a, "allow-nan") == NULL && cli_inputs_check_finite(&R->in, &R->err) != AA_OK) {
+    cli_error(R->cmd, "%s%s", R->inputs_dir ? "" : "the drawn input ", R->err.msg);
+    return 2;
+  }
+  return 0;
+}
+
+/* Dropout: the forward's mask goes to the oracle, each variant's backward
+   redraws (experiments/cli/dropout.c). */
+static int setup_dropout(run_t *R) {
+  const cli_args_t *a = &R->a;
+  int st, rc;
+  if ((st = dropout_cli_setup(&R->dc, R->cmd, cli_get(a, "dropout"), cli_get(a, "dropout-scheme"),
+                              cli_get(a, "dropout-seed"), cli_get(a, "dropout-seeds"), R->po.seed,
+                              &R->recipes[0].dropout)) != 0)
+    return st;
+  if (!R->dc.on) return 0;
+  for (size_t i = 0; i < R->nrec; i++)
+    R->recipes[i].dropout = R->dc.d;
+  if ((rc = dropout_cli_draw(&R->dc, &R->pb, &R->err)) != AA_OK) return fail(R, rc);
+  return 0;
+}
+
+static cli_report_t report_of(const run_t *R) {
+  return (cli_report_t){R->cmd,
+                        1,
+                        R->po.seed,
+                        R->inputs_dir ? NULL : (R->po.uniform ? "uniform" : "normal"),
+                        R->po.sigma,
+                        R->inputs_dir,
+                        &R->pb,
+                        &R->oo,
+                        R->have_oracle ? &R->oracle : NULL,
+                        R->oracle_seconds};
+}
+
+/* The oracle once, then each variant through the evaluation path (a progress line on a terminal for large problems).
+ */
+static int evaluate_variants(run_t *R) {
+  const aa_problem_t *pb = &R->pb;
+  const double work = (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d;
+  int rc;
+  cli_progress(R->cmd, "running the oracle", work);
+  rc = cli_oracle_run(&R->oracle, &R->oracle_seconds, R->cmd, pb, &R->in, &R->oo);
+  cli_progress_end();
+  if (rc != 0) return rc;
+  R->have_oracle = 1;
+  R->vs = calloc(R->nrec, sizeof *R->vs);
+  R->res = calloc(R->nrec, sizeof *R->res);
+  if (R->vs == NULL || R->res == NULL) {
+    cli_error(R->cmd, "out of memory");
+    return 1;
+  }
+  for (size_t i = 0; i < R->nrec; i++) {
+    char what[160];
+    snprintf(what, sizeof what, "emulating %s (%zu of %zu)", R->recipes[i].name, i + 1, R->nrec);
+    cli_progress(R->cmd, what, work);
+    rc = cli_run_variant(&R->vs[i], &R->res[i], &R->recipes[i], pb, &R->in, &R->oracle, &R->err);
+    cli_progress_end();
+    if (rc != AA_OK) return fail(R, rc);
+    if (strcmp(R->recipes[i].name, "naive-bf16") == 0 && R->naive_is < 0) R->naive_is = (int)i;
+  }
+  return 0;
+}
+
+/* The flash-attention rule (bf16 inputs only): against naive-bf16 among the
+   variants, else a run of the preset on the same inputs (not reported). */
+static int naive_reference(run_t *R) {
+  const cli_variant_t *nv = NULL;
+  int rc;
+  if (R->io_fmt != AA_FMT_BF16) return 0;
+  if (R->naive_is >= 0)
+    nv = &R->vs[R->naive_is];
+  else if (aa_recipe_preset(&R->recipes[R->nrec], "naive-bf16", &R->err) == AA_OK) {
+    rc = cli_run_variant(&R->naive_v, &R->naive_res, &R->recipes[R->nrec], &R->pb, &R->in, &R->oracle, &R->err);
+    if (rc != AA_OK) return fail(R, rc);
+    nv = &R->naive_v;
+  }
+  for (size_t i = 0; nv != NULL && i < R->nrec; i++)
+    cli_apply_fa(&R->vs[i], nv);
+  return 0;
+}
+
+/* The JSON document (schema 2), with the dropout member when dropout is on. */
+static int make_json(run_t *R, const cli_report_t *rep) {
+  json_t *doc = cli_json_doc(rep, R->vs, R->nrec);
+  if (R->dc.on && cli_json_set(doc, "dropout", dropout_cli_json(&R->dc)) != 0) {
+    json_decref(doc);
+    doc = NULL;
+  }
+  R->jtext = cli_json_text(doc, 0, &R->jlen);
+  json_decref(doc);
+  if (R->jtext != NULL) return 0;
+  cli_error(R->cmd, "out of memory");
+  return 1;
+}
+
+/* Every output file (--out, --save, --save-oracle) is written to a
+   temporary first and renamed once all are written: out of space or any
+   other failure leaves none of them (and no folder this run created). */
+static int write_files(run_t *R) {
+  const char *what = NULL;
+  aa_fileset_t stg;
+  int rc = AA_OK;
+  aa_fileset_init(&stg);
+  if (R->out_file != NULL && (rc = aa_fileset_add(&stg, R->out_file, R->jtext, R->jlen, &R->err)) != AA_OK)
+    what = "--out";
+  if (what == NULL && R->save_dir != NULL) {
+    what = "--save";
+    if ((rc = stage_inputs(&stg, &R->in, R->save_dir, cli_npy_fmt(R->io_fmt), &R->err)) == AA_OK) {
+      for (size_t i = 0; i < R->nrec && rc == AA_OK; i++) {
+        char sub[4096];
+        if (R->nrec == 1)
+          snprintf(sub, sizeof sub, "%s", R->save_dir);
+        else
+          snprintf(sub, sizeof sub, "%s/%s", R->save_dir, R->recipes[i].name);
+        rc = stage_outputs(&stg, &R->res[i], sub, &R->err);
+      }
+    }
+    if (rc == AA_OK) what = NULL;
+  }
+  if (what == NULL && R->save_oracle != NULL &&
+      (rc = stage_oracle(&stg, &R->oracle, R->save_oracle, &R->err)) != AA_OK)
+    what = "--save-oracle";
+  if (what == NULL && (rc = aa_fileset_commit(&stg, &R->err)) != AA_OK) what = "output";
+  if (what != NULL) aa_fileset_abort(&stg);
+  aa_fileset_free(&stg);
+  if (what == NULL) return 0;
+  cli_error(R->cmd, "%s: %s", what, R->err.msg);
+  return 1;
+}
+
+/* The report: the files, then the JSON or the table on stdout. */
+static int report(run_t *R) {
+  cli_report_t rep = report_of(R);
+  int st;
+  if ((cli_get(&R->a, "json") != NULL || R->out_file != NULL) && (st = make_json(R, &rep)) != 0) return st;
+  if ((st = write_files(R)) != 0) return st;
+  if (cli_get(&R->a, "json") != NULL)
+    fwrite(R->jtext, 1, R->jlen, stdout);
+  else {
+    cli_print_table(stdout, &rep, R->vs, R->nrec);
+    dropout_cli_print(stdout, &R->dc);
+  }
+  return fflush(stdout) != 0 ? 1 : 0;
+}
+
+static int run_steps(run_t *R, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx) {
+  int st;
+  if ((st = take_recipes(R, given, ngiven)) || (st = read_options(R)) ||
+      (st = R->inputs_dir != NULL ? load_inputs(R) : draw_inputs(R)) || (st = build_problem(R)) ||
+      (st = setup_dropout(R)))
+    return st;
+  cli_set_threads(R->threads);
+  if (R->fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/cmd/run_varlen.c) */
+    cli_report_t rep = report_of(R);
+    return features_cli_run_varlen(&R->fc, R->cmd, &rep, &R->in, R->recipes, R->nrec, cli_get(&R->a, "json") != NULL,
+                                   R->out_file);
+  }
+  if ((st = evaluate_variants(R)) != 0) return st;
+  if (hook != NULL) { /* another command's report (explain): no naive reference, no files */
+    cli_report_t rep = report_of(R);
+    return hook(hctx, &rep, R->recipes, R->vs, R->nrec);
+  }
+  if ((st = naive_reference(R)) != 0) return st;
+  return report(R);
+}
+
 int aa_cmd_run(int argc, char **argv) {
   return cli_run_main("run", NULL, 0, NULL, NULL, argc, argv);
 }
 
 int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
                  char **argv) {
-  cli_args_t a;
-  aa_error_t err = {{0}};
-  aa_recipe_t *recipes = NULL;
-  size_t nrec = 0;
-  size_t n = 1024, n_q = 0, n_k = 0, d = 128, heads = 1, kv_heads = 0, num_sinks = 0, threads = 0;
-  features_cli_t fc = {0};
-  uint64_t seed = 1;
-  double sigma = 1, scale = 0;
-  int uniform = 0, rc, status = 2;
-  const char *s, *inputs_dir, *out_file, *save_dir, *save_oracle;
-  aa_fmt_t io_fmt;
-  cli_inputs_t in = {0};
-  aa_problem_t pb;
-  aa_oracle_opts_t oo;
-  aa_oracle_result_t oracle;
-  int have_oracle = 0;
-  cli_variant_t *vs = NULL, naive_v;
-  aa_attn_result_t *res = NULL, naive_res;
-  int have_naive = 0, naive_is = -1;
-  cli_sb_t sb = {0};
-  cli_report_t rep;
-  dropout_cli_t dc = {0};
-  double oracle_seconds;
-
-  memset(&naive_v, 0, sizeof naive_v);
-  memset(&naive_res, 0, sizeof naive_res);
-  memset(&oracle, 0, sizeof oracle);
-  if ((rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >= 0)
-    return rc;
-
-  /* ---- the variants ---- */
-  recipes = calloc((given != NULL ? ngiven : MAX_VARIANTS) + 1, sizeof *recipes);
-  if (recipes == NULL) {
-    cli_error(cmd, "out of memory");
-    return 1;
-  }
-  if (given != NULL) {
-    memcpy(recipes, given, ngiven * sizeof *recipes);
-    nrec = ngiven;
-  } else if ((s = cli_get(&a, "variant")) != NULL) {
-    const char *p = s;
-    for (;;) {
-      /* A spec NAME:key=value,key=value runs on over commas while the next
-         item is a key=value (no ':' or '/' before its '='). */
-      const char *comma = strchr(p, ',');
-      while (comma != NULL && strchr(p, ':') != NULL && strchr(p, ':') < comma) {
-        const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
-        size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
-        if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
-          break;
-        comma = end;
-      }
-      size_t len = comma ? (size_t)(comma - p) : strlen(p);
-      char name[128];
-      if (len == 0 || len >= sizeof name) {
-        cli_error(cmd, "--variant: empty or overlong name in '%s'", s);
-        goto out;
-      }
-      if (nrec == MAX_VARIANTS) {
-        cli_error(cmd, "--variant: at most %d variants per run", MAX_VARIANTS);
-        goto out;
-      }
-      memcpy(name, p, len);
-      name[len] = '\0';
-      for (size_t i = 0; i < nrec; i++)
-        if (strcmp(recipes[i].name, name) == 0) {
-          cli_error(cmd, "--variant: '%s' is given twice", name);
-          goto out;
-        }
-      if ((rc = aa_recipe_from_spec(&recipes[nrec], name, &err)) != AA_OK) {
-        char known[1024];
-        list_presets(known, sizeof known);
-        if (rc == AA_ENOTFOUND)
-          cli_error(cmd, "unknown variant '%s' (known: %s)", name, known);
-        else
-          cli_error(cmd, "--variant: %s", err.msg);
-        status = cli_exit_status(rc);
-        goto out;
-      }
-      nrec++;
-      if (comma == NULL) break;
-      p = comma + 1;
-    }
-  }
-  if (given == NULL && (s = cli_get(&a, "recipe")) != NULL) {
-    if (access(s, R_OK) != 0) {
-      cli_error(cmd, "--recipe: %s: cannot read the file", s);
-      goto out;
-    }
-    if ((rc = aa_recipe_parse_file(&recipes[nrec], s, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-    {
-      /* A file that starts from a preset keeps the preset's name unless it
-         sets its own; name it after the file when it differs from that
-         preset or repeats a --variant name, so the rows stay distinguishable. */
-      aa_recipe_t base;
-      int rename = recipes[nrec].name[0] == '\0';
-      for (size_t i = 0; i < nrec; i++)
-        if (strcmp(recipes[i].name, recipes[nrec].name) == 0) rename = 1;
-      if (!rename && aa_recipe_preset(&base, recipes[nrec].name, NULL) == AA_OK)
-        rename = !aa_recipe_equal(&base, &recipes[nrec]);
-      if (rename) {
-        const char *b = strrchr(s, '/');
-        size_t len;
-        b = b ? b + 1 : s;
-        len = strcspn(b, ".");
-        if (len == 0) len = strlen(b);
-        if (len >= sizeof recipes[nrec].name) len = sizeof recipes[nrec].name - 1;
-        memcpy(recipes[nrec].name, b, len);
-        recipes[nrec].name[len] = '\0';
-      }
-    }
-    nrec++;
-  }
-  if (nrec == 0) {
-    cli_error(cmd, "give --variant SPEC[,SPEC...] or --recipe FILE (attnacc list shows the presets)");
-    goto out;
-  }
-  /* The inputs are drawn in (or rounded to) the narrowest io format, which
-     must be contained in every other (bf16 in fp32 in fp64), so that all
-     variants and the oracle see the same values. */
-  io_fmt = recipes[0].io_fmt;
-  for (size_t i = 1; i < nrec; i++)
-    if (fmt_within(recipes[i].io_fmt, io_fmt)) io_fmt = recipes[i].io_fmt;
-  for (size_t i = 0; i < nrec; i++)
-    if (!fmt_within(io_fmt, recipes[i].io_fmt)) {
-      cli_error(cmd,
-                "variants %s and %s have io formats %s and %s, neither of which holds the other: run them separately",
-                recipes[0].name, recipes[i].name, cli_fmt_name(recipes[0].io_fmt), cli_fmt_name(recipes[i].io_fmt));
-      goto out;
-    }
-
-  /* ---- numbers ---- */
-  if ((s = cli_get(&a, "n")) && cli_size(&n, cmd, "n", s, 1, SIZE_MAX)) goto out;
-  n_q = n_k = n;
-  if (features_cli_lengths(&fc, cmd, &a, &n_q, &n_k)) goto out;
-  n = n_q > n_k ? n_q : n_k; /* for the size checks below */
-  if ((s = cli_get(&a, "d")) && cli_size(&d, cmd, "d", s, 1, SIZE_MAX)) goto out;
-  if ((s = cli_get(&a, "heads")) && cli_size(&heads, cmd, "heads", s, 1, SIZE_MAX)) goto out;
-  if ((s = cli_get(&a, "kv-heads")) && cli_size(&kv_heads, cmd, "kv-heads", s, 1, SIZE_MAX)) goto out;
-  if ((s = cli_get(&a, "seed")) && cli_u64(&seed, cmd, "seed", s)) goto out;
-  if ((s = cli_get(&a, "dist")) != NULL) {
-    if (strcmp(s, "uniform") == 0)
-      uniform = 1;
-    else if (strcmp(s, "normal") != 0) {
-      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
-      goto out;
-    }
-  }
-  if ((s = cli_get(&a, "sigma")) && cli_double(&sigma, cmd, "sigma", s, 0, 1e300, 1)) goto out;
-  if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
-  if ((s = cli_get(&a, "sinks")) && cli_size(&num_sinks, cmd, "sinks", s, 0, 1u << 20)) goto out;
-  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
-  if (cli_oracle_opts(&oo, &a, cmd)) goto out;
-  oo.threads = (int)threads;
-  inputs_dir = cli_get(&a, "inputs");
-  out_file = cli_get(&a, "out");
-  save_dir = cli_get(&a, "save");
-  save_oracle = cli_get(&a, "save-oracle");
-  if (fc.batch > 0 && (save_dir || save_oracle || cli_get(&a, "dropout") || cli_get(&a, "sinks") ||
-                       (out_file && !cli_get(&a, "json")))) {
-    cli_error(cmd, "--cu-seqlens: --save, --save-oracle, --dropout and --sinks are not available for a varlen batch, "
-                   "and --out needs --json");
-    goto out;
-  }
-
-  /* ---- outputs must be creatable before any work is done ---- */
-  if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
-      (save_dir && (rc = cli_check_out_dir(save_dir, &err))) ||
-      (save_oracle && (rc = cli_check_out_dir(save_oracle, &err)))) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-
-  /* ---- inputs ---- */
-  if (inputs_dir != NULL) {
-    size_t changed = 0;
-    const char *given[4] = {"n", "d", "heads", "kv-heads"};
-    if ((rc = cli_inputs_load(&in, inputs_dir, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    {
-      size_t want[4] = {n, d, heads, kv_heads},
-             have[4] = {in.q.shape[1], in.q.shape[2], in.q.shape[0], in.k.shape[0]};
-      const char *file[4] = {"q.npy's n", "q.npy's d", "q.npy's heads", "k.npy's heads"};
-      for (int i = 0; i < 4; i++)
-        if (cli_get(&a, given[i]) != NULL && want[i] != have[i]) {
-          cli_error(cmd, "--%s %zu does not match %s = %zu", given[i], want[i], file[i], have[i]);
-          goto out;
-        }
-    }
-    n = in.q.shape[1];
-    d = in.q.shape[2];
-    heads = in.q.shape[0];
-    kv_heads = in.k.shape[0];
-    if (cli_get(&a, "sinks") != NULL && num_sinks != (in.sinks.data ? in.sinks.shape[1] : 0)) {
-      cli_error(cmd, "--sinks %zu does not match %s", num_sinks,
-                in.sinks.data ? "the K of sinks.npy" : "the inputs (no sinks.npy)");
-      goto out;
-    }
-    num_sinks = in.sinks.data ? in.sinks.shape[1] : 0;
-    {
-      aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
-      aa_round_opts_t ro = {io_fmt, AA_RND_NE, 1, 0};
-      for (int i = 0; i < 5; i++) {
-        size_t m = aa_tensor_numel(ts[i]);
-        for (size_t j = 0; j < m; j++) {
-          double r = aa_round(ts[i]->data[j], &ro, NULL);
-          if (r != ts[i]->data[j] && !isnan(r)) changed++;
-          ts[i]->data[j] = r;
-        }
-        ts[i]->fmt = io_fmt;
-      }
-    }
-    if (changed > 0)
-      fprintf(stderr,
-              "attnacc run: note: %zu input values were rounded to %s (the narrowest io format of the variants)\n",
-              changed, cli_fmt_name(io_fmt));
-  } else {
-    /* Refuse sizes that cannot work: the operation count heads * n^2 * d
-       must fit a size_t, and the tensors this command holds at once (the
-       inputs, three oracle copies of each output, one output set per
-       variant and naive-bf16) must fit in the memory still available
-       (MemAvailable, not the machine's total: other processes hold the rest). */
-    size_t work;
-    uint64_t bytes, mem;
-    const char *memsrc;
-    if (kv_heads == 0) kv_heads = heads;
-    if (aa_size_mul(&work, heads, n) || aa_size_mul(&work, work, n) || aa_size_mul(&work, work, d) ||
-        !lim_attn_bytes(&bytes, n, n, d, heads, kv_heads, nrec + 1)) {
-      cli_error(cmd, "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic",
-                n, d, heads, kv_heads);
-      goto out;
-    }
-    mem = lim_mem_available(&memsrc);
-    if (mem > 0 && bytes > mem) {
-      cli_error(cmd,
-                "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, %.3g GiB available (%s)",
-                n, d, heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0, memsrc);
-      goto out;
-    }
-    if (heads % kv_heads != 0) {
-      cli_error(cmd, "--kv-heads %zu does not divide --heads %zu", kv_heads, heads);
-      goto out;
-    }
-    if ((double)work > 1e12)
-      fprintf(stderr,
-              "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
-              "sweeps, expect hours\n",
-              (double)work);
-    if ((rc = cli_inputs_draw_qk(&in, seed, uniform, sigma, n_q, n_k, d, heads, kv_heads, num_sinks, io_fmt, &err)) !=
-        AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-  }
-
-  /* ---- the problem ---- */
-  if (inputs_dir != NULL && (cli_get(&a, "n-q") != NULL || fc.batch > 0) &&
-      (in.q.shape[1] != n_q || in.k.shape[1] != n_k)) {
-    cli_error(cmd, "--n-q / --cu-seqlens: q.npy has %zu rows and k.npy %zu, the options say %zu and %zu",
-              in.q.shape[1], in.k.shape[1], n_q, n_k);
-    goto out;
-  }
-  aa_problem_init(&pb, in.q.shape[1], in.k.shape[1], d, heads, kv_heads);
-  pb.causal = cli_get(&a, "causal") != NULL;
-  if (features_cli_problem(&fc, cmd, &a, &pb)) goto out;
-  if (cli_get(&a, "scale") != NULL) {
-    pb.scale_default = 0;
-    pb.scale = scale;
-  }
-  pb.num_sinks = num_sinks;
-  pb.sinks = num_sinks ? in.sinks.data : NULL;
-  if ((rc = aa_problem_check(&pb, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-  if (cli_get(&a, "allow-nan") == NULL && (rc = cli_inputs_check_finite(&in, &err)) != AA_OK) {
-    cli_error(cmd, "%s%s", inputs_dir ? "" : "the drawn input ", err.msg);
-    goto out;
-  }
-  /* ---- dropout: the forward's mask goes to the oracle, each variant's
-     backward redraws (experiments/cli/dropout.c) ---- */
-  if ((status = dropout_cli_setup(&dc, cmd, cli_get(&a, "dropout"), cli_get(&a, "dropout-scheme"),
-                                  cli_get(&a, "dropout-seed"), cli_get(&a, "dropout-seeds"), seed,
-                                  &recipes[0].dropout)) != 0)
-    goto out;
-  status = 2;
-  if (dc.on) {
-    for (size_t i = 0; i < nrec; i++)
-      recipes[i].dropout = dc.d;
-    if ((rc = dropout_cli_draw(&dc, &pb, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-  }
-  cli_set_threads(threads);
-  if (fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/cmd/run_varlen.c) */
-    rep = (cli_report_t){
-        cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb, &oo, NULL, 0};
-    status = features_cli_run_varlen(&fc, cmd, &rep, &in, recipes, nrec, cli_get(&a, "json") != NULL, out_file);
-    goto out;
-  }
-
-  /* ---- oracle, variants, naive reference (a progress line on a terminal for large problems) ---- */
-  const double work = (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d;
-  cli_progress(cmd, "running the oracle", work);
-  rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo);
-  cli_progress_end();
-  if (rc != 0) {
-    status = rc;
-    goto out;
-  }
-  have_oracle = 1;
-  vs = calloc(nrec, sizeof *vs);
-  res = calloc(nrec, sizeof *res);
-  if (vs == NULL || res == NULL) {
-    cli_error(cmd, "out of memory");
-    status = 1;
-    goto out;
-  }
-  for (size_t i = 0; i < nrec; i++) {
-    char what[160];
-    snprintf(what, sizeof what, "emulating %s (%zu of %zu)", recipes[i].name, i + 1, nrec);
-    cli_progress(cmd, what, work);
-    rc = cli_run_variant(&vs[i], &res[i], &recipes[i], &pb, &in, &oracle, &err);
-    cli_progress_end();
-    if (rc != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-    if (strcmp(recipes[i].name, "naive-bf16") == 0 && naive_is < 0) naive_is = (int)i;
-  }
-  if (hook != NULL) { /* another command's report (explain): no naive reference, no files */
-    rep = (cli_report_t){
-        cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
-        &oo, &oracle, oracle_seconds};
-    status = hook(hctx, &rep, recipes, vs, nrec);
-    goto out;
-  }
-  if (io_fmt == AA_FMT_BF16) {
-    const cli_variant_t *nv = NULL;
-    if (naive_is >= 0)
-      nv = &vs[naive_is];
-    else if (aa_recipe_preset(&recipes[nrec], "naive-bf16", &err) == AA_OK) {
-      if ((rc = cli_run_variant(&naive_v, &naive_res, &recipes[nrec], &pb, &in, &oracle, &err)) != AA_OK) {
-        cli_error(cmd, "%s", err.msg);
-        status = cli_exit_status(rc);
-        goto out;
-      }
-      have_naive = 1;
-      nv = &naive_v;
-    }
-    if (nv != NULL)
-      for (size_t i = 0; i < nrec; i++)
-        cli_apply_fa(&vs[i], nv);
-  }
-
-  /* ---- report ---- */
-  rep = (cli_report_t){
-      cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
-      &oo, &oracle, oracle_seconds};
-  if (cli_get(&a, "json") != NULL || out_file != NULL) {
-    cli_json(&sb, &rep, vs, nrec);
-    dropout_cli_json(&sb, &dc);
-    if (sb.oom) {
-      cli_error(cmd, "out of memory");
-      status = 1;
-      goto out;
-    }
-  }
-  /* Every output file (--out, --save, --save-oracle) is written to a
-     temporary first and renamed once all are written: out of space or any
-     other failure leaves none of them (and no folder this run created). */
-  {
-    const char *what = NULL;
-    aa_fileset_t stg;
-    aa_fileset_init(&stg); /* a device or pipe such as /dev/stdout is written in place at once */
-    if (out_file != NULL && (rc = aa_fileset_add(&stg, out_file, sb.buf, sb.len, &err)) != AA_OK) what = "--out";
-    if (what == NULL && save_dir != NULL) {
-      what = "--save";
-      if ((rc = stage_inputs(&stg, &in, save_dir, cli_npy_fmt(io_fmt), &err)) == AA_OK) {
-        for (size_t i = 0; i < nrec && rc == AA_OK; i++) {
-          char sub[4096];
-          if (nrec == 1)
-            snprintf(sub, sizeof sub, "%s", save_dir);
-          else
-            snprintf(sub, sizeof sub, "%s/%s", save_dir, recipes[i].name);
-          rc = stage_outputs(&stg, &res[i], sub, &err);
-        }
-      }
-      if (rc == AA_OK) what = NULL;
-    }
-    if (what == NULL && save_oracle != NULL && (rc = stage_oracle(&stg, &oracle, save_oracle, &err)) != AA_OK)
-      what = "--save-oracle";
-    if (what == NULL && (rc = aa_fileset_commit(&stg, &err)) != AA_OK) what = "output";
-    if (what != NULL) {
-      aa_fileset_abort(&stg);
-      aa_fileset_free(&stg);
-      cli_error(cmd, "%s: %s", what, err.msg);
-      status = 1;
-      goto out;
-    }
-    aa_fileset_free(&stg);
-  }
-  if (cli_get(&a, "json") != NULL)
-    fwrite(sb.buf, 1, sb.len, stdout);
-  else {
-    cli_print_table(stdout, &rep, vs, nrec);
-    dropout_cli_print(stdout, &dc);
-  }
-  if (fflush(stdout) != 0) {
-    status = 1;
-    goto out;
-  }
-  status = 0;
-
-out:
-  cli_sb_free(&sb);
-  dropout_cli_free(&dc);
-  features_cli_free(&fc);
-  if (vs != NULL)
-    for (size_t i = 0; i < nrec; i++)
-      cli_variant_free(&vs[i]);
-  if (res != NULL)
-    for (size_t i = 0; i < nrec; i++)
-      aa_attn_result_free(&res[i]);
-  if (have_naive) aa_attn_result_free(&naive_res);
-  cli_variant_free(&naive_v);
-  free(vs);
-  free(res);
-  if (have_oracle) aa_oracle_result_free(&oracle);
-  cli_inputs_free(&in);
-  free(recipes);
+  run_t R;
+  int status;
+  memset(&R, 0, sizeof R);
+  R.cmd = cmd;
+  R.naive_is = -1;
+  cli_problem_opts_init(&R.po);
+  if ((status = cli_args_parse(&R.a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv)) >=
+      0)
+    return status;
+  status = run_steps(&R, given, ngiven, hook, hctx);
+  run_free(&R);
   return status;
 }

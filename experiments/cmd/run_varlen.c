@@ -40,195 +40,256 @@ static void out_put(aa_oracle_out_t *dst, const aa_oracle_out_t *src, size_t r0)
   if (!(src->relerr_bound <= dst->relerr_bound)) dst->relerr_bound = src->relerr_bound;
 }
 
-static void json_cu(cli_sb_t *sb, const char *name, const int32_t *cu, size_t B) {
-  cli_sb_printf(sb, "  \"%s\": [", name);
+static json_t *json_cu(const int32_t *cu, size_t B) {
+  json_t *a = json_array();
+  int bad = 0;
   for (size_t b = 0; b <= B; b++)
-    cli_sb_printf(sb, "%s%d", b ? ", " : "", (int)cu[b]);
-  cli_sb_printf(sb, "],\n");
+    bad |= cli_json_push(a, json_integer(cu[b]));
+  return bad ? (json_decref(a), NULL) : a;
+}
+
+/* One sequence of the batch: its problem, oracle and runs (the document's own shape without the provenance). */
+static json_t *json_sequence(const cli_report_t *rep, const cli_variant_t *vs, size_t nrec) {
+  json_t *j = json_object();
+  int bad = cli_json_set(j, "problem", cli_json_problem(rep));
+  bad |= cli_json_set(j, "oracle", cli_json_oracle(rep));
+  bad |= cli_json_set(j, "runs", cli_json_runs(rep, vs, nrec));
+  return bad ? (json_decref(j), NULL) : j;
+}
+
+/* What a varlen run holds: the recipes (and naive-bf16 for the
+   flash-attention rule), the per-sequence results vs, the packed outputs pk
+   and oracle po of the whole batch and their results vb, and the report. */
+typedef struct {
+  const features_cli_t *fc;
+  const char *cmd;
+  const cli_report_t *rep;
+  const cli_inputs_t *in;
+  aa_recipe_t *rs;
+  size_t nrec, nrun; /* reported recipes; run ones (nrec, or nrec + 1 with the naive reference) */
+  int fa, ni;        /* the flash-attention rule applies; the naive reference's index */
+  cli_variant_t *vs, *vb;
+  aa_attn_result_t *pk;
+  aa_oracle_result_t po;
+  double osec_total;
+  int json, jbad;
+  json_t *seqs;
+  char *jtext, *tables;
+  size_t jlen, tables_len;
+  FILE *tf; /* the text tables, printed only when everything succeeded */
+  aa_error_t err;
+} varlen_t;
+
+static void vl_free(varlen_t *V) {
+  if (V->tf != NULL) fclose(V->tf);
+  free(V->tables);
+  json_decref(V->seqs);
+  free(V->jtext);
+  for (size_t i = 0; V->vs != NULL && i < V->nrun; i++)
+    cli_variant_free(&V->vs[i]);
+  for (size_t i = 0; V->vb != NULL && i < V->nrun; i++)
+    cli_variant_free(&V->vb[i]);
+  for (size_t i = 0; V->pk != NULL && i < V->nrun; i++)
+    aa_attn_result_free(&V->pk[i]);
+  aa_oracle_result_free(&V->po);
+  free(V->rs);
+  free(V->vs);
+  free(V->vb);
+  free(V->pk);
+}
+
+/* The recipes and the packed buffers. The flash-attention rule needs
+   naive-bf16 on the same inputs (BF16 inputs only, as run does): one of the
+   recipes, or run as an extra one at index nrec that is not reported. */
+static int vl_alloc(varlen_t *V, const aa_recipe_t *recipes) {
+  const aa_problem_t *pb = V->rep->pb;
+  size_t sq[3] = {pb->heads, pb->n_q, pb->d}, sk[3] = {pb->kv_heads, pb->n_k, pb->d};
+  V->fa = V->in->q.fmt == AA_FMT_BF16;
+  V->ni = -1;
+  V->rs = calloc(V->nrec + 1, sizeof *V->rs);
+  for (size_t i = 0; V->rs != NULL && i < V->nrec; i++) {
+    V->rs[i] = recipes[i];
+    if (V->ni < 0 && strcmp(recipes[i].name, "naive-bf16") == 0) V->ni = (int)i;
+  }
+  V->nrun = V->nrec;
+  if (V->fa && V->ni < 0 && V->rs != NULL && aa_recipe_preset(&V->rs[V->nrec], "naive-bf16", NULL) == AA_OK)
+    V->ni = (int)V->nrun++;
+  if (V->ni < 0) V->fa = 0;
+  V->vs = calloc(V->nrun, sizeof *V->vs);
+  V->vb = calloc(V->nrun, sizeof *V->vb);
+  V->pk = calloc(V->nrun, sizeof *V->pk);
+  if (V->rs == NULL || V->vs == NULL || V->vb == NULL || V->pk == NULL || (!V->json && V->tf == NULL) ||
+      out_alloc(&V->po.o, sq) || out_alloc(&V->po.dq, sq) || out_alloc(&V->po.dk, sk) || out_alloc(&V->po.dv, sk))
+    return AA_ENOMEM;
+  for (size_t i = 0; i < V->nrun; i++) {
+    aa_fmt_t f = V->rs[i].io_fmt;
+    if (aa_tensor_alloc(&V->pk[i].o, 3, sq, f) || aa_tensor_alloc(&V->pk[i].dq, 3, sq, f) ||
+        aa_tensor_alloc(&V->pk[i].dk, 3, sk, f) || aa_tensor_alloc(&V->pk[i].dv, 3, sk, f))
+      return AA_ENOMEM;
+  }
+  return AA_OK;
+}
+
+/* Every recipe on sequence b (problem pbb, inputs sub, oracle ob), its
+   outputs packed into pk at rows q0, k0. */
+static int vl_recipes(varlen_t *V, size_t b, const aa_problem_t *pbb, const cli_inputs_t *sub,
+                      const aa_oracle_result_t *ob, size_t q0, size_t k0) {
+  for (size_t i = 0; i < V->nrun; i++) {
+    aa_attn_result_t res;
+    int rc;
+    cli_variant_free(&V->vs[i]);
+    memset(&V->vs[i], 0, sizeof V->vs[i]);
+    if ((rc = cli_run_variant(&V->vs[i], &res, &V->rs[i], pbb, sub, ob, &V->err)) != AA_OK) {
+      cli_error(V->cmd, "sequence %zu: %s", b, V->err.msg);
+      return cli_exit_status(rc);
+    }
+    rows_put(&V->pk[i].o, &res.o, q0);
+    rows_put(&V->pk[i].dq, &res.dq, q0);
+    rows_put(&V->pk[i].dk, &res.dk, k0);
+    rows_put(&V->pk[i].dv, &res.dv, k0);
+    V->vb[i].seconds += V->vs[i].seconds;
+    aa_attn_result_free(&res);
+  }
+  if (V->fa)
+    for (size_t i = 0; i < V->nrec; i++)
+      cli_apply_fa(&V->vs[i], &V->vs[V->ni]);
+  return 0;
+}
+
+/* Sequence b's report: its oracle packed into po, its JSON member or table. */
+static void vl_report_sequence(varlen_t *V, size_t b, const aa_problem_t *pbb, const aa_oracle_result_t *ob,
+                               double osec, size_t q0, size_t k0) {
+  cli_report_t rb = *V->rep;
+  out_put(&V->po.o, &ob->o, q0);
+  out_put(&V->po.dq, &ob->dq, q0);
+  out_put(&V->po.dk, &ob->dk, k0);
+  out_put(&V->po.dv, &ob->dv, k0);
+  V->po.n_recomputed += ob->n_recomputed;
+  V->po.n_uncertified += ob->n_uncertified;
+  rb.pb = pbb;
+  rb.oracle = ob;
+  rb.oracle_seconds = osec;
+  if (V->json) {
+    V->jbad |= cli_json_push(V->seqs, json_sequence(&rb, V->vs, V->nrec));
+  } else {
+    fprintf(V->tf, "== sequence %zu of %zu: queries %zu..%zu, keys %zu..%zu\n", b, V->fc->batch, q0,
+            q0 + pbb->n_q - 1, k0, k0 + pbb->n_k - 1);
+    cli_print_table(V->tf, &rb, V->vs, V->nrec);
+    fprintf(V->tf, "\n");
+  }
+}
+
+/* Sequence b as its own problem: its rows of the inputs, the oracle, every recipe. */
+static int vl_sequence(varlen_t *V, size_t b) {
+  const features_cli_t *fc = V->fc;
+  size_t q0 = (size_t)fc->cu_q[b], k0 = (size_t)fc->cu_k[b];
+  size_t nq = (size_t)fc->cu_q[b + 1] - q0, nk = (size_t)fc->cu_k[b + 1] - k0;
+  cli_inputs_t sub;
+  aa_problem_t pbb = *V->rep->pb;
+  aa_oracle_result_t ob;
+  double osec = 0;
+  int st = 0;
+  memset(&sub, 0, sizeof sub);
+  memset(&ob, 0, sizeof ob);
+  pbb.n_q = nq;
+  pbb.n_k = nk;
+  if (rows_copy(&sub.q, &V->in->q, q0, nq, 1) || rows_copy(&sub.dO, &V->in->dO, q0, nq, 1) ||
+      rows_copy(&sub.k, &V->in->k, k0, nk, 1) || rows_copy(&sub.v, &V->in->v, k0, nk, 1)) {
+    cli_error(V->cmd, "out of memory");
+    st = 1;
+  } else if (aa_problem_check(&pbb, &V->err) != AA_OK) {
+    cli_error(V->cmd, "sequence %zu: %s", b, V->err.msg);
+    st = 2;
+  } else if ((st = cli_oracle_run(&ob, &osec, V->cmd, &pbb, &sub, V->rep->oo)) == 0) {
+    V->osec_total += osec;
+    if ((st = vl_recipes(V, b, &pbb, &sub, &ob, q0, k0)) == 0) vl_report_sequence(V, b, &pbb, &ob, osec, q0, k0);
+  }
+  aa_oracle_result_free(&ob);
+  cli_inputs_free(&sub);
+  return st;
+}
+
+/* Every output compared over the whole packed batch, and its report. */
+static int vl_batch(varlen_t *V) {
+  cli_report_t rb = *V->rep;
+  int rc;
+  for (size_t i = 0; i < V->nrun; i++) {
+    cli_variant_t *v = &V->vb[i];
+    snprintf(v->variant, sizeof v->variant, "%s", V->vs[i].variant);
+    v->recipe_text = V->vs[i].recipe_text;
+    V->vs[i].recipe_text = NULL;
+    v->nout = 0;
+    if ((rc = cli_compare(&v->out[v->nout++], "o", &V->pk[i].o, &V->po.o, &V->err)) ||
+        (rc = cli_compare(&v->out[v->nout++], "dq", &V->pk[i].dq, &V->po.dq, &V->err)) ||
+        (rc = cli_compare(&v->out[v->nout++], "dk", &V->pk[i].dk, &V->po.dk, &V->err)) ||
+        (rc = cli_compare(&v->out[v->nout++], "dv", &V->pk[i].dv, &V->po.dv, &V->err))) {
+      cli_error(V->cmd, "batch: %s", V->err.msg);
+      return 1;
+    }
+  }
+  if (V->fa)
+    for (size_t i = 0; i < V->nrec; i++)
+      cli_apply_fa(&V->vb[i], &V->vb[V->ni]);
+  rb.oracle = &V->po;
+  rb.oracle_seconds = V->osec_total;
+  if (V->json) {
+    /* the document of the whole packed batch, with the sequences' own results */
+    json_t *doc = cli_json_doc(&rb, V->vb, V->nrec);
+    V->jbad |= cli_json_set(doc, "cu_seqlens_q", json_cu(V->fc->cu_q, V->fc->batch));
+    V->jbad |= cli_json_set(doc, "cu_seqlens_k", json_cu(V->fc->cu_k, V->fc->batch));
+    V->jbad |= cli_json_set(doc, "sequences", V->seqs);
+    V->seqs = NULL;
+    V->jtext = V->jbad ? NULL : cli_json_text(doc, 0, &V->jlen);
+    json_decref(doc);
+    V->jbad = V->jtext == NULL;
+  } else {
+    fprintf(V->tf, "== batch of %zu sequences: %zu queries, %zu keys (metrics over all packed elements)\n",
+            V->fc->batch, rb.pb->n_q, rb.pb->n_k);
+    cli_print_table(V->tf, &rb, V->vb, V->nrec);
+  }
+  if (!V->jbad) return 0;
+  cli_error(V->cmd, "out of memory");
+  return 1;
+}
+
+/* The JSON into out_file (run.c refuses --out without --json here), then the JSON or the tables on stdout. */
+static int vl_output(varlen_t *V, const char *out_file) {
+  aa_error_t err = {{0}};
+  const char *jtext = V->jtext;
+  size_t jlen = V->jlen;
+  int rc;
+  if (out_file != NULL) {
+    if ((rc = aa_file_write(out_file, jtext, jlen, &err)) != AA_OK) {
+      cli_error(V->cmd, "%s", err.msg);
+      return 1;
+    }
+  }
+  if (V->json)
+    fwrite(jtext, 1, jlen, stdout);
+  else {
+    fclose(V->tf);
+    V->tf = NULL;
+    fwrite(V->tables, 1, V->tables_len, stdout);
+  }
+  return fflush(stdout) != 0 ? 1 : 0;
 }
 
 int features_cli_run_varlen(const features_cli_t *fc, const char *cmd, const cli_report_t *rep,
                             const cli_inputs_t *in, const aa_recipe_t *recipes, size_t nrec, int json,
                             const char *out_file) {
-  const aa_problem_t *pb = rep->pb;
-  size_t B = fc->batch, H = pb->heads, KH = pb->kv_heads, d = pb->d;
-  size_t sq[3] = {H, pb->n_q, d}, sk[3] = {KH, pb->n_k, d};
-  aa_error_t err = {{0}};
-  int status = 1, rc;
-  cli_sb_t sb = {0};
-  char *tables = NULL;
-  size_t tables_len = 0;
-  FILE *tf = json ? NULL : open_memstream(&tables, &tables_len);
-  /* The flash-attention rule needs naive-bf16 on the same inputs (BF16 inputs only, as run does): one of the
-     recipes, or run as an extra one at index nrec that is not reported. */
-  int fa = in->q.fmt == AA_FMT_BF16, ni = -1;
-  aa_recipe_t *rs = calloc(nrec + 1, sizeof *rs);
-  for (size_t i = 0; rs != NULL && i < nrec; i++) {
-    rs[i] = recipes[i];
-    if (ni < 0 && strcmp(recipes[i].name, "naive-bf16") == 0) ni = (int)i;
-  }
-  size_t nrun = nrec;
-  if (fa && ni < 0 && rs != NULL && aa_recipe_preset(&rs[nrec], "naive-bf16", NULL) == AA_OK) ni = (int)nrun++;
-  if (ni < 0) fa = 0;
-  cli_variant_t *vs = calloc(nrun, sizeof *vs), *vb = calloc(nrun, sizeof *vb);
-  aa_attn_result_t *pk = calloc(nrun, sizeof *pk);
-  aa_oracle_result_t po;
-  memset(&po, 0, sizeof po);
-  if (rs == NULL || vs == NULL || vb == NULL || pk == NULL || (!json && tf == NULL) || out_alloc(&po.o, sq) ||
-      out_alloc(&po.dq, sq) || out_alloc(&po.dk, sk) || out_alloc(&po.dv, sk)) {
+  varlen_t V;
+  int st = 0;
+  memset(&V, 0, sizeof V);
+  V.fc = fc, V.cmd = cmd, V.rep = rep, V.in = in, V.nrec = nrec, V.json = json;
+  V.seqs = json ? json_array() : NULL;
+  V.tf = json ? NULL : open_memstream(&V.tables, &V.tables_len);
+  if (vl_alloc(&V, recipes) != AA_OK) {
     cli_error(cmd, "out of memory");
-    goto out;
+    st = 1;
   }
-  for (size_t i = 0; i < nrun; i++)
-    if (aa_tensor_alloc(&pk[i].o, 3, sq, rs[i].io_fmt) || aa_tensor_alloc(&pk[i].dq, 3, sq, rs[i].io_fmt) ||
-        aa_tensor_alloc(&pk[i].dk, 3, sk, rs[i].io_fmt) || aa_tensor_alloc(&pk[i].dv, 3, sk, rs[i].io_fmt)) {
-      cli_error(cmd, "out of memory");
-      goto out;
-    }
-  if (json) {
-    cli_sb_printf(&sb, "{\n");
-    json_cu(&sb, "cu_seqlens_q", fc->cu_q, B);
-    json_cu(&sb, "cu_seqlens_k", fc->cu_k, B);
-    cli_sb_printf(&sb, "  \"sequences\": [");
-  }
-  double osec_total = 0;
-  for (size_t b = 0; b < B; b++) {
-    size_t q0 = (size_t)fc->cu_q[b], k0 = (size_t)fc->cu_k[b];
-    size_t nq = (size_t)fc->cu_q[b + 1] - q0, nk = (size_t)fc->cu_k[b + 1] - k0;
-    cli_inputs_t sub;
-    memset(&sub, 0, sizeof sub);
-    aa_problem_t pbb = *pb;
-    pbb.n_q = nq;
-    pbb.n_k = nk;
-    aa_oracle_result_t ob;
-    double osec = 0;
-    memset(&ob, 0, sizeof ob);
-    if (rows_copy(&sub.q, &in->q, q0, nq, 1) || rows_copy(&sub.dO, &in->dO, q0, nq, 1) ||
-        rows_copy(&sub.k, &in->k, k0, nk, 1) || rows_copy(&sub.v, &in->v, k0, nk, 1)) {
-      cli_inputs_free(&sub);
-      cli_error(cmd, "out of memory");
-      goto out;
-    }
-    if ((rc = aa_problem_check(&pbb, &err)) != AA_OK) {
-      cli_inputs_free(&sub);
-      cli_error(cmd, "sequence %zu: %s", b, err.msg);
-      status = 2;
-      goto out;
-    }
-    if ((rc = cli_oracle_run(&ob, &osec, cmd, &pbb, &sub, rep->oo)) != 0) {
-      cli_inputs_free(&sub);
-      status = rc;
-      goto out;
-    }
-    osec_total += osec;
-    for (size_t i = 0; i < nrun; i++) {
-      aa_attn_result_t res;
-      cli_variant_free(&vs[i]);
-      memset(&vs[i], 0, sizeof vs[i]);
-      if ((rc = cli_run_variant(&vs[i], &res, &rs[i], &pbb, &sub, &ob, &err)) != AA_OK) {
-        cli_error(cmd, "sequence %zu: %s", b, err.msg);
-        status = cli_exit_status(rc);
-        aa_oracle_result_free(&ob);
-        cli_inputs_free(&sub);
-        goto out;
-      }
-      rows_put(&pk[i].o, &res.o, q0);
-      rows_put(&pk[i].dq, &res.dq, q0);
-      rows_put(&pk[i].dk, &res.dk, k0);
-      rows_put(&pk[i].dv, &res.dv, k0);
-      vb[i].seconds += vs[i].seconds;
-      aa_attn_result_free(&res);
-    }
-    if (fa)
-      for (size_t i = 0; i < nrec; i++)
-        cli_apply_fa(&vs[i], &vs[ni]);
-    out_put(&po.o, &ob.o, q0);
-    out_put(&po.dq, &ob.dq, q0);
-    out_put(&po.dk, &ob.dk, k0);
-    out_put(&po.dv, &ob.dv, k0);
-    po.n_recomputed += ob.n_recomputed;
-    po.n_uncertified += ob.n_uncertified;
-    cli_report_t rb = *rep;
-    rb.pb = &pbb;
-    rb.oracle = &ob;
-    rb.oracle_seconds = osec;
-    if (json) {
-      cli_sb_printf(&sb, "%s\n", b ? "," : "");
-      cli_json(&sb, &rb, vs, nrec);
-    } else {
-      fprintf(tf, "== sequence %zu of %zu: queries %zu..%zu, keys %zu..%zu\n", b, B, q0, q0 + nq - 1, k0,
-              k0 + nk - 1);
-      cli_print_table(tf, &rb, vs, nrec);
-      fprintf(tf, "\n");
-    }
-    aa_oracle_result_free(&ob);
-    cli_inputs_free(&sub);
-  }
-  for (size_t i = 0; i < nrun; i++) {
-    snprintf(vb[i].variant, sizeof vb[i].variant, "%s", vs[i].variant);
-    vb[i].recipe_text = vs[i].recipe_text;
-    vs[i].recipe_text = NULL;
-    vb[i].nout = 0;
-    if ((rc = cli_compare(&vb[i].out[vb[i].nout++], "o", &pk[i].o, &po.o, &err)) ||
-        (rc = cli_compare(&vb[i].out[vb[i].nout++], "dq", &pk[i].dq, &po.dq, &err)) ||
-        (rc = cli_compare(&vb[i].out[vb[i].nout++], "dk", &pk[i].dk, &po.dk, &err)) ||
-        (rc = cli_compare(&vb[i].out[vb[i].nout++], "dv", &pk[i].dv, &po.dv, &err))) {
-      cli_error(cmd, "batch: %s", err.msg);
-      goto out;
-    }
-  }
-  if (fa)
-    for (size_t i = 0; i < nrec; i++)
-      cli_apply_fa(&vb[i], &vb[ni]);
-  {
-    cli_report_t rb = *rep;
-    rb.oracle = &po;
-    rb.oracle_seconds = osec_total;
-    if (json) {
-      cli_sb_printf(&sb, "\n  ],\n  \"batch\": ");
-      cli_json(&sb, &rb, vb, nrec);
-      cli_sb_printf(&sb, "}\n");
-    } else {
-      fprintf(tf, "== batch of %zu sequences: %zu queries, %zu keys (metrics over all packed elements)\n", B, pb->n_q,
-              pb->n_k);
-      cli_print_table(tf, &rb, vb, nrec);
-    }
-  }
-  if (sb.oom) {
-    cli_error(cmd, "out of memory");
-    goto out;
-  }
-  if (out_file != NULL) { /* run.c refuses --out without --json for a varlen batch */
-    if ((rc = aa_file_write(out_file, sb.buf, sb.len, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-  }
-  if (json)
-    fwrite(sb.buf, 1, sb.len, stdout);
-  else {
-    fclose(tf);
-    tf = NULL;
-    fwrite(tables, 1, tables_len, stdout);
-  }
-  status = fflush(stdout) != 0 ? 1 : 0;
-out:
-  if (tf != NULL) fclose(tf);
-  free(tables);
-  cli_sb_free(&sb);
-  if (vs != NULL)
-    for (size_t i = 0; i < nrun; i++)
-      cli_variant_free(&vs[i]);
-  if (vb != NULL)
-    for (size_t i = 0; i < nrun; i++)
-      cli_variant_free(&vb[i]);
-  if (pk != NULL)
-    for (size_t i = 0; i < nrun; i++)
-      aa_attn_result_free(&pk[i]);
-  aa_oracle_result_free(&po);
-  free(rs);
-  free(vs);
-  free(vb);
-  free(pk);
-  return status;
+  for (size_t b = 0; st == 0 && b < fc->batch; b++)
+    st = vl_sequence(&V, b);
+  if (st == 0 && (st = vl_batch(&V)) == 0) st = vl_output(&V, out_file);
+  vl_free(&V);
+  return st;
 }

@@ -17,11 +17,11 @@ static const cli_opt_t opts[] = {
     {"grads", "PATH", NULL, "dq, dk, dv [, o] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
     {"layout", "bhnd|bnhd|hnd|nd|nhd", "inferred",
      "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d], [N,d] or [N,H,d] (3 axes: hnd unless nhd is given)"},
-    {"causal", NULL, NULL, "causal mask (query i sees keys 0..i)"},
+    CLI_OPT_CAUSAL,
     {"cu-seqlens", "FILE", NULL,
      "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
-    {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
+    CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "fa; torch for fp64 inputs",
      "rules deciding the exit status: fa, torch, sdpa, abs-rel [ATOL RTOL], comma-separated, or all"},
@@ -30,14 +30,16 @@ static const cli_opt_t opts[] = {
     {"bf16-bits", NULL, NULL, "read '<i2' (int16) arrays as BF16 bit patterns (torch: t.view(torch.int16))"},
     {"fa", NULL, NULL, "legacy: also fill the fa_* fields with naive-bf16 (needs bf16-representable inputs)"},
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
-    {"json", NULL, NULL, "print one JSON object instead of the table"},
-    {"out", "FILE", NULL, "also write the JSON object to FILE (atomically)"},
+    {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
+    {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
 };
 
 static const char usage_line[] = "--inputs PATH --grads PATH [OPTIONS]";
 static const char description[] =
+    "Score a kernel's outputs: compare the o, dq, dk, dv it computed on given inputs with\n"
+    "the exact oracle and give a verdict (exit status 1 when a rule fails).\n\n"
     "Read the inputs q, k, v, do (and the optional sinks) from --inputs and the kernel's\n"
     "dq, dk, dv and the optional o (and dsinks with sinks) from --grads: folders of .npy\n"
     "files, .npz archives (np.savez, np.savez_compressed) or .safetensors files. dtypes:\n"
@@ -179,7 +181,8 @@ int aa_cmd_score(int argc, char **argv) {
   aa_attn_result_t naive_res, snaive_res;
   aa_recipe_t naive_r, snaive_r;
   aa_fmt_t in_fmt = AA_FMT_BF16;
-  cli_sb_t sb = {0};
+  char *jtext = NULL;
+  size_t jlen = 0;
   cli_report_t rep;
   cli_report_extra_t ex;
 
@@ -380,19 +383,9 @@ int aa_cmd_score(int argc, char **argv) {
   if (rc != 0) goto out;
   have_oracle = 1;
 
-  snprintf(v.variant, sizeof v.variant, "external");
-  {
-    const aa_oracle_out_t *ref[5] = {&oracle.o, &oracle.dq, &oracle.dk, &oracle.dv, &oracle.dsinks};
-    for (int i = 0; i < 5; i++) {
-      cli_out_t *o;
-      if (g[i].data == NULL) continue;
-      o = &v.out[v.nout++];
-      if ((rc = cli_compare(o, gname[i], &g[i], ref[i], &err)) != AA_OK ||
-          ((ulp_fmt >= 0 || atol >= 0) && (rc = cli_score_out(o, &g[i], ref[i], ulp_fmt, atol, rtol, &err)))) {
-        cli_error(cmd, "%s", err.msg);
-        goto out;
-      }
-    }
+  if ((rc = cli_evaluate_given(&v, g, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
+    cli_error(cmd, "%s", err.msg);
+    goto out;
   }
   if (cli_get(&a, "fa") != NULL) {
     const aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
@@ -425,20 +418,10 @@ int aa_cmd_score(int argc, char **argv) {
       goto out;
     }
     have_snaive = 1;
-    for (int i = 0; i < v.nout; i++)
-      for (int j = 0; j < snaive_v.nout; j++)
-        if (strcmp(v.out[i].name, snaive_v.out[j].name) == 0) {
-          if (ulp_fmt >= 0 || atol >= 0) {
-            const aa_tensor_t *nt[5] = {&snaive_res.o, &snaive_res.dq, &snaive_res.dk, &snaive_res.dv,
-                                        &snaive_res.dsinks};
-            const aa_oracle_out_t *ref[5] = {&oracle.o, &oracle.dq, &oracle.dk, &oracle.dv, &oracle.dsinks};
-            if ((rc = cli_score_out(&snaive_v.out[j], nt[j], ref[j], ulp_fmt, atol, rtol, &err)) != AA_OK) {
-              cli_error(cmd, "%s", err.msg);
-              goto out;
-            }
-          }
-          aa_score_apply_naive(&v.out[i].s, &snaive_v.out[j].s);
-        }
+    if ((rc = cli_apply_naive(&v, &snaive_v, &snaive_res, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
+      cli_error(cmd, "%s", err.msg);
+      goto out;
+    }
   }
   if (cli_get(&a, "fa") != NULL) {
     aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
@@ -465,13 +448,15 @@ int aa_cmd_score(int argc, char **argv) {
   cli_set_report_extra(&ex);
   rep = (cli_report_t){cmd, 0, 0, NULL, 0, inputs_src, &pb, &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
-    cli_json(&sb, &rep, &v, 1);
-    if (sb.oom) {
+    json_t *doc = cli_json_doc(&rep, &v, 1);
+    jtext = cli_json_text(doc, 0, &jlen);
+    json_decref(doc);
+    if (jtext == NULL) {
       cli_error(cmd, "out of memory");
       goto out;
     }
   }
-  if (out_file != NULL && (rc = aa_file_write(out_file, sb.buf, sb.len, &err)) != AA_OK) {
+  if (out_file != NULL && (rc = aa_file_write(out_file, jtext, jlen, &err)) != AA_OK) {
     cli_error(cmd, "%s", err.msg);
     goto out;
   }
@@ -480,7 +465,7 @@ int aa_cmd_score(int argc, char **argv) {
     goto out;
   }
   if (cli_get(&a, "json") != NULL) {
-    fwrite(sb.buf, 1, sb.len, stdout);
+    fwrite(jtext, 1, jlen, stdout);
   } else {
     cli_print_table(stdout, &rep, &v, 1);
     printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(layout), aa_layout_axes(layout), qd.b,
@@ -504,7 +489,7 @@ int aa_cmd_score(int argc, char **argv) {
 out:
   features_cli_free(&fc);
   free(av);
-  cli_sb_free(&sb);
+  free(jtext);
   for (int i = 0; i < 5; i++) {
     aa_tensor_free(&g[i]);
     aa_ndarray_free(&raw[i]);

@@ -69,52 +69,54 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
 /* ---- meta.json: provenance of the result folder ---- */
 /* Staged (aa_fileset_t): renamed into place once the run has written the
    results files, so a failure there leaves no new meta.json either. */
-static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
-                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
-  cli_sb_t sb = {0};
-  char path[4096], gh[33];
-  aa_hash128_t g = aa_sweep_grid_hash(sw);
-  int rc;
-  aa_hash128_hex(gh, &g);
-  cli_sb_printf(&sb, "{\n  \"experiment\": ");
-  cli_sb_json_str(&sb, xp->name);
-  cli_sb_printf(&sb, ",\n  \"quick\": %s,\n  \"version\": ", o->quick ? "true" : "false");
-  cli_sb_json_str(&sb, AA_VERSION);
-  cli_sb_printf(&sb, ",\n  \"git\": ");
-  cli_sb_json_str(&sb, AA_GIT_HASH);
-  if (xp->inputs != NULL) {
-    cli_sb_printf(&sb, ",\n  \"seeds\": ");
-    cli_sb_json_str(&sb, xp->inputs);
-  }
-  cli_sb_printf(&sb, ",\n  \"grid_hash\": \"%s\",\n  \"cells\": %zu,\n  \"command\": [", gh, aa_sweep_ncells(sw));
-  for (int i = 0; i < argc; i++) {
-    cli_sb_printf(&sb, "%s", i ? ", " : "");
-    cli_sb_json_str(&sb, argv[i]);
-  }
-  cli_sb_printf(&sb, "],\n  \"recipes\": [");
-  for (size_t i = 0; i < ctx->nrecipes; i++) {
+/* The recipes of ctx as [{name, hash, text}]. */
+static json_t *meta_recipes(const xp_ctx_t *ctx) {
+  json_t *a = json_array();
+  int bad = 0;
+  for (size_t i = 0; i < ctx->nrecipes && !bad; i++) {
     char probe[2], *text;
     size_t need = aa_recipe_format(probe, sizeof probe, &ctx->recipe[i]);
+    json_t *r = json_object();
     if ((text = malloc(need + 1)) == NULL) {
-      cli_sb_free(&sb);
-      return aa_error_set(err, AA_ENOMEM, "out of memory");
+      json_decref(r);
+      bad = 1;
+      break;
     }
     aa_recipe_format(text, need + 1, &ctx->recipe[i]);
-    cli_sb_printf(&sb, "%s\n    {\"name\": ", i ? "," : "");
-    cli_sb_json_str(&sb, ctx->recipe[i].name);
-    cli_sb_printf(&sb, ", \"hash\": \"%s\", \"text\": ", ctx->recipe_hash[i]);
-    cli_sb_json_str(&sb, text);
-    cli_sb_printf(&sb, "}");
+    bad |= cli_json_set(r, "name", cli_json_str(ctx->recipe[i].name));
+    bad |= cli_json_set(r, "hash", cli_json_str(ctx->recipe_hash[i]));
+    bad |= cli_json_set(r, "text", cli_json_str(text));
+    bad |= cli_json_push(a, r);
     free(text);
   }
-  cli_sb_printf(&sb, "\n  ]\n}\n");
-  if (sb.oom) {
-    cli_sb_free(&sb);
-    return aa_error_set(err, AA_ENOMEM, "out of memory");
-  }
+  return bad ? (json_decref(a), NULL) : a;
+}
+
+static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
+                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
+  char path[4096], gh[33], *text;
+  size_t len;
+  aa_hash128_t g = aa_sweep_grid_hash(sw);
+  json_t *j = json_object(), *cmd = json_array();
+  int rc, bad;
+  aa_hash128_hex(gh, &g);
+  bad = cli_json_set(j, "experiment", cli_json_str(xp->name));
+  bad |= cli_json_set(j, "quick", cli_json_bool(o->quick));
+  bad |= cli_json_set(j, "version", cli_json_str(AA_VERSION));
+  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
+  if (xp->inputs != NULL) bad |= cli_json_set(j, "seeds", cli_json_str(xp->inputs));
+  bad |= cli_json_set(j, "grid_hash", cli_json_str(gh));
+  bad |= cli_json_set(j, "cells", cli_json_u64(aa_sweep_ncells(sw)));
+  for (int i = 0; i < argc; i++)
+    bad |= cli_json_push(cmd, cli_json_str(argv[i]));
+  bad |= cli_json_set(j, "command", cmd);
+  bad |= cli_json_set(j, "recipes", meta_recipes(ctx));
+  text = bad ? NULL : cli_json_text(j, 0, &len);
+  json_decref(j);
+  if (text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = aa_fileset_add(stg, path, sb.buf, sb.len, err);
-  cli_sb_free(&sb);
+  rc = aa_fileset_add(stg, path, text, len, err);
+  free(text);
   return rc;
 }
 
@@ -139,6 +141,52 @@ typedef struct {
 static int fixture_cmp(const void *a, const void *b) {
   uint64_t x = ((const fixture_t *)a)->seed, y = ((const fixture_t *)b)->seed;
   return x < y ? -1 : x > y;
+}
+
+/* The largest cell (worst, max_bytes) and --jobs of them at once must fit in the available memory. */
+static int check_memory(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t nshard,
+                        uint64_t max_bytes, size_t worst) {
+  const char *src;
+  uint64_t avail = lim_mem_available(&src);
+  size_t at_once = jobs < nshard ? jobs : nshard;
+  if (avail > 0 && max_bytes > avail) {
+    const aa_cell_t *c = aa_sweep_cell(sw, worst);
+    cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
+              (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
+              (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
+    return 2;
+  }
+  if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
+    cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
+              jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
+    return 2;
+  }
+  return 0;
+}
+
+/* The mpfr oracle's estimated wall time over the cells' distinct fixtures (mpfr_core core-seconds):
+   refused beyond LIM_MPFR_SECONDS unless --force, else a note. */
+static int check_mpfr_time(const char *cmd, const xp_ctx_t *ctx, size_t jobs, size_t nshard, size_t nfix,
+                           double mpfr_core, int force) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
+  char t[48], lim[48];
+  if (cores > 0 && par > (double)cores) par = (double)cores;
+  wall = mpfr_core / par;
+  lim_duration(t, sizeof t, wall);
+  lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
+  if (wall > LIM_MPFR_SECONDS && !force) {
+    cli_error(cmd,
+              "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
+              "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
+              nshard, nfix, t, par, lim);
+    return 2;
+  }
+  fprintf(stderr,
+          "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
+          "threads (estimate)\n",
+          cmd, nshard, nfix, t, par);
+  return 0;
 }
 
 /* Memory and mpfr time of the shard's attention cells (those with an "n"
@@ -191,44 +239,8 @@ static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ct
     mpfr_core += fix[j].seconds;
   free(fix);
   if (nshard == 0) return 0;
-  {
-    const char *src;
-    uint64_t avail = lim_mem_available(&src);
-    size_t at_once = jobs < nshard ? jobs : nshard;
-    if (avail > 0 && max_bytes > avail) {
-      const aa_cell_t *c = aa_sweep_cell(sw, worst);
-      cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
-                (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
-                (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
-      return 2;
-    }
-    if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
-      cli_error(cmd, "--jobs %zu: %zu cells at once need up to %.3g GiB, %.3g GiB available (%s): use fewer --jobs",
-                jobs, at_once, (double)max_bytes * (double)at_once / 1073741824.0, (double)avail / 1073741824.0, src);
-      return 2;
-    }
-  }
-  if (mpfr) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double par = (double)jobs * lim_threads(ctx->inner_threads), wall;
-    char t[48], lim[48];
-    if (cores > 0 && par > (double)cores) par = (double)cores;
-    wall = mpfr_core / par;
-    lim_duration(t, sizeof t, wall);
-    lim_duration(lim, sizeof lim, LIM_MPFR_SECONDS);
-    if (wall > LIM_MPFR_SECONDS && !force) {
-      cli_error(cmd,
-                "the mpfr oracle of %zu cells (%zu oracle runs) would take about %s on %.0f threads (estimate, "
-                "finished cells included; limit %s): use --oracle fast, fewer or smaller cells, or --force",
-                nshard, nfix, t, par, lim);
-      rc = 2;
-    } else {
-      fprintf(stderr,
-              "attnacc %s: note: the mpfr oracle of %zu cells (%zu oracle runs) should take about %s on %.0f "
-              "threads (estimate)\n",
-              cmd, nshard, nfix, t, par);
-    }
-  }
+  if ((rc = check_memory(cmd, sw, ctx, jobs, nshard, max_bytes, worst)) != 0) return rc;
+  if (mpfr) rc = check_mpfr_time(cmd, ctx, jobs, nshard, nfix, mpfr_core, force);
   return rc;
 }
 
@@ -301,289 +313,357 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
   return fflush(stdout) == 0 ? 0 : 1;
 }
 
-/* The help text: the experiment's description, then the engine's. */
+/* The help text: the engine's (sweep alone), or the experiment's description. */
 static void help_text(cli_sb_t *sb, const char *cmd, const xp_experiment_t *xp, int shortcut) {
   if (xp == NULL) {
     char known[512];
     known_experiments(known, sizeof known);
     cli_sb_printf(sb,
                   "Run the grid of a registered experiment:\n  %s\n(attnacc list shows them with a "
-                  "summary; attnacc sweep --experiment NAME --help lists its options).\n%s",
+                  "summary; attnacc sweep --experiment NAME --help lists its options).\n\n%s",
                   known, engine_text);
     return;
   }
+  /* The engine's paragraph once, in `attnacc sweep --help`; an experiment's help points there. */
   cli_sb_printf(sb, "%s: %s.\n\n%s\n\n", xp->name, xp->summary, xp->description);
-  if (shortcut)
-    cli_sb_printf(sb, "attnacc %s ARGS is attnacc sweep --experiment %s ARGS: the sweep engine runs it.\n", cmd,
-                  xp->name);
-  cli_sb_printf(sb, "%s", engine_text);
+  if (shortcut) cli_sb_printf(sb, "attnacc %s ARGS is attnacc sweep --experiment %s ARGS. ", cmd, xp->name);
+  cli_sb_printf(sb, "The sweep engine runs it: `attnacc sweep --help` describes the result files, --resume,\n"
+                    "sharding, the oracle cache and the exit status.");
 }
 
-int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
+/* Everything one sweep command holds, so that each step below reads as one thing. */
+typedef struct {
+  const char *cmd;
+  int argc;
+  char **argv;
+  const xp_experiment_t *xp;
+  int shortcut; /* attnacc NAME ARGS (the experiment is the command) */
   cli_args_t a;
-  aa_error_t err = {{0}};
-  char **oargv = NULL, out_default[512], cache_default[4096], usage[512];
-  const char **pos = NULL, *s, *out, *cache, *xname = experiment;
-  size_t npos = 0, jobs = 1, threads = 0, max_cells = 0, shard_i = 0, shard_n = 1;
-  int oargc = 0, rc, status = 2, use_mpi = 0, mpi_rank = 0, mpi_size = 1, shortcut = experiment != NULL;
-  const xp_experiment_t *xp = NULL;
+  char **oargv; /* the options, apart from the shard folders of --merge (pos) */
+  const char **pos;
+  int oargc;
+  size_t npos;
+  table_t *tab;
+  cli_sb_t desc;
   xp_opts_t o;
-  xp_ctx_t *ctx = NULL;
-  aa_sweep_t *sw = NULL;
-  aa_sweep_opts_t so;
-  aa_sweep_progress_t stats;
-  progress_t pr = {0, 0};
-  table_t *tab = NULL;
-  cli_sb_t desc = {0};
-  FILE *info = stdout;
+  xp_ctx_t *ctx;
+  aa_sweep_t *sw;
+  size_t jobs, threads, max_cells, shard_i, shard_n;
+  const char *out;
+  char out_default[512], cache_default[4096];
+  int use_mpi, mpi_rank, mpi_size;
+  FILE *info; /* the driver's own lines: stdout, or stderr when the experiment prints JSON there */
   aa_fileset_t meta;
+  progress_t pr;
+  aa_sweep_progress_t stats;
+  aa_error_t err;
+} sweep_cmd_t;
 
-  aa_fileset_init(&meta);
-  /* The experiment comes first: its options join the table. */
-  for (int i = 1; !shortcut && i < argc; i++) {
-    if (strcmp(argv[i], "--experiment") == 0 && i + 1 < argc)
-      xname = argv[i + 1];
-    else if (strncmp(argv[i], "--experiment=", 13) == 0)
-      xname = argv[i] + 13;
+static void sweep_free(sweep_cmd_t *S) {
+  aa_fileset_abort(&S->meta); /* nothing left to remove after a commit */
+  aa_fileset_free(&S->meta);
+#ifdef AA_HAVE_MPI
+  if (S->use_mpi) MPI_Finalize();
+#endif
+  aa_sweep_free(S->sw);
+  if (S->ctx != NULL) {
+    if (S->xp != NULL && S->xp->release != NULL) S->xp->release(S->ctx);
+    xp_ctx_destroy(S->ctx);
+    free(S->ctx);
   }
-  if (xname != NULL && (xp = xp_find(xname)) == NULL) {
+  cli_sb_free(&S->desc);
+  free(S->tab);
+  free(S->oargv);
+  free(S->pos);
+}
+
+/* The experiment comes first: its options join the table. */
+static int find_experiment(sweep_cmd_t *S, const char *experiment) {
+  const char *xname = experiment;
+  for (int i = 1; !S->shortcut && i < S->argc; i++) {
+    if (strcmp(S->argv[i], "--experiment") == 0 && i + 1 < S->argc)
+      xname = S->argv[i + 1];
+    else if (strncmp(S->argv[i], "--experiment=", 13) == 0)
+      xname = S->argv[i] + 13;
+  }
+  if (xname != NULL && (S->xp = xp_find(xname)) == NULL) {
     char known[512];
     known_experiments(known, sizeof known);
-    cli_error(cmd, "unknown experiment '%s' (known: %s)", xname, known);
+    cli_error(S->cmd, "unknown experiment '%s' (known: %s)", xname, known);
     return 2;
   }
-  oargv = calloc((size_t)argc + 1, sizeof *oargv);
-  pos = calloc((size_t)argc + 1, sizeof *pos);
-  tab = malloc(sizeof *tab);
-  if (oargv == NULL || pos == NULL || tab == NULL) {
-    cli_error(cmd, "out of memory");
-    status = 1;
-    goto out;
+  return 0;
+}
+
+/* The option table (the engine's and the experiment's), the shard folders
+   of --merge set apart as plain arguments, then the parse: -1 to go on,
+   else the exit status. */
+static int parse_args(sweep_cmd_t *S) {
+  char usage[512];
+  int rc;
+  S->oargv = calloc((size_t)S->argc + 1, sizeof *S->oargv);
+  S->pos = calloc((size_t)S->argc + 1, sizeof *S->pos);
+  S->tab = malloc(sizeof *S->tab);
+  if (S->oargv == NULL || S->pos == NULL || S->tab == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 1;
   }
-  if (table_build(tab, xp, shortcut) != 0) {
+  if (table_build(S->tab, S->xp, S->shortcut) != 0) {
     /* a programming error in the experiment's table */
-    cli_error(cmd, "%s: its options collide with the common ones or exceed %d", xp->name, CLI_MAX_OPTS);
-    status = 1;
-    goto out;
+    cli_error(S->cmd, "%s: its options collide with the common ones or exceed %d", S->xp->name, CLI_MAX_OPTS);
+    return 1;
   }
-  /* Shard folders of --merge are plain arguments: set them apart first. */
-  for (int i = 0; i < argc; i++) {
-    if (i > 0 && strncmp(argv[i], "--", 2) != 0 && strcmp(argv[i], "-h") != 0 &&
-        !(i > 1 && strncmp(argv[i - 1], "--", 2) == 0 && strchr(argv[i - 1], '=') == NULL &&
-          !is_flag(tab, argv[i - 1] + 2)))
-      pos[npos++] = argv[i];
+  for (int i = 0; i < S->argc; i++) {
+    char **v = S->argv;
+    if (i > 0 && strncmp(v[i], "--", 2) != 0 && strcmp(v[i], "-h") != 0 &&
+        !(i > 1 && strncmp(v[i - 1], "--", 2) == 0 && strchr(v[i - 1], '=') == NULL &&
+          !is_flag(S->tab, v[i - 1] + 2)))
+      S->pos[S->npos++] = v[i];
     else
-      oargv[oargc++] = argv[i];
+      S->oargv[S->oargc++] = v[i];
   }
-  if (shortcut)
-    snprintf(usage, sizeof usage, "[options]\n       attnacc %s --merge --out DIR SHARD_DIR... [options]", cmd);
-  else if (xp != NULL)
+  if (S->shortcut)
+    snprintf(usage, sizeof usage, "[options]\n       attnacc %s --merge --out DIR SHARD_DIR... [options]", S->cmd);
+  else if (S->xp != NULL)
     snprintf(usage, sizeof usage, "--experiment %s [options]\n       attnacc sweep --merge --out DIR SHARD_DIR...",
-             xp->name);
+             S->xp->name);
   else
     snprintf(usage, sizeof usage, "--experiment NAME [options]\n       attnacc sweep --merge --out DIR SHARD_DIR...");
-  help_text(&desc, cmd, xp, shortcut);
-  if (desc.oom) {
-    cli_error(cmd, "out of memory");
-    status = 1;
-    goto out;
+  help_text(&S->desc, S->cmd, S->xp, S->shortcut);
+  if (S->desc.oom) {
+    cli_error(S->cmd, "out of memory");
+    return 1;
   }
-  if ((rc = cli_args_parse(&a, cmd, usage, desc.buf, tab->opt, tab->n, oargc, oargv)) >= 0) {
-    status = rc;
-    goto out;
+  if ((rc = cli_args_parse(&S->a, S->cmd, usage, S->desc.buf, S->tab->opt, S->tab->n, S->oargc, S->oargv)) >= 0)
+    return rc;
+  S->o.cmd = S->cmd;
+  S->o.args = &S->a;
+  S->o.quick = cli_get(&S->a, "quick") != NULL;
+  return -1;
+}
+
+/* The engine's numbers and the result folder; a file, or a folder that
+   cannot be created (read-only or pseudo file system, no permission), is
+   bad input: refused before any work. */
+static int read_engine_opts(sweep_cmd_t *S) {
+  const cli_args_t *a = &S->a;
+  const char *s;
+  int rc;
+  if (((s = cli_get(a, "jobs")) && cli_size(&S->jobs, S->cmd, "jobs", s, 1, 1024)) ||
+      ((s = cli_get(a, "threads")) && cli_size(&S->threads, S->cmd, "threads", s, 0, 4096)) ||
+      ((s = cli_get(a, "max-cells")) && cli_size(&S->max_cells, S->cmd, "max-cells", s, 0, SIZE_MAX)))
+    return 2;
+  if ((s = cli_get(a, "shard")) && parse_shard(&S->shard_i, &S->shard_n, s) != 0) {
+    cli_error(S->cmd, "--shard: '%s' is not I/N with 0 <= I < N", s);
+    return 2;
   }
-  memset(&o, 0, sizeof o);
-  o.cmd = cmd;
-  o.args = &a;
-  o.quick = cli_get(&a, "quick") != NULL;
-  if (cli_get(&a, "merge") != NULL) {
-    if ((status = do_merge(cmd, cli_get(&a, "out"), pos, npos)) != 0 || xp == NULL || xp->finish == NULL) goto out;
-    status = 2;
-  } else if (npos > 0) {
-    cli_error(cmd, "unexpected argument '%s' (shard folders go with --merge)", pos[0]);
-    goto out;
+  if ((S->out = cli_get(a, "out")) == NULL) {
+    snprintf(S->out_default, sizeof S->out_default, "results/%s%s", S->xp->name, S->o.quick ? "-quick" : "");
+    S->out = S->out_default;
   }
-  if (xp == NULL) {
-    cli_error(cmd, "give --experiment NAME (attnacc list shows them)");
-    goto out;
+  S->o.out_dir = S->out;
+  if ((rc = cli_check_out_dir(S->out, &S->err)) != AA_OK) {
+    cli_error(S->cmd, "--out: %s", S->err.msg);
+    return rc == AA_ENOMEM ? 1 : 2;
   }
-  if ((s = cli_get(&a, "jobs")) && cli_size(&jobs, cmd, "jobs", s, 1, 1024)) goto out;
-  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
-  if ((s = cli_get(&a, "max-cells")) && cli_size(&max_cells, cmd, "max-cells", s, 0, SIZE_MAX)) goto out;
-  if ((s = cli_get(&a, "shard")) && parse_shard(&shard_i, &shard_n, s) != 0) {
-    cli_error(cmd, "--shard: '%s' is not I/N with 0 <= I < N", s);
-    goto out;
+  return 0;
+}
+
+/* The context the cells share: oracle path and target, cache, threads. */
+static int make_ctx(sweep_cmd_t *S) {
+  const char *s, *cache;
+  if ((S->ctx = malloc(sizeof *S->ctx)) == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 1;
   }
-  if ((out = cli_get(&a, "out")) == NULL) {
-    snprintf(out_default, sizeof out_default, "results/%s%s", xp->name, o.quick ? "-quick" : "");
-    out = out_default;
+  xp_ctx_init(S->ctx);
+  if ((s = cli_get(&S->a, "oracle")) != NULL && aa_oracle_path_from_name(&S->ctx->oracle_path, s) != AA_OK) {
+    cli_error(S->cmd, "--oracle: '%s' is not mpfr or fast", s);
+    return 2;
   }
-  o.out_dir = out;
-  /* A file, or a folder that cannot be created (read-only or pseudo file
-     system, no permission), is bad input: refused before any work. */
-  if ((rc = cli_check_out_dir(out, &err)) != AA_OK) {
-    cli_error(cmd, "--out: %s", err.msg);
-    status = rc == AA_ENOMEM ? 1 : 2;
-    goto out;
-  }
-  if ((ctx = malloc(sizeof *ctx)) == NULL) {
-    cli_error(cmd, "out of memory");
-    status = 1;
-    goto out;
-  }
-  xp_ctx_init(ctx);
-  if ((s = cli_get(&a, "oracle")) != NULL && aa_oracle_path_from_name(&ctx->oracle_path, s) != AA_OK) {
-    cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
-    goto out;
-  }
-  if ((s = cli_get(&a, "oracle-target")) != NULL && cli_oracle_target(&ctx->oracle_target, cmd, s)) goto out;
+  if ((s = cli_get(&S->a, "oracle-target")) != NULL && cli_oracle_target(&S->ctx->oracle_target, S->cmd, s)) return 2;
   /* --oracle-cache: normmap's older name of --cache */
-  if ((cache = cli_get(&a, "cache")) == NULL) cache = cli_get(&a, "oracle-cache");
+  if ((cache = cli_get(&S->a, "cache")) == NULL) cache = cli_get(&S->a, "oracle-cache");
   if (cache == NULL) {
-    snprintf(cache_default, sizeof cache_default, "%s/oracle-cache", out);
-    cache = cache_default;
+    snprintf(S->cache_default, sizeof S->cache_default, "%s/oracle-cache", S->out);
+    cache = S->cache_default;
   }
-  ctx->cache_dir = strcmp(cache, "none") == 0 ? NULL : cache;
+  S->ctx->cache_dir = strcmp(cache, "none") == 0 ? NULL : cache;
   /* The oracle and the emulation use OpenMP inside a cell: with J cells at
      once each keeps one thread unless --threads says otherwise, so the
      cores are not oversubscribed (results do not depend on the count). */
-  ctx->inner_threads = threads > 0 ? (int)threads : jobs > 1 ? 1 : 0;
-  if (threads > 0) cli_set_threads(threads);
-  if ((s = getenv("ATTNACC_SWEEP_CELL_DELAY_MS")) != NULL) ctx->delay_ms = (unsigned)strtoul(s, NULL, 10);
+  S->ctx->inner_threads = S->threads > 0 ? (int)S->threads : S->jobs > 1 ? 1 : 0;
+  if (S->threads > 0) cli_set_threads(S->threads);
+  if ((s = getenv("ATTNACC_SWEEP_CELL_DELAY_MS")) != NULL) S->ctx->delay_ms = (unsigned)strtoul(s, NULL, 10);
+  return 0;
+}
 
-  if ((rc = aa_sweep_new(&sw, &err)) != AA_OK || (rc = xp->declare(sw, &o, ctx, &err)) != AA_OK) {
-    if (err.msg[0]) cli_error(cmd, "%s", err.msg); /* else the option helpers said it */
-    status = cli_exit_status(rc);
-    goto out;
+/* The experiment's grid (its options read, its axes and columns declared). */
+static int declare(sweep_cmd_t *S) {
+  int rc;
+  if ((rc = aa_sweep_new(&S->sw, &S->err)) != AA_OK ||
+      (rc = S->xp->declare(S->sw, &S->o, S->ctx, &S->err)) != AA_OK) {
+    if (S->err.msg[0]) cli_error(S->cmd, "%s", S->err.msg); /* else the option helpers said it */
+    return cli_exit_status(rc);
   }
-  if (ctx->stdout_owned) info = stderr;
-  if (cli_get(&a, "merge") != NULL) {
-    /* merged above: the experiment's summary of the merged folder */
-    if ((rc = xp->finish(&o, ctx, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-    status = fflush(stdout) == 0 ? 0 : 1;
-    goto out;
-  }
+  if (S->ctx->stdout_owned) S->info = stderr;
+  return 0;
+}
 
-  /* Before any cell: memory and the mpfr oracle's time (under MPI the
-     whole grid, since ranks pick their shards later). */
-  if ((status = check_cells(cmd, sw, ctx, jobs, shard_i, shard_n, cli_get(&a, "force") != NULL)) != 0) goto out;
-  status = 2;
+static int finish(sweep_cmd_t *S) {
+  int rc = S->xp->finish(&S->o, S->ctx, &S->err);
+  if (rc == AA_OK) return 0;
+  cli_error(S->cmd, "%s", S->err.msg);
+  return cli_exit_status(rc);
+}
 
+/* Under mpirun each rank takes its own shard. */
+static int mpi_start(sweep_cmd_t *S) {
 #ifdef AA_HAVE_MPI
-  {
-    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
-    if (ws == NULL) ws = getenv("PMI_SIZE");
-    if (ws != NULL && atoi(ws) > 1) {
-      if (cli_get(&a, "shard") != NULL) {
-        cli_error(cmd, "--shard is set by the MPI rank under mpirun: leave it out");
-        goto out;
-      }
-      MPI_Init(NULL, NULL);
-      MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
-      MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
-      use_mpi = 1;
+  const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+  if (ws == NULL) ws = getenv("PMI_SIZE");
+  if (ws != NULL && atoi(ws) > 1) {
+    if (cli_get(&S->a, "shard") != NULL) {
+      cli_error(S->cmd, "--shard is set by the MPI rank under mpirun: leave it out");
+      return 2;
     }
+    MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &S->mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &S->mpi_size);
+    S->use_mpi = 1;
   }
+#else
+  (void)S;
 #endif
-  if ((rc = aa_mkdir_p(out, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    status = 1;
-    goto out;
+  return 0;
+}
+
+/* The engine's messages after a failed run: what went wrong, and what to do. */
+static int run_failed(const sweep_cmd_t *S, int rc, int resume) {
+  cli_error(S->cmd, "%s", S->err.msg);
+  if (rc == AA_EFORMAT)
+    fprintf(stderr, "attnacc %s: (a folder holds one grid: use another --out, or the same options as before)\n",
+            S->cmd);
+  if (rc == AA_EINVAL && !resume)
+    fprintf(stderr, "attnacc %s: (add --resume to continue a sweep in this folder)\n", S->cmd);
+  return cli_exit_status(rc);
+}
+
+/* The cells: the folder, the provenance (staged now, so out of space shows
+   before any cell runs, and renamed in once the run has accepted the folder
+   as this grid's and written the results files), then the engine. */
+static int run_cells(sweep_cmd_t *S) {
+  aa_sweep_opts_t so;
+  const char *out = S->out;
+  int rc;
+  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK) {
+    cli_error(S->cmd, "%s", S->err.msg);
+    return 1;
   }
   aa_sweep_opts_init(&so);
   so.out_dir = out;
-  so.threads = (int)jobs;
-  so.shard_index = shard_i;
-  so.shard_count = shard_n;
-  so.resume = cli_get(&a, "resume") != NULL;
-  so.max_cells = max_cells;
-  pr.on = isatty(2) && mpi_rank == 0;
-  pr.t0 = cli_now();
+  so.threads = (int)S->jobs;
+  so.shard_index = S->shard_i;
+  so.shard_count = S->shard_n;
+  so.resume = cli_get(&S->a, "resume") != NULL;
+  so.max_cells = S->max_cells;
+  S->pr.on = isatty(2) && S->mpi_rank == 0;
+  S->pr.t0 = cli_now();
   so.progress = progress;
-  so.progress_ctx = &pr;
-  memset(&stats, 0, sizeof stats);
-  /* Provenance, staged now (out of space shows before any cell runs) and
-     renamed in once the run has accepted the folder as this grid's and
-     written the results files. */
-  if (mpi_rank == 0 && (rc = write_meta(&meta, out, xp, &o, ctx, sw, argc, argv, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    status = 1;
-    goto out;
+  so.progress_ctx = &S->pr;
+  if (S->mpi_rank == 0 &&
+      (rc = write_meta(&S->meta, out, S->xp, &S->o, S->ctx, S->sw, S->argc, S->argv, &S->err)) != AA_OK) {
+    cli_error(S->cmd, "%s", S->err.msg);
+    return 1;
   }
 #ifdef AA_HAVE_MPI
-  if (use_mpi)
-    rc = aa_sweep_run_mpi(&stats, sw, xp->eval, ctx, &so, &err);
+  if (S->use_mpi)
+    rc = aa_sweep_run_mpi(&S->stats, S->sw, S->xp->eval, S->ctx, &so, &S->err);
   else
 #endif
-    rc = aa_sweep_run(&stats, sw, xp->eval, ctx, &so, &err);
-  if (pr.on) fprintf(stderr, "\n");
-  if (stats.discarded_bytes > 0) /* say what resuming cut off: the engine only reports it */
+    rc = aa_sweep_run(&S->stats, S->sw, S->xp->eval, S->ctx, &so, &S->err);
+  if (S->pr.on) fprintf(stderr, "\n");
+  if (S->stats.discarded_bytes > 0) /* say what resuming cut off: the engine only reports it */
     fprintf(stderr,
             "attnacc %s: %s/journal-%zu-of-%zu.txt: discarded a torn or junk tail of %zu bytes (%zu line%s) after "
             "the last complete cell; any cell it held runs again\n",
-            cmd, out, use_mpi ? (size_t)mpi_rank : shard_i, use_mpi ? (size_t)mpi_size : shard_n,
-            stats.discarded_bytes, stats.discarded_lines, stats.discarded_lines == 1 ? "" : "s");
-  if (rc != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    if (rc == AA_EFORMAT)
-      fprintf(stderr, "attnacc %s: (a folder holds one grid: use another --out, or the same options as before)\n",
-              cmd);
-    if (rc == AA_EINVAL && !so.resume)
-      fprintf(stderr, "attnacc %s: (add --resume to continue a sweep in this folder)\n", cmd);
-    status = cli_exit_status(rc);
-    goto out;
+            S->cmd, out, S->use_mpi ? (size_t)S->mpi_rank : S->shard_i, S->use_mpi ? (size_t)S->mpi_size : S->shard_n,
+            S->stats.discarded_bytes, S->stats.discarded_lines, S->stats.discarded_lines == 1 ? "" : "s");
+  if (rc != AA_OK) return run_failed(S, rc, so.resume);
+  if (S->mpi_rank == 0 && (rc = aa_fileset_commit(&S->meta, &S->err)) != AA_OK) {
+    cli_error(S->cmd, "%s", S->err.msg);
+    return 1;
   }
-  if (mpi_rank == 0 && (rc = aa_fileset_commit(&meta, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    status = 1;
-    goto out;
-  }
-  if (mpi_rank == 0) {
-    char label[80] = "";
-    if (!shortcut) snprintf(label, sizeof label, "%s: ", xp->name);
-    if (use_mpi)
-      fprintf(info, "attnacc %s: %s%zu cells over %d ranks; rank 0: %zu cells (%zu resumed, %zu run) in %.1f s\n",
-              cmd, label, aa_sweep_ncells(sw), mpi_size, stats.total, stats.skipped, stats.done, cli_now() - pr.t0);
-    else
-      fprintf(info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", cmd, label, stats.total,
-              stats.skipped, stats.done, cli_now() - pr.t0);
-    if (stats.complete)
-      fprintf(info, "results: %s/results.csv\n", out);
-    else if (max_cells > 0 && stats.skipped + stats.done < stats.total)
-      fprintf(info, "stopped after --max-cells %zu; rerun with --resume to continue\n", max_cells);
-    else
-      fprintf(info, "shard %zu/%zu done; when every shard is done: attnacc %s --merge --out DIR SHARD_DIR...\n",
-              shard_i, shard_n, cmd);
-    fflush(info);
-    if (stats.complete && xp->finish != NULL && (rc = xp->finish(&o, ctx, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      status = cli_exit_status(rc);
-      goto out;
-    }
-  }
-  status = fflush(stdout) == 0 ? 0 : 1;
+  return 0;
+}
 
-out:
-  aa_fileset_abort(&meta); /* nothing left to remove after a commit */
-  aa_fileset_free(&meta);
-#ifdef AA_HAVE_MPI
-  if (use_mpi) MPI_Finalize();
-#endif
-  (void)use_mpi;
-  aa_sweep_free(sw);
-  if (ctx != NULL) {
-    if (xp != NULL && xp->release != NULL) xp->release(ctx);
-    xp_ctx_destroy(ctx);
-    free(ctx);
+/* Rank 0's account of the run, then the experiment's summary when the folder is complete. */
+static int report_run(sweep_cmd_t *S) {
+  const aa_sweep_progress_t *st = &S->stats;
+  char label[80] = "";
+  if (S->mpi_rank != 0) return 0;
+  if (!S->shortcut) snprintf(label, sizeof label, "%s: ", S->xp->name);
+  if (S->use_mpi)
+    fprintf(S->info, "attnacc %s: %s%zu cells over %d ranks; rank 0: %zu cells (%zu resumed, %zu run) in %.1f s\n",
+            S->cmd, label, aa_sweep_ncells(S->sw), S->mpi_size, st->total, st->skipped, st->done,
+            cli_now() - S->pr.t0);
+  else
+    fprintf(S->info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", S->cmd, label, st->total,
+            st->skipped, st->done, cli_now() - S->pr.t0);
+  if (st->complete)
+    fprintf(S->info, "results: %s/results.csv\n", S->out);
+  else if (S->max_cells > 0 && st->skipped + st->done < st->total)
+    fprintf(S->info, "stopped after --max-cells %zu; rerun with --resume to continue\n", S->max_cells);
+  else
+    fprintf(S->info, "shard %zu/%zu done; when every shard is done: attnacc %s --merge --out DIR SHARD_DIR...\n",
+            S->shard_i, S->shard_n, S->cmd);
+  fflush(S->info);
+  return st->complete && S->xp->finish != NULL ? finish(S) : 0;
+}
+
+static int sweep_steps(sweep_cmd_t *S, const char *experiment) {
+  int st;
+  int merge;
+  if ((st = find_experiment(S, experiment)) != 0 || (st = parse_args(S)) >= 0) return st;
+  merge = cli_get(&S->a, "merge") != NULL;
+  if (merge) {
+    if ((st = do_merge(S->cmd, cli_get(&S->a, "out"), S->pos, S->npos)) != 0 || S->xp == NULL ||
+        S->xp->finish == NULL)
+      return st;
+  } else if (S->npos > 0) {
+    cli_error(S->cmd, "unexpected argument '%s' (shard folders go with --merge)", S->pos[0]);
+    return 2;
   }
-  cli_sb_free(&desc);
-  free(tab);
-  free(oargv);
-  free(pos);
+  if (S->xp == NULL) {
+    cli_error(S->cmd, "give --experiment NAME (attnacc list shows them)");
+    return 2;
+  }
+  if ((st = read_engine_opts(S)) || (st = make_ctx(S)) || (st = declare(S))) return st;
+  if (merge) /* merged above: the experiment's summary of the merged folder */
+    return (st = finish(S)) != 0 ? st : fflush(stdout) == 0 ? 0 : 1;
+  /* Before any cell: memory and the mpfr oracle's time (under MPI the
+     whole grid, since ranks pick their shards later). */
+  if ((st = check_cells(S->cmd, S->sw, S->ctx, S->jobs, S->shard_i, S->shard_n, cli_get(&S->a, "force") != NULL)) ||
+      (st = mpi_start(S)) || (st = run_cells(S)) || (st = report_run(S)))
+    return st;
+  return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
+  sweep_cmd_t S;
+  int status;
+  memset(&S, 0, sizeof S);
+  S.cmd = cmd;
+  S.argc = argc;
+  S.argv = argv;
+  S.shortcut = experiment != NULL;
+  S.jobs = 1;
+  S.shard_n = 1;
+  S.mpi_size = 1;
+  S.info = stdout;
+  aa_fileset_init(&S.meta);
+  status = sweep_steps(&S, experiment);
+  sweep_free(&S);
   return status;
 }
 

@@ -5,119 +5,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "attnacc.h"
 #include "report/report.h"
 
-/* A JSON string at *p (just after its opening quote), unescaped into a new buffer; *p moves past the closing
-   quote. \uXXXX becomes UTF-8 (surrogate pairs are not joined: meta.json holds ASCII recipe texts). */
-static char *json_string(const char **p) {
-  const char *s = *p;
-  size_t cap = strlen(s) + 1, k = 0;
-  char *out = malloc(cap);
-  if (out == NULL) return NULL;
-  while (*s && *s != '"') {
-    char c = *s++;
-    if (c == '\\' && *s) {
-      char e = *s++;
-      unsigned u = 0;
-      switch (e) {
-      case 'n':
-        c = '\n';
-        break;
-      case 't':
-        c = '\t';
-        break;
-      case 'r':
-        c = '\r';
-        break;
-      case 'b':
-        c = '\b';
-        break;
-      case 'f':
-        c = '\f';
-        break;
-      case 'u':
-        if (sscanf(s, "%4x", &u) != 1) u = '?';
-        s += strlen(s) >= 4 ? 4 : strlen(s);
-        if (u < 0x80) {
-          c = (char)u;
-        } else if (u < 0x800) {
-          out[k++] = (char)(0xc0 | (u >> 6));
-          c = (char)(0x80 | (u & 0x3f));
-        } else {
-          out[k++] = (char)(0xe0 | (u >> 12));
-          out[k++] = (char)(0x80 | ((u >> 6) & 0x3f));
-          c = (char)(0x80 | (u & 0x3f));
-        }
-        break;
-      default:
-        c = e;
-        break; /* \" \\ \/ */
-      }
-    }
-    out[k++] = c;
-  }
-  out[k] = '\0';
-  *p = *s ? s + 1 : s;
-  return out;
-}
-
-/* The string value of "key" at or after p (NULL when absent); *end moves past it. */
-static char *json_field(const char *p, const char *key, const char **end) {
-  char pat[80];
-  const char *q;
-  if (p == NULL) return NULL;
-  snprintf(pat, sizeof pat, "\"%s\": \"", key);
-  if ((q = strstr(p, pat)) == NULL) return NULL;
-  q += strlen(pat);
-  char *v = json_string(&q);
-  if (end) *end = q;
-  return v;
-}
-
-static void copy_field(char *out, size_t cap, const char *json, const char *key) {
-  char *v = json_field(json, key, NULL);
+/* A string member of a JSON object into out ("" when absent or not a string). */
+static void copy_field(char *out, size_t cap, const json_t *obj, const char *key) {
+  const char *v = json_string_value(json_object_get(obj, key));
   snprintf(out, cap, "%s", v ? v : "");
-  free(v);
 }
 
-/* meta.json "recipes": [{"name": ..., "hash": ..., "text": ...}, ...] */
-static void read_recipes(rp_meta_t *m, const char *json) {
-  const char *p = strstr(json, "\"recipes\": [");
-  size_t cap = 0;
-  while (p != NULL && (p = strstr(p, "{\"name\": \"")) != NULL) {
-    rp_recipe_meta_t r = {0};
-    r.name = json_field(p, "name", &p);
-    r.hash = json_field(p, "hash", &p);
-    r.text = json_field(p, "text", &p);
-    if (r.name == NULL || r.hash == NULL || r.text == NULL) {
-      free(r.name), free(r.hash), free(r.text);
+/* meta.json "recipes": [{"name": ..., "hash": ..., "text": ...}, ...]; an entry without the three strings ends the
+   list (a file written by another tool). */
+static void read_recipes(rp_meta_t *m, const json_t *doc) {
+  const json_t *arr = json_object_get(doc, "recipes");
+  size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+  if (n == 0 || (m->recipes = calloc(n, sizeof *m->recipes)) == NULL) return;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(arr, i);
+    const char *name = json_string_value(json_object_get(e, "name")),
+               *hash = json_string_value(json_object_get(e, "hash")),
+               *text = json_string_value(json_object_get(e, "text"));
+    rp_recipe_meta_t *r = &m->recipes[m->nrecipes];
+    if (name == NULL || hash == NULL || text == NULL) return;
+    r->name = strdup(name), r->hash = strdup(hash), r->text = strdup(text);
+    if (r->name == NULL || r->hash == NULL || r->text == NULL) {
+      free(r->name), free(r->hash), free(r->text);
       return;
     }
-    if (m->nrecipes == cap) {
-      rp_recipe_meta_t *g = realloc(m->recipes, (cap ? 2 * cap : 16) * sizeof *g);
-      if (g == NULL) {
-        free(r.name), free(r.hash), free(r.text);
-        return;
-      }
-      m->recipes = g;
-      cap = cap ? 2 * cap : 16;
-    }
-    m->recipes[m->nrecipes++] = r;
+    m->nrecipes++;
   }
 }
 
 void rp_meta_read(rp_meta_t *m, const char *dir) {
-  char path[4200], *json;
+  char path[4200];
+  json_t *doc;
   memset(m, 0, sizeof *m);
   snprintf(path, sizeof path, "%s/meta.json", dir);
-  if ((json = xp_slurp(path, NULL)) == NULL) return;
-  copy_field(m->experiment, sizeof m->experiment, json, "experiment");
-  copy_field(m->grid, sizeof m->grid, json, "grid_hash");
-  copy_field(m->version, sizeof m->version, json, "version");
-  copy_field(m->git, sizeof m->git, json, "git");
-  read_recipes(m, json);
-  free(json);
+  if ((doc = json_load_file(path, 0, NULL)) == NULL) return;
+  copy_field(m->experiment, sizeof m->experiment, doc, "experiment");
+  copy_field(m->grid, sizeof m->grid, doc, "grid_hash");
+  copy_field(m->version, sizeof m->version, doc, "version");
+  copy_field(m->git, sizeof m->git, doc, "git");
+  read_recipes(m, doc);
+  json_decref(doc);
 }
 
 void rp_meta_free(rp_meta_t *m) {

@@ -12,14 +12,9 @@ static const cli_opt_t params[] = {
     {"set", "KEY=VALUE[,KEY=VALUE...]", NULL, "recipe keys changed after the preset (e.g. dq_reduce=fp32-atomic)"},
     {"runs", "R", "8", "number of runs (order seeds base .. base + R - 1)"},
     {"order-seed-base", "S", "1", "order seed of the first run (dq_reduce_order_seed)"},
-    {"n", "N", "1024", "sequence length (queries and keys)"},
-    {"d", "D", "128", "head dimension"},
-    {"heads", "H", "1", "query heads"},
-    {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
-    {"seed", "S", "1", "seed of the input draw (the same draws as attnacc run --seed S)"},
-    {"dist", "normal|uniform", "normal", "input distribution"},
-    {"sigma", "X", "1", "scale of the input distribution (> 0)"},
-    {"causal", NULL, NULL, "causal mask"},
+    CLI_OPTS_PROBLEM_SHAPE,
+    CLI_OPTS_PROBLEM_DRAW,
+    CLI_OPT_CAUSAL,
     XP_OPTS_ORACLE,
     {"json", NULL, NULL, "print the verdict as one JSON object (the sweep's own lines then go to stderr)"},
 };
@@ -192,12 +187,8 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
   det_t *cx = calloc(1, sizeof *cx);
   if ((ctx->priv = cx) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   pthread_mutex_init(&cx->lock, NULL);
-  cx->n = 1024;
-  cx->d = 128;
-  cx->heads = 1;
   cx->runs = 8;
-  cx->seed = cx->base = 1;
-  cx->sigma = 1;
+  cx->base = 1;
   if ((s = xp_opt(o, "variant")) != NULL) {
     if (aa_recipe_preset(&cx->rec, s, NULL) != AA_OK)
       return aa_error_set(err, AA_ENOTFOUND, "unknown variant '%s' (attnacc list shows the presets)", s);
@@ -209,21 +200,15 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
   }
   if ((s = xp_opt(o, "set")) != NULL && (rc = apply_sets(&cx->rec, s, err)) != AA_OK) return rc;
   if ((rc = aa_recipe_check(&cx->rec, err)) != AA_OK) return rc;
+  cli_problem_opts_t po;
+  cli_problem_opts_init(&po);
   if (xp_opt_size(&cx->runs, o, "runs", 1, 1000) || xp_opt_u64(&cx->base, o, "order-seed-base") ||
-      xp_opt_size(&cx->n, o, "n", 1, 1 << 20) || xp_opt_size(&cx->d, o, "d", 1, 4096) ||
-      xp_opt_size(&cx->heads, o, "heads", 1, 4096) || xp_opt_size(&cx->kv_heads, o, "kv-heads", 1, 4096) ||
-      xp_opt_u64(&cx->seed, o, "seed") || xp_opt_double(&cx->sigma, o, "sigma", 0, 1e300, 1))
+      cli_problem_opts_parse(&po, o->args, o->cmd, 1 << 20, 4096))
     return AA_EINVAL;
-  if ((s = xp_opt(o, "dist")) != NULL) {
-    if (strcmp(s, "uniform") == 0)
-      cx->uniform = 1;
-    else if (strcmp(s, "normal") != 0)
-      return aa_error_set(err, AA_EINVAL, "--dist: '%s' is not normal or uniform", s);
-  }
-  if (cx->kv_heads == 0) cx->kv_heads = cx->heads;
+  cx->n = po.n, cx->d = po.d, cx->heads = po.heads, cx->kv_heads = po.kv_heads ? po.kv_heads : po.heads;
+  cx->seed = po.seed, cx->uniform = po.uniform, cx->sigma = po.sigma, cx->causal = po.causal;
   if (cx->heads % cx->kv_heads != 0)
     return aa_error_set(err, AA_EINVAL, "--kv-heads %zu does not divide --heads %zu", cx->kv_heads, cx->heads);
-  cx->causal = xp_opt(o, "causal") != NULL;
   cx->json = xp_opt(o, "json") != NULL;
   ctx->stdout_owned = cx->json;
   problem(&pb, cx);
@@ -248,106 +233,131 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
   return aa_sweep_build(sw, NULL, NULL, err);
 }
 
-/* The verdict over the runs, from results.csv. */
-static int det_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
-  const det_t *cx = ctx->priv;
+/* What det_finish reports, summed or maximised over the runs of results.csv. */
+typedef struct {
+  size_t runs, npat, differ, numel;
+  double max_spread, mean_spread, spread_l2, max_err, mean_err, l2_err, fails, rec, tiles, t_or, t_em;
+  const char *kind, *uf;
+} det_summary_t;
+
+static int det_summarise(det_summary_t *S, const det_t *cx, const char *path, aa_error_t *err) {
   xp_csv_t c;
-  char path[4096];
-  size_t runs, npat = 0, differ = 0, numel = cx->heads * cx->n * cx->d;
-  double max_spread = 0, mean_spread = 0, spread_l2 = 0, max_err = 0, sum_mean = 0, sum_l2 = 0, fails = 0, rec = 0,
-         tiles = 0, t_or = 0, t_em = 0;
-  const char *kind = aa_reduce_kind_name(cx->rec.bwd_dq_reduce.kind), *uf;
-  cli_sb_t sb = {0};
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  double sum_mean = 0, sum_l2 = 0;
+  memset(S, 0, sizeof *S);
+  S->numel = cx->heads * cx->n * cx->d;
+  S->kind = aa_reduce_kind_name(cx->rec.bwd_dq_reduce.kind);
+  S->uf = cli_fmt_name(ulp_fmt_of(cx->rec.io_fmt));
   if (xp_csv_read(&c, path) != 0 || c.nrows == 0) return aa_error_set(err, AA_EIO, "cannot read %s", path);
   int ch = xp_csv_col(&c, "dq_hash");
-  runs = c.nrows;
-  for (size_t r = 0; r < runs; r++) {
+  S->runs = c.nrows;
+  for (size_t r = 0; r < S->runs; r++) {
     size_t k = 0;
     while (k < r && strcmp(xp_csv_cell(&c, k, ch), xp_csv_cell(&c, r, ch)) != 0)
       k++;
-    if (k == r) npat++;
+    if (k == r) S->npat++;
 #define NUM(name) xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, name)))
-    if ((size_t)NUM("diff_elements") > differ) differ = (size_t)NUM("diff_elements");
-    max_spread = fmax(max_spread, NUM("diff_max_ulp"));
-    mean_spread = fmax(mean_spread, NUM("diff_mean_ulp"));
-    spread_l2 = fmax(spread_l2, NUM("diff_rel_l2"));
-    max_err = fmax(max_err, NUM("max_ulp"));
+    if ((size_t)NUM("diff_elements") > S->differ) S->differ = (size_t)NUM("diff_elements");
+    S->max_spread = fmax(S->max_spread, NUM("diff_max_ulp"));
+    S->mean_spread = fmax(S->mean_spread, NUM("diff_mean_ulp"));
+    S->spread_l2 = fmax(S->spread_l2, NUM("diff_rel_l2"));
+    S->max_err = fmax(S->max_err, NUM("max_ulp"));
     sum_mean += NUM("mean_ulp");
     sum_l2 += NUM("rel_l2");
-    fails += NUM("budget_failures");
-    rec += NUM("fp64_recomputes");
-    tiles += NUM("tiles");
-    t_or = fmax(t_or, NUM("seconds_oracle"));
-    t_em += NUM("seconds_emul");
+    S->fails += NUM("budget_failures");
+    S->rec += NUM("fp64_recomputes");
+    S->tiles += NUM("tiles");
+    S->t_or = fmax(S->t_or, NUM("seconds_oracle"));
+    S->t_em += NUM("seconds_emul");
 #undef NUM
   }
   xp_csv_free(&c);
-  double mean_err = sum_mean / (double)runs, l2_err = sum_l2 / (double)runs;
-  double r_max = max_err > 0 ? max_spread / max_err : 0, r_mean = mean_err > 0 ? mean_spread / mean_err : 0,
-         r_l2 = l2_err > 0 ? spread_l2 / l2_err : 0;
-  uf = cli_fmt_name(ulp_fmt_of(cx->rec.io_fmt));
-  if (cx->json) {
-    cli_sb_printf(&sb, "{\n  \"command\": \"determinism\",\n  \"attnacc_version\": ");
-    cli_sb_json_str(&sb, AA_VERSION);
-    cli_sb_printf(&sb, ",\n  \"git_hash\": ");
-    cli_sb_json_str(&sb, AA_GIT_HASH);
-    cli_sb_printf(&sb, ",\n  \"results\": ");
-    cli_sb_json_str(&sb, path);
-    cli_sb_printf(&sb, ",\n  \"variant\": ");
-    cli_sb_json_str(&sb, cx->rec.name);
-    cli_sb_printf(&sb, ",\n  \"dq_reduce\": ");
-    cli_sb_json_str(&sb, kind);
-    cli_sb_printf(&sb,
-                  ",\n  \"seed\": %llu,\n  \"problem\": {\"n\": %zu, \"d\": %zu, \"heads\": %zu, \"kv_heads\": %zu, "
-                  "\"causal\": %s, \"dist\": \"%s\", \"sigma\": ",
-                  (unsigned long long)cx->seed, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "true" : "false",
-                  cx->uniform ? "uniform" : "normal");
-    cli_sb_json_num(&sb, cx->sigma);
-    cli_sb_printf(&sb, "},\n  \"runs\": %zu,\n  \"order_seed_base\": %llu,\n  \"distinct_patterns\": %zu,\n", runs,
-                  (unsigned long long)cx->base, npat);
-    cli_sb_printf(&sb, "  \"elements\": %zu,\n  \"elements_differing\": %zu,\n  \"ulp_fmt\": \"%s\",\n", numel,
-                  differ, uf);
-    const char *keys[] = {"spread_max_ulp",        "spread_mean_ulp",        "spread_rel_l2",
-                          "error_max_ulp",         "error_mean_ulp",         "error_rel_l2",
-                          "spread_over_error_max", "spread_over_error_mean", "spread_over_error_l2"};
-    const double vals[] = {max_spread, mean_spread, spread_l2, max_err, mean_err, l2_err, r_max, r_mean, r_l2};
-    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-      cli_sb_printf(&sb, "  \"%s\": ", keys[i]);
-      cli_sb_json_num(&sb, vals[i]);
-      cli_sb_printf(&sb, ",\n");
-    }
-    cli_sb_printf(&sb, "  \"dq_tiles_per_run\": %llu,\n  \"dq_budget_failures_per_run\": ",
-                  (unsigned long long)(tiles / (double)runs));
-    cli_sb_json_num(&sb, fails / (double)runs);
-    cli_sb_printf(&sb, ",\n  \"dq_fp64_recomputes_per_run\": ");
-    cli_sb_json_num(&sb, rec / (double)runs);
-    cli_sb_printf(&sb, ",\n  \"seconds_oracle\": ");
-    cli_sb_json_num(&sb, t_or);
-    cli_sb_printf(&sb, ",\n  \"seconds_per_run\": ");
-    cli_sb_json_num(&sb, t_em / (double)runs);
-    cli_sb_printf(&sb, "\n}\n");
-    if (sb.oom) return aa_error_set(err, AA_ENOMEM, "out of memory");
-    fwrite(sb.buf, 1, sb.len, stdout);
-    cli_sb_free(&sb);
-    return AA_OK;
-  }
+  S->mean_err = sum_mean / (double)S->runs;
+  S->l2_err = sum_l2 / (double)S->runs;
+  return AA_OK;
+}
+
+static double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
+
+static int det_print_json(const det_summary_t *S, const det_t *cx, const char *path, aa_error_t *err) {
+  json_t *j = json_object(), *p = json_object();
+  const double runs = (double)S->runs;
+  int bad = cli_json_set(j, "command", json_string("determinism"));
+  bad |= cli_json_set(j, "attnacc_version", cli_json_str(AA_VERSION));
+  bad |= cli_json_set(j, "git_hash", cli_json_str(AA_GIT_HASH));
+  bad |= cli_json_set(j, "results", cli_json_str(path));
+  bad |= cli_json_set(j, "variant", cli_json_str(cx->rec.name));
+  bad |= cli_json_set(j, "dq_reduce", cli_json_str(S->kind));
+  bad |= cli_json_set(j, "seed", cli_json_u64(cx->seed));
+  bad |= cli_json_set(p, "n", cli_json_u64(cx->n));
+  bad |= cli_json_set(p, "d", cli_json_u64(cx->d));
+  bad |= cli_json_set(p, "heads", cli_json_u64(cx->heads));
+  bad |= cli_json_set(p, "kv_heads", cli_json_u64(cx->kv_heads));
+  bad |= cli_json_set(p, "causal", cli_json_bool(cx->causal));
+  bad |= cli_json_set(p, "dist", json_string(cx->uniform ? "uniform" : "normal"));
+  bad |= cli_json_set(p, "sigma", cli_json_num(cx->sigma));
+  bad |= cli_json_set(j, "problem", p);
+  bad |= cli_json_set(j, "runs", cli_json_u64(S->runs));
+  bad |= cli_json_set(j, "order_seed_base", cli_json_u64(cx->base));
+  bad |= cli_json_set(j, "distinct_patterns", cli_json_u64(S->npat));
+  bad |= cli_json_set(j, "elements", cli_json_u64(S->numel));
+  bad |= cli_json_set(j, "elements_differing", cli_json_u64(S->differ));
+  bad |= cli_json_set(j, "ulp_fmt", json_string(S->uf));
+  bad |= cli_json_set(j, "spread_max_ulp", cli_json_num(S->max_spread));
+  bad |= cli_json_set(j, "spread_mean_ulp", cli_json_num(S->mean_spread));
+  bad |= cli_json_set(j, "spread_rel_l2", cli_json_num(S->spread_l2));
+  bad |= cli_json_set(j, "error_max_ulp", cli_json_num(S->max_err));
+  bad |= cli_json_set(j, "error_mean_ulp", cli_json_num(S->mean_err));
+  bad |= cli_json_set(j, "error_rel_l2", cli_json_num(S->l2_err));
+  bad |= cli_json_set(j, "spread_over_error_max", cli_json_num(ratio(S->max_spread, S->max_err)));
+  bad |= cli_json_set(j, "spread_over_error_mean", cli_json_num(ratio(S->mean_spread, S->mean_err)));
+  bad |= cli_json_set(j, "spread_over_error_l2", cli_json_num(ratio(S->spread_l2, S->l2_err)));
+  bad |= cli_json_set(j, "dq_tiles_per_run", cli_json_u64((uint64_t)(S->tiles / runs)));
+  bad |= cli_json_set(j, "dq_budget_failures_per_run", cli_json_num(S->fails / runs));
+  bad |= cli_json_set(j, "dq_fp64_recomputes_per_run", cli_json_num(S->rec / runs));
+  bad |= cli_json_set(j, "seconds_oracle", cli_json_num(S->t_or));
+  bad |= cli_json_set(j, "seconds_per_run", cli_json_num(S->t_em / runs));
+  char *text = bad ? NULL : cli_json_text(j, 0, NULL);
+  json_decref(j);
+  if (text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  fputs(text, stdout);
+  free(text);
+  return AA_OK;
+}
+
+static void det_print_text(const det_summary_t *S, const det_t *cx) {
+  const double runs = (double)S->runs;
   printf("determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
-         cx->rec.name, kind, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "causal" : "dense",
+         cx->rec.name, S->kind, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "causal" : "dense",
          cx->uniform ? "uniform" : "normal", cx->sigma, (unsigned long long)cx->seed);
-  printf("runs: %zu (order seeds %llu..%llu)\n", runs, (unsigned long long)cx->base,
-         (unsigned long long)(cx->base + runs - 1));
-  printf("distinct dQ bit patterns: %zu%s\n", npat, npat == 1 ? " (bitwise identical runs)" : "");
-  printf("elements differing from the first run: %zu of %zu (largest over runs)\n", differ, numel);
+  printf("runs: %zu (order seeds %llu..%llu)\n", S->runs, (unsigned long long)cx->base,
+         (unsigned long long)(cx->base + S->runs - 1));
+  printf("distinct dQ bit patterns: %zu%s\n", S->npat, S->npat == 1 ? " (bitwise identical runs)" : "");
+  printf("elements differing from the first run: %zu of %zu (largest over runs)\n", S->differ, S->numel);
   printf("spread (ulp of %s, distance from the first run): max %.4g, mean %.4g; rel_l2 of the largest run difference "
          "%.3e\n",
-         uf, max_spread, mean_spread, spread_l2);
-  printf("error vs oracle (ulp of %s, over runs): max %.4g, mean %.4g; rel_l2 %.3e\n", uf, max_err, mean_err, l2_err);
-  printf("spread / error: max %.3g, mean %.3g, l2 %.3g\n", r_max, r_mean, r_l2);
-  printf("dq tiles per run %.0f; budget failures per run %.4g; FP64 recomputes per run %.4g\n", tiles / (double)runs,
-         fails / (double)runs, rec / (double)runs);
-  printf("seconds: oracle %.3f, emulation %.3f per run\n", t_or, t_em / (double)runs);
+         S->uf, S->max_spread, S->mean_spread, S->spread_l2);
+  printf("error vs oracle (ulp of %s, over runs): max %.4g, mean %.4g; rel_l2 %.3e\n", S->uf, S->max_err, S->mean_err,
+         S->l2_err);
+  printf("spread / error: max %.3g, mean %.3g, l2 %.3g\n", ratio(S->max_spread, S->max_err),
+         ratio(S->mean_spread, S->mean_err), ratio(S->spread_l2, S->l2_err));
+  printf("dq tiles per run %.0f; budget failures per run %.4g; FP64 recomputes per run %.4g\n", S->tiles / runs,
+         S->fails / runs, S->rec / runs);
+  printf("seconds: oracle %.3f, emulation %.3f per run\n", S->t_or, S->t_em / runs);
   printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+}
+
+/* The verdict over the runs, from results.csv. */
+static int det_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
+  const det_t *cx = ctx->priv;
+  det_summary_t S;
+  char path[4096];
+  int rc;
+  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  if ((rc = det_summarise(&S, cx, path, err)) != AA_OK) return rc;
+  if (cx->json) return det_print_json(&S, cx, path, err);
+  det_print_text(&S, cx);
   return AA_OK;
 }
 

@@ -70,6 +70,29 @@ typedef struct {
   uint64_t seed;
 } dm_t;
 
+/* The cell's row: the masks' statistics, the variant's errors and those of the consistent run. */
+static int dm_row(aa_sweep_rows_t *rows, const aa_dropout_t *dd, const uint8_t *fwd, const uint8_t *bwd, size_t total,
+                  size_t ftk, size_t btk, const cli_variant_t *v, const double *cons, double t0) {
+  static const char *const ro[] = {"rel_l2_o", "rel_l2_dq", "rel_l2_dk", "rel_l2_dv"};
+  static const char *const ma[] = {"max_abs_dq", "max_abs_dk", "max_abs_dv"};
+  static const char *const co[] = {"consistent_rel_l2_dq", "consistent_rel_l2_dk", "consistent_rel_l2_dv"};
+  aa_sweep_row_new(rows);
+  aa_sweep_set_str(rows, "scheme", aa_dropout_scheme_name(dd->scheme));
+  aa_sweep_set_int(rows, "fwd_tile_k", (int64_t)ftk);
+  aa_sweep_set_int(rows, "bwd_tile_k", (int64_t)btk);
+  aa_sweep_set_double(rows, "mismatch_fraction", aa_dropout_mismatch(fwd, bwd, total));
+  aa_sweep_set_double(rows, "keep_rate", aa_dropout_keep_rate(fwd, total));
+  aa_sweep_set_double(rows, "keep_expected", aa_dropout_expected_keep(dd));
+  aa_sweep_set_double(rows, "o_bias_implied", aa_dropout_implied_bias(dd));
+  for (int j = 0; j < 4; j++)
+    aa_sweep_set_double(rows, ro[j], v->out[j].m.rel_l2);
+  for (int j = 0; j < 3; j++)
+    aa_sweep_set_double(rows, ma[j], v->out[j + 1].m.max_abs);
+  for (int j = 0; j < 3; j++)
+    aa_sweep_set_double(rows, co[j], cons[j]);
+  return aa_sweep_set_double(rows, "seconds", cli_now() - t0);
+}
+
 static int dm_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   xp_ctx_t *ctx = vctx;
   const dm_t *cx = ctx->priv;
@@ -130,26 +153,7 @@ static int dm_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
     for (int j = 0; j < 3; j++)
       cons[j] = vc.out[j + 1].m.rel_l2;
   }
-  {
-    static const char *const ro[] = {"rel_l2_o", "rel_l2_dq", "rel_l2_dk", "rel_l2_dv"};
-    static const char *const ma[] = {"max_abs_dq", "max_abs_dk", "max_abs_dv"};
-    static const char *const co[] = {"consistent_rel_l2_dq", "consistent_rel_l2_dk", "consistent_rel_l2_dv"};
-    aa_sweep_row_new(rows);
-    aa_sweep_set_str(rows, "scheme", aa_dropout_scheme_name(dd.scheme));
-    aa_sweep_set_int(rows, "fwd_tile_k", (int64_t)ftk);
-    aa_sweep_set_int(rows, "bwd_tile_k", (int64_t)btk);
-    aa_sweep_set_double(rows, "mismatch_fraction", aa_dropout_mismatch(fwd, bwd, total));
-    aa_sweep_set_double(rows, "keep_rate", aa_dropout_keep_rate(fwd, total));
-    aa_sweep_set_double(rows, "keep_expected", aa_dropout_expected_keep(&dd));
-    aa_sweep_set_double(rows, "o_bias_implied", aa_dropout_implied_bias(&dd));
-    for (int j = 0; j < 4; j++)
-      aa_sweep_set_double(rows, ro[j], v.out[j].m.rel_l2);
-    for (int j = 0; j < 3; j++)
-      aa_sweep_set_double(rows, ma[j], v.out[j + 1].m.max_abs);
-    for (int j = 0; j < 3; j++)
-      aa_sweep_set_double(rows, co[j], cons[j]);
-    rc = aa_sweep_set_double(rows, "seconds", cli_now() - t0);
-  }
+  rc = dm_row(rows, &dd, fwd, bwd, total, ftk, btk, &v, cons, t0);
 out:
   cli_variant_free(&v);
   cli_variant_free(&vc);

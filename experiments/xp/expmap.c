@@ -55,8 +55,9 @@ static const char *help_text =
     "7 (BF16). For a positive normal result E is exponent + mantissa/2^m, a piecewise-linear log2 of\n"
     "the value; for S < 0 it keeps counting downward where the pattern itself has wrapped into the\n"
     "sign bit (0xFF81..0xFFFF NaN at E in [-127.99, -127.008] for BF16). The JSON's\n"
-    "paper_nan_exponents says whether E = -127 and E = -126.5 (seed 003, section 5.5) lie within one\n"
-    "encoding step of a NaN run.\n"
+    "paper_nan_exponents says whether E = -127 and E = -126.5 (the NaN exponents that the\n"
+    "Blackwell FlashAttention paper, Stashuk, Yu, Shah, reports in section 5.5; REFERENCES.md\n"
+    "[blackwell-fa]) lie within one encoding step of a NaN run.\n"
     "\n"
     "exit status: 0 ok, 2 bad options, 1 failure\n";
 
@@ -82,31 +83,25 @@ static int parse_float(float *out, const char *opt, const char *s) {
   }
   float f = (float)v;
   if ((double)f != v) {
-    cli_error("expmap", "--%s: %s is not an FP32 value (nearest %a)", opt, s, (double)f);
+    cli_error("expmap", "--%s: %s is not an FP32 value (nearest %.9g)", opt, s, (double)f);
     return 2;
   }
   *out = f;
   return 0;
 }
 
-static void json_ranges(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int c, int exponent, int bf16,
-                        float shift) {
-  cli_sb_printf(sb, "[");
+/* The [lo, hi] runs of class c: the inputs x (exponent 0) or their encoded exponents. */
+static json_t *json_ranges(const aa_exp_map_t *m, const aa_exp_t *e, int c, int exponent, int bf16, float shift) {
+  json_t *a = json_array();
+  int bad = 0;
   for (int r = 0; r < m->nranges[c]; r++) {
     float lo = m->ranges[c][r].lo, hi = m->ranges[c][r].hi;
-    cli_sb_printf(sb, "%s[", r ? ", " : "");
-    if (exponent) {
-      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, lo - shift, bf16));
-      cli_sb_printf(sb, ", ");
-      cli_sb_json_num(sb, aa_exp_encoded_exponent(e, hi - shift, bf16));
-    } else {
-      cli_sb_json_num(sb, lo);
-      cli_sb_printf(sb, ", ");
-      cli_sb_json_num(sb, hi);
-    }
-    cli_sb_printf(sb, "]");
+    json_t *p = json_array();
+    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, lo - shift, bf16) : lo));
+    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, hi - shift, bf16) : hi));
+    bad |= cli_json_push(a, p);
   }
-  cli_sb_printf(sb, "]");
+  return bad ? (json_decref(a), NULL) : a;
 }
 
 /* Is E within one encoding step of some NaN run (in encoded-exponent terms)? */
@@ -125,63 +120,61 @@ static int nan_near(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float sh
   return 0;
 }
 
-static void json_one(cli_sb_t *sb, const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float lo, float hi,
-                     int exhaustive, uint64_t seed, float shift) {
-  char spec[256];
-  aa_exp_describe(spec, sizeof spec, e);
-  cli_sb_printf(sb, "{\"version\": ");
-  cli_sb_json_str(sb, AA_VERSION);
-  cli_sb_printf(sb, ", \"git\": ");
-  cli_sb_json_str(sb, AA_GIT_HASH);
-  cli_sb_printf(sb, ", \"construction\": ");
-  cli_sb_json_str(sb, aa_exp_info(e->kind)->name);
-  cli_sb_printf(sb, ", \"spec\": ");
-  cli_sb_json_str(sb, spec);
-  cli_sb_printf(sb, ", \"input_base\": \"2\", \"output\": \"%s\", \"mode\": \"%s\"", bf16 ? "bf16" : "fp32",
-                exhaustive ? "exhaustive" : "samples");
-  if (!exhaustive) cli_sb_printf(sb, ", \"seed\": %llu", (unsigned long long)seed);
-  cli_sb_printf(sb, ", \"lo\": ");
-  cli_sb_json_num(sb, lo);
-  cli_sb_printf(sb, ", \"hi\": ");
-  cli_sb_json_num(sb, hi);
-  cli_sb_printf(sb, ", \"shift\": ");
-  cli_sb_json_num(sb, shift);
-  cli_sb_printf(sb, ", \"inputs\": %llu, \"valid\": %llu", (unsigned long long)m->inputs,
-                (unsigned long long)m->valid);
-  const char *k[] = {"min_ratio", "max_ratio", "max_rel_err", "mean_rel_err"};
-  double v[] = {m->min_ratio, m->max_ratio, m->max_rel_err, m->mean_rel_err};
-  for (int i = 0; i < 4; i++) {
-    cli_sb_printf(sb, ", \"%s\": ", k[i]);
-    cli_sb_json_num(sb, v[i]);
-  }
-  cli_sb_printf(sb, ", \"min_ratio_at\": ");
-  cli_sb_json_num(sb, m->argmin_ratio);
-  cli_sb_printf(sb, ", \"max_ratio_at\": ");
-  cli_sb_json_num(sb, m->argmax_ratio);
-  cli_sb_printf(sb, ", \"max_rel_err_at\": ");
-  cli_sb_json_num(sb, m->argmax_rel_err);
-  if (shift != 0.0f)
-    cli_sb_printf(sb, ", \"cr_mismatch\": null");
-  else
-    cli_sb_printf(sb, ", \"cr_mismatch\": %llu", (unsigned long long)m->cr_mismatch);
+/* The classes' counts, runs and ranges into j (keys CLASS_count, CLASS_runs, CLASS_ranges...). */
+static int json_classes(json_t *j, const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift) {
+  int bad = 0;
   for (int c = 0; c < AA_EXP_NCLS; c++) {
     const char *n = aa_exp_cls_name(c);
-    cli_sb_printf(sb, ", \"%s_count\": %llu, \"%s_runs\": %llu, \"%s_ranges\": ", n,
-                  (unsigned long long)m->cls_count[c], n, (unsigned long long)m->cls_runs[c], n);
-    json_ranges(sb, m, e, c, 0, bf16, shift);
-    cli_sb_printf(sb, ", \"%s_ranges_exponent\": ", n);
-    json_ranges(sb, m, e, c, 1, bf16, shift);
-    cli_sb_printf(sb, ", \"%s_ranges_truncated\": %s", n, m->ranges_truncated[c] ? "true" : "false");
+    char key[64];
+    snprintf(key, sizeof key, "%s_count", n);
+    bad |= cli_json_set(j, key, cli_json_u64(m->cls_count[c]));
+    snprintf(key, sizeof key, "%s_runs", n);
+    bad |= cli_json_set(j, key, cli_json_u64(m->cls_runs[c]));
+    snprintf(key, sizeof key, "%s_ranges", n);
+    bad |= cli_json_set(j, key, json_ranges(m, e, c, 0, bf16, shift));
+    snprintf(key, sizeof key, "%s_ranges_exponent", n);
+    bad |= cli_json_set(j, key, json_ranges(m, e, c, 1, bf16, shift));
+    snprintf(key, sizeof key, "%s_ranges_truncated", n);
+    bad |= cli_json_set(j, key, cli_json_bool(m->ranges_truncated[c]));
   }
-  cli_sb_printf(sb, ", \"paper_nan_exponents\": {\"-127\": %s, \"-126.5\": %s}",
-                nan_near(m, e, bf16, shift, -127.0) ? "true" : "false",
-                nan_near(m, e, bf16, shift, -126.5) ? "true" : "false");
-  cli_sb_printf(sb, ", \"reference\": \"libm exp2 (FP64)\", \"reference_max_relerr\": ");
-  cli_sb_json_num(sb, AA_EXP_REF_RELERR);
-  cli_sb_printf(
-      sb, ", \"reference_checked\": %llu, \"reference_observed_max_relerr\": ", (unsigned long long)m->ref_checked);
-  cli_sb_json_num(sb, m->ref_observed_max_relerr);
-  cli_sb_printf(sb, "}");
+  return bad;
+}
+
+static json_t *json_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float lo, float hi, int exhaustive,
+                        uint64_t seed, float shift) {
+  char spec[256];
+  json_t *j = json_object(), *nan = json_object();
+  aa_exp_describe(spec, sizeof spec, e);
+  int bad = cli_json_set(j, "version", cli_json_str(AA_VERSION));
+  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
+  bad |= cli_json_set(j, "construction", cli_json_str(aa_exp_info(e->kind)->name));
+  bad |= cli_json_set(j, "spec", cli_json_str(spec));
+  bad |= cli_json_set(j, "input_base", json_string("2"));
+  bad |= cli_json_set(j, "output", json_string(bf16 ? "bf16" : "fp32"));
+  bad |= cli_json_set(j, "mode", json_string(exhaustive ? "exhaustive" : "samples"));
+  if (!exhaustive) bad |= cli_json_set(j, "seed", cli_json_u64(seed));
+  bad |= cli_json_set(j, "lo", cli_json_num(lo));
+  bad |= cli_json_set(j, "hi", cli_json_num(hi));
+  bad |= cli_json_set(j, "shift", cli_json_num(shift));
+  bad |= cli_json_set(j, "inputs", cli_json_u64(m->inputs));
+  bad |= cli_json_set(j, "valid", cli_json_u64(m->valid));
+  bad |= cli_json_set(j, "min_ratio", cli_json_num(m->min_ratio));
+  bad |= cli_json_set(j, "max_ratio", cli_json_num(m->max_ratio));
+  bad |= cli_json_set(j, "max_rel_err", cli_json_num(m->max_rel_err));
+  bad |= cli_json_set(j, "mean_rel_err", cli_json_num(m->mean_rel_err));
+  bad |= cli_json_set(j, "min_ratio_at", cli_json_num(m->argmin_ratio));
+  bad |= cli_json_set(j, "max_ratio_at", cli_json_num(m->argmax_ratio));
+  bad |= cli_json_set(j, "max_rel_err_at", cli_json_num(m->argmax_rel_err));
+  bad |= cli_json_set(j, "cr_mismatch", shift != 0.0f ? json_null() : cli_json_u64(m->cr_mismatch));
+  bad |= json_classes(j, m, e, bf16, shift);
+  bad |= cli_json_set(nan, "-127", cli_json_bool(nan_near(m, e, bf16, shift, -127.0)));
+  bad |= cli_json_set(nan, "-126.5", cli_json_bool(nan_near(m, e, bf16, shift, -126.5)));
+  bad |= cli_json_set(j, "paper_nan_exponents", nan);
+  bad |= cli_json_set(j, "reference", json_string("libm exp2 (FP64)"));
+  bad |= cli_json_set(j, "reference_max_relerr", cli_json_num(AA_EXP_REF_RELERR));
+  bad |= cli_json_set(j, "reference_checked", cli_json_u64(m->ref_checked));
+  bad |= cli_json_set(j, "reference_observed_max_relerr", cli_json_num(m->ref_observed_max_relerr));
+  return bad ? (json_decref(j), NULL) : j;
 }
 
 static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float shift) {
@@ -189,9 +182,9 @@ static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float s
   aa_exp_describe(spec, sizeof spec, e);
   printf("%s (output %s)\n", spec, bf16 ? "bf16" : "fp32");
   printf("  inputs %llu, valid %llu\n", (unsigned long long)m->inputs, (unsigned long long)m->valid);
-  printf("  ratio output/2^x in [%.7f, %.7f] (at x = %a, %a)\n", m->min_ratio, m->max_ratio, (double)m->argmin_ratio,
-         (double)m->argmax_ratio);
-  printf("  max rel err %.4e (at x = %a), mean rel err %.4e\n", m->max_rel_err, (double)m->argmax_rel_err,
+  printf("  ratio output/2^x in [%.7f, %.7f] (at x = %.9g, %.9g)\n", m->min_ratio, m->max_ratio,
+         (double)m->argmin_ratio, (double)m->argmax_ratio);
+  printf("  max rel err %.4e (at x = %.9g), mean rel err %.4e\n", m->max_rel_err, (double)m->argmax_rel_err,
          m->mean_rel_err);
   if (shift == 0.0f)
     printf("  differs from correctly rounded 2^x: %llu inputs\n", (unsigned long long)m->cr_mismatch);
@@ -200,7 +193,7 @@ static void text_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, float s
     printf("  %-9s %llu inputs in %llu runs%s\n", aa_exp_cls_name(c), (unsigned long long)m->cls_count[c],
            (unsigned long long)m->cls_runs[c], m->ranges_truncated[c] ? " (run list truncated)" : "");
     for (int r = 0; r < m->nranges[c]; r++)
-      printf("    x in [%a, %a]  E in [%.7g, %.7g]\n", (double)m->ranges[c][r].lo, (double)m->ranges[c][r].hi,
+      printf("    x in [%.9g, %.9g]  E in [%.7g, %.7g]\n", (double)m->ranges[c][r].lo, (double)m->ranges[c][r].hi,
              aa_exp_encoded_exponent(e, m->ranges[c][r].lo - shift, bf16),
              aa_exp_encoded_exponent(e, m->ranges[c][r].hi - shift, bf16));
   }
@@ -254,18 +247,91 @@ static int write_curve(const char *path, const aa_exp_t *e, const int *bf16, int
   return 0;
 }
 
-int aa_cmd_expmap(int argc, char **argv) {
+/* The command's settings. */
+typedef struct {
   aa_exp_t e[MAXC];
-  int ne = 0, json = 0, exhaustive = 0, packed = 0, threads = 0;
-  float lo = -149.0f, hi = 0x1.fffffep+6f, shift = 0.0f;
-  uint64_t nsamples = 0, seed = 1;
-  size_t ref_check = 4096, curve_points = 4000;
-  const char *curve = NULL;
+  int ne, json, exhaustive, packed, threads;
+  float lo, hi, shift;
+  uint64_t nsamples, seed;
+  size_t ref_check, curve_points;
+  const char *curve;
+} expmap_args_t;
+
+/* --param K=V: a parameter of the latest construction. */
+static int parse_param(expmap_args_t *X, const char *val) {
+  char kv[256], *eq;
   aa_error_t err;
+  if (X->ne == 0) {
+    cli_error("expmap", "--param %s comes before any --construction", val);
+    return 2;
+  }
+  if (strlen(val) >= sizeof kv || (eq = strchr(strcpy(kv, val), '=')) == NULL) {
+    cli_error("expmap", "--param: '%s' is not K=V", val);
+    return 2;
+  }
+  *eq = '\0';
+  if (aa_exp_set(&X->e[X->ne - 1], kv, eq + 1, &err) != AA_OK) {
+    cli_error("expmap", "--param: %s", err.msg);
+    return 2;
+  }
+  return 0;
+}
+
+/* One option that takes a value: 0, or 2 after a message. */
+static int parse_valued(expmap_args_t *X, const char *a, const char *val) {
+  aa_error_t err;
+  size_t t;
   int rc;
+  if (strcmp(a, "--construction") == 0) {
+    if (X->ne == MAXC) {
+      cli_error("expmap", "at most %d constructions", MAXC);
+      return 2;
+    }
+    if (aa_exp_init(&X->e[X->ne], val, &err) != AA_OK) {
+      cli_error("expmap", "--construction: %s", err.msg);
+      return 2;
+    }
+    X->ne++;
+    return 0;
+  }
+  if (strcmp(a, "--param") == 0) return parse_param(X, val);
+  if (strcmp(a, "--lo") == 0) return parse_float(&X->lo, "lo", val);
+  if (strcmp(a, "--hi") == 0) return parse_float(&X->hi, "hi", val);
+  if (strcmp(a, "--shift") == 0) {
+    if ((rc = parse_float(&X->shift, "shift", val))) return rc;
+    if (isfinite(X->shift)) return 0;
+    cli_error("expmap", "--shift must be finite");
+    return 2;
+  }
+  if (strcmp(a, "--samples") == 0) {
+    if ((rc = cli_u64(&X->nsamples, "expmap", "samples", val))) return rc;
+    if (X->nsamples > 0 && X->nsamples <= (UINT64_C(1) << 30)) return 0;
+    cli_error("expmap", "--samples must be in 1..2^30, not %s", val);
+    return 2;
+  }
+  if (strcmp(a, "--seed") == 0) return cli_u64(&X->seed, "expmap", "seed", val);
+  if (strcmp(a, "--ref-check") == 0) return cli_size(&X->ref_check, "expmap", "ref-check", val, 0, 1u << 24);
+  if (strcmp(a, "--threads") == 0) {
+    if ((rc = cli_size(&t, "expmap", "threads", val, 1, 1024))) return rc;
+    X->threads = (int)t;
+    return 0;
+  }
+  if (strcmp(a, "--curve") == 0) {
+    X->curve = val;
+    return 0;
+  }
+  if (strcmp(a, "--curve-points") == 0) return cli_size(&X->curve_points, "expmap", "curve-points", val, 2, 10000000);
+  cli_error("expmap", "unknown option '%s' (see attnacc expmap --help)", a);
+  return 2;
+}
+
+/* The command line: -1 to go on, 0 after --help or --list, 2 after a message. */
+static int parse_args(expmap_args_t *X, int argc, char **argv) {
+  aa_error_t err;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int rc;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       fputs(help_text, stdout);
       return 0;
@@ -274,16 +340,12 @@ int aa_cmd_expmap(int argc, char **argv) {
       list_constructions();
       return 0;
     }
-    if (strcmp(a, "--json") == 0) {
-      json = 1;
-      continue;
-    }
-    if (strcmp(a, "--exhaustive") == 0) {
-      exhaustive = 1;
-      continue;
-    }
-    if (strcmp(a, "--packed") == 0) {
-      packed = 1;
+    int *flag = strcmp(a, "--json") == 0         ? &X->json
+                : strcmp(a, "--exhaustive") == 0 ? &X->exhaustive
+                : strcmp(a, "--packed") == 0     ? &X->packed
+                                                 : NULL;
+    if (flag != NULL) {
+      *flag = 1;
       continue;
     }
     if (val == NULL) {
@@ -291,130 +353,89 @@ int aa_cmd_expmap(int argc, char **argv) {
       return 2;
     }
     i++;
-    if (strcmp(a, "--construction") == 0) {
-      if (ne == MAXC) {
-        cli_error("expmap", "at most %d constructions", MAXC);
-        return 2;
-      }
-      if (aa_exp_init(&e[ne], val, &err) != AA_OK) {
-        cli_error("expmap", "--construction: %s", err.msg);
-        return 2;
-      }
-      ne++;
-    } else if (strcmp(a, "--param") == 0) {
-      char kv[256];
-      char *eq;
-      if (ne == 0) {
-        cli_error("expmap", "--param %s comes before any --construction", val);
-        return 2;
-      }
-      if (strlen(val) >= sizeof kv || (eq = strchr(strcpy(kv, val), '=')) == NULL) {
-        cli_error("expmap", "--param: '%s' is not K=V", val);
-        return 2;
-      }
-      *eq = '\0';
-      if (aa_exp_set(&e[ne - 1], kv, eq + 1, &err) != AA_OK) {
-        cli_error("expmap", "--param: %s", err.msg);
-        return 2;
-      }
-    } else if (strcmp(a, "--lo") == 0) {
-      if ((rc = parse_float(&lo, "lo", val))) return rc;
-    } else if (strcmp(a, "--hi") == 0) {
-      if ((rc = parse_float(&hi, "hi", val))) return rc;
-    } else if (strcmp(a, "--shift") == 0) {
-      if ((rc = parse_float(&shift, "shift", val))) return rc;
-      if (!isfinite(shift)) {
-        cli_error("expmap", "--shift must be finite");
-        return 2;
-      }
-    } else if (strcmp(a, "--samples") == 0) {
-      if ((rc = cli_u64(&nsamples, "expmap", "samples", val))) return rc;
-      if (nsamples == 0 || nsamples > (UINT64_C(1) << 30)) {
-        cli_error("expmap", "--samples must be in 1..2^30, not %s", val);
-        return 2;
-      }
-    } else if (strcmp(a, "--seed") == 0) {
-      if ((rc = cli_u64(&seed, "expmap", "seed", val))) return rc;
-    } else if (strcmp(a, "--ref-check") == 0) {
-      if ((rc = cli_size(&ref_check, "expmap", "ref-check", val, 0, 1u << 24))) return rc;
-    } else if (strcmp(a, "--threads") == 0) {
-      size_t t;
-      if ((rc = cli_size(&t, "expmap", "threads", val, 1, 1024))) return rc;
-      threads = (int)t;
-    } else if (strcmp(a, "--curve") == 0) {
-      curve = val;
-    } else if (strcmp(a, "--curve-points") == 0) {
-      if ((rc = cli_size(&curve_points, "expmap", "curve-points", val, 2, 10000000))) return rc;
-    } else {
-      cli_error("expmap", "unknown option '%s' (see attnacc expmap --help)", a);
-      return 2;
-    }
+    if ((rc = parse_valued(X, a, val)) != 0) return rc;
   }
-  if (ne == 0) {
+  if (X->ne == 0) {
     cli_error("expmap", "--construction NAME is required (see attnacc expmap --list)");
     return 2;
   }
-  if (exhaustive && nsamples) {
+  if (X->exhaustive && X->nsamples) {
     cli_error("expmap", "--exhaustive and --samples exclude each other");
     return 2;
   }
-  if (!(lo <= hi)) {
-    cli_error("expmap", "need --lo <= --hi (got %a > %a)", (double)lo, (double)hi);
+  if (!(X->lo <= X->hi)) {
+    cli_error("expmap", "need --lo <= --hi (got %.9g > %.9g)", (double)X->lo, (double)X->hi);
     return 2;
   }
-  if (curve != NULL && cli_check_out_file(curve, &err) != AA_OK) {
+  if (X->curve != NULL && cli_check_out_file(X->curve, &err) != AA_OK) {
     cli_error("expmap", "--curve: %s", err.msg);
     return 2;
   }
-  aa_exp_map_t *maps = calloc((size_t)ne, sizeof *maps);
-  float *xs = NULL;
-  if (maps == NULL) return 1;
-  aa_exp_map_opts_t mo = {packed, (int)ref_check, threads, shift};
+  return -1;
+}
+
+/* The maps over the seeded samples (pcg64 stream aa_rng_derive(seed, {0x657870})) or every FP32 input of [lo, hi]. */
+static int compute_maps(aa_exp_map_t *maps, const expmap_args_t *X, aa_error_t *err) {
+  aa_exp_map_opts_t mo = {X->packed, (int)X->ref_check, X->threads, X->shift};
+  aa_pcg64_t rng;
+  uint64_t tag = 0x657870;
+  float *xs;
   int st;
-  if (nsamples) {
-    xs = malloc(sizeof(float) * nsamples);
-    if (xs == NULL) {
-      free(maps);
-      cli_error("expmap", "out of memory");
-      return 1;
-    }
-    aa_pcg64_t rng;
-    uint64_t tag = 0x657870;
-    aa_rng_derive(&rng, seed, &tag, 1);
-    for (uint64_t i = 0; i < nsamples; i++) {
-      float x = (float)((double)lo + ((double)hi - (double)lo) * aa_pcg64_uniform(&rng));
-      xs[i] = x < lo ? lo : x > hi ? hi : x;
-    }
-    st = aa_exp_map_samples(maps, e, ne, xs, (size_t)nsamples, &mo, &err);
-  } else {
-    st = aa_exp_map_interval(maps, e, ne, lo, hi, &mo, &err);
+  if (X->nsamples == 0) return aa_exp_map_interval(maps, X->e, X->ne, X->lo, X->hi, &mo, err);
+  if ((xs = malloc(sizeof(float) * X->nsamples)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  aa_rng_derive(&rng, X->seed, &tag, 1);
+  for (uint64_t i = 0; i < X->nsamples; i++) {
+    float x = (float)((double)X->lo + ((double)X->hi - (double)X->lo) * aa_pcg64_uniform(&rng));
+    xs[i] = x < X->lo ? X->lo : x > X->hi ? X->hi : x;
   }
+  st = aa_exp_map_samples(maps, X->e, X->ne, xs, (size_t)X->nsamples, &mo, err);
   free(xs);
-  if (st != AA_OK) {
+  return st;
+}
+
+/* One construction: its object; several: an array of them. */
+static int print_json(const aa_exp_map_t *maps, const expmap_args_t *X, const int *bf16) {
+  json_t *all = X->ne > 1 ? json_array() : NULL, *one = NULL;
+  int bad = 0;
+  for (int c = 0; c < X->ne; c++) {
+    one = json_one(&maps[c], &X->e[c], bf16[c], X->lo, X->hi, X->nsamples == 0, X->seed, X->shift);
+    if (all != NULL) bad |= cli_json_push(all, one);
+  }
+  char *text = bad ? NULL : cli_json_text(all != NULL ? all : one, 0, NULL);
+  json_decref(all != NULL ? all : one);
+  if (text == NULL) {
+    cli_error("expmap", "out of memory");
+    return 1;
+  }
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+int aa_cmd_expmap(int argc, char **argv) {
+  expmap_args_t X = {.lo = -149.0f, .hi = 0x1.fffffep+6f, .seed = 1, .ref_check = 4096, .curve_points = 4000};
+  aa_exp_map_t *maps;
+  aa_error_t err;
+  int bf16[MAXC], st;
+  if ((st = parse_args(&X, argc, argv)) >= 0) return st;
+  if ((maps = calloc((size_t)X.ne, sizeof *maps)) == NULL) return 1;
+  if ((st = compute_maps(maps, &X, &err)) != AA_OK) {
     cli_error("expmap", "%s", err.msg);
     free(maps);
     return cli_exit_status(st);
   }
-  int bf16[MAXC];
-  for (int c = 0; c < ne; c++)
-    bf16[c] = packed || aa_exp_info(e[c].kind)->bf16_native;
-  if (json) {
-    cli_sb_t sb = {0};
-    if (ne > 1) cli_sb_printf(&sb, "[");
-    for (int c = 0; c < ne; c++) {
-      if (c) cli_sb_printf(&sb, ",\n");
-      json_one(&sb, &maps[c], &e[c], bf16[c], lo, hi, nsamples == 0, seed, shift);
-    }
-    if (ne > 1) cli_sb_printf(&sb, "]");
-    if (!sb.oom) printf("%s\n", sb.buf);
-    cli_sb_free(&sb);
+  for (int c = 0; c < X.ne; c++)
+    bf16[c] = X.packed || aa_exp_info(X.e[c].kind)->bf16_native;
+  if (X.json) {
+    st = print_json(maps, &X, bf16);
   } else {
-    printf("attnacc %s (git %s) expmap over [%a, %a]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)lo, (double)hi,
-           shift != 0.0f ? " shifted" : "", nsamples ? "samples" : "every FP32 input");
-    for (int c = 0; c < ne; c++)
-      text_one(&maps[c], &e[c], bf16[c], shift);
+    printf("attnacc %s (git %s) expmap over [%.9g, %.9g]%s, %s\n", AA_VERSION, AA_GIT_HASH, (double)X.lo,
+           (double)X.hi, X.shift != 0.0f ? " shifted" : "", X.nsamples ? "samples" : "every FP32 input");
+    for (int c = 0; c < X.ne; c++)
+      text_one(&maps[c], &X.e[c], bf16[c], X.shift);
   }
   free(maps);
-  if (curve != NULL && write_curve(curve, e, bf16, ne, lo, hi, shift, curve_points)) return 1;
+  if (st != 0) return st;
+  if (X.curve != NULL && write_curve(X.curve, X.e, bf16, X.ne, X.lo, X.hi, X.shift, X.curve_points)) return 1;
   return fflush(stdout) == 0 ? 0 : 1;
 }

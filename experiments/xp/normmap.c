@@ -1,4 +1,5 @@
-/* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break (seed 003 3.1, 5.4). */
+/* attnacc: the `normmap` experiment: where the fixed shift and the guarded causal route break
+ * ([blackwell-fa] 3.1, 5.4). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +33,9 @@ static const cli_opt_t params[] = {
 };
 
 static const char description[] =
-    "Map where the seed 003 normalisation variants break. Each cell (mask, n, d, sigma,\n"
-    "seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
+    "Map where the normalisation variants of the Blackwell FlashAttention paper (Stashuk,\n"
+    "Yu, Shah; REFERENCES.md [blackwell-fa] sections 3.1, 3.2) break. Each cell (mask, n,\n"
+    "d, sigma, seed) draws q, k as sigma*N(0,1) and v, dO as N(0,1) (bf16; the streams of\n"
     "attnacc run, so `run --seed S --sigma X` reproduces a cell), runs the oracle once\n"
     "and every recipe of its mask, and writes one CSV row per recipe and output\n"
     "(o, dq, dk, dv): rel_l2 and max_abs against the oracle, NaN/Inf counts, the pass\n"
@@ -164,6 +166,33 @@ static int fp64_reference(aa_oracle_result_t *orc, const aa_problem_t *pb, const
   return AA_OK;
 }
 
+/* The last m causal rows of a length-n problem as sequence bounds: row i sees keys 0..n-m+i. */
+static int causal_rows(aa_problem_t *pb, int32_t **bmin, int32_t **bmax, size_t m, size_t n, aa_error_t *err) {
+  *bmin = malloc(m * sizeof **bmin);
+  *bmax = malloc(m * sizeof **bmax);
+  if (*bmin == NULL || *bmax == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t i = 0; i < m; i++) {
+    (*bmin)[i] = 0;
+    (*bmax)[i] = (int32_t)(n - m + i + 1); /* the causal row n-m+i */
+  }
+  pb->bound_min = *bmin;
+  pb->bound_max = *bmax;
+  return AA_OK;
+}
+
+/* Row LSE range in log2 units: the fixed shift b keeps the row sum in
+   [2^-126, 2^128) iff every row LSE lies in (b - 126, b + 128). */
+static void lse_range(double *lmax, double *lmin, const aa_oracle_result_t *orc, size_t m) {
+  *lmax = -INFINITY;
+  *lmin = INFINITY;
+  for (size_t i = 0; i < m; i++) {
+    double L = orc->lse.val.data[i] * 1.4426950408889634;
+    if (!isfinite(L)) continue;
+    if (L > *lmax) *lmax = L;
+    if (L < *lmin) *lmin = L;
+  }
+}
+
 static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   xp_ctx_t *ctx = vctx;
   const nm_t *cx = ctx->priv;
@@ -190,22 +219,10 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   if (st != AA_OK) goto out;
   aa_problem_t pb;
   aa_problem_init(&pb, m, n, d, 1, 1);
-  if (causal && m == n) {
+  if (causal && m == n)
     pb.causal = 1;
-  } else if (causal) {
-    bmin = malloc(m * sizeof *bmin);
-    bmax = malloc(m * sizeof *bmax);
-    if (bmin == NULL || bmax == NULL) {
-      st = aa_error_set(err, AA_ENOMEM, "out of memory");
-      goto out;
-    }
-    for (size_t i = 0; i < m; i++) {
-      bmin[i] = 0;
-      bmax[i] = (int32_t)(n - m + i + 1); /* the causal row n-m+i */
-    }
-    pb.bound_min = bmin;
-    pb.bound_max = bmax;
-  }
+  else if (causal && (st = causal_rows(&pb, &bmin, &bmax, m, n, err)) != AA_OK)
+    goto out;
   double t0 = cli_now();
   if (cx->ref_fp64)
     st = fp64_reference(&orc, &pb, &q, &A.k, &B.v, &dO, err);
@@ -217,36 +234,24 @@ static int eval_cell(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   double t_or = cli_now() - t0;
   if (st != AA_OK) goto out;
   have_orc = 1;
-  /* Row LSE range in log2 units: the fixed shift b keeps the row sum in
-     [2^-126, 2^128) iff every row LSE lies in (b - 126, b + 128). */
-  double lmax = -INFINITY, lmin = INFINITY;
-  for (size_t i = 0; i < m; i++) {
-    double L = orc.lse.val.data[i] * 1.4426950408889634;
-    if (!isfinite(L)) continue;
-    if (L > lmax) lmax = L;
-    if (L < lmin) lmin = L;
-  }
+  double lmax, lmin;
+  lse_range(&lmax, &lmin, &orc, m);
   const rec_t *recs = causal ? cx->causal : cx->dense;
   size_t nrec = causal ? cx->ncausal : cx->ndense;
   for (size_t ri = 0; ri < nrec && st == AA_OK; ri++) {
-    aa_attn_result_t res;
-    t0 = cli_now();
-    st = aa_attn_run(&res, &pb, &recs[ri].r, &q, &A.k, &B.v, &dO, err);
-    double t_em = cli_now() - t0;
-    if (st != AA_OK) goto out;
-    cli_out_t outs[4];
-    const char *names[4] = {"o", "dq", "dk", "dv"};
-    const aa_tensor_t *ts[4] = {&res.o, &res.dq, &res.dk, &res.dv};
+    /* the evaluation path of run and score (cli_run_variant): the o, dq, dk, dv rows */
+    static const char *const names[4] = {"o", "dq", "dk", "dv"};
     const aa_oracle_out_t *refs[4] = {&orc.o, &orc.dq, &orc.dk, &orc.dv};
-    int nonfinite = 0;
-    for (int t = 0; t < 4 && st == AA_OK; t++) {
-      st = cli_compare(&outs[t], names[t], ts[t], refs[t], err);
-      if (st == AA_OK && outs[t].m.nan + outs[t].m.inf > 0) nonfinite = 1;
-    }
+    cli_inputs_t in = {.q = q, .k = A.k, .v = B.v, .dO = dO};
+    aa_attn_result_t res;
+    cli_variant_t v;
+    memset(&v, 0, sizeof v);
+    st = cli_run_variant(&v, &res, &recs[ri].r, &pb, &in, &orc, err);
     for (int t = 0; t < 4 && st == AA_OK; t++)
-      st = set_row(rows, recs[ri].name, names[t], &outs[t].m, &res, m, nonfinite, lmax, lmin, t_or, t_em, hit,
+      st = set_row(rows, recs[ri].name, names[t], &v.out[t].m, &res, m, v.nonfinite, lmax, lmin, t_or, v.seconds, hit,
                    refs[t]->relerr_bound, orc.n_uncertified);
     aa_attn_result_free(&res);
+    cli_variant_free(&v);
   }
 out:
   if (have_orc) aa_oracle_result_free(&orc);
@@ -304,12 +309,28 @@ static row_t *read_rows(const char *path, size_t *count) {
   return rs;
 }
 
-static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
-                    const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
-  fprintf(o,
-          "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
-          "(b - 126, b + 128) = (%g, %g))\n",
-          shift, shift - 126, shift + 128);
+/* What the summary walks: the rows of results.csv, the lists of the grid, the two recipes it reads. */
+typedef struct {
+  const row_t *rs;
+  size_t nr;
+  const long *ns, *ds;
+  size_t nn, nd;
+  const double *sg;
+  size_t nsg;
+  const char *fixed, *guarded;
+  double shift;
+} nm_lists_t;
+
+/* (a) where the fixed shift breaks, dense: the last clean sigma and the first with NaN/Inf per n */
+static void summary_fixed(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
+  const char *fixed = L->fixed;
+  double shift = L->shift;
   /* (a) the fixed shift, dense */
   for (size_t in = 0; in < nn; in++) {
     double first_bad = NAN, last_good = NAN, lmax_bad = NAN, lmax_good = -INFINITY, lmin_all = INFINITY;
@@ -359,6 +380,19 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
             lmin_all > shift - 126 ? "not reached (dense rows sum >= n weights, LSE >~ log2 n + mean score)"
                                    : "reached");
   }
+}
+
+/* (b) the guarded route, causal: flagged tiles per (n, d) over sigma */
+static void summary_guarded(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t nd = L->nd;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const long *ds = L->ds;
+  const double *sg = L->sg;
+  const char *guarded = L->guarded;
   /* (b) the guarded route, causal */
   for (size_t in = 0; in < nn; in++)
     for (size_t id = 0; id < nd; id++) {
@@ -395,9 +429,22 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
         fprintf(o, "recovery from sigma=%g", first);
       fprintf(o, "; cells with NaN/Inf: %ld\n", nf_tot);
     }
-  /* (c) the paper's observation (section 5.4) */
+}
+
+/* (c) the observation of [blackwell-fa] section 5.4 (d = 128 never flagged, d = 64 recovered), at each (n, sigma) */
+static void summary_recovery(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t nd = L->nd;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
+  const char *guarded = L->guarded;
+  /* (c) the observation of [blackwell-fa] section 5.4 */
   if (nd >= 2) {
-    fprintf(o, "  paper 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, sigma):\n");
+    fprintf(o, "  [blackwell-fa] 5.4 (d=128 never flagged, d=64 recovered at 16384 and 32768 tokens), at each (n, "
+               "sigma):\n");
     for (size_t in = 0; in < nn; in++)
       for (size_t is = 0; is < ns_; is++) {
         long f64 = -1, f128 = -1;
@@ -415,6 +462,16 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
                   f64 > 0 && f128 == 0 ? "  <- d=64 recovers, d=128 does not" : "");
       }
   }
+}
+
+/* (d) accuracy: dq rel_l2, geometric mean over seeds and d, per recipe */
+static void summary_dq(FILE *o, const nm_lists_t *L) {
+  const row_t *rs = L->rs;
+  size_t nr = L->nr;
+  size_t nn = L->nn;
+  size_t ns_ = L->nsg;
+  const long *ns = L->ns;
+  const double *sg = L->sg;
   /* (d) accuracy: dq rel_l2, mean over seeds and d, per recipe */
   fprintf(o, "  dq rel_l2 (geometric mean over seeds and d; '-' where an output is not finite):\n");
   const char *masks[2] = {"dense", "causal"};
@@ -463,6 +520,19 @@ static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t 
         if (seen) fprintf(o, "    %-6s %-6ld %-6g%s\n", "", ns[in], sg[is], buf);
       }
   }
+}
+
+static void summary(FILE *o, const row_t *rs, size_t nr, const long *ns, size_t nn, const long *ds, size_t nd,
+                    const double *sg, size_t ns_, const char *fixed, const char *guarded, double shift) {
+  const nm_lists_t L = {rs, nr, ns, ds, nn, nd, sg, ns_, fixed, guarded, shift};
+  fprintf(o,
+          "\nsummary (fixed shift b = %g log2 units: row sums stay in range while every row LSE is in "
+          "(b - 126, b + 128) = (%g, %g))\n",
+          shift, shift - 126, shift + 128);
+  summary_fixed(o, &L);
+  summary_guarded(o, &L);
+  summary_recovery(o, &L);
+  summary_dq(o, &L);
 }
 
 static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {

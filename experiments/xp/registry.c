@@ -356,68 +356,70 @@ static void ref_stats(double *max_abs, size_t *overflow, const aa_oracle_out_t *
   *overflow = ov;
 }
 
-/* One recipe on the cell's fixture: rows for o, dq, dk, dv. */
+/* The columns every row of one recipe's cell shares (the oracle's and the recipe's facts). */
+static void set_common(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *tensor, const char *rhash,
+                       const aa_oracle_out_t *ref, aa_fmt_t uf, const aa_oracle_result_t *oracle, double t_oracle,
+                       double t_emul, const char *seedhex, const char *version) {
+  double ref_max;
+  size_t ref_ov;
+  aa_sweep_row_new(rows);
+  aa_sweep_set_str(rows, "recipe", r->name);
+  aa_sweep_set_str(rows, "tensor", tensor);
+  ref_stats(&ref_max, &ref_ov, ref, uf);
+  aa_sweep_set_double(rows, "ref_max_abs", ref_max);
+  aa_sweep_set_int(rows, "ref_overflow", (int64_t)ref_ov);
+  aa_sweep_set_double(rows, "oracle_bound", ref->relerr_bound);
+  aa_sweep_set_int(rows, "oracle_uncertified", (int64_t)oracle->n_uncertified);
+  aa_sweep_set_str(rows, "recipe_hash", rhash);
+  aa_sweep_set_str(rows, "input_seed", seedhex);
+  aa_sweep_set_str(rows, "version", version);
+  aa_sweep_set_double(rows, "seconds_oracle", t_oracle);
+  aa_sweep_set_double(rows, "seconds_emul", t_emul);
+}
+
+/* One recipe on the cell's fixture through the evaluation path of run and
+   score (cli_run_variant): rows for o, dq, dk, dv. */
 static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *rhash, const aa_problem_t *pb,
                        const cli_inputs_t *in, const aa_oracle_result_t *oracle, double t_oracle, const char *seedhex,
                        const char *version, aa_error_t *err) {
+  const aa_oracle_out_t *refs[4] = {&oracle->o, &oracle->dq, &oracle->dk, &oracle->dv};
   static const char *const outs[4] = {"o", "dq", "dk", "dv"};
   aa_attn_result_t res;
+  cli_variant_t v;
   aa_error_t e1 = {{0}};
-  double t0, t_emul;
   int rc;
-  memset(&res, 0, sizeof res);
-  t0 = cli_now();
-  rc = aa_attn_run(&res, pb, r, &in->q, &in->k, &in->v, &in->dO, &e1);
-  t_emul = cli_now() - t0;
-  if (rc == AA_ENOMEM || rc == AA_EIO) {
-    snprintf(err->msg, sizeof err->msg, "%.60s: %.400s", r->name, e1.msg);
+  memset(&v, 0, sizeof v);
+  rc = cli_run_variant(&v, &res, r, pb, in, oracle, &e1);
+  if (rc == AA_ENOMEM || rc == AA_EIO || (rc != AA_OK && v.refused[0] == '\0')) {
+    snprintf(err->msg, sizeof err->msg, "%.460s", e1.msg);
     aa_attn_result_free(&res);
-    return rc;
+    cli_variant_free(&v);
+    return rc == AA_ENOMEM || rc == AA_EIO ? rc : AA_EINVAL;
   }
   for (int t = 0; t < 4; t++) {
-    const aa_oracle_out_t *ref = t == 0 ? &oracle->o : t == 1 ? &oracle->dq : t == 2 ? &oracle->dk : &oracle->dv;
-    const aa_tensor_t *got = t == 0 ? &res.o : t == 1 ? &res.dq : t == 2 ? &res.dk : &res.dv;
+    /* ULPs of the recipe's output format: bf16, else fp32 (cli_compare) */
     aa_fmt_t uf = r->io_fmt == AA_FMT_BF16 ? AA_FMT_BF16 : AA_FMT_FP32;
-    double ref_max;
-    size_t ref_ov;
-    aa_metrics_t m;
-    aa_error_t e2 = {{0}};
-    aa_sweep_row_new(rows);
-    aa_sweep_set_str(rows, "recipe", r->name);
-    aa_sweep_set_str(rows, "tensor", outs[t]);
-    ref_stats(&ref_max, &ref_ov, ref, uf);
-    aa_sweep_set_double(rows, "ref_max_abs", ref_max);
-    aa_sweep_set_int(rows, "ref_overflow", (int64_t)ref_ov);
-    aa_sweep_set_double(rows, "oracle_bound", ref->relerr_bound);
-    aa_sweep_set_int(rows, "oracle_uncertified", (int64_t)oracle->n_uncertified);
-    aa_sweep_set_str(rows, "recipe_hash", rhash);
-    aa_sweep_set_str(rows, "input_seed", seedhex);
-    aa_sweep_set_str(rows, "version", version);
-    aa_sweep_set_double(rows, "seconds_oracle", t_oracle);
-    aa_sweep_set_double(rows, "seconds_emul", t_emul);
+    set_common(rows, r, outs[t], rhash, refs[t], uf, oracle, t_oracle, v.seconds, seedhex, version);
     if (rc != AA_OK) {
       /* A recipe that refuses the problem (a NaN it detects, a range it
          cannot hold) is a result of the map, not a failure of the sweep. */
-      aa_sweep_set_str(rows, "error", e1.msg[0] ? e1.msg : aa_status_str(rc));
+      aa_sweep_set_str(rows, "error", v.refused);
       aa_sweep_set_int(rows, "pass", 0);
       continue;
     }
-    if (aa_metrics_compare(&m, got, ref, uf, AA_METRICS_ATOL, AA_METRICS_RTOL, &e2) != AA_OK) {
-      snprintf(err->msg, sizeof err->msg, "%.60s %s: %.400s", r->name, outs[t], e2.msg);
-      aa_attn_result_free(&res);
-      return AA_EINVAL;
-    }
-    aa_sweep_set_int(rows, "count", (int64_t)m.count);
-    aa_sweep_set_int(rows, "nan", (int64_t)m.nan);
-    aa_sweep_set_int(rows, "inf", (int64_t)m.inf);
-    aa_sweep_set_double(rows, "rel_l2", m.rel_l2);
-    aa_sweep_set_double(rows, "max_abs", m.max_abs);
-    aa_sweep_set_double(rows, "max_ulp", m.max_ulp);
-    aa_sweep_set_double(rows, "mean_ulp", m.mean_ulp);
-    aa_sweep_set_int(rows, "fail_count", (int64_t)m.fail_count);
-    aa_sweep_set_int(rows, "pass", m.pass);
+    const aa_metrics_t *m = &v.out[t].m;
+    aa_sweep_set_int(rows, "count", (int64_t)m->count);
+    aa_sweep_set_int(rows, "nan", (int64_t)m->nan);
+    aa_sweep_set_int(rows, "inf", (int64_t)m->inf);
+    aa_sweep_set_double(rows, "rel_l2", m->rel_l2);
+    aa_sweep_set_double(rows, "max_abs", m->max_abs);
+    aa_sweep_set_double(rows, "max_ulp", m->max_ulp);
+    aa_sweep_set_double(rows, "mean_ulp", m->mean_ulp);
+    aa_sweep_set_int(rows, "fail_count", (int64_t)m->fail_count);
+    aa_sweep_set_int(rows, "pass", m->pass);
   }
   aa_attn_result_free(&res);
+  cli_variant_free(&v);
   return AA_OK;
 }
 

@@ -1,4 +1,5 @@
-/* attnacc: the `table3` experiment: the paper's Table 3 (packed BF16 exp accuracy), one cell per construction. */
+/* attnacc: the `table3` experiment: Table 3 of [blackwell-fa] (packed BF16 exp accuracy), one cell per construction.
+ */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +9,8 @@
 #include "xp/xp.h"
 
 static const cli_opt_t params[] = {
-    {"samples", "N", "4000000", "seeded samples per construction (the paper's 'four million sampled exponents')"},
+    {"samples", "N", "4000000",
+     "seeded samples per construction ([blackwell-fa] section 5.2: 'four million sampled exponents')"},
     {"seed", "S", "1", "sample seed: pcg64 stream aa_rng_derive(S, {0x746233})"},
     {"lo", "X", "-16", "low end of the sampled exponents x (base 2, after the shift)"},
     {"hi", "Y", "0", "high end of the sampled exponents"},
@@ -19,7 +21,8 @@ static const cli_opt_t params[] = {
 };
 
 static const char description[] =
-    "Reproduce the shape of Table 3 of seed 003 (section 5.2): for every exp construction, the\n"
+    "Reproduce the shape of Table 3 of the Blackwell FlashAttention paper (Stashuk, Yu, Shah;\n"
+    "REFERENCES.md [blackwell-fa] section 5.2): for every exp construction, the\n"
     "packed BF16 output (cvt rne) over N seeded samples and over every FP32 input of the same\n"
     "interval, side by side: ratio output / 2^x (FP64 libm reference, relative error < 2^-52),\n"
     "max and mean relative error, NaN count; then the published row (ratio 1.0440-1.0687, max\n"
@@ -326,7 +329,7 @@ static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
     if (*xp_csv_cell(&c, r, xp_csv_col(&c, "x_inputs")))
       xin = strtoull(xp_csv_cell(&c, r, xp_csv_col(&c, "x_inputs")), NULL, 10);
   }
-  printf("| published (seed 003, Table 3) | 1.0440 | 1.0687 | 6.93e-02 | 5.85e-02 | - | - | - | - | - | - |\n");
+  printf("| published ([blackwell-fa] Table 3) | 1.0440 | 1.0687 | 6.93e-02 | 5.85e-02 | - | - | - | - | - | - |\n");
   for (size_t r = 0; r < c.nrows; r++)
     if (*xp_csv_cell(&c, r, cso))
       printf("\nquadratic-bf16 search: %s; on %zu search samples ratio [%.4f, %.4f], largest end-point distance to "
@@ -341,7 +344,7 @@ static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
 
 const xp_experiment_t xp_table3 = {
     .name = "table3",
-    .summary = "the paper's Table 3 (packed BF16 exp accuracy) for every exp construction",
+    .summary = "packed BF16 exp accuracy (Table 3 of the Blackwell FlashAttention paper) for every exp construction",
     .description = description,
     .inputs = "sampled exponents: pcg64 aa_rng_derive(seed, {0x746233}) uniform in [lo, hi] (search: {0x746234})",
     .params = params,

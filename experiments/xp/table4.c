@@ -1,9 +1,10 @@
-/* attnacc: the `table4` experiment: the paper's accuracy grid (seed 003, REFERENCES section 2) over every backward
+/* attnacc: the `table4` experiment: the accuracy grid of [blackwell-fa] (section 5.3, Table 4) over every backward
  * recipe. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "xp/xp.h"
 
-/* REFERENCES section 2, "benchmark grid": BF16, head dim 128, lengths
+/* The grid of the Blackwell FlashAttention paper (Stashuk, Yu, Shah; REFERENCES.md [blackwell-fa])
+   sections 5.3 (Table 4) and 6.2: BF16, head dim 128, lengths
    1024..32768 (six), dense and causal, forward (o) and backward (dq, dk,
    dv). The paper runs 16 heads with the batch varied so that tokens stay
    fixed; one head per cell with more seeds measures the same per-element
@@ -32,7 +33,8 @@ static const cli_opt_t params[] = {XP_OPTS_ATTN, {"heads", "H", "1", "query head
 
 const xp_experiment_t xp_table4 = {
     .name = "table4",
-    .summary = "the paper's accuracy grid: BF16, d = 128, n = 1024..32768, dense and causal, every backward recipe",
+    .summary = "the Blackwell FlashAttention paper's accuracy grid: BF16, d = 128, n = 1024..32768, dense and "
+               "causal, every backward recipe",
     .description = "Cells: n (1024..32768; --quick: up to 4096) x mask x d = 128 x heads x seed; each cell\n"
                    "draws q, k, v, dO ~ N(0,1) in BF16 from aa_cell_seed, runs the oracle once and every\n"
                    "recipe of --variants. Rows: one per recipe and output (o, dq, dk, dv) with rel_l2,\n"

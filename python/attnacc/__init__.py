@@ -25,7 +25,7 @@ from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
 __all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "SCHEMA_VERSION", "RULES"]
 
 # Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OUTPUTS = ("o", "dq", "dk", "dv")
 
 
@@ -238,19 +238,18 @@ class Score:
         return "\n".join(lines)
 
     def to_dict(self):
-        """One JSON object of schema version SCHEMA_VERSION, the shape `attnacc score --json` prints
-        (experiments/README-json.md)."""
+        """One JSON document of schema version SCHEMA_VERSION, the shape `attnacc score --json` prints
+        (experiments/README-json.md): provenance, problem, layout and oracle at the top, the scored
+        outputs and the verdict in runs[0]."""
         lib = _lib.lib()
         lib.aa_flat_version.restype = ctypes.c_char_p
         lib.aa_git_hash.restype = ctypes.c_char_p
         p = self.problem
         return {
             "schema_version": SCHEMA_VERSION,
-            "attnacc_version": lib.aa_flat_version().decode(),
-            "git_hash": lib.aa_git_hash().decode(),
+            "attnacc": {"version": lib.aa_flat_version().decode(), "git": lib.aa_git_hash().decode()},
+            "command": "python",
             "seed": None,
-            "variant": "external",
-            "recipe": None,
             "inputs": None,
             "problem": {"n": p["n"], "n_k": p["n_k"], "d": p["d"], "heads": p["b"] * p["heads"],
                         "kv_heads": p["b"] * p["kv_heads"], "causal": self._causal, "window": self._window,
@@ -259,9 +258,13 @@ class Score:
                        "kv_heads": p["kv_heads"]},
             "oracle": {"relerr_bound": _num(self.oracle["relerr_bound"]), "recomputed": self.oracle["recomputed"],
                        "uncertified": self.oracle["uncertified"], "seconds": _num(self.oracle["seconds"])},
-            "outputs": {n: t.to_dict() for n, t in self.outputs.items()},
-            "verdict": {"rules": list(self.rules), "pass": self.passed,
-                        "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()]},
+            "runs": [{
+                "variant": "external",
+                "recipe": None,
+                "outputs": {n: t.to_dict() for n, t in self.outputs.items()},
+                "verdict": {"rules": list(self.rules), "pass": self.passed,
+                            "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()]},
+            }],
         }
 
     def to_json(self):

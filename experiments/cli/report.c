@@ -1,0 +1,240 @@
+/* attnacc: the text report of run and score: the problem line, the metric table, the rule table and the failure
+ * lines. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static cli_report_extra_t extra; /* zero: auto layout, no verdict */
+
+void cli_set_report_extra(const cli_report_extra_t *x) {
+  extra = *x;
+}
+
+const cli_report_extra_t *cli_report_extra(void) {
+  return &extra;
+}
+
+int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i) {
+  const aa_problem_t *pb = rep->pb;
+  int kv = strcmp(o->name, "dk") == 0 || strcmp(o->name, "dv") == 0;
+  if (strcmp(o->name, "dsinks") == 0) {
+    size_t k = pb->num_sinks ? pb->num_sinks : 1;
+    idx[0] = i / k, idx[1] = i % k;
+    return 2;
+  }
+  if (extra.layout == AA_LAYOUT_AUTO) {
+    size_t n = kv ? pb->n_k : pb->n_q;
+    idx[0] = i / (n * pb->d), idx[1] = (i / pb->d) % n, idx[2] = i % pb->d;
+    return 3;
+  }
+  return aa_layout_index(idx, extra.layout, kv ? &extra.kdims : &extra.qdims, i);
+}
+
+/* "(b, h, n, d)" of folded element i of output o in the report's layout. */
+static void index_str(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, size_t i) {
+  size_t idx[4], used;
+  int nd = cli_index(idx, rep, o, i);
+  used = (size_t)snprintf(buf, cap, "(");
+  for (int k = 0; k < nd && used < cap; k++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%zu", k ? ", " : "", idx[k]);
+  if (used < cap) snprintf(buf + used, cap - used, ")");
+}
+
+void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, aa_rule_t rule) {
+  const aa_rule_result_t *r = &o->s.rule[rule];
+  char ix[96];
+  index_str(ix, sizeof ix, rep, o, r->worst);
+  if (!r->applied) {
+    snprintf(buf, cap, "%s: the %s rule could not be applied (it needs bf16, fp16 or fp32 inputs)", o->name,
+             aa_rule_name(rule));
+    return;
+  }
+  if (o->s.m.nan + o->s.m.inf > 0) {
+    snprintf(buf, cap, "%s fails the %s rule: %zu NaN and %zu Inf elements of %zu", o->name, aa_rule_name(rule),
+             o->s.m.nan, o->s.m.inf, o->s.m.count);
+    return;
+  }
+  if (rule == AA_RULE_ABSREL || rule == AA_RULE_TORCH)
+    snprintf(
+        buf, cap,
+        "%s fails the %s rule (atol %g, rtol %g): %zu of %zu elements over; worst at index %s: value %.9g, oracle "
+        "%.9g, error %.6g = %.4g x the allowed %.6g",
+        o->name, aa_rule_name(rule), r->atol, r->rtol, r->fail_count, o->s.m.count, ix, r->worst_got, r->worst_ref,
+        fabs(r->worst_got - r->worst_ref), r->ratio, r->allowed);
+  else
+    snprintf(buf, cap,
+             "%s fails the %s rule: max abs error %.6g at index %s (value %.9g, oracle %.9g) exceeds %s%g x %s's max "
+             "error %.6g%s = %.6g (ratio %.4g)",
+             o->name, aa_rule_name(rule), o->s.m.max_abs, ix, r->worst_got, r->worst_ref,
+             rule == AA_RULE_SDPA ? "max(1e-05, " : "", r->rtol, extra.naive ? extra.naive : "the naive reference",
+             r->naive_max_abs, rule == AA_RULE_SDPA ? ")" : "", r->allowed, r->ratio);
+}
+
+void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
+  char line[1024];
+  fprintf(f, "rules (measured / allowed, <= 1 passes):\n%-14s %-6s %-6s %-10s %-10s %-10s %-10s %-10s", "variant",
+          "out", "ulp", "ulp_med", "ulp_p99", "ulp_max", "ulp_norm", "max_rel");
+  for (int r = 0; r < AA_RULE_COUNT; r++)
+    fprintf(f, " %-14s", aa_rule_name((aa_rule_t)r));
+  fprintf(f, "\n");
+  for (size_t i = 0; i < nv; i++)
+    for (int j = 0; j < vs[i].nout; j++) {
+      const cli_out_t *o = &vs[i].out[j];
+      fprintf(f, "%-14s %-6s %-6s %-10.4g %-10.4g %-10.4g %-10.4g %-10.4g", vs[i].variant, o->name,
+              cli_fmt_name(o->s.ulp_fmt), o->s.ulp_median, o->s.ulp_p99, o->s.ulp_max, o->s.ulp_normwise,
+              o->s.max_rel);
+      for (int r = 0; r < AA_RULE_COUNT; r++) {
+        const aa_rule_result_t *x = &o->s.rule[r];
+        char cell[32];
+        if (x->applied)
+          snprintf(cell, sizeof cell, "%.4g %s", x->ratio, x->pass ? "pass" : "FAIL");
+        else
+          snprintf(cell, sizeof cell, "-");
+        fprintf(f, " %-14s", cell);
+      }
+      fprintf(f, "\n");
+    }
+  fprintf(
+      f,
+      "abs-rel: |a - b| <= atol + rtol |b| (atol %g, rtol %g); torch: the same with assert_close's defaults for the "
+      "output's dtype; fa: max_abs <= 2x (o) / 3x (grads) the naive reference's; sdpa: <= max(1e-5, fudge x "
+      "naive's), fudge o 4, dq 180, dk 16, dv 4\n",
+      vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].atol : AA_METRICS_ATOL,
+      vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].rtol : AA_METRICS_RTOL);
+  if (extra.n_verdict == 0) return;
+  for (size_t i = 0; i < nv; i++) {
+    int pass = cli_verdict(&vs[i], extra.verdict_rules, extra.n_verdict);
+    fprintf(f, "verdict: %s %s by", vs[i].variant, pass ? "PASS" : "FAIL");
+    for (int r = 0; r < extra.n_verdict; r++)
+      fprintf(f, "%s%s", r ? ", " : " ", aa_rule_name(extra.verdict_rules[r]));
+    fprintf(f, "\n");
+    for (int j = 0; j < vs[i].nout; j++)
+      for (int r = 0; r < extra.n_verdict; r++) {
+        const aa_rule_result_t *x = &vs[i].out[j].s.rule[extra.verdict_rules[r]];
+        if (x->applied && x->pass) continue;
+        cli_failure_line(line, sizeof line, rep, &vs[i].out[j], extra.verdict_rules[r]);
+        fprintf(f, "FAIL %s %s\n", vs[i].variant, line);
+      }
+  }
+}
+
+int cli_first_failure(char *buf, size_t cap, const cli_report_t *rep, const cli_variant_t *v) {
+  for (int j = 0; j < v->nout; j++)
+    for (int r = 0; r < extra.n_verdict; r++) {
+      const aa_rule_result_t *x = &v->out[j].s.rule[extra.verdict_rules[r]];
+      if (x->applied && x->pass) continue;
+      cli_failure_line(buf, cap, rep, &v->out[j], extra.verdict_rules[r]);
+      return 1;
+    }
+  return 0;
+}
+
+const char *cli_fmt_name(aa_fmt_t f) {
+  switch (f) {
+  case AA_FMT_BF16:
+    return "bf16";
+  case AA_FMT_FP16:
+    return "fp16";
+  case AA_FMT_FP32:
+    return "fp32";
+  case AA_FMT_FP64:
+    return "fp64";
+  case AA_FMT_E4M3:
+    return "e4m3";
+  case AA_FMT_E5M2:
+    return "e5m2";
+  default:
+    return "?";
+  }
+}
+
+static void problem_line(FILE *f, const cli_report_t *rep) {
+  const aa_problem_t *pb = rep->pb;
+  fprintf(f, "problem: n=%zu", pb->n_q);
+  if (pb->n_k != pb->n_q) fprintf(f, " n_k=%zu", pb->n_k);
+  fprintf(f, " d=%zu heads=%zu kv_heads=%zu causal=%s window=%zu sinks=%zu scale=%.17g", pb->d, pb->heads,
+          pb->kv_heads, pb->causal ? "yes" : "no", pb->window, pb->num_sinks, aa_problem_scale(pb));
+  { /* issue 14 features, only when on (the line of other problems is unchanged) */
+    char buf[256];
+    cli_problem_features(buf, sizeof buf, pb);
+    fputs(buf, f);
+  }
+  if (rep->inputs_dir != NULL)
+    fprintf(f, " inputs=%s", rep->inputs_dir);
+  else
+    fprintf(f, " dist=%s sigma=%.17g", rep->dist, rep->sigma);
+  fprintf(f, "\n");
+}
+
+void cli_print_table(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
+  double emul = 0;
+  problem_line(f, rep);
+  fprintf(f, "%-14s %-6s %-4s %-13s %-13s %-10s %-10s %-5s %-5s %-5s %-13s %s\n", "variant", "out", "ulp", "rel_l2",
+          "max_abs", "max_ulp", "mean_ulp", "nan", "inf", "pass", "fa_ratio", "fa_pass");
+  for (size_t i = 0; i < nv; i++) {
+    emul += vs[i].seconds;
+    for (int j = 0; j < vs[i].nout; j++) {
+      const cli_out_t *o = &vs[i].out[j];
+      fprintf(f, "%-14s %-6s %-4s %-13.6e %-13.6e %-10.4g %-10.4g %-5zu %-5zu %-5s ", vs[i].variant, o->name,
+              cli_fmt_name(o->ulp_fmt), o->m.rel_l2, o->m.max_abs, o->m.max_ulp, o->m.mean_ulp, o->m.nan, o->m.inf,
+              o->m.pass ? "yes" : "no");
+      if (o->fa_applied)
+        fprintf(f, "%-13.6e %s (<= %g)\n", o->m.fa_ratio, o->m.fa_pass ? "yes" : "no", o->m.fa_factor);
+      else
+        fprintf(f, "%-13s %s\n", "-", "-");
+    }
+  }
+  for (size_t i = 0; i < nv; i++)
+    if (vs[i].dq_reduce[0] != '\0')
+      fprintf(f, "dq reduce: %s %s, %llu tiles, %llu budget failures, %llu FP64 recomputes\n", vs[i].variant,
+              vs[i].dq_reduce, (unsigned long long)vs[i].dq_stats.tiles,
+              (unsigned long long)vs[i].dq_stats.budget_failures, (unsigned long long)vs[i].dq_stats.fp64_recomputes);
+  for (size_t i = 0; i < nv; i++)
+    if (vs[i].softmax[0] != '\0')
+      fprintf(f,
+              "normalisation: %s %s, %zu of %zu forward tiles flagged, %zu rows recovered, NaN/Inf in outputs: %s\n",
+              vs[i].variant, vs[i].softmax, vs[i].tiles_flagged, vs[i].fwd_tiles, vs[i].rows_recovered,
+              vs[i].nonfinite ? "yes" : "no");
+  fprintf(f, "rule 1 (pass): |a - b| <= %g + %g |b| for every element; fa rule: max_abs <= factor x naive-bf16's\n",
+          AA_METRICS_ATOL, AA_METRICS_RTOL);
+  {
+    char target[32];
+    int e;
+    /* decimal, or 2^E for a power of two (the form --oracle-target takes) */
+    if (frexp(rep->oo->target, &e) == 0.5)
+      snprintf(target, sizeof target, "2^%d", e - 1);
+    else
+      snprintf(target, sizeof target, "%.6g", rep->oo->target);
+    fprintf(f,
+            "oracle: %s, %d bits, target %s, certified relative error bound %.3e, %zu elements recomputed in MPFR, "
+            "%zu uncertified\n",
+            aa_oracle_path_name(rep->oo->path), rep->oo->prec, target, cli_oracle_bound(rep->oracle),
+            rep->oracle->n_recomputed, rep->oracle->n_uncertified);
+  }
+  fprintf(f, "seconds: oracle %.3f, emulation %.3f\n", rep->oracle_seconds, emul);
+  if (rep->seed_known) fprintf(f, "seed %llu, ", (unsigned long long)rep->seed);
+  fprintf(f, "attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
+}
+
+static int progress_shown;
+
+void cli_progress(const char *cmd, const char *what, double work) {
+  cli_progress_end();
+  if (work < 3e8 || !isatty(STDERR_FILENO)) return;
+  fprintf(stderr, "attnacc %s: %s (about %.0f s of one core)...", cmd, what, work / 1.5e8);
+  fflush(stderr);
+  progress_shown = 1;
+}
+
+void cli_progress_end(void) {
+  if (!progress_shown) return;
+  fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+  progress_shown = 0;
+}
