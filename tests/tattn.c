@@ -539,7 +539,7 @@ static void test_sections(void) {
            "nki: mixed_precision off equals on");
   /* Causal 1024 with 128 x 512 tiles: for q tile t (rows 128t..128t+127) a
      K tile is skipped when its first key 512kt lies beyond the tile's last
-     row 128t+127 (seed 000 get_required_tiles_mask): rows 0..511 skip the
+     row 128t+127 ([nki-bwd] get_required_tiles_mask): rows 0..511 skip the
      second K tile, i.e. 4 pairs. */
   size_t want = 4;
   AA_CHECK(r1.tiles_skipped == want, "nki causal 1024: %zu tiles skipped, want %zu", r1.tiles_skipped, want);

@@ -121,7 +121,7 @@ static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, i
   }
 }
 
-/* ---- NKI (seed 000), mixed_precision on, one K tile, one section ---- */
+/* ---- NKI ([nki-bwd]), mixed_precision on, one K tile, one section ---- */
 static void nki_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int causal) {
   const float scale = (float)(1.0 / sqrt((double)DH));
   float Qs[N][DH], S[N][N];

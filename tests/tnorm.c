@@ -1,4 +1,5 @@
-/* attnacc: tests of the seed 003 normalisation variants (fixed shift, guarded causal recovery, reciprocal backward).
+/* attnacc: tests of the [blackwell-fa] normalisation variants (fixed shift, guarded causal recovery, reciprocal
+ * backward).
  */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>

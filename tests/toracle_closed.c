@@ -6,7 +6,7 @@
 
 #define RP 256 /* reference precision */
 
-/* Naive reference at RP bits, straight from the equations (seed 000): returns
+/* Naive reference at RP bits, straight from the equations ([nki-bwd]): returns
    the loss L = sum O*dO and, when grads, every output. Inputs from tc with
    optional perturbation of one input element (which: 0 q, 1 k, 2 v, 3 sink). */
 typedef struct {

@@ -8,7 +8,7 @@
 #include "rng.h"
 #include "tests.h"
 
-/* flash-attn mask.h:53-54 (bottom-right), SDPA is_causal (top-left), seed 000's window of W keys */
+/* flash-attn mask.h:53-54 (bottom-right), SDPA is_causal (top-left), [nki-bwd]'s window of W keys */
 static int ref_vis(size_t nq, size_t nk, int causal, int br, size_t W, int local, long L, long R, long i, long j) {
   long off = br ? (long)nk - (long)nq : 0;
   if (causal && j > i + off) return 0;

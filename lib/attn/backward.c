@@ -20,7 +20,7 @@ static size_t pow2_ceil(size_t n) {
   return p;
 }
 
-/* D_i = rowsum(O*dO) (seed 000 Step 1, L614-655): products and per-head-tile
+/* D_i = rowsum(O*dO) ([nki-bwd] Step 1, L614-655): products and per-head-tile
    sums in d_fmt (dy_o_mul and tensor_reduce), then the tile partials summed
    in order (L1264-1270). The order inside one reduce is taken as sequential
    (seed silent). */
@@ -94,7 +94,7 @@ static void tile_free(tile_buf_t *t) {
 }
 
 /* Flush the PSUMs of a finished q-tile group into the section accumulators:
-   seed 000 L1568-1617, tensor_tensor(add) in the mixed dtype. */
+   [nki-bwd] L1568-1617, tensor_tensor(add) in the mixed dtype. */
 static void flush_psums(const aa_attn_ctx_t *cx, bwd_buf_t *b, size_t sec_len, size_t tk) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, nkt = (sec_len + tk - 1) / tk;
@@ -232,7 +232,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
       for (size_t x = 0; x < tkc * d; x++)
         b->dk[off + x] = aa_attn_rnd(b->dk[off + x], r->bwd_dkv_acc_fmt);
   } else {
-    /* seed 000 L1568-1617: dv_psum/dk_psum over the q-tile group, added
+    /* [nki-bwd] L1568-1617: dv_psum/dk_psum over the q-tile group, added
        into the section accumulators when the group ends (flush_psums). */
     int acc = b->live[kt];
     st = aa_gemm(b->dvp + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
@@ -255,7 +255,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
   size_t nqt = (n_q + tq - 1) / tq, nsec = (n_k + sec - 1) / sec;
   int status = AA_OK;
 
-  /* Step 1 once per q head (seed 000 L1233: only on the first K section). */
+  /* Step 1 once per q head ([nki-bwd] L1233: only on the first K section). */
   if (r->bwd_d_source == AA_DSRC_O_DO)
     for (size_t hh = 0; hh < G; hh++) {
       size_t h = g * G + hh;

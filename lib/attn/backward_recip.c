@@ -1,5 +1,5 @@
-/* attnacc: the preprocessing pass of the reciprocal backward (seed 003 section 3.5): dO scaled by the saved 1/l, and
- * the per-row exp bias. */
+/* attnacc: the preprocessing pass of the reciprocal backward ([blackwell-fa] section 3.5): dO scaled by the saved
+ * 1/l, and the per-row exp bias. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
     memcpy(dst, q, n * sizeof *dst);
     return;
   }
-  /* seed 000 L698-699/751/790: Q*scale on the load path (engine in alu),
+  /* [nki-bwd] L698-699/751/790: Q*scale on the load path (engine in alu),
      written in the kernel dtype q_scale_fmt. */
   for (size_t i = 0; i < n; i++)
     dst[i] = aa_attn_rnd(aa_attn_alu(q[i] * cx->scale, r->alu_fmt), r->q_scale_fmt);
@@ -22,13 +22,13 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
                    aa_accum_t model) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d;
-  /* seed 000 L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
+  /* [nki-bwd] L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
   int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
   if (st != AA_OK) return st;
   size_t n = tq * tk;
   int native =
       (r->s_fmt == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (r->s_fmt == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
-  /* seed 000 L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
+  /* [nki-bwd] L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
   if (!native)
     for (size_t i = 0; i < n; i++)
       S[i] = aa_attn_rnd(S[i], r->s_fmt);

@@ -21,7 +21,7 @@ static double checkpoint_lse(const aa_attn_ctx_t *cx, double m, double l) {
     double lg = aa_attn_alu(log(l), alu);
     return aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
   }
-  /* seed 000 "The single-exp and the LSE sign chain": the forward emits
+  /* [nki-bwd] "The single-exp and the LSE sign chain": the forward emits
      (neg_max, 1/sum); the host forms lse = -(neg_max + log(recip)). */
   double neg_max = aa_attn_rnd(-aa_attn_alu(m * cx->se, alu), r->fwd_lse_fmt);
   double recip = aa_attn_rnd(aa_attn_alu(1.0 / l, alu), r->fwd_lse_fmt);
@@ -150,7 +150,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     l[a] = 0;
     if (sinks == NULL) continue;
     /* Sinks open the row: they set the first max and row sum (they join the
-       softmax denominator, REFERENCES/seed 000 "Attention-sink gradient"). */
+       softmax denominator, REFERENCES/[nki-bwd] "Attention-sink gradient"). */
     for (size_t s = 0; s < pb->num_sinks; s++)
       m[a] = fmax(m[a], sink_s(cx, sinks[s]));
     double b = aa_attn_alu(m[a] * cx->c, alu);

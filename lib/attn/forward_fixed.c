@@ -1,5 +1,5 @@
-/* attnacc: the fixed-shift and guarded forwards of seed 003 (sections 3.1, 3.2, 3.4, 3.5): O, the saved (shift, 1/l)
- * per row, tile flags and recovery. */
+/* attnacc: the fixed-shift and guarded forwards of [blackwell-fa] (sections 3.1, 3.2, 3.4, 3.5): O, the saved (shift,
+ * 1/l) per row, tile flags and recovery. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ static double sink_s(const aa_attn_ctx_t *cx, double sink) {
   return cx->r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(sink / cx->scale, cx->r->alu_fmt) : sink;
 }
 
-/* The range check of seed 003 section 3.2: "every weight and the row sum
+/* The range check of [blackwell-fa] section 3.2: "every weight and the row sum
    stay finite, non-zero and inside the encoded range", the range being
    [2^fwd.guard_lo, 2^fwd.guard_hi) (lo = -inf admits zero). */
 static int in_range(double w, double lo2, double hi2) {

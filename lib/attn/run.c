@@ -122,7 +122,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   cx.slope_e = slope_e;
   /* Dropout: the forward applies the problem's mask (the oracle's); a
      recipe with a dropout scheme makes the backward redraw its own mask with
-     its tiling (seed 000 CORRECTION, twin L974-981), and draws the forward's
+     its tiling ([nki-bwd] CORRECTION, twin L974-981), and draws the forward's
      too when the problem has none. The rescale is the problem's with a
      given mask, else the scheme's. */
   int redraw = r->dropout.scheme != AA_DROPOUT_NONE;
@@ -143,7 +143,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
       free(slope_e);
       return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
     }
-    /* sink logits are loaded into the engine's format (seed 000 L1361-1372) */
+    /* sink logits are loaded into the engine's format ([nki-bwd] L1361-1372) */
     for (size_t i = 0; i < ns; i++)
       sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
     cx.sinks = sinks;
@@ -200,7 +200,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   st = aa_attn_forward(&cx, out);
   double *dO_eff = NULL, *bias = NULL;
   if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
-    /* Reciprocal backward (seed 003 section 3.5): dO scaled once in the
+    /* Reciprocal backward ([blackwell-fa] section 3.5): dO scaled once in the
        linear preprocessing pass, the saved shifts as exp biases. */
     st = aa_attn_recip_prepare(&cx, out, &dO_eff, &bias);
     cx.dO = dO_eff;

@@ -54,7 +54,7 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);
-  /* Normalisation variants (seed 003 sections 3.1, 3.2, 3.5). */
+  /* Normalisation variants ([blackwell-fa] sections 3.1, 3.2, 3.5). */
   int shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED;
   if (!isfinite(r->fwd_shift)) return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.shift must be finite", r->name);
   if (shifted && !(r->fwd_guard_lo < r->fwd_guard_hi))

@@ -1,4 +1,4 @@
-/* attnacc: the bounded fixed-point dQ reduction (packed integer adds, budget checks, FP64 fallback; seed 003
+/* attnacc: the bounded fixed-point dQ reduction (packed integer adds, budget checks, FP64 fallback; [blackwell-fa]
  * section 3.6). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>

@@ -68,7 +68,7 @@ static int bf16_pair(double *acc, const double *parts, size_t nparts, size_t len
   if (v == NULL) return aa_error_set(err, AA_ENOMEM, "dq_reduce: no memory for %zu partials", nparts);
   for (size_t x = 0; x < len; x++) {
     /* Each FP32 partial is rounded to BF16 once (RNE) before publication
-       (seed 003 3.6: dense dQ partials reduced as BF16 pairs). */
+       ([blackwell-fa] 3.6: dense dQ partials reduced as BF16 pairs). */
     for (size_t p = 0; p < nparts; p++)
       v[p] = aa_reduce_rnd(parts[p * len + x], AA_FMT_BF16);
     double r;
