@@ -154,353 +154,382 @@ static char **join_rule_words(int *argc, char **argv, char *joined, size_t cap) 
   return out;
 }
 
-int aa_cmd_score(int argc, char **argv) {
-  const char *cmd = "score";
+/* The state of one score run: options, the arrays as read, the problem, the oracle and the evaluation. */
+typedef struct {
+  const char *cmd;
   cli_args_t a;
-  aa_error_t err = {{0}};
-  const char *s, *inputs_src, *grads_src, *out_file, *save_oracle;
-  size_t window = 0, threads = 0;
-  double scale = 0, oracle_seconds, atol = -1, rtol = -1;
-  int rc, status = 2, present, have_oracle = 0, have_naive = 0, have_snaive = 0, ulp_fmt = -1, nrules = 0;
-  unsigned flags = 0;
+  aa_error_t err;
+  const char *inputs_src, *grads_src, *out_file, *save_oracle;
+  size_t window, threads;
+  double scale, oracle_seconds, atol, rtol;
+  int ulp_fmt, nrules, have_oracle, have_naive, have_snaive;
+  unsigned flags;
   aa_rule_t rules[AA_RULE_COUNT];
   src_kind_t ik, gk;
-  aa_layout_t layout = AA_LAYOUT_AUTO;
-  features_cli_t fc = {0};
+  aa_layout_t layout;
+  features_cli_t fc;
   aa_dims_t qd, kd;
   aa_ndarray_t raw[5], graw[5];
-  char label[5][320], glabel[5][320], joined[256], **av;
-  cli_inputs_t in = {0};
+  char label[5][320], glabel[5][320];
+  cli_inputs_t in;
   aa_tensor_t g[5];
-  const char *gname[5] = {"o", "dq", "dk", "dv", "dsinks"};
-  const char *iname[5] = {"q", "k", "v", "do", "sinks"};
   aa_problem_t pb;
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v;
   aa_attn_result_t naive_res, snaive_res;
   aa_recipe_t naive_r, snaive_r;
-  aa_fmt_t in_fmt = AA_FMT_BF16;
-  char *jtext = NULL;
-  size_t jlen = 0;
+  aa_fmt_t in_fmt;
+  char *jtext;
+  size_t jlen;
   cli_report_t rep;
   cli_report_extra_t ex;
+} score_t;
 
-  memset(g, 0, sizeof g);
-  memset(raw, 0, sizeof raw);
-  memset(graw, 0, sizeof graw);
-  memset(&v, 0, sizeof v);
-  memset(&naive_v, 0, sizeof naive_v);
-  memset(&snaive_v, 0, sizeof snaive_v);
-  memset(&naive_res, 0, sizeof naive_res);
-  memset(&snaive_res, 0, sizeof snaive_res);
-  memset(&oracle, 0, sizeof oracle);
-  if ((av = join_rule_words(&argc, argv, joined, sizeof joined)) == NULL) {
-    cli_error(cmd, "out of memory");
+/* Each step returns 0, or nonzero after a message (the command then exits 2). */
+static int fail(score_t *S, const char *prefix) {
+  if (prefix != NULL)
+    cli_error(S->cmd, "%s: %s", prefix, S->err.msg);
+  else
+    cli_error(S->cmd, "%s", S->err.msg);
+  return 2;
+}
+
+/* Options after the table parse: sources, numbers, layout, ULP format, varlen, rules, oracle, output checks. */
+static int score_options(score_t *S) {
+  const char *s, *cmd = S->cmd;
+  cli_args_t *a = &S->a;
+  int rc;
+  S->inputs_src = cli_get(a, "inputs");
+  S->grads_src = cli_get(a, "grads");
+  S->out_file = cli_get(a, "out");
+  S->save_oracle = cli_get(a, "save-oracle");
+  if (S->inputs_src == NULL || S->grads_src == NULL) {
+    cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
     return 2;
   }
-  rc = cli_args_parse(&a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
-  if (rc >= 0) {
-    free(av);
-    return rc;
-  }
-  inputs_src = cli_get(&a, "inputs");
-  grads_src = cli_get(&a, "grads");
-  out_file = cli_get(&a, "out");
-  save_oracle = cli_get(&a, "save-oracle");
-  if (inputs_src == NULL || grads_src == NULL) {
-    cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
-    goto out;
-  }
-  if ((s = cli_get(&a, "window")) && cli_size(&window, cmd, "window", s, 0, SIZE_MAX)) goto out;
-  if ((s = cli_get(&a, "scale")) && cli_double(&scale, cmd, "scale", s, 0, 1e300, 1)) goto out;
-  if ((s = cli_get(&a, "threads")) && cli_size(&threads, cmd, "threads", s, 0, 4096)) goto out;
-  if ((s = cli_get(&a, "layout")) && aa_layout_from_name(&layout, s) != AA_OK) {
+  if ((s = cli_get(a, "window")) && cli_size(&S->window, cmd, "window", s, 0, SIZE_MAX)) return 2;
+  if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1)) return 2;
+  if ((s = cli_get(a, "threads")) && cli_size(&S->threads, cmd, "threads", s, 0, 4096)) return 2;
+  if ((s = cli_get(a, "layout")) && aa_layout_from_name(&S->layout, s) != AA_OK) {
     cli_error(cmd, "--layout: '%s' is not bhnd, bnhd, hnd, nd, nhd or auto", s);
-    goto out;
+    return 2;
   }
-  if ((s = cli_get(&a, "ulp-fmt")) != NULL) {
+  if ((s = cli_get(a, "ulp-fmt")) != NULL) {
     aa_fmt_t f;
     if (aa_fmt_from_name(&f, s) != AA_OK || (f != AA_FMT_BF16 && f != AA_FMT_FP16 && f != AA_FMT_FP32)) {
       cli_error(cmd, "--ulp-fmt: '%s' is not bf16, fp16 or fp32", s);
-      goto out;
+      return 2;
     }
-    ulp_fmt = (int)f;
+    S->ulp_fmt = (int)f;
   }
-  if (cli_get(&a, "cu-seqlens") != NULL) {
+  if (cli_get(a, "cu-seqlens") != NULL) {
     size_t tq = 0, tk = 0;
-    if (layout == AA_LAYOUT_AUTO) layout = AA_LAYOUT_NHD;
-    if (layout != AA_LAYOUT_NHD) {
+    if (S->layout == AA_LAYOUT_AUTO) S->layout = AA_LAYOUT_NHD;
+    if (S->layout != AA_LAYOUT_NHD) {
       cli_error(cmd, "--cu-seqlens needs the packed layout nhd ([total, H, d]), not --layout %s",
-                aa_layout_name(layout));
-      goto out;
+                aa_layout_name(S->layout));
+      return 2;
     }
-    if (features_cli_lengths(&fc, cmd, &a, &tq, &tk)) goto out;
+    if (features_cli_lengths(&S->fc, cmd, a, &tq, &tk)) return 2;
   }
-  if ((s = cli_get(&a, "rule")) && cli_rules_parse(rules, &nrules, &atol, &rtol, cmd, s)) goto out;
-  if (cli_get(&a, "bf16-bits") != NULL) flags |= AA_NPY_BF16_BITS;
-  if (cli_oracle_opts(&oo, &a, cmd)) goto out;
-  oo.threads = (int)threads;
-  if ((out_file && (rc = cli_check_out_file(out_file, &err))) ||
-      (save_oracle && (rc = cli_check_out_dir(save_oracle, &err))) ||
-      (rc = src_kind(&ik, inputs_src, "inputs", &err)) || (rc = src_kind(&gk, grads_src, "grads", &err))) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
+  if ((s = cli_get(a, "rule")) && cli_rules_parse(S->rules, &S->nrules, &S->atol, &S->rtol, cmd, s)) return 2;
+  if (cli_get(a, "bf16-bits") != NULL) S->flags |= AA_NPY_BF16_BITS;
+  if (cli_oracle_opts(&S->oo, a, cmd)) return 2;
+  S->oo.threads = (int)S->threads;
+  if ((S->out_file && (rc = cli_check_out_file(S->out_file, &S->err))) ||
+      (S->save_oracle && (rc = cli_check_out_dir(S->save_oracle, &S->err))) ||
+      (rc = src_kind(&S->ik, S->inputs_src, "inputs", &S->err)) ||
+      (rc = src_kind(&S->gk, S->grads_src, "grads", &S->err)))
+    return fail(S, NULL);
+  return 0;
+}
 
-  /* ---- inputs: read, resolve the layout, fold into [B*H, N, d] ---- */
+/* q and k agree in axes, the layout resolves, v matches k and dO matches q; the layout's dims. */
+static int score_resolve_layout(score_t *S) {
+  char sa[96], sb2[96];
+  const aa_ndarray_t *q = &S->raw[0], *k = &S->raw[1];
+  if (q->ndim != k->ndim) {
+    nd_str(sa, sizeof sa, q);
+    nd_str(sb2, sizeof sb2, k);
+    cli_error(S->cmd, "%s: shape %s has %d axes but %s's %s has %d", S->label[1], sb2, k->ndim, S->label[0], sa,
+              q->ndim);
+    return 2;
+  }
+  if (aa_layout_resolve(&S->layout, S->layout, q->ndim, q->shape, k->shape, &S->err) != AA_OK) return fail(S, NULL);
+  for (int i = 2; i < 4; i++)
+    if (!same_nd(&S->raw[i], &S->raw[i == 2 ? 1 : 0])) {
+      nd_str(sa, sizeof sa, &S->raw[i]);
+      nd_str(sb2, sizeof sb2, &S->raw[i == 2 ? 1 : 0]);
+      cli_error(S->cmd, "%s: shape %s does not match %s's %s", S->label[i], sa, S->label[i == 2 ? 1 : 0], sb2);
+      return 2;
+    }
+  aa_layout_dims(&S->qd, S->layout, q->ndim, q->shape);
+  aa_layout_dims(&S->kd, S->layout, k->ndim, k->shape);
+  return 0;
+}
+
+/* The optional sinks [H, K] or [K] (batch 1 only). */
+static int score_sinks(score_t *S) {
+  const aa_ndarray_t *r = &S->raw[4];
+  size_t shp[2] = {r->ndim == 1 ? 1 : r->shape[0], r->shape[r->ndim - 1]};
+  char sa[96];
+  nd_str(sa, sizeof sa, r);
+  if (r->ndim > 2 || shp[0] != S->qd.h || S->qd.b != 1) {
+    cli_error(S->cmd, "%s: shape %s is not [H, K] with H = %zu query heads%s", S->label[4], sa, S->qd.h,
+              S->qd.b != 1 ? " (sinks need batch 1)" : "");
+    return 2;
+  }
+  if (aa_tensor_alloc(&S->in.sinks, 2, shp, r->fmt) != AA_OK) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  memcpy(S->in.sinks.data, r->data, shp[0] * shp[1] * sizeof(double));
+  return 0;
+}
+
+/* Read q, k, v, do (and sinks), resolve the layout, fold into [B*H, N, d]; the widest input format. */
+static int score_read_inputs(score_t *S) {
+  static const char *iname[5] = {"q", "k", "v", "do", "sinks"};
+  aa_tensor_t *dst[4] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO};
+  int present;
   for (int i = 0; i < 5; i++)
-    if ((rc =
-             load_arr(&raw[i], label[i], sizeof label[i], inputs_src, ik, iname[i], i == 4, flags, &present, &err))) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-  if (layout != AA_LAYOUT_ND && layout != AA_LAYOUT_NHD && any_3d(raw, 4))
+    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i == 4, S->flags,
+                 &present, &S->err))
+      return fail(S, NULL);
+  if (S->layout != AA_LAYOUT_ND && S->layout != AA_LAYOUT_NHD && any_3d(S->raw, 4))
     for (int i = 0; i < 4; i++)
-      promote_2d(&raw[i]);
-  {
-    char sa[96], sb2[96];
-    const aa_ndarray_t *q = &raw[0], *k = &raw[1];
-    if (q->ndim != k->ndim) {
-      nd_str(sa, sizeof sa, q);
-      nd_str(sb2, sizeof sb2, k);
-      cli_error(cmd, "%s: shape %s has %d axes but %s's %s has %d", label[1], sb2, k->ndim, label[0], sa, q->ndim);
-      goto out;
-    }
-    if ((rc = aa_layout_resolve(&layout, layout, q->ndim, q->shape, k->shape, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    for (int i = 2; i < 4; i++)
-      if (!same_nd(&raw[i], &raw[i == 2 ? 1 : 0])) {
-        nd_str(sa, sizeof sa, &raw[i]);
-        nd_str(sb2, sizeof sb2, &raw[i == 2 ? 1 : 0]);
-        cli_error(cmd, "%s: shape %s does not match %s's %s", label[i], sa, label[i == 2 ? 1 : 0], sb2);
-        goto out;
-      }
-    aa_layout_dims(&qd, layout, q->ndim, q->shape);
-    aa_layout_dims(&kd, layout, k->ndim, k->shape);
+      promote_2d(&S->raw[i]);
+  if (score_resolve_layout(S)) return 2;
+  for (int i = 0; i < 4; i++) {
+    const aa_ndarray_t *r = &S->raw[i];
+    if (aa_layout_import(dst[i], r->data, r->fmt, S->layout, r->ndim, r->shape, &S->err)) return fail(S, S->label[i]);
+    /* the widest input format: the naive reference's (bf16 < fp16 < fp32 < fp64 by range of values held) */
+    if (r->fmt == AA_FMT_FP64 || (r->fmt == AA_FMT_FP32 && S->in_fmt != AA_FMT_FP64) ||
+        (r->fmt == AA_FMT_FP16 && S->in_fmt == AA_FMT_BF16))
+      S->in_fmt = r->fmt;
   }
-  {
-    aa_tensor_t *dst[4] = {&in.q, &in.k, &in.v, &in.dO};
-    for (int i = 0; i < 4; i++) {
-      if ((rc = aa_layout_import(dst[i], raw[i].data, raw[i].fmt, layout, raw[i].ndim, raw[i].shape, &err))) {
-        cli_error(cmd, "%s: %s", label[i], err.msg);
-        goto out;
-      }
-      /* the widest input format: the naive reference's (bf16 < fp16 < fp32 < fp64 by range of values held) */
-      if (raw[i].fmt == AA_FMT_FP64 || (raw[i].fmt == AA_FMT_FP32 && in_fmt != AA_FMT_FP64) ||
-          (raw[i].fmt == AA_FMT_FP16 && in_fmt == AA_FMT_BF16))
-        in_fmt = raw[i].fmt;
-    }
+  return S->raw[4].data != NULL ? score_sinks(S) : 0;
+}
+
+/* The problem (mask, scale, sinks, varlen) and its checks; the default rule. */
+static int score_problem(score_t *S) {
+  aa_problem_t *pb = &S->pb;
+  aa_problem_init(pb, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h);
+  pb->causal = cli_get(&S->a, "causal") != NULL;
+  pb->window = S->window;
+  if (cli_get(&S->a, "scale") != NULL) {
+    pb->scale_default = 0;
+    pb->scale = S->scale;
   }
-  if (raw[4].data != NULL) { /* sinks [H, K] or [K] */
-    size_t shp[2] = {raw[4].ndim == 1 ? 1 : raw[4].shape[0], raw[4].shape[raw[4].ndim - 1]};
-    char sa[96];
-    nd_str(sa, sizeof sa, &raw[4]);
-    if (raw[4].ndim > 2 || shp[0] != qd.h || qd.b != 1) {
-      cli_error(cmd, "%s: shape %s is not [H, K] with H = %zu query heads%s", label[4], sa, qd.h,
-                qd.b != 1 ? " (sinks need batch 1)" : "");
-      goto out;
-    }
-    if (aa_tensor_alloc(&in.sinks, 2, shp, raw[4].fmt) != AA_OK) {
-      cli_error(cmd, "out of memory");
-      goto out;
-    }
-    memcpy(in.sinks.data, raw[4].data, shp[0] * shp[1] * sizeof(double));
+  if (S->in.sinks.data != NULL) {
+    pb->num_sinks = S->in.sinks.shape[1];
+    pb->sinks = S->in.sinks.data;
   }
-  aa_problem_init(&pb, qd.n, kd.n, qd.d, qd.b * qd.h, kd.b * kd.h);
-  pb.causal = cli_get(&a, "causal") != NULL;
-  pb.window = window;
-  if (cli_get(&a, "scale") != NULL) {
-    pb.scale_default = 0;
-    pb.scale = scale;
+  pb->varlen_batch = S->fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
+  pb->cu_seqlens_q = S->fc.cu_q;
+  pb->cu_seqlens_k = S->fc.cu_k;
+  if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
+  if (cli_get(&S->a, "allow-nan") == NULL && cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
+  if (S->nrules == 0) { /* the default rule: fa where a naive reference exists, else torch */
+    S->rules[0] = S->in_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
+    S->nrules = 1;
   }
-  if (in.sinks.data != NULL) {
-    pb.num_sinks = in.sinks.shape[1];
-    pb.sinks = in.sinks.data;
-  }
-  pb.varlen_batch = fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
-  pb.cu_seqlens_q = fc.cu_q;
-  pb.cu_seqlens_k = fc.cu_k;
-  if ((rc = aa_problem_check(&pb, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-  if (cli_get(&a, "allow-nan") == NULL && (rc = cli_inputs_check_finite(&in, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-  if (nrules == 0) { /* the default rule: fa where a naive reference exists, else torch */
-    rules[0] = in_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
-    nrules = 1;
-  }
-  for (int r = 0; r < nrules; r++)
-    if ((rules[r] == AA_RULE_FA || rules[r] == AA_RULE_SDPA) && in_fmt == AA_FMT_FP64) {
-      cli_error(cmd,
+  for (int r = 0; r < S->nrules; r++)
+    if ((S->rules[r] == AA_RULE_FA || S->rules[r] == AA_RULE_SDPA) && S->in_fmt == AA_FMT_FP64) {
+      cli_error(S->cmd,
                 "--rule %s needs a naive reference in the inputs' dtype, which exists for bf16, fp16 and fp32 "
                 "inputs; these are fp64 (use --rule torch or abs-rel)",
-                aa_rule_name(rules[r]));
-      goto out;
+                aa_rule_name(S->rules[r]));
+      return 2;
     }
+  return 0;
+}
 
-  /* ---- the kernel's outputs, in the same layout ---- */
+/* The kernel's o (optional), dq, dk, dv and (with sinks) dsinks, in the inputs' layout. */
+static int score_read_outputs(score_t *S) {
+  static const char *gname[5] = {"o", "dq", "dk", "dv", "dsinks"};
   for (int i = 0; i < 5; i++) {
-    const aa_ndarray_t *like = &raw[i == 0 || i == 1 ? 0 : i == 4 ? 4 : 1];
-    const char *like_label = label[i == 0 || i == 1 ? 0 : i == 4 ? 4 : 1];
+    int li = i == 0 || i == 1 ? 0 : i == 4 ? 4 : 1, present;
+    const aa_ndarray_t *like = &S->raw[li];
+    aa_ndarray_t *gr = &S->graw[i];
     char sa[96], sb2[96];
-    if (i == 4 && in.sinks.data == NULL) continue;
-    if ((rc = load_arr(&graw[i], glabel[i], sizeof glabel[i], grads_src, gk, gname[i], i == 0 || i == 4, flags,
-                       &present, &err))) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
+    if (i == 4 && S->in.sinks.data == NULL) continue;
+    if (load_arr(gr, S->glabel[i], sizeof S->glabel[i], S->grads_src, S->gk, gname[i], i == 0 || i == 4, S->flags,
+                 &present, &S->err))
+      return fail(S, NULL);
     if (!present) continue;
-    if (i < 4 && like->ndim == 3) promote_2d(&graw[i]);
-    if (!same_nd(&graw[i], like)) {
-      nd_str(sa, sizeof sa, &graw[i]);
+    if (i < 4 && like->ndim == 3) promote_2d(gr);
+    if (!same_nd(gr, like)) {
+      nd_str(sa, sizeof sa, gr);
       nd_str(sb2, sizeof sb2, like);
-      cli_error(cmd, "%s: shape %s does not match %s's %s", glabel[i], sa, like_label, sb2);
-      goto out;
+      cli_error(S->cmd, "%s: shape %s does not match %s's %s", S->glabel[i], sa, S->label[li], sb2);
+      return 2;
     }
     if (i == 4) {
-      size_t shp[2] = {in.sinks.shape[0], in.sinks.shape[1]};
-      if (aa_tensor_alloc(&g[4], 2, shp, graw[4].fmt) != AA_OK) {
-        cli_error(cmd, "out of memory");
-        goto out;
+      size_t shp[2] = {S->in.sinks.shape[0], S->in.sinks.shape[1]};
+      if (aa_tensor_alloc(&S->g[4], 2, shp, gr->fmt) != AA_OK) {
+        cli_error(S->cmd, "out of memory");
+        return 2;
       }
-      memcpy(g[4].data, graw[4].data, shp[0] * shp[1] * sizeof(double));
-    } else if ((rc = aa_layout_import(&g[i], graw[i].data, graw[i].fmt, layout, graw[i].ndim, graw[i].shape, &err))) {
-      cli_error(cmd, "%s: %s", glabel[i], err.msg);
-      goto out;
+      memcpy(S->g[4].data, gr->data, shp[0] * shp[1] * sizeof(double));
+    } else if (aa_layout_import(&S->g[i], gr->data, gr->fmt, S->layout, gr->ndim, gr->shape, &S->err)) {
+      return fail(S, S->glabel[i]);
     }
   }
-  cli_set_threads(threads);
+  return 0;
+}
 
-  cli_progress(cmd, "running the oracle", (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d);
-  rc = cli_oracle_run(&oracle, &oracle_seconds, cmd, &pb, &in, &oo);
+/* The oracle, then the given outputs compared with it. */
+static int score_oracle(score_t *S) {
+  const aa_problem_t *pb = &S->pb;
+  int rc;
+  cli_set_threads(S->threads);
+  cli_progress(S->cmd, "running the oracle", (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d);
+  rc = cli_oracle_run(&S->oracle, &S->oracle_seconds, S->cmd, pb, &S->in, &S->oo);
   cli_progress_end();
-  if (rc != 0) goto out;
-  have_oracle = 1;
+  if (rc != 0) return 2;
+  S->have_oracle = 1;
+  if (cli_evaluate_given(&S->v, S->g, &S->oracle, S->ulp_fmt, S->atol, S->rtol, &S->err) != AA_OK)
+    return fail(S, NULL);
+  return 0;
+}
 
-  if ((rc = cli_evaluate_given(&v, g, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-  if (cli_get(&a, "fa") != NULL) {
-    const aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
-    aa_round_opts_t ro = {AA_FMT_BF16, AA_RND_NE, 1, 0};
-    for (int i = 0; i < 5; i++) {
-      size_t m = aa_tensor_numel(ts[i]);
-      for (size_t j = 0; j < m; j++)
-        if (aa_round(ts[i]->data[j], &ro, NULL) != ts[i]->data[j] && ts[i]->data[j] == ts[i]->data[j]) {
-          cli_error(cmd, "--fa needs bf16 inputs, but %s holds values that are not bf16", label[i]);
-          goto out;
-        }
-    }
-  }
-  /* The naive reference in the inputs' own dtype (fa and sdpa rules); with
-     --fa and bf16 inputs it is also the legacy fa_* fields' naive-bf16. */
-  if (in_fmt != AA_FMT_FP64) {
-    aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
-    if ((rc = aa_score_naive_recipe(&snaive_r, in_fmt, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    for (int i = 0; i < 5; i++)
-      if (ts[i]->data != NULL) ts[i]->fmt = in_fmt;
-    cli_progress(cmd, "running the naive reference",
-                 (double)pb.heads * (double)pb.n_q * (double)pb.n_k * (double)pb.d / 4);
-    rc = cli_run_variant(&snaive_v, &snaive_res, &snaive_r, &pb, &in, &oracle, &err);
-    cli_progress_end();
-    if (rc != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    have_snaive = 1;
-    if ((rc = cli_apply_naive(&v, &snaive_v, &snaive_res, &oracle, ulp_fmt, atol, rtol, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-  }
-  if (cli_get(&a, "fa") != NULL) {
-    aa_tensor_t *ts[5] = {&in.q, &in.k, &in.v, &in.dO, &in.sinks};
-    aa_score_out_t keep[CLI_MAX_OUT];
-    for (int i = 0; i < 5; i++)
-      ts[i]->fmt = AA_FMT_BF16;
-    if ((rc = aa_recipe_preset(&naive_r, "naive-bf16", &err)) != AA_OK) {
-      cli_error(cmd, "--fa: %s", err.msg);
-      goto out;
-    }
-    have_naive = 1;
-    if ((rc = cli_run_variant(&naive_v, &naive_res, &naive_r, &pb, &in, &oracle, &err)) != AA_OK) {
-      cli_error(cmd, "%s", err.msg);
-      goto out;
-    }
-    for (int i = 0; i < v.nout; i++)
-      keep[i] = v.out[i].s; /* the fa/sdpa rules stay those of the inputs' own dtype */
-    cli_apply_fa(&v, &naive_v);
-    for (int i = 0; i < v.nout; i++)
-      v.out[i].s = keep[i];
-  }
+/* The naive reference in the inputs' own dtype: the fa and sdpa rules. */
+static int score_naive_own_dtype(score_t *S) {
+  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  const aa_problem_t *pb = &S->pb;
+  int rc;
+  if (aa_score_naive_recipe(&S->snaive_r, S->in_fmt, &S->err) != AA_OK) return fail(S, NULL);
+  for (int i = 0; i < 5; i++)
+    if (ts[i]->data != NULL) ts[i]->fmt = S->in_fmt;
+  cli_progress(S->cmd, "running the naive reference",
+               (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
+  rc = cli_run_variant(&S->snaive_v, &S->snaive_res, &S->snaive_r, pb, &S->in, &S->oracle, &S->err);
+  cli_progress_end();
+  if (rc != AA_OK) return fail(S, NULL);
+  S->have_snaive = 1;
+  if (cli_apply_naive(&S->v, &S->snaive_v, &S->snaive_res, &S->oracle, S->ulp_fmt, S->atol, S->rtol, &S->err))
+    return fail(S, NULL);
+  return 0;
+}
 
-  ex = (cli_report_extra_t){layout, qd, kd, rules, nrules, have_snaive ? snaive_r.name : NULL};
-  cli_set_report_extra(&ex);
-  rep = (cli_report_t){cmd, 0, 0, NULL, 0, inputs_src, &pb, &oo, &oracle, oracle_seconds};
-  if (cli_get(&a, "json") != NULL || out_file != NULL) {
-    json_t *doc = cli_json_doc(&rep, &v, 1);
-    jtext = cli_json_text(doc, 0, &jlen);
-    json_decref(doc);
-    if (jtext == NULL) {
-      cli_error(cmd, "out of memory");
-      goto out;
-    }
-  }
-  if (out_file != NULL && (rc = aa_file_write(out_file, jtext, jlen, &err)) != AA_OK) {
-    cli_error(cmd, "%s", err.msg);
-    goto out;
-  }
-  if (save_oracle != NULL && (rc = cli_save_oracle(&oracle, save_oracle, &err)) != AA_OK) {
-    cli_error(cmd, "--save-oracle: %s", err.msg);
-    goto out;
-  }
-  if (cli_get(&a, "json") != NULL) {
-    fwrite(jtext, 1, jlen, stdout);
-  } else {
-    cli_print_table(stdout, &rep, &v, 1);
-    printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(layout), aa_layout_axes(layout), qd.b,
-           qd.h, kd.h, cli_fmt_name(in_fmt));
-    if (fc.batch > 0) printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", fc.batch, qd.n, kd.n);
-    cli_print_rules(stdout, &rep, &v, 1);
-  }
-  if (fflush(stdout) != 0) goto out;
-  if (cli_verdict(&v, rules, nrules)) {
-    status = 0;
-  } else {
-    char line[1024];
-    cli_first_failure(line, sizeof line, &rep, &v);
-    fprintf(stderr, "attnacc score: FAIL: %s%s\n", line, cli_get(&a, "no-fail") ? " (--no-fail: exit 0)" : "");
-    if (cli_get(&a, "layout") == NULL && layout == AA_LAYOUT_HND)
-      fprintf(stderr, "attnacc score: the arrays were read as hnd [H, N, d] (3 axes); if they are flash-attn's "
-                      "[N, H, d], give --layout nhd\n");
-    status = cli_get(&a, "no-fail") ? 0 : 1;
-  }
-
-out:
-  features_cli_free(&fc);
-  free(av);
-  free(jtext);
+/* --fa (legacy): the fa_* fields from naive-bf16, which needs bf16 inputs; the rules keep the own-dtype naive's. */
+static int score_legacy_fa(score_t *S) {
+  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  aa_round_opts_t ro = {AA_FMT_BF16, AA_RND_NE, 1, 0};
+  aa_score_out_t keep[CLI_MAX_OUT];
   for (int i = 0; i < 5; i++) {
-    aa_tensor_free(&g[i]);
-    aa_ndarray_free(&raw[i]);
-    aa_ndarray_free(&graw[i]);
+    size_t m = aa_tensor_numel(ts[i]);
+    for (size_t j = 0; j < m; j++)
+      if (aa_round(ts[i]->data[j], &ro, NULL) != ts[i]->data[j] && ts[i]->data[j] == ts[i]->data[j]) {
+        cli_error(S->cmd, "--fa needs bf16 inputs, but %s holds values that are not bf16", S->label[i]);
+        return 2;
+      }
   }
-  if (have_naive) aa_attn_result_free(&naive_res);
-  if (have_snaive) aa_attn_result_free(&snaive_res);
-  cli_variant_free(&naive_v);
-  cli_variant_free(&snaive_v);
-  cli_variant_free(&v);
-  if (have_oracle) aa_oracle_result_free(&oracle);
-  cli_inputs_free(&in);
-  return status;
+  for (int i = 0; i < 5; i++)
+    ts[i]->fmt = AA_FMT_BF16;
+  if (aa_recipe_preset(&S->naive_r, "naive-bf16", &S->err) != AA_OK) return fail(S, "--fa");
+  S->have_naive = 1;
+  if (cli_run_variant(&S->naive_v, &S->naive_res, &S->naive_r, &S->pb, &S->in, &S->oracle, &S->err) != AA_OK)
+    return fail(S, NULL);
+  for (int i = 0; i < S->v.nout; i++)
+    keep[i] = S->v.out[i].s;
+  cli_apply_fa(&S->v, &S->naive_v);
+  for (int i = 0; i < S->v.nout; i++)
+    S->v.out[i].s = keep[i];
+  return 0;
+}
+
+/* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
+static int score_write(score_t *S) {
+  S->ex =
+      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_r.name : NULL};
+  cli_set_report_extra(&S->ex);
+  S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
+  if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {
+    json_t *doc = cli_json_doc(&S->rep, &S->v, 1);
+    S->jtext = cli_json_text(doc, 0, &S->jlen);
+    json_decref(doc);
+    if (S->jtext == NULL) {
+      cli_error(S->cmd, "out of memory");
+      return 2;
+    }
+  }
+  if (S->out_file != NULL && aa_file_write(S->out_file, S->jtext, S->jlen, &S->err) != AA_OK) return fail(S, NULL);
+  if (S->save_oracle != NULL && cli_save_oracle(&S->oracle, S->save_oracle, &S->err) != AA_OK)
+    return fail(S, "--save-oracle");
+  if (cli_get(&S->a, "json") != NULL) {
+    fwrite(S->jtext, 1, S->jlen, stdout);
+  } else {
+    cli_print_table(stdout, &S->rep, &S->v, 1);
+    printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(S->layout), aa_layout_axes(S->layout),
+           S->qd.b, S->qd.h, S->kd.h, cli_fmt_name(S->in_fmt));
+    if (S->fc.batch > 0)
+      printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->qd.n, S->kd.n);
+    cli_print_rules(stdout, &S->rep, &S->v, 1);
+  }
+  return fflush(stdout) != 0 ? 2 : 0;
+}
+
+/* The exit status by the chosen rules: 0 pass, 1 fail (0 with --no-fail); a failure names the worst element. */
+static int score_verdict(score_t *S) {
+  char line[1024];
+  int no_fail = cli_get(&S->a, "no-fail") != NULL;
+  if (cli_verdict(&S->v, S->rules, S->nrules)) return 0;
+  cli_first_failure(line, sizeof line, &S->rep, &S->v);
+  fprintf(stderr, "attnacc score: FAIL: %s%s\n", line, no_fail ? " (--no-fail: exit 0)" : "");
+  if (cli_get(&S->a, "layout") == NULL && S->layout == AA_LAYOUT_HND)
+    fprintf(stderr, "attnacc score: the arrays were read as hnd [H, N, d] (3 axes); if they are flash-attn's "
+                    "[N, H, d], give --layout nhd\n");
+  return no_fail ? 0 : 1;
+}
+
+static void score_free(score_t *S) {
+  features_cli_free(&S->fc);
+  free(S->jtext);
+  for (int i = 0; i < 5; i++) {
+    aa_tensor_free(&S->g[i]);
+    aa_ndarray_free(&S->raw[i]);
+    aa_ndarray_free(&S->graw[i]);
+  }
+  if (S->have_naive) aa_attn_result_free(&S->naive_res);
+  if (S->have_snaive) aa_attn_result_free(&S->snaive_res);
+  cli_variant_free(&S->naive_v);
+  cli_variant_free(&S->snaive_v);
+  cli_variant_free(&S->v);
+  if (S->have_oracle) aa_oracle_result_free(&S->oracle);
+  cli_inputs_free(&S->in);
+}
+
+int aa_cmd_score(int argc, char **argv) {
+  char joined[256], **av;
+  int rc;
+  score_t *S = calloc(1, sizeof *S);
+  if (S == NULL || (av = join_rule_words(&argc, argv, joined, sizeof joined)) == NULL) {
+    free(S);
+    cli_error("score", "out of memory");
+    return 2;
+  }
+  S->cmd = "score";
+  S->atol = S->rtol = -1;
+  S->ulp_fmt = -1;
+  S->layout = AA_LAYOUT_AUTO;
+  S->in_fmt = AA_FMT_BF16;
+  rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
+  if (rc < 0) {
+    rc = score_options(S);
+    if (rc == 0) rc = score_read_inputs(S);
+    if (rc == 0) rc = score_problem(S);
+    if (rc == 0) rc = score_read_outputs(S);
+    if (rc == 0) rc = score_oracle(S);
+    if (rc == 0 && S->in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
+    if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
+    if (rc == 0) rc = score_write(S);
+    if (rc == 0) rc = score_verdict(S);
+  }
+  score_free(S);
+  free(S);
+  free(av);
+  return rc;
 }
