@@ -6,7 +6,7 @@ bin_PROGRAMS += experiments/attnacc
 # xp/ (the experiment registry and one file per experiment); report/.
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c \
-	experiments/cli/evaluate.c experiments/cli/report.c experiments/cli/json.c experiments/cli/json.h \
+	experiments/cli/evaluate.c experiments/cli/report.c \
 	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h experiments/cli/csv_read.c \
@@ -19,7 +19,6 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
 	experiments/report/render_summary.c experiments/report/render_table4.c experiments/report/render_published.c \
 	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
-# libjansson is the command's alone (its flags in tables.mk): libattnacc does not link it.
 experiments_attnacc_LDADD = lib/libattnacc_core.la $(JANSSON_LIBS) -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # The command's own folder (its includes name cli/..., xp/...), MPI's include
 # flags for cmd/sweep.c (mpirun spreads cells over ranks), libjansson's
-# (cli/json.h), and the folders where report/gnuplot.c looks for the gnuplot
-# scripts (source tree first,
+# (lib/common/json.h), and the folders where report/gnuplot.c looks for the
+# gnuplot scripts (source tree first,
 # then the installed copy).
 experiments_attnacc_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/experiments $(MPI_CFLAGS) $(JANSSON_CFLAGS) \
 	-DAA_PLOTS_SRCDIR='"$(abs_top_srcdir)/plots"' -DAA_PLOTS_DATADIR='"$(pkgdatadir)/plots"'

@@ -54,10 +54,13 @@ extern "C" {
                           byte identical between runs, thread counts,
                           shardings and resumes of the same sweep
    The results files are written as one aa_fileset_t (lib/common.h) when the run, or a merge,
-   holds every cell of the grid. Values: integers in decimal, doubles in the
-   shortest decimal that reads back exactly ("nan", "inf", "-inf" otherwise;
-   in JSON these three are strings), strings CSV-quoted when needed (RFC
-   4180) and JSON-escaped; a column a row did not set is empty in CSV and
+   holds every cell of the grid. Values in CSV: integers in decimal, doubles
+   in the shortest decimal that reads back exactly ("nan", "inf", "-inf"
+   otherwise), strings quoted when needed (RFC 4180). In JSON (built with
+   libjansson, lib/common/json.h): integers up to 2^53 as integers, other
+   doubles with 17 significant digits (exact), the three non-finite values as
+   the strings "nan", "inf", "-inf", strings escaped by jansson with invalid
+   UTF-8 bytes as U+FFFD. A column a row did not set is empty in CSV and
    null in JSON. The library reads no clock: eval measures its timing
    columns itself (clock_gettime in experiments/).
 

@@ -260,7 +260,7 @@ static void check_jsonl(const char *dir) {
   static const char first[] =
       "{\"recipe\":\"ref\",\"n\":16,\"dist\":\"normal\",\"sigma\":0.5,\"tensor\":\"o\",\"metric\":";
   AA_CHECK(strncmp(s, first, sizeof first - 1) == 0, "%s: first line %.100s", path, s);
-  AA_CHECK(strstr(s, "\"note\":\"tab\\u0009here, \\\"quoted\\\"\"") != NULL, "%s: escaped note not found", path);
+  AA_CHECK(strstr(s, "\"note\":\"tab\\there, \\\"quoted\\\"\"") != NULL, "%s: escaped note not found", path);
   AA_CHECK(strstr(s, "\"tensor\":\"dk\",\"metric\":\"nan\"") != NULL && strstr(s, "\"metric\":\"-inf\"") != NULL,
            "%s: non-finite metrics not written as strings", path);
   AA_CHECK(strstr(s, "\"recipe\":\"q\\\"uote back\\\\slash\"") != NULL, "%s: escaped recipe not found", path);

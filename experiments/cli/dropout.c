@@ -71,7 +71,7 @@ int dropout_cli_draw(dropout_cli_t *dc, aa_problem_t *pb, aa_error_t *err) {
 
 static json_t *pair(size_t a, size_t b) {
   json_t *p = json_array();
-  if (cli_json_push(p, cli_json_u64(a)) | cli_json_push(p, cli_json_u64(b))) {
+  if (aa_json_push(p, aa_json_u64(a)) | aa_json_push(p, aa_json_u64(b))) {
     json_decref(p);
     return NULL;
   }
@@ -80,23 +80,23 @@ static json_t *pair(size_t a, size_t b) {
 
 json_t *dropout_cli_json(const dropout_cli_t *dc) {
   json_t *j = json_object();
-  int bad = cli_json_set(j, "scheme", cli_json_str(aa_dropout_scheme_name(dc->d.scheme)));
-  bad |= cli_json_set(j, "p", cli_json_num(dc->d.p));
-  bad |= cli_json_set(j, "seed", cli_json_u64(dc->d.seed));
-  bad |= cli_json_set(j, "fwd_tile", pair(dc->fwd_tq, dc->fwd_tk));
-  bad |= cli_json_set(j, "bwd_tile", pair(dc->bwd_tq, dc->bwd_tk));
-  bad |= cli_json_set(j, "tile_count", cli_json_str(aa_dropout_count_name(dc->d.tile_count)));
-  bad |= cli_json_set(j, "mask_elements", cli_json_u64(dc->elements));
-  bad |= cli_json_set(j, "mismatch_count", cli_json_u64(dc->mismatch_count));
-  bad |= cli_json_set(j, "mismatch_fraction", cli_json_num(dc->mismatch));
-  bad |= cli_json_set(j, "keep_rate_realised", cli_json_num(dc->keep_rate));
-  bad |= cli_json_set(j, "keep_rate_nominal", cli_json_num(1.0 - dc->d.p));
-  bad |= cli_json_set(j, "keep_rate_expected", cli_json_num(dc->expected_keep));
-  bad |= cli_json_set(j, "keep_scale", cli_json_num(dc->keep_scale));
-  bad |= cli_json_set(j, "o_bias_implied", cli_json_num(dc->implied_bias));
-  bad |= cli_json_set(j, "o_bias_estimate", cli_json_num(dc->bias_mean));
-  bad |= cli_json_set(j, "o_bias_ci95", cli_json_num(dc->bias_hw));
-  bad |= cli_json_set(j, "o_bias_seeds", cli_json_u64(dc->nseeds));
+  int bad = aa_json_set(j, "scheme", aa_json_str(aa_dropout_scheme_name(dc->d.scheme)));
+  bad |= aa_json_set(j, "p", aa_json_num(dc->d.p));
+  bad |= aa_json_set(j, "seed", aa_json_u64(dc->d.seed));
+  bad |= aa_json_set(j, "fwd_tile", pair(dc->fwd_tq, dc->fwd_tk));
+  bad |= aa_json_set(j, "bwd_tile", pair(dc->bwd_tq, dc->bwd_tk));
+  bad |= aa_json_set(j, "tile_count", aa_json_str(aa_dropout_count_name(dc->d.tile_count)));
+  bad |= aa_json_set(j, "mask_elements", aa_json_u64(dc->elements));
+  bad |= aa_json_set(j, "mismatch_count", aa_json_u64(dc->mismatch_count));
+  bad |= aa_json_set(j, "mismatch_fraction", aa_json_num(dc->mismatch));
+  bad |= aa_json_set(j, "keep_rate_realised", aa_json_num(dc->keep_rate));
+  bad |= aa_json_set(j, "keep_rate_nominal", aa_json_num(1.0 - dc->d.p));
+  bad |= aa_json_set(j, "keep_rate_expected", aa_json_num(dc->expected_keep));
+  bad |= aa_json_set(j, "keep_scale", aa_json_num(dc->keep_scale));
+  bad |= aa_json_set(j, "o_bias_implied", aa_json_num(dc->implied_bias));
+  bad |= aa_json_set(j, "o_bias_estimate", aa_json_num(dc->bias_mean));
+  bad |= aa_json_set(j, "o_bias_ci95", aa_json_num(dc->bias_hw));
+  bad |= aa_json_set(j, "o_bias_seeds", aa_json_u64(dc->nseeds));
   return bad ? (json_decref(j), NULL) : j;
 }
 

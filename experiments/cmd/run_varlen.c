@@ -44,16 +44,16 @@ static json_t *json_cu(const int32_t *cu, size_t B) {
   json_t *a = json_array();
   int bad = 0;
   for (size_t b = 0; b <= B; b++)
-    bad |= cli_json_push(a, json_integer(cu[b]));
+    bad |= aa_json_push(a, json_integer(cu[b]));
   return bad ? (json_decref(a), NULL) : a;
 }
 
 /* One sequence of the batch: its problem, oracle and runs (the document's own shape without the provenance). */
 static json_t *json_sequence(const cli_report_t *rep, const cli_variant_t *vs, size_t nrec) {
   json_t *j = json_object();
-  int bad = cli_json_set(j, "problem", cli_json_problem(rep));
-  bad |= cli_json_set(j, "oracle", cli_json_oracle(rep));
-  bad |= cli_json_set(j, "runs", cli_json_runs(rep, vs, nrec));
+  int bad = aa_json_set(j, "problem", aa_json_problem(rep));
+  bad |= aa_json_set(j, "oracle", aa_json_oracle(rep));
+  bad |= aa_json_set(j, "runs", aa_json_runs(rep, vs, nrec));
   return bad ? (json_decref(j), NULL) : j;
 }
 
@@ -170,7 +170,7 @@ static void vl_report_sequence(varlen_t *V, size_t b, const aa_problem_t *pbb, c
   rb.oracle = ob;
   rb.oracle_seconds = osec;
   if (V->json) {
-    V->jbad |= cli_json_push(V->seqs, json_sequence(&rb, V->vs, V->nrec));
+    V->jbad |= aa_json_push(V->seqs, json_sequence(&rb, V->vs, V->nrec));
   } else {
     fprintf(V->tf, "== sequence %zu of %zu: queries %zu..%zu, keys %zu..%zu\n", b, V->fc->batch, q0,
             q0 + pbb->n_q - 1, k0, k0 + pbb->n_k - 1);
@@ -234,12 +234,12 @@ static int vl_batch(varlen_t *V) {
   rb.oracle_seconds = V->osec_total;
   if (V->json) {
     /* the document of the whole packed batch, with the sequences' own results */
-    json_t *doc = cli_json_doc(&rb, V->vb, V->nrec);
-    V->jbad |= cli_json_set(doc, "cu_seqlens_q", json_cu(V->fc->cu_q, V->fc->batch));
-    V->jbad |= cli_json_set(doc, "cu_seqlens_k", json_cu(V->fc->cu_k, V->fc->batch));
-    V->jbad |= cli_json_set(doc, "sequences", V->seqs);
+    json_t *doc = aa_json_doc(&rb, V->vb, V->nrec);
+    V->jbad |= aa_json_set(doc, "cu_seqlens_q", json_cu(V->fc->cu_q, V->fc->batch));
+    V->jbad |= aa_json_set(doc, "cu_seqlens_k", json_cu(V->fc->cu_k, V->fc->batch));
+    V->jbad |= aa_json_set(doc, "sequences", V->seqs);
     V->seqs = NULL;
-    V->jtext = V->jbad ? NULL : cli_json_text(doc, 0, &V->jlen);
+    V->jtext = V->jbad ? NULL : aa_json_text(doc, 0, &V->jlen);
     json_decref(doc);
     V->jbad = V->jtext == NULL;
   } else {

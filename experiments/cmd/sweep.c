@@ -83,10 +83,10 @@ static json_t *meta_recipes(const xp_ctx_t *ctx) {
       break;
     }
     aa_recipe_format(text, need + 1, &ctx->recipe[i]);
-    bad |= cli_json_set(r, "name", cli_json_str(ctx->recipe[i].name));
-    bad |= cli_json_set(r, "hash", cli_json_str(ctx->recipe_hash[i]));
-    bad |= cli_json_set(r, "text", cli_json_str(text));
-    bad |= cli_json_push(a, r);
+    bad |= aa_json_set(r, "name", aa_json_str(ctx->recipe[i].name));
+    bad |= aa_json_set(r, "hash", aa_json_str(ctx->recipe_hash[i]));
+    bad |= aa_json_set(r, "text", aa_json_str(text));
+    bad |= aa_json_push(a, r);
     free(text);
   }
   return bad ? (json_decref(a), NULL) : a;
@@ -100,18 +100,18 @@ static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t 
   json_t *j = json_object(), *cmd = json_array();
   int rc, bad;
   aa_hash128_hex(gh, &g);
-  bad = cli_json_set(j, "experiment", cli_json_str(xp->name));
-  bad |= cli_json_set(j, "quick", cli_json_bool(o->quick));
-  bad |= cli_json_set(j, "version", cli_json_str(AA_VERSION));
-  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
-  if (xp->inputs != NULL) bad |= cli_json_set(j, "seeds", cli_json_str(xp->inputs));
-  bad |= cli_json_set(j, "grid_hash", cli_json_str(gh));
-  bad |= cli_json_set(j, "cells", cli_json_u64(aa_sweep_ncells(sw)));
+  bad = aa_json_set(j, "experiment", aa_json_str(xp->name));
+  bad |= aa_json_set(j, "quick", aa_json_bool(o->quick));
+  bad |= aa_json_set(j, "version", aa_json_str(AA_VERSION));
+  bad |= aa_json_set(j, "git", aa_json_str(AA_GIT_HASH));
+  if (xp->inputs != NULL) bad |= aa_json_set(j, "seeds", aa_json_str(xp->inputs));
+  bad |= aa_json_set(j, "grid_hash", aa_json_str(gh));
+  bad |= aa_json_set(j, "cells", aa_json_u64(aa_sweep_ncells(sw)));
   for (int i = 0; i < argc; i++)
-    bad |= cli_json_push(cmd, cli_json_str(argv[i]));
-  bad |= cli_json_set(j, "command", cmd);
-  bad |= cli_json_set(j, "recipes", meta_recipes(ctx));
-  text = bad ? NULL : cli_json_text(j, 0, &len);
+    bad |= aa_json_push(cmd, aa_json_str(argv[i]));
+  bad |= aa_json_set(j, "command", cmd);
+  bad |= aa_json_set(j, "recipes", meta_recipes(ctx));
+  text = bad ? NULL : aa_json_text(j, 0, &len);
   json_decref(j);
   if (text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   snprintf(path, sizeof path, "%s/meta.json", dir);

@@ -97,9 +97,9 @@ static json_t *json_ranges(const aa_exp_map_t *m, const aa_exp_t *e, int c, int 
   for (int r = 0; r < m->nranges[c]; r++) {
     float lo = m->ranges[c][r].lo, hi = m->ranges[c][r].hi;
     json_t *p = json_array();
-    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, lo - shift, bf16) : lo));
-    bad |= cli_json_push(p, cli_json_num(exponent ? aa_exp_encoded_exponent(e, hi - shift, bf16) : hi));
-    bad |= cli_json_push(a, p);
+    bad |= aa_json_push(p, aa_json_num(exponent ? aa_exp_encoded_exponent(e, lo - shift, bf16) : lo));
+    bad |= aa_json_push(p, aa_json_num(exponent ? aa_exp_encoded_exponent(e, hi - shift, bf16) : hi));
+    bad |= aa_json_push(a, p);
   }
   return bad ? (json_decref(a), NULL) : a;
 }
@@ -127,15 +127,15 @@ static int json_classes(json_t *j, const aa_exp_map_t *m, const aa_exp_t *e, int
     const char *n = aa_exp_cls_name(c);
     char key[64];
     snprintf(key, sizeof key, "%s_count", n);
-    bad |= cli_json_set(j, key, cli_json_u64(m->cls_count[c]));
+    bad |= aa_json_set(j, key, aa_json_u64(m->cls_count[c]));
     snprintf(key, sizeof key, "%s_runs", n);
-    bad |= cli_json_set(j, key, cli_json_u64(m->cls_runs[c]));
+    bad |= aa_json_set(j, key, aa_json_u64(m->cls_runs[c]));
     snprintf(key, sizeof key, "%s_ranges", n);
-    bad |= cli_json_set(j, key, json_ranges(m, e, c, 0, bf16, shift));
+    bad |= aa_json_set(j, key, json_ranges(m, e, c, 0, bf16, shift));
     snprintf(key, sizeof key, "%s_ranges_exponent", n);
-    bad |= cli_json_set(j, key, json_ranges(m, e, c, 1, bf16, shift));
+    bad |= aa_json_set(j, key, json_ranges(m, e, c, 1, bf16, shift));
     snprintf(key, sizeof key, "%s_ranges_truncated", n);
-    bad |= cli_json_set(j, key, cli_json_bool(m->ranges_truncated[c]));
+    bad |= aa_json_set(j, key, aa_json_bool(m->ranges_truncated[c]));
   }
   return bad;
 }
@@ -145,35 +145,35 @@ static json_t *json_one(const aa_exp_map_t *m, const aa_exp_t *e, int bf16, floa
   char spec[256];
   json_t *j = json_object(), *nan = json_object();
   aa_exp_describe(spec, sizeof spec, e);
-  int bad = cli_json_set(j, "version", cli_json_str(AA_VERSION));
-  bad |= cli_json_set(j, "git", cli_json_str(AA_GIT_HASH));
-  bad |= cli_json_set(j, "construction", cli_json_str(aa_exp_info(e->kind)->name));
-  bad |= cli_json_set(j, "spec", cli_json_str(spec));
-  bad |= cli_json_set(j, "input_base", json_string("2"));
-  bad |= cli_json_set(j, "output", json_string(bf16 ? "bf16" : "fp32"));
-  bad |= cli_json_set(j, "mode", json_string(exhaustive ? "exhaustive" : "samples"));
-  if (!exhaustive) bad |= cli_json_set(j, "seed", cli_json_u64(seed));
-  bad |= cli_json_set(j, "lo", cli_json_num(lo));
-  bad |= cli_json_set(j, "hi", cli_json_num(hi));
-  bad |= cli_json_set(j, "shift", cli_json_num(shift));
-  bad |= cli_json_set(j, "inputs", cli_json_u64(m->inputs));
-  bad |= cli_json_set(j, "valid", cli_json_u64(m->valid));
-  bad |= cli_json_set(j, "min_ratio", cli_json_num(m->min_ratio));
-  bad |= cli_json_set(j, "max_ratio", cli_json_num(m->max_ratio));
-  bad |= cli_json_set(j, "max_rel_err", cli_json_num(m->max_rel_err));
-  bad |= cli_json_set(j, "mean_rel_err", cli_json_num(m->mean_rel_err));
-  bad |= cli_json_set(j, "min_ratio_at", cli_json_num(m->argmin_ratio));
-  bad |= cli_json_set(j, "max_ratio_at", cli_json_num(m->argmax_ratio));
-  bad |= cli_json_set(j, "max_rel_err_at", cli_json_num(m->argmax_rel_err));
-  bad |= cli_json_set(j, "cr_mismatch", shift != 0.0f ? json_null() : cli_json_u64(m->cr_mismatch));
+  int bad = aa_json_set(j, "version", aa_json_str(AA_VERSION));
+  bad |= aa_json_set(j, "git", aa_json_str(AA_GIT_HASH));
+  bad |= aa_json_set(j, "construction", aa_json_str(aa_exp_info(e->kind)->name));
+  bad |= aa_json_set(j, "spec", aa_json_str(spec));
+  bad |= aa_json_set(j, "input_base", json_string("2"));
+  bad |= aa_json_set(j, "output", json_string(bf16 ? "bf16" : "fp32"));
+  bad |= aa_json_set(j, "mode", json_string(exhaustive ? "exhaustive" : "samples"));
+  if (!exhaustive) bad |= aa_json_set(j, "seed", aa_json_u64(seed));
+  bad |= aa_json_set(j, "lo", aa_json_num(lo));
+  bad |= aa_json_set(j, "hi", aa_json_num(hi));
+  bad |= aa_json_set(j, "shift", aa_json_num(shift));
+  bad |= aa_json_set(j, "inputs", aa_json_u64(m->inputs));
+  bad |= aa_json_set(j, "valid", aa_json_u64(m->valid));
+  bad |= aa_json_set(j, "min_ratio", aa_json_num(m->min_ratio));
+  bad |= aa_json_set(j, "max_ratio", aa_json_num(m->max_ratio));
+  bad |= aa_json_set(j, "max_rel_err", aa_json_num(m->max_rel_err));
+  bad |= aa_json_set(j, "mean_rel_err", aa_json_num(m->mean_rel_err));
+  bad |= aa_json_set(j, "min_ratio_at", aa_json_num(m->argmin_ratio));
+  bad |= aa_json_set(j, "max_ratio_at", aa_json_num(m->argmax_ratio));
+  bad |= aa_json_set(j, "max_rel_err_at", aa_json_num(m->argmax_rel_err));
+  bad |= aa_json_set(j, "cr_mismatch", shift != 0.0f ? json_null() : aa_json_u64(m->cr_mismatch));
   bad |= json_classes(j, m, e, bf16, shift);
-  bad |= cli_json_set(nan, "-127", cli_json_bool(nan_near(m, e, bf16, shift, -127.0)));
-  bad |= cli_json_set(nan, "-126.5", cli_json_bool(nan_near(m, e, bf16, shift, -126.5)));
-  bad |= cli_json_set(j, "paper_nan_exponents", nan);
-  bad |= cli_json_set(j, "reference", json_string("libm exp2 (FP64)"));
-  bad |= cli_json_set(j, "reference_max_relerr", cli_json_num(AA_EXP_REF_RELERR));
-  bad |= cli_json_set(j, "reference_checked", cli_json_u64(m->ref_checked));
-  bad |= cli_json_set(j, "reference_observed_max_relerr", cli_json_num(m->ref_observed_max_relerr));
+  bad |= aa_json_set(nan, "-127", aa_json_bool(nan_near(m, e, bf16, shift, -127.0)));
+  bad |= aa_json_set(nan, "-126.5", aa_json_bool(nan_near(m, e, bf16, shift, -126.5)));
+  bad |= aa_json_set(j, "paper_nan_exponents", nan);
+  bad |= aa_json_set(j, "reference", json_string("libm exp2 (FP64)"));
+  bad |= aa_json_set(j, "reference_max_relerr", aa_json_num(AA_EXP_REF_RELERR));
+  bad |= aa_json_set(j, "reference_checked", aa_json_u64(m->ref_checked));
+  bad |= aa_json_set(j, "reference_observed_max_relerr", aa_json_num(m->ref_observed_max_relerr));
   return bad ? (json_decref(j), NULL) : j;
 }
 
@@ -399,9 +399,9 @@ static int print_json(const aa_exp_map_t *maps, const expmap_args_t *X, const in
   int bad = 0;
   for (int c = 0; c < X->ne; c++) {
     one = json_one(&maps[c], &X->e[c], bf16[c], X->lo, X->hi, X->nsamples == 0, X->seed, X->shift);
-    if (all != NULL) bad |= cli_json_push(all, one);
+    if (all != NULL) bad |= aa_json_push(all, one);
   }
-  char *text = bad ? NULL : cli_json_text(all != NULL ? all : one, 0, NULL);
+  char *text = bad ? NULL : aa_json_text(all != NULL ? all : one, 0, NULL);
   json_decref(all != NULL ? all : one);
   if (text == NULL) {
     cli_error("expmap", "out of memory");

@@ -2,12 +2,14 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "internal.h"
 
 void aa__set_free(aa_sweep_set_t *set) {
@@ -251,21 +253,6 @@ int aa__set_finish(aa_sweep_set_t *set, aa_error_t *err) {
   return AA_OK;
 }
 
-static void json_str(aa_buf_t *b, const char *s) {
-  aa_buf_put(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') {
-      aa_buf_put(b, "\\", 1);
-      aa_buf_put(b, p, 1);
-    } else if (*p < 0x20) {
-      aa_buf_printf(b, "\\u%04x", *p);
-    } else {
-      aa_buf_put(b, p, 1);
-    }
-  }
-  aa_buf_put(b, "\"", 1);
-}
-
 /* Undo the journal's string escapes (\\ \t \n \r). */
 static void unescape(aa_buf_t *b, const char *s, size_t n) {
   b->len = 0;
@@ -280,12 +267,14 @@ static void unescape(aa_buf_t *b, const char *s, size_t n) {
   aa_buf_put(b, "", 0);
 }
 
-/* Quote the non-finite numbers for JSON, which has no nan or inf. */
-static void json_num(aa_buf_t *b, const char *f, size_t n) {
-  int finite = !(f[0] == 'n' || f[0] == 'i' || (f[0] == '-' && n > 1 && f[1] == 'i'));
-  if (!finite) aa_buf_put(b, "\"", 1);
-  aa_buf_put(b, f, n);
-  if (!finite) aa_buf_put(b, "\"", 1);
+/* A journal number as JSON: finite values as numbers (aa_json_num), the
+   non-finite ones as the strings "nan", "inf", "-inf" (JSON has none, and a
+   null would lose which). */
+static json_t *json_number(const char *f, size_t n) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), f);
+  double x = strtod(buf, NULL);
+  return isfinite(x) ? aa_json_num(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
 }
 
 /* The three texts of the results: every column in csv and json, the
@@ -297,7 +286,8 @@ typedef struct {
 
 /* One journal row line (tab-separated typed fields) into the three texts. */
 static const char *results_row(results_t *o, const aa_sweep_set_t *set, const char *p, const char *end) {
-  aa_buf_put(&o->json, "{", 1);
+  json_t *row = json_object();
+  int bad = row == NULL;
   for (size_t c = 0; c < set->ncols; c++) {
     const char *f = p;
     while (p < end && *p != '\t' && *p != '\n')
@@ -305,25 +295,30 @@ static const char *results_row(results_t *o, const aa_sweep_set_t *set, const ch
     size_t fl = (size_t)(p - f);
     p++; /* the tab or newline */
     int canon_col = set->colkind[c] != 't';
-    aa_buf_printf(&o->json, "%s\"%s\":", c ? "," : "", set->colnames[c]);
     const char *text = f + 1;
     size_t tl = fl > 0 ? fl - 1 : 0;
+    json_t *v;
     if (fl > 0 && f[0] == 's') {
       unescape(&o->tmp, f + 1, fl - 1);
       text = aa_buf_str(&o->tmp);
       tl = o->tmp.len;
-      json_str(&o->json, text);
-    } else if (fl > 0) {
-      json_num(&o->json, text, tl);
+      v = aa_json_str(text);
     } else {
-      aa_buf_puts(&o->json, "null");
+      v = fl > 0 ? json_number(text, tl) : json_null();
     }
+    bad |= aa_json_set(row, set->colnames[c], v);
     aa_csv_field(&o->c_csv, text, tl);
     if (canon_col) aa_csv_field(&o->c_canon, text, tl);
   }
   aa_csv_end(&o->c_csv);
   aa_csv_end(&o->c_canon);
-  aa_buf_put(&o->json, "}\n", 2);
+  char *line = bad ? NULL : aa_json_text(row, 1, NULL);
+  json_decref(row);
+  if (line == NULL)
+    o->json.oom = 1;
+  else
+    aa_buf_puts(&o->json, line);
+  free(line);
   return p;
 }
 

@@ -1,10 +1,10 @@
-/* attnacc: JSON values of the command built with libjansson (experiments/cli/json.h). */
+/* attnacc: JSON values built with libjansson (lib/common/json.h). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/json.h"
+#include "json.h"
 
 /* Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no
    surrogates, at most U+10FFFF), or 0 when the byte at s starts none. */
@@ -29,7 +29,7 @@ static size_t utf8_len(const unsigned char *s) {
   return n;
 }
 
-json_t *cli_json_str(const char *s) {
+json_t *aa_json_str(const char *s) {
   static const char repl[] = "\xef\xbf\xbd"; /* U+FFFD REPLACEMENT CHARACTER */
   size_t len, bad = 0, i, o;
   char *t;
@@ -58,24 +58,24 @@ json_t *cli_json_str(const char *s) {
   return j;
 }
 
-json_t *cli_json_num(double x) {
+json_t *aa_json_num(double x) {
   if (!isfinite(x)) return json_null();
   if (x == floor(x) && fabs(x) <= 0x1p53 && !(x == 0 && signbit(x))) return json_integer((json_int_t)x);
   return json_real(x);
 }
 
-json_t *cli_json_u64(uint64_t x) {
+json_t *aa_json_u64(uint64_t x) {
   char buf[24];
   if (x <= (uint64_t)INT64_MAX) return json_integer((json_int_t)x);
   snprintf(buf, sizeof buf, "%llu", (unsigned long long)x);
   return json_string(buf);
 }
 
-json_t *cli_json_bool(int b) {
+json_t *aa_json_bool(int b) {
   return json_boolean(b);
 }
 
-int cli_json_set(json_t *obj, const char *key, json_t *v) {
+int aa_json_set(json_t *obj, const char *key, json_t *v) {
   if (obj == NULL || v == NULL) {
     json_decref(v);
     return -1;
@@ -83,7 +83,7 @@ int cli_json_set(json_t *obj, const char *key, json_t *v) {
   return json_object_set_new(obj, key, v);
 }
 
-int cli_json_push(json_t *arr, json_t *v) {
+int aa_json_push(json_t *arr, json_t *v) {
   if (arr == NULL || v == NULL) {
     json_decref(v);
     return -1;
@@ -91,7 +91,7 @@ int cli_json_push(json_t *arr, json_t *v) {
   return json_array_append_new(arr, v);
 }
 
-char *cli_json_text(const json_t *doc, int compact, size_t *len) {
+char *aa_json_text(const json_t *doc, int compact, size_t *len) {
   size_t flags = JSON_REAL_PRECISION(17) | (compact ? JSON_COMPACT : JSON_INDENT(2));
   char *s = doc != NULL ? json_dumps(doc, flags) : NULL, *t;
   size_t n;
