@@ -113,7 +113,12 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
         continue;
       }
       double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
-      double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
+      /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
+         first (flash-attention hopper/softmax.h:66-69; the row sum and O
+         carry the power of two exactly and finalize divides it out,
+         softmax.h:146-150), modelled by scaling back */
+      int pk = (int)r->fwd_p_scale_exp;
+      double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
       la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
       /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
          into the final normalisation (FA2). The row sum keeps them. */

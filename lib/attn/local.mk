@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
-	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c
+	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm

@@ -197,7 +197,17 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     cx.keep_bwd = drawn_bwd;
     if (drawn_fwd != NULL) cx.keep_fwd = drawn_fwd;
   }
-  st = aa_attn_forward(&cx, out);
+  double *qf = NULL, *kf = NULL, *vf = NULL;
+  st = aa_attn_fwd_operands(&cx, &qf, &kf, &vf, err);
+  if (st == AA_OK && qf != NULL) {
+    /* FP8 forward: the forward alone reads the cast operands, the
+       backward the io inputs (FA3 has no FP8 backward). */
+    aa_attn_ctx_t cxf = cx;
+    cxf.Q = qf, cxf.K = kf, cxf.V = vf;
+    st = aa_attn_forward(&cxf, out);
+  } else if (st == AA_OK)
+    st = aa_attn_forward(&cx, out);
+  free(qf), free(kf), free(vf);
   double *dO_eff = NULL, *bias = NULL;
   if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
     /* Reciprocal backward (seed 003 section 3.5): dO scaled once in the
