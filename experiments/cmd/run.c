@@ -15,6 +15,10 @@
 
 #define MAX_VARIANTS 32
 
+static const char *dist_name(int dist) {
+  return dist == AA_DIST_OUTLIER ? "outlier" : dist == AA_DIST_UNIFORM ? "uniform" : "normal";
+}
+
 static const cli_opt_t opts[] = {
     {"variant", "SPEC[,SPEC...]", NULL,
      "recipes to emulate: preset NAMEs (attnacc list shows them), recipe files (ending in .recipe or with a /) "
@@ -25,7 +29,9 @@ static const cli_opt_t opts[] = {
     {"heads", "H", "1", "query heads"},
     {"kv-heads", "HKV", "= heads", "key/value heads (GQA); must divide heads"},
     {"seed", "S", "1", "seed of the input draw (0 to 2^64-1)"},
-    {"dist", "normal|uniform", "normal", "input distribution: sigma*N(0,1) or sigma*U[0,1)"},
+    {"dist", "normal|uniform|outlier", "normal",
+     "input distribution: sigma*N(0,1), sigma*U[0,1), or sigma*(N(0,1) + N(0,100) Bernoulli(0.001)) (FA3's FP8 "
+     "setting)"},
     {"sigma", "X", "1", "scale of the input distribution (> 0)"},
     {"scale", "S", "1/sqrt(d)", "softmax scale (> 0)"},
     {"causal", NULL, NULL, "causal mask (query i sees keys 0..i; i + n_k - n_q with --causal-align bottom-right)"},
@@ -55,7 +61,9 @@ static const char description[] =
     "Inputs: q, k, v, dO (and sinks) are drawn from pcg64 streams\n"
     "aa_rng_derive(seed, {id, head}) with id 0 = q, 1 = k, 2 = v, 3 = dO, 4 = sinks,\n"
     "element by element in row-major [n, d] order, as sigma*N(0,1) (normal) or\n"
-    "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), formed in double and rounded\n"
+    "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), or sigma*(N(0,1) + 10 N(0,1) B)\n"
+    "with B a Bernoulli(0.001) draw (outlier: the FA3 paper's FP8 setting; three draws\n"
+    "per element: normal, uniform, outlier normal), formed in double and rounded\n"
     "to nearest even into the narrowest io format of the variants (bf16 for the\n"
     "presets but exact-fp64; it must be contained in the others). Sink logits are\n"
     "N(0,1), not scaled by sigma. With --inputs, q.npy and do.npy are [N, d] or\n"
@@ -270,9 +278,11 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
   if ((s = cli_get(&a, "seed")) && cli_u64(&seed, cmd, "seed", s)) goto out;
   if ((s = cli_get(&a, "dist")) != NULL) {
     if (strcmp(s, "uniform") == 0)
-      uniform = 1;
+      uniform = AA_DIST_UNIFORM;
+    else if (strcmp(s, "outlier") == 0)
+      uniform = AA_DIST_OUTLIER;
     else if (strcmp(s, "normal") != 0) {
-      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
+      cli_error(cmd, "--dist: '%s' is not normal, uniform or outlier", s);
       goto out;
     }
   }
@@ -428,8 +438,7 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
   }
   cli_set_threads(threads);
   if (fc.batch > 0) { /* a varlen batch: each sequence its own problem (experiments/cmd/run_varlen.c) */
-    rep = (cli_report_t){
-        cmd, 1, seed, inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb, &oo, NULL, 0};
+    rep = (cli_report_t){cmd, 1, seed, inputs_dir ? NULL : dist_name(uniform), sigma, inputs_dir, &pb, &oo, NULL, 0};
     status = features_cli_run_varlen(&fc, cmd, &rep, &in, recipes, nrec, cli_get(&a, "json") != NULL, out_file);
     goto out;
   }
@@ -465,9 +474,8 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
     if (strcmp(recipes[i].name, "naive-bf16") == 0 && naive_is < 0) naive_is = (int)i;
   }
   if (hook != NULL) { /* another command's report (explain): no naive reference, no files */
-    rep = (cli_report_t){
-        cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
-        &oo, &oracle, oracle_seconds};
+    rep = (cli_report_t){cmd, 1,       seed,          inputs_dir ? NULL : dist_name(uniform), sigma, inputs_dir, &pb,
+                         &oo, &oracle, oracle_seconds};
     status = hook(hctx, &rep, recipes, vs, nrec);
     goto out;
   }
@@ -490,9 +498,8 @@ int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_r
   }
 
   /* ---- report ---- */
-  rep = (cli_report_t){
-      cmd, 1,       seed,          inputs_dir ? NULL : (uniform ? "uniform" : "normal"), sigma, inputs_dir, &pb,
-      &oo, &oracle, oracle_seconds};
+  rep = (cli_report_t){cmd, 1,       seed,          inputs_dir ? NULL : dist_name(uniform), sigma, inputs_dir, &pb,
+                       &oo, &oracle, oracle_seconds};
   if (cli_get(&a, "json") != NULL || out_file != NULL) {
     cli_json(&sb, &rep, vs, nrec);
     dropout_cli_json(&sb, &dc);
