@@ -251,6 +251,16 @@ struct aa_recipe {
      recipe text only when not `exact`, so other recipes keep their text. */
   aa_exp_t fwd_exp, bwd_exp;
 
+  /* FA4's partial exp emulation (keys fwd.exp_emu, fwd.exp_emu_freq,
+     fwd.exp_emu_res, fwd.exp_emu_start; flash-attention
+     flash_attn/cute/softmax.py apply_exp2_convert): each row of a key block
+     is cut into fragments of 32 keys; in fragment j the key pair starting at
+     k (even) takes fwd_exp_emu (FA4's software exp2) when k % freq >=
+     freq - res, j >= start and j is not the last fragment, the others
+     fwd_exp (the hardware exp2). freq = 0: off. Written only when freq > 0. */
+  aa_exp_t fwd_exp_emu;
+  size_t fwd_exp_emu_freq, fwd_exp_emu_res, fwd_exp_emu_start;
+
   /* Softcap (problem.h) tanh (key softcap.tanh, KEYS.md; written in the
      recipe text only when not exact): how the kernel evaluates tanh on the
      ALU-format argument (lib/attn/common.c, aa_attn_score_mod). */

@@ -183,6 +183,49 @@ static void ds_scale(void) {
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v), aa_tensor_free(&dO);
 }
 
+/* FA4's emulated pairs: with Q = 0 every score is 0 and every weight
+   2^0; the hardware exp2 (exact) gives 1, the stand-in emulation
+   quadratic-bf16 (s = 1.0476) gives BF16(1.0476) = 1.046875. With V = the
+   identity (d = n_k = 128), O[0][j] = p_j / l shows which keys were
+   emulated. The closed form for freq 10, res 4, start 1 and one 128-key
+   block (four 32-key fragments): fragments 1 and 2, pairs at k % 10 >= 6,
+   i.e. k in {6..9, 16..19, 26..29}: 24 keys, columns 32 j + k. */
+static void emu_pattern(void) {
+  enum { NK2 = 128 };
+  aa_tensor_t q, k, v;
+  size_t s[3] = {1, 1, NK2}, sk[3] = {1, NK2, NK2};
+  aa_tensor_alloc(&q, 3, s, AA_FMT_BF16);
+  aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16);
+  aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16);
+  memset(q.data, 0, sizeof(double) * NK2);
+  memset(k.data, 0, sizeof(double) * NK2 * NK2);
+  memset(v.data, 0, sizeof(double) * NK2 * NK2);
+  for (size_t j = 0; j < NK2; j++)
+    v.data[j * NK2 + j] = 1;
+  aa_problem_t pb;
+  aa_problem_init(&pb, 1, NK2, NK2, 1, 1);
+  aa_recipe_t r;
+  aa_attn_result_t res;
+  aa_error_t err = {{0}};
+  if (aa_recipe_preset(&r, "fa4", &err) != AA_OK ||
+      aa_recipe_set(&r, "fwd.exp_emu", "quadratic-bf16:k=0.244,d=0,s=1.0476", &err) != AA_OK ||
+      aa_attn_run(&res, &pb, &r, &q, &k, &v, NULL, &err) != AA_OK) {
+    AA_FAIL("fa4 emulation pattern: %s", err.msg);
+    return;
+  }
+  int wrong = 0, emulated = 0;
+  for (size_t c = 0; c < NK2; c++) {
+    size_t j = c / 32, kk = c % 32;
+    int want = j >= 1 && j <= 2 && kk % 10 >= 6;
+    int got = res.o.data[c] > res.o.data[0];
+    emulated += got;
+    wrong += got != want;
+  }
+  AA_CHECK(wrong == 0 && emulated == 24, "fa4: %d keys emulated (want 24), %d in the wrong place", emulated, wrong);
+  aa_attn_result_free(&res);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+}
+
 int main(void) {
   aa_tensor_t q, k, v, dO;
   fill(&q, &k, &v, &dO);
@@ -191,5 +234,6 @@ int main(void) {
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v), aa_tensor_free(&dO);
   rotation();
   ds_scale();
+  emu_pattern();
   return aa_test_finish("tkernel_presets");
 }

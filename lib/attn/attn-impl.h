@@ -70,6 +70,8 @@ typedef struct {
   /* Exp constructions of the weights (recipe fwd.exp / bwd.exp); NULL for
      the default `exact`, which keeps aa_attn_exp bit for bit. */
   const aa_exp_t *wexp_fwd, *wexp_bwd;
+  /* fwd.exp_emu with fwd.exp_emu_freq > 0 (FA4's emulated pairs), else NULL */
+  const aa_exp_t *wexp_emu;
   /* Score modifiers (problem.h; aa_attn_score_mod). mod: the problem has
      softcap or ALiBi. Softcap: S <- cap_out tanh(S sc_mul) in the ALU
      format, cap_out = 1 with scale_fold = exp (FA2 folds the softcap into

@@ -81,6 +81,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   cx.se = r->scale_fold == AA_SCALE_EXP ? scale : 1.0;
   cx.wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
   cx.wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
+  cx.wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
   if (r->exp_form == AA_EXPFORM_EXP2_FMA)
     /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
        the host and stored as float. */

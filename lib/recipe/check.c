@@ -25,6 +25,12 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': dK receives the softmax scale %d times (scale_fold = q, bwd.ds_scale, "
                         "bwd.dk_scale); need 1",
                         r->name, dk_n);
+  if (r->fwd_exp_emu_freq > 0 && (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_tile_k == 0 ||
+                                  r->fwd_tile_k % 32 != 0 || r->alu_fmt != AA_FMT_FP32))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.exp_emu_freq needs fwd.softmax = online-lse, fwd.tile_k a multiple of 32 "
+                        "and alu = fp32",
+                        r->name);
   if (r->fwd_p_scale_exp != 0 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.p_scale_exp needs fwd.softmax = online-lse", r->name);
   if (r->bwd_dk_scale == AA_GSCALE_TILE)
