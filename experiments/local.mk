@@ -10,10 +10,10 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h experiments/cli/csv_read.c \
-	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c \
+	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c experiments/cmd/closest.c \
 	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \
 	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
-	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
+	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/fp8.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
 	experiments/xp/determinism.c experiments/xp/dq_budget.c \
 	experiments/report/report.c experiments/report/report.h experiments/report/sets.c experiments/report/meta.c \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
@@ -43,3 +43,6 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
 EXTRA_DIST += fixtures/h200-flex/flex_witness.py
+# closest (issue 15 item 6).
+TESTS += tests/tclosest.sh
+EXTRA_DIST += tests/tclosest.sh

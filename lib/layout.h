@@ -72,10 +72,22 @@ void aa_layout_export(double *dst, const aa_tensor_t *t, aa_layout_t l, const aa
    order) of element i of the folded [B*H, N, d] tensor. Returns the axis count. */
 int aa_layout_index(size_t *idx, aa_layout_t l, const aa_dims_t *dims, size_t i);
 
+/* Input distributions of aa_layout_draw (its `uniform` argument). */
+enum {
+  AA_DIST_NORMAL = 0,  /* sigma * N(0,1) */
+  AA_DIST_UNIFORM = 1, /* sigma * U[0,1) */
+  /* sigma * (N(0,1) + N(0,100) Bernoulli(0.001)): 0.1 % of the entries get
+     an outlier of standard deviation 10, the FA3 paper's FP8 accuracy
+     setting (section 4.3, as we read it); each element takes three draws
+     from its stream: the normal, the uniform for the Bernoulli, the outlier */
+  AA_DIST_OUTLIER = 2
+};
+
 /* The seeded input draw of `attnacc run`: a [heads, rows, cols] tensor whose
    head h is drawn from the pcg64 stream aa_rng_derive(seed, {id, h}),
-   element by element in row-major order, sigma * N(0,1) (uniform = 0) or
-   sigma * U[0,1) (uniform = 1) formed in double, then rounded to fmt (RNE).
+   element by element in row-major order, by the distribution `uniform`
+   (AA_DIST_NORMAL = 0, AA_DIST_UNIFORM = 1, AA_DIST_OUTLIER) formed in
+   double, then rounded to fmt (RNE).
    Ids used by the front end: 0 = q, 1 = k, 2 = v, 3 = dO, 4 = sinks. */
 int aa_layout_draw(aa_tensor_t *out, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols, int uniform,
                    double sigma, aa_fmt_t fmt, aa_error_t *err);

@@ -103,6 +103,23 @@ typedef enum {
   AA_GSCALE_COUNT
 } aa_grad_scale_t;
 
+/* fwd.qkv_fmt: the format the forward casts Q, K, V to (none: the io values). */
+typedef enum { AA_QKV_NONE = 0, AA_QKV_E4M3, AA_QKV_E5M2, AA_QKV_COUNT } aa_fwd_qkv_fmt_t;
+
+/* fwd.qkv_scale: one power-of-two scale per KV head (Q: per KV-head group) or per tensor. */
+typedef enum { AA_QKV_SCALE_HEAD = 0, AA_QKV_SCALE_TENSOR, AA_QKV_SCALE_COUNT } aa_qkv_scale_t;
+
+/* fwd.qk_rotate: an orthogonal rotation of Q and K applied before the cast. */
+typedef enum { AA_ROTATE_NONE = 0, AA_ROTATE_HADAMARD, AA_ROTATE_COUNT } aa_qk_rotate_t;
+
+/* bwd.ds_scale: whether and how dS carries the softmax scale into the dQ/dK products. */
+typedef enum {
+  AA_DS_SCALE_OFF = 0, /* "off": the scale comes later (bwd.dq_scale, bwd.dk_scale) */
+  AA_DS_SCALE_ON,      /* "on": the ds_fmt dS times the scale, rounded again (naive's dS*scale tensor) */
+  AA_DS_SCALE_FUSED,   /* "fused": the FP32 dS times the scale, then one ds_fmt rounding (xformers) */
+  AA_DS_SCALE_COUNT
+} aa_ds_scale_t;
+
 /* bwd.dkv_accumulate: how dK/dV tiles are summed over query tiles. */
 typedef enum {
   AA_KVACC_CHAIN = 0, /* "chain": the product keeps accumulating into the accumulator (register/TMEM acc, FA2) */
@@ -163,9 +180,10 @@ struct aa_recipe {
   aa_fmt_t bwd_p_dv_fmt, bwd_p_ds_fmt; /* P as used for dV and for dS */
   aa_fmt_t bwd_dp_fmt;                 /* dP rounded to this before subtracting D */
   aa_d_source_t bwd_d_source;
-  aa_fmt_t bwd_d_fmt;      /* D (dy_o_sum) and its partial sums */
-  aa_fmt_t bwd_ds_fmt;     /* dS before the dQ/dK products */
-  int bwd_ds_scale;        /* 1: dS*scale rounded to ds_fmt before the products (naive) */
+  aa_fmt_t bwd_d_fmt;  /* D (dy_o_sum) and its partial sums */
+  aa_fmt_t bwd_ds_fmt; /* dS before the dQ/dK products */
+  int bwd_ds_scale; /* 0 off; 1: ds_fmt dS times the scale, rounded again (naive); 2 (fused): FP32 dS times the scale,
+                       one rounding */
   aa_fmt_t bwd_dq_acc_fmt; /* dQ accumulator across K tiles */
   aa_grad_scale_t bwd_dq_scale, bwd_dk_scale;
   aa_fmt_t bwd_dq_section_fmt; /* dQ stored (HBM) between KV sections: the section round trip */
@@ -210,6 +228,18 @@ struct aa_recipe {
   size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
   int bwd_q_desc;       /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
 
+  /* FP8 forward operands (keys fwd.qkv_fmt, fwd.qkv_scale, fwd.qk_rotate,
+     fwd.p_scale_exp; lib/attn/fp8.c). The forward (only) reads Q, K, V
+     rotated (optional Hadamard of Q and K, rounded to io) and cast to
+     fwd.qkv_fmt with power-of-two scales, held dequantized: a power-of-two
+     descale folded into the softmax scale (FA3) is exact, so this is the
+     kernel's arithmetic. The backward reads the io inputs (FA3 has no FP8
+     backward). Written in the recipe text only when not the defaults. */
+  int fwd_qkv_fmt;        /* aa_fwd_qkv_fmt_t: none, e4m3, e5m2 */
+  int fwd_qkv_scale;      /* aa_qkv_scale_t: per-head (FA3 descale per batch and KV head) or per-tensor */
+  int fwd_qk_rotate;      /* aa_qk_rotate_t: none, hadamard (incoherent processing, outside the kernel) */
+  size_t fwd_p_scale_exp; /* P times 2^k before its fwd.p_fmt rounding (FA3/FA4 FP8 Max_offset = 8) */
+
   /* Exp constructions of the weights (keys fwd.exp and bwd.exp, value a
      lib/exp.h spec "name[:key=value,...]"): fwd_exp for the forward weights,
      bwd_exp for the backward recompute. Each construction gets the base-2
@@ -220,6 +250,16 @@ struct aa_recipe {
      value of the packed evaluator ([blackwell-fa] section 3.3). Written in the
      recipe text only when not `exact`, so other recipes keep their text. */
   aa_exp_t fwd_exp, bwd_exp;
+
+  /* FA4's partial exp emulation (keys fwd.exp_emu, fwd.exp_emu_freq,
+     fwd.exp_emu_res, fwd.exp_emu_start; flash-attention
+     flash_attn/cute/softmax.py apply_exp2_convert): each row of a key block
+     is cut into fragments of 32 keys; in fragment j the key pair starting at
+     k (even) takes fwd_exp_emu (FA4's software exp2) when k % freq >=
+     freq - res, j >= start and j is not the last fragment, the others
+     fwd_exp (the hardware exp2). freq = 0: off. Written only when freq > 0. */
+  aa_exp_t fwd_exp_emu;
+  size_t fwd_exp_emu_freq, fwd_exp_emu_res, fwd_exp_emu_start;
 
   /* Softcap (problem.h) tanh (key softcap.tanh, KEYS.md; written in the
      recipe text only when not exact): how the kernel evaluates tanh on the

@@ -158,6 +158,10 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
   return 0;
 }
 
+const char *cli_dist_name(int dist) {
+  return dist == AA_DIST_OUTLIER ? "outlier" : dist == AA_DIST_UNIFORM ? "uniform" : "normal";
+}
+
 void cli_problem_opts_init(cli_problem_opts_t *p) {
   *p = (cli_problem_opts_t){.n = 1024, .d = 128, .heads = 1, .kv_heads = 0, .seed = 1, .sigma = 1};
 }
@@ -172,11 +176,16 @@ int cli_problem_opts_parse(cli_problem_opts_t *p, const cli_args_t *a, const cha
       ((s = cli_get(a, "seed")) && cli_u64(&p->seed, cmd, "seed", s)))
     return 2;
   if ((s = cli_get(a, "dist")) != NULL) {
-    if (strcmp(s, "uniform") != 0 && strcmp(s, "normal") != 0) {
-      cli_error(cmd, "--dist: '%s' is not normal or uniform", s);
+    if (strcmp(s, "normal") == 0)
+      p->dist = AA_DIST_NORMAL;
+    else if (strcmp(s, "uniform") == 0)
+      p->dist = AA_DIST_UNIFORM;
+    else if (strcmp(s, "outlier") == 0)
+      p->dist = AA_DIST_OUTLIER;
+    else {
+      cli_error(cmd, "--dist: '%s' is not normal, uniform or outlier", s);
       return 2;
     }
-    p->uniform = strcmp(s, "uniform") == 0;
   }
   if (((s = cli_get(a, "sigma")) && cli_double(&p->sigma, cmd, "sigma", s, 0, 1e300, 1)) ||
       ((s = cli_get(a, "scale")) && cli_double(&p->scale, cmd, "scale", s, 0, 1e300, 1)))

@@ -51,7 +51,9 @@ static const char description[] =
     "Inputs: q, k, v, dO (and sinks) are drawn from pcg64 streams\n"
     "aa_rng_derive(seed, {id, head}) with id 0 = q, 1 = k, 2 = v, 3 = dO, 4 = sinks,\n"
     "element by element in row-major [n, d] order, as sigma*N(0,1) (normal) or\n"
-    "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), formed in double and rounded\n"
+    "sigma*U[0,1), i.e. uniform on [0, sigma) (uniform), or sigma*(N(0,1) + 10 N(0,1) B)\n"
+    "with B a Bernoulli(0.001) draw (outlier: the FA3 paper's FP8 setting; three draws\n"
+    "per element: normal, uniform, outlier normal), formed in double and rounded\n"
     "to nearest even into the narrowest io format of the variants (bf16 for the\n"
     "presets but exact-fp64; it must be contained in the others). Sink logits are\n"
     "N(0,1), not scaled by sigma. With --inputs, q.npy and do.npy are [N, d] or\n"
@@ -403,7 +405,7 @@ static int draw_inputs(run_t *R) {
             "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
             "sweeps, expect hours\n",
             (double)work);
-  if ((rc = cli_inputs_draw_qk(&R->in, p->seed, p->uniform, p->sigma, R->n_q, R->n_k, p->d, p->heads, p->kv_heads,
+  if ((rc = cli_inputs_draw_qk(&R->in, p->seed, p->dist, p->sigma, R->n_q, R->n_k, p->d, p->heads, p->kv_heads,
                                R->num_sinks, R->io_fmt, &R->err)) != AA_OK)
     return fail(R, rc);
   return 0;
@@ -458,7 +460,7 @@ static cli_report_t report_of(const run_t *R) {
   return (cli_report_t){R->cmd,
                         1,
                         R->po.seed,
-                        R->inputs_dir ? NULL : (R->po.uniform ? "uniform" : "normal"),
+                        R->inputs_dir ? NULL : cli_dist_name(R->po.dist),
                         R->po.sigma,
                         R->inputs_dir,
                         &R->pb,

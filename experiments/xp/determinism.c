@@ -206,7 +206,7 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
       cli_problem_opts_parse(&po, o->args, o->cmd, 1 << 20, 4096))
     return AA_EINVAL;
   cx->n = po.n, cx->d = po.d, cx->heads = po.heads, cx->kv_heads = po.kv_heads ? po.kv_heads : po.heads;
-  cx->seed = po.seed, cx->uniform = po.uniform, cx->sigma = po.sigma, cx->causal = po.causal;
+  cx->seed = po.seed, cx->uniform = po.dist, cx->sigma = po.sigma, cx->causal = po.causal;
   if (cx->heads % cx->kv_heads != 0)
     return aa_error_set(err, AA_EINVAL, "--kv-heads %zu does not divide --heads %zu", cx->kv_heads, cx->heads);
   cx->json = xp_opt(o, "json") != NULL;
@@ -225,7 +225,7 @@ static int det_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_err
       (rc = xp_axis_fixed_int(sw, "heads", (int64_t)cx->heads, err)) ||
       (rc = xp_axis_fixed_int(sw, "kv_heads", (int64_t)cx->kv_heads, err)) ||
       (rc = xp_axis_fixed_str(sw, "mask", cx->causal ? "causal" : "dense", err)) ||
-      (rc = xp_axis_fixed_str(sw, "dist", cx->uniform ? "uniform" : "normal", err)) ||
+      (rc = xp_axis_fixed_str(sw, "dist", cli_dist_name(cx->uniform), err)) ||
       (rc = xp_axis_fixed_double(sw, "sigma", cx->sigma, err)) ||
       (rc = xp_axis_fixed_int(sw, "seed", (int64_t)cx->seed, err)) ||
       (rc = xp_columns(sw, cols, sizeof cols / sizeof cols[0], err)))
@@ -295,7 +295,7 @@ static int det_print_json(const det_summary_t *S, const det_t *cx, const char *p
   bad |= aa_json_set(p, "heads", aa_json_u64(cx->heads));
   bad |= aa_json_set(p, "kv_heads", aa_json_u64(cx->kv_heads));
   bad |= aa_json_set(p, "causal", aa_json_bool(cx->causal));
-  bad |= aa_json_set(p, "dist", json_string(cx->uniform ? "uniform" : "normal"));
+  bad |= aa_json_set(p, "dist", json_string(cli_dist_name(cx->uniform)));
   bad |= aa_json_set(p, "sigma", aa_json_num(cx->sigma));
   bad |= aa_json_set(j, "problem", p);
   bad |= aa_json_set(j, "runs", aa_json_u64(S->runs));
@@ -330,7 +330,7 @@ static void det_print_text(const det_summary_t *S, const det_t *cx) {
   const double runs = (double)S->runs;
   printf("determinism: variant %s, dq_reduce %s; n %zu, d %zu, heads %zu, kv_heads %zu, %s, %s sigma %g, seed %llu\n",
          cx->rec.name, S->kind, cx->n, cx->d, cx->heads, cx->kv_heads, cx->causal ? "causal" : "dense",
-         cx->uniform ? "uniform" : "normal", cx->sigma, (unsigned long long)cx->seed);
+         cli_dist_name(cx->uniform), cx->sigma, (unsigned long long)cx->seed);
   printf("runs: %zu (order seeds %llu..%llu)\n", S->runs, (unsigned long long)cx->base,
          (unsigned long long)(cx->base + S->runs - 1));
   printf("distinct dQ bit patterns: %zu%s\n", S->npat, S->npat == 1 ? " (bitwise identical runs)" : "");

@@ -9,8 +9,9 @@
 #include "cli/cli.h"
 #include "xp/xp.h"
 
-const xp_experiment_t *const xp_experiments[] = {&xp_table4, &xp_nanmap,      &xp_normmap,     &xp_dqbudget,
-                                                 &xp_table3, &xp_determinism, &xp_dropout_map, &xp_smoke};
+const xp_experiment_t *const xp_experiments[] = {&xp_table4,      &xp_nanmap, &xp_normmap,
+                                                 &xp_dqbudget,    &xp_table3, &xp_determinism,
+                                                 &xp_dropout_map, &xp_fp8,    &xp_smoke};
 const size_t xp_experiment_count = sizeof xp_experiments / sizeof xp_experiments[0];
 
 const xp_experiment_t *xp_find(const char *name) {
@@ -488,8 +489,9 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   /* Inputs are BF16 for every recipe (a recipe with a wider io format holds
      every BF16 value), so all recipes of the cell see the same values and
      share one oracle. */
-  if ((rc = cli_inputs_draw(&in, seed, ctx->uniform, sigma, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK)
-    goto out;
+  /* a cell coordinate "outlier" = 1 draws the FA3 FP8 setting (AA_DIST_OUTLIER, the fp8 experiment) */
+  int dist = aa_cell_find(cell, "outlier") >= 0 && aa_cell_int(cell, "outlier", 0) ? AA_DIST_OUTLIER : ctx->uniform;
+  if ((rc = cli_inputs_draw(&in, seed, dist, sigma, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK) goto out;
   aa_problem_init(&pb, n, n, d, heads, heads);
   pb.causal = strcmp(mask, "causal") == 0;
   if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;

@@ -196,6 +196,6 @@ char *xp_slurp(const char *path, size_t *len);                 /* whole file, NU
 
 /* The experiments (one file each; smoke, the tests' tiny grid, in xp/registry.c). */
 extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,
-    xp_dropout_map;
+    xp_dropout_map, xp_fp8;
 
 #endif

@@ -70,6 +70,8 @@ typedef struct {
   /* Exp constructions of the weights (recipe fwd.exp / bwd.exp); NULL for
      the default `exact`, which keeps aa_attn_exp bit for bit. */
   const aa_exp_t *wexp_fwd, *wexp_bwd;
+  /* fwd.exp_emu with fwd.exp_emu_freq > 0 (FA4's emulated pairs), else NULL */
+  const aa_exp_t *wexp_emu;
   /* Score modifiers (problem.h; aa_attn_score_mod). mod: the problem has
      softcap or ALiBi. Softcap: S <- cap_out tanh(S sc_mul) in the ALU
      format, cap_out = 1 with scale_fold = exp (FA2 folds the softcap into
@@ -133,6 +135,11 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
                          const double *sinks, double *m_out, double *l_out);
 
 int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+
+/* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
+   K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the
+   caller frees; all NULL (and AA_OK) when it does neither. */
+int aa_attn_fwd_operands(const aa_attn_ctx_t *cx, double **qf, double **kf, double **vf, aa_error_t *err);
 /* One (head, q tile) of the online-LSE forward (forward.c): O rows and LSE. */
 int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
                             double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);

@@ -207,8 +207,10 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
       double v = aa_attn_alu(t0 * tb->Pds[e], alu);
       /* softcap: scaled_ds *= dtanh before the BF16 cast (flash_bwd_kernel.h:591-593) */
       if (cx->pb->softcap > 0) v = aa_attn_alu(v * tb->G[e], alu);
+      /* fused: xformers scales the FP32 dS before its one cast (kernel_backward.h processBlockIJ) */
+      if (r->bwd_ds_scale == AA_DS_SCALE_FUSED) v = aa_attn_alu(v * cx->scale, alu);
       v = aa_attn_rnd(v, r->bwd_ds_fmt);
-      if (r->bwd_ds_scale) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
+      if (r->bwd_ds_scale == AA_DS_SCALE_ON) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
       tb->dS[e] = v;
     }
   }

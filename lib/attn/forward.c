@@ -54,6 +54,18 @@ static void finish_row(const aa_attn_ctx_t *cx, double *o, const double *acc, do
   }
 }
 
+/* FA4's choice of the software exp2 (flash_attn/cute/softmax.py
+   apply_exp2_convert): key c of a tk-key block lies in fragment j = c / 32
+   at k = c % 32; the pair starting at even k is emulated when k % freq >=
+   freq - res, j >= start and j is not the last fragment. */
+static const aa_exp_t *fwd_construction(const aa_attn_ctx_t *cx, size_t c, size_t tk) {
+  const aa_recipe_t *r = cx->r;
+  if (cx->wexp_emu == NULL) return cx->wexp_fwd;
+  size_t j = c / 32, k = (c % 32) & ~(size_t)1, f = r->fwd_exp_emu_freq, frg = tk / 32;
+  int hw = k % f < f - (r->fwd_exp_emu_res < f ? r->fwd_exp_emu_res : f) || j + 1 >= frg || j < r->fwd_exp_emu_start;
+  return hw ? cx->wexp_fwd : cx->wexp_emu;
+}
+
 static int native_fmt(aa_fmt_t f, aa_accum_t model) {
   return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
 }
@@ -112,8 +124,13 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
         prow[b] = 0;
         continue;
       }
-      double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
-      double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* P rounded before PV (REFERENCES section 3) */
+      double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_fma(srow[b], cx->c, -bb, alu));
+      /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
+         first (flash-attention hopper/softmax.h:66-69; the row sum and O
+         carry the power of two exactly and finalize divides it out,
+         softmax.h:146-150), modelled by scaling back */
+      int pk = (int)r->fwd_p_scale_exp;
+      double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
       la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
       /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
          into the final normalisation (FA2). The row sum keeps them. */

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
-	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c
+	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c
 
-check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm
-TESTS += tests/tattn tests/tattn_micro tests/tnorm
+check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
+TESTS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
+tests_tkernel_presets_SOURCES = tests/tkernel_presets.c
+tests_tkernel_presets_LDADD = $(LDADD) -lm
 tests_tnorm_SOURCES = tests/tnorm.c
 TESTS += tests/tnormmap.sh
 EXTRA_DIST += tests/tnormmap.sh
@@ -21,3 +23,8 @@ check_PROGRAMS += tests/tattn_features
 TESTS += tests/tattn_features
 tests_tattn_features_SOURCES = tests/tattn_features.c
 tests_tattn_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# issue 15: the kernel presets against H200 rel_l2 (fixtures/h200-kernels; experiments/README-gpu.md section 5).
+TESTS += tests/tkernel_gpu.sh
+EXTRA_DIST += tests/tkernel_gpu.sh fixtures/h200-kernels/h200-c1.tsv fixtures/h200-kernels/cases.txt \
+	fixtures/h200-kernels/gpu_kernels.py fixtures/h200-kernels/make_inputs.sh fixtures/h200-kernels/predict.sh \
+	fixtures/h200-kernels/compare.sh fixtures/h200-kernels/rel_l2.tsv fixtures/h200-kernels/predicted.tsv

@@ -81,6 +81,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   cx.se = r->scale_fold == AA_SCALE_EXP ? scale : 1.0;
   cx.wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
   cx.wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
+  cx.wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
   if (r->exp_form == AA_EXPFORM_EXP2_FMA)
     /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
        the host and stored as float. */
@@ -197,7 +198,17 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
     cx.keep_bwd = drawn_bwd;
     if (drawn_fwd != NULL) cx.keep_fwd = drawn_fwd;
   }
-  st = aa_attn_forward(&cx, out);
+  double *qf = NULL, *kf = NULL, *vf = NULL;
+  st = aa_attn_fwd_operands(&cx, &qf, &kf, &vf, err);
+  if (st == AA_OK && qf != NULL) {
+    /* FP8 forward: the forward alone reads the cast operands, the
+       backward the io inputs (FA3 has no FP8 backward). */
+    aa_attn_ctx_t cxf = cx;
+    cxf.Q = qf, cxf.K = kf, cxf.V = vf;
+    st = aa_attn_forward(&cxf, out);
+  } else if (st == AA_OK)
+    st = aa_attn_forward(&cx, out);
+  free(qf), free(kf), free(vf);
   double *dO_eff = NULL, *bias = NULL;
   if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
     /* Reciprocal backward ([blackwell-fa] section 3.5): dO scaled once in the

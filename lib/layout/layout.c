@@ -191,7 +191,13 @@ int aa_layout_draw(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, siz
     uint64_t tags[2] = {id, (uint64_t)h};
     aa_rng_derive(&rng, seed, tags, 2);
     for (size_t i = 0; i < per; i++) {
-      double z = uniform ? aa_pcg64_uniform(&rng) : aa_pcg64_normal(&rng);
+      double z;
+      if (uniform == AA_DIST_OUTLIER) {
+        z = aa_pcg64_normal(&rng);
+        double u = aa_pcg64_uniform(&rng), big = aa_pcg64_normal(&rng);
+        if (u < 0.001) z += 10.0 * big;
+      } else
+        z = uniform ? aa_pcg64_uniform(&rng) : aa_pcg64_normal(&rng);
       t->data[h * per + i] = aa_round(sigma * z, &ro, NULL);
     }
   }

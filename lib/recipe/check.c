@@ -11,7 +11,7 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
     if (st != AA_OK) return st;
   }
   /* Each gradient must receive the softmax scale exactly once. */
-  int dq_n = r->bwd_ds_scale + (r->bwd_dq_scale != AA_GSCALE_NONE);
+  int dq_n = (r->bwd_ds_scale != 0) + (r->bwd_dq_scale != AA_GSCALE_NONE);
   if (dq_n != 1)
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': dQ receives the softmax scale %d times (bwd.ds_scale, bwd.dq_scale); need 1",
@@ -19,12 +19,20 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r->scale_fold == AA_SCALE_Q && r->bwd_ds_scale)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': scale_fold = q already scales dK; bwd.ds_scale must be off",
                         r->name);
-  int dk_n = r->bwd_ds_scale + (r->scale_fold == AA_SCALE_Q) + (r->bwd_dk_scale != AA_GSCALE_NONE);
+  int dk_n = (r->bwd_ds_scale != 0) + (r->scale_fold == AA_SCALE_Q) + (r->bwd_dk_scale != AA_GSCALE_NONE);
   if (dk_n != 1)
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': dK receives the softmax scale %d times (scale_fold = q, bwd.ds_scale, "
                         "bwd.dk_scale); need 1",
                         r->name, dk_n);
+  if (r->fwd_exp_emu_freq > 0 && (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_tile_k == 0 ||
+                                  r->fwd_tile_k % 32 != 0 || r->alu_fmt != AA_FMT_FP32))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.exp_emu_freq needs fwd.softmax = online-lse, fwd.tile_k a multiple of 32 "
+                        "and alu = fp32",
+                        r->name);
+  if (r->fwd_p_scale_exp != 0 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.p_scale_exp needs fwd.softmax = online-lse", r->name);
   if (r->bwd_dk_scale == AA_GSCALE_TILE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.dk_scale = tile is not supported (use end or none)",
                         r->name);

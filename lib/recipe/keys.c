@@ -19,6 +19,10 @@ static const char *const norm_names[] = {"divide", "reciprocal", NULL};
 static const char *const dsrc_names[] = {"o-do", "p-dp", NULL};
 static const char *const gscale_names[] = {"none", "tile", "end", NULL};
 static const char *const kvacc_names[] = {"chain", "add", NULL};
+static const char *const dsscale_names[] = {"off", "on", "fused", NULL};
+static const char *const qkvfmt_names[] = {"none", "e4m3", "e5m2", NULL};
+static const char *const qkvscale_names[] = {"per-head", "per-tensor", NULL};
+static const char *const rotate_names[] = {"none", "hadamard", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
@@ -134,8 +138,9 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "D, its products and partial sums", .cite = "[nki-bwd] attention_bwd.py:101"},
     {.key = "bwd.ds_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_ds_fmt), .def = "bf16", .exact = "fp64",
      .desc = "dS = (dP - D) * P rounded to this before the dQ/dK products", .cite = "[nki-bwd] attention_bwd.py:1029-1036"},
-    {.key = "bwd.ds_scale", .type = AA_KEY_BOOL, .offset = F_(bwd_ds_scale), .def = "off",
-     .desc = "on: dS*scale rounded to ds_fmt before the products (naive)", .cite = ""},
+    {.key = "bwd.ds_scale", .type = AA_KEY_ENUM, .offset = F_(bwd_ds_scale), .names = dsscale_names, .def = "off",
+     .desc = "on: bf16 dS times the scale, rounded again (naive); fused: the FP32 dS times the scale, one rounding (xformers)",
+     .cite = "PyTorch mem_eff_attention/kernel_backward.h processBlockIJ (accum * scale before the scalar_t store)"},
     {.key = "bwd.dq_acc_fmt", .type = AA_KEY_FMT, .offset = F_(bwd_dq_acc_fmt), .def = "fp32", .exact = "fp64",
      .desc = "dQ accumulator across K tiles", .cite = "[nki-bwd] attention_bwd.py:1558-1565"},
     {.key = "bwd.dq_scale", .type = AA_KEY_ENUM, .offset = F_(bwd_dq_scale), .names = gscale_names, .def = "end",
@@ -164,10 +169,27 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "> 0: split count from FA2's num_splits_heuristic for this many SMs", .cite = "FA2 num_splits_heuristic"},
     {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
+    {.key = "fwd.qkv_fmt", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_fmt), .names = qkvfmt_names, .def = "none", .omit = AA_OMIT_GROUP, .group = 3, .exact = "none",
+     .desc = "format the forward casts Q, K, V to, with power-of-two scales (the backward reads the io inputs)", .cite = "[fa3] hopper/flash_fwd_kernel_sm90.h:412-414"},
+    {.key = "fwd.qkv_scale", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_scale), .names = qkvscale_names, .def = "per-head", .omit = AA_OMIT_GROUP, .group = 3,
+     .desc = "fwd.qkv_fmt scales: one per KV head (FA3 q/k/v_descale[batch, kv head]) or one per tensor", .cite = "[fa3] hopper/flash_fwd_kernel_sm90.h:412"},
+    {.key = "fwd.qk_rotate", .type = AA_KEY_ENUM, .offset = F_(fwd_qk_rotate), .names = rotate_names, .def = "none", .omit = AA_OMIT_GROUP, .group = 3,
+     .desc = "Q and K times a normalised Hadamard matrix (rounded to io) before the cast: incoherent processing", .cite = "[fa3] paper section 3.3"},
+    {.key = "fwd.p_scale_exp", .type = AA_KEY_SIZE, .offset = F_(fwd_p_scale_exp), .max = 16, .def = "0", .omit = AA_OMIT_GROUP, .group = 3,
+     .desc = "P times 2^k before its fwd.p_fmt rounding (FP8 Max_offset = 8)", .cite = "[fa3] hopper/softmax.h:66-69, 146-150"},
     {.key = "fwd.exp", .type = AA_KEY_EXP, .offset = F_(fwd_exp), .def = "exact", .omit = AA_OMIT_GROUP, .group = 2, .exact = "exact",
      .desc = "exp construction of the forward weights (a lib/exp.h spec)", .cite = "[blackwell-fa] section 3.3"},
     {.key = "bwd.exp", .type = AA_KEY_EXP, .offset = F_(bwd_exp), .def = "exact", .omit = AA_OMIT_GROUP, .group = 2, .exact = "exact",
      .desc = "exp construction of the backward's recomputed weights", .cite = "[blackwell-fa] section 3.3"},
+    {.key = "fwd.exp_emu", .type = AA_KEY_EXP, .offset = F_(fwd_exp_emu), .def = "exact", .omit = AA_OMIT_GROUP, .group = 4,
+     .desc = "exp construction of the forward weights that FA4 emulates in software (fwd.exp_emu_freq selects them)",
+     .cite = "[fa4] flash_attn/cute/softmax.py apply_exp2_convert"},
+    {.key = "fwd.exp_emu_freq", .type = AA_KEY_SIZE, .offset = F_(fwd_exp_emu_freq), .max = 32, .def = "0", .omit = AA_OMIT_GROUP, .group = 4,
+     .desc = "FA4 ex2_emu_freq: period (keys) of the emulated pairs in each 32-key fragment; 0 = none", .cite = "[fa4] flash_attn/cute/flash_fwd_sm100.py:76, 101-104"},
+    {.key = "fwd.exp_emu_res", .type = AA_KEY_SIZE, .offset = F_(fwd_exp_emu_res), .max = 32, .def = "4", .omit = AA_OMIT_GROUP, .group = 4,
+     .desc = "FA4 ex2_emu_res: emulated keys at the end of each period", .cite = "[fa4] flash_attn/cute/softmax.py apply_exp2_convert"},
+    {.key = "fwd.exp_emu_start", .type = AA_KEY_SIZE, .offset = F_(fwd_exp_emu_start), .max = 64, .def = "0", .omit = AA_OMIT_GROUP, .group = 4,
+     .desc = "FA4 ex2_emu_start_frg: first fragment with emulated pairs", .cite = "[fa4] flash_attn/cute/flash_fwd_sm100.py:79, 526"},
     {.key = "softcap.tanh", .type = AA_KEY_ENUM, .offset = F_(softcap_tanh), .names = tanh_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
      .desc = "the softcap's tanh: exact, or a model of tanh.approx.f32", .cite = "flash-attn utils.h:399"},
     {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,

@@ -11,7 +11,9 @@ AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.reci
 	lib/recipe/presets/fa2-h100.recipe lib/recipe/presets/recip.recipe lib/recipe/presets/recip-causal.recipe \
 	lib/recipe/presets/fa2-atomic.recipe lib/recipe/presets/fa2-fixed.recipe lib/recipe/presets/tlx-dq.recipe \
 	lib/recipe/presets/tlx-dq-causal.recipe lib/recipe/presets/tlx-exp.recipe lib/recipe/presets/tlx.recipe \
-	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe
+	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe \
+	lib/recipe/presets/efficient-h100.recipe lib/recipe/presets/cudnn-h100.recipe lib/recipe/presets/flex-h100.recipe \
+	lib/recipe/presets/fa3-fp8.recipe lib/recipe/presets/fa4.recipe
 EXTRA_DIST += $(AA_PRESET_FILES) lib/recipe/presets-gen.awk
 nodist_lib_libattnacc_core_la_SOURCES = lib/recipe/presets-text.c
 BUILT_SOURCES += lib/recipe/presets-text.c
