@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c
-lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c
+lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm
 TESTS += tests/tattn tests/tattn_micro tests/tnorm
@@ -21,3 +21,7 @@ check_PROGRAMS += tests/tattn_features
 TESTS += tests/tattn_features
 tests_tattn_features_SOURCES = tests/tattn_features.c
 tests_tattn_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# FA2 kernel dispatch (issue 16): against the launch code and the H200's launches.
+check_PROGRAMS += tests/tdispatch
+TESTS += tests/tdispatch
+tests_tdispatch_SOURCES = tests/tdispatch.c
