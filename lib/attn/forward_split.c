@@ -126,7 +126,7 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
         continue;
       }
       double lse;
-      if (r->sfu_sm90)
+      if (r->sfu_sm90 && nsplit <= 128) /* FA2 allows at most 128 splits (flash_api.cpp:343) */
         lse = combine_lse_sm90(ls + a, tq, nsplit, mx);
       else {
         for (size_t sp = 0; sp < nsplit; sp++)
