@@ -65,6 +65,42 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 void aa_attn_result_free(aa_attn_result_t *res);
 
+/* FA2's kernel and tile choice for one problem, as PyTorch's flash backend
+   makes it on an sm90 GPU (H100/H200 run FA2's sm80 kernels with
+   is_sm8x = false and 227 KiB of shared memory per block). Sources (FA2,
+   Dao-AILab/flash-attention at 0251105a, the code PyTorch 2.11 builds;
+   PyTorch's aten/src/ATen/native/transformers/cuda/flash_attn copy has the
+   same functions):
+   - split count: flash_api.cpp:281-313 num_splits_heuristic, called by
+     set_params_splitkv (flash_api.cpp:323-335) when dropout is off with
+     batch*heads*ceil(n_q/64) work units, 2*num_sms "SMs" and block_n =
+     256 (d <= 64), 128 (d <= 128), 64 above; > 1 split runs the splitkv
+     kernel (flash_api.cpp:265) with 64 x block_n tiles
+     (flash_fwd_launch_template.h:181-191), 1 split the standard kernel;
+   - standard forward tiles per head dim rounded up by HEADDIM_SWITCH
+     (static_switch.h:90-110): 32: 128x128 (:198), 64: 128x128, dropout
+     128x64 (:210, :214), 96: 128x64 (:236), 128: 128x64, dropout 128x32
+     (:262, :273), 192: 128x64, dropout 64x64 (:286, :288), 256: 64x64 on
+     sm90 (:315-318: 228 KiB per SM is not below 4*256*(64+128) bytes);
+   - backward tiles (kBlockM x kBlockN of flash_bwd_launch_template.h): 32,
+     64: 128x128 (:149-154, :179), 96, 128: 64x128 (:217-222, :248), 192:
+     64x64 (:277), 256: 64x64 (:297).
+   GQA changes nothing here (heads counts the query heads; dK/dV of the
+   group are summed afterwards, recipe key bwd.gqa_reduce), nor does the
+   causal mask (sm8x-only branches). Returns AA_EINVAL for d = 0 or d > 256,
+   num_sms = 0 or an empty problem. */
+typedef struct {
+  size_t num_splits;             /* 1: flash_fwd_kernel; > 1: flash_fwd_splitkv_kernel + combine */
+  size_t fwd_tile_q, fwd_tile_k; /* kBlockM x kBlockN of the forward kernel that runs */
+  size_t bwd_tile_q, bwd_tile_k; /* kBlockM x kBlockN of flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel */
+} aa_fa2_dispatch_t;
+int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size_t n_k, size_t d, size_t num_sms,
+                    int dropout, aa_error_t *err);
+/* FA2's num_splits_heuristic itself (flash_api.cpp:281-313) for the given
+   work units, "SM" count (FA2 passes twice the SM count), key blocks and
+   split cap (FA2: 128). */
+size_t aa_fa2_num_splits(size_t units, size_t num_sms, size_t n_blocks, size_t max_splits);
+
 #ifdef __cplusplus
 }
 #endif

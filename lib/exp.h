@@ -24,6 +24,7 @@ typedef enum {
   AA_EXP_SCHRAUDOLPH_BF16, /* i = round(2^7 x + 127*2^7 - c) in FP32 arithmetic, int16, BF16 bits */
   AA_EXP_QUADRATIC_BF16,   /* BF16 mantissa s (1 + d + f + k f (f - 1)), exponent floor(x) added to the bits */
   AA_EXP_FA4_POLY,         /* FA4 software exp2: Horner polynomial of degree 1..5 plus (j << 23) */
+  AA_EXP_EX2_SM90,         /* model of exp2f on sm90 (MUFU.EX2, ex2.approx): aa_exp2f_sm90 */
   AA_EXP_KIND_COUNT
 } aa_exp_kind_t;
 
@@ -122,6 +123,28 @@ uint16_t aa_exp2_cr_bf16_ref(float x, double ref);
    the correct-rounding shortcut rely on: 2^-52 (glibc documents <= 1 ulp;
    tests/texp checks it against MPFR on a dense sample). */
 #define AA_EXP_REF_RELERR 2.220446049250313e-16
+
+/* Models of the sm90 (H100/H200) special-function results that FA2's
+   kernels compile to without fast math (lib/exp/sm90.c says what was
+   measured and how well each matches the device; experiments/README-gpu.md
+   section 4):
+   aa_ex2_sm90_ftz     MUFU.EX2 = ex2.approx.ftz.f32: input truncated to a
+                       multiple of 2^-23, result 2^floor * T(frac) with T a
+                       64-interval quadratic (90.9 % of the device mantissas
+                       on [0, 1), the rest 1 ulp off);
+   aa_ex2_sm90_mantissa  T for f = f23 / 2^23 (23-bit mantissa field);
+   aa_exp2f_sm90       exp2f: x < -126 halved and the result squared;
+   aa_expf_sm90        libdevice expf (two FMAs of range reduction around
+                       MUFU.EX2; exact given the EX2 model);
+   aa_logf_sm90        libdevice logf (FMA polynomial, no MUFU: bit-exact);
+   aa_logf_fast_sm90   __logf = MUFU.LG2 * ln2 with the correctly rounded
+                       log2 standing in for MUFU.LG2. */
+uint32_t aa_ex2_sm90_mantissa(uint32_t f23);
+float aa_ex2_sm90_ftz(float x);
+float aa_exp2f_sm90(float x);
+float aa_expf_sm90(float x);
+float aa_logf_sm90(float x);
+float aa_logf_fast_sm90(float x);
 
 /* ---- Error map ---- */
 

@@ -65,6 +65,7 @@ typedef enum {
 typedef enum {
   AA_EXPFORM_NATURAL = 0, /* "natural": exp(fl(S*c - b)), NKI activation(exp, bias=-LSE) */
   AA_EXPFORM_EXP2_FMA,    /* "exp2-fma": exp2(fmaf(S, c, -b)), c and b carry log2(e) (FA2) */
+  AA_EXPFORM_EXP2_MULSUB, /* "exp2-mul-sub": exp2(fl(fl(S*c) - b)), FA2 built with UNFUSE_FMA (PyTorch) */
   AA_EXPFORM_COUNT
 } aa_exp_form_t;
 
@@ -227,6 +228,15 @@ struct aa_recipe {
   size_t fwd_splits;    /* split-KV into this many ranges of key blocks, combined by LSE (0 or 1: none) */
   size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
   int bwd_q_desc;       /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
+  /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
+     chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
+     SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys
+     as written. sfu = sm90: the rescale factor uses aa_exp2f_sm90, the LSE
+     log __logf (aa_logf_fast_sm90) and the split-KV combine libdevice
+     expf/logf (aa_expf_sm90, aa_logf_sm90) with its butterfly sum; exact:
+     binary64 values rounded to alu. Both written only when not default. */
+  int tiling_fa2;
+  int sfu_sm90;
 
   /* FP8 forward operands (keys fwd.qkv_fmt, fwd.qkv_scale, fwd.qk_rotate,
      fwd.p_scale_exp; lib/attn/fp8.c). The forward (only) reads Q, K, V

@@ -90,9 +90,20 @@ typedef struct {
    1 ulp of binary64, so the FP32 result is the correctly rounded exp except
    when the exact value lies within ~2^-29 FP32-ulp of a rounding boundary
    (double rounding; probability about 2^-28 per call). */
+static inline int aa_attn_exp2form(const aa_recipe_t *r) {
+  return r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB;
+}
 static inline double aa_attn_exp(const aa_attn_ctx_t *cx, double a) {
-  double e = cx->r->exp_form == AA_EXPFORM_EXP2_FMA ? exp2(a) : exp(a);
+  double e = aa_attn_exp2form(cx->r) ? exp2(a) : exp(a);
   return aa_attn_rnd(e, cx->r->alu_fmt);
+}
+/* The weight's argument S*c - b: one FMA (exp2-fma, natural), or with
+   exp2-mul-sub FA2's UNFUSE_FMA form __fmul_rn(S, c) - b (softmax.h:85-86,
+   defined by PyTorch's build: a multiply and a subtract, each rounded). */
+static inline double aa_attn_exparg(const aa_attn_ctx_t *cx, double s, double b) {
+  aa_fmt_t alu = cx->r->alu_fmt;
+  if (cx->r->exp_form == AA_EXPFORM_EXP2_MULSUB) return aa_attn_alu(aa_attn_alu(s * cx->c, alu) - b, alu);
+  return aa_attn_fma(s, cx->c, -b, alu);
 }
 
 /* A softmax weight exp(a) (exp2(a) for exp2-fma) by the construction e of
@@ -106,8 +117,15 @@ static inline double aa_attn_exp(const aa_attn_ctx_t *cx, double a) {
    alpha stays aa_attn_exp. */
 static inline double aa_attn_wexp(const aa_attn_ctx_t *cx, const aa_exp_t *e, double a) {
   if (e == NULL) return aa_attn_exp(cx, a);
-  float x = cx->r->exp_form == AA_EXPFORM_EXP2_FMA ? (float)a : (float)a * (float)cx->l2e;
+  float x = aa_attn_exp2form(cx->r) ? (float)a : (float)a * (float)cx->l2e;
   return (double)aa_exp_eval(e, x);
+}
+
+/* log(l) of the LSE = m*scale + log(l) (softmax.h:180): __logf with
+   sfu = sm90, else binary64 log rounded to alu. */
+static inline double aa_attn_lse_log(const aa_attn_ctx_t *cx, double l) {
+  if (cx->r->sfu_sm90) return (double)aa_logf_fast_sm90((float)l);
+  return aa_attn_alu(log(l), cx->r->alu_fmt);
 }
 
 /* Q tile as used by the score product: with scale_fold = q the engine

@@ -159,12 +159,12 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
       /* nki: activation(exp, data=S, bias=-LSE, scale=1.0), L964-970;
          fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one FP32
          multiply (REFERENCES section 3). */
-      double bb = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
+      double bb = aa_attn_exp2form(r) ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
       /* bwd.norm = recip: the row's saved shift, unnormalised weights (seed
          003 section 3.5; backward_recip.c); LSE rows get the same bb. */
       if (cx->bias != NULL) bb = cx->bias[h * n_q + i0 + a];
       for (size_t x = 0; x < tkc; x++)
-        prow[x] = vrow[x] ? aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_fma(srow[x], cx->c, -bb, alu)) : 0.0;
+        prow[x] = vrow[x] ? aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_exparg(cx, srow[x], bb)) : 0.0;
     }
     const uint8_t *krow = cx->keep_bwd != NULL ? cx->keep_bwd + ((h * n_q + i0 + a) * n_k + j0) : NULL;
     for (size_t x = 0; x < tkc; x++) {
@@ -397,10 +397,9 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
             ps = 0;
           else if (cx->bias != NULL) /* recip: unnormalised p_sink times the scaled-dO D (backward_recip.c) */
             ps = aa_attn_wexp(cx, cx->wexp_bwd,
-                              r->exp_form == AA_EXPFORM_EXP2_FMA
-                                  ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
-                                  : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
-          else if (r->exp_form == AA_EXPFORM_EXP2_FMA)
+                              aa_attn_exp2form(r) ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
+                                                  : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
+          else if (aa_attn_exp2form(r))
             ps = aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
           else
             ps = aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_alu(sink - L, alu));

@@ -43,7 +43,7 @@ int aa_attn_recip_prepare(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, 
       double L = out->lse.data[row];
       memcpy(dst, src, d * sizeof *dst);
       /* the LSE backward's bias (backward.c): LSE*log2e in one ALU multiply for exp2-fma */
-      bb[row] = L == -INFINITY ? -INFINITY : (r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_alu(L * cx->l2e, alu) : L);
+      bb[row] = L == -INFINITY ? -INFINITY : (aa_attn_exp2form(r) ? aa_attn_alu(L * cx->l2e, alu) : L);
     }
   }
   *dO_eff = g;

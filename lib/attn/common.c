@@ -130,7 +130,7 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
   }
   for (size_t j = 0; j < n; j++) {
     /* the backward recomputes the forward's P with this same row (fwd.exp) */
-    double p = vis[j] ? aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(S[j], cx->c, -b, alu)) : 0.0;
+    double p = vis[j] ? aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_exparg(cx, S[j], b)) : 0.0;
     P[j] = p;
     l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
   }

@@ -18,8 +18,7 @@ static double checkpoint_lse(const aa_attn_ctx_t *cx, double m, double l) {
   if (l == 0 || m == -INFINITY) return -INFINITY; /* empty row: the oracle's convention */
   if (r->fwd_checkpoint == AA_CKPT_LSE) {
     /* REFERENCES section 3: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
-    double lg = aa_attn_alu(log(l), alu);
-    return aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
+    return aa_attn_rnd(aa_attn_fma(m, cx->se, aa_attn_lse_log(cx, l), alu), r->fwd_lse_fmt);
   }
   /* [nki-bwd] "The single-exp and the LSE sign chain": the forward emits
      (neg_max, 1/sum); the host forms lse = -(neg_max + log(recip)). */
@@ -107,7 +106,8 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     if (m_new != m_old && m_old != -INFINITY) {
       /* FA2 softmax_rescale_o: scale = exp2((m_old - m_new) * scale_log2);
          row_sum *= scale; acc_o *= scale. */
-      double alpha = aa_attn_exp(cx, aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu));
+      double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
+      double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
       l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
       double *arow = acc + a * d;
       for (size_t c = 0; c < d; c++)
@@ -124,7 +124,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
         prow[b] = 0;
         continue;
       }
-      double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_fma(srow[b], cx->c, -bb, alu));
+      double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_exparg(cx, srow[b], bb));
       /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
          first (flash-attention hopper/softmax.h:66-69; the row sum and O
          carry the power of two exactly and finalize divides it out,

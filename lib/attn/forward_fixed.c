@@ -29,8 +29,7 @@ static int in_range(double w, double lo2, double hi2) {
    LSE = (b + log2 l) ln 2 or b + log l; formed in binary64 and rounded to
    lse_fmt (only LSE-reading consumers use it: an LSE backward, dsinks). */
 static double lse_equiv(const aa_attn_ctx_t *cx, double b, double l) {
-  if (cx->r->exp_form == AA_EXPFORM_EXP2_FMA)
-    return aa_attn_rnd((b + log2(l)) * 0.69314718055994530942, cx->r->fwd_lse_fmt);
+  if (aa_attn_exp2form(cx->r)) return aa_attn_rnd((b + log2(l)) * 0.69314718055994530942, cx->r->fwd_lse_fmt);
   return aa_attn_rnd(b + log(l), cx->r->fwd_lse_fmt);
 }
 

@@ -6,39 +6,32 @@
 
 #include "attn-impl.h"
 
-/* FA2's num_splits_heuristic (flash_api.cpp, used by mha_fwd through
-   set_params_splitkv when dropout is off): with fewer than 0.8 * num_SMs
-   work units (batch * heads * ceil(n_q / 64)) it picks the smallest
-   "eligible" split count whose wave efficiency n_waves / ceil(n_waves) is
-   at least 0.85 of the best, among 1 .. min(128, num_SMs, n_blocks); a
-   count is eligible when it changes ceil(n_blocks / splits). num_SMs is
-   twice the SM count (FA2 hard-codes 128-thread blocks, two per SM). The
-   float arithmetic follows the source's float/ceil expressions. */
-static size_t fa2_num_splits(size_t units, size_t sms, size_t n_blocks) {
-  size_t num_sms = 2 * sms, max_splits = 128;
-  if ((float)units >= 0.8f * (float)num_sms) return 1;
-  if (num_sms < max_splits) max_splits = num_sms;
-  if (n_blocks < max_splits) max_splits = n_blocks;
-  float eff[129], best = 0;
-  for (size_t s = 1; s <= max_splits; s++) {
-    int eligible = s == 1 || (n_blocks + s - 1) / s != (n_blocks + s - 2) / (s - 1);
-    eff[s] = 0;
-    if (!eligible) continue;
-    float waves = (float)(units * s) / (float)num_sms;
-    eff[s] = waves / ceilf(waves);
-    if (eff[s] > best) best = eff[s];
-  }
-  for (size_t s = 1; s <= max_splits; s++)
-    if (eff[s] > 0 && (double)eff[s] >= 0.85 * (double)best) return s; /* C++ compares float >= double */
-  return 1;
-}
-
 size_t aa_attn_fwd_nsplits(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : cx->n_k;
   size_t nblk = (cx->n_k + tkk - 1) / tkk;
-  if (r->fwd_split_sms > 0) return fa2_num_splits(cx->heads * ((cx->n_q + 63) / 64), r->fwd_split_sms, nblk);
+  if (r->fwd_split_sms > 0) /* FA2's num_splits_heuristic with twice the SM count (lib/attn/dispatch.c) */
+    return aa_fa2_num_splits(cx->heads * ((cx->n_q + 63) / 64), 2 * r->fwd_split_sms, nblk, 128);
   return r->fwd_splits > 1 ? r->fwd_splits : 1;
+}
+
+/* The combine's LSE with sfu = sm90 (flash_fwd_kernel.h:1181-1204, FP32):
+   one split per lane of kMaxSplits = the next power of two >= nsplit (the
+   combine's Log_max_splits, flash_fwd_launch_template.h), the others -inf;
+   expf(lse_s - max) per lane, summed by Allreduce's butterfly (shuffle-xor
+   by kMaxSplits/2, ..., 1: lane 0 ends with ((e0+e4)+(e2+e6))+((e1+e5)+(e3+e7))
+   for 8), then logf(sum) + max. ls holds lse_s at stride tq. */
+static double combine_lse_sm90(const double *ls, size_t tq, size_t nsplit, double mx) {
+  float e[128];
+  size_t w = 2;
+  while (w < nsplit)
+    w *= 2;
+  for (size_t s = 0; s < w; s++)
+    e[s] = s < nsplit ? aa_expf_sm90((float)(ls[s * tq] - mx)) : 0.0f;
+  for (size_t off = w / 2; off >= 1; off /= 2)
+    for (size_t s = 0; s < off; s++) /* lane s after this step; lanes s and s^off agree */
+      e[s] = e[s] + e[s + off];
+  return (double)(aa_logf_sm90(e[0]) + (float)mx);
 }
 
 /* One (head, q tile): the key blocks are cut into nsplit contiguous ranges
@@ -105,7 +98,7 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
                                                          : aa_attn_alu(acc[a * d + c] / l[a], alu);
           o[c] = nsplit > 1 ? x : aa_attn_rnd(x, r->io_fmt);
         }
-        lse = aa_attn_fma(m[a], cx->se, aa_attn_alu(log(l[a]), alu), alu);
+        lse = aa_attn_fma(m[a], cx->se, aa_attn_lse_log(cx, l[a]), alu);
       }
       if (nsplit > 1)
         ls[sp * tq + a] = lse;
@@ -132,13 +125,19 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
         out->lse.data[h * cx->n_q + i] = -INFINITY;
         continue;
       }
-      for (size_t sp = 0; sp < nsplit; sp++)
-        sum = aa_attn_alu(sum + aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - mx, alu)), alu), alu);
-      double lse = aa_attn_alu(aa_attn_alu(log(sum), alu) + mx, alu);
+      double lse;
+      if (r->sfu_sm90 && nsplit <= 128) /* FA2 allows at most 128 splits (flash_api.cpp:343) */
+        lse = combine_lse_sm90(ls + a, tq, nsplit, mx);
+      else {
+        for (size_t sp = 0; sp < nsplit; sp++)
+          sum = aa_attn_alu(sum + aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - mx, alu)), alu), alu);
+        lse = aa_attn_alu(aa_attn_alu(log(sum), alu) + mx, alu);
+      }
       for (size_t c = 0; c < d; c++)
         acc[c] = 0;
       for (size_t sp = 0; sp < nsplit; sp++) {
-        double w = aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - lse, alu)), alu);
+        double w = r->sfu_sm90 ? (double)aa_expf_sm90((float)(ls[sp * tq + a] - lse))
+                               : aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - lse, alu)), alu);
         const double *src = os + (sp * tq + a) * d;
         for (size_t c = 0; c < d; c++)
           acc[c] = aa_attn_fma(w, src[c], acc[c], alu);

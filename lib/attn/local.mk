@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c
-lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c
+lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
 TESTS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
@@ -28,3 +28,7 @@ TESTS += tests/tkernel_gpu.sh
 EXTRA_DIST += tests/tkernel_gpu.sh fixtures/h200-kernels/h200-c1.tsv fixtures/h200-kernels/cases.txt \
 	fixtures/h200-kernels/gpu_kernels.py fixtures/h200-kernels/make_inputs.sh fixtures/h200-kernels/predict.sh \
 	fixtures/h200-kernels/compare.sh fixtures/h200-kernels/rel_l2.tsv fixtures/h200-kernels/predicted.tsv
+# FA2 kernel dispatch (issue 16): against the launch code and the H200's launches.
+check_PROGRAMS += tests/tdispatch
+TESTS += tests/tdispatch
+tests_tdispatch_SOURCES = tests/tdispatch.c

@@ -51,6 +51,24 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   st = aa_recipe_check(r, err);
   if (st != AA_OK) return st;
   size_t H = pb->heads, KH = pb->kv_heads, nq = pb->n_q, nk = pb->n_k, d = pb->d;
+  aa_recipe_t tiled;
+  if (r->tiling_fa2) {
+    /* tiling = fa2: the kernel and tiles FA2 would launch for this problem */
+    aa_fa2_dispatch_t dp;
+    if (r->fwd_split_sms == 0)
+      return aa_error_set(err, AA_EINVAL, "recipe '%s': tiling = fa2 needs the SM count in fwd.split_sms", r->name);
+    if ((st = aa_fa2_dispatch(&dp, H, nq, nk, d, r->fwd_split_sms,
+                              pb->keep != NULL || r->dropout.scheme != AA_DROPOUT_NONE, err)) != AA_OK)
+      return st;
+    tiled = *r;
+    tiled.fwd_tile_q = dp.fwd_tile_q;
+    tiled.fwd_tile_k = dp.fwd_tile_k;
+    tiled.fwd_splits = dp.num_splits;
+    tiled.fwd_split_sms = 0;
+    tiled.bwd_tile_q = dp.bwd_tile_q;
+    tiled.bwd_tile_k = dp.bwd_tile_k;
+    r = &tiled;
+  }
   if ((st = check_tensor(q, "q", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
   if ((st = check_tensor(k, "k", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
   if ((st = check_tensor(v, "v", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
@@ -82,7 +100,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   cx.wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
   cx.wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
   cx.wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
-  if (r->exp_form == AA_EXPFORM_EXP2_FMA)
+  if (aa_attn_exp2form(r))
     /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
        the host and stored as float. */
     cx.c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx.l2e;
@@ -105,7 +123,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
       cx.dt_mul = cx.sc_mul;
       cx.scale = cap;
       cx.se = cap;
-      cx.c = r->exp_form == AA_EXPFORM_EXP2_FMA ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
+      cx.c = aa_attn_exp2form(r) ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
     } else {
       cx.sc_mul = aa_attn_alu(1.0 / cap, alu);
       cx.cap_out = cap;

@@ -17,6 +17,8 @@ static inline uint16_t half_of(const aa_exp_t *e, float x) {
     return aa_exp_cvt16(aa_f32_from_bits((uint32_t)aa_exp_sfp32_int(e, in)), e->cvt);
   case AA_EXP_FA4_POLY:
     return aa_exp_cvt16(aa_f32_from_bits(aa_exp_fa4_bits(e, in)), e->cvt);
+  case AA_EXP_EX2_SM90:
+    return aa_exp_cvt16(aa_exp2f_sm90(in), e->cvt);
   default:
     return aa_exp_cvt16(aa_exp2_cr_f32(in), e->cvt);
   }
@@ -33,6 +35,8 @@ float aa_exp_eval(const aa_exp_t *e, float x) {
     return aa_bf16_to_f32((uint16_t)aa_exp_quad_signed(e, x));
   case AA_EXP_FA4_POLY:
     return aa_f32_from_bits(aa_exp_fa4_bits(e, in));
+  case AA_EXP_EX2_SM90:
+    return aa_exp2f_sm90(in);
   default:
     return aa_exp2_cr_f32(in);
   }
@@ -101,6 +105,10 @@ void aa_exp_eval_batch(float *out, const float *x, size_t n, const aa_exp_t *e) 
     }
     return;
   }
+  case AA_EXP_EX2_SM90:
+    for (size_t i = 0; i < n; i++)
+      out[i] = aa_exp2f_sm90(aa_exp_input(e, x[i]));
+    return;
   default:
     for (size_t i = 0; i < n; i++)
       out[i] = aa_exp2_cr_f32(aa_exp_input(e, x[i]));
@@ -146,7 +154,7 @@ double aa_exp_encoded_exponent(const aa_exp_t *e, float x, int out_bf16) {
   case AA_EXP_FA4_POLY:
     return (double)aa_exp_fa4_signed(e, in) / 0x1p23 - 127.0;
   default: {
-    float v = aa_exp2_cr_f32(in);
+    float v = e->kind == AA_EXP_EX2_SM90 ? aa_exp2f_sm90(in) : aa_exp2_cr_f32(in);
     if (out_bf16) return (double)aa_exp_cvt16(v, e->cvt) / 128.0 - 127.0;
     return (double)aa_f32_bits(v) / 0x1p23 - 127.0;
   }

@@ -12,7 +12,9 @@
 static const char *const softmax_names[] = {"online-lse", "two-pass", "fixed-shift", "guarded", NULL};
 static const char *const bwdnorm_names[] = {"lse", "recip", NULL};
 static const char *const fold_names[] = {"q", "s", "exp", NULL};
-static const char *const expform_names[] = {"natural", "exp2-fma", NULL};
+static const char *const expform_names[] = {"natural", "exp2-fma", "exp2-mul-sub", NULL};
+static const char *const tiling_names[] = {"fixed", "fa2", NULL};
+static const char *const sfu_names[] = {"exact", "sm90", NULL};
 static const char *const expimpl_names[] = {"exact", NULL};
 static const char *const ckpt_names[] = {"lse", "negmax-recip", NULL};
 static const char *const norm_names[] = {"divide", "reciprocal", NULL};
@@ -194,6 +196,10 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "the softcap's tanh: exact, or a model of tanh.approx.f32", .cite = "flash-attn utils.h:399"},
     {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,
      .desc = "ALiBi under a causal mask: documented -slope |distance| (abs) or FA2's slope * j", .cite = "flash-attn alibi.h:48, mask.h:157"},
+    {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
+     .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
+    {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
+     .desc = "sm90: rescale exp2f, LSE __logf and split combine expf/logf as the H100/H200 computes them (lib/exp/sm90.c)", .cite = "softmax.h:157,180; flash_fwd_kernel.h:1190-1221"},
     {.key = "mixed_precision", .type = AA_KEY_MACRO, .def = "", .set = set_mixed_precision,
      .desc = "macro (not stored): bwd.d_fmt, dq_acc_fmt, dkv_acc_fmt, dsinks_fmt = fp32 (on) or io (off)", .cite = "[nki-bwd] attention_bwd.py:101"},
     {.key = "base", .type = AA_KEY_MACRO, .def = "", .set = set_base,
