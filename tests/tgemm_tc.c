@@ -1,5 +1,5 @@
-/* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and
- * hand-derived cases. */
+/* attnacc: tests of the tensor-core accumulation models (tc-*, cdna3-k8-f24) against MPFR models, hand-derived
+ * cases and the literal loops. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <math.h>
@@ -110,6 +110,11 @@ static const tcm_t tcms[] = {
     {AA_ACC_TC_FP8_K32_F25, "tc-fp8-k32-f25", 32, 25, 23},
 };
 #define NTC ((int)(sizeof tcms / sizeof tcms[0]))
+
+/* Every model with a packed fast path: the tc models and cdna3-k8-f24. */
+static const aa_accum_t fast_models[] = {AA_ACC_TC_K16_F25,     AA_ACC_TC_K8_F24,      AA_ACC_TC_K4_F23,
+                                         AA_ACC_TC_FP8_K32_F13, AA_ACC_TC_FP8_K32_F25, AA_ACC_CDNA3_K8_F24};
+#define NFAST ((int)(sizeof fast_models / sizeof fast_models[0]))
 
 static const tcm_t *tcm_of(aa_accum_t m) {
   for (int i = 0; i < NTC; i++)
@@ -248,9 +253,9 @@ static void test_mpfr(aa_pcg64_t *rng, int iters) {
 static void test_fast_vs_ref(aa_pcg64_t *rng) {
   static const size_t shapes[][3] = {{37, 41, 300}, {1, 1, 1}, {9, 70, 129}, {64, 64, 128}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int m = 0; m < NTC; m++) {
+    for (int m = 0; m < NFAST; m++) {
       case_t c;
-      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], tcms[m].m, (int)(s % 3));
+      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], fast_models[m], (int)(s % 3));
       double *ref = case_run(&c, 1);
       for (int threads = 1; threads <= 2; threads++) {
 #ifdef _OPENMP
@@ -321,7 +326,7 @@ static double fast_cin(aa_pcg64_t *rng) {
 
 static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
-    aa_accum_t model = tcms[it % NTC].m;
+    aa_accum_t model = fast_models[it % NFAST];
     int kind = (int)(aa_pcg64_next(rng) % 7), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 7);
     size_t M = 1 + aa_pcg64_next(rng) % 70, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 300;
     if (it % 17 == 0) K = 256 + 1 + aa_pcg64_next(rng) % 400; /* more than one k chunk of the fp32 path */
@@ -356,15 +361,15 @@ static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
    magnitude deep inside A, which the fp32 path must refuse (its products
    are not exact in fp32). */
 static void test_fast_large(aa_pcg64_t *rng) {
-  for (int t = 0; t < 4; t++) {
+  for (int t = 0; t < 6; t++) {
     case_t c;
-    case_make(&c, rng, 1100, 40, 1000, t % 2 ? AA_ACC_TC_K8_F24 : AA_ACC_TC_K16_F25, 0);
+    case_make(&c, rng, 1100, 40, 1000, fast_models[(t * 5) % NFAST], 0);
     size_t ra = c.tA ? c.K : c.M, rb = c.tB ? c.N : c.K;
     for (size_t x = 0; x < ra * c.lda; x++)
       c.A[x] = fast_value(rng, 1);
     for (size_t x = 0; x < rb * c.ldb; x++)
       c.B[x] = fast_value(rng, 0);
-    if (t >= 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
+    if (t % 3 == 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
@@ -373,7 +378,7 @@ static void test_fast_large(aa_pcg64_t *rng) {
     double *old = case_run(&c, 0);
     aa_gemm_force_kernel(NULL);
     compare(&c, fast, old,
-            t >= 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
+            t % 3 == 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
     free(fast);
     free(old);
     case_free(&c);
@@ -618,6 +623,8 @@ static void test_cdna3(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
     int kind = (int)(aa_pcg64_next(rng) % 3);
     size_t M = 1 + aa_pcg64_next(rng) % 9, N = 1 + aa_pcg64_next(rng) % 9, K = 1 + aa_pcg64_next(rng) % 40;
+    if (it % 4 == 0) /* bf16 normals on whole tiles (4 x 32) of the packed fast path */
+      kind = 0, M = 1 + aa_pcg64_next(rng) % 40, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 70;
     case_t c;
     case_make(&c, rng, M, N, K, AA_ACC_CDNA3_K8_F24, kind);
     double *want = malloc(M * c.ldc * sizeof(double));
