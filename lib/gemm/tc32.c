@@ -302,6 +302,29 @@ int aa_gemm_tc_fast32_available(void) {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 }
 
+/* d[j * ldd + i] = (float)s[i * lds + j] for i, j < 8: rows of 8 doubles
+   transposed in registers (pairs, then 128-bit lanes twice), each column
+   rounded to fp32 (RNE, as the scalar conversion). */
+TC_AVX512 static void tc_t8x8(float *d, size_t ldd, const double *s, size_t lds) {
+  __m512d x[8], y[8];
+  for (int i = 0; i < 8; i++)
+    x[i] = _mm512_loadu_pd(s + (size_t)i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    y[i] = _mm512_unpacklo_pd(x[i], x[i + 1]);
+    y[i + 1] = _mm512_unpackhi_pd(x[i], x[i + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) { /* x[h + m] holds columns m (+4) of rows h..h+3 */
+    x[h] = _mm512_shuffle_f64x2(y[h], y[h + 2], 0x88);
+    x[h + 1] = _mm512_shuffle_f64x2(y[h + 1], y[h + 3], 0x88);
+    x[h + 2] = _mm512_shuffle_f64x2(y[h], y[h + 2], 0xdd);
+    x[h + 3] = _mm512_shuffle_f64x2(y[h + 1], y[h + 3], 0xdd);
+  }
+  for (int m = 0; m < 4; m++) {
+    _mm256_storeu_ps(d + (size_t)m * ldd, _mm512_cvtpd_ps(_mm512_shuffle_f64x2(x[m], x[m + 4], 0x88)));
+    _mm256_storeu_ps(d + (size_t)(m + 4) * ldd, _mm512_cvtpd_ps(_mm512_shuffle_f64x2(x[m], x[m + 4], 0xdd)));
+  }
+}
+
 /* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
    c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
    zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
@@ -318,6 +341,10 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
       if (trans)
         for (size_t c0 = 0; c0 < cols; c0 += 8) {
           const size_t c1 = cols - c0 < 8 ? cols : c0 + 8;
+          if (c1 - c0 == 8 && rv - r0 == 8) {
+            tc_t8x8(dst + r0 * ldd + c0, ldd, S + c0 * lds + r0, lds);
+            continue;
+          }
           for (size_t c = c0; c < c1; c++)
             for (size_t r = r0; r < rv; r++)
               dst[r * ldd + c] = (float)S[c * lds + r];
