@@ -15,6 +15,10 @@ TESTS += tests/tgemm_tc
 tests_tgemm_tc_SOURCES = tests/tgemm_tc.c
 tests_tgemm_tc_LDADD = $(LDADD) -lmpfr -lgmp -lm
 
+# Both gemm tests again on the paths of a build or CPU without AVX-512.
+TESTS += tests/tgemm_portable.sh
+EXTRA_DIST += tests/tgemm_portable.sh
+
 # External check against H200 outputs (fixtures/h200-sdpa, experiments/README-gpu.md).
 TESTS += tests/tgpu_agree.sh
 EXTRA_DIST += tests/tgpu_agree.sh experiments/README-gpu.md fixtures/h200-sdpa/gpu_sdpa.py \
