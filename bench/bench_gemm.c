@@ -77,21 +77,34 @@ static void print_load(const char *when) {
 
 /* OpenBLAS 0.3.21 DYNAMIC_ARCH does not recognise some recent Xeons (and
    some virtual CPUs) and falls back to its SSE3 "Prescott" kernels, which
-   makes the comparison meaningless. It reads OPENBLAS_CORETYPE when it is
-   loaded, so the benchmark runs itself again with SkylakeX (once: the
-   variable is then set). */
-static void openblas_core(char **argv) {
-#if defined(AA_HAVE_OPENBLAS) && defined(__x86_64__) && defined(__GNUC__)
+   makes the comparison meaningless; and its idle threads spin for 2^28
+   cycles (OPENBLAS_THREAD_TIMEOUT, default 28) after each call, taking the
+   cores from the aa_gemm call that follows it. It reads both variables
+   when it is loaded, so the benchmark runs itself again with
+   OPENBLAS_CORETYPE=SkylakeX (when it chose Prescott on an AVX-512 CPU)
+   and OPENBLAS_THREAD_TIMEOUT=4 (once: the variables are then set). */
+static void openblas_setup(char **argv) {
+#if defined(AA_HAVE_OPENBLAS) && defined(__linux__)
+  int again = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (strcmp(openblas_get_corename(), "Prescott") != 0 || !__builtin_cpu_supports("avx512f")) return;
-  if (getenv("OPENBLAS_CORETYPE") == NULL && setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) == 0) {
+  if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f") &&
+      getenv("OPENBLAS_CORETYPE") == NULL)
+    again |= setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) == 0;
+#endif
+  if (getenv("OPENBLAS_THREAD_TIMEOUT") == NULL) again |= setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
+  if (again) {
     fflush(stdout);
-    execv("/proc/self/exe", argv);
+    execv("/proc/self/exe", argv); /* returns only on failure: measure as we are */
   }
-  printf("note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
-         "comparison\n");
 #else
   (void)argv;
+#endif
+#if defined(AA_HAVE_OPENBLAS) && defined(__x86_64__) && defined(__GNUC__)
+  if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f"))
+    printf(
+        "note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
+        "comparison\n");
 #endif
 }
 
@@ -219,7 +232,7 @@ static int run(size_t n, size_t d, int reps, const aa_accum_t *ms, char names[][
 }
 
 int main(int argc, char **argv) {
-  openblas_core(argv);
+  openblas_setup(argv);
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
   int reps = argc > 3 ? atoi(argv[3]) : 5;
   const char *models = argc > 4 ? argv[4] : DEFAULT_MODELS;
@@ -251,8 +264,9 @@ int main(int argc, char **argv) {
   printf("bench_gemm: n = %zu, d = %zu, %d repetitions (median), %d OpenMP thread(s), fp32-seq kernel %s\n", n, d,
          reps, threads, aa_gemm_kernel_name());
 #ifdef AA_HAVE_OPENBLAS
-  printf("OpenBLAS: %d thread(s), core %s, config %s\n", openblas_get_num_threads(), openblas_get_corename(),
-         openblas_get_config());
+  printf("OpenBLAS: %d thread(s), core %s, config %s, OPENBLAS_THREAD_TIMEOUT %s\n", openblas_get_num_threads(),
+         openblas_get_corename(), openblas_get_config(),
+         getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset");
 #else
   printf("OpenBLAS: not found by configure (no sgemm comparison)\n");
 #endif
