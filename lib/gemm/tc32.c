@@ -382,7 +382,9 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
 typedef struct {
   double *C;
   size_t ldc, M, N, K, np;
-  const float *pa, *pb, *pae, *pbe; /* pae, pbe: cdna3 only, else pa, pb */
+  const float *pa, *pb;   /* op(A) rows (M x K), op(B) rows (K x np) */
+  const float *tb;        /* op(B) for the kernels: strips of NR columns, each K x NR */
+  const float *pae, *tbe; /* the exponent fields of pa, tb (cdna3 only, else pa, tb) */
   int accumulate, bk, fb, ob, cdna3;
   tc_kern_fn kern;
 } tc_job_t;
@@ -429,10 +431,11 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
     for (size_t jj = 0; jj < np; jj += TC_NR) /* a strip of op(B) (kc x NR) stays in L1 across the row tiles */
       for (size_t t = 0; t < tiles; t++) {
         unsigned char *b = bad + t * ntc + jj / TC_NR;
-        if (*b == 0)
-          *b = (unsigned char)jb->kern(acc + t * TC_MR * np + jj, np, jb->pa + (i0 + t * TC_MR) * K + k0,
-                                       jb->pae + (i0 + t * TC_MR) * K + k0, K, jb->pb + k0 * np + jj,
-                                       jb->pbe + k0 * np + jj, np, kc);
+        if (*b == 0) {
+          const size_t oa = (i0 + t * TC_MR) * K + k0, ob = (jj / TC_NR * K + k0) * TC_NR;
+          *b = (unsigned char)jb->kern(acc + t * TC_MR * np + jj, np, jb->pa + oa, jb->pae + oa, K, jb->tb + ob,
+                                       jb->tbe + ob, TC_NR, kc);
+        }
       }
   }
   for (size_t t = 0; t < tiles; t++)
@@ -459,18 +462,35 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
     }
 }
 
-/* The exponent fields of x[0..n) (as fp32 bit patterns: 2^e, or 0 for a zero), for cdna3's e(a) + e(b). */
-TC_AVX512 static float *tc_exponents(const float *x, size_t n) {
-  float *e = malloc(n * sizeof *e);
-  if (e == NULL) return NULL;
-  AA_OMP(omp parallel for simd if (n > ((size_t)1 << 20)))
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, x + i, sizeof u);
-    u &= 0x7f800000u;
-    memcpy(e + i, &u, sizeof u);
+/* Bit patterns ANDed with mask (all ones, or the exponent field for
+   cdna3's e(a) + e(b): 2^e, 0 for a zero): of pa (mp x K, as it is) into
+   t[0 .. mp K) when ta, and of pb (K x np) into strips of NR columns after
+   it, tb[(s K + k) NR + c] = pb[k np + s NR + c], so that a tile reads its
+   op(B) as one stream (rows of pb lie np floats apart, often a multiple of
+   4 KiB: a strip of them would fill a few L1 sets). */
+TC_AVX512 static uint32_t *tc_panels(const float *pa, const float *pb, size_t mp, size_t np, size_t K, uint32_t mask,
+                                     int ta) {
+  uint32_t *t = malloc((ta ? mp + np : np) * K * sizeof *t), *tb = ta ? t + mp * K : t;
+  if (t == NULL) return NULL;
+  AA_OMP(omp parallel if ((mp + np) * K > ((size_t)1 << 20))) {
+    if (ta) {
+      AA_OMP(omp for simd schedule(static) nowait)
+      for (size_t i = 0; i < mp * K; i++) {
+        uint32_t u;
+        memcpy(&u, pa + i, sizeof u);
+        t[i] = u & mask;
+      }
+    }
+    AA_OMP(omp for schedule(static))
+    for (size_t k = 0; k < K; k++)
+      for (size_t s0 = 0; s0 < np; s0 += TC_NR)
+        for (size_t c = 0; c < TC_NR; c++) {
+          uint32_t u;
+          memcpy(&u, pb + k * np + s0 + c, sizeof u);
+          tb[(s0 / TC_NR * K + k) * TC_NR + c] = u & mask;
+        }
   }
-  return e;
+  return t;
 }
 
 /* The tiles of C (the packing done), each thread taking blocks of TC_MB rows. */
@@ -499,27 +519,23 @@ TC_AVX512 static int tc_run(const tc_job_t *jb) {
 TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
                                 size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate,
                                 aa_accum_t model) {
-  tc_job_t jb = {C,
-                 ldc,
-                 M,
-                 N,
-                 K,
-                 (N + TC_NR - 1) / TC_NR * TC_NR,
-                 NULL,
-                 NULL,
-                 NULL,
-                 NULL,
-                 accumulate,
-                 16,
-                 25,
-                 aa_gemm_tc_out_bits(model),
-                 model == AA_ACC_CDNA3_K8_F24,
-                 tc_kernel_of(model)};
+  tc_job_t jb = {.C = C,
+                 .ldc = ldc,
+                 .M = M,
+                 .N = N,
+                 .K = K,
+                 .np = (N + TC_NR - 1) / TC_NR * TC_NR,
+                 .accumulate = accumulate,
+                 .bk = 16,
+                 .fb = 25,
+                 .ob = aa_gemm_tc_out_bits(model),
+                 .cdna3 = model == AA_ACC_CDNA3_K8_F24,
+                 .kern = tc_kernel_of(model)};
   aa_accum_tc_params(model, &jb.bk, &jb.fb);
   const size_t mp = (M + TC_MR - 1) / TC_MR * TC_MR, np = jb.np;
   size_t na, nb;
-  if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK) return AA_ENOMEM;
-  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb), *pae = NULL, *pbe = NULL;
+  if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK || na + nb < na) return AA_ENOMEM;
+  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb);
   int st = pa != NULL && pb != NULL ? AA_OK : AA_ENOMEM;
   tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
   if (st == AA_OK) {
@@ -528,9 +544,12 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
   }
   const int exact = st == AA_OK && jb.kern != NULL && sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
                     (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
-  if (exact && jb.cdna3 && ((pae = tc_exponents(pa, na)) == NULL || (pbe = tc_exponents(pb, nb)) == NULL))
+  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; for cdna3 the exponent fields of pa and of the strips */
+  if (exact && ((tv = tc_panels(pa, pb, mp, np, K, UINT32_MAX, 0)) == NULL ||
+                (jb.cdna3 && (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL)))
     st = AA_ENOMEM;
-  jb.pa = pa, jb.pb = pb, jb.pae = jb.cdna3 ? pae : pa, jb.pbe = jb.cdna3 ? pbe : pb;
+  jb.pa = pa, jb.pb = pb, jb.tb = (const float *)tv;
+  jb.pae = te != NULL ? (const float *)te : pa, jb.tbe = te != NULL ? (const float *)(te + mp * K) : jb.tb;
   if (st == AA_OK && exact)
     st = tc_run(&jb);
   else if (st == AA_OK && jb.cdna3)
@@ -542,8 +561,8 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
   }
   free(pa);
   free(pb);
-  free(pae);
-  free(pbe);
+  free(tv);
+  free(te);
   return st;
 }
 
