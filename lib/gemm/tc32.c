@@ -111,9 +111,10 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
   for (int r = 0; r < TC_MR; r++)
     for (int v = 0; v < 2; v++) {
       /* the exponent field of max |t| (in place), so 2^(F-E) = (F + 254 - field) << 23 */
-      __m512i eb = _mm512_and_si512(_mm512_castps_si512(mx[r][v]), expm);
-      /* out of the window, unless every term is zero (eb = 0: the sum is 0 at any scale) */
-      bad |= _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(eb, eb), _mm512_sub_epi32(eb, ebmin), span);
+      const __m512i mb = _mm512_castps_si512(mx[r][v]), eb = _mm512_and_si512(mb, expm);
+      /* out of the window, unless every term is zero (mx = +0: the sum is 0 at any scale); a subnormal
+         largest term (an accumulator: eb = 0, mx != 0) is out of it */
+      bad |= _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(mb, mb), _mm512_sub_epi32(eb, ebmin), span);
       up[r][v] = _mm512_castsi512_ps(_mm512_sub_epi32(upk, _mm512_max_epi32(eb, ebmin))); /* 2^(F-E) */
       s[r][v] = wide ? _mm512_setzero_si512() : _mm512_cvttps_epi32(_mm512_mul_ps(ac[r][v], up[r][v]));
     }
