@@ -19,7 +19,8 @@
    reps: runs per recipe (default 1; the median is reported; the
    recipes alternate within each repetition), recipes:
    comma-separated presets (default fa2,fa2-h100); each line gives the
-   time relative to the first recipe's. */
+   time relative to the first recipe's (ratio of the medians, and the
+   median over repetitions of the ratio within each). */
 
 static double now(void) {
   struct timespec ts;
@@ -63,7 +64,8 @@ int main(int argc, char **argv) {
   }
   aa_problem_t pb;
   aa_problem_init(&pb, n, n, d, 1, 1);
-  printf("%-12s %10s %10s %10s %10s\n", "recipe", "forward_s", "backward_s", "total_s", "vs_first");
+  printf("%-12s %10s %10s %10s %10s %12s\n", "recipe", "forward_s", "backward_s", "total_s", "vs_first",
+         "median_ratio");
   enum { MAXR = 8 };
   aa_recipe_t rs[MAXR];
   char names[MAXR][64];
@@ -100,6 +102,14 @@ int main(int argc, char **argv) {
       f[i][rep] = t1 - t0, b[i][rep] = t[i][rep] - f[i][rep];
       aa_attn_result_free(&res);
     }
+  /* the ratio to the first recipe within each repetition, then its median:
+     a load change between repetitions cancels out */
+  static double ratio[MAXR][100];
+  for (int i = 0; i < nr; i++) {
+    for (int rep = 0; rep < reps; rep++)
+      ratio[i][rep] = t[i][rep] / t[0][rep];
+    qsort(ratio[i], (size_t)reps, sizeof ratio[i][0], cmp_double);
+  }
   double first = 0;
   for (int i = 0; i < nr; i++) {
     qsort(t[i], (size_t)reps, sizeof t[i][0], cmp_double);
@@ -107,7 +117,8 @@ int main(int argc, char **argv) {
     qsort(b[i], (size_t)reps, sizeof b[i][0], cmp_double);
     double med = t[i][reps / 2];
     if (i == 0) first = med;
-    printf("%-12s %10.3f %10.3f %10.3f %10.2f\n", names[i], f[i][reps / 2], b[i][reps / 2], med, med / first);
+    printf("%-12s %10.3f %10.3f %10.3f %10.2f %12.2f\n", names[i], f[i][reps / 2], b[i][reps / 2], med, med / first,
+           ratio[i][reps / 2]);
   }
   for (int i = 0; i < 4; i++)
     aa_tensor_free(ts[i]);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -20,10 +21,18 @@
 
 /* usage: bench_gemm [n [d [reps [models]]]]
    n: sequence length (default 8192), d: head dimension (default 128),
-   reps: repetitions per measurement (default 5; the median is reported),
-   models: comma-separated accumulation models (default fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24).
-   A closing table gives every model's throughput as a fraction of sgemm's,
-   shape by shape, from the same run. */
+   reps: repetitions (default 5; medians are reported), models:
+   comma-separated accumulation models (default: fp32-seq, fp64-seq,
+   fp32-pairwise and every tensor-core model). Each repetition runs sgemm
+   and then every model once, so that load changes on a shared machine
+   touch them alike; the closing tables give, shape by shape, the median
+   over repetitions of each model's throughput as a fraction of sgemm's
+   and of fp32-seq's in the same repetition. */
+
+#define DEFAULT_MODELS                                                                                               \
+  "fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24,tc-k4-f23,tc-fp8-k32-f13,tc-fp8-k32-f25,cdna3-k8-f24"
+
+enum { MAXM = 16, MAXREPS = 99 };
 
 typedef struct {
   const char *name; /* which product of the backward pass */
@@ -42,7 +51,9 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double median(double *t, int n) {
+static double median(const double *x, int n) {
+  double t[MAXREPS];
+  memcpy(t, x, (size_t)n * sizeof *t);
   qsort(t, (size_t)n, sizeof *t, cmp_double);
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
@@ -59,13 +70,192 @@ static void fill(double *x, size_t n, aa_pcg64_t *rng) {
   }
 }
 
+static void print_load(const char *when) {
+  double l[3];
+  if (getloadavg(l, 3) == 3) printf("load average %s: %.2f %.2f %.2f\n", when, l[0], l[1], l[2]);
+}
+
+/* OpenBLAS 0.3.21 DYNAMIC_ARCH does not recognise some recent Xeons (and
+   some virtual CPUs) and falls back to its SSE3 "Prescott" kernels, which
+   makes the comparison meaningless; and its idle threads spin for 2^28
+   cycles (OPENBLAS_THREAD_TIMEOUT, default 28) after each call, taking the
+   cores from the aa_gemm call that follows it. It reads both variables
+   when it is loaded, so the benchmark runs itself again with
+   OPENBLAS_CORETYPE=SkylakeX (when it chose Prescott on an AVX-512 CPU)
+   and OPENBLAS_THREAD_TIMEOUT=4 (once: the variables are then set). */
+static void openblas_setup(char **argv) {
+#if defined(AA_HAVE_OPENBLAS) && defined(__linux__)
+  int again = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f") &&
+      getenv("OPENBLAS_CORETYPE") == NULL)
+    again |= setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) == 0;
+#endif
+  if (getenv("OPENBLAS_THREAD_TIMEOUT") == NULL) again |= setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0;
+  if (again) {
+    fflush(stdout);
+    execv("/proc/self/exe", argv); /* returns only on failure: measure as we are */
+  }
+#else
+  (void)argv;
+#endif
+#if defined(AA_HAVE_OPENBLAS) && defined(__x86_64__) && defined(__GNUC__)
+  if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f"))
+    printf(
+        "note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
+        "comparison\n");
+#endif
+}
+
+typedef struct {
+  double *Xd, *Yd, *Pd, *Cd;
+  float *Xf, *Yf, *Pf, *Cf;
+  size_t d;
+} operands_t;
+
+/* seconds of one sgemm of shape sh (NaN without OpenBLAS) */
+static double time_sgemm(const operands_t *op, const shape_t *sh) {
+#ifdef AA_HAVE_OPENBLAS
+  const float *Af = sh->K == op->d ? op->Xf : op->Pf;
+  size_t lda = sh->tA ? sh->M : sh->K, ldb = sh->tB ? sh->K : sh->N;
+  double t0 = now();
+  cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans, (int)sh->M,
+              (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, op->Yf, (int)ldb, 0.0f, op->Cf, (int)sh->N);
+  return now() - t0;
+#else
+  (void)op, (void)sh;
+  return NAN;
+#endif
+}
+
+/* seconds of one aa_gemm of shape sh, or -1 when it fails */
+static double time_model(const operands_t *op, const shape_t *sh, aa_accum_t model) {
+  /* operands: n x d shapes take X and Y; the n x n operand is P */
+  const double *A = sh->K == op->d ? op->Xd : op->Pd;
+  size_t lda = sh->tA ? sh->M : sh->K, ldb = sh->tB ? sh->K : sh->N;
+  double t0 = now();
+  int st = aa_gemm(op->Cd, sh->N, A, lda, sh->tA, op->Yd, ldb, sh->tB, sh->M, sh->N, sh->K, 0, model);
+  if (st != AA_OK) {
+    fprintf(stderr, "bench_gemm: aa_gemm failed: %s\n", aa_status_str(st));
+    return -1;
+  }
+  return now() - t0;
+}
+
+static int alloc_operands(operands_t *op, size_t n, size_t d) {
+  op->d = d;
+  op->Xd = malloc(n * d * sizeof(double)), op->Yd = malloc(n * d * sizeof(double));
+  op->Pd = malloc(n * n * sizeof(double)), op->Cd = malloc(n * n * sizeof(double));
+  op->Xf = malloc(n * d * sizeof(float)), op->Yf = malloc(n * d * sizeof(float));
+  op->Pf = malloc(n * n * sizeof(float)), op->Cf = malloc(n * n * sizeof(float));
+  if (!op->Xd || !op->Yd || !op->Pd || !op->Cd || !op->Xf || !op->Yf || !op->Pf || !op->Cf) return -1;
+  aa_pcg64_t rng;
+  aa_pcg64_seed(&rng, 42, 7);
+  fill(op->Xd, n * d, &rng);
+  fill(op->Yd, n * d, &rng);
+  fill(op->Pd, n * n, &rng);
+  for (size_t i = 0; i < n * d; i++)
+    op->Xf[i] = (float)op->Xd[i], op->Yf[i] = (float)op->Yd[i];
+  for (size_t i = 0; i < n * n; i++)
+    op->Pf[i] = (float)op->Pd[i];
+  return 0;
+}
+
+static void free_operands(operands_t *op) {
+  free(op->Xd), free(op->Yd), free(op->Pd), free(op->Cd);
+  free(op->Xf), free(op->Yf), free(op->Pf), free(op->Cf);
+}
+
+/* ratio[s][m]: median over repetitions of model m's throughput over sgemm's
+   (vs = -1) or over model vs's, from the same repetition */
+static void print_ratios(const char *title, const shape_t *shapes, int nshapes, char names[][32], int nm,
+                         double t[][MAXM + 1][MAXREPS], int reps, int vs) {
+  printf("\n%s\n%-12s", title, "shape");
+  for (int m = 0; m < nm; m++)
+    printf(" %14s", names[m]);
+  printf("\n");
+  for (int s = 0; s < nshapes; s++) {
+    printf("%-12s", shapes[s].name);
+    for (int m = 0; m < nm; m++) {
+      double r[MAXREPS];
+      for (int i = 0; i < reps; i++)
+        r[i] = t[s][vs + 1][i] / t[s][m + 1][i];
+      printf(" %14.3f", median(r, reps));
+    }
+    printf("\n");
+  }
+}
+
+static double t_all[5][MAXM + 1][MAXREPS]; /* seconds: [shape][0: sgemm, 1 + m: model m][repetition] */
+
+static int run(size_t n, size_t d, int reps, const aa_accum_t *ms, char names[][32], int nm, int seq) {
+  /* Q, K, V, dO: n x d; P, dS: n x n (query rows, key columns). */
+  const shape_t shapes[] = {
+      {"S = Q K^T", n, n, d, 0, 1},   {"dP = dO V^T", n, n, d, 0, 1}, {"dV = P^T dO", n, d, n, 1, 0},
+      {"dK = dS^T Q", n, d, n, 1, 0}, {"dQ = dS K", n, d, n, 0, 0},
+  };
+  const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+  operands_t op;
+  if (alloc_operands(&op, n, d) != 0) {
+    fprintf(stderr, "bench_gemm: out of memory for n = %zu\n", n);
+    return 1;
+  }
+  printf("%-12s %6s %6s %6s  %-14s %10s %10s\n", "shape", "M", "N", "K", "model", "median_s", "GFLOP/s");
+  for (int s = 0; s < nshapes; s++) {
+    const shape_t *sh = &shapes[s];
+    double flops = 2.0 * (double)sh->M * (double)sh->N * (double)sh->K;
+    time_sgemm(&op, sh); /* warm-up */
+    for (int m = 0; m < nm; m++)
+      if (time_model(&op, sh, ms[m]) < 0) return 1;
+    for (int r = 0; r < reps; r++) {
+      t_all[s][0][r] = time_sgemm(&op, sh);
+      for (int m = 0; m < nm; m++)
+        if ((t_all[s][m + 1][r] = time_model(&op, sh, ms[m])) < 0) return 1;
+    }
+    for (int m = -1; m < nm; m++) {
+      double med = median(t_all[s][m + 1], reps);
+      printf("%-12s %6zu %6zu %6zu  %-14s %10.4f %10.1f\n", sh->name, sh->M, sh->N, sh->K, m < 0 ? "sgemm" : names[m],
+             med, flops / med * 1e-9);
+    }
+    fflush(stdout);
+  }
+  print_ratios(
+      "throughput / sgemm throughput (median over repetitions of the ratio within each; NaN without OpenBLAS)",
+      shapes, nshapes, names, nm, t_all, reps, -1);
+  if (seq >= 0)
+    print_ratios("throughput / fp32-seq throughput (median over repetitions of the ratio within each)", shapes,
+                 nshapes, names, nm, t_all, reps, seq);
+  print_load("at end");
+  free_operands(&op);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  openblas_setup(argv);
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
   int reps = argc > 3 ? atoi(argv[3]) : 5;
-  const char *models = argc > 4 ? argv[4] : "fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24";
-  if (n == 0 || d == 0 || reps <= 0) {
-    fprintf(stderr, "usage: %s [n [d [reps [models]]]]\n", argv[0]);
+  const char *models = argc > 4 ? argv[4] : DEFAULT_MODELS;
+  if (n == 0 || d == 0 || reps <= 0 || reps > MAXREPS) {
+    fprintf(stderr, "usage: %s [n [d [reps (1 to %d) [models]]]]\n", argv[0], MAXREPS);
     return 2;
+  }
+  aa_accum_t ms[MAXM];
+  char names[MAXM][32], list[512];
+  int nm = 0, seq = -1;
+  snprintf(list, sizeof list, "%s", models);
+  for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save)) {
+    if (nm == MAXM) {
+      fprintf(stderr, "bench_gemm: more than %d models\n", MAXM);
+      return 2;
+    }
+    if (aa_accum_from_name(&ms[nm], m) != AA_OK) {
+      fprintf(stderr, "bench_gemm: unknown model '%s'\n", m);
+      return 2;
+    }
+    snprintf(names[nm], sizeof names[nm], "%s", m);
+    if (ms[nm] == AA_ACC_FP32_SEQ && seq < 0) seq = nm;
+    nm++;
   }
   int threads = 1;
 #ifdef _OPENMP
@@ -74,127 +264,12 @@ int main(int argc, char **argv) {
   printf("bench_gemm: n = %zu, d = %zu, %d repetitions (median), %d OpenMP thread(s), fp32-seq kernel %s\n", n, d,
          reps, threads, aa_gemm_kernel_name());
 #ifdef AA_HAVE_OPENBLAS
-  printf("OpenBLAS: %d thread(s), core %s, config %s\n", openblas_get_num_threads(), openblas_get_corename(),
-         openblas_get_config());
-#if defined(__x86_64__) && defined(__GNUC__)
-  /* OpenBLAS 0.3.21 DYNAMIC_ARCH does not recognise some recent Xeons (and
-     some virtual CPUs) and falls back to its SSE3 "Prescott" kernels, which
-     makes the comparison meaningless. */
-  __builtin_cpu_init();
-  if (strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx512f"))
-    printf(
-        "note: OpenBLAS chose its SSE3 kernels on an AVX-512 CPU; rerun with OPENBLAS_CORETYPE=SkylakeX for a fair "
-        "comparison\n");
-#endif
+  printf("OpenBLAS: %d thread(s), core %s, config %s, OPENBLAS_THREAD_TIMEOUT %s\n", openblas_get_num_threads(),
+         openblas_get_corename(), openblas_get_config(),
+         getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset");
 #else
   printf("OpenBLAS: not found by configure (no sgemm comparison)\n");
 #endif
-
-  /* Q, K, V, dO: n x d; P, dS: n x n (query rows, key columns). */
-  const shape_t shapes[] = {
-      {"S = Q K^T", n, n, d, 0, 1},   {"dP = dO V^T", n, n, d, 0, 1}, {"dV = P^T dO", n, d, n, 1, 0},
-      {"dK = dS^T Q", n, d, n, 1, 0}, {"dQ = dS K", n, d, n, 0, 0},
-  };
-  const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
-  enum { MAXM = 16 };
-  double ratio[5][MAXM];
-  char mnames[MAXM][32];
-  int nm = 0;
-  double *Xd = malloc(n * d * sizeof(double)), *Yd = malloc(n * d * sizeof(double));
-  double *Pd = malloc(n * n * sizeof(double)), *Cd = malloc(n * n * sizeof(double));
-  double *t = malloc((size_t)reps * sizeof(double));
-  if (!Xd || !Yd || !Pd || !Cd || !t) {
-    fprintf(stderr, "bench_gemm: out of memory for n = %zu\n", n);
-    return 1;
-  }
-  aa_pcg64_t rng;
-  aa_pcg64_seed(&rng, 42, 7);
-  fill(Xd, n * d, &rng);
-  fill(Yd, n * d, &rng);
-  fill(Pd, n * n, &rng);
-#ifdef AA_HAVE_OPENBLAS
-  float *Xf = malloc(n * d * sizeof(float)), *Yf = malloc(n * d * sizeof(float));
-  float *Pf = malloc(n * n * sizeof(float)), *Cf = malloc(n * n * sizeof(float));
-  if (!Xf || !Yf || !Pf || !Cf) {
-    fprintf(stderr, "bench_gemm: out of memory for n = %zu\n", n);
-    return 1;
-  }
-  for (size_t i = 0; i < n * d; i++)
-    Xf[i] = (float)Xd[i], Yf[i] = (float)Yd[i];
-  for (size_t i = 0; i < n * n; i++)
-    Pf[i] = (float)Pd[i];
-#endif
-
-  printf("%-12s %6s %6s %6s  %-14s %10s %10s %12s %8s\n", "shape", "M", "N", "K", "model", "median_s", "GFLOP/s",
-         "sgemm_GFLOP/s", "ratio");
-  for (int s = 0; s < nshapes; s++) {
-    const shape_t *sh = &shapes[s];
-    /* operands: n x d shapes take X and Y; the n x n operand is P */
-    const double *A = sh->K == d ? Xd : Pd, *B = Yd;
-    size_t lda = sh->tA ? sh->M : sh->K, ldb = sh->tB ? sh->K : sh->N;
-    double flops = 2.0 * (double)sh->M * (double)sh->N * (double)sh->K;
-    double sgemm_gf = NAN;
-#ifdef AA_HAVE_OPENBLAS
-    {
-      const float *Af = sh->K == d ? Xf : Pf, *Bf = Yf;
-      cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans, (int)sh->M,
-                  (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, Bf, (int)ldb, 0.0f, Cf, (int)sh->N); /* warm-up */
-      for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans, (int)sh->M,
-                    (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, Bf, (int)ldb, 0.0f, Cf, (int)sh->N);
-        t[r] = now() - t0;
-      }
-      double med = median(t, reps);
-      sgemm_gf = flops / med * 1e-9;
-      printf("%-12s %6zu %6zu %6zu  %-14s %10.4f %10.1f %12s %8s\n", sh->name, sh->M, sh->N, sh->K, "sgemm", med,
-             sgemm_gf, "", "");
-    }
-#endif
-    char list[256];
-    snprintf(list, sizeof list, "%s", models);
-    int mi = 0;
-    for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save), mi++) {
-      aa_accum_t model;
-      if (aa_accum_from_name(&model, m) != AA_OK) {
-        fprintf(stderr, "bench_gemm: unknown model '%s'\n", m);
-        return 2;
-      }
-      int st = aa_gemm(Cd, sh->N, A, lda, sh->tA, B, ldb, sh->tB, sh->M, sh->N, sh->K, 0, model); /* warm-up */
-      for (int r = 0; r < reps && st == AA_OK; r++) {
-        double t0 = now();
-        st = aa_gemm(Cd, sh->N, A, lda, sh->tA, B, ldb, sh->tB, sh->M, sh->N, sh->K, 0, model);
-        t[r] = now() - t0;
-      }
-      if (st != AA_OK) {
-        fprintf(stderr, "bench_gemm: aa_gemm failed: %s\n", aa_status_str(st));
-        return 1;
-      }
-      double med = median(t, reps), gf = flops / med * 1e-9;
-      printf("%-12s %6zu %6zu %6zu  %-14s %10.4f %10.1f %12.1f %8.3f\n", sh->name, sh->M, sh->N, sh->K, m, med, gf,
-             sgemm_gf, gf / sgemm_gf);
-      if (mi < MAXM) {
-        ratio[s][mi] = gf / sgemm_gf;
-        snprintf(mnames[mi], sizeof mnames[mi], "%s", m);
-        if (mi >= nm) nm = mi + 1;
-      }
-      fflush(stdout);
-    }
-  }
-  /* the same measurements, as fractions of sgemm's throughput (NaN without OpenBLAS) */
-  printf("\nthroughput / sgemm throughput\n%-12s", "shape");
-  for (int m = 0; m < nm; m++)
-    printf(" %14s", mnames[m]);
-  printf("\n");
-  for (int s = 0; s < nshapes; s++) {
-    printf("%-12s", shapes[s].name);
-    for (int m = 0; m < nm; m++)
-      printf(" %14.3f", ratio[s][m]);
-    printf("\n");
-  }
-  free(Xd), free(Yd), free(Pd), free(Cd), free(t);
-#ifdef AA_HAVE_OPENBLAS
-  free(Xf), free(Yf), free(Pf), free(Cf);
-#endif
-  return 0;
+  print_load("at start");
+  return run(n, d, reps, ms, names, nm, seq);
 }

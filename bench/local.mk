@@ -3,7 +3,11 @@
 AA_BENCHES =
 
 # aa_gemm on the five attention-backward shapes (n = 8192, d = 128 by default;
-# `bench/bench_gemm 1024` for a quick run), against OpenBLAS sgemm when found.
+# `bench/bench_gemm 1024` for a quick run), against OpenBLAS sgemm when found:
+# sgemm and every model alternate within each repetition, and the closing
+# tables give each model's throughput over sgemm's and over fp32-seq's
+# (medians of the per-repetition ratios), e.g. for the tensor-core models
+# `bench/bench_gemm 4096 128 5 fp32-seq,tc-k16-f25,tc-k8-f24`.
 EXTRA_PROGRAMS += bench/bench_gemm
 AA_BENCHES += bench/bench_gemm
 bench_bench_gemm_SOURCES = bench/bench_gemm.c

@@ -174,7 +174,11 @@ const char *aa_gemm_kernel_name(void);
 
 /* Testing and benchmarking only: force the fast paths onto one kernel
    ("avx512f", "avx2-fma", "scalar"), or NULL / "auto" for the run-time
-   choice. AA_EUNSUPPORTED when this CPU cannot run it, AA_ENOTFOUND for an
+   choice. The run-time choice is the best kernel this CPU runs, or the one
+   the environment variable ATTNACC_GEMM_KERNEL names (read once, ignored
+   when unknown or unsupported here). "scalar" also sends the tc-* models
+   to their binary64 packed path and cdna3-k8-f24 to its literal loop, the
+   paths of a build or CPU without AVX-512. AA_EUNSUPPORTED when this CPU cannot run it, AA_ENOTFOUND for an
    unknown name. Not thread-safe: call it while no aa_gemm is running. */
 int aa_gemm_force_kernel(const char *name);
 

@@ -1,5 +1,5 @@
-/* attnacc: tests of the tensor-core accumulation models tc-k16-f25 and tc-k8-f24 against an MPFR model and
- * hand-derived cases. */
+/* attnacc: tests of the tensor-core accumulation models (tc-*, cdna3-k8-f24) against MPFR models, hand-derived
+ * cases and the literal loops. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <math.h>
@@ -110,6 +110,11 @@ static const tcm_t tcms[] = {
     {AA_ACC_TC_FP8_K32_F25, "tc-fp8-k32-f25", 32, 25, 23},
 };
 #define NTC ((int)(sizeof tcms / sizeof tcms[0]))
+
+/* Every model with a packed fast path: the tc models and cdna3-k8-f24. */
+static const aa_accum_t fast_models[] = {AA_ACC_TC_K16_F25,     AA_ACC_TC_K8_F24,      AA_ACC_TC_K4_F23,
+                                         AA_ACC_TC_FP8_K32_F13, AA_ACC_TC_FP8_K32_F25, AA_ACC_CDNA3_K8_F24};
+#define NFAST ((int)(sizeof fast_models / sizeof fast_models[0]))
 
 static const tcm_t *tcm_of(aa_accum_t m) {
   for (int i = 0; i < NTC; i++)
@@ -248,9 +253,9 @@ static void test_mpfr(aa_pcg64_t *rng, int iters) {
 static void test_fast_vs_ref(aa_pcg64_t *rng) {
   static const size_t shapes[][3] = {{37, 41, 300}, {1, 1, 1}, {9, 70, 129}, {64, 64, 128}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int m = 0; m < NTC; m++) {
+    for (int m = 0; m < NFAST; m++) {
       case_t c;
-      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], tcms[m].m, (int)(s % 3));
+      case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], fast_models[m], (int)(s % 3));
       double *ref = case_run(&c, 1);
       for (int threads = 1; threads <= 2; threads++) {
 #ifdef _OPENMP
@@ -286,7 +291,7 @@ static float round_bits(double x, int nbits) {
    2 11-bit significands (fp16-like); 3 huge (block exponents near the top
    of the fp32 path's window and beyond); 4 tiny (products near 2^-110,
    below the window); 5 full fp32 significands (the fp32 path refuses);
-   6 products below 2^-126 (refused too). */
+   6 products below 2^-126 (refused too); 7 mostly zeros. */
 static double fast_value(aa_pcg64_t *rng, int kind) {
   double x = aa_pcg64_normal(rng);
   uint64_t u = aa_pcg64_next(rng);
@@ -303,6 +308,9 @@ static double fast_value(aa_pcg64_t *rng, int kind) {
     return u % 5 == 0 ? 0.0 : round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -52 - (int)(u >> 8) % 6), 8);
   case 5:
     return (float)x;
+  case 7: /* mostly zeros: whole blocks of zero products, where the accumulator (subnormal, huge, -0) is the only term
+           */
+    return u % 8 == 0 ? round_bits(x, 8) : 0.0;
   default: /* |x| in [1, 2) 2^-(70..80): products that underflow fp32 (the fp32 path refuses the call) */
     return round_bits(ldexp(copysign(1 + fmod(fabs(x), 1.0), x), -70 - (int)(u >> 8) % 11), 8);
   }
@@ -319,10 +327,22 @@ static double fast_cin(aa_pcg64_t *rng) {
   return round_bits(ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2), 24);
 }
 
+/* Accumulators the fast path keeps (normal values, -0) but for rare
+   subnormals: a tile holding none of fast_cin's huge or infinite values
+   stays on the fp32 path, so its lanes meet the accumulator-only blocks of
+   kind 7 there. */
+static double fast_cin_mild(aa_pcg64_t *rng) {
+  uint64_t u = aa_pcg64_next(rng) % 256;
+  if (u == 0) return 0x1p-140;
+  if (u == 1) return -0x3p-140;
+  if (u == 2) return -0.0;
+  return round_bits(ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 9) - 2), 24);
+}
+
 static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
-    aa_accum_t model = tcms[it % NTC].m;
-    int kind = (int)(aa_pcg64_next(rng) % 7), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 7);
+    aa_accum_t model = fast_models[it % NFAST];
+    int kind = (int)(aa_pcg64_next(rng) % 8), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 8);
     size_t M = 1 + aa_pcg64_next(rng) % 70, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 300;
     if (it % 17 == 0) K = 256 + 1 + aa_pcg64_next(rng) % 400; /* more than one k chunk of the fp32 path */
     case_t c;
@@ -333,7 +353,7 @@ static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
     for (size_t t = 0; t < rb * c.ldb; t++)
       c.B[t] = fast_value(rng, kindb);
     for (size_t t = 0; t < M * c.ldc; t++)
-      c.C0[t] = fast_cin(rng);
+      c.C0[t] = it % 4 == 1 ? fast_cin_mild(rng) : fast_cin(rng);
     c.kind = 10 + kind;
     double *fast = case_run(&c, 0);
     AA_CHECK(aa_gemm_force_kernel("scalar") == AA_OK, "tgemm_tc: force scalar");
@@ -356,15 +376,15 @@ static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
    magnitude deep inside A, which the fp32 path must refuse (its products
    are not exact in fp32). */
 static void test_fast_large(aa_pcg64_t *rng) {
-  for (int t = 0; t < 4; t++) {
+  for (int t = 0; t < 6; t++) {
     case_t c;
-    case_make(&c, rng, 1100, 40, 1000, t % 2 ? AA_ACC_TC_K8_F24 : AA_ACC_TC_K16_F25, 0);
+    case_make(&c, rng, 1100, 40, 1000, fast_models[(t * 5) % NFAST], 0);
     size_t ra = c.tA ? c.K : c.M, rb = c.tB ? c.N : c.K;
     for (size_t x = 0; x < ra * c.lda; x++)
       c.A[x] = fast_value(rng, 1);
     for (size_t x = 0; x < rb * c.ldb; x++)
       c.B[x] = fast_value(rng, 0);
-    if (t >= 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
+    if (t % 3 == 2) c.A[(ra - 3) * c.lda + 5] = 0x1.921fb6p+4; /* 8 pi in fp32: 24 significant bits */
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
@@ -373,7 +393,7 @@ static void test_fast_large(aa_pcg64_t *rng) {
     double *old = case_run(&c, 0);
     aa_gemm_force_kernel(NULL);
     compare(&c, fast, old,
-            t >= 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
+            t % 3 == 2 ? "large, one fp32 operand: fp32 path vs binary64" : "large: fp32 path vs binary64");
     free(fast);
     free(old);
     case_free(&c);
@@ -618,6 +638,8 @@ static void test_cdna3(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
     int kind = (int)(aa_pcg64_next(rng) % 3);
     size_t M = 1 + aa_pcg64_next(rng) % 9, N = 1 + aa_pcg64_next(rng) % 9, K = 1 + aa_pcg64_next(rng) % 40;
+    if (it % 4 == 0) /* bf16 normals on whole tiles (4 x 32) of the packed fast path */
+      kind = 0, M = 1 + aa_pcg64_next(rng) % 40, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 70;
     case_t c;
     case_make(&c, rng, M, N, K, AA_ACC_CDNA3_K8_F24, kind);
     double *want = malloc(M * c.ldc * sizeof(double));
@@ -706,6 +728,19 @@ static void test_new_cases(void) {
     float cc[1] = {0x1p64f};
     float dd[1] = {0x1p64f};
     one(AA_ACC_CDNA3_K8_F24, "cdna3 product 2^128 is Inf", 0, 0, cc, dd, 1, INFINITY);
+  }
+  /* A subnormal accumulator and zero products: the accumulator is the only
+     nonzero term, E = -140, and its truncation to 2^(E-F) keeps it: C stays
+     2^-140 (fp32 results); an e8m13 result has subnormals in multiples of
+     2^-139 and truncates it to +0, and -1.5 2^-139 to -2^-139. cdna3:
+     E = e(acc) = -126, acc rounded down to a multiple of 2^-150 is itself. */
+  memcpy(a, z, sizeof a);
+  for (int m = 0; m < NFAST; m++) {
+    const aa_accum_t fm = fast_models[m];
+    one(fm, "subnormal accumulator, zero products", 0x1p-140f, 1, a, NULL, 3,
+        fm == AA_ACC_TC_FP8_K32_F13 ? 0.0f : 0x1p-140f);
+    one(fm, "negative subnormal accumulator, zero products", -0x3p-140f, 1, a, NULL, 20,
+        fm == AA_ACC_TC_FP8_K32_F13 ? -0x1p-139f : -0x3p-140f);
   }
   /* Groups of 8: nine products 1 with C = 2^24: group 1 gives 2^24 + 8
      exactly, group 2 adds 1: 2^24 + 9 is a tie between 2^24 + 8 and 2^24 +

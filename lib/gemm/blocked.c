@@ -51,8 +51,25 @@ static int isa_supported(int isa) {
 #endif
 }
 
+/* ATTNACC_GEMM_KERNEL names a kernel (isa_names) that the run-time choice
+   takes instead of the best one, when this CPU can run it (so that a whole
+   test or benchmark run exercises a portable path); read once. */
+static int env_isa(void) {
+  static int cached = -2; /* -2: not read yet; -1: unset, unknown or unsupported */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v != -2) return v;
+  const char *e = getenv("ATTNACC_GEMM_KERNEL");
+  v = -1;
+  for (int i = 0; e != NULL && i < AA_ISA_COUNT; i++)
+    if (strcmp(e, isa_names[i]) == 0 && isa_supported(i)) v = i;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return v;
+}
+
 int aa_gemm_isa(void) {
   if (forced >= 0) return forced;
+  const int e = env_isa();
+  if (e >= 0) return e;
   for (int i = 0; i < AA_ISA_COUNT; i++)
     if (isa_supported(i)) return i;
   return AA_ISA_SCALAR;

@@ -23,10 +23,8 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
   case AA_ACC_TC_K4_F23:
   case AA_ACC_TC_FP8_K32_F13:
   case AA_ACC_TC_FP8_K32_F25:
-    return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
   case AA_ACC_CDNA3_K8_F24:
-    aa_gemm_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
-    return AA_OK;
+    return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
   default:
     return AA_EINVAL;
   }
@@ -57,7 +55,7 @@ int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, 
     aa_gemm_ref_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
     return AA_OK;
   case AA_ACC_CDNA3_K8_F24:
-    aa_gemm_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+    aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
     return AA_OK;
   default:
     return AA_EINVAL;

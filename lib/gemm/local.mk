@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/gemm.h
 lib_libattnacc_core_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
 	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c
-lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c
+lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c lib/gemm/tc32.c
 
 check_PROGRAMS += tests/tgemm
 TESTS += tests/tgemm
@@ -14,6 +14,10 @@ check_PROGRAMS += tests/tgemm_tc
 TESTS += tests/tgemm_tc
 tests_tgemm_tc_SOURCES = tests/tgemm_tc.c
 tests_tgemm_tc_LDADD = $(LDADD) -lmpfr -lgmp -lm
+
+# Both gemm tests again on the paths of a build or CPU without AVX-512.
+TESTS += tests/tgemm_portable.sh
+EXTRA_DIST += tests/tgemm_portable.sh
 
 # External check against H200 outputs (fixtures/h200-sdpa, experiments/README-gpu.md).
 TESTS += tests/tgpu_agree.sh

@@ -1,4 +1,4 @@
-/* attnacc: internal declarations of the tensor-core block accumulation models (tc-k16-f25, tc-k8-f24). */
+/* attnacc: internal declarations of the tensor-core block accumulation models (tc-*, cdna3-k8-f24). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_GEMM_TC_IMPL_H
 #define AA_GEMM_TC_IMPL_H
@@ -16,9 +16,11 @@ float aa_gemm_tc_block(const double *t, size_t n, int frac_bits);
 float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bits);
 int aa_gemm_tc_out_bits(aa_accum_t model);
 
-/* cdna3-k8-f24, literally (the only path). M, N, K > 0. */
-void aa_gemm_cdna3(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                   int transB, size_t M, size_t N, size_t K, int accumulate);
+/* cdna3-k8-f24, literally. M, N, K > 0. One group: the incoming fp32
+   accumulator and n <= 8 operand pairs. */
+float aa_gemm_cdna3_group(float acc, const float *a, const float *b, size_t n);
+void aa_gemm_ref_cdna3(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                       int transB, size_t M, size_t N, size_t K, int accumulate);
 
 /* Literal scalar loop and the packed, threaded path (bitwise equal). M, N, K > 0. */
 void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
@@ -27,6 +29,20 @@ void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
    where the fp32 path's conditions fail, and as a second reference in tests). */
 int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                           int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+/* The tile of rows [i0, i0 + rows) and columns [j0, j0 + cols) of C from
+   packed fp32 operands (pa: M x K rows, pb: K x lp, lp a multiple of 8) by
+   the binary64 steps (vectorised across 8 columns, the reference steps
+   where a block meets a non-finite term or the result is e8m13). */
+void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb, size_t lp, size_t i0, size_t rows,
+                         size_t j0, size_t cols, size_t K, int bk, int fb, int ob, int accumulate);
+/* The AVX-512 fp32 path (tc32.c): exact fp32 products, int32 block sums,
+   when the operands make every product an exact normal fp32 number; else
+   the binary64 path on the same packing. Available when this build and CPU
+   have AVX-512 F and DQ. */
+int aa_gemm_tc_fast32_available(void);
+int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                      int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+/* Run-time choice between the paths above. */
 int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
 

@@ -1,0 +1,580 @@
+/* attnacc: AVX-512 fp32 path of the tensor-core block models: exact fp32 products, int32 block sums, one kernel per
+ * model. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm-impl.h"
+#include "tc-impl.h"
+
+/* When every product a_k b_k is exactly representable as a normal fp32
+   number or zero (checked while packing: no Inf, NaN or subnormal operand,
+   significand lengths adding up to at most 24 bits, exponents that keep
+   every nonzero product in [2^-126, 2^128)), a block needs no binary64:
+     pass 1  p = a b in fp32 (exact), kept; mx = max |t| over the block's
+             terms (the accumulator first), so E = the exponent field of mx
+             (mx is an exact term, a normal number or 0);
+     pass 2  each term times 2^(F-E) (exact: a power of two; a term that
+             underflows there is below 1, as its exact value is, and
+             truncates to 0 like it), converted to int32 by truncation
+             toward zero (vcvttps2dq: exactly t' / 2^(E-F)), summed in int32;
+             each |t'| / 2^(E-F) < 2^(F+1), so the bk + 1 terms fit when
+             (bk + 1) 2^(F+1) <= 2^31 and, for tc-fp8-k32-f25 (33 2^26), the
+             32 products do and the accumulator's term is added last with an
+             overflow check (a lane that overflows sends its tile back);
+     result  the sum converted to fp32 rounding toward zero (24 significant
+             bits), times 2^(E-F): exact because the lanes' E is kept in
+             [F-125, 120], where every nonzero result is normal and finite,
+             so this is RZ_fp32 of the exact sum. A zero sum gives +0. The
+             e8m13 result of tc-fp8-k32-f13 then drops the low 10 bits of
+             that normal fp32 number (truncating twice toward zero is
+             truncating once to the coarser grid); in the window it is
+             normal and below e8m13's largest value (33 2^121 < 2^127).
+   The window on E also makes products that underflow harmless: none do
+   (checked), and quanta 2^(E-F) stay above 2^-126. A lane whose E leaves
+   the window (a huge or tiny accumulator, an Inf or NaN one) makes its
+   tile return 1; the caller recomputes that tile from the untouched C by
+   the binary64 path, so the bits never depend on the path. */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TC_AVX512 __attribute__((target("avx512f,avx512dq")))
+#define TC_INLINE inline __attribute__((always_inline))
+
+typedef struct {
+  int ok;
+  uint32_t orm;   /* OR of the significand fields of the nonzero values */
+  int emin, emax; /* unbiased exponents of the nonzero values */
+  int any;        /* a nonzero value was seen */
+} tc_stat_t;
+
+TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
+  uint32_t bad = 0, orm = 0, emax = 0, emin1 = UINT32_MAX;
+  AA_OMP(omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin1))
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu, e1 = ef - 1u; /* zeros: e1 wraps to UINT32_MAX */
+    bad |= (ef + 1u) >> 8 | (e1 >> 31 & (m != 0));                    /* Inf/NaN (ef = 255), subnormal */
+    orm |= m;
+    emax = ef > emax ? ef : emax;
+    emin1 = e1 < emin1 ? e1 : emin1;
+  }
+  if (bad) st->ok = 0;
+  st->orm |= orm;
+  if (emin1 == UINT32_MAX) return; /* zeros only */
+  int lo = (int)emin1 + 1 - 127, hi = (int)emax - 127;
+  if (!st->any || lo < st->emin) st->emin = lo;
+  if (!st->any || hi > st->emax) st->emax = hi;
+  st->any = 1;
+}
+
+/* significant bits of the longest significand seen (1 .. 24) */
+static int tc_stat_bits(const tc_stat_t *st) {
+  return 24 - __builtin_ctz(st->orm | 0x800000u);
+}
+
+#define TC_MR 4  /* rows of a tile */
+#define TC_NR 32 /* columns of a tile: two zmm of fp32 */
+#define TC_BKMAX 32
+#define TC_EBMAX (120 + 127)
+
+/* One block of n <= bk values of k for the MR x NR accumulators ac (pa: MR
+   rows of op(A), stride lda; pb: n rows of op(B), stride ldb). Returns the
+   lanes (of the OR over the tile) whose E left the window or whose sum
+   overflowed: their ac is then meaningless. */
+TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, size_t lda, const float *pb,
+                                              size_t ldb, const size_t n, const int fb, const int ob,
+                                              const int wide) {
+  __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
+  const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32((fb + 2) << 23),
+                span = _mm512_set1_epi32((TC_EBMAX - (fb + 2)) << 23), upk = _mm512_set1_epi32((fb + 254) << 23),
+                dnk = _mm512_set1_epi32(254 << 23), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
+#pragma GCC unroll 8
+  for (size_t k = 0; k < n; k++) {
+    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < TC_MR; r++) {
+      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), p0 = _mm512_mul_ps(a, b0), p1 = _mm512_mul_ps(a, b1);
+      buf[k][r][0] = p0;
+      buf[k][r][1] = p1;
+      /* max |.|, sign cleared; the accumulator is the first term */
+      mx[r][0] = _mm512_range_ps(k == 0 ? ac[r][0] : mx[r][0], p0, 0x0b);
+      mx[r][1] = _mm512_range_ps(k == 0 ? ac[r][1] : mx[r][1], p1, 0x0b);
+    }
+  }
+  __m512 up[TC_MR][2];
+  __m512i s[TC_MR][2];
+  __mmask16 bad = 0;
+#pragma GCC unroll 8
+  for (int r = 0; r < TC_MR; r++)
+    for (int v = 0; v < 2; v++) {
+      /* the exponent field of max |t| (in place), so 2^(F-E) = (F + 254 - field) << 23 */
+      const __m512i mb = _mm512_castps_si512(mx[r][v]), eb = _mm512_and_si512(mb, expm);
+      /* out of the window, unless every term is zero (mx = +0: the sum is 0 at any scale); a subnormal
+         largest term (an accumulator: eb = 0, mx != 0) is out of it */
+      bad |= _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(mb, mb), _mm512_sub_epi32(eb, ebmin), span);
+      up[r][v] = _mm512_castsi512_ps(_mm512_sub_epi32(upk, _mm512_max_epi32(eb, ebmin))); /* 2^(F-E) */
+      s[r][v] = wide ? _mm512_setzero_si512() : _mm512_cvttps_epi32(_mm512_mul_ps(ac[r][v], up[r][v]));
+    }
+#pragma GCC unroll 8
+  for (size_t k = 0; k < n; k++)
+#pragma GCC unroll 8
+    for (int r = 0; r < TC_MR; r++)
+      for (int v = 0; v < 2; v++)
+        s[r][v] = _mm512_add_epi32(s[r][v], _mm512_cvttps_epi32(_mm512_mul_ps(buf[k][r][v], up[r][v])));
+#pragma GCC unroll 8
+  for (int r = 0; r < TC_MR; r++)
+    for (int v = 0; v < 2; v++) {
+      if (wide) { /* the accumulator's term last: signed overflow where (s ^ t) & (a ^ t) has its sign bit */
+        const __m512i a = _mm512_cvttps_epi32(_mm512_mul_ps(ac[r][v], up[r][v])), t = _mm512_add_epi32(s[r][v], a);
+        bad |= _mm512_movepi32_mask(_mm512_ternarylogic_epi32(s[r][v], a, t, 0x42));
+        s[r][v] = t;
+      }
+      const __m512 dn = _mm512_castsi512_ps(_mm512_sub_epi32(dnk, _mm512_castps_si512(up[r][v]))); /* 2^(E-F) */
+      ac[r][v] = _mm512_mul_ps(_mm512_cvt_roundepi32_ps(s[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), dn);
+      if (ob == 13) ac[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), e8m13));
+    }
+  return bad;
+}
+
+/* The MR x NR accumulators: loaded from acc (store 0) or stored to it. */
+TC_AVX512 static TC_INLINE void tc_tile_io(__m512 ac[TC_MR][2], float *acc, size_t ldc, int store) {
+#pragma GCC unroll 8
+  for (int r = 0; r < TC_MR; r++)
+    for (int v = 0; v < 2; v++)
+      if (store)
+        _mm512_storeu_ps(acc + (size_t)r * ldc + 16 * v, ac[r][v]);
+      else
+        ac[r][v] = _mm512_loadu_ps(acc + (size_t)r * ldc + 16 * v);
+}
+
+/* One MR x NR tile over kc values of k (a multiple of bk unless it ends K):
+   acc (row stride ldc) holds the fp32 accumulators on entry and exit, pa
+   MR rows of op(A) (stride lda), pb kc rows of op(B) (stride ldb). Returns
+   1, acc then undefined, when a lane left the window. Inlined into one
+   function per model, so that the block length is a constant. */
+TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, size_t lda, const float *pb,
+                                       size_t ldb, size_t kc, const int bk, const int fb, const int ob) {
+  const int wide = ((int64_t)(bk + 1) << (fb + 1)) > INT32_MAX;
+  __m512 ac[TC_MR][2];
+  tc_tile_io(ac, acc, ldc, 0);
+  __mmask16 bad = 0;
+  size_t k0 = 0;
+  for (; k0 + (size_t)bk <= kc; k0 += (size_t)bk)
+    bad |= tc_block(ac, pa + k0, lda, pb + k0 * ldb, ldb, (size_t)bk, fb, ob, wide);
+  if (k0 < kc) bad |= tc_block(ac, pa + k0, lda, pb + k0 * ldb, ldb, kc - k0, fb, ob, wide);
+  tc_tile_io(ac, acc, ldc, 1);
+  return bad != 0;
+}
+
+/* pae, pbe: the exponent fields of pa, pb (only cdna3 reads them) */
+typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
+                          const float *pbe, size_t ldb, size_t kc);
+#define TC_KERN(bk, fb, ob)                                                                                          \
+  TC_AVX512 static int tc_kern_##bk##_##fb(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,    \
+                                           const float *pb, const float *pbe, size_t ldb, size_t kc) {               \
+    (void)pae, (void)pbe;                                                                                            \
+    return tc_kern(acc, ldc, pa, lda, pb, ldb, kc, bk, fb, ob);                                                      \
+  }
+TC_KERN(16, 25, 23)
+TC_KERN(8, 24, 23)
+TC_KERN(4, 23, 23)
+TC_KERN(32, 13, 13)
+TC_KERN(32, 25, 23)
+
+/* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
+
+   Under the same operand conditions: pass 1 keeps the exact fp32 products
+   and the largest 2^(e(a)+e(b)) over the nonzero ones, formed exactly as
+   the product of the operands' exponent fields (pae, pbe: a zero operand
+   gives 0 and takes no part); pass 2 sums trunc(p 2^(24-e_p)) in int32
+   (|p| < 2^(e_p+2): 8 terms below 2^29); stage 2 runs in binary64, where
+     acc' 2^(E-31) = floor(acc 2^-E 2^24) 2^E 2^-24   and
+     S'   2^(E-31) = (S >> max(d, 0)) 2^max(e_p, E-7) 2^-24,  d = E - e_p - 7,
+   (an arithmetic shift is the floor) are exact, as is their sum (all
+   multiples of 2^(E-31), below 2^(E+27)), so one RNE conversion to fp32
+   gives the definition's result, subnormals and overflow to Inf included.
+   Lanes leave the window (their tile then takes the literal steps) for a
+   non-finite accumulator, e_p < -102 (2^(24-e_p) is not a normal fp32
+   number) or E = 127 (2^-E is not). */
+#define CD_G 8
+
+/* binary64 stage 2 of 8 lanes: RNE_fp32(floor(acc sE 2^24) eE 2^-24 + Sv sS 2^-24) */
+TC_AVX512 static TC_INLINE __m256 cd_stage2(__m256 acc, __m256 sE, __m256 eE, __m256i Sv, __m256 sS) {
+  const __m512d two24 = _mm512_set1_pd(0x1p24), twom24 = _mm512_set1_pd(0x1p-24);
+  __m512d a = _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtps_pd(acc), _mm512_cvtps_pd(sE)), two24);
+  a = _mm512_mul_pd(_mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), _mm512_cvtps_pd(eE));
+  const __m512d r = _mm512_fmadd_pd(_mm512_cvtepi32_pd(Sv), _mm512_cvtps_pd(sS), a); /* exact: see above */
+  return _mm512_cvtpd_ps(_mm512_mul_pd(r, twom24));
+}
+
+TC_AVX512 static TC_INLINE __m512 cd_join(__m256 lo, __m256 hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
+                                              const float *pb, const float *pbe, size_t ldb, const size_t n) {
+  __m512 buf[CD_G][TC_MR][2], mxe[TC_MR][2];
+  const __m512i expm = _mm512_set1_epi32(0x7f800000), epmin = _mm512_set1_epi32(25 << 23),
+                one = _mm512_set1_epi32(1 << 23), sev = _mm512_set1_epi32(7 << 23),
+                upk = _mm512_set1_epi32(278 << 23), sEk = _mm512_set1_epi32(254 << 23), zero = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (size_t k = 0; k < n; k++) {
+    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
+                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < TC_MR; r++) {
+      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
+      buf[k][r][0] = _mm512_mul_ps(a, b0);
+      buf[k][r][1] = _mm512_mul_ps(a, b1);
+      mxe[r][0] = k == 0 ? _mm512_mul_ps(ae, e0) : _mm512_max_ps(mxe[r][0], _mm512_mul_ps(ae, e0));
+      mxe[r][1] = k == 0 ? _mm512_mul_ps(ae, e1) : _mm512_max_ps(mxe[r][1], _mm512_mul_ps(ae, e1));
+    }
+  }
+  __mmask16 bad = 0;
+#pragma GCC unroll 8
+  for (int r = 0; r < TC_MR; r++)
+    for (int v = 0; v < 2; v++) {
+      const __m512i ep = _mm512_castps_si512(mxe[r][v]), ab = _mm512_castps_si512(ac[r][v]),
+                    ae = _mm512_and_si512(ab, expm);
+      /* e_p present and below -102; a non-finite accumulator */
+      bad |=
+          _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(ep, ep), ep, epmin) | _mm512_cmpeq_epi32_mask(ae, expm);
+      /* fields (<< 23) of e(acc) = max(floor(log2 |acc|), -126) for a nonzero accumulator, then of E */
+      const __m512i ea =
+          _mm512_mask_max_epu32(ae, _mm512_test_epi32_mask(ab, _mm512_set1_epi32(0x7fffffff)), ae, one);
+      const __m512i E = _mm512_max_epu32(_mm512_max_epu32(ep, ea), one), epc = _mm512_max_epu32(ep, epmin);
+      bad |= _mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(254 << 23));
+      const __m512 up = _mm512_castsi512_ps(_mm512_sub_epi32(upk, epc)); /* 2^(24-e_p) */
+      __m512i S = zero;
+#pragma GCC unroll 8
+      for (size_t k = 0; k < n; k++)
+        S = _mm512_add_epi32(S, _mm512_cvttps_epi32(_mm512_mul_ps(buf[k][r][v], up)));
+      const __m512i d = _mm512_srai_epi32(_mm512_sub_epi32(_mm512_sub_epi32(E, epc), sev), 23);
+      const __m512i Sv = _mm512_srav_epi32(S, _mm512_max_epi32(d, zero));
+      const __m512 sE = _mm512_castsi512_ps(_mm512_sub_epi32(sEk, E)), eE = _mm512_castsi512_ps(E),
+                   sS = _mm512_castsi512_ps(_mm512_max_epi32(epc, _mm512_sub_epi32(E, sev)));
+      const __m256 lo = cd_stage2(_mm512_castps512_ps256(ac[r][v]), _mm512_castps512_ps256(sE),
+                                  _mm512_castps512_ps256(eE), _mm512_castsi512_si256(Sv), _mm512_castps512_ps256(sS));
+      const __m256 hi =
+          cd_stage2(_mm512_extractf32x8_ps(ac[r][v], 1), _mm512_extractf32x8_ps(sE, 1), _mm512_extractf32x8_ps(eE, 1),
+                    _mm512_extracti32x8_epi32(Sv, 1), _mm512_extractf32x8_ps(sS, 1));
+      ac[r][v] = cd_join(lo, hi);
+    }
+  return bad;
+}
+
+TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
+                             const float *pbe, size_t ldb, size_t kc) {
+  __m512 ac[TC_MR][2];
+  tc_tile_io(ac, acc, ldc, 0);
+  __mmask16 bad = 0;
+  size_t k0 = 0;
+  for (; k0 + CD_G <= kc; k0 += CD_G)
+    bad |= cd_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, CD_G);
+  if (k0 < kc) bad |= cd_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0);
+  tc_tile_io(ac, acc, ldc, 1);
+  return bad != 0;
+}
+
+static tc_kern_fn tc_kernel_of(aa_accum_t model) {
+  switch (model) {
+  case AA_ACC_TC_K16_F25:
+    return tc_kern_16_25;
+  case AA_ACC_TC_K8_F24:
+    return tc_kern_8_24;
+  case AA_ACC_TC_K4_F23:
+    return tc_kern_4_23;
+  case AA_ACC_TC_FP8_K32_F13:
+    return tc_kern_32_13;
+  case AA_ACC_TC_FP8_K32_F25:
+    return tc_kern_32_25;
+  case AA_ACC_CDNA3_K8_F24:
+    return cd_kern;
+  default:
+    return NULL;
+  }
+}
+
+int aa_gemm_tc_fast32_available(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+
+/* d[j * ldd + i] = (float)s[i * lds + j] for i, j < 8: rows of 8 doubles
+   transposed in registers (pairs, then 128-bit lanes twice), each column
+   rounded to fp32 (RNE, as the scalar conversion). */
+TC_AVX512 static void tc_t8x8(float *d, size_t ldd, const double *s, size_t lds) {
+  __m512d x[8], y[8];
+  for (int i = 0; i < 8; i++)
+    x[i] = _mm512_loadu_pd(s + (size_t)i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    y[i] = _mm512_unpacklo_pd(x[i], x[i + 1]);
+    y[i + 1] = _mm512_unpackhi_pd(x[i], x[i + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) { /* x[h + m] holds columns m (+4) of rows h..h+3 */
+    x[h] = _mm512_shuffle_f64x2(y[h], y[h + 2], 0x88);
+    x[h + 1] = _mm512_shuffle_f64x2(y[h + 1], y[h + 3], 0x88);
+    x[h + 2] = _mm512_shuffle_f64x2(y[h], y[h + 2], 0xdd);
+    x[h + 3] = _mm512_shuffle_f64x2(y[h + 1], y[h + 3], 0xdd);
+  }
+  for (int m = 0; m < 4; m++) {
+    _mm256_storeu_ps(d + (size_t)m * ldd, _mm512_cvtpd_ps(_mm512_shuffle_f64x2(x[m], x[m + 4], 0x88)));
+    _mm256_storeu_ps(d + (size_t)(m + 4) * ldd, _mm512_cvtpd_ps(_mm512_shuffle_f64x2(x[m], x[m + 4], 0xdd)));
+  }
+}
+
+/* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
+   c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
+   zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
+   when both strides are multiples of 4 KiB (all in one cache set). */
+TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
+                              size_t cols, tc_stat_t *st) {
+  const size_t nb = (rp + 7) / 8; /* bands of 8 rows, one task each */
+  tc_stat_t all = *st;
+  AA_OMP(omp parallel if (rp * ldd > ((size_t)1 << 20))) {
+    tc_stat_t mine = {1, 0, 0, 0, 0};
+    AA_OMP(omp for schedule(static))
+    for (size_t bi = 0; bi < nb; bi++) {
+      const size_t r0 = bi * 8, r1 = rp - r0 < 8 ? rp : r0 + 8, rv = rows < r1 ? rows : r1;
+      if (trans)
+        for (size_t c0 = 0; c0 < cols; c0 += 8) {
+          const size_t c1 = cols - c0 < 8 ? cols : c0 + 8;
+          if (c1 - c0 == 8 && rv - r0 == 8) {
+            tc_t8x8(dst + r0 * ldd + c0, ldd, S + c0 * lds + r0, lds);
+            continue;
+          }
+          for (size_t c = c0; c < c1; c++)
+            for (size_t r = r0; r < rv; r++)
+              dst[r * ldd + c] = (float)S[c * lds + r];
+        }
+      else
+        for (size_t r = r0; r < rv; r++) {
+          float *restrict dr = dst + r * ldd;
+          const double *restrict sr = S + r * lds;
+          AA_OMP(omp simd)
+          for (size_t c = 0; c < cols; c++)
+            dr[c] = (float)sr[c];
+        }
+      for (size_t r = r0; r < r1; r++)
+        for (size_t c = r < rows ? cols : 0; c < ldd; c++)
+          dst[r * ldd + c] = 0.0f;
+      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd); /* the zero padding takes no part */
+    }
+    AA_OMP(omp critical(tc_pack_stat)) {
+      all.ok &= mine.ok;
+      all.orm |= mine.orm;
+      if (mine.any) {
+        if (!all.any || mine.emin < all.emin) all.emin = mine.emin;
+        if (!all.any || mine.emax > all.emax) all.emax = mine.emax;
+        all.any = 1;
+      }
+    }
+  }
+  *st = all;
+}
+
+#define TC_MB 64  /* rows of a task (a multiple of TC_MR) */
+#define TC_KC 256 /* k values per pass over a column block (a multiple of every bk) */
+#define TC_NC 256 /* columns of a block (a multiple of TC_NR) */
+
+typedef struct {
+  double *C;
+  size_t ldc, M, N, K, np;
+  const float *pa, *pb;   /* op(A) rows (M x K), op(B) rows (K x np) */
+  const float *tb;        /* op(B) for the kernels: strips of NR columns, each K x NR */
+  const float *pae, *tbe; /* the exponent fields of pa, tb (cdna3 only, else pa, tb) */
+  int accumulate, bk, fb, ob, cdna3;
+  tc_kern_fn kern;
+} tc_job_t;
+
+/* A tile of cdna3 by the literal groups (aa_gemm_cdna3_group) from the
+   packed operands, where some lane left the window. */
+static void cd_tile_ref(const tc_job_t *jb, size_t i0, size_t rows, size_t j0, size_t cols) {
+  float b[CD_G];
+  for (size_t i = i0; i < i0 + rows; i++)
+    for (size_t j = j0; j < j0 + cols; j++) {
+      double *c = jb->C + i * jb->ldc + j;
+      float acc = jb->accumulate ? (float)*c : 0.0f;
+      for (size_t k0 = 0; k0 < jb->K; k0 += CD_G) {
+        const size_t n = jb->K - k0 < CD_G ? jb->K - k0 : CD_G;
+        for (size_t k = 0; k < n; k++)
+          b[k] = jb->pb[(k0 + k) * jb->np + j];
+        acc = aa_gemm_cdna3_group(acc, jb->pa + i * jb->K + k0, b, n);
+      }
+      *c = acc;
+    }
+}
+
+/* Rows [i0, i0 + rows) of C: accumulators in acc (TC_MB x np fp32), the
+   tiles that left the window flagged in bad and redone by the binary64
+   steps from the untouched C. */
+TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float *acc, unsigned char *bad) {
+  const size_t np = jb->np, N = jb->N, K = jb->K, ntc = np / TC_NR, tiles = (rows + TC_MR - 1) / TC_MR;
+  for (size_t r = 0; r < tiles * TC_MR; r++) {
+    float *restrict ar = acc + r * np;
+    size_t j = 0;
+    if (jb->accumulate && r < rows) {
+      const double *restrict cr = jb->C + (i0 + r) * jb->ldc;
+      AA_OMP(omp simd)
+      for (size_t x = 0; x < N; x++)
+        ar[x] = (float)cr[x];
+      j = N;
+    }
+    for (; j < np; j++)
+      ar[j] = 0.0f;
+  }
+  memset(bad, 0, tiles * ntc);
+  for (size_t k0 = 0; k0 < K; k0 += TC_KC) {
+    const size_t kc = K - k0 < TC_KC ? K - k0 : TC_KC;
+    for (size_t jj = 0; jj < np; jj += TC_NR) /* a strip of op(B) (kc x NR) stays in L1 across the row tiles */
+      for (size_t t = 0; t < tiles; t++) {
+        unsigned char *b = bad + t * ntc + jj / TC_NR;
+        if (*b == 0) {
+          const size_t oa = (i0 + t * TC_MR) * K + k0, ob = (jj / TC_NR * K + k0) * TC_NR;
+          *b = (unsigned char)jb->kern(acc + t * TC_MR * np + jj, np, jb->pa + oa, jb->pae + oa, K, jb->tb + ob,
+                                       jb->tbe + ob, TC_NR, kc);
+        }
+      }
+  }
+  for (size_t t = 0; t < tiles; t++)
+    for (size_t c = 0; c < ntc; c++) {
+      const size_t r0 = t * TC_MR, nr = rows - r0 < TC_MR ? rows - r0 : TC_MR, j0 = c * TC_NR,
+                   nc = N - j0 < TC_NR ? N - j0 : TC_NR;
+      if (j0 >= N) continue;
+      if (bad[t * ntc + c] && jb->cdna3) {
+        cd_tile_ref(jb, i0 + r0, nr, j0, nc);
+        continue;
+      }
+      if (bad[t * ntc + c]) {
+        aa_gemm_tc_tile_f64(jb->C, jb->ldc, jb->pa, jb->pb, np, i0 + r0, nr, j0, nc, K, jb->bk, jb->fb, jb->ob,
+                            jb->accumulate);
+        continue;
+      }
+      for (size_t r = r0; r < r0 + nr; r++) {
+        double *restrict cr = jb->C + (i0 + r) * jb->ldc + j0;
+        const float *restrict ar = acc + r * np + j0;
+        AA_OMP(omp simd)
+        for (size_t j = 0; j < nc; j++)
+          cr[j] = ar[j];
+      }
+    }
+}
+
+/* Bit patterns ANDed with mask (all ones, or the exponent field for
+   cdna3's e(a) + e(b): 2^e, 0 for a zero): of pa (mp x K, as it is) into
+   t[0 .. mp K) when ta, and of pb (K x np) into strips of NR columns after
+   it, tb[(s K + k) NR + c] = pb[k np + s NR + c], so that a tile reads its
+   op(B) as one stream (rows of pb lie np floats apart, often a multiple of
+   4 KiB: a strip of them would fill a few L1 sets). */
+TC_AVX512 static uint32_t *tc_panels(const float *pa, const float *pb, size_t mp, size_t np, size_t K, uint32_t mask,
+                                     int ta) {
+  uint32_t *t = malloc((ta ? mp + np : np) * K * sizeof *t), *tb = ta ? t + mp * K : t;
+  if (t == NULL) return NULL;
+  AA_OMP(omp parallel if ((mp + np) * K > ((size_t)1 << 20))) {
+    if (ta) {
+      AA_OMP(omp for simd schedule(static) nowait)
+      for (size_t i = 0; i < mp * K; i++) {
+        uint32_t u;
+        memcpy(&u, pa + i, sizeof u);
+        t[i] = u & mask;
+      }
+    }
+    AA_OMP(omp for schedule(static))
+    for (size_t k = 0; k < K; k++)
+      for (size_t s0 = 0; s0 < np; s0 += TC_NR)
+        for (size_t c = 0; c < TC_NR; c++) {
+          uint32_t u;
+          memcpy(&u, pb + k * np + s0 + c, sizeof u);
+          tb[(s0 / TC_NR * K + k) * TC_NR + c] = u & mask;
+        }
+  }
+  return t;
+}
+
+/* The tiles of C (the packing done), each thread taking blocks of TC_MB rows. */
+TC_AVX512 static int tc_run(const tc_job_t *jb) {
+  const size_t nblk = (jb->M + TC_MB - 1) / TC_MB, np = jb->np;
+  int st = AA_OK;
+  AA_OMP(omp parallel if (nblk > 1)) {
+    float *acc = malloc(TC_MB * np * sizeof *acc);
+    unsigned char *bad = malloc(TC_MB / TC_MR * (np / TC_NR));
+    if (acc == NULL || bad == NULL) {
+      AA_OMP(omp atomic write)
+      st = AA_ENOMEM;
+    }
+    AA_OMP(omp for schedule(dynamic, 1))
+    for (size_t bi = 0; bi < nblk; bi++)
+      if (acc != NULL && bad != NULL)
+        tc_rows(jb, bi * TC_MB, jb->M - bi * TC_MB < TC_MB ? jb->M - bi * TC_MB : TC_MB, acc, bad);
+    free(acc);
+    free(bad);
+  }
+  return st;
+}
+
+/* Compiled for AVX-512 throughout, so that the packing, the operand checks
+   and the copies vectorise too. */
+TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
+                                size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate,
+                                aa_accum_t model) {
+  tc_job_t jb = {.C = C,
+                 .ldc = ldc,
+                 .M = M,
+                 .N = N,
+                 .K = K,
+                 .np = (N + TC_NR - 1) / TC_NR * TC_NR,
+                 .accumulate = accumulate,
+                 .bk = 16,
+                 .fb = 25,
+                 .ob = aa_gemm_tc_out_bits(model),
+                 .cdna3 = model == AA_ACC_CDNA3_K8_F24,
+                 .kern = tc_kernel_of(model)};
+  aa_accum_tc_params(model, &jb.bk, &jb.fb);
+  const size_t mp = (M + TC_MR - 1) / TC_MR * TC_MR, np = jb.np;
+  size_t na, nb;
+  if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK || na + nb < na) return AA_ENOMEM;
+  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb);
+  int st = pa != NULL && pb != NULL ? AA_OK : AA_ENOMEM;
+  tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
+  if (st == AA_OK) {
+    tc_pack(pa, K, A, lda, transA, M, mp, K, &sa);
+    tc_pack(pb, np, B, ldb, transB, K, K, N, &sb);
+  }
+  const int exact = st == AA_OK && jb.kern != NULL && sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
+                    (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
+  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; for cdna3 the exponent fields of pa and of the strips */
+  if (exact && ((tv = tc_panels(pa, pb, mp, np, K, UINT32_MAX, 0)) == NULL ||
+                (jb.cdna3 && (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL)))
+    st = AA_ENOMEM;
+  jb.pa = pa, jb.pb = pb, jb.tb = (const float *)tv;
+  jb.pae = te != NULL ? (const float *)te : pa, jb.tbe = te != NULL ? (const float *)(te + mp * K) : jb.tb;
+  if (st == AA_OK && exact)
+    st = tc_run(&jb);
+  else if (st == AA_OK && jb.cdna3)
+    aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+  else if (st == AA_OK) { /* the binary64 path on the same packing (np is a multiple of 8) */
+    AA_OMP(omp parallel for schedule(static))
+    for (size_t i = 0; i < M; i++)
+      aa_gemm_tc_tile_f64(C, ldc, pa, pb, np, i, 1, 0, N, K, jb.bk, jb.fb, jb.ob, accumulate);
+  }
+  free(pa);
+  free(pb);
+  free(tv);
+  free(te);
+  return st;
+}
+
+#else /* no x86-64 AVX-512 in this build: the binary64 path only */
+
+int aa_gemm_tc_fast32_available(void) {
+  return 0;
+}
+
+int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                      int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
+  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+}
+#endif
