@@ -32,6 +32,8 @@ TESTS += tests/tedges.sh tests/tnospace.sh
 # explain and variant specs (run, sweep --variants): issue 14 items 13, 14.
 TESTS += tests/texplain.sh
 EXTRA_DIST += tests/texplain.sh
+TESTS += tests/twhen_cli.sh
+EXTRA_DIST += tests/twhen_cli.sh
 EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
 TESTS += tests/tfixture.sh
 EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \

@@ -4,6 +4,7 @@
 #define AA_RECIPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common.h"
 #include "dropout.h"
@@ -136,6 +137,49 @@ typedef enum {
                          rounded again (FA2 mha_bwd: dk_expanded in the input dtype, then a sum over the group) */
   AA_GQA_COUNT
 } aa_gqa_reduce_t;
+
+/* Conditional keys: a recipe line `when COND: key = value` sets key only
+   for the problems COND holds for, so that one recipe holds a kernel's mask-
+   and length-dependent routes (e.g. `when causal and n >= 32768: dq_reduce =
+   fp32-ordered`). COND is terms joined by `and`: `causal`, `dense` (not
+   causal), or VAR OP INTEGER with VAR one of n (= n_k, the key length), n_q,
+   n_k, d and OP one of >=, >, <=, <, ==, !=. The key and value are checked
+   when the file is parsed (on a copy of the recipe as it stands at that
+   line; `base`, `name` and nested `when` are refused); the same key under
+   the same condition twice is an error naming both lines. A recipe keeps
+   its conditional lines (those of its base first, then its own, in file
+   order); aa_recipe_resolve applies the lines whose condition holds, in that
+   order (a later matching line wins), on top of the unconditional keys. */
+#define AA_RECIPE_WHEN_MAX 24
+#define AA_RECIPE_WHEN_TERMS 4
+typedef enum { AA_WHEN_N = 0, AA_WHEN_NQ, AA_WHEN_NK, AA_WHEN_D, AA_WHEN_VAR_COUNT } aa_recipe_when_var_t;
+typedef enum {
+  AA_WHEN_GE = 0, /* listed with the two-character operators first: the parser tries them in this order */
+  AA_WHEN_GT,
+  AA_WHEN_LE,
+  AA_WHEN_LT,
+  AA_WHEN_EQ,
+  AA_WHEN_NE,
+  AA_WHEN_OP_COUNT
+} aa_recipe_when_op_t;
+typedef struct {
+  aa_recipe_when_var_t var;
+  aa_recipe_when_op_t op;
+  uint64_t value;
+} aa_recipe_when_term_t;
+typedef struct {
+  int mask;      /* -1: either mask; 0: dense only; 1: causal only */
+  size_t nterms; /* comparisons, all of which must hold */
+  aa_recipe_when_term_t term[AA_RECIPE_WHEN_TERMS];
+  char key[64];    /* the key it sets (a key of the table, or a dq_reduce_ / dropout_ family key) */
+  char value[192]; /* its value, as written (trimmed) */
+} aa_recipe_when_t;
+
+/* What a condition is evaluated on: the problem's mask and sizes. */
+typedef struct {
+  int causal;
+  size_t n_q, n_k, d;
+} aa_recipe_case_t;
 
 /* ---- fields ---- */
 struct aa_recipe {
@@ -282,6 +326,12 @@ struct aa_recipe {
      gradients, an LSE shifted by slope (i + n_k - n_q) and other FP32
      roundings of the biased score. */
   int alibi_causal_col;
+
+  /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
+     written after every other key by aa_recipe_format; aa_attn_run
+     resolves them against its problem before it runs. */
+  size_t nwhen;
+  aa_recipe_when_t when[AA_RECIPE_WHEN_MAX];
 };
 
 /* Presets. */
@@ -325,6 +375,23 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err);
 int aa_recipe_exp_is_default(const aa_exp_t *e);
 /* 1 when the two recipes have the same fields (names ignored). */
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b);
+
+/* Conditional keys. Parse the condition text COND (without `when` and the
+   colon) into w (mask and terms; key and value untouched); AA_EINVAL with
+   a message naming the bad term. */
+int aa_recipe_when_parse(aa_recipe_when_t *w, const char *cond, aa_error_t *err);
+/* Canonical condition text ("causal and n >= 32768"; the mask first, then
+   the comparisons as written) and the whole line ("when COND: key =
+   value\n"); snprintf-style lengths. */
+size_t aa_recipe_when_cond_text(char *buf, size_t len, const aa_recipe_when_t *w);
+size_t aa_recipe_when_format(char *buf, size_t len, const aa_recipe_when_t *w);
+/* 1 when w's condition holds for the case. */
+int aa_recipe_when_matches(const aa_recipe_when_t *w, const aa_recipe_case_t *c);
+/* The concrete recipe of r for one problem: r's unconditional keys with
+   every matching conditional line applied in order, no conditional lines
+   left (out->nwhen = 0), same name; it passes aa_recipe_check (AA_EINVAL
+   naming the case otherwise). out may equal r. */
+int aa_recipe_resolve(aa_recipe_t *out, const aa_recipe_t *r, const aa_recipe_case_t *c, aa_error_t *err);
 
 /* The key table (lib/recipe/keys.c): one row per key, in the order
    aa_recipe_format writes them; set, format, equal and the per-key part of

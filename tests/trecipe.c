@@ -233,8 +233,9 @@ static void test_table(void) {
     }
   }
   const char *t = aa_recipe_preset_text("tlx");
-  AA_CHECK(t != NULL && !strncmp(t, "# tlx: ", 7) && strstr(t, "\nbase = tlx-dq\n") != NULL,
-           "preset tlx's text is not its recipe file (base = tlx-dq)");
+  AA_CHECK(t != NULL && !strncmp(t, "# tlx: ", 7) && strstr(t, "\nbase = recip ") != NULL &&
+               strstr(t, "\nwhen causal: ") != NULL,
+           "preset tlx's text is not its recipe file (base = recip, conditional keys)");
   AA_CHECK(aa_recipe_preset_text("nope") == NULL, "text of an unknown preset");
   /* Specs: NAME:key=value,... is the preset with the keys set, named as written. */
   AA_CHECK(aa_recipe_from_spec(&r, "fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16", &err) == AA_OK &&

@@ -191,6 +191,13 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
     err_prefix(err, r->name);
     return rc;
   }
+  /* The summary lines describe the recipe that ran: with conditional keys,
+     the one resolved for this problem (aa_attn_run resolved it the same way). */
+  aa_recipe_t *resolved = NULL;
+  if (r->nwhen > 0 && (resolved = malloc(sizeof *resolved)) != NULL) {
+    aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+    if (aa_recipe_resolve(resolved, r, &c, NULL) == AA_OK) r = resolved;
+  }
   snprintf(v->dq_reduce, sizeof v->dq_reduce, "%s", aa_reduce_kind_name(r->bwd_dq_reduce.kind));
   v->dq_stats = res->dq_reduce;
   {
@@ -201,6 +208,7 @@ int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
     v->tiles_flagged = res->tiles_flagged;
     v->rows_recovered = res->rows_recovered;
   }
+  free(resolved);
   v->nout = 0;
   if ((rc = cli_compare(&v->out[v->nout++], "o", &res->o, &oracle->o, err)) ||
       (rc = cli_compare(&v->out[v->nout++], "dq", &res->dq, &oracle->dq, err)) ||

@@ -31,12 +31,58 @@ static const char *const description =
     "the sum counts that joint part instead of the single ones.\n"
     "The inputs are drawn in the recipe's io format; making io exact removes only the\n"
     "rounding of the outputs. SPEC is a preset, a recipe file or NAME:key=value,...\n"
+    "A recipe with conditional keys (when COND: key = value) is first resolved for the\n"
+    "problem of --n, --n-q, --d and --causal, and the lines that apply are printed.\n"
     "Problem options are run's (attnacc run --help): --n, --d, --heads, --kv-heads, --seed,\n"
     "--dist, --sigma, --scale, --causal, --window, --softcap, --alibi, --inputs, ...;\n"
     "--recipe, --json, --out, --save, --save-oracle, --dropout and --cu-seqlens are not\n"
     "available here. Exit status: 0 done, 2 bad usage or input, 1 failure while computing.";
 
 #define MAX_SITES 64
+
+/* The value of option --NAME in the problem options (--NAME V or
+   --NAME=V; the last one wins), or NULL. */
+static const char *opt_value(const char *name, int n, char **argv) {
+  const char *v = NULL;
+  size_t l = strlen(name);
+  for (int i = 0; i < n; i++)
+    if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, l)) {
+      if (argv[i][2 + l] == '=')
+        v = argv[i] + 3 + l;
+      else if (argv[i][2 + l] == '\0')
+        v = i + 1 < n ? argv[i + 1] : "";
+    }
+  return v;
+}
+
+/* A recipe with conditional keys (lib/recipe.h) is explained as resolved
+   for the problem of the command line (--n, --n-q, --d, --causal; run's
+   defaults n = 1024, d = 128): each site is then made exact in the recipe
+   that runs. Prints which lines apply. 0, or 2 after an error message. */
+static int resolve_for_problem(aa_recipe_t *r, const char *cmd, int n, char **argv) {
+  const char *sn = opt_value("n", n, argv), *sq = opt_value("n-q", n, argv), *sd = opt_value("d", n, argv);
+  if (opt_value("inputs", n, argv) != NULL || opt_value("cu-seqlens", n, argv) != NULL) {
+    cli_error(cmd, "recipe '%s' has conditional keys: give the problem with --n, --n-q, --d, --causal", r->name);
+    return 2;
+  }
+  aa_recipe_case_t c = {.causal = opt_value("causal", n, argv) != NULL,
+                        .n_k = sn != NULL ? strtoull(sn, NULL, 10) : 1024,
+                        .d = sd != NULL ? strtoull(sd, NULL, 10) : 128};
+  c.n_q = sq != NULL ? strtoull(sq, NULL, 10) : c.n_k;
+  printf("conditional keys of %s for %s n_q=%zu n_k=%zu d=%zu (applied in this order; a later line wins):\n", r->name,
+         c.causal ? "causal" : "dense", c.n_q, c.n_k, c.d);
+  for (size_t i = 0; i < r->nwhen; i++) {
+    char line[512];
+    aa_recipe_when_format(line, sizeof line, &r->when[i]);
+    printf("  %-8s %s", aa_recipe_when_matches(&r->when[i], &c) ? "applies" : "-", line);
+  }
+  aa_error_t e = {{0}};
+  if (aa_recipe_resolve(r, r, &c, &e) != AA_OK) {
+    cli_error(cmd, "%s", e.msg);
+    return 2;
+  }
+  return 0;
+}
 
 typedef struct {
   const char *key[MAX_SITES]; /* the site of variant 1 + i */
@@ -304,6 +350,10 @@ int aa_cmd_explain(int argc, char **argv) {
   if (rc != AA_OK) {
     cli_error(cmd, "--variant: %s", err.msg);
     status = cli_exit_status(rc);
+    goto out;
+  }
+  if (rs[0].nwhen > 0 && resolve_for_problem(&rs[0], cmd, nrest, rest) != 0) {
+    status = 2;
     goto out;
   }
   aa_recipe_t all = rs[0];

@@ -42,10 +42,28 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   res->fwd_q_tiles = res->tiles_flagged = res->rows_recovered = res->contractions_skipped = 0;
 }
 
+static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
+
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
   if (out == NULL || pb == NULL || r == NULL) return aa_error_set(err, AA_EINVAL, "attn_run: NULL argument");
   memset(out, 0, sizeof *out);
+  /* Conditional keys (lib/recipe.h): the recipe for this problem's mask and
+     sizes, then the run as for any recipe. A varlen batch resolves them per
+     sequence (each sequence is run through aa_attn_run on its own). */
+  if (r->nwhen == 0 || pb->varlen_batch > 0) return run_resolved(out, pb, r, q, k, v, dO, err);
+  aa_recipe_t *res = malloc(sizeof *res);
+  if (res == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
+  aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+  int st = aa_recipe_resolve(res, r, &c, err);
+  if (st == AA_OK) st = run_resolved(out, pb, res, q, k, v, dO, err);
+  free(res);
+  return st;
+}
+
+static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
   int st = aa_problem_check(pb, err);
   if (st != AA_OK) return st;
   st = aa_recipe_check(r, err);

@@ -6,6 +6,9 @@
 
 int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r == NULL) return aa_error_set(err, AA_EINVAL, "recipe_check: NULL recipe");
+  if (r->nwhen > AA_RECIPE_WHEN_MAX)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': %zu conditional keys (at most %d)", r->name, r->nwhen,
+                        AA_RECIPE_WHEN_MAX);
   {
     int st = aa_recipe_check_fields(r, err); /* every key's own range (the table's loop) */
     if (st != AA_OK) return st;

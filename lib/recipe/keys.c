@@ -470,6 +470,10 @@ size_t aa_recipe_format(char *buf, size_t len, const aa_recipe_t *r) {
       if (w > 0) need += (size_t)w;
     }
   }
+  for (size_t i = 0; i < r->nwhen && i < AA_RECIPE_WHEN_MAX; i++) { /* conditional keys last, in file order */
+    char *at = buf != NULL && need < len ? buf + need : NULL;
+    need += aa_recipe_when_format(at, buf != NULL && need < len ? len - need : 0, &r->when[i]);
+  }
   if (buf != NULL && len > 0 && need >= len) buf[len - 1] = '\0';
   return need;
 }
@@ -484,8 +488,21 @@ int aa_recipe_exp_is_default(const aa_exp_t *e) {
   return !strcmp(a, b);
 }
 
+/* 1 when the conditional lines of a and b are the same, in the same order. */
+static int when_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
+  if (a->nwhen != b->nwhen) return 0;
+  for (size_t i = 0; i < a->nwhen && i < AA_RECIPE_WHEN_MAX; i++) {
+    char la[512], lb[512];
+    aa_recipe_when_format(la, sizeof la, &a->when[i]);
+    aa_recipe_when_format(lb, sizeof lb, &b->when[i]);
+    if (strcmp(la, lb) != 0) return 0;
+  }
+  return 1;
+}
+
 int aa_recipe_equal(const aa_recipe_t *a, const aa_recipe_t *b) {
   char va[192], vb[192];
+  if (!when_equal(a, b)) return 0;
   for (size_t i = 0; i < aa_recipe_nkeys; i++) {
     const aa_recipe_key_t *k = &aa_recipe_keys[i];
     switch (k->type) {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/recipe.h
 lib_libattnacc_core_la_SOURCES += lib/recipe/recipe-impl.h lib/recipe/keys.c lib/recipe/presets.c lib/recipe/parse.c \
-	lib/recipe/check.c lib/recipe/spec.c
+	lib/recipe/check.c lib/recipe/spec.c lib/recipe/when.c
 EXTRA_DIST += lib/recipe/KEYS.md
 
 # The presets are recipe files, compiled in as strings (in this order: the
@@ -15,6 +15,12 @@ AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.reci
 	lib/recipe/presets/efficient-h100.recipe lib/recipe/presets/cudnn-h100.recipe lib/recipe/presets/flex-h100.recipe \
 	lib/recipe/presets/fa3-fp8.recipe lib/recipe/presets/fa4.recipe
 EXTRA_DIST += $(AA_PRESET_FILES) lib/recipe/presets-gen.awk
+
+# Candidate readings of the TLX kernel (experiments/RESULTS.md, "TLX readings").
+EXTRA_DIST += recipes/tlx-readings/README.md recipes/tlx-readings/dense-tree128.recipe \
+	recipes/tlx-readings/dense-chain128.recipe recipes/tlx-readings/dense-chain256.recipe \
+	recipes/tlx-readings/dense-fwd-packed-only.recipe recipes/tlx-readings/causal-packed.recipe \
+	recipes/tlx-readings/causal-native.recipe recipes/tlx-readings/causal-native-lse.recipe
 nodist_lib_libattnacc_core_la_SOURCES = lib/recipe/presets-text.c
 BUILT_SOURCES += lib/recipe/presets-text.c
 CLEANFILES += lib/recipe/presets-text.c
@@ -25,6 +31,11 @@ lib/recipe/presets-text.c: $(AA_PRESET_FILES) $(srcdir)/lib/recipe/presets-gen.a
 check_PROGRAMS += tests/trecipe
 TESTS += tests/trecipe
 tests_trecipe_SOURCES = tests/trecipe.c
+
+# Conditional keys (`when COND: key = value`): parsing, errors, resolution.
+check_PROGRAMS += tests/trecipe_when
+TESTS += tests/trecipe_when
+tests_trecipe_when_SOURCES = tests/trecipe_when.c
 
 # Regression guard: every preset's canonical text against tests/data/presets.
 check_PROGRAMS += tests/tpresets

@@ -21,23 +21,25 @@ static char *trim(char *s) {
 /* The keys seen so far with the line of each: a key given twice is an error
    naming both lines (the second would silently override the first). The
    list grows with the file; a recipe has about a hundred keys at most. */
+#define SEEN_KEY 320 /* "when COND: key" for a conditional key */
+
 typedef struct {
-  char (*key)[64];
+  char (*key)[SEEN_KEY];
   int *line;
   size_t n, cap;
 } seen_t;
 
 /* 0 when key is new (and now recorded), the line of its first occurrence
-   when repeated, -1 when out of memory. `dq_reduce` and `dq_reduce_kind`
-   name one setting. */
+   when repeated, -1 when out of memory. key is already normalised
+   (seen_name). */
 static int seen_add(seen_t *s, const char *key, int lineno) {
-  char k[64];
-  snprintf(k, sizeof k, "%s", !strcmp(key, "dq_reduce") ? "dq_reduce_kind" : key);
+  char k[SEEN_KEY];
+  snprintf(k, sizeof k, "%s", key);
   for (size_t i = 0; i < s->n; i++)
     if (!strcmp(s->key[i], k)) return s->line[i];
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 64;
-    char(*nk)[64] = realloc(s->key, cap * sizeof *nk);
+    char(*nk)[SEEN_KEY] = realloc(s->key, cap * sizeof *nk);
     if (nk == NULL) return -1;
     s->key = nk;
     int *nl = realloc(s->line, cap * sizeof *nl);
@@ -50,6 +52,20 @@ static int seen_add(seen_t *s, const char *key, int lineno) {
   return 0;
 }
 
+/* The name a key is recorded under: `dq_reduce` and `dq_reduce_kind` name
+   one setting; a conditional key is recorded with its canonical condition,
+   so the same key may appear once per condition. */
+static void seen_name(char *buf, size_t len, const aa_recipe_when_t *w, const char *key) {
+  const char *k = !strcmp(key, "dq_reduce") ? "dq_reduce_kind" : key;
+  if (w == NULL) {
+    snprintf(buf, len, "%s", k);
+    return;
+  }
+  char cond[256];
+  aa_recipe_when_cond_text(cond, sizeof cond, w);
+  snprintf(buf, len, "when %s: %s", cond, k);
+}
+
 static int parse_lines(aa_recipe_t *out, const char *text, const char *path, seen_t *seen, aa_error_t *err);
 
 int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path, aa_error_t *err) {
@@ -60,6 +76,30 @@ int aa_recipe_parse_string(aa_recipe_t *out, const char *text, const char *path,
   free(seen.key);
   free(seen.line);
   return st;
+}
+
+/* Record `when COND: key = value` in r after checking the key and value on
+   a copy of r as it stands (so a bad one is an error at its own line). */
+static int add_when(aa_recipe_t *r, aa_recipe_when_t *w, const char *key, const char *val, const char *path,
+                    int lineno, aa_error_t *err) {
+  if (!strcmp(key, "base") || !strcmp(key, "name") || !strcmp(key, "when"))
+    return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' cannot be conditional", path, lineno, key);
+  if (strlen(key) >= sizeof w->key || strlen(val) >= sizeof w->value)
+    return aa_error_set(err, AA_EFORMAT, "%s:%d: conditional key '%s': key or value too long", path, lineno, key);
+  if (r->nwhen == AA_RECIPE_WHEN_MAX)
+    return aa_error_set(err, AA_EFORMAT, "%s:%d: more than %d conditional keys", path, lineno, AA_RECIPE_WHEN_MAX);
+  aa_recipe_t *tmp = malloc(sizeof *tmp);
+  if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s:%d: out of memory", path, lineno);
+  *tmp = *r;
+  aa_error_t e;
+  e.msg[0] = '\0';
+  int st = aa_recipe_set(tmp, key, val, &e);
+  free(tmp);
+  if (st != AA_OK) return aa_error_set(err, st, "%s:%d: %s", path, lineno, e.msg);
+  snprintf(w->key, sizeof w->key, "%s", key);
+  snprintf(w->value, sizeof w->value, "%s", val);
+  r->when[r->nwhen++] = *w;
+  return AA_OK;
 }
 
 static int parse_lines(aa_recipe_t *out, const char *text, const char *path, seen_t *seen, aa_error_t *err) {
@@ -83,6 +123,20 @@ static int parse_lines(aa_recipe_t *out, const char *text, const char *path, see
     if (hash != NULL) *hash = '\0';
     char *s = trim(line);
     if (*s == '\0') continue;
+    aa_recipe_when_t when, *w = NULL;
+    if (!strncmp(s, "when", 4) && isspace((unsigned char)s[4])) {
+      char *colon = strchr(s, ':');
+      if (colon == NULL)
+        return aa_error_set(err, AA_EFORMAT, "%s:%d: conditional key without ':' (when COND: key = value)", path,
+                            lineno);
+      *colon = '\0';
+      aa_error_t e;
+      e.msg[0] = '\0';
+      if (aa_recipe_when_parse(&when, s + 4, &e) != AA_OK)
+        return aa_error_set(err, AA_EFORMAT, "%s:%d: %s", path, lineno, e.msg);
+      w = &when;
+      s = trim(colon + 1);
+    }
     char *eq = strchr(s, '=');
     if (eq == NULL) return aa_error_set(err, AA_EFORMAT, "%s:%d: missing '=' in '%s'", path, lineno, s);
     *eq = '\0';
@@ -91,18 +145,25 @@ static int parse_lines(aa_recipe_t *out, const char *text, const char *path, see
     if (*val == '\0') return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' has no value", path, lineno, key);
     if (!strcmp(key, "base") && nkeys != 0)
       return aa_error_set(err, AA_EFORMAT, "%s:%d: 'base' must be the first key", path, lineno);
+    if (w != NULL) {
+      int st = add_when(&r, w, key, val, path, lineno, err);
+      if (st != AA_OK) return st;
+    }
     if (strlen(key) < 64) { /* a longer key is unknown: aa_recipe_set says so */
-      int first = seen_add(seen, key, lineno);
+      char name[SEEN_KEY];
+      seen_name(name, sizeof name, w, key);
+      int first = seen_add(seen, name, lineno);
       if (first < 0) return aa_error_set(err, AA_ENOMEM, "%s:%d: out of memory", path, lineno);
       if (first > 0)
         return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' given twice (first at %s:%d)", path, lineno, key, path,
                             first);
     }
+    nkeys++;
+    if (w != NULL) continue; /* recorded by add_when */
     aa_error_t e;
     e.msg[0] = '\0';
     int st = aa_recipe_set(&r, key, val, &e);
     if (st != AA_OK) return aa_error_set(err, st, "%s:%d: %s", path, lineno, e.msg);
-    nkeys++;
   }
   *out = r;
   return AA_OK;
