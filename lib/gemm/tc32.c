@@ -79,6 +79,9 @@ static int tc_stat_bits(const tc_stat_t *st) {
 #define TC_NR 32 /* columns of a tile: two zmm of fp32 */
 #define TC_BKMAX 32
 #define TC_EBMAX (120 + 127)
+/* An FP32 exponent field value e placed at bit 23 as a 32-bit lane: formed
+   unsigned (e << 23 overflows int from e = 256 on), the lane holds the bits. */
+#define TC_FIELD(e) ((int)((uint32_t)(e) << 23))
 
 /* One block of n <= bk values of k for the MR x NR accumulators ac (pa: MR
    rows of op(A), stride lda; pb: n rows of op(B), stride ldb). Returns the
@@ -88,9 +91,9 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
                                               size_t ldb, const size_t n, const int fb, const int ob,
                                               const int wide) {
   __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
-  const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32((fb + 2) << 23),
-                span = _mm512_set1_epi32((TC_EBMAX - (fb + 2)) << 23), upk = _mm512_set1_epi32((fb + 254) << 23),
-                dnk = _mm512_set1_epi32(254 << 23), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
+  const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
+                span = _mm512_set1_epi32(TC_FIELD(TC_EBMAX - (fb + 2))), upk = _mm512_set1_epi32(TC_FIELD(fb + 254)),
+                dnk = _mm512_set1_epi32(TC_FIELD(254)), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
 #pragma GCC unroll 8
   for (size_t k = 0; k < n; k++) {
     const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16);
@@ -217,9 +220,10 @@ TC_AVX512 static TC_INLINE __m512 cd_join(__m256 lo, __m256 hi) {
 TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
                                               const float *pb, const float *pbe, size_t ldb, const size_t n) {
   __m512 buf[CD_G][TC_MR][2], mxe[TC_MR][2];
-  const __m512i expm = _mm512_set1_epi32(0x7f800000), epmin = _mm512_set1_epi32(25 << 23),
-                one = _mm512_set1_epi32(1 << 23), sev = _mm512_set1_epi32(7 << 23),
-                upk = _mm512_set1_epi32(278 << 23), sEk = _mm512_set1_epi32(254 << 23), zero = _mm512_setzero_si512();
+  const __m512i expm = _mm512_set1_epi32(0x7f800000), epmin = _mm512_set1_epi32(TC_FIELD(25)),
+                one = _mm512_set1_epi32(TC_FIELD(1)), sev = _mm512_set1_epi32(TC_FIELD(7)),
+                upk = _mm512_set1_epi32(TC_FIELD(278)), sEk = _mm512_set1_epi32(TC_FIELD(254)),
+                zero = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (size_t k = 0; k < n; k++) {
     const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
@@ -246,7 +250,7 @@ TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *
       const __m512i ea =
           _mm512_mask_max_epu32(ae, _mm512_test_epi32_mask(ab, _mm512_set1_epi32(0x7fffffff)), ae, one);
       const __m512i E = _mm512_max_epu32(_mm512_max_epu32(ep, ea), one), epc = _mm512_max_epu32(ep, epmin);
-      bad |= _mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(254 << 23));
+      bad |= _mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(TC_FIELD(254)));
       const __m512 up = _mm512_castsi512_ps(_mm512_sub_epi32(upk, epc)); /* 2^(24-e_p) */
       __m512i S = zero;
 #pragma GCC unroll 8
