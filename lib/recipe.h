@@ -236,6 +236,10 @@ struct aa_recipe {
   aa_kv_accumulate_t bwd_dkv_accumulate;
   aa_fmt_t bwd_dsinks_fmt; /* dsinks accumulators */
   aa_gqa_reduce_t bwd_gqa_reduce;
+  /* bwd.k_prescale = on (Triton's fused-attention tutorial, arg_k): the backward reads
+     K' = io(alu(K * alu(scale * log2 e))) in place of K for the recomputed scores (the exp argument is then
+     S' - LSE log2 e) and for the dQ product, whose end scale is alu(ln 2) instead of the softmax scale. */
+  int bwd_k_prescale;
 
   /* Normalisation variants of [blackwell-fa] (fixed shift, guarded causal, saved
      reciprocal; keys in KEYS.md). The shift is in exp-argument units

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the kernel presets against the H200: efficient-h100, cudnn-h100 and flex-h100 predict the real kernels' rel_l2.
+# attnacc: the kernel presets against the H200: efficient-h100, cudnn-h100, flex-h100, triton-tutorial predict the real kernels' rel_l2.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Fixture: fixtures/h200-kernels/h200-c1.tsv, the rel_l2 of PyTorch 2.11 SDPA EFFICIENT_ATTENTION, CUDNN_ATTENTION and
 # FlexAttention on an H200 (fixtures/h200-kernels/gpu_kernels.py, experiments/README-gpu.md section 5) on the inputs of
@@ -38,6 +38,31 @@ for mask in dense causal; do
       }
       exit bad > 0
     }' "$F/h200-kernels/h200-c1.tsv" "$T/$mask.txt" || fails=$((fails + 1))
+done
+# 3. triton-tutorial (FP16, the tutorial's dtype) and its BF16 variant against triton_tutorial.py on the H200, within 1 %;
+#    without bwd.k_prescale (K * scale * log2 e rounded to FP16) the FP16 dq would miss by over 10 %.
+B=${top_srcdir:-..}/fixtures/h200-kernels/triton-tutorial-bf16.recipe
+for mask in dense causal; do
+  flag=; [ "$mask" = causal ] && flag=--causal
+  { "$A" run --inputs "$F/h200-sdpa/inputs" --variant triton-tutorial,triton-tutorial:bwd.k_prescale=off $flag --threads 2 &&
+    "$A" run --inputs "$F/h200-sdpa/inputs" --recipe "$B" $flag --threads 2; } >"$T/tt-$mask.txt" ||
+    { echo "FAIL run triton $mask"; fails=$((fails + 1)); continue; }
+  awk -v mask="$mask" '
+    FNR == NR { if ($0 !~ /^#/) gpu[$1 " " $2 " " $3] = $4; next }
+    $2 == "o" || $2 == "dq" || $2 == "dk" || $2 == "dv" { pre[$1 " " $2] = $4 }
+    END {
+      split("triton-tutorial triton-fp16 triton-tutorial-bf16 triton-bf16", t, " ")
+      split("o dq dk dv", outs, " ")
+      for (i = 1; i <= 3; i += 2) for (j = 1; j <= 4; j++) {
+        g = gpu[mask " " t[i + 1] " " outs[j]]; p = pre[t[i] " " outs[j]]
+        if (g == "" || p == "") { printf "FAIL %s %s %s: missing\n", mask, t[i], outs[j]; bad++; continue }
+        dv = p / g - 1; if (dv < 0) dv = -dv
+        if (dv > 0.01) { printf "FAIL %s %s %s: predicted %s, H200 %s (%.2f%%)\n", mask, t[i], outs[j], p, g, 100 * dv; bad++ }
+      }
+      p = pre["triton-tutorial:bwd.k_prescale=off dq"]; g = gpu[mask " triton-fp16 dq"]
+      if (p == "" || p > 0.9 * g) { printf "FAIL %s: without bwd.k_prescale dq %s is not 10%% below the H200 %s\n", mask, p, g; bad++ }
+      exit bad > 0
+    }' "$F/h200-kernels/h200-c1.tsv" "$T/tt-$mask.txt" || fails=$((fails + 1))
 done
 [ "$fails" -eq 0 ] && echo "tkernel_gpu: ok"
 exit $((fails > 0))

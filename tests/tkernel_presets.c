@@ -1,5 +1,5 @@
 /* attnacc: the kernel presets' mechanisms against closed forms: FP8 P offset, power-of-two casts, Hadamard rotation,
- * fused dS scale. */
+ * fused dS scale, the pre-scaled K of Triton's tutorial. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
@@ -226,6 +226,65 @@ static void emu_pattern(void) {
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
 }
 
+/* bwd.k_prescale (Triton's tutorial, arg_k = k * (sm_scale * RCP_LN2) in FP16): d = 1 (scale 1), two keys
+   K = (1, -1), V = (1, 0), dO = 1, one query. K' = fp16(float(log2 e)) = 1477/1024 for key 0.
+   Query 0: every score is 0, so P = 1/2 (lse = float(ln 2), times float(log2 e) rounds to 1), O = 1/2,
+   D = 1/2, dS = P (dP - D) = +-1/4 exactly; dQ = fp16(float(float(ln 2) * (1/4 K'_0 + 1/4 K'_0))), where the
+   unscaled K gives fp16(1/4 + 1/4) = 1/2.
+   Query 64: the forward's weights are 1 and 2^-184.7 (0 in FP32), lse = 64, and the backward's weight of key 0 is
+   2^(64 K'_0 - float(64 float(log2 e))) = 2^-0.01998..., not the forward's 1: dV_0 = fp16 of that weight. */
+static int prescale_run(aa_attn_result_t *res, const char *spec, double qval) {
+  aa_tensor_t q, k, v, dO;
+  size_t sq[3] = {1, 1, 1}, sk[3] = {1, 2, 1};
+  aa_tensor_alloc(&q, 3, sq, AA_FMT_FP16);
+  aa_tensor_alloc(&k, 3, sk, AA_FMT_FP16);
+  aa_tensor_alloc(&v, 3, sk, AA_FMT_FP16);
+  aa_tensor_alloc(&dO, 3, sq, AA_FMT_FP16);
+  q.data[0] = qval, dO.data[0] = 1;
+  k.data[0] = 1, k.data[1] = -1;
+  v.data[0] = 1, v.data[1] = 0;
+  aa_recipe_t r;
+  aa_problem_t pb;
+  aa_error_t err = {{0}};
+  aa_problem_init(&pb, 1, 2, 1, 1, 1);
+  int ok = aa_recipe_from_spec(&r, spec, &err) == AA_OK && aa_attn_run(res, &pb, &r, &q, &k, &v, &dO, &err) == AA_OK;
+  if (!ok) AA_FAIL("%s: %s", spec, err.msg);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v), aa_tensor_free(&dO);
+  return ok;
+}
+
+static void k_prescale(void) {
+  aa_round_opts_t h = {AA_FMT_FP16, AA_RND_NE, 1, 0};
+  double l2e = (float)(1 / log(2.0)), kp = aa_round(l2e, &h, NULL);
+  double want_dq = aa_round((float)((float)log(2.0) * (0.25 * kp + 0.25 * kp)), &h, NULL);
+  double want_dv = aa_round((float)exp2((float)(64 * kp - (float)(64 * l2e))), &h, NULL);
+  aa_attn_result_t a;
+  AA_CHECK(kp == 1477.0 / 1024, "fp16(log2 e) = %.10g, want 1477/1024", kp);
+  if (prescale_run(&a, "triton-tutorial", 0)) {
+    AA_CHECK(a.dq.data[0] == want_dq, "k_prescale on: dQ = %.10g, want %.10g", a.dq.data[0], want_dq);
+    AA_CHECK(a.dk.data[0] == 0 && a.dk.data[1] == 0, "k_prescale on: dK = %g, %g, want 0 (Q = 0)", a.dk.data[0],
+             a.dk.data[1]);
+    aa_attn_result_free(&a);
+  }
+  if (prescale_run(&a, "triton-tutorial:bwd.k_prescale=off", 0)) {
+    AA_CHECK(a.dq.data[0] == 0.5, "k_prescale off: dQ = %.10g, want 1/2", a.dq.data[0]);
+    aa_attn_result_free(&a);
+  }
+  if (prescale_run(&a, "triton-tutorial", 64)) {
+    AA_CHECK(a.dv.data[0] == want_dv && want_dv < 1, "k_prescale on: dV_0 = %.10g, want %.10g", a.dv.data[0],
+             want_dv);
+    aa_attn_result_free(&a);
+  }
+  if (prescale_run(&a, "triton-tutorial:bwd.k_prescale=off", 64)) {
+    AA_CHECK(a.dv.data[0] == 1, "k_prescale off: dV_0 = %.10g, want 1", a.dv.data[0]);
+    aa_attn_result_free(&a);
+  }
+  aa_recipe_t r;
+  aa_error_t err = {{0}};
+  AA_CHECK(aa_recipe_from_spec(&r, "triton-tutorial:exp_form=natural", &err) != AA_OK,
+           "k_prescale with exp_form = natural accepted");
+}
+
 int main(void) {
   aa_tensor_t q, k, v, dO;
   fill(&q, &k, &v, &dO);
@@ -235,5 +294,6 @@ int main(void) {
   rotation();
   ds_scale();
   emu_pattern();
+  k_prescale();
   return aa_test_finish("tkernel_presets");
 }

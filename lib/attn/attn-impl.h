@@ -16,6 +16,7 @@
 
 /* log2(e) rounded to binary64 (not relying on the non-ISO M_LOG2E). */
 #define AA_ATTN_LOG2E 1.4426950408889634073599246810019
+#define AA_ATTN_LN2 0.69314718055994530941723212145818
 
 /* Round x to fmt (RNE, subnormals, Inf on overflow). For BF16 from an
    FP32-representable value the fast bit path of fmt.h is used; otherwise
@@ -53,9 +54,10 @@ typedef struct {
   size_t n_q, n_k, d, heads, kv_heads, group; /* group = heads / kv_heads */
   double scale;                               /* softmax scale held in scale_fmt */
   double c;                                   /* coefficient of S in the exp argument (see exp_arg) */
-  double se;  /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
-  double l2e; /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
-  double ks;  /* dropout keep_scale in the ALU format (1 without dropout) */
+  double se;     /* scale between S units and natural-log units (scale if scale_fold = exp, else 1) */
+  double l2e;    /* log2(e) in the ALU format (FA2's float(M_LOG2E)) */
+  double ks;     /* dropout keep_scale in the ALU format (1 without dropout) */
+  double dq_mul; /* the final (or per-tile) dQ scale: scale, or alu(ln 2) with bwd.k_prescale = on */
   /* Dropout keep masks [heads][n_q][n_k] (NULL: none): the forward's (the
      problem's, or drawn with the recipe's forward tiling) and the one the
      backward applies (the problem's when recipe dropout is none, else the

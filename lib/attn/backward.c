@@ -321,7 +321,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
             double *dqp = b->dqp + ci * tq * d;
             if (r->bwd_dq_scale == AA_GSCALE_TILE)
               for (size_t x = 0; x < rows * d; x++)
-                dqp[x] = aa_attn_alu(dqp[x] * cx->scale, alu);
+                dqp[x] = aa_attn_alu(dqp[x] * cx->dq_mul, alu);
             if (b->dqall != NULL) {
               memcpy(b->dqall + np * rows * d, dqp, rows * d * sizeof(double));
               np++;
@@ -375,7 +375,7 @@ static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
     double *dq = out->dq.data + (g * G + hh) * n_q * d;
     for (size_t x = 0; x < n_q * d; x++) {
       double v = dq[x];
-      if (r->bwd_dq_scale == AA_GSCALE_END) v = aa_attn_alu(v * cx->scale, alu);
+      if (r->bwd_dq_scale == AA_GSCALE_END) v = aa_attn_alu(v * cx->dq_mul, alu);
       dq[x] = aa_attn_rnd(v, r->io_fmt);
     }
   }

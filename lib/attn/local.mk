@@ -27,7 +27,9 @@ tests_tattn_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
 TESTS += tests/tkernel_gpu.sh
 EXTRA_DIST += tests/tkernel_gpu.sh fixtures/h200-kernels/h200-c1.tsv fixtures/h200-kernels/cases.txt \
 	fixtures/h200-kernels/gpu_kernels.py fixtures/h200-kernels/make_inputs.sh fixtures/h200-kernels/predict.sh \
-	fixtures/h200-kernels/compare.sh fixtures/h200-kernels/rel_l2.tsv fixtures/h200-kernels/predicted.tsv
+	fixtures/h200-kernels/compare.sh fixtures/h200-kernels/rel_l2.tsv fixtures/h200-kernels/predicted.tsv \
+	fixtures/h200-kernels/triton_tutorial.py fixtures/h200-kernels/triton-tutorial-bf16.recipe \
+	fixtures/h200-kernels/triton-rel_l2.tsv fixtures/h200-kernels/triton-predicted.tsv
 # FA2 kernel dispatch (issue 16): against the launch code and the H200's launches.
 check_PROGRAMS += tests/tdispatch
 TESTS += tests/tdispatch

@@ -62,12 +62,47 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   return st;
 }
 
+/* bwd.k_prescale = on, as Triton's fused-attention tutorial (python/tutorials/06-fused-attention.py@003da478,
+   _attention.backward): arg_k = k * (sm_scale * RCP_LN2) is a torch op on the input-dtype tensor, so the factor,
+   formed in double, is held in float (PyTorch's opmath for a half tensor times a scalar), the product is rounded to
+   float and then to the input dtype. The backward reads that K' for its scores (_attn_bwd_dkdv qkT = k' q^T,
+   _attn_bwd_dq qk = q k'^T), so the exp argument is S' - LSE log2 e (coefficient 1), and for dQ += dS K', whose end
+   scale is LN2 (`dq *= LN2`, a float constant); dK = scale dS^T Q as usual (`dk *= sm_scale`). */
+static int backward_k_prescaled(aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  const aa_recipe_t *r = cx->r;
+  size_t n = cx->kv_heads * cx->n_k * cx->d;
+  double *kp = malloc((n ? n : 1) * sizeof *kp);
+  if (kp == NULL) return AA_ENOMEM;
+  double c = aa_attn_rnd(aa_problem_scale(cx->pb) * AA_ATTN_LOG2E, r->alu_fmt);
+  for (size_t i = 0; i < n; i++)
+    kp[i] = aa_attn_rnd(aa_attn_alu(cx->K[i] * c, r->alu_fmt), r->io_fmt);
+  aa_attn_ctx_t cb = *cx;
+  cb.K = kp;
+  cb.c = 1.0;
+  cb.dq_mul = aa_attn_rnd(AA_ATTN_LN2, r->alu_fmt);
+  int st = aa_attn_backward(&cb, out);
+  free(kp);
+  return st;
+}
+
+/* The problems bwd.k_prescale models: the tutorial has no score modifiers, sinks or dropout. */
+static int check_k_prescale(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  if (!r->bwd_k_prescale) return AA_OK;
+  if (pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE || pb->num_sinks > 0 || pb->keep != NULL ||
+      r->dropout.scheme != AA_DROPOUT_NONE)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.k_prescale = on models a kernel without softcap, ALiBi, sinks or dropout",
+                        r->name);
+  return AA_OK;
+}
+
 static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                         const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
   int st = aa_problem_check(pb, err);
   if (st != AA_OK) return st;
   st = aa_recipe_check(r, err);
   if (st != AA_OK) return st;
+  if ((st = check_k_prescale(pb, r, err)) != AA_OK) return st;
   size_t H = pb->heads, KH = pb->kv_heads, nq = pb->n_q, nk = pb->n_k, d = pb->d;
   aa_recipe_t tiled;
   if (r->tiling_fa2) {
@@ -253,9 +288,11 @@ static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_
     cx.dO = dO_eff;
     cx.bias = bias;
   }
-  if (st == AA_OK && dO != NULL) {
+  cx.dq_mul = cx.scale;
+  if (st == AA_OK && dO != NULL && r->bwd_k_prescale)
+    st = backward_k_prescaled(&cx, out);
+  else if (st == AA_OK && dO != NULL)
     st = aa_attn_backward(&cx, out);
-  }
   free(dO_eff);
   free(bias);
   free(drawn_fwd);

@@ -62,6 +62,14 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': fwd.exp / bwd.exp constructions other than exact evaluate FP32 arguments "
                         "(alu = fp32)",
                         r->name);
+  if (r->bwd_k_prescale && (!(r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB) ||
+                            r->scale_fold != AA_SCALE_EXP || r->bwd_dq_scale != AA_GSCALE_END ||
+                            r->bwd_norm != AA_BWDNORM_LSE || r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE))
+    return aa_error_set(
+        err, AA_EINVAL,
+        "recipe '%s': bwd.k_prescale = on needs exp_form = exp2-fma or exp2-mul-sub, scale_fold = exp, "
+        "bwd.dq_scale = end, bwd.norm = lse and fwd.softmax = online-lse",
+        r->name);
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);

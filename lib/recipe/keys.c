@@ -26,6 +26,7 @@ static const char *const qkvfmt_names[] = {"none", "e4m3", "e5m2", NULL};
 static const char *const qkvscale_names[] = {"per-head", "per-tensor", NULL};
 static const char *const rotate_names[] = {"none", "hadamard", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
+static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
@@ -159,6 +160,9 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "dsinks partition accumulators", .cite = "[nki-bwd] attention_bwd.py:1355-1405"},
     {.key = "bwd.gqa_reduce", .type = AA_KEY_ENUM, .offset = F_(bwd_gqa_reduce), .names = gqa_names, .def = "sum-rounded",
      .desc = "how the query heads of one KV head are combined", .cite = "[nki-bwd] attention_bwd.py:1166-1180, 1340-1353"},
+    {.key = "bwd.k_prescale", .type = AA_KEY_ENUM, .offset = F_(bwd_k_prescale), .names = onoff_names, .def = "off", .omit = AA_OMIT_DEFAULT,
+     .desc = "on: the backward reads K * scale * log2(e) rounded to io for the scores and dQ, dQ scaled by ln 2 at the end",
+     .cite = "triton python/tutorials/06-fused-attention.py@003da478: _attention.backward arg_k, _attn_bwd_dq, _attn_bwd dq *= LN2"},
     {.key = "dropout_*", .type = AA_KEY_DROPOUT, .offset = F_(dropout), .def = "none", .omit = AA_OMIT_DEFAULT,
      .desc = "dropout scheme (dropout_scheme) and its parameters: the backward's mask redraw", .cite = "lib/dropout.h, [nki-bwd] twin attention.py:974-981"},
     {.key = "dq_reduce", .type = AA_KEY_REDUCE, .offset = F_(bwd_dq_reduce), .def = "fp32-ordered", .exact = "fp32-ordered", .omit = AA_OMIT_DEFAULT,
