@@ -181,8 +181,34 @@ static void test_run(void) {
     aa_tensor_free(&t[i]);
 }
 
+/* A file that repeats an inherited conditional line (base = tlx has `when causal: fwd.exp = exact` and `when
+   causal: dq_reduce = fixed`) overrides it in place: each (condition, key) is held once, the later value wins,
+   and the formatted text parses back to the same recipe (a case the recipe fuzzer found). */
+static void test_override_inherited(void) {
+  aa_recipe_t r, back;
+  static char buf[1 << 15];
+  aa_error_t err = {{0}};
+  parse_ok(&r, "base = tlx\nname = o\nwhen causal: fwd.exp = exact\nwhen causal: dq_reduce_kind = fp32-ordered\n");
+  size_t with_cond = 0;
+  for (size_t i = 0; i < r.nwhen; i++)
+    if (!strcmp(r.when[i].key, "dq_reduce") || !strcmp(r.when[i].key, "dq_reduce_kind")) {
+      char cond[256];
+      aa_recipe_when_cond_text(cond, sizeof cond, &r.when[i]);
+      if (!strcmp(cond, "causal")) {
+        with_cond++;
+        AA_CHECK(!strcmp(r.when[i].value, "fp32-ordered"), "inherited dq_reduce not overridden: %s", r.when[i].value);
+      }
+    }
+  AA_CHECK(with_cond == 1, "'when causal: dq_reduce' held %zu times, want once", with_cond);
+  aa_recipe_format(buf, sizeof buf, &r);
+  AA_CHECK(aa_recipe_parse_string(&back, buf, "formatted.recipe", &err) == AA_OK, "formatted text does not parse: %s",
+           err.msg);
+  AA_CHECK(aa_recipe_equal(&r, &back), "format then parse changed the recipe");
+}
+
 int main(void) {
   test_parse();
+  test_override_inherited();
   test_resolve();
   test_run();
   return aa_test_finish("trecipe_when");

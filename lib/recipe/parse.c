@@ -86,8 +86,6 @@ static int add_when(aa_recipe_t *r, aa_recipe_when_t *w, const char *key, const 
     return aa_error_set(err, AA_EFORMAT, "%s:%d: key '%s' cannot be conditional", path, lineno, key);
   if (strlen(key) >= sizeof w->key || strlen(val) >= sizeof w->value)
     return aa_error_set(err, AA_EFORMAT, "%s:%d: conditional key '%s': key or value too long", path, lineno, key);
-  if (r->nwhen == AA_RECIPE_WHEN_MAX)
-    return aa_error_set(err, AA_EFORMAT, "%s:%d: more than %d conditional keys", path, lineno, AA_RECIPE_WHEN_MAX);
   aa_recipe_t *tmp = malloc(sizeof *tmp);
   if (tmp == NULL) return aa_error_set(err, AA_ENOMEM, "%s:%d: out of memory", path, lineno);
   *tmp = *r;
@@ -98,6 +96,20 @@ static int add_when(aa_recipe_t *r, aa_recipe_when_t *w, const char *key, const 
   if (st != AA_OK) return aa_error_set(err, st, "%s:%d: %s", path, lineno, e.msg);
   snprintf(w->key, sizeof w->key, "%s", key);
   snprintf(w->value, sizeof w->value, "%s", val);
+  /* The same key under the same condition as an inherited line (base =
+     PRESET) replaces that line in place, so the recipe holds each
+     (condition, key) once and its formatted text parses again. */
+  char mine[SEEN_KEY], other[SEEN_KEY];
+  seen_name(mine, sizeof mine, w, key);
+  for (size_t i = 0; i < r->nwhen; i++) {
+    seen_name(other, sizeof other, &r->when[i], r->when[i].key);
+    if (!strcmp(mine, other)) {
+      r->when[i] = *w;
+      return AA_OK;
+    }
+  }
+  if (r->nwhen == AA_RECIPE_WHEN_MAX)
+    return aa_error_set(err, AA_EFORMAT, "%s:%d: more than %d conditional keys", path, lineno, AA_RECIPE_WHEN_MAX);
   r->when[r->nwhen++] = *w;
   return AA_OK;
 }
