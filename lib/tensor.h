@@ -32,6 +32,11 @@ void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt);
    dst, allocated as [H, n] or [H, n, d] in src's format (the sequences of a
    varlen batch). AA_ESHAPE when the rows do not exist, AA_ENOMEM. */
 int aa_tensor_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t n);
+/* One sequence of a varlen batch from the attention inputs in = {q, k, v, dO}
+   (dO may be NULL): rows q0 .. q0 + nq - 1 of q and dO, k0 .. k0 + nk - 1 of
+   k and v, into s[0..3] (s[3] left empty without dO). On failure every s[i]
+   is freed and the status returned. */
+int aa_tensor_rows_qkvd(aa_tensor_t s[4], const aa_tensor_t *const in[4], size_t q0, size_t nq, size_t k0, size_t nk);
 /* The reverse: src ([H, n] or [H, n, d]) into rows r0 .. r0 + n - 1 of dst,
    whose other axes match. */
 void aa_tensor_put_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0);

@@ -43,13 +43,10 @@ static int run_seq(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recip
   aa_tensor_t s[4];
   aa_attn_result_t res;
   size_t q0, k0;
-  int st = AA_OK;
+  int st;
   aa_problem_varlen_seq(&seq, pb, b, &q0, &k0);
-  memset(s, 0, sizeof s);
-  for (int i = 0; i < 4 && st == AA_OK; i++)
-    if (in[i] != NULL)
-      st = aa_tensor_rows(&s[i], in[i], i == 1 || i == 2 ? k0 : q0, i == 1 || i == 2 ? seq.n_k : seq.n_q);
-  if (st != AA_OK) st = aa_error_set(err, st, "attn_run: sequence %zu: cannot slice the inputs", b);
+  if ((st = aa_tensor_rows_qkvd(s, in, q0, seq.n_q, k0, seq.n_k)) != AA_OK)
+    st = aa_error_set(err, st, "attn_run: sequence %zu: cannot slice the inputs", b);
   if (st == AA_OK &&
       (st = aa_attn_run(&res, &seq, r, &s[0], &s[1], &s[2], in[3] != NULL ? &s[3] : NULL, err)) == AA_OK) {
     if (b == 0 && (st = alloc_packed(out, &res, pb)) != AA_OK)

@@ -28,12 +28,10 @@ static int run_seq(aa_oracle_result_t *out, const aa_problem_t *pb, size_t b, co
   aa_tensor_t s[4];
   aa_oracle_result_t r;
   size_t q0, k0;
-  int st = AA_OK;
+  int st;
   aa_problem_varlen_seq(&seq, pb, b, &q0, &k0);
-  memset(s, 0, sizeof s);
-  for (int i = 0; i < 4 && st == AA_OK; i++)
-    st = aa_tensor_rows(&s[i], in[i], i == 1 || i == 2 ? k0 : q0, i == 1 || i == 2 ? seq.n_k : seq.n_q);
-  if (st != AA_OK) st = aa_error_set(err, st, "oracle: sequence %zu: cannot slice the inputs", b);
+  if ((st = aa_tensor_rows_qkvd(s, in, q0, seq.n_q, k0, seq.n_k)) != AA_OK)
+    st = aa_error_set(err, st, "oracle: sequence %zu: cannot slice the inputs", b);
   if (st == AA_OK && (st = aa_oracle_run_kernel(&r, &seq, &s[0], &s[1], &s[2], &s[3], opts, kernel, err)) == AA_OK) {
     out_put(&out->o, &r.o, q0);
     out_put(&out->lse, &r.lse, q0);

@@ -67,6 +67,18 @@ int aa_tensor_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0, size_t n
   return AA_OK;
 }
 
+int aa_tensor_rows_qkvd(aa_tensor_t s[4], const aa_tensor_t *const in[4], size_t q0, size_t nq, size_t k0,
+                        size_t nk) {
+  int st = AA_OK;
+  memset(s, 0, 4 * sizeof *s);
+  for (int i = 0; i < 4 && st == AA_OK; i++)
+    if (in[i] != NULL) st = aa_tensor_rows(&s[i], in[i], i == 1 || i == 2 ? k0 : q0, i == 1 || i == 2 ? nk : nq);
+  if (st != AA_OK)
+    for (int i = 0; i < 4; i++)
+      aa_tensor_free(&s[i]);
+  return st;
+}
+
 void aa_tensor_put_rows(aa_tensor_t *dst, const aa_tensor_t *src, size_t r0) {
   size_t n = src->shape[1], N = dst->shape[1], w = row_len(src);
   for (size_t h = 0; h < src->shape[0]; h++)
