@@ -31,7 +31,9 @@ static const cli_opt_t opts[] = {
     {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
-    {"save", "DIR", NULL, "write the inputs and each variant's o/dq/dk/dv as .npy into DIR"},
+    {"save", "DIR", NULL,
+     "write the inputs and each variant's o/lse/dq/dk/dv as .npy into DIR (lse: the natural-log LSE the backward "
+     "read, in fwd.lse_fmt)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
     DROPOUT_CLI_OPTS,
@@ -101,12 +103,12 @@ static int stage_inputs(aa_fileset_t *stg, const cli_inputs_t *in, const char *d
 }
 
 static int stage_outputs(aa_fileset_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
-  const char *names[5] = {"o.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
-  const aa_tensor_t *ts[5] = {&res->o, &res->dq, &res->dk, &res->dv, &res->dsinks};
-  aa_fmt_t fmts[5];
-  for (int i = 0; i < 5; i++)
+  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
+  const aa_tensor_t *ts[6] = {&res->o, &res->lse, &res->dq, &res->dk, &res->dv, &res->dsinks};
+  aa_fmt_t fmts[6];
+  for (int i = 0; i < 6; i++)
     fmts[i] = cli_npy_fmt(ts[i]->fmt);
-  return stage_set(stg, dir, names, ts, fmts, 5, err);
+  return stage_set(stg, dir, names, ts, fmts, 6, err);
 }
 
 static int stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
