@@ -137,13 +137,16 @@ uint16_t aa_exp2_cr_bf16_ref(float x, double ref);
    aa_expf_sm90        libdevice expf (two FMAs of range reduction around
                        MUFU.EX2; exact given the EX2 model);
    aa_logf_sm90        libdevice logf (FMA polynomial, no MUFU: bit-exact);
-   aa_logf_fast_sm90   __logf = MUFU.LG2 * ln2 with the correctly rounded
-                       log2 standing in for MUFU.LG2. */
+   aa_lg2_sm90_ftz     MUFU.LG2 = lg2.approx.ftz.f32: RZ_fp32(e + L(m)) for
+                       x = 2^e m, with binary64 log2 standing in for the
+                       unit's L(m) on [1, 2) (checked through FA2's LSE);
+   aa_logf_fast_sm90   __logf = MUFU.LG2 * ln2. */
 uint32_t aa_ex2_sm90_mantissa(uint32_t f23);
 float aa_ex2_sm90_ftz(float x);
 float aa_exp2f_sm90(float x);
 float aa_expf_sm90(float x);
 float aa_logf_sm90(float x);
+float aa_lg2_sm90_ftz(float x);
 float aa_logf_fast_sm90(float x);
 
 /* ---- Error map ---- */

@@ -68,14 +68,16 @@ typedef enum {
                   last block may be shorter). For each block in order, the
                   terms are acc and the exact products p_k = a_k * b_k (no
                   rounding: an fp32 x fp32 product is exact in binary64), and
-                    E    = floor(log2 max |t|) over the nonzero terms (a zero
-                           accumulator or product takes no part: it
-                           contributes exactly 0 whatever E is; products are
-                           taken as normalised values, so a significand
-                           product in [2, 4) raises E by one);
+                    E    = the largest alignment exponent over the nonzero
+                           terms, with e(x) = max(floor(log2 |x|), -126):
+                           e(acc) for the accumulator and e(a_k) + e(b_k)
+                           for a product, so a significand product in
+                           [2, 4) does not raise E and such a product keeps
+                           one more bit (MMA-Sim's rule; a zero accumulator
+                           or product takes no part: it contributes exactly
+                           0 whatever E is);
                     t'   = t truncated toward zero to a multiple of 2^(E-F)
-                           (F fractional bits below the leading bit of the
-                           largest term; the accumulator is aligned and
+                           (F fractional bits below 2^E; the accumulator is aligned and
                            truncated like any product, so it loses its low
                            bits when a product is larger);
                     S    = the exact sum of the t' (no intermediate rounding);
@@ -89,11 +91,13 @@ typedef enum {
                            arithmetic.py:189-193): 14 significant bits,
                            subnormals in multiples of 2^-139, overflow to
                            +-(2 - 2^-13) 2^127, an fp32 value.
-                  (MMA-Sim aligns to max(e_a + e_b) over the products, the
-                  exponents of the operands, so a leading significand
-                  product in [2, 4) keeps one more bit there than here, and
-                  gives a zero term the exponent -126; the tc-* models keep
-                  attnacc's calibrated convention above.)
+                  (The alignment rule was checked on the H200: tc-k16-f25
+                  reproduces all of 1.57 million BF16 mma.sync m16n8k16
+                  steps of fixtures/h200-fa2/mma_chain.cu, where E from the
+                  products' values missed 2-3 % of the steps with widely
+                  spread exponents; tests/tmma_sm90 keeps a sample.
+                  MMA-Sim gives a zero term the exponent -126; here it
+                  takes no part.)
                   Inf/NaN: when a block holds an infinite or NaN term (an
                   Inf or NaN accumulator or operand; 0 * Inf is NaN) its
                   result is the IEEE sum of those non-finite terms, the

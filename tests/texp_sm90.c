@@ -77,7 +77,8 @@ static void test_ex2(const char *dir) {
 
 /* libm.npy: 4096 rows (x_e, expf(x_e), x_l, logf(x_l), __logf(x_l)) from the device, x_e in [-30, 0],
    x_l in [1, 2^20). logf compiles to an FMA polynomial (no MUFU): the model must be bit-exact. expf rests on
-   MUFU.EX2 and __logf on MUFU.LG2 (stand-in): rates as measured on 2^20 samples (91.9 %, 63.8 %). */
+   MUFU.EX2 and __logf on MUFU.LG2 (modelled as RZ(e + log2 m)): rates as measured (expf 91.9 % on 2^20 samples,
+   __logf 87.2 % on these). */
 static void test_libm(const char *dir) {
   uint32_t *a = load_u4(dir, "libm.npy", 4096, 5);
   if (a == NULL) return;
@@ -94,7 +95,9 @@ static void test_libm(const char *dir) {
          il / 4096.0);
   AA_CHECK(l == 4096, "logf model differs from the device on %zu of 4096 samples", 4096 - l);
   AA_CHECK(e / 4096.0 >= 0.88 && efar == 0, "expf model: %.4f identical, %zu more than 1 ulp off", e / 4096.0, efar);
-  AA_CHECK(il / 4096.0 >= 0.6, "__logf stand-in: %.4f identical", il / 4096.0);
+  /* MUFU.LG2 as RZ(e + log2 m) (lib/exp/sm90.c): 87.2 % of the device's __logf; the round-to-nearest
+     stand-in it replaced got 63.8 %, so the truncation rule must keep the rate above 0.85. */
+  AA_CHECK(il / 4096.0 >= 0.85, "__logf model (MUFU.LG2 = RZ(e + log2 m)): %.4f identical", il / 4096.0);
   AA_CHECK(isinf(aa_logf_sm90(0.0f)) && aa_logf_sm90(0.0f) < 0 && isnan(aa_logf_sm90(-1.0f)) &&
                aa_logf_sm90(1.0f) == 0.0f,
            "logf special values");

@@ -25,13 +25,23 @@ static uint32_t bits32(float x) {
 
 /* ---- the independent model: MPFR, written from REFERENCES section 6 ----
    Each block: exact products (precision 64 holds any 24 x 24-bit product),
-   E from mpfr_get_exp of the largest nonzero term, each term multiplied by
+   E the largest alignment exponent of a nonzero term (the accumulator's
+   floor(log2 |acc|); for a product the sum of its operands' floor(log2),
+   each at least -126: MMA-Sim's rule, which reproduced every one of 1.57
+   million mma.sync steps on the H200, experiments/README-gpu.md section 6),
+   each term multiplied by
    2^(F-E) and truncated to an integer with mpfr_trunc, the integers summed
    exactly in precision 128, scaled back, then rounded toward zero to a
    binary32 emulated by MPFR (precision 24, emin -148, emax 128,
    mpfr_subnormalize), whose RZ overflow is the largest finite number; for
    an e8m13 result precision 14 and emin -138 (subnormals in multiples of
    2^-139). */
+/* max(floor(log2 |x|), -126) of a nonzero value (mpfr: |x| = m 2^exp with m in [1/2, 1)) */
+static long op_exp(mpfr_srcptr x) {
+  long e = (long)mpfr_get_exp(x) - 1;
+  return e < -126 ? -126 : e;
+}
+
 static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
@@ -40,14 +50,18 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
   mpfr_inits2(64, s, (mpfr_ptr)0);
   mpfr_init2(r, ob + 1);
   mpfr_set_prec(s, 128);
+  long et[40]; /* alignment exponents: e(acc), e(a) + e(b), e(x) = max(floor(log2 |x|), -126) */
   for (size_t i = 0; i < n + 1; i++)
     mpfr_init2(t[i], 64);
-  mpfr_set_flt(t[nt++], *acc, MPFR_RNDN);
+  mpfr_set_flt(t[nt], *acc, MPFR_RNDN);
+  et[nt] = *acc != 0 ? op_exp(t[nt]) : 0;
+  nt++;
   for (size_t i = 0; i < n; i++) {
     mpfr_set_flt(t[nt], a[i], MPFR_RNDN);
     mpfr_t bb;
     mpfr_init2(bb, 24);
     mpfr_set_flt(bb, b[i], MPFR_RNDN);
+    et[nt] = a[i] != 0 && b[i] != 0 && isfinite(a[i]) && isfinite(b[i]) ? op_exp(t[nt]) + op_exp(bb) : 0;
     mpfr_mul(t[nt], t[nt], bb, MPFR_RNDN); /* exact */
     mpfr_clear(bb);
     nt++;
@@ -64,8 +78,8 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
     mpfr_exp_t E = 0;
     int any = 0;
     for (size_t i = 0; i < nt; i++)
-      if (!mpfr_zero_p(t[i]) && (!any || mpfr_get_exp(t[i]) - 1 > E)) {
-        E = mpfr_get_exp(t[i]) - 1; /* mpfr: |x| = m 2^exp with m in [1/2, 1) */
+      if (!mpfr_zero_p(t[i]) && (!any || et[i] > E)) {
+        E = et[i];
         any = 1;
       }
     mpfr_set_ui(s, 0, MPFR_RNDN);
@@ -73,7 +87,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
       for (size_t i = 0; i < nt; i++) {
         mpfr_mul_2si(t[i], t[i], (long)F - E, MPFR_RNDN);
         mpfr_trunc(t[i], t[i]);
-        mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^40: exact */
+        mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^(F+8): exact */
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
     mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();

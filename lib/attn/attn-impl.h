@@ -165,7 +165,11 @@ int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
                             double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
 /* One key block [j0, j0 + tk) of the online-LSE softmax of that tile
    (forward.c): scores, running max m and rescale, row sums l, P V into acc
-   (q already loaded into qe); a fully masked block changes nothing. */
+   (q already loaded into qe); a fully masked block changes nothing. l holds
+   AA_ATTN_ROWSUM_LANES partial sums per row (row a at l + a *
+   AA_ATTN_ROWSUM_LANES; fwd.rowsum_split), aa_attn_row_sum combines them. */
+#define AA_ATTN_ROWSUM_LANES 4
+double aa_attn_row_sum(const aa_attn_ctx_t *cx, const double *la);
 int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, double *qe, size_t j0, size_t tk,
                       double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
 /* fwd.k_order = desc, fwd.splits or fwd.split_sms (forward_split.c): the FA2

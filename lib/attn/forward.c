@@ -65,6 +65,26 @@ static const aa_exp_t *fwd_construction(const aa_attn_ctx_t *cx, size_t c, size_
   return hw ? cx->wexp_fwd : cx->wexp_emu;
 }
 
+/* The row sum's partials (fwd.rowsum_split). FA2 keeps one partial per lane
+   of the quad that holds a row of the m16n8 accumulator: lane t holds the
+   columns c with (c mod 8) div 2 = t and sums them in ascending order into
+   its own running sum (softmax.h:23-36 thread_reduce_, :144 and :165
+   reduce_sum), rescales it with the row (:158), and only
+   normalize_softmax_lse combines the four (:172 quad_allreduce_, utils.h
+   Allreduce<4>: shuffle-xor 2, then 1, so (l0 + l2) + (l1 + l3)). l holds
+   AA_ATTN_ROWSUM_LANES entries per row; without the split only lane 0. */
+static size_t rowsum_lane(const aa_recipe_t *r, size_t c) {
+  return r->fwd_rowsum_quad ? (c % 8) / 2 : 0;
+}
+
+double aa_attn_row_sum(const aa_attn_ctx_t *cx, const double *la) {
+  const aa_recipe_t *r = cx->r;
+  if (!r->fwd_rowsum_quad) return la[0];
+  double a = aa_attn_rnd(aa_attn_alu(la[0] + la[2], r->alu_fmt), r->fwd_rowsum_fmt);
+  double b = aa_attn_rnd(aa_attn_alu(la[1] + la[3], r->alu_fmt), r->fwd_rowsum_fmt);
+  return aa_attn_rnd(aa_attn_alu(a + b, r->alu_fmt), r->fwd_rowsum_fmt);
+}
+
 static int native_fmt(aa_fmt_t f, aa_accum_t model) {
   return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
 }
@@ -108,7 +128,9 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
          row_sum *= scale; acc_o *= scale. */
       double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
       double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
-      l[a] = aa_attn_rnd(aa_attn_alu(l[a] * alpha, alu), r->fwd_rowsum_fmt);
+      for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
+        l[a * AA_ATTN_ROWSUM_LANES + t] =
+            aa_attn_rnd(aa_attn_alu(l[a * AA_ATTN_ROWSUM_LANES + t] * alpha, alu), r->fwd_rowsum_fmt);
       double *arow = acc + a * d;
       for (size_t c = 0; c < d; c++)
         arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
@@ -117,7 +139,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
        p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
     double bb = aa_attn_alu(m_new * cx->c, alu);
-    double la = l[a];
+    double *la = l + a * AA_ATTN_ROWSUM_LANES;
     const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
     for (size_t b = 0; b < tk; b++) {
       if (!vrow[b]) {
@@ -131,12 +153,12 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
          softmax.h:146-150), modelled by scaling back */
       int pk = (int)r->fwd_p_scale_exp;
       double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
-      la = aa_attn_rnd(la + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
+      size_t t = rowsum_lane(r, b);
+      la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
       /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
          into the final normalisation (FA2). The row sum keeps them. */
       prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
     }
-    l[a] = la;
   }
   /* O accumulator continues across K tiles (chained MMA into acc_o). */
   st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
@@ -164,7 +186,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   memset(acc, 0, tq * d * sizeof *acc);
   for (size_t a = 0; a < tq; a++) {
     m[a] = -INFINITY;
-    l[a] = 0;
+    for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
+      l[a * AA_ATTN_ROWSUM_LANES + t] = 0;
     if (sinks == NULL) continue;
     /* Sinks open the row: they set the first max and row sum (they join the
        softmax denominator, REFERENCES/[nki-bwd] "Attention-sink gradient"). */
@@ -173,7 +196,8 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     double b = aa_attn_alu(m[a] * cx->c, alu);
     for (size_t s = 0; s < pb->num_sinks; s++) {
       double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
-      l[a] = aa_attn_rnd(l[a] + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+      double *l0 = l + a * AA_ATTN_ROWSUM_LANES; /* sinks join lane 0 */
+      *l0 = aa_attn_rnd(*l0 + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
     }
   }
   for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
@@ -182,8 +206,9 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   }
   for (size_t a = 0; a < tq; a++) {
     size_t i = i0 + a;
-    finish_row(cx, out->o.data + (h * cx->n_q + i) * d, acc + a * d, m[a], l[a]);
-    out->lse.data[h * cx->n_q + i] = checkpoint_lse(cx, m[a], l[a]);
+    double la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);
+    finish_row(cx, out->o.data + (h * cx->n_q + i) * d, acc + a * d, m[a], la);
+    out->lse.data[h * cx->n_q + i] = checkpoint_lse(cx, m[a], la);
   }
   return AA_OK;
 }
@@ -240,7 +265,7 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   {
     double *qe = malloc(tq * d * sizeof *qe), *acc = malloc(tq * d * sizeof *acc);
     double *S = malloc(tq * tkk * sizeof *S), *P = malloc(tq * tkk * sizeof *P);
-    double *m = malloc(tq * sizeof *m), *l = malloc(tq * sizeof *l);
+    double *m = malloc(tq * sizeof *m), *l = malloc(tq * AA_ATTN_ROWSUM_LANES * sizeof *l);
     uint8_t *vis = malloc(tq * tkk);
     int ok = qe && acc && S && P && m && l && vis;
     if (!ok) {

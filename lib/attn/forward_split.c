@@ -75,8 +75,10 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   for (size_t sp = 0; sp < nsplit && st == AA_OK; sp++) {
     size_t b0 = sp * per, b1 = (sp + 1) * per < nblk ? (sp + 1) * per : nblk;
     memset(acc, 0, tq * d * sizeof *acc);
+    for (size_t a = 0; a < tq * AA_ATTN_ROWSUM_LANES; a++)
+      l[a] = 0;
     for (size_t a = 0; a < tq; a++)
-      m[a] = -INFINITY, l[a] = 0;
+      m[a] = -INFINITY;
     for (size_t bi = b0; bi < b1; bi++) {
       size_t b = r->fwd_k_desc ? b1 - 1 - (bi - b0) : bi;
       size_t j0 = b * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
@@ -87,18 +89,18 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     for (size_t a = 0; a < tq; a++) {
       size_t i = i0 + a;
       double *o = nsplit > 1 ? os + (sp * tq + a) * d : out->o.data + (h * cx->n_q + i) * d;
-      double lse = -INFINITY;
-      if (l[a] == 0 || m[a] == -INFINITY) {
+      double lse = -INFINITY, la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);
+      if (la == 0 || m[a] == -INFINITY) {
         for (size_t c = 0; c < d; c++)
           o[c] = 0; /* empty row or split: O_s = 0, lse_s = -inf (FA2 writes -inf for split partials) */
       } else {
-        double rr = aa_attn_alu(1.0 / l[a], alu);
+        double rr = aa_attn_alu(1.0 / la, alu);
         for (size_t c = 0; c < d; c++) {
           double x = r->fwd_o_norm == AA_NORM_RECIPROCAL ? aa_attn_alu(acc[a * d + c] * rr, alu)
-                                                         : aa_attn_alu(acc[a * d + c] / l[a], alu);
+                                                         : aa_attn_alu(acc[a * d + c] / la, alu);
           o[c] = nsplit > 1 ? x : aa_attn_rnd(x, r->io_fmt);
         }
-        lse = aa_attn_fma(m[a], cx->se, aa_attn_lse_log(cx, l[a]), alu);
+        lse = aa_attn_fma(m[a], cx->se, aa_attn_lse_log(cx, la), alu);
       }
       if (nsplit > 1)
         ls[sp * tq + a] = lse;

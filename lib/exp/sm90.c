@@ -136,10 +136,33 @@ float aa_logf_sm90(float x) {
   return x != 0.0f ? y : -INFINITY;
 }
 
-/* __logf (SASS: MUFU.LG2 then FMUL by 0x3f317218; subnormals prescaled).
-   MUFU.LG2 is not modelled: its correctly rounded log2 stands in (the
-   device's lg2.approx.ftz.f32 is exact on 60.1 % of [1, 65536], within
-   4 ulp on 99.2 %). */
+/* MUFU.LG2 (lg2.approx.ftz.f32) for a normal x = 2^e m, m in [1, 2):
+   RZ_fp32(e + L(m)), the exponent added to the unit's log2 of the
+   mantissa and the sum truncated toward zero to fp32. Found from the
+   H200's softmax_lse (experiments/README-gpu.md section 6): with the device's
+   own lg2 on [1, 2) as L, RZ(e + L(m)) reproduces 97.6 % of FA2's LSE at
+   n = 16384 (row sums 52..1383, e = 5..10), round-to-nearest 67.5 %. L is
+   not modelled bit for bit: log2(m) in binary64 stands in (94.0 % of those
+   LSEs). Only e >= 5 was checked; e < 0 (RZ of a negative sum) and e = 0
+   (where the result is L itself) were not. Zero gives -Inf, negative and
+   NaN inputs NaN, +Inf +Inf; subnormals are flushed (ftz: -Inf). */
+float aa_lg2_sm90_ftz(float x) {
+  uint32_t xb = aa_f32_bits(x);
+  if (isnan(x) || (xb >> 31 && (xb & 0x7fffffffu) != 0)) return NAN;
+  if ((xb & 0x7f800000u) == 0) return -INFINITY; /* zero or flushed subnormal */
+  if (xb == 0x7f800000u) return INFINITY;
+  int e = (int)((xb >> 23) & 0xff) - 127;
+  double m = 1.0 + (double)(xb & 0x7fffffu) * 0x1p-23;
+  double v = (double)e + log2(m);
+  float f = (float)v; /* RN; step back one ulp toward zero where it rounded away */
+  if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+  return f;
+}
+
+/* __logf (SASS: MUFU.LG2 then FMUL by 0x3f317218; subnormals are prescaled
+   by 2^24 there, modelled here by the correctly rounded log2, unchecked). */
 float aa_logf_fast_sm90(float x) {
-  return (float)log2((double)x) * f32c(0x3f317218u);
+  uint32_t xb = aa_f32_bits(x);
+  if (xb != 0 && (xb & 0x7f800000u) == 0) return (float)log2((double)x) * f32c(0x3f317218u);
+  return aa_lg2_sm90_ftz(x) * f32c(0x3f317218u);
 }

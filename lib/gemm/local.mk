@@ -26,3 +26,12 @@ EXTRA_DIST += tests/tgpu_agree.sh experiments/README-gpu.md fixtures/h200-sdpa/g
 	fixtures/h200-sdpa/inputs/do.npy fixtures/h200-sdpa/flash-dense/o.npy fixtures/h200-sdpa/flash-dense/dq.npy \
 	fixtures/h200-sdpa/flash-dense/dk.npy fixtures/h200-sdpa/flash-dense/dv.npy fixtures/h200-sdpa/flash-causal/o.npy \
 	fixtures/h200-sdpa/flash-causal/dq.npy fixtures/h200-sdpa/flash-causal/dk.npy fixtures/h200-sdpa/flash-causal/dv.npy
+
+check_PROGRAMS += tests/tmma_sm90
+TESTS += tests/tmma_sm90
+tests_tmma_sm90_SOURCES = tests/tmma_sm90.c
+tests_tmma_sm90_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/fixtures/h200-fa2
+tests_tmma_sm90_LDADD = $(LDADD) -lm
+EXTRA_DIST += fixtures/h200-fa2/mma.npy fixtures/h200-fa2/mma_gen.h fixtures/h200-fa2/mma_chain.cu \
+	fixtures/h200-fa2/mma_fit.c fixtures/h200-fa2/ckpt_diag.py \
+	fixtures/h200-fa2/run_diag.sh fixtures/h200-fa2/run3.sh

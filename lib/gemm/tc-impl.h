@@ -8,12 +8,15 @@
 #include "gemm.h"
 
 /* One block of the tc models: terms t[0..n) (exact products and, first,
-   the incoming fp32 accumulator) aligned to the largest exponent, each
-   truncated toward zero to frac_bits fractional bits, summed exactly and
-   normalised to fp32 with RZ (definitions in gemm.h). */
-float aa_gemm_tc_block(const double *t, size_t n, int frac_bits);
+   the incoming fp32 accumulator) aligned to the largest alignment exponent
+   et[i] of a nonzero term (aa_gemm_tc_exp of the accumulator, the sum of
+   the operands' for a product), each truncated toward zero to frac_bits
+   fractional bits, summed exactly and normalised to fp32 with RZ
+   (definitions in gemm.h). */
+int aa_gemm_tc_exp(double x);
+float aa_gemm_tc_block(const double *t, const int *et, size_t n, int frac_bits);
 /* The same with the result truncated to out_bits fractional bits (23: fp32; 13: e8m13). */
-float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bits);
+float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bits, int out_bits);
 int aa_gemm_tc_out_bits(aa_accum_t model);
 
 /* cdna3-k8-f24, literally. M, N, K > 0. One group: the incoming fp32

@@ -75,19 +75,27 @@ static float rz_narrow(double x, int of) {
   return (float)copysign(t > mx ? mx : t, x);
 }
 
-float aa_gemm_tc_block(const double *t, size_t n, int frac_bits) {
-  return aa_gemm_tc_block_out(t, n, frac_bits, 23);
+/* The alignment exponent of an operand or accumulator x != 0:
+   max(floor(log2 |x|), -126) (gemm.h); the exponent of a nonzero product
+   is the sum of its operands'. */
+int aa_gemm_tc_exp(double x) {
+  int e;
+  frexp(x, &e);
+  return e - 1 < -126 ? -126 : e - 1;
 }
 
-float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bits) {
-  double mx = 0;
-  int nonfinite = 0;
+float aa_gemm_tc_block(const double *t, const int *et, size_t n, int frac_bits) {
+  return aa_gemm_tc_block_out(t, et, n, frac_bits, 23);
+}
+
+float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bits, int out_bits) {
+  int nonfinite = 0, any = 0, E = 0;
   for (size_t i = 0; i < n; i++) {
     double a = fabs(t[i]);
     if (!(a <= DBL_MAX))
       nonfinite = 1;
-    else if (a > mx)
-      mx = a;
+    else if (a != 0 && (!any || et[i] > E))
+      E = et[i], any = 1;
   }
   if (nonfinite) {
     /* Inf/NaN: the IEEE sum of the special terms (NaN for Inf - Inf, an
@@ -97,23 +105,22 @@ float aa_gemm_tc_block_out(const double *t, size_t n, int frac_bits, int out_bit
       if (!(fabs(t[i]) <= DBL_MAX)) s += t[i];
     return (float)s;
   }
-  if (mx == 0) return 0.0f; /* every term is a zero of either sign: +0 */
-  /* E = floor(log2(max |t_i|)) over the nonzero terms (a zero accumulator
-     takes no part). frexp gives mx = m 2^e with m in [0.5, 1), so E = e - 1.
-     Every term scaled by 2^(F-E) is below 2^(F+1) in magnitude, so the
-     conversion to int64 truncates it toward zero exactly (the scaling is a
-     power of two and products of fp32 values are exact in binary64, far
-     from its underflow: |t| >= 2^-298, 2^(F-E) >= 2^-230). */
-  int e;
-  frexp(mx, &e);
-  int shift = frac_bits - (e - 1);
-  /* shift lies in [-231, 323] (E from -298 to 255, F <= 25), so 2^shift
+  if (!any) return 0.0f; /* every term is a zero of either sign: +0 */
+  /* E = max et_i over the nonzero terms (a zero accumulator or product
+     takes no part). A product's et is the sum of its operands' exponents,
+     so it lies below 2^(E+2), the accumulator below 2^(E+1): every term
+     scaled by 2^(F-E) is below 2^(F+2) in magnitude, and the conversion to
+     int64 truncates it toward zero exactly (the scaling is a power of two
+     and products of fp32 values are exact in binary64, far from its
+     underflow: |t| >= 2^-298, 2^(F-E) >= 2^-230). */
+  int shift = frac_bits - E;
+  /* shift lies in [-230, 277] (E from -252 to 255, F <= 25), so 2^shift
      and 2^-shift are normal binary64 numbers, built from their bits. */
   double up = pow2(shift), down = pow2(-shift);
   int64_t s = 0;
   for (size_t i = 0; i < n; i++)
     s += (int64_t)(t[i] * up);
-  /* |s| < n 2^(F+1) < 2^53: exact as a double, and so is the scaling back. */
+  /* |s| < n 2^(F+2) < 2^53: exact as a double, and so is the scaling back. */
   if (s == 0) return 0.0f;
   return rz_narrow((double)s * down, out_bits);
 }
@@ -126,16 +133,20 @@ void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int tran
   int bk = 16, fb = 25, ob = aa_gemm_tc_out_bits(model);
   aa_accum_tc_params(model, &bk, &fb);
   double t[33];
+  int et[33];
   for (size_t i = 0; i < M; i++)
     for (size_t j = 0; j < N; j++) {
       float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
       for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
         size_t nb = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
         t[0] = acc;
-        for (size_t k = 0; k < nb; k++)
-          t[1 + k] = (double)(float)aa_gemm_opa(A, lda, transA, i, k0 + k) *
-                     (double)(float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
-        acc = aa_gemm_tc_block_out(t, nb + 1, fb, ob);
+        et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
+        for (size_t k = 0; k < nb; k++) {
+          double a = (float)aa_gemm_opa(A, lda, transA, i, k0 + k), b = (float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
+          t[1 + k] = a * b;
+          et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(a) + aa_gemm_tc_exp(b) : 0;
+        }
+        acc = aa_gemm_tc_block_out(t, et, nb + 1, fb, ob);
       }
       C[i * ldc + j] = acc;
     }
@@ -171,26 +182,40 @@ tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_
   tc_v8f acc;
   memcpy(&acc, a0, sizeof acc);
   tc_v8d pr[32]; /* the block's exact products (bk <= 32) */
+  const tc_v8l none = (tc_v8l){0} - 100000, emin = (tc_v8l){0} - 126;
   for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
     size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
     tc_v8d accd = __builtin_convertvector(acc, tc_v8d), mx = tc_fabs(accd);
     tc_v8l nan = accd != accd;
+    /* E: the largest alignment exponent over the nonzero terms (gemm.h):
+       the accumulator's, and e(a) + e(b) for each nonzero product, where
+       e(x) = max(floor(log2 |x|), -126), read from the binary64 bits (fp32
+       values are normal there); `none` marks a lane with no nonzero term. */
+    tc_v8l ea = ((((tc_v8l)accd >> 52) & 2047) - 1023), E = none;
+    ea = (ea & ~(ea < emin)) | (emin & (ea < emin));
+    E = (ea & (accd != 0)) | (E & ~(accd != 0));
     for (size_t k = 0; k < n; k++) {
       tc_v8f bf;
       memcpy(&bf, pb + (k0 + k) * ldb + j0, sizeof bf);
-      pr[k] = (double)ar[k0 + k] * __builtin_convertvector(bf, tc_v8d);
+      tc_v8d bd = __builtin_convertvector(bf, tc_v8d);
+      pr[k] = (double)ar[k0 + k] * bd;
       tc_v8d p = tc_fabs(pr[k]);
       tc_v8l gt = p > mx;
       nan |= p != p; /* Inf * 0 */
       mx = (tc_v8d)(((tc_v8l)p & gt) | ((tc_v8l)mx & ~gt));
+      if (ar[k0 + k] == 0) continue;
+      tc_v8l eb = ((((tc_v8l)bd >> 52) & 2047) - 1023);
+      eb = (eb & ~(eb < emin)) | (emin & (eb < emin));
+      tc_v8l ek = eb + aa_gemm_tc_exp(ar[k0 + k]), take = (pr[k] != 0) & (ek > E);
+      E = (ek & take) | (E & ~take);
     }
     tc_v8l eb = (tc_v8l)mx >> 52;    /* biased exponent of max |t| (sign bit clear) */
     tc_v8l inf = (eb == 2047) | nan; /* an Inf or NaN term */
     for (size_t x = 0; x < nb; x++)
       if (inf[x]) return 1;
-    /* A lane of zeros only (eb = 0) gets scale 1: its sum is the integer 0,
-       giving +0 as the definition says. */
-    tc_v8l sh = ((tc_v8l){0} + fb - (eb - 1023)) & ~((eb == 0) | inf);
+    /* A lane of zeros only gets scale 1: its sum is the integer 0, giving
+       +0 as the definition says. */
+    tc_v8l sh = ((tc_v8l){0} + fb - E) & ~((E == none) | inf);
     tc_v8d up = (tc_v8d)((sh + 1023) << 52), down = (tc_v8d)((1023 - sh) << 52);
     tc_v8l s = __builtin_convertvector(accd * up, tc_v8l);
     for (size_t k = 0; k < n; k++)
@@ -217,13 +242,18 @@ void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb
       if (ob == 23 && tc_row(c, ar, pb, lp, jj, w, K, bk, fb, accumulate) == 0) continue;
       for (size_t x = 0; x < w; x++) { /* non-finite terms: the reference steps */
         double t[33];
+        int et[33];
         float acc = accumulate ? (float)c[x] : 0.0f;
         for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
           size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
           t[0] = acc;
-          for (size_t k = 0; k < n; k++)
-            t[1 + k] = (double)ar[k0 + k] * (double)pb[(k0 + k) * lp + jj + x];
-          acc = aa_gemm_tc_block_out(t, n + 1, fb, ob);
+          et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
+          for (size_t k = 0; k < n; k++) {
+            double a = ar[k0 + k], b = pb[(k0 + k) * lp + jj + x];
+            t[1 + k] = a * b;
+            et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(a) + aa_gemm_tc_exp(b) : 0;
+          }
+          acc = aa_gemm_tc_block_out(t, et, n + 1, fb, ob);
         }
         c[x] = acc;
       }

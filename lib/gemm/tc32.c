@@ -12,17 +12,22 @@
    number or zero (checked while packing: no Inf, NaN or subnormal operand,
    significand lengths adding up to at most 24 bits, exponents that keep
    every nonzero product in [2^-126, 2^128)), a block needs no binary64:
-     pass 1  p = a b in fp32 (exact), kept; mx = max |t| over the block's
-             terms (the accumulator first), so E = the exponent field of mx
-             (mx is an exact term, a normal number or 0);
+     pass 1  p = a b in fp32 (exact), kept; mx = the largest 2^E over the
+             block's terms: 2^(e(a)+e(b)) for a product, the product of the
+             operands' exponent fields (pae, pbe; 0 for a zero operand),
+             and 2^e(acc) for the accumulator (gemm.h's alignment rule), so
+             E = the exponent field of mx;
      pass 2  each term times 2^(F-E) (exact: a power of two; a term that
              underflows there is below 1, as its exact value is, and
              truncates to 0 like it), converted to int32 by truncation
              toward zero (vcvttps2dq: exactly t' / 2^(E-F)), summed in int32;
-             each |t'| / 2^(E-F) < 2^(F+1), so the bk + 1 terms fit when
-             (bk + 1) 2^(F+1) <= 2^31 and, for tc-fp8-k32-f25 (33 2^26), the
-             32 products do and the accumulator's term is added last with an
-             overflow check (a lane that overflows sends its tile back);
+             a product's |t'| / 2^(E-F) < 2^(F+2) (its significand product
+             is below 4), the accumulator's < 2^(F+1), so the terms fit when
+             bk (2^(F+2) - 1) + 2^(F+1) <= 2^31; tc-k16-f25 (16 products
+             fit, with the accumulator they may not) adds the accumulator's
+             term last with an overflow check (a lane that overflows sends
+             its tile back); tc-fp8-k32-f25, whose 32 products may overflow,
+             takes the binary64 path;
      result  the sum converted to fp32 rounding toward zero (24 significant
              bits), times 2^(E-F): exact because the lanes' E is kept in
              [F-125, 120], where every nonzero result is normal and finite,
@@ -87,24 +92,31 @@ static int tc_stat_bits(const tc_stat_t *st) {
    rows of op(A), stride lda; pb: n rows of op(B), stride ldb). Returns the
    lanes (of the OR over the tile) whose E left the window or whose sum
    overflowed: their ac is then meaningless. */
-TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, size_t lda, const float *pb,
-                                              size_t ldb, const size_t n, const int fb, const int ob,
-                                              const int wide) {
+TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
+                                              const float *pb, const float *pbe, size_t ldb, const size_t n,
+                                              const int fb, const int ob, const int wide) {
   __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
   const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
                 span = _mm512_set1_epi32(TC_FIELD(TC_EBMAX - (fb + 2))), upk = _mm512_set1_epi32(TC_FIELD(fb + 254)),
                 dnk = _mm512_set1_epi32(TC_FIELD(254)), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
 #pragma GCC unroll 8
   for (size_t k = 0; k < n; k++) {
-    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16);
+    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
+                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < TC_MR; r++) {
-      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), p0 = _mm512_mul_ps(a, b0), p1 = _mm512_mul_ps(a, b1);
+      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), p0 = _mm512_mul_ps(a, b0), p1 = _mm512_mul_ps(a, b1),
+                   ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
       buf[k][r][0] = p0;
       buf[k][r][1] = p1;
-      /* max |.|, sign cleared; the accumulator is the first term */
-      mx[r][0] = _mm512_range_ps(k == 0 ? ac[r][0] : mx[r][0], p0, 0x0b);
-      mx[r][1] = _mm512_range_ps(k == 0 ? ac[r][1] : mx[r][1], p1, 0x0b);
+      /* max 2^E over the terms: 2^(e(a) + e(b)) for a product (the exponent fields multiplied: exact, and 0
+         for a zero product), 2^e(acc) for the accumulator, the first term */
+      mx[r][0] = _mm512_max_ps(k == 0 ? _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][0]), expm))
+                                      : mx[r][0],
+                               _mm512_mul_ps(ae, e0));
+      mx[r][1] = _mm512_max_ps(k == 0 ? _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][1]), expm))
+                                      : mx[r][1],
+                               _mm512_mul_ps(ae, e1));
     }
   }
   __m512 up[TC_MR][2];
@@ -113,11 +125,14 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
 #pragma GCC unroll 8
   for (int r = 0; r < TC_MR; r++)
     for (int v = 0; v < 2; v++) {
-      /* the exponent field of max |t| (in place), so 2^(F-E) = (F + 254 - field) << 23 */
-      const __m512i mb = _mm512_castps_si512(mx[r][v]), eb = _mm512_and_si512(mb, expm);
+      /* the exponent field of 2^E (in place), so 2^(F-E) = (F + 254 - field) << 23 */
+      const __m512i mb = _mm512_castps_si512(mx[r][v]), eb = _mm512_and_si512(mb, expm),
+                    ab = _mm512_and_si512(_mm512_castps_si512(ac[r][v]), _mm512_set1_epi32(0x7fffffff));
       /* out of the window, unless every term is zero (mx = +0: the sum is 0 at any scale); a subnormal
-         largest term (an accumulator: eb = 0, mx != 0) is out of it */
-      bad |= _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(mb, mb), _mm512_sub_epi32(eb, ebmin), span);
+         accumulator (nonzero, exponent field 0) is out of it */
+      bad |= _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(mb, mb), _mm512_sub_epi32(eb, ebmin), span) |
+             _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(ab, ab), _mm512_and_si512(ab, expm),
+                                          _mm512_setzero_si512());
       up[r][v] = _mm512_castsi512_ps(_mm512_sub_epi32(upk, _mm512_max_epi32(eb, ebmin))); /* 2^(F-E) */
       s[r][v] = wide ? _mm512_setzero_si512() : _mm512_cvttps_epi32(_mm512_mul_ps(ac[r][v], up[r][v]));
     }
@@ -158,16 +173,18 @@ TC_AVX512 static TC_INLINE void tc_tile_io(__m512 ac[TC_MR][2], float *acc, size
    MR rows of op(A) (stride lda), pb kc rows of op(B) (stride ldb). Returns
    1, acc then undefined, when a lane left the window. Inlined into one
    function per model, so that the block length is a constant. */
-TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, size_t lda, const float *pb,
-                                       size_t ldb, size_t kc, const int bk, const int fb, const int ob) {
-  const int wide = ((int64_t)(bk + 1) << (fb + 1)) > INT32_MAX;
+TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,
+                                       const float *pb, const float *pbe, size_t ldb, size_t kc, const int bk,
+                                       const int fb, const int ob) {
+  /* products below 2^(F+2) after scaling (bk of them fit in int32: tc_kernel_of), the accumulator below 2^(F+1) */
+  const int wide = ((int64_t)bk << (fb + 2)) - bk + ((int64_t)1 << (fb + 1)) > INT32_MAX;
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
   __mmask16 bad = 0;
   size_t k0 = 0;
   for (; k0 + (size_t)bk <= kc; k0 += (size_t)bk)
-    bad |= tc_block(ac, pa + k0, lda, pb + k0 * ldb, ldb, (size_t)bk, fb, ob, wide);
-  if (k0 < kc) bad |= tc_block(ac, pa + k0, lda, pb + k0 * ldb, ldb, kc - k0, fb, ob, wide);
+    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, (size_t)bk, fb, ob, wide);
+  if (k0 < kc) bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0, fb, ob, wide);
   tc_tile_io(ac, acc, ldc, 1);
   return bad != 0;
 }
@@ -178,14 +195,12 @@ typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const float *
 #define TC_KERN(bk, fb, ob)                                                                                          \
   TC_AVX512 static int tc_kern_##bk##_##fb(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,    \
                                            const float *pb, const float *pbe, size_t ldb, size_t kc) {               \
-    (void)pae, (void)pbe;                                                                                            \
-    return tc_kern(acc, ldc, pa, lda, pb, ldb, kc, bk, fb, ob);                                                      \
+    return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bk, fb, ob);                                            \
   }
 TC_KERN(16, 25, 23)
 TC_KERN(8, 24, 23)
 TC_KERN(4, 23, 23)
 TC_KERN(32, 13, 13)
-TC_KERN(32, 25, 23)
 
 /* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
 
@@ -293,8 +308,8 @@ static tc_kern_fn tc_kernel_of(aa_accum_t model) {
     return tc_kern_4_23;
   case AA_ACC_TC_FP8_K32_F13:
     return tc_kern_32_13;
-  case AA_ACC_TC_FP8_K32_F25:
-    return tc_kern_32_25;
+  case AA_ACC_TC_FP8_K32_F25: /* 32 products below 2^27 each can overflow int32: the binary64 path */
+    return NULL;
   case AA_ACC_CDNA3_K8_F24:
     return cd_kern;
   default:
@@ -389,7 +404,7 @@ typedef struct {
   size_t ldc, M, N, K, np;
   const float *pa, *pb;   /* op(A) rows (M x K), op(B) rows (K x np) */
   const float *tb;        /* op(B) for the kernels: strips of NR columns, each K x NR */
-  const float *pae, *tbe; /* the exponent fields of pa, tb (cdna3 only, else pa, tb) */
+  const float *pae, *tbe; /* the exponent fields of pa, tb (2^e, 0 for a zero) */
   int accumulate, bk, fb, ob, cdna3;
   tc_kern_fn kern;
 } tc_job_t;
@@ -549,9 +564,9 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
   }
   const int exact = st == AA_OK && jb.kern != NULL && sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
                     (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
-  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; for cdna3 the exponent fields of pa and of the strips */
+  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; the exponent fields of pa and of the strips */
   if (exact && ((tv = tc_panels(pa, pb, mp, np, K, UINT32_MAX, 0)) == NULL ||
-                (jb.cdna3 && (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL)))
+                (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL))
     st = AA_ENOMEM;
   jb.pa = pa, jb.pb = pb, jb.tb = (const float *)tv;
   jb.pae = te != NULL ? (const float *)te : pa, jb.tbe = te != NULL ? (const float *)(te + mp * K) : jb.tb;

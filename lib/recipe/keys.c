@@ -28,6 +28,7 @@ static const char *const rotate_names[] = {"none", "hadamard", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
+static const char *const rowsum_split_names[] = {"none", "quad", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
 
@@ -175,6 +176,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "> 0: split count from FA2's num_splits_heuristic for this many SMs", .cite = "FA2 num_splits_heuristic"},
     {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
+    {.key = "fwd.rowsum_split", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_quad), .names = rowsum_split_names, .def = "none", .omit = AA_OMIT_DEFAULT,
+     .desc = "quad: the row sum as four per-lane partials (lane t sums columns c with (c mod 8) div 2 = t), combined at the end as (l0 + l2) + (l1 + l3)", .cite = "softmax.h:23-36,144,158,165,172; utils.h:112-131"},
     {.key = "fwd.qkv_fmt", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_fmt), .names = qkvfmt_names, .def = "none", .omit = AA_OMIT_GROUP, .group = 3, .exact = "none",
      .desc = "format the forward casts Q, K, V to, with power-of-two scales (the backward reads the io inputs)", .cite = "[fa3] hopper/flash_fwd_kernel_sm90.h:412-414"},
     {.key = "fwd.qkv_scale", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_scale), .names = qkvscale_names, .def = "per-head", .omit = AA_OMIT_GROUP, .group = 3,
