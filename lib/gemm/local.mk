@@ -25,7 +25,8 @@ EXTRA_DIST += tests/tgpu_agree.sh experiments/README-gpu.md fixtures/h200-sdpa/g
 	fixtures/h200-sdpa/inputs/q.npy fixtures/h200-sdpa/inputs/k.npy fixtures/h200-sdpa/inputs/v.npy \
 	fixtures/h200-sdpa/inputs/do.npy fixtures/h200-sdpa/flash-dense/o.npy fixtures/h200-sdpa/flash-dense/dq.npy \
 	fixtures/h200-sdpa/flash-dense/dk.npy fixtures/h200-sdpa/flash-dense/dv.npy fixtures/h200-sdpa/flash-causal/o.npy \
-	fixtures/h200-sdpa/flash-causal/dq.npy fixtures/h200-sdpa/flash-causal/dk.npy fixtures/h200-sdpa/flash-causal/dv.npy
+	fixtures/h200-sdpa/flash-causal/dq.npy fixtures/h200-sdpa/flash-causal/dk.npy fixtures/h200-sdpa/flash-causal/dv.npy \
+	fixtures/h200-sdpa/flash-dense/lse.npy fixtures/h200-sdpa/flash-causal/lse.npy
 
 check_PROGRAMS += tests/tmma_sm90
 TESTS += tests/tmma_sm90
