@@ -198,9 +198,10 @@ float aa_logf_sm90(float x) {
   return x != 0.0f ? y : -INFINITY;
 }
 
-/* |v| 2^-36 truncated to a float (toward zero), v != 0, |v| < 2^62 */
+/* v 2^-36 truncated to a float (toward zero), |v| < 2^62 */
 static float sfu_fixed36_trunc(long long v) {
   uint64_t m = v < 0 ? (uint64_t)-v : (uint64_t)v;
+  if (m == 0) return 0.0f;
   int nb = 64 - __builtin_clzll(m);
   if (nb > 24) m = m >> (nb - 24) << (nb - 24);
   float y = (float)ldexp((double)m, -36); /* exact: m has at most 24 significant bits */
