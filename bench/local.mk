@@ -35,3 +35,12 @@ AA_BENCHES += bench/bench_attn
 bench_bench_attn_SOURCES = bench/bench_attn.c
 bench_bench_attn_LDADD = $(LDADD) -lm
 CLEANFILES += bench/bench_attn
+
+# The H200's MUFU.EX2 / MUFU.LG2 tables of lib/exp/sm90.c against the device dumps of
+# fixtures/h200-fa2/mufu.cu (not stored: 48 MiB): `bench/sfu_fit check DIR` prints the
+# match rates over all 2^23 outputs of each, `fit DIR ex2|lg2` re-derives a table.
+EXTRA_PROGRAMS += bench/sfu_fit
+AA_BENCHES += bench/sfu_fit
+bench_sfu_fit_SOURCES = bench/sfu_fit.c
+bench_sfu_fit_LDADD = $(LDADD) -lm
+CLEANFILES += bench/sfu_fit

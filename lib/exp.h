@@ -129,18 +129,22 @@ uint16_t aa_exp2_cr_bf16_ref(float x, double ref);
    measured and how well each matches the device; experiments/README-gpu.md
    section 4):
    aa_ex2_sm90_ftz     MUFU.EX2 = ex2.approx.ftz.f32: input truncated to a
-                       multiple of 2^-23, result 2^floor * T(frac) with T a
-                       64-interval quadratic (90.9 % of the device mantissas
-                       on [0, 1), the rest 1 ulp off);
+                       multiple of 2^-23, result 2^floor * T(frac) with T the
+                       interpolator's 64-interval quadratic (bit-exact on all
+                       2^23 device mantissas);
    aa_ex2_sm90_mantissa  T for f = f23 / 2^23 (23-bit mantissa field);
    aa_exp2f_sm90       exp2f: x < -126 halved and the result squared;
    aa_expf_sm90        libdevice expf (two FMAs of range reduction around
                        MUFU.EX2; exact given the EX2 model);
    aa_logf_sm90        libdevice logf (FMA polynomial, no MUFU: bit-exact);
-   aa_lg2_sm90_ftz     MUFU.LG2 = lg2.approx.ftz.f32: RZ_fp32(e + L(m)) for
-                       x = 2^e m, with binary64 log2 standing in for the
-                       unit's L(m) on [1, 2) (checked through FA2's LSE);
-   aa_logf_fast_sm90   __logf = MUFU.LG2 * ln2. */
+   aa_lg2_sm90_ftz     MUFU.LG2 = lg2.approx.ftz.f32: the same interpolator
+                       for lg2 of the mantissa in fixed point, the exponent
+                       added there, the sum truncated (bit-exact on all 2^23
+                       device outputs on [1, 2));
+   aa_logf_fast_sm90   __logf = MUFU.LG2 * ln2 (subnormals prescaled);
+   aa_sfu_square_sm90  the interpolator's truncated square S(t) of the low 17
+                       fraction bits t: the partial products of weight >= 2^19
+                       of the folded squarer, divided by 2^19 (bench/sfu_fit). */
 uint32_t aa_ex2_sm90_mantissa(uint32_t f23);
 float aa_ex2_sm90_ftz(float x);
 float aa_exp2f_sm90(float x);
@@ -148,6 +152,7 @@ float aa_expf_sm90(float x);
 float aa_logf_sm90(float x);
 float aa_lg2_sm90_ftz(float x);
 float aa_logf_fast_sm90(float x);
+uint32_t aa_sfu_square_sm90(uint32_t t);
 
 /* ---- Error map ---- */
 

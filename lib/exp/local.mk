@@ -16,7 +16,8 @@ check_PROGRAMS += tests/texp_sm90
 TESTS += tests/texp_sm90
 tests_texp_sm90_SOURCES = tests/texp_sm90.c
 tests_texp_sm90_LDADD = $(LDADD) -lmpfr -lgmp -lm
-EXTRA_DIST += fixtures/h200-fa2/ex2.npy fixtures/h200-fa2/libm.npy fixtures/h200-fa2/launches.txt \
+EXTRA_DIST += fixtures/h200-fa2/ex2.npy fixtures/h200-fa2/libm.npy fixtures/h200-fa2/lg2.npy fixtures/h200-fa2/mufu.txt \
+	fixtures/h200-fa2/launches.txt \
 	fixtures/h200-fa2/d64n1024-dense/o.npy fixtures/h200-fa2/d64n1024-dense/dq.npy \
 	fixtures/h200-fa2/d64n1024-dense/dk.npy fixtures/h200-fa2/d64n1024-dense/dv.npy \
 	fixtures/h200-fa2/mufu.cu fixtures/h200-fa2/verify.cu fixtures/h200-fa2/sass.cu fixtures/h200-fa2/gpu_fa2.py \

@@ -111,8 +111,9 @@ static const aa_exp_info_t registry[AA_EXP_KIND_COUNT] = {
     {"ex2-sm90", AA_EXP_EX2_SM90, 0,
      "exp2f as FA2's kernels run it on an H100/H200 (sm90, no fast math): MUFU.EX2 (ex2.approx.ftz.f32) with the "
      "input truncated toward zero to a multiple of 2^-23 and the mantissa from a 64-interval quadratic in the "
-     "fraction, fitted to the H200's outputs over all 2^23 fractions (90.9 % bit-identical, the rest one ulp off; "
-     "correctly rounded 2^x matches 61.1 %); below -126 the input is halved and the result squared, as nvcc "
+     "fraction (the SFU's interpolator: truncated squarer, 2^-38 fixed-point sum, truncation), bit-identical to "
+     "the H200's outputs over all 2^23 fractions (correctly rounded 2^x matches 61.1 %); below -126 the input is "
+     "halved and the result squared, as nvcc "
      "compiles exp2f. lib/exp/sm90.c.",
      NULL, 0},
 };
