@@ -24,10 +24,38 @@ static size_t pow2_ceil(size_t n) {
    sums in d_fmt (dy_o_mul and tensor_reduce), then the tile partials summed
    in order (L1264-1270). The order inside one reduce is taken as sequential
    (seed silent). */
+/* bwd.d_order = fa2-lanes: FA2's dot_do_o (flash_bwd_preprocess_kernel.h:24-48, called at :131 with
+   kGmemThreadsPerRow) gives each row kBlockKSmem / 8 lanes (kernel_traits.h:186, 292, 118:
+   kBlockKSmem = 64 when d is a multiple of 64, else 32; 8 BF16 per 16-byte load), each loading 8
+   consecutive columns of every kBlockKSmem-wide chunk; a lane multiplies its first pair and adds the
+   rest with FMAs (ni = column within its 8, then chunk), then Allreduce (utils.h:112-131) adds the
+   lanes by shuffle-xor lanes/2, ..., 1: for 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const double *g) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, kb = d % 64 == 0 ? 64 : 32, nl = kb / 8;
+  double lane[8];
+  for (size_t t = 0; t < nl; t++) {
+    int first = 1;
+    lane[t] = 0;
+    for (size_t c0 = 0; c0 < d; c0 += kb)
+      for (size_t e = 0; e < 8 && c0 + 8 * t + e < d; e++) {
+        size_t c = c0 + 8 * t + e;
+        lane[t] = first ? aa_attn_rnd(aa_attn_alu(o[c] * g[c], r->alu_fmt), r->bwd_d_fmt)
+                        : aa_attn_rnd(aa_attn_fma(o[c], g[c], lane[t], r->alu_fmt), r->bwd_d_fmt);
+        first = 0;
+      }
+  }
+  for (size_t off = nl / 2; off >= 1; off /= 2)
+    for (size_t t = 0; t < off; t++) /* lane t after this step; lanes t and t^off agree */
+      lane[t] = aa_attn_rnd(aa_attn_alu(lane[t] + lane[t + off], r->alu_fmt), r->bwd_d_fmt);
+  return lane[0];
+}
+
 static double rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, dt = r->bwd_d_tile ? r->bwd_d_tile : d;
   double D = 0;
+  if (r->bwd_d_lanes) return rowsum_o_do_lanes(cx, o, g);
   for (size_t c0 = 0; c0 < d; c0 += dt) {
     size_t c1 = c0 + dt < d ? c0 + dt : d;
     double part = 0;

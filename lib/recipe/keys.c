@@ -29,6 +29,7 @@ static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
 static const char *const rowsum_split_names[] = {"none", "quad", NULL};
+static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
 
@@ -176,6 +177,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "> 0: split count from FA2's num_splits_heuristic for this many SMs", .cite = "FA2 num_splits_heuristic"},
     {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
+    {.key = "bwd.d_order", .type = AA_KEY_ENUM, .offset = F_(bwd_d_lanes), .names = d_order_names, .def = "seq", .omit = AA_OMIT_DEFAULT,
+     .desc = "fa2-lanes: D = rowsum(O dO) by 8 lanes per row (64-column chunks; 4 lanes of 32 when d is not a multiple of 64), lane t an FMA chain over its 8 columns of each chunk, then the xor butterfly 4, 2, 1", .cite = "flash_bwd_preprocess_kernel.h:24-48,131; kernel_traits.h:186,292,118; utils.h:112-131"},
     {.key = "fwd.rowsum_split", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_quad), .names = rowsum_split_names, .def = "none", .omit = AA_OMIT_DEFAULT,
      .desc = "quad: the row sum as four per-lane partials (lane t sums columns c with (c mod 8) div 2 = t), combined at the end as (l0 + l2) + (l1 + l3)", .cite = "softmax.h:23-36,144,158,165,172; utils.h:112-131"},
     {.key = "fwd.qkv_fmt", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_fmt), .names = qkvfmt_names, .def = "none", .omit = AA_OMIT_GROUP, .group = 3, .exact = "none",
