@@ -128,9 +128,14 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
          row_sum *= scale; acc_o *= scale. */
       double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
       double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
+      /* fwd.rowsum_rescale = fma: the product is left exact (fp32 x fp32 fits binary64) and rounded by
+         the lane's next add, or by its next masked column (p = 0): one FFMA, as nvcc contracts
+         row_sum *= scale (softmax.h:158) with the first add of reduce_sum (:165). */
       for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
         l[a * AA_ATTN_ROWSUM_LANES + t] =
-            aa_attn_rnd(aa_attn_alu(l[a * AA_ATTN_ROWSUM_LANES + t] * alpha, alu), r->fwd_rowsum_fmt);
+            r->fwd_rowsum_fma
+                ? l[a * AA_ATTN_ROWSUM_LANES + t] * alpha
+                : aa_attn_rnd(aa_attn_alu(l[a * AA_ATTN_ROWSUM_LANES + t] * alpha, alu), r->fwd_rowsum_fmt);
       double *arow = acc + a * d;
       for (size_t c = 0; c < d; c++)
         arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
@@ -143,6 +148,8 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
     for (size_t b = 0; b < tk; b++) {
       if (!vrow[b]) {
+        size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
+        la[t0] = aa_attn_rnd(la[t0], r->fwd_rowsum_fmt);
         prow[b] = 0;
         continue;
       }

@@ -30,6 +30,7 @@ static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
 static const char *const rowsum_split_names[] = {"none", "quad", NULL};
 static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
+static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
 
@@ -179,6 +180,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
     {.key = "bwd.d_order", .type = AA_KEY_ENUM, .offset = F_(bwd_d_lanes), .names = d_order_names, .def = "seq", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2-lanes: D = rowsum(O dO) by 8 lanes per row (64-column chunks; 4 lanes of 32 when d is not a multiple of 64), lane t an FMA chain over its 8 columns of each chunk, then the xor butterfly 4, 2, 1", .cite = "flash_bwd_preprocess_kernel.h:24-48,131; kernel_traits.h:186,292,118; utils.h:112-131"},
+    {.key = "fwd.rowsum_rescale", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_fma), .names = rescale_names, .def = "mul", .omit = AA_OMIT_DEFAULT,
+     .desc = "fma: a row-sum partial's rescale l * alpha is rounded only with its next add, l = fma(l, alpha, p) (nvcc contracts softmax.h:158 with :165); mul: rounded on its own", .cite = "softmax.h:158,165; H200 softmax_lse (README-gpu section 6)"},
     {.key = "fwd.rowsum_split", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_quad), .names = rowsum_split_names, .def = "none", .omit = AA_OMIT_DEFAULT,
      .desc = "quad: the row sum as four per-lane partials (lane t sums columns c with (c mod 8) div 2 = t), combined at the end as (l0 + l2) + (l1 + l3)", .cite = "softmax.h:23-36,144,158,165,172; utils.h:112-131"},
     {.key = "fwd.qkv_fmt", .type = AA_KEY_ENUM, .offset = F_(fwd_qkv_fmt), .names = qkvfmt_names, .def = "none", .omit = AA_OMIT_GROUP, .group = 3, .exact = "none",
