@@ -783,6 +783,37 @@ static void test_names(void) {
   AA_CHECK(aa_accum_tc_params(AA_ACC_CDNA3_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params cdna3");
 }
 
+/* The int32 sums of the fp32 path at their limit: 32 equal FP8 products 1.875^2 = 3.515625 align to E = 0
+   (operand exponents), so each is 3.515625 2^25 after scaling and the 32 of tc-fp8-k32-f25 sum to
+   3774873600 > 2^31; for tc-k16-f25, 16 BF16 products (2 - 2^-7)^2 sum to 2130706432 and an accumulator
+   of 1.99 (E stays 0) takes them past 2^31. Both must leave the fast path and give the exact sums rounded
+   toward zero: 112.5, and RZ(63.5009765625 + fl32(1.99)). */
+static float rz_f32(double x) {
+  float f = (float)x;
+  if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+  return f;
+}
+
+static void test_int32_edge(void) {
+  double A[32 * 32], B[32 * 32], C[32 * 32];
+  for (size_t i = 0; i < 32 * 32; i++)
+    A[i] = B[i] = 1.875;
+  AA_CHECK(aa_gemm(C, 32, A, 32, 0, B, 32, 0, 32, 32, 32, 0, AA_ACC_TC_FP8_K32_F25) == AA_OK, "int32 edge: fp8 gemm");
+  size_t bad = 0;
+  for (size_t i = 0; i < 32 * 32; i++)
+    bad += C[i] != 112.5;
+  AA_CHECK(bad == 0, "int32 edge: tc-fp8-k32-f25 gives %zu elements other than 112.5 (first %a)", bad, C[0]);
+  const double b = 1.9921875, c0 = (float)1.99;
+  for (size_t i = 0; i < 32 * 32; i++)
+    A[i] = B[i] = b, C[i] = c0;
+  AA_CHECK(aa_gemm(C, 32, A, 32, 0, B, 32, 0, 32, 32, 16, 1, AA_ACC_TC_K16_F25) == AA_OK, "int32 edge: k16 gemm");
+  double want = rz_f32(16 * b * b + c0); /* exact in binary64: every term is a multiple of 2^-25 */
+  bad = 0;
+  for (size_t i = 0; i < 32 * 32; i++)
+    bad += C[i] != want;
+  AA_CHECK(bad == 0, "int32 edge: tc-k16-f25 gives %zu elements other than %a (first %a)", bad, want, C[0]);
+}
+
 int main(void) {
   seed = aa_test_seed("tgemm_tc");
   aa_pcg64_t rng;
@@ -797,6 +828,7 @@ int main(void) {
   printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   test_fast_large(&rng);
+  test_int32_edge();
   test_attn_e2e(&rng);
   return aa_test_finish("tgemm_tc");
 }

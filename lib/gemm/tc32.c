@@ -23,11 +23,12 @@
              toward zero (vcvttps2dq: exactly t' / 2^(E-F)), summed in int32;
              a product's |t'| / 2^(E-F) < 2^(F+2) (its significand product
              is below 4), the accumulator's < 2^(F+1), so the terms fit when
-             bk (2^(F+2) - 1) + 2^(F+1) <= 2^31; tc-k16-f25 (16 products
-             fit, with the accumulator they may not) adds the accumulator's
-             term last with an overflow check (a lane that overflows sends
-             its tile back); tc-fp8-k32-f25, whose 32 products may overflow,
-             takes the binary64 path;
+             bk (2^(F+2) - 1) + 2^(F+1) <= 2^31; otherwise (tc-k16-f25:
+             16 products fit, with the accumulator they may not;
+             tc-fp8-k32-f25: 32 products may not) every add after the
+             16th product and the accumulator's term, added last, are
+             checked for overflow (a lane that overflows sends its tile
+             back);
      result  the sum converted to fp32 rounding toward zero (24 significant
              bits), times 2^(E-F): exact because the lanes' E is kept in
              [F-125, 120], where every nonzero result is normal and finite,
@@ -140,8 +141,16 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
   for (size_t k = 0; k < n; k++)
 #pragma GCC unroll 8
     for (int r = 0; r < TC_MR; r++)
-      for (int v = 0; v < 2; v++)
-        s[r][v] = _mm512_add_epi32(s[r][v], _mm512_cvttps_epi32(_mm512_mul_ps(buf[k][r][v], up[r][v])));
+      for (int v = 0; v < 2; v++) {
+        const __m512i x = _mm512_cvttps_epi32(_mm512_mul_ps(buf[k][r][v], up[r][v]));
+        if (k < 16) { /* 16 products below 2^(F+2) <= 2^27 each fit in int32 */
+          s[r][v] = _mm512_add_epi32(s[r][v], x);
+        } else { /* tc-fp8-k32-f25's last 16: signed overflow where (s ^ t) & (x ^ t) has its sign bit */
+          const __m512i t = _mm512_add_epi32(s[r][v], x);
+          bad |= _mm512_movepi32_mask(_mm512_ternarylogic_epi32(s[r][v], x, t, 0x42));
+          s[r][v] = t;
+        }
+      }
 #pragma GCC unroll 8
   for (int r = 0; r < TC_MR; r++)
     for (int v = 0; v < 2; v++) {
@@ -201,6 +210,7 @@ TC_KERN(16, 25, 23)
 TC_KERN(8, 24, 23)
 TC_KERN(4, 23, 23)
 TC_KERN(32, 13, 13)
+TC_KERN(32, 25, 23)
 
 /* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
 
@@ -308,8 +318,8 @@ static tc_kern_fn tc_kernel_of(aa_accum_t model) {
     return tc_kern_4_23;
   case AA_ACC_TC_FP8_K32_F13:
     return tc_kern_32_13;
-  case AA_ACC_TC_FP8_K32_F25: /* 32 products below 2^27 each can overflow int32: the binary64 path */
-    return NULL;
+  case AA_ACC_TC_FP8_K32_F25:
+    return tc_kern_32_25;
   case AA_ACC_CDNA3_K8_F24:
     return cd_kern;
   default:
