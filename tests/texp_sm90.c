@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exp.h"
+#include "fmt.h"
 #include "tests.h"
 
 /* dir/name, a '<u4' .npy of shape (rows, cols) with a 128-byte header (as the fixtures are written); NULL (and
@@ -26,14 +27,10 @@ static uint32_t *load_u4(const char *dir, const char *name, size_t rows, size_t 
 }
 
 static float f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
+  return aa_f32_from_bits(u);
 }
 static uint32_t b32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
+  return aa_f32_bits(f);
 }
 /* |a - b| in units in the last place for two positive finite floats */
 static long ulps(uint32_t a, uint32_t b) {

@@ -15,20 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "gemm.h"
 #include "mma_gen.h"
 #include "tests.h"
-
-static float f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint32_t b32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
 
 /* The superseded rule, written out: E = floor(log2) of the largest nonzero term's value. */
 static float old_rule(float acc, const double *a, const double *b) {
@@ -66,21 +56,21 @@ int main(void) {
   for (size_t r = 0; r < 4096; r++) {
     uint32_t code = rows[4 * r], cfg = code >> 24, w = (code >> 16) & 0xff, s = (code >> 8) & 0xff,
              i = (code >> 4) & 15, j = code & 15;
-    double a[16], b[16], c = f32(rows[4 * r + 1]);
+    double a[16], b[16], c = aa_f32_from_bits(rows[4 * r + 1]);
     for (int k = 0; k < 16; k++) {
-      a[k] = f32((uint32_t)mma_operand((int)cfg, 0, (int)w, (int)s, (int)(i * 16 + k)) << 16);
-      b[k] = f32((uint32_t)mma_operand((int)cfg, 1, (int)w, (int)s, (int)(k * 16 + j)) << 16);
+      a[k] = aa_f32_from_bits((uint32_t)mma_operand((int)cfg, 0, (int)w, (int)s, (int)(i * 16 + k)) << 16);
+      b[k] = aa_f32_from_bits((uint32_t)mma_operand((int)cfg, 1, (int)w, (int)s, (int)(k * 16 + j)) << 16);
     }
-    float want = f32(rows[4 * r + 2]), acc_in = (float)c;
+    float want = aa_f32_from_bits(rows[4 * r + 2]), acc_in = (float)c;
     if (aa_gemm(&c, 1, a, 16, 0, b, 1, 0, 1, 1, 16, 1, AA_ACC_TC_K16_F25) != AA_OK) {
       AA_FAIL("aa_gemm failed");
       break;
     }
-    if (b32((float)c) == b32(want))
+    if (aa_f32_bits((float)c) == aa_f32_bits(want))
       same++;
     else if (r - same < 5)
       AA_FAIL("step cfg %u warp %u step %u (%u, %u): model %a, H200 %a", cfg, w, s, i, j, c, (double)want);
-    old_same += b32(old_rule(acc_in, a, b)) == b32(want);
+    old_same += aa_f32_bits(old_rule(acc_in, a, b)) == aa_f32_bits(want);
   }
   printf("tmma_sm90: tc-k16-f25 reproduces %zu of 4096 H200 mma.sync steps; the superseded rule %zu\n", same,
          old_same);
