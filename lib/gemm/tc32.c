@@ -89,6 +89,28 @@ static int tc_stat_bits(const tc_stat_t *st) {
    unsigned (e << 23 overflows int from e = 256 on), the lane holds the bits. */
 #define TC_FIELD(e) ((int)((uint32_t)(e) << 23))
 
+/* Pass 1 of a block, shared by the tc models and cdna3: the exact fp32
+   products a_k b_k of the MR x NR tile into buf, and mxe = max over k of
+   2^(e(a_k) + e(b_k)), the product of the operands' exponent fields (pae,
+   pbe: exact, and 0 for a zero operand, which so takes no part). */
+TC_AVX512 static TC_INLINE void tc_products(__m512 buf[][TC_MR][2], __m512 mxe[TC_MR][2], const float *pa,
+                                            const float *pae, size_t lda, const float *pb, const float *pbe,
+                                            size_t ldb, const size_t n) {
+#pragma GCC unroll 8
+  for (size_t k = 0; k < n; k++) {
+    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
+                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < TC_MR; r++) {
+      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
+      buf[k][r][0] = _mm512_mul_ps(a, b0);
+      buf[k][r][1] = _mm512_mul_ps(a, b1);
+      mxe[r][0] = k == 0 ? _mm512_mul_ps(ae, e0) : _mm512_max_ps(mxe[r][0], _mm512_mul_ps(ae, e0));
+      mxe[r][1] = k == 0 ? _mm512_mul_ps(ae, e1) : _mm512_max_ps(mxe[r][1], _mm512_mul_ps(ae, e1));
+    }
+  }
+}
+
 /* One block of n <= bk values of k for the MR x NR accumulators ac (pa: MR
    rows of op(A), stride lda; pb: n rows of op(B), stride ldb). Returns the
    lanes (of the OR over the tile) whose E left the window or whose sum
@@ -100,26 +122,11 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
   const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
                 span = _mm512_set1_epi32(TC_FIELD(TC_EBMAX - (fb + 2))), upk = _mm512_set1_epi32(TC_FIELD(fb + 254)),
                 dnk = _mm512_set1_epi32(TC_FIELD(254)), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
+  tc_products(buf, mx, pa, pae, lda, pb, pbe, ldb, n);
 #pragma GCC unroll 8
-  for (size_t k = 0; k < n; k++) {
-    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
-                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < TC_MR; r++) {
-      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), p0 = _mm512_mul_ps(a, b0), p1 = _mm512_mul_ps(a, b1),
-                   ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
-      buf[k][r][0] = p0;
-      buf[k][r][1] = p1;
-      /* max 2^E over the terms: 2^(e(a) + e(b)) for a product (the exponent fields multiplied: exact, and 0
-         for a zero product), 2^e(acc) for the accumulator, the first term */
-      mx[r][0] = _mm512_max_ps(k == 0 ? _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][0]), expm))
-                                      : mx[r][0],
-                               _mm512_mul_ps(ae, e0));
-      mx[r][1] = _mm512_max_ps(k == 0 ? _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][1]), expm))
-                                      : mx[r][1],
-                               _mm512_mul_ps(ae, e1));
-    }
-  }
+  for (int r = 0; r < TC_MR; r++) /* the accumulator's 2^e(acc) joins the maximum */
+    for (int v = 0; v < 2; v++)
+      mx[r][v] = _mm512_max_ps(mx[r][v], _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), expm)));
   __m512 up[TC_MR][2];
   __m512i s[TC_MR][2];
   __mmask16 bad = 0;
@@ -249,19 +256,7 @@ TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *
                 one = _mm512_set1_epi32(TC_FIELD(1)), sev = _mm512_set1_epi32(TC_FIELD(7)),
                 upk = _mm512_set1_epi32(TC_FIELD(278)), sEk = _mm512_set1_epi32(TC_FIELD(254)),
                 zero = _mm512_setzero_si512();
-#pragma GCC unroll 8
-  for (size_t k = 0; k < n; k++) {
-    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
-                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < TC_MR; r++) {
-      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
-      buf[k][r][0] = _mm512_mul_ps(a, b0);
-      buf[k][r][1] = _mm512_mul_ps(a, b1);
-      mxe[r][0] = k == 0 ? _mm512_mul_ps(ae, e0) : _mm512_max_ps(mxe[r][0], _mm512_mul_ps(ae, e0));
-      mxe[r][1] = k == 0 ? _mm512_mul_ps(ae, e1) : _mm512_max_ps(mxe[r][1], _mm512_mul_ps(ae, e1));
-    }
-  }
+  tc_products(buf, mxe, pa, pae, lda, pb, pbe, ldb, n);
   __mmask16 bad = 0;
 #pragma GCC unroll 8
   for (int r = 0; r < TC_MR; r++)
