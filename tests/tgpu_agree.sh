@@ -24,10 +24,12 @@ FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 # rel_l2 of output $2 in JSON file $1
 rel() { "$J" "$1" "runs.0.outputs.$2.rel_l2"; }
-# fraction of bit-identical BF16 elements of two '<u2' .npy files with 128-byte headers
+# fraction of bit-identical elements of two .npy files with 128-byte headers: '<u2' (BF16), or elements of
+# $3 bytes ('<f4': 4); 0 when they are empty or their lengths differ
 agree() {
-  od -An -v -w2 -tu2 -j128 "$1" >"$T/a" && od -An -v -w2 -tu2 -j128 "$2" >"$T/b" &&
-    paste -d' ' "$T/a" "$T/b" | awk '{ n++; if ($1 == $2) s++ } END { if (n == 0) print 0; else printf "%.5f\n", s / n }'
+  w=${3:-2}
+  od -An -v -w$w -tu$w -j128 "$1" >"$T/a" && od -An -v -w$w -tu$w -j128 "$2" >"$T/b" &&
+    paste -d' ' "$T/a" "$T/b" | awk '{ n++; if ($1 == $2 && NF == 2) s++ } END { if (n == 0) print 0; else printf "%.5f\n", s / n }'
 }
 
 # Floors: fa2-h100 agreement measured on these fixtures (README-gpu.md section 6: 1.00000 0.99992 0.99999
@@ -128,10 +130,9 @@ for mask in dense causal; do
   [ -f "$G/lse.npy" ] || { FAIL "tgpu_agree lse: $G/lse.npy missing"; continue; }
   "$A" run --variant "fa2-h100:fwd.rowsum_split=none" --inputs "$F/inputs" $c --save "$T/seq-$mask" >/dev/null 2>"$T/e" ||
     { FAIL "tgpu_agree lse run $mask: $(cat "$T/e")"; continue; }
-  lh=$(od -An -v -w4 -tu4 -j128 "$T/fa2-h100-$mask/lse.npy" >"$T/a" && od -An -v -w4 -tu4 -j128 "$G/lse.npy" >"$T/b" &&
-    paste -d' ' "$T/a" "$T/b" | awk '{ n++; if ($1 == $2) s++ } END { if (n != 1024) print 0; else printf "%.5f\n", s / n }')
-  ls=$(od -An -v -w4 -tu4 -j128 "$T/seq-$mask/lse.npy" >"$T/a" &&
-    paste -d' ' "$T/a" "$T/b" | awk '{ n++; if ($1 == $2) s++ } END { if (n != 1024) print 0; else printf "%.5f\n", s / n }')
+  lh=$(agree "$T/fa2-h100-$mask/lse.npy" "$G/lse.npy" 4)
+  [ "$(wc -l <"$T/a")" -eq 1024 ] && [ "$(wc -l <"$T/b")" -eq 1024 ] || FAIL "tgpu_agree $mask lse: not 1024 rows on both sides"
+  ls=$(agree "$T/seq-$mask/lse.npy" "$G/lse.npy" 4)
   floor=0.999
   echo "tgpu_agree $mask lse: fa2-h100 agrees with the H200 on $lh of the rows (floor $floor), one sequential row sum on $ls"
   awk -v a="$lh" -v f="$floor" -v q="$ls" 'BEGIN { exit !(a >= f && q < a) }' ||
