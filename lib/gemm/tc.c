@@ -167,6 +167,14 @@ typedef float tc_v8f __attribute__((vector_size(32)));
 typedef int64_t tc_v8l __attribute__((vector_size(64)));
 typedef int32_t tc_v8i __attribute__((vector_size(32)));
 
+/* e(x) = max(floor(log2 |x|), -126) lane-wise, from the binary64 bits of nonzero finite fp32 values (normal
+   there); a macro like tc_fabs */
+#define tc_exp8(x, emin)                                                                                             \
+  ({                                                                                                                 \
+    tc_v8l e_ = ((((tc_v8l)(x) >> 52) & 2047) - 1023);                                                               \
+    (e_ & ~(e_ < (emin))) | ((emin) & (e_ < (emin)));                                                                \
+  })
+
 /* |x| lane-wise (a macro: vectors passed by value trip -Wpsabi in the default clone) */
 #define tc_fabs(x) ((tc_v8d)((tc_v8l)(x) & ((tc_v8l){0} + INT64_MAX)))
 
@@ -191,9 +199,7 @@ tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_
        the accumulator's, and e(a) + e(b) for each nonzero product, where
        e(x) = max(floor(log2 |x|), -126), read from the binary64 bits (fp32
        values are normal there); `none` marks a lane with no nonzero term. */
-    tc_v8l ea = ((((tc_v8l)accd >> 52) & 2047) - 1023), E = none;
-    ea = (ea & ~(ea < emin)) | (emin & (ea < emin));
-    E = (ea & (accd != 0)) | (E & ~(accd != 0));
+    tc_v8l E = (tc_exp8(accd, emin) & (accd != 0)) | (none & ~(accd != 0));
     for (size_t k = 0; k < n; k++) {
       tc_v8f bf;
       memcpy(&bf, pb + (k0 + k) * ldb + j0, sizeof bf);
@@ -204,9 +210,7 @@ tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_
       nan |= p != p; /* Inf * 0 */
       mx = (tc_v8d)(((tc_v8l)p & gt) | ((tc_v8l)mx & ~gt));
       if (ar[k0 + k] == 0) continue;
-      tc_v8l eb = ((((tc_v8l)bd >> 52) & 2047) - 1023);
-      eb = (eb & ~(eb < emin)) | (emin & (eb < emin));
-      tc_v8l ek = eb + aa_gemm_tc_exp(ar[k0 + k]), take = (pr[k] != 0) & (ek > E);
+      tc_v8l ek = tc_exp8(bd, emin) + aa_gemm_tc_exp(ar[k0 + k]), take = (pr[k] != 0) & (ek > E);
       E = (ek & take) | (E & ~take);
     }
     tc_v8l eb = (tc_v8l)mx >> 52;    /* biased exponent of max |t| (sign bit clear) */
