@@ -168,6 +168,28 @@ static inline double exp_eps(int inex, double u, double e) {
   return ((inex != 0 ? u * exp(e) : 0.0) + expm1(e)) * (1 + 0x1p-50);
 }
 
+/* Below this argument exp is under 2^-1074 (e^-(2^29) = 2^-7.7e8), yet still
+   above MPFR's default underflow threshold (2^-(2^30)), so mpfr_exp never
+   underflows on arguments at or above it. */
+#define EXP_FLUSH (-(1L << 29))
+
+/* out = exp(x^) with |x^ - x| <= e: returns its relative error against
+   exp(x) and sets *pd to an upper bound of |out| for the error formulas.
+   An argument below EXP_FLUSH (after its error) is flushed: out = +0 with
+   *pd = 2^-1074 >= exp(x) and relative error 1, so every formula of the
+   form eps P |y| bounds the lost term absolutely, where a relative bound
+   of a rounding near MPFR's underflow threshold would hold nothing. */
+static double exp_term(mpfr_ptr out, mpfr_srcptr x, double u, double e, double *pd) {
+  if (mpfr_cmp_si(x, EXP_FLUSH) < 0 && e < 1) {
+    mpfr_set_zero(out, 1);
+    *pd = 0x1p-1074;
+    return 1.0;
+  }
+  int ie = mpfr_exp(out, x, MPFR_RNDN);
+  *pd = absd(out);
+  return exp_eps(ie, u, e);
+}
+
 /* S = sigma q.k of (head h, query i, key j) into out with the score
    modifiers of problem.h, returns its bound; the softcap derivative goes
    to w->g[m] (relative error w->eg[m]). Softcap c: y = RN(S / c) with
@@ -255,6 +277,16 @@ static void kept_sum(ws_t *w, const aa_or_ctx_t *cx, size_t c, const double *Y, 
   w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
 }
 
+/* M = the largest of the row's m logits w->s and the sinks of head h
+   (exactly: M has the logits' precision p >= 53). */
+static void row_max(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr M, size_t h, size_t m) {
+  mpfr_set_inf(M, -1);
+  for (size_t r = 0; r < m; r++)
+    if (mpfr_greater_p(w->s[r], M)) mpfr_set(M, w->s[r], MPFR_RNDN);
+  for (size_t s = 0; s < cx->ns; s++)
+    if (mpfr_cmp_d(M, cx->pb->sinks[h * cx->ns + s]) < 0) mpfr_set_d(M, cx->pb->sinks[h * cx->ns + s], MPFR_RNDN);
+}
+
 /* Row i of head h at precision p: LSE, O[c], D and, when full, dQ[c]. */
 static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec_t p, int full) {
   ws_set_prec(w, cx, p);
@@ -299,29 +331,44 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
       w->e_lse = 0;
     }
   } else {
-    /* Z = sum exp(S) + sum exp(sink), all terms positive: relative error of
-       the rounded sum <= max term error + u. */
-    double epsE = 0;
+    /* Z = sum exp(S - M) + sum exp(sink - M) for the largest logit M (an
+       MPFR number, so the shift cancels exactly in LSE = M + log Z): no
+       argument exceeds the error of its own logit, so nothing overflows
+       whatever the scores' magnitude (exp(S) itself overflows MPFR's
+       exponent range above S = 7.4e8). The term of M is exp(0) = 1, so
+       Z >= 1 and each flushed term (exp_term) adds at most 2^-1074 to the
+       relative error; the others: max term error + u for the rounded sum. */
+    mpfr_ptr M = w->y;
+    row_max(w, cx, M, h, m);
+    double epsE = 0, flush = 0;
     for (size_t r = 0; r < m; r++) {
-      int ie = mpfr_exp(w->a[r], w->s[r], MPFR_RNDN);
-      epsE = fmax(epsE, exp_eps(ie, u, w->eS[r]));
+      int ix = mpfr_sub(w->t1, w->s[r], M, MPFR_RNDN);
+      double pd, eps = exp_term(w->a[r], w->t1, u, w->eS[r] + ERR(ix, u, w->t1), &pd);
+      if (mpfr_zero_p(w->a[r]))
+        flush += pd;
+      else
+        epsE = fmax(epsE, eps);
       w->ptrs[r] = w->a[r];
     }
     for (size_t s = 0; s < cx->ns; s++) {
-      mpfr_set_d(w->terms[s], pb->sinks[h * cx->ns + s], MPFR_RNDN);
-      if (mpfr_exp(w->terms[s], w->terms[s], MPFR_RNDN) != 0) epsE = fmax(epsE, u64 * u);
+      int ix = mpfr_d_sub(w->t1, pb->sinks[h * cx->ns + s], M, MPFR_RNDN);
+      double pd, eps = exp_term(w->terms[s], w->t1, u, ERR(ix, u, w->t1), &pd);
+      if (mpfr_zero_p(w->terms[s]))
+        flush += pd;
+      else
+        epsE = fmax(epsE, eps);
       w->ptrs[m + s] = w->terms[s];
     }
     int iz = mpfr_sum(w->Z, w->ptrs, m + cx->ns, MPFR_RNDN);
-    double epsZ = (epsE + (iz != 0 ? u : 0)) * 1.01;
+    double epsZ = (epsE + flush * 2 + (iz != 0 ? u : 0)) * 1.01;
     int il = mpfr_log(w->lse, w->Z, MPFR_RNDN); /* lse has p + 64 bits */
-    w->e_lse = 1.01 * epsZ + ERR(il, u64, w->lse);
+    double elog = ERR(il, u64, w->lse);
+    int ia = mpfr_add(w->lse, w->lse, M, MPFR_RNDN);
+    w->e_lse = 1.01 * epsZ + elog + ERR(ia, u64, w->lse);
     for (size_t r = 0; r < m; r++) {
       int ix = mpfr_sub(w->t1, w->s[r], w->lse, MPFR_RNDN);
       double ex = w->eS[r] + w->e_lse + ERR(ix, u, w->t1);
-      int ie = mpfr_exp(w->a[r], w->t1, MPFR_RNDN);
-      w->epsP[r] = exp_eps(ie, u, ex);
-      w->Pd[r] = absd(w->a[r]);
+      w->epsP[r] = exp_term(w->a[r], w->t1, u, ex, &w->Pd[r]);
     }
   }
   /* O[c] = ks sum_{kept} P v */
@@ -421,9 +468,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
       double eS = s_val(w, cx, w->s[m], cx->q + row * d, kj, h, i, j, m, u);
       int ix = mpfr_sub(w->t1, w->s[m], w->lse, MPFR_RNDN);
       double ex = eS + w->e_lse + ERR(ix, u, w->t1);
-      int ie = mpfr_exp(w->a[m], w->t1, MPFR_RNDN);
-      w->epsP[m] = exp_eps(ie, u, ex);
-      w->Pd[m] = absd(w->a[m]);
+      w->epsP[m] = exp_term(w->a[m], w->t1, u, ex, &w->Pd[m]);
       w->kept[m] = pb->keep != NULL ? pb->keep[row * nk + j] != 0 : 1;
       w->eDS[m] = ds_val(w, w->b[m], w->a[m], w->Pd[m], w->epsP[m], cx->dO + row * d, vj, w->kept[m], cx, u);
       ds_times_g(w, cx, m, u);
@@ -460,9 +505,7 @@ static double mp_sink(ws_t *w, const src_t *src, size_t h, size_t s, mpfr_prec_t
     mpfr_set_d(w->t2, cx->pb->sinks[h * cx->ns + s], MPFR_RNDN);
     int ix = mpfr_sub(w->t1, w->t2, w->lse, MPFR_RNDN);
     double ex = w->e_lse + ERR(ix, u, w->t1);
-    int ie = mpfr_exp(w->t1, w->t1, MPFR_RNDN);
-    double eps = exp_eps(ie, u, ex);
-    double pd = absd(w->t1);
+    double pd, eps = exp_term(w->t1, w->t1, u, ex, &pd);
     mpfr_mul(w->terms[n], w->t1, w->D, MPFR_RNDN);
     w->ptrs[n] = w->terms[n];
     acc += pd * (eps * absd(w->D) + w->e_D) * 1.01;

@@ -202,6 +202,51 @@ static double max_abs(const aa_tensor_t *t) {
   return m;
 }
 
+/* A priori magnitudes of every intermediate, from the inputs' largest
+   entries (|P| <= 1, sum_j P_ij <= 1, |O| <= ks max|v|): the unscaled and
+   scaled scores (d mq mk, times the scale, plus the ALiBi bias; a softcap
+   bounds |S| by itself), dP - D (2 ks d mdo mv), dQ (scale times that times
+   mk: the weights P of a row sum to 1), dK (a key gets one P <= 1 from each
+   of the group's n_q query rows), dV (ks group n_q mdo) and the LSE. The
+   guarantees of oracle.h hold up to 2^1000 and the double-double arithmetic
+   must not overflow: a problem whose bound passes AA_OR_MAXMAG is refused
+   (AA_ERANGE) with the quantity and its bound, instead of returning
+   overflowed or NaN values. The bounds are sums of non-negative terms
+   evaluated in double: they can only be too large by rounding, by a factor
+   under 1 + 2^-40, well inside the 2^23 margin to DBL_MAX. */
+#define AA_OR_MAXMAG 0x1p1000
+static int check_range(const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *v,
+                       const aa_tensor_t *dO, aa_error_t *err) {
+  double mq = max_abs(q), mk = max_abs(k), mv = max_abs(v), mdo = max_abs(dO), d = (double)pb->d;
+  double sig = aa_problem_scale(pb) * (1 + 0x1p-50), ks = pb->keep != NULL ? pb->keep_scale : 1.0;
+  double rows = (double)(pb->heads / pb->kv_heads) * (double)pb->n_q, bias = 0, sink = 0;
+  if (pb->alibi != AA_ALIBI_NONE)
+    for (size_t h = 0; h < pb->heads; h++)
+      bias = fmax(bias, fabs(pb->alibi_slopes[h]) * (double)(pb->n_q > pb->n_k ? pb->n_q : pb->n_k));
+  for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
+    sink = fmax(sink, fabs(pb->sinks[i]));
+  double qk = d * mq * mk, s = (pb->softcap > 0 ? fmin(sig * qk, pb->softcap) : sig * qk) + bias;
+  double ds = 2 * ks * d * mdo * mv;
+  const struct {
+    const char *what;
+    double bound;
+  } b[] = {{"q.k", qk},
+           {"the scaled score", s},
+           {"the LSE", fmax(s, sink) + log((double)(pb->n_k + pb->num_sinks) + 1)},
+           {"dO.v - D", ds},
+           {"dQ", sig * ds * mk},
+           {"dK", sig * rows * ds * mq},
+           {"dV", ks * rows * mdo},
+           {"O", ks * mv}};
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+    if (!(b[i].bound <= AA_OR_MAXMAG))
+      return aa_error_set(err, AA_ERANGE,
+                          "oracle: %s may reach %.3g, beyond the oracle's range 2^1000 (max |q| %.3g, |k| %.3g, |v| "
+                          "%.3g, |dO| %.3g): scale the inputs down",
+                          b[i].what, b[i].bound, mq, mk, mv, mdo);
+  return AA_OK;
+}
+
 int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
                   const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err) {
   return aa_oracle_run_kernel(out, pb, q, k, v, dO, opts, AA_OR_KERNEL_TILED, err);
@@ -232,10 +277,11 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(v, "v", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(dO, "dO", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
-  if (pb->varlen_batch > 0) return aa__oracle_run_varlen(out, pb, q, k, v, dO, opts, kernel, err);
   for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
     if (!isfinite(pb->sinks[i]))
       return aa_error_set(err, AA_ENAN, "oracle: sink logit %zu is not finite (%a)", i, pb->sinks[i]);
+  if ((st = check_range(pb, q, k, v, dO, err)) != AA_OK) return st;
+  if (pb->varlen_batch > 0) return aa__oracle_run_varlen(out, pb, q, k, v, dO, opts, kernel, err);
   if (pb->bound_min != NULL)
     for (size_t i = 0; i < pb->n_q; i++)
       if (pb->bound_min[i] < 0 || pb->bound_max[i] < pb->bound_min[i] || (size_t)pb->bound_max[i] > pb->n_k)
