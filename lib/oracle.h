@@ -64,7 +64,8 @@ typedef struct {
    Both are certified by an interval [c - e, c + e] containing x (c from
    double-double or MPFR arithmetic, e a rigorous a-priori bound); when the
    interval is too wide the element is recomputed in MPFR at prec, 2 prec
-   and 4 prec bits. Elements still undecided at 4 prec are counted in
+   and 4 prec bits. Elements still undecided at 4 prec, or whose certified
+   relative bound still misses the target there, are counted in
    n_uncertified and are not covered by relerr_bound: an interval that
    contains 0 (an exact zero that no interval separates from 0) gives
    val = 0 and fp32 = bf16 = 0, which are the correct roundings whenever the
@@ -75,6 +76,17 @@ typedef struct {
    to 1: no sinks, softcap or dropout; oracle.c, dq_zero_by_identity), as
    two equal BF16 keys often make in the first rows of a causal or windowed
    problem. Zeros are returned as +0.
+   Every input must be finite (AA_ENAN), and the a-priori magnitudes of the
+   intermediates (q.k, the scaled score, the LSE, dO.v - D, and the bounds
+   |dQ| <= scale max|dS| max|k|, |dK| <= scale group n_q max|dS| max|q|,
+   |dV| <= group n_q max|dO|, from sum_j P_ij = 1) must stay within 2^1000:
+   otherwise the run is refused with AA_ERANGE and a message naming the
+   quantity, rather than returning overflowed values. Any logit magnitude
+   below that is handled: both paths shift the softmax by the row's largest
+   logit, so no exponential overflows; elements whose cancellation (dP - D
+   when one key dominates a row of huge logits) needs more than 4 prec bits
+   are reported uncertified, never given a bound they do not meet
+   (tests/toracle_property checks this over input scales 1e-30 to 1e30).
    The score modifiers of problem.h (softcap, ALiBi) keep these guarantees:
    the fast path's tanh and 1 - tanh^2 come from its certified double-double
    exponential with propagated bounds (fast-common.h, score_mod), the MPFR

@@ -48,17 +48,33 @@ static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double c
   aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
 }
 
-/* Row r's LSE = mx + log Z and 1/Z from the normaliser Z = zs + zc
+/* The shift of a row's softmax: the largest of its m logits (sh + sl, normalised double-doubles, compared by
+   hi word, then lo word: exact) and its ns sinks. The shift must be the
+   largest logit itself, not its hi word: a logit exceeds its hi word by up
+   to 2^-53 of itself, an exp argument that overflows beyond |S| ~ 2^62 (the
+   overflowed exp then carried a tiny claimed error into Z and the LSE). */
+static inline aa_or_dd_t row_max_dd(const double *sh, const double *sl, size_t m, const double *sinks, size_t ns) {
+  aa_or_dd_t M = {-INFINITY, 0};
+  for (size_t s = 0; s < ns; s++)
+    if (sinks[s] > M.hi || (sinks[s] == M.hi && 0 > M.lo)) M = (aa_or_dd_t){sinks[s], 0};
+  for (size_t j = 0; j < m; j++)
+    if (sh[j] > M.hi || (sh[j] == M.hi && sl[j] > M.lo)) M = (aa_or_dd_t){sh[j], sl[j]};
+  return M;
+}
+
+/* Row r's LSE = M + log Z (M = mx, the shift, a double-double) and 1/Z from the normaliser Z = zs + zc
    (relative error epsZ), through MPFR at 256 bits (mz, ml: scratch of that
    precision; only n_q of these per run): stores and settles the LSE with
    its bound and returns 1/Z as a double-double. */
-static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double zc, double mx, double epsZ,
+static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double zc, aa_or_dd_t M, double epsZ,
                                     mpfr_t mz, mpfr_t ml) {
   aa_or_dd_t iz;
+  double mx = M.hi;
   mpfr_set_d(mz, zs, MPFR_RNDN);
   mpfr_add_d(mz, mz, zc, MPFR_RNDN); /* relative 2^-256 */
   mpfr_log(ml, mz, MPFR_RNDN);
-  mpfr_add_d(ml, ml, mx, MPFR_RNDN);
+  mpfr_add_d(ml, ml, M.hi, MPFR_RNDN);
+  mpfr_add_d(ml, ml, M.lo, MPFR_RNDN);
   double lh = mpfr_get_d(ml, MPFR_RNDN);
   mpfr_sub_d(ml, ml, lh, MPFR_RNDN);
   double ll = mpfr_get_d(ml, MPFR_RNDN);

@@ -450,7 +450,7 @@ TC static void tile_x(ws_t *restrict W, size_t n) {
 TC static void tile_eps(double *restrict epsP, const double *restrict xh, const double *restrict ex, size_t n) {
 #pragma omp simd
   for (size_t t = 0; t < n; t++) {
-    double rel = AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh[t]);
+    double rel = xh[t] <= AA_OR_EXP_MAXARG ? AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh[t]) : INFINITY;
     epsP[t] = (rel + ex[t]) * (1 + 0x1p-29);
   }
 }
@@ -634,23 +634,21 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     double *rsh = W->rsh + i * W->rn, *rsl = W->rsl + i * W->rn, *res = W->res + i * W->rn;
     double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn, *rel = W->rel + i * W->rn,
            *ree = W->ree + i * W->rn;
-    double m_ = -INFINITY;
-    for (size_t s = 0; s < ns; s++)
-      m_ = fmax(m_, pb->sinks[h * ns + s]);
-    for (size_t j = 0; j < m; j++)
-      m_ = fmax(m_, rsh[j]);
+    aa_or_dd_t M = row_max_dd(rsh, rsl, m, pb->sinks + h * ns, ns), nM = aa_or_dd_neg(M);
+    double m_ = M.hi;
     double zs = 0, zc = 0, epsE = 0;
     for (size_t s = 0; s < ns; s++) {
-      aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -m_); /* exact */
+      double sk = pb->sinks[h * ns + s];
+      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sk, 0}, nM);
       double eh, el;
       aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
-      epsE = fmax(epsE, aa_or_exp_relerr(x.hi));
+      epsE = fmax(epsE, exp_eps(x.hi, 4 * U2 * (fabs(sk) + fabs(m_))));
       aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
       zs = t2.hi;
       zc += t2.lo + el;
     }
     for (size_t j = 0; j < m; j++) {
-      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){rsh[j], rsl[j]}, (aa_or_dd_t){-m_, 0});
+      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){rsh[j], rsl[j]}, nM);
       rxh[j] = x.hi;
       rxl[j] = x.lo;
     }
@@ -681,7 +679,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     zc = Zd.lo;
     double epsZ =
         1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
-    iz[i] = lse_from_z(cx, r, zs, zc, m_, epsZ, mz, ml);
+    iz[i] = lse_from_z(cx, r, zs, zc, M, epsZ, mz, ml);
     pz[i] = 1.01 * (epsZ + 0x1p-105);
   }
   /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */

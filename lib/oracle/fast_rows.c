@@ -202,10 +202,7 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
       finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
     return;
   }
-  /* pass 1: S row and its maximum (any double works as a shift; the max keeps Z in [1, m + ns]) */
-  double mx = -INFINITY;
-  for (size_t s = 0; s < ns; s++)
-    mx = fmax(mx, pb->sinks[h * ns + s]);
+  /* pass 1: the S row; its largest logit (row_max_dd, fast-common.h) is the shift, which keeps Z in [1, m + ns] */
   for (size_t j0 = lo; j0 < hi; j0 += BLK) {
     size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
@@ -214,25 +211,27 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
     }
     block_s(cx, sp, B, nb);
     for (size_t t = 0; t < nb; t++) {
-      mx = fmax(mx, B->sh[t]);
       B->rsh[j0 - lo + t] = B->sh[t];
       B->rsl[j0 - lo + t] = B->sl[t];
       B->res[j0 - lo + t] = B->eS[t];
     }
   }
-  /* pass 2: E = exp(S - mx), Z = sum E + sum exp(sink - mx) */
+  /* pass 2: E = exp(S - M), Z = sum E + sum exp(sink - M) */
+  aa_or_dd_t M = row_max_dd(B->rsh, B->rsl, hi - lo, pb->sinks + h * ns, ns), nM = aa_or_dd_neg(M);
+  double mx = M.hi;
   double zs = 0, zc = 0, epsE = 0;
   for (size_t s = 0; s < ns; s++) {
-    aa_or_dd_t x = aa_or_two_sum(pb->sinks[h * ns + s], -mx); /* exact */
+    double sk = pb->sinks[h * ns + s];
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sk, 0}, nM);
     double eh, el;
     aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
-    epsE = fmax(epsE, aa_or_exp_relerr(x.hi));
+    epsE = fmax(epsE, exp_eps(x.hi, 4 * U2 * (fabs(sk) + fabs(mx))));
     aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
     zs = t2.hi;
     zc += t2.lo + el;
   }
   for (size_t j = 0; j < m; j++) {
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){B->rsh[j], B->rsl[j]}, (aa_or_dd_t){-mx, 0});
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){B->rsh[j], B->rsl[j]}, nM);
     B->rxh[j] = x.hi;
     B->rxl[j] = x.lo;
   }
@@ -256,7 +255,7 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
   zc = Zd.lo;
   double epsZ =
       1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
-  aa_or_dd_t iz = lse_from_z(cx, r, zs, zc, mx, epsZ, mz, ml);
+  aa_or_dd_t iz = lse_from_z(cx, r, zs, zc, M, epsZ, mz, ml);
   /* pass 3: P = E / Z, O = ks sum_kept P v */
   const double *V = cx->v + g * cx->n_k * d;
   double *s = B->s, *cc = B->cc, *a = B->a, *b = B->b;

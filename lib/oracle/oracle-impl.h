@@ -88,8 +88,12 @@ void aa_oracle_exp_tab_init(aa_or_exp_tab_t *tab);
    documented above; results 0 for xh < -707 (then exp < 2^-1019). */
 void aa_oracle_dd_exp(double *yh, double *yl, const double *xh, const double *xl, size_t n,
                       const aa_or_exp_tab_t *tab);
+/* Relative error of aa_oracle_dd_exp at xh; infinite above AA_OR_EXP_MAXARG,
+   where the double-double result overflows (no shifted softmax argument
+   gets there, but a bound must never be finite on an overflowed value). */
+#define AA_OR_EXP_MAXARG 700.0
 static inline double aa_or_exp_relerr(double xh) {
-  return AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh);
+  return xh <= AA_OR_EXP_MAXARG ? AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh) : INFINITY;
 }
 
 /* Rounding of the exact value to FP32/BF16 (RNE, subnormals, overflow to

@@ -165,17 +165,18 @@ int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, doubl
     write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
     ok = 1;
   } else if (final) {
-    /* Best effort, documented in oracle.h: an exact value that cannot be
-       separated from zero is returned as 0 (its roundings are then those of
-       0 whenever decided); an undecided rounding uses the computed center. */
-    if (!(decided && separated && inrange)) count_uncertified(cx);
+    /* Best effort, documented in oracle.h, and counted uncertified: an
+       exact value that cannot be separated from zero is returned as 0 (its
+       roundings are then those of 0 whenever decided); an undecided rounding
+       uses the computed center; a decided one whose relative bound misses
+       the target keeps its center, with no claim in relerr_bound. */
+    count_uncertified(cx);
     if (!separated && decided)
       write_elem(cx, t, idx, 0.0, 0.0, 0.0, -1);
     else if (decided)
-      write_elem(cx, t, idx, val, f32, b16, separated && inrange ? rel : -1);
+      write_elem(cx, t, idx, val, f32, b16, -1);
     else
-      write_elem(cx, t, idx, val, aa_oracle_round_mpfr(x, 0), aa_oracle_round_mpfr(x, 1),
-                 separated && inrange ? rel : -1);
+      write_elem(cx, t, idx, val, aa_oracle_round_mpfr(x, 0), aa_oracle_round_mpfr(x, 1), -1);
     ok = 1;
   }
   mpfr_clears(lo, hi, r, (mpfr_ptr)0);
