@@ -83,10 +83,16 @@ typedef struct {
    otherwise the run is refused with AA_ERANGE and a message naming the
    quantity, rather than returning overflowed values. Any logit magnitude
    below that is handled: both paths shift the softmax by the row's largest
-   logit, so no exponential overflows; elements whose cancellation (dP - D
-   when one key dominates a row of huge logits) needs more than 4 prec bits
-   are reported uncertified, never given a bound they do not meet
-   (tests/toracle_property checks this over input scales 1e-30 to 1e30).
+   logit, so no exponential overflows, and the MPFR engine forms the dS of
+   a key holding more than half of its row's weight as
+   sum_{r != j} P_r (dP'_j - dP'_r) + P_sinks dP'_j, free of the
+   cancellation of dP'_j - D (mpeng.c, ds_dominant). An element whose
+   interval lies inside (-2^-900, 2^-900) is certified as below the range:
+   val = fp32 = bf16 = 0 (the correct roundings; val is promised only from
+   2^-900 up). Elements that still cannot be settled at 4 prec bits are
+   reported uncertified, never given a bound they do not meet
+   (tests/toracle_property checks all of this over input scales 1e-30 to
+   1e30 against an independent MPFR reference).
    The score modifiers of problem.h (softcap, ALiBi) keep these guarantees:
    the fast path's tanh and 1 - tanh^2 come from its certified double-double
    exponential with propagated bounds (fast-common.h, score_mod), the MPFR

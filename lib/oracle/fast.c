@@ -634,7 +634,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     double *rsh = W->rsh + i * W->rn, *rsl = W->rsl + i * W->rn, *res = W->res + i * W->rn;
     double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn, *rel = W->rel + i * W->rn,
            *ree = W->ree + i * W->rn;
-    aa_or_dd_t M = row_max_dd(rsh, rsl, m, pb->sinks + h * ns, ns), nM = aa_or_dd_neg(M);
+    aa_or_dd_t M = row_max_dd(rsh, rsl, m, ns > 0 ? pb->sinks + h * ns : NULL, ns), nM = aa_or_dd_neg(M);
     double m_ = M.hi;
     double zs = 0, zc = 0, epsE = 0;
     for (size_t s = 0; s < ns; s++) {

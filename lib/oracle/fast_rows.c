@@ -217,7 +217,7 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
     }
   }
   /* pass 2: E = exp(S - M), Z = sum E + sum exp(sink - M) */
-  aa_or_dd_t M = row_max_dd(B->rsh, B->rsl, hi - lo, pb->sinks + h * ns, ns), nM = aa_or_dd_neg(M);
+  aa_or_dd_t M = row_max_dd(B->rsh, B->rsl, hi - lo, ns > 0 ? pb->sinks + h * ns : NULL, ns), nM = aa_or_dd_neg(M);
   double mx = M.hi;
   double zs = 0, zc = 0, epsE = 0;
   for (size_t s = 0; s < ns; s++) {

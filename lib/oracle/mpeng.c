@@ -26,12 +26,13 @@
 typedef struct {
   mpfr_prec_t p;
   size_t cap, tcap, d, m;
-  mpfr_t *a, *b, *s, *terms, *o, *dq, *g; /* g: softcap derivative of each pair's score */
-  mpfr_ptr *ptrs;
+  mpfr_t *a, *b, *s, *terms, *o, *dq, *g; /* g: softcap derivative of each pair's score; g[cap]: scratch */
+  mpfr_t *dterm;                          /* ds_dominant's terms (2p + 64 bits) */
+  mpfr_ptr *ptrs, *dptrs;
   double *eS, *epsP, *Pd, *eDS, *eo, *edq, *eg; /* eg: relative error of g */
   size_t *idx;
   uint8_t *kept;
-  mpfr_t sig, t1, t2, lse, D, Z, y, th;
+  mpfr_t sig, t1, t2, lse, D, Z, y, th, x1, x2, x3, x4; /* x1..x4: ds_dominant */
   double sig_rel, sig_d, e_lse, e_D;
   int empty, ok;
 } ws_t;
@@ -66,7 +67,9 @@ static void ws_init(ws_t *w, const aa_or_ctx_t *cx) {
   init_arr(&w->a, w->cap, &w->ok);
   init_arr(&w->b, w->cap, &w->ok);
   init_arr(&w->s, w->cap, &w->ok);
-  init_arr(&w->g, w->cap, &w->ok);
+  init_arr(&w->g, w->cap + 1, &w->ok);
+  init_arr(&w->dterm, w->tcap, &w->ok);
+  w->dptrs = xcalloc(w->tcap, sizeof(mpfr_ptr), &w->ok);
   w->eg = xcalloc(w->cap, sizeof(double), &w->ok);
   init_arr(&w->terms, w->tcap, &w->ok);
   init_arr(&w->o, w->d, &w->ok);
@@ -80,7 +83,7 @@ static void ws_init(ws_t *w, const aa_or_ctx_t *cx) {
   w->edq = xcalloc(w->d, sizeof(double), &w->ok);
   w->idx = xcalloc(w->cap, sizeof(size_t), &w->ok);
   w->kept = xcalloc(w->cap, 1, &w->ok);
-  mpfr_inits2(64, w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, (mpfr_ptr)0);
+  mpfr_inits2(64, w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, w->x1, w->x2, w->x3, w->x4, (mpfr_ptr)0);
   w->p = 0;
 }
 
@@ -88,7 +91,9 @@ static void ws_free(ws_t *w) {
   clear_arr(w->a, w->cap);
   clear_arr(w->b, w->cap);
   clear_arr(w->s, w->cap);
-  clear_arr(w->g, w->cap);
+  clear_arr(w->g, w->cap + 1);
+  clear_arr(w->dterm, w->tcap);
+  free(w->dptrs);
   free(w->eg);
   clear_arr(w->terms, w->tcap);
   clear_arr(w->o, w->d);
@@ -102,7 +107,7 @@ static void ws_free(ws_t *w) {
   free(w->edq);
   free(w->idx);
   free(w->kept);
-  mpfr_clears(w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, (mpfr_ptr)0);
+  mpfr_clears(w->sig, w->t1, w->t2, w->lse, w->D, w->Z, w->y, w->th, w->x1, w->x2, w->x3, w->x4, (mpfr_ptr)0);
   mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 }
 
@@ -115,6 +120,7 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
     mpfr_set_prec(w->s[i], p);
     mpfr_set_prec(w->g[i], p);
   }
+  mpfr_set_prec(w->g[w->cap], p);
   for (size_t i = 0; i < w->tcap; i++)
     mpfr_set_prec(w->terms[i], 2 * p + 64);
   for (size_t i = 0; i < w->d; i++) {
@@ -129,6 +135,12 @@ static void ws_set_prec(ws_t *w, const aa_or_ctx_t *cx, mpfr_prec_t p) {
   mpfr_set_prec(w->Z, p);
   mpfr_set_prec(w->y, p);
   mpfr_set_prec(w->th, p);
+  mpfr_set_prec(w->x1, p);
+  mpfr_set_prec(w->x2, p);
+  mpfr_set_prec(w->x3, p);
+  mpfr_set_prec(w->x4, p);
+  for (size_t i = 0; i < w->tcap; i++)
+    mpfr_set_prec(w->dterm[i], 2 * p + 64);
   if (cx->pb->scale_default) {
     mpfr_set_ui(w->sig, (unsigned long)cx->d, MPFR_RNDN);
     w->sig_rel = mpfr_rec_sqrt(w->sig, w->sig, MPFR_RNDN) != 0 ? ldexp(1.0, -(int)p - 64) : 0.0;
@@ -255,6 +267,78 @@ static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double eps
   double dd = absd(w->t1), ediff = edp + w->e_D + ERR(i3, u, w->t1);
   int i4 = mpfr_mul(out, P, w->t1, MPFR_RNDN);
   return 1.01 * (Pd * ediff + epsP * Pd * (dd + ediff)) + ERR(i4, u, out);
+}
+
+/* dP' = ks dO_row . v_key for a kept pair, 0 for a dropped one, into out; returns its bound. */
+static double dp_val(ws_t *w, mpfr_ptr out, const double *doi, const double *vj, int kept, const aa_or_ctx_t *cx,
+                     double u) {
+  if (!kept) {
+    mpfr_set_zero(out, 1);
+    return 0;
+  }
+  int i1 = dot_exact(w, out, doi, vj, cx->d);
+  double e = ERR(i1, u, out);
+  if (cx->ks == 1.0) return e;
+  int i2 = mpfr_mul_d(out, out, cx->ks, MPFR_RNDN);
+  return 1.01 * (cx->ks * e + ERR(i2, u, out));
+}
+
+/* dS of the dominant pair (query i of head h, key j, P_ij = Pj > 1/2: at
+   most one per row) without the cancellation of dP'_j - D. When one key
+   holds nearly all the weight, D = O.dO = sum_r P_r dP'_r is within
+   (1 - P_j) of dP'_j, and the subtraction leaves u |D| of error on a
+   result that can be smaller than anything p bits resolve (a row of logits
+   1e14 apart: dS_j ~ e^-1e13). Since sum_r P_r + P_sinks = 1 exactly,
+     dP'_j - D = sum_{r != j} P_r (dP'_j - dP'_r) + P_sinks dP'_j,
+   a sum of small terms, each with a relative error (dP'_r = ks dO.v_r for
+   kept keys, 0 for dropped ones, as in D). Recomputes the row's other
+   logits and weights from the statistics in w->lse (bound w->e_lse); the
+   softcap derivative is applied by the caller as for any pair. out gets
+   P_j times the sum; returns its bound. Every double product of bounds
+   near the subnormals is covered by the floor (n + 2) 2^-1070. */
+static double ds_dominant(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr out, size_t h, size_t i, size_t j, mpfr_srcptr Pj,
+                          double Pdj, double epsPj, double u) {
+  const aa_problem_t *pb = cx->pb;
+  size_t d = cx->d, nk = cx->n_k, g = h / cx->group, row = h * cx->n_q + i, n = 0, lo, hi;
+  const double *qi = cx->q + row * d, *doi = cx->dO + row * d, *K = cx->k + g * nk * d, *V = cx->v + g * nk * d;
+  const uint8_t *keep = pb->keep != NULL ? pb->keep + row * nk : NULL;
+  double edj = dp_val(w, w->x1, doi, V + j * d, keep == NULL || keep[j] != 0, cx, u), dj = absd(w->x1), acc = 0;
+  aa_problem_row_keys(pb, i, &lo, &hi);
+  for (size_t r = lo; r < hi; r++) {
+    if (r == j || !aa_problem_visible(pb, i, r)) continue;
+    double eS = s_val(w, cx, w->x2, qi, K + r * d, h, i, r, w->cap, u);
+    int ix = mpfr_sub(w->x2, w->x2, w->lse, MPFR_RNDN);
+    double pd, eps = exp_term(w->x2, w->x2, u, eS + w->e_lse + ERR(ix, u, w->x2), &pd);
+    double edr = dp_val(w, w->x3, doi, V + r * d, keep == NULL || keep[r] != 0, cx, u);
+    int id = mpfr_sub(w->x3, w->x1, w->x3, MPFR_RNDN);
+    double ed = edj + edr + ERR(id, u, w->x3), df = absd(w->x3);
+    mpfr_mul(w->dterm[n], w->x2, w->x3, MPFR_RNDN); /* exact: 2p bits */
+    w->dptrs[n] = w->dterm[n];
+    n++;
+    acc += 1.01 * (pd * ed + eps * pd * (df + ed));
+  }
+  for (size_t s = 0; s < cx->ns; s++) {
+    int ix = mpfr_d_sub(w->x2, pb->sinks[h * cx->ns + s], w->lse, MPFR_RNDN);
+    double pd, eps = exp_term(w->x2, w->x2, u, w->e_lse + ERR(ix, u, w->x2), &pd);
+    mpfr_mul(w->dterm[n], w->x2, w->x1, MPFR_RNDN);
+    w->dptrs[n] = w->dterm[n];
+    n++;
+    acc += 1.01 * (pd * edj + eps * pd * (dj + edj));
+  }
+  int iz = mpfr_sum(w->x4, w->dptrs, n, MPFR_RNDN);
+  double es = acc * infl(n) + ERR(iz, u, w->x4) + (double)(n + 2) * 0x1p-1070, sd = absd(w->x4);
+  int i4 = mpfr_mul(out, Pj, w->x4, MPFR_RNDN);
+  return 1.01 * (Pdj * es + epsPj * Pdj * (sd + es)) + ERR(i4, u, out) + 0x1p-1070;
+}
+
+/* Replace pair m's dS (w->b[m], bound w->eDS[m]) by ds_dominant's when its
+   weight is above 1/2 and that bound is smaller (both are certified). */
+static void ds_refine(ws_t *w, const aa_or_ctx_t *cx, size_t m, size_t h, size_t i, size_t j, double u) {
+  if (!(mpfr_cmp_d(w->a[m], 0.5) > 0)) return;
+  double e = ds_dominant(w, cx, w->x4, h, i, j, w->a[m], w->Pd[m], w->epsP[m], u);
+  if (!(e < w->eDS[m])) return;
+  mpfr_set(w->b[m], w->x4, MPFR_RNDN); /* same precision p: exact */
+  w->eDS[m] = e;
 }
 
 /* w->o[c] = ks sum over the kept terms r < w->m of P_r Y[idx_r, c] with
@@ -387,6 +471,7 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   if (!full) return;
   for (size_t r = 0; r < m; r++) {
     w->eDS[r] = ds_val(w, w->b[r], w->a[r], w->Pd[r], w->epsP[r], doi, V + w->idx[r] * d, w->kept[r], cx, u);
+    ds_refine(w, cx, r, h, i, w->idx[r], u);
     ds_times_g(w, cx, r, u);
   }
   for (size_t c = 0; c < d; c++) {
@@ -471,6 +556,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
       w->epsP[m] = exp_term(w->a[m], w->t1, u, ex, &w->Pd[m]);
       w->kept[m] = pb->keep != NULL ? pb->keep[row * nk + j] != 0 : 1;
       w->eDS[m] = ds_val(w, w->b[m], w->a[m], w->Pd[m], w->epsP[m], cx->dO + row * d, vj, w->kept[m], cx, u);
+      ds_refine(w, cx, m, h, i, j, u);
       ds_times_g(w, cx, m, u);
       w->idx[m] = row;
       m++;

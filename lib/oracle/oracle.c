@@ -80,8 +80,17 @@ static void write_elem(aa_or_ctx_t *cx, int t, size_t idx, double val, double f3
   cx->w[t].todo[idx] = 0;
 }
 
+/* |x| < AA_OR_MINMAG = 2^-900 (an MPFR number m 2^E, 1/2 <= |m| < 1, is below 2^E) */
+static int below_range(mpfr_srcptr x) {
+  return mpfr_zero_p(x) || (mpfr_regular_p(x) && mpfr_get_exp(x) <= -900);
+}
+
 int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, double e) {
   double a = fabs(h);
+  if ((a + fabs(l) + e) * (1 + 0x1p-50) < AA_OR_MINMAG && e > 0) { /* inside (-2^-900, 2^-900): see settle_mp */
+    write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
+    return 1;
+  }
   if (!(a >= AA_OR_MINMAG) || !(a <= 0x1p1000) || !(e >= 0) || !(e < INFINITY)) return 0;
   /* val = h: |h - exact| <= |l| + e and |exact| >= |h| - |l| - e */
   double num = (fabs(l) + e) * (1 + 0x1p-50), den = (a - fabs(l) - e) * (1 - 0x1p-50);
@@ -157,8 +166,15 @@ int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, doubl
     rel = mpfr_get_d(num, MPFR_RNDU);
     mpfr_clears(num, den, (mpfr_ptr)0);
   }
+  /* An interval inside (-2^-900, 2^-900) certifies every guarantee of
+     oracle.h at once: val is only promised for |x| >= 2^-900, and the
+     FP32/BF16 roundings of anything below 2^-150 are 0. */
+  int below = below_range(lo) && below_range(hi);
   int ok = 0;
-  if (decided && separated && inrange && rel <= cx->target) {
+  if (below) {
+    write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
+    ok = 1;
+  } else if (decided && separated && inrange && rel <= cx->target) {
     write_elem(cx, t, idx, val, f32, b16, rel);
     ok = 1;
   } else if (final && !separated && dq_zero_by_identity(cx, t, idx)) {
