@@ -152,7 +152,7 @@ def _budget(opts, shapes, sets, max_memory, max_seconds):
     what = f"q {list(shapes[0])}, k {list(shapes[1])}"
     if cost.bytes > mem:
         raise LimitError(f"attnacc: the problem ({what}) needs about {_bytes_text(cost.bytes)} ({cost.bytes:.4g} "
-                         f"bytes, estimate), over the memory limit of {_bytes_text(mem)} ({mem:.4g} bytes; {msrc}): "
+                         f"bytes, estimate), over the memory limit of {_bytes_text(mem)} ({mem:.0f} bytes; {msrc}): "
                          "pass max_memory= or set ATTNACC_MAX_MEMORY to raise it")
     if cost.seconds > secs:
         raise LimitError(f"attnacc: the problem ({what}) would take about {cost.seconds:.3g} seconds (estimate, on "
