@@ -29,9 +29,13 @@ int lim_attn_bytes(uint64_t *out, size_t n_q, size_t n_k, size_t d, size_t heads
    of one problem, estimated wall-clock seconds. */
 #define LIM_RUN_SECONDS 3600.0
 
+/* The memory limit of a command's arguments a: --max-memory, else the
+   smaller of aa_problem_mem_default and lim_mem_available (*src says
+   which; *mem 0 when unknown). 0, or 2 after a message on a bad value. */
+int lim_mem_limit(double *mem, const char **src, const char *cmd, const cli_args_t *a);
+
 /* The resource estimate of lib/problem.h (aa_problem_cost) of a problem
-   and `sets` output sets, checked against --max-memory (default: the
-   smaller of aa_problem_mem_default and lim_mem_available) and
+   and `sets` output sets, checked against lim_mem_limit and
    --max-seconds (default LIM_RUN_SECONDS; --force lifts it) of the
    command's arguments a, before anything large is allocated: 0 (after a
    note on stderr when the time estimate exceeds a minute), or 2 after a
