@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the command's up-front resource estimate: run and score refuse problems over --max-memory / --max-seconds (defaults included) at once, with a message naming the estimate and the limit.
+# attnacc: the command's up-front resource estimate: run, score and sweep refuse problems over --max-memory / --max-seconds (defaults included) at once, with a message naming the estimate and the limit.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
@@ -42,7 +42,11 @@ timeout 60 "$A" score --inputs "$T/s" --grads "$T/s" --max-memory 1G --max-secon
   FAIL "testimate score within the limits: $(cat "$T/e")"
 timeout 60 "$A" run --variant fa2 --n 64 --d 16 --max-memory 64M --max-seconds 60 >/dev/null 2>"$T/e" ||
   FAIL "testimate run within the limits: $(cat "$T/e")"
-for c in run score; do
+# sweep: the largest and the slowest cell, before the result folder is made.
+refused "sweep --max-memory" "--max-memory" sweep --experiment table4 --quick --out "$T/sw" --max-memory 1K
+refused "sweep --max-seconds" "--max-seconds" sweep --experiment table4 --quick --out "$T/sw" --threads 1 --max-seconds 1
+[ -e "$T/sw" ] && FAIL "testimate sweep: made the folder of a refused sweep"
+for c in run score sweep; do
   "$A" $c --help >"$T/h" 2>&1
   for o in --max-memory --max-seconds; do grep -q -- "$o" "$T/h" || FAIL "testimate $c --help: no $o"; done
 done

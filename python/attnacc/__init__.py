@@ -155,8 +155,9 @@ def _budget(opts, shapes, sets, max_memory, max_seconds):
                          f"bytes, estimate), over the memory limit of {_bytes_text(mem)} ({mem:.0f} bytes; {msrc}): "
                          "pass max_memory= or set ATTNACC_MAX_MEMORY to raise it")
     if cost.seconds > secs:
+        cores = os.cpu_count() or 1
         raise LimitError(f"attnacc: the problem ({what}) would take about {cost.seconds:.3g} seconds (estimate, on "
-                         f"{opts.threads or os.cpu_count()} threads), over the time limit of {secs:.3g} seconds "
+                         f"{min(opts.threads or cores, cores)} threads), over the time limit of {secs:.3g} seconds "
                          f"({ssrc}): pass max_seconds= or set ATTNACC_MAX_SECONDS to raise it")
 
 
@@ -565,7 +566,7 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
-    batch of packed [total, H, d] tensors, as in score()."""
+    batch of packed [total, H, d] tensors, as in score(). threads, max_memory, max_seconds: as in score()."""
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     shapes = [_shape(x, n) for x, n in zip((q, k, v), ("q", "k", "v"))]
     shapes.append(shapes[0] if do is None else _shape(do, "do"))
@@ -612,7 +613,8 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
     name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
-    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own."""
+    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. threads, max_memory,
+    max_seconds: as in score()."""
     rules = _rules_arg(rule)
     if isinstance(recipe, os.PathLike):
         recipe = os.fspath(recipe)
