@@ -151,7 +151,7 @@ def _budget(opts, shapes, sets, max_memory, max_seconds):
     secs, ssrc = _limit_arg("max_seconds", max_seconds, "ATTNACC_MAX_SECONDS", (MAX_SECONDS, "default"), False)
     what = f"q {list(shapes[0])}, k {list(shapes[1])}"
     if cost.bytes > mem:
-        raise LimitError(f"attnacc: the problem ({what}) needs about {_bytes_text(cost.bytes)} ({cost.bytes:.4g} "
+        raise LimitError(f"attnacc: the problem ({what}) needs about {_bytes_text(cost.bytes)} ({cost.bytes:.0f} "
                          f"bytes, estimate), over the memory limit of {_bytes_text(mem)} ({mem:.0f} bytes; {msrc}): "
                          "pass max_memory= or set ATTNACC_MAX_MEMORY to raise it")
     if cost.seconds > secs:
