@@ -27,6 +27,9 @@ check_PROGRAMS += tests/jget
 tests_jget_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 tests_jget_LDADD = $(JANSSON_LIBS)
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
+# the up-front resource estimate of run and score (issue 22 item 7)
+TESTS += tests/testimate.sh
+EXTRA_DIST += tests/testimate.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
 # explain and variant specs (run, sweep --variants): issue 14 items 13, 14.

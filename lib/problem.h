@@ -120,6 +120,27 @@ double aa_problem_scale(const aa_problem_t *pb);
    a kernel receives. out: [heads]. */
 void aa_problem_alibi_geometric(double *out, size_t heads);
 
+/* ---- resources, estimated before anything is allocated ----
+   What one evaluation of a problem of these sizes needs: the bytes held at
+   once (inputs q, k, v, dO, the oracle's outputs and workspace, and `sets`
+   output sets: one per emulated recipe, naive reference or caller's
+   outputs held at the same time) and the single-core seconds of the fast
+   oracle plus the `sets` pipelines. A pure function of the sizes, blind to
+   masks, recipes and values (lib/problem/estimate.c says why and how it
+   was calibrated): an order of magnitude for front ends to refuse on, not a
+   promise. Doubles, so that no size overflows. */
+typedef struct {
+  double bytes;
+  double seconds;
+} aa_problem_cost_t;
+
+void aa_problem_cost(aa_problem_cost_t *c, size_t n_q, size_t n_k, size_t d, size_t heads, size_t kv_heads,
+                     size_t sets);
+/* The default memory limit of the front ends: 3/4 of the physical memory
+   (sysconf), leaving the rest to the system and the caller's own data;
+   0 when unknown. */
+double aa_problem_mem_default(void);
+
 /* The diagonal key c(i) of query i under the problem's alignment. */
 static inline int64_t aa_problem_diag(const aa_problem_t *pb, size_t i) {
   return (int64_t)i + (pb->align == AA_ALIGN_BOTTOM_RIGHT ? (int64_t)pb->n_k - (int64_t)pb->n_q : 0);

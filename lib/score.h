@@ -184,6 +184,27 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
                     const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
                     size_t msg_cap);
 
+/* What aa_flat_score, aa_flat_oracle or aa_flat_emulate would need for
+   inputs of these shapes, before anything is allocated (the data pointers
+   may be NULL; shapes and layout are checked as those functions check
+   them): aa_problem_cost with `sets` output sets (the caller counts its own
+   copies as sets too), the seconds as wall-clock time spread over
+   opts->threads (0: the online cores) and, on the mpfr oracle path,
+   including aa_oracle_mpfr_seconds. A status; msg as the entry points. */
+int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, size_t sets,
+                     char *msg, size_t msg_cap);
+
+/* ---- ABI of the flat entry points (lib/score/abi.c) ----
+   Foreign callers mirror the structures above (python/attnacc/_lib.py):
+   they compare aa_abi_version() and each aa_abi_struct_size with their own
+   before the first call. AA_ABI_VERSION grows whenever a flat structure, a
+   flat function's arguments or a status code change. */
+#define AA_ABI_VERSION 1
+int aa_abi_version(void);
+/* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
+   "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */
+size_t aa_abi_struct_size(const char *name);
+
 void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
 const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */
 

@@ -56,15 +56,26 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
         "certified relative accuracy of every oracle element (2^-96..2^-8); looser skips MPFR recomputes"            \
   }
 
+/* The limits of the up-front resource estimate (lim_check, cli/limits.h). */
+#define CLI_OPTS_LIMITS                                                                                              \
+  {"max-memory", "BYTES[K|M|G|T]", "3/4 of physical memory, at most MemAvailable",                                   \
+   "refuse a problem whose memory estimate exceeds BYTES (K, M, G, T: powers of 1024)"},                             \
+  {                                                                                                                  \
+    "max-seconds", "S", "3600",                                                                                      \
+        "refuse a problem whose time estimate (fast oracle and emulation on the threads) exceeds S seconds"          \
+  }
+
 /* Option rows of the commands that run the oracle on one problem, and
    their parser: oo initialised, then --oracle, --prec (64..4096, the
    oracle's range) and --oracle-target applied, --force remembered for
-   cli_oracle_run; 0, or 2 after a message. */
+   cli_oracle_run; 0, or 2 after a message. --max-memory, --max-seconds
+   (and --force) are read by lim_check (cli/limits.h). */
 #define CLI_OPTS_ORACLE                                                                                              \
   {"oracle", "mpfr|fast", "fast", "oracle path"},                                                                    \
-      {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET, {                \
-    "force", NULL, NULL, "run the mpfr oracle even when its time estimate exceeds one hour"                          \
-  }
+      {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET,                  \
+      {"force", NULL, NULL,                                                                                          \
+       "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
+      CLI_OPTS_LIMITS
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 
 /* ---- the problem options, declared once ----

@@ -8,6 +8,7 @@
 #include <omp.h>
 #endif
 
+#include "cli/cli.h"
 #include "cli/limits.h"
 
 /* The value of "Key:" in a /proc/meminfo-style file, in bytes; 0 if absent. */
@@ -63,18 +64,82 @@ uint64_t lim_mem_available(const char **src) {
 }
 
 int lim_attn_bytes(uint64_t *out, size_t n_q, size_t n_k, size_t d, size_t heads, size_t kv_heads, size_t sets) {
-  /* Per element of q and of k (in doubles): the inputs (q, dO; k, v), the
-     oracle's three copies of o, dq (dk, dv) and its workspace, about 10;
-     each output set about 4 more (o, dq; dk, dv and the emulation's
-     accumulators). Measured peak resident sizes at n = 4096, d = 128
-     (524288 elements of q and of k): `attnacc run --variant fa2` (fa2 and
-     naive-bf16, 2 sets) 138 MB, formula 151 MB; a table4 cell of one
-     recipe 109 MB without and 126 MB with the oracle cache, formula 117 MB. */
-  long double eq = (long double)heads * n_q * d, ek = (long double)kv_heads * n_k * d;
-  long double b = 8.0L * (eq + ek) * (10.0L + 4.0L * (long double)sets);
-  if (!(b < 1.8e19L)) return 0;
-  *out = (uint64_t)b;
+  aa_problem_cost_t c;
+  aa_problem_cost(&c, n_q, n_k, d, heads, kv_heads, sets);
+  if (!(c.bytes < 1.8e19)) return 0;
+  *out = (uint64_t)c.bytes;
   return 1;
+}
+
+/* "BYTES[K|M|G|T]" (powers of 1024) into *out; 2 after a message. */
+static int parse_bytes(double *out, const char *cmd, const char *s) {
+  static const char suffix[] = "KMGT";
+  char *end;
+  double v = strtod(s, &end), m = 1;
+  const char *x = *end != '\0' ? strchr(suffix, *end) : NULL;
+  if (x != NULL && *x != '\0') {
+    for (const char *p = suffix; p <= x; p++)
+      m *= 1024.0;
+    end++;
+  }
+  if (end == s || *end != '\0' || !(v > 0) || !(v * m < 1.8e19)) {
+    cli_error(cmd, "--max-memory: '%s' is not a positive number of bytes (suffix K, M, G or T: powers of 1024)", s);
+    return 2;
+  }
+  *out = v * m;
+  return 0;
+}
+
+int lim_mem_limit(double *mem, const char **src, const char *cmd, const cli_args_t *a) {
+  const char *s = cli_get(a, "max-memory");
+  uint64_t avail;
+  *src = "--max-memory";
+  if (s != NULL) return parse_bytes(mem, cmd, s);
+  avail = lim_mem_available(src);
+  *mem = aa_problem_mem_default();
+  if (avail > 0 && (*mem <= 0 || (double)avail < *mem))
+    *mem = (double)avail;
+  else
+    *src = "3/4 of physical memory";
+  return 0;
+}
+
+int lim_check(const char *cmd, const cli_args_t *a, size_t n_q, size_t n_k, size_t d, size_t heads, size_t kv_heads,
+              size_t sets, int threads) {
+  aa_problem_cost_t c;
+  const char *s, *src;
+  double mem, secs = LIM_RUN_SECONDS, wall;
+  int th = lim_threads(threads);
+  char t[48], lim[48];
+  aa_problem_cost(&c, n_q, n_k, d, heads, kv_heads, sets);
+  if (lim_mem_limit(&mem, &src, cmd, a)) return 2;
+  if ((s = cli_get(a, "max-seconds")) != NULL && cli_double(&secs, cmd, "max-seconds", s, 0, 1e300, 1)) return 2;
+  if (mem > 0 && c.bytes > mem) {
+    lim_bytes(t, sizeof t, c.bytes);
+    lim_bytes(lim, sizeof lim, mem);
+    cli_error(cmd,
+              "problem too large: n_q = %zu, n_k = %zu, d = %zu, heads = %zu, kv_heads = %zu needs about %s "
+              "(estimate), limit %s (%s): use a smaller problem or --max-memory BYTES",
+              n_q, n_k, d, heads, kv_heads, t, lim, src);
+    return 2;
+  }
+  wall = c.seconds / th;
+  lim_duration(t, sizeof t, wall);
+  lim_duration(lim, sizeof lim, secs);
+  if (wall > secs && cli_get(a, "force") == NULL) {
+    cli_error(cmd,
+              "problem too slow: n_q = %zu, n_k = %zu, d = %zu, heads = %zu would take about %s on %d thread%s "
+              "(estimate; limit %s, --max-seconds): use a smaller problem, more --threads, --max-seconds S or "
+              "--force",
+              n_q, n_k, d, heads, t, th, th == 1 ? "" : "s", lim);
+    return 2;
+  }
+  /* with --oracle mpfr, cli_oracle_run's note on the mpfr oracle is the one that matters */
+  if (wall > 60.0 && !((s = cli_get(a, "oracle")) != NULL && strcmp(s, "mpfr") == 0))
+    fprintf(stderr,
+            "attnacc %s: note: the oracle and %zu output set%s should take about %s on %d thread%s (estimate)\n", cmd,
+            sets, sets == 1 ? "" : "s", t, th, th == 1 ? "" : "s");
+  return 0;
 }
 
 int lim_threads(int threads) {
@@ -87,6 +152,16 @@ int lim_threads(int threads) {
   /* more threads than cores do not run faster */
   if (cores > 0 && threads > cores) threads = (int)cores;
   return threads > 0 ? threads : 1;
+}
+
+void lim_bytes(char *buf, size_t cap, double b) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 6) {
+    b /= 1024.0;
+    u++;
+  }
+  snprintf(buf, cap, u == 0 ? "%.0f %s" : "%.3g %s", b, unit[u]);
 }
 
 void lim_duration(char *buf, size_t cap, double s) {

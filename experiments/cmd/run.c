@@ -361,6 +361,8 @@ static int load_inputs(run_t *R) {
       return 2;
     }
   p->n = have[0], p->d = have[1], p->heads = have[2], p->kv_heads = have[3];
+  if (lim_check(R->cmd, &R->a, have[0], R->in.k.shape[1], have[1], have[2], have[3], R->nrec + 1, R->oo.threads))
+    return 2;
   if (cli_get(&R->a, "sinks") != NULL && R->num_sinks != (R->in.sinks.data ? R->in.sinks.shape[1] : 0)) {
     cli_error(R->cmd, "--sinks %zu does not match %s", R->num_sinks,
               R->in.sinks.data ? "the K of sinks.npy" : "the inputs (no sinks.npy)");
@@ -372,41 +374,26 @@ static int load_inputs(run_t *R) {
 }
 
 /* The seeded draw, after refusing sizes that cannot work: the operation
-   count heads * n^2 * d must fit a size_t, and the tensors this command
-   holds at once (the inputs, three oracle copies of each output, one
-   output set per variant and naive-bf16) must fit in the memory still
-   available (MemAvailable, not the machine's total: other processes hold
-   the rest). */
+   count heads * n^2 * d must fit a size_t, and the estimate of the
+   tensors this command holds at once (one output set per variant and
+   naive-bf16) and of its time must be within --max-memory and
+   --max-seconds (lim_check). */
 static int draw_inputs(run_t *R) {
   cli_problem_opts_t *p = &R->po;
   size_t work;
-  uint64_t bytes, mem;
-  const char *memsrc;
   int rc;
   if (p->kv_heads == 0) p->kv_heads = p->heads;
-  if (aa_size_mul(&work, p->heads, p->n) || aa_size_mul(&work, work, p->n) || aa_size_mul(&work, work, p->d) ||
-      !lim_attn_bytes(&bytes, p->n, p->n, p->d, p->heads, p->kv_heads, R->nrec + 1)) {
+  if (aa_size_mul(&work, p->heads, p->n) || aa_size_mul(&work, work, p->n) || aa_size_mul(&work, work, p->d)) {
     cli_error(R->cmd,
               "problem too large: n = %zu, d = %zu, heads = %zu, kv_heads = %zu overflows the size arithmetic", p->n,
               p->d, p->heads, p->kv_heads);
     return 2;
   }
-  mem = lim_mem_available(&memsrc);
-  if (mem > 0 && bytes > mem) {
-    cli_error(R->cmd,
-              "problem too large: n = %zu, d = %zu, heads = %zu needs at least %.3g GiB, %.3g GiB available (%s)",
-              p->n, p->d, p->heads, (double)bytes / 1073741824.0, (double)mem / 1073741824.0, memsrc);
-    return 2;
-  }
+  if (lim_check(R->cmd, &R->a, R->n_q, R->n_k, p->d, p->heads, p->kv_heads, R->nrec + 1, R->oo.threads)) return 2;
   if (p->heads % p->kv_heads != 0) {
     cli_error(R->cmd, "--kv-heads %zu does not divide --heads %zu", p->kv_heads, p->heads);
     return 2;
   }
-  if ((double)work > 1e12)
-    fprintf(stderr,
-            "attnacc run: note: heads * n^2 * d = %.3g; the oracle and each variant do several such "
-            "sweeps, expect hours\n",
-            (double)work);
   if ((rc = cli_inputs_draw_qk(&R->in, p->seed, p->dist, p->sigma, R->n_q, R->n_k, p->d, p->heads, p->kv_heads,
                                R->num_sinks, R->io_fmt, &R->err)) != AA_OK)
     return fail(R, rc);

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/features.h"
+#include "cli/limits.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
@@ -301,6 +302,9 @@ static int score_read_inputs(score_t *S) {
     for (int i = 0; i < 4; i++)
       promote_2d(&S->raw[i]);
   if (score_resolve_layout(S)) return 2;
+  /* two output sets: the given outputs and the naive reference */
+  if (lim_check(S->cmd, &S->a, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h, 2, S->oo.threads))
+    return 2;
   for (int i = 0; i < 4; i++) {
     const aa_ndarray_t *r = &S->raw[i];
     if (aa_layout_import(dst[i], r->data, r->fmt, S->layout, r->ndim, r->shape, &S->err)) return fail(S, S->label[i]);

@@ -30,7 +30,8 @@ static const cli_opt_t common[] = {
     {"shard", "I/N", "0/1", "run only the cells with index % N == I (merge the shards with --merge)"},
     {"max-cells", "C", "0 = all", "stop after starting C cells (continue later with --resume)"},
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
-    {"force", NULL, NULL, "run even when the mpfr oracle's time estimate exceeds one hour"},
+    {"force", NULL, NULL, "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},
+    CLI_OPTS_LIMITS,
 };
 
 static const char engine_text[] =
@@ -143,17 +144,24 @@ static int fixture_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The largest cell (worst, max_bytes) and --jobs of them at once must fit in the available memory. */
-static int check_memory(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t nshard,
-                        uint64_t max_bytes, size_t worst) {
+/* The largest cell (worst, max_bytes) and --jobs of them at once must fit in the memory limit
+   (lim_mem_limit: --max-memory, else what is available). */
+static int check_memory(const char *cmd, const cli_args_t *a, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs,
+                        size_t nshard, uint64_t max_bytes, size_t worst) {
   const char *src;
-  uint64_t avail = lim_mem_available(&src);
+  double limit;
+  uint64_t avail;
   size_t at_once = jobs < nshard ? jobs : nshard;
+  if (lim_mem_limit(&limit, &src, cmd, a)) return 2;
+  avail = limit < 1.8e19 ? (uint64_t)limit : UINT64_MAX;
   if (avail > 0 && max_bytes > avail) {
     const aa_cell_t *c = aa_sweep_cell(sw, worst);
-    cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs at least %.3g GiB, %.3g GiB available (%s)", worst,
-              (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d),
-              (double)max_bytes / 1073741824.0, (double)avail / 1073741824.0, src);
+    char need[48], lim[48];
+    lim_bytes(need, sizeof need, (double)max_bytes);
+    lim_bytes(lim, sizeof lim, limit);
+    cli_error(cmd, "cell %zu (n = %lld, d = %lld) needs about %s (estimate), limit %s (%s): use --max-memory BYTES",
+              worst, (long long)aa_cell_int(c, "n", 0), (long long)aa_cell_int(c, "d", (int64_t)ctx->d), need, lim,
+              src);
     return 2;
   }
   if (avail > 0 && at_once > 1 && (double)max_bytes * (double)at_once > (double)avail) {
@@ -192,12 +200,15 @@ static int check_mpfr_time(const char *cmd, const xp_ctx_t *ctx, size_t jobs, si
 /* Memory and mpfr time of the shard's attention cells (those with an "n"
    coordinate; d, heads and kv_heads from the cell or ctx's defaults), from
    the same estimates as `attnacc run`: refuse (2, after a message) cells
-   that cannot fit in the available memory, --jobs J cells at once that do
-   not, and an mpfr oracle estimated beyond LIM_MPFR_SECONDS unless --force. */
-static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs, size_t shard_i,
-                       size_t shard_n, int force) {
-  size_t ncells = aa_sweep_ncells(sw), nshard = 0, worst = 0, nfix = 0;
+   that cannot fit in the memory limit, --jobs J cells at once that do
+   not, the slowest cell beyond --max-seconds (lim_check) and an mpfr
+   oracle estimated beyond LIM_MPFR_SECONDS, both unless --force. */
+static int check_cells(const char *cmd, const cli_args_t *a, const aa_sweep_t *sw, const xp_ctx_t *ctx, size_t jobs,
+                       size_t shard_i, size_t shard_n) {
+  size_t ncells = aa_sweep_ncells(sw), nshard = 0, worst = 0, nfix = 0, slow[5] = {0};
   uint64_t max_bytes = 0;
+  double max_secs = -1;
+  int force = cli_get(a, "force") != NULL;
   fixture_t *fix = NULL;
   double mpfr_core = 0;
   aa_oracle_opts_t oo;
@@ -219,6 +230,11 @@ static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ct
       max_bytes = bytes;
       worst = i;
     }
+    if ((double)heads * (double)n * (double)n * (double)d > max_secs) {
+      size_t cell[5] = {(size_t)n, (size_t)d, (size_t)heads, (size_t)kv, 1};
+      max_secs = (double)heads * (double)n * (double)n * (double)d; /* aa_problem_cost's seconds grow with it */
+      memcpy(slow, cell, sizeof slow);
+    }
     if (mpfr) {
       aa_problem_t pb;
       aa_problem_init(&pb, (size_t)n, (size_t)n, (size_t)d, (size_t)heads, (size_t)kv);
@@ -239,7 +255,9 @@ static int check_cells(const char *cmd, const aa_sweep_t *sw, const xp_ctx_t *ct
     mpfr_core += fix[j].seconds;
   free(fix);
   if (nshard == 0) return 0;
-  if ((rc = check_memory(cmd, sw, ctx, jobs, nshard, max_bytes, worst)) != 0) return rc;
+  if ((rc = check_memory(cmd, a, sw, ctx, jobs, nshard, max_bytes, worst)) != 0 ||
+      (rc = lim_check(cmd, a, slow[0], slow[0], slow[1], slow[2], slow[3], 1, ctx->inner_threads)) != 0)
+    return rc;
   if (mpfr) rc = check_mpfr_time(cmd, ctx, jobs, nshard, nfix, mpfr_core, force);
   return rc;
 }
@@ -643,8 +661,8 @@ static int sweep_steps(sweep_cmd_t *S, const char *experiment) {
     return (st = finish(S)) != 0 ? st : fflush(stdout) == 0 ? 0 : 1;
   /* Before any cell: memory and the mpfr oracle's time (under MPI the
      whole grid, since ranks pick their shards later). */
-  if ((st = check_cells(S->cmd, S->sw, S->ctx, S->jobs, S->shard_i, S->shard_n, cli_get(&S->a, "force") != NULL)) ||
-      (st = mpi_start(S)) || (st = run_cells(S)) || (st = report_run(S)))
+  if ((st = check_cells(S->cmd, &S->a, S->sw, S->ctx, S->jobs, S->shard_i, S->shard_n)) || (st = mpi_start(S)) ||
+      (st = run_cells(S)) || (st = report_run(S)))
     return st;
   return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -55,14 +55,18 @@ static int same_shape(const aa_flat_tensor_t *a, const aa_flat_tensor_t *b) {
   return 1;
 }
 
-/* Check shapes, resolve the layout, import the inputs and set up the problem. */
-static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_opts_t *o, aa_error_t *err) {
-  static const char *nm[4] = {"q", "k", "v", "do"};
+static const char *const in_names[4] = {"q", "k", "v", "do"};
+
+/* Check shapes and resolve the layout into p->layout, p->dq, p->dk (the data
+   pointers only when need_data). */
+static int prob_shapes(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_opts_t *o, int need_data,
+                       aa_error_t *err) {
+  const char *const *nm = in_names;
   char a[96], b[96];
   int rc;
   memset(p, 0, sizeof *p);
   for (int i = 0; i < 4; i++) {
-    if (in[i].data == NULL) return aa_error_set(err, AA_EINVAL, "%s is missing", nm[i]);
+    if (need_data && in[i].data == NULL) return aa_error_set(err, AA_EINVAL, "%s is missing", nm[i]);
     if (in[i].ndim < 2 || in[i].ndim > 4)
       return aa_error_set(err, AA_ESHAPE,
                           "%s has %d axes (need 2 to 4: [N, d], [H, N, d], [B, H, N, d] or [B, N, H, d])", nm[i],
@@ -87,6 +91,14 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
     return rc;
   aa_layout_dims(&p->dq, p->layout, in[0].ndim, in[0].shape);
   aa_layout_dims(&p->dk, p->layout, in[1].ndim, in[1].shape);
+  return AA_OK;
+}
+
+/* Check shapes, resolve the layout, import the inputs and set up the problem. */
+static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_opts_t *o, aa_error_t *err) {
+  const char *const *nm = in_names;
+  int rc;
+  if ((rc = prob_shapes(p, in, o, 1, err)) != AA_OK) return rc;
   p->in_fmt = AA_FMT_BF16;
   for (int i = 0; i < 4; i++) {
     if ((rc = aa_layout_import(&p->in[i], in[i].data, (aa_fmt_t)in[i].fmt, p->layout, in[i].ndim, in[i].shape,
@@ -295,6 +307,32 @@ int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, a
   }
   prob_free(&p);
 out:
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}
+
+int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, size_t sets,
+                     char *msg, size_t msg_cap) {
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  int rc;
+  memset(c, 0, sizeof *c);
+  if ((rc = prob_shapes(&p, inputs, opts, 0, &err)) == AA_OK) {
+    size_t heads = p.dq.b * p.dq.h;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double threads = opts->threads > 0 ? (double)opts->threads : cores > 0 ? (double)cores : 1.0;
+    aa_problem_cost(c, p.dq.n, p.dk.n, p.dq.d, heads, p.dk.b * p.dk.h, sets);
+    if (opts->oracle_path == AA_ORACLE_MPFR) {
+      aa_problem_t pb;
+      aa_oracle_opts_t oo;
+      aa_oracle_opts_init(&oo);
+      aa_problem_init(&pb, p.dq.n, p.dk.n, p.dq.d, heads, p.dk.b * p.dk.h);
+      c->seconds += aa_oracle_mpfr_seconds(&pb, &oo);
+    }
+    /* more threads than cores do not run faster */
+    if (cores > 0 && threads > (double)cores) threads = (double)cores;
+    c->seconds /= threads;
+  }
   if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
   return rc;
 }

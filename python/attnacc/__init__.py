@@ -9,12 +9,22 @@
 Tensors are numpy arrays or torch tensors (bfloat16, float16, float32, float64; CUDA tensors are
 copied to the CPU) in one of the layouts "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d]
 (flash-attn), "hnd" [H, N, d] or "nd" [N, d]. k and v may have fewer heads (GQA). The library is
-libattnacc (found through ATTNACC_LIB, the build tree's lib/.libs, or the installed libdir).
+libattnacc (found through ATTNACC_LIB, the build tree's lib/.libs, or the installed libdir), loaded and
+checked against the ABI version and structure sizes this package mirrors when the package is imported.
+
+Every argument is checked before it reaches C (TypeError / ValueError with a message starting "attnacc:"),
+and every call first estimates the memory and time of the problem from the tensors' shapes alone
+(libattnacc's aa_flat_estimate), refusing with LimitError, before any tensor is converted, when the
+estimate exceeds max_memory (bytes, or text such as "64G"; default: the environment variable
+ATTNACC_MAX_MEMORY, else 3/4 of the physical memory) or max_seconds (default: ATTNACC_MAX_SECONDS,
+else 3600 seconds of wall-clock time on the threads).
 """
 # SPDX-License-Identifier: LGPL-3.0-or-later
 import ctypes
 import json
 import math
+import numbers
+import os
 import time
 
 import numpy as np
@@ -22,11 +32,133 @@ import numpy as np
 from . import _lib
 from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
 
-__all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "SCHEMA_VERSION", "RULES"]
+__all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "LimitError",
+           "SCHEMA_VERSION", "RULES"]
 
 # Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
 SCHEMA_VERSION = 2
 OUTPUTS = ("o", "dq", "dk", "dv")
+THREADS_MAX = 4096  # the command's --threads bound: more would only make OpenMP spawn threads until it fails
+MAX_SECONDS = 3600.0  # default time limit, as the command's --max-seconds
+
+
+class LimitError(ValueError):
+    """The problem's memory or time estimate exceeds max_memory / max_seconds: refused before any work."""
+
+
+def _int_arg(name, x, lo, hi):
+    """x as an int in [lo, hi]: ctypes would silently wrap a larger one."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"attnacc: {name} must be an integer, got {type(x).__name__} {x!r}")
+    if not lo <= int(x) <= hi:
+        raise ValueError(f"attnacc: {name} = {int(x)} is outside [{lo}, {hi}]")
+    return int(x)
+
+
+def _real_arg(name, x, positive=False):
+    """x as a finite float, >= 0 (> 0 when positive)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"attnacc: {name} must be a number, got {type(x).__name__} {x!r}")
+    v = float(x)
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise ValueError(f"attnacc: {name} = {x!r} is not a {'positive' if positive else 'non-negative'} finite "
+                         "number")
+    return v
+
+
+def _str_arg(name, x, choices=None):
+    """x as a str without NUL (C would cut it there), one of choices when given (case-insensitive)."""
+    if not isinstance(x, str):
+        raise TypeError(f"attnacc: {name} must be a string, got {type(x).__name__} {x!r}")
+    if "\0" in x:
+        raise ValueError(f"attnacc: {name} holds a NUL byte, where C would cut the text short")
+    if choices is not None and x.lower() not in choices:
+        raise ValueError(f"attnacc: {name} {x!r} is not one of {', '.join(choices)}")
+    return x
+
+
+def _flag_arg(name, x):
+    if x is None:
+        return False
+    if isinstance(x, (bool, np.bool_)) or (isinstance(x, numbers.Integral) and int(x) in (0, 1)):
+        return bool(x)
+    raise TypeError(f"attnacc: {name} must be True or False, got {type(x).__name__} {x!r}")
+
+
+def _shape(x, name, required=True):
+    """The shape of a numpy array or torch tensor (others through np.asarray), read without converting it."""
+    if x is None:
+        if required:
+            raise TypeError(f"attnacc: {name} is None (need a numpy array or torch tensor)")
+        return None
+    shape = tuple(x.shape) if type(x).__module__.startswith("torch") else np.shape(x)
+    if not 2 <= len(shape) <= 4:
+        raise ValueError(f"attnacc: {name} has {len(shape)} axes (need 2 to 4: [N, d], [H, N, d], [B, H, N, d] or "
+                         "[B, N, H, d])")
+    return tuple(int(n) for n in shape)
+
+
+def _bytes_text(b):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if b < 1024 or unit == "PiB":
+            return f"{b:.0f} {unit}" if unit == "bytes" else f"{b:.3g} {unit}"
+        b /= 1024
+
+
+def _limit_arg(name, x, env, default, suffixes):
+    """(limit, where it came from) of the keyword x, else the environment variable env, else default.
+    Text may end in K, M, G or T (powers of 1024) when suffixes; math.inf lifts the limit."""
+    src = f"{name}="
+    if x is None:
+        x = os.environ.get(env)
+        src = env
+        if x is None or x == "":
+            return default
+    if isinstance(x, str):
+        text = _str_arg(name, x).strip()
+        mult = 1.0
+        if suffixes and text[-1:].upper() in ("K", "M", "G", "T"):
+            mult = 1024.0 ** ("KMGT".index(text[-1].upper()) + 1)
+            text = text[:-1]
+        try:
+            x = float(text) * mult
+        except ValueError:
+            raise ValueError(f"attnacc: {src} {x!r} is not a number{' (suffix K, M, G or T)' if suffixes else ''}") \
+                from None
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not float(x) > 0:
+        raise ValueError(f"attnacc: {src} {x!r} is not a positive number")
+    return float(x), src
+
+
+def _budget(opts, shapes, sets, max_memory, max_seconds):
+    """Refuse (LimitError) a problem whose estimate (aa_flat_estimate of the shapes, with `sets` output sets,
+    this package's own float64 copies among them) exceeds the memory or time limit; shape and layout errors
+    surface here too, before any tensor is converted."""
+    lib = _lib.lib()
+    ins = (_lib.FlatTensor * 4)()
+    for t, shape in zip(ins, shapes):
+        t.fmt, t.ndim = 3, len(shape)
+        for i, n in enumerate(shape):
+            t.shape[i] = n
+    cost = _lib.Cost()
+    msg = ctypes.create_string_buffer(1024)
+    rc = lib.aa_flat_estimate(ctypes.byref(cost), ins, ctypes.byref(opts), sets, msg, len(msg))
+    if rc != 0:
+        _raise(rc, msg.value)
+    mem_default = lib.aa_problem_mem_default()
+    mem, msrc = _limit_arg("max_memory", max_memory, "ATTNACC_MAX_MEMORY",
+                           (mem_default if mem_default > 0 else math.inf, "3/4 of physical memory"), True)
+    secs, ssrc = _limit_arg("max_seconds", max_seconds, "ATTNACC_MAX_SECONDS", (MAX_SECONDS, "default"), False)
+    what = f"q {list(shapes[0])}, k {list(shapes[1])}"
+    if cost.bytes > mem:
+        raise LimitError(f"attnacc: the problem ({what}) needs about {_bytes_text(cost.bytes)} ({cost.bytes:.0f} "
+                         f"bytes, estimate), over the memory limit of {_bytes_text(mem)} ({mem:.0f} bytes; {msrc}): "
+                         "pass max_memory= or set ATTNACC_MAX_MEMORY to raise it")
+    if cost.seconds > secs:
+        cores = os.cpu_count() or 1
+        raise LimitError(f"attnacc: the problem ({what}) would take about {cost.seconds:.3g} seconds (estimate, on "
+                         f"{min(opts.threads or cores, cores)} threads), over the time limit of {secs:.3g} seconds "
+                         f"({ssrc}): pass max_seconds= or set ATTNACC_MAX_SECONDS to raise it")
 
 
 def _as_array(x, name, bf16_bits=False):
@@ -73,38 +205,37 @@ def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_g
           threads, naive, q_shape=None, k_shape=None):
     o = _lib.FlatOpts()
     _lib.lib().aa_flat_opts_init(ctypes.byref(o))
-    lay = (layout or "auto").lower()
-    if lay not in LAYOUTS:
-        raise ValueError(f"attnacc: layout {layout!r} is not one of {', '.join(LAYOUTS[1:])}")
+    lay = "auto" if layout is None else _str_arg("layout", layout, LAYOUTS).lower()
     o.layout = LAYOUTS.index(lay)
-    c = bool(is_causal) or bool(causal)
+    c = _flag_arg("is_causal", is_causal) or _flag_arg("causal", causal)
     o.causal = int(c)
     s = softmax_scale if softmax_scale is not None else scale
     if s is not None:
-        if not (s > 0 and math.isfinite(s)):
-            raise ValueError(f"attnacc: scale {s!r} is not a positive number")
-        o.scale = float(s)
-    if window_size is not None and tuple(window_size) != (-1, -1):
-        left, right = window_size
+        o.scale = _real_arg("softmax_scale" if softmax_scale is not None else "scale", s, positive=True)
+    if window_size is not None:
+        if isinstance(window_size, (str, bytes)) or not hasattr(window_size, "__len__") or len(window_size) != 2:
+            raise TypeError(f"attnacc: window_size must be a pair (left, right) of integers, got "
+                            f"{type(window_size).__name__} {window_size!r}")
+        # size_t window = left + 1 below: no wrap in ctypes
+        left, right = (_int_arg("window_size[%d]" % i, w, -1, 2 ** 63 - 2) for i, w in enumerate(window_size))
         # flash-attn: query i sees keys i - left .. i + right; attnacc's window W keys ending at i (causal).
-        if not c or right not in (0, -1) or left < 0:
-            raise ValueError(
-                f"attnacc: window_size={tuple(window_size)} is supported only as (left, 0) with causal=True")
-        o.window = left + 1
+        if (left, right) != (-1, -1):
+            if not c or right not in (0, -1) or left < 0:
+                raise ValueError(
+                    f"attnacc: window_size={tuple(window_size)} is supported only as (left, 0) with causal=True")
+            o.window = left + 1
+    if enable_gqa is not None:
+        _flag_arg("enable_gqa", enable_gqa)
     if enable_gqa is False and q_shape is not None and k_shape is not None and tuple(q_shape) != tuple(k_shape):
         raise ValueError("attnacc: k has a different shape from q (GQA) but enable_gqa=False")
     if atol is not None:
-        o.atol = float(atol)
+        o.atol = _real_arg("atol", atol)
     if rtol is not None:
-        o.rtol = float(rtol)
+        o.rtol = _real_arg("rtol", rtol)
     if ulp_fmt is not None:
-        if ulp_fmt not in ("bf16", "fp16", "fp32"):
-            raise ValueError(f"attnacc: ulp_fmt {ulp_fmt!r} is not bf16, fp16 or fp32")
-        o.ulp_fmt = FMTS.index(ulp_fmt)
-    if oracle_path not in _lib.ORACLE_PATHS:
-        raise ValueError(f"attnacc: oracle {oracle_path!r} is not mpfr or fast")
-    o.oracle_path = _lib.ORACLE_PATHS.index(oracle_path)
-    o.threads = int(threads)
+        o.ulp_fmt = FMTS.index(_str_arg("ulp_fmt", ulp_fmt, ("bf16", "fp16", "fp32")).lower())
+    o.oracle_path = _lib.ORACLE_PATHS.index(_str_arg("oracle", oracle_path, _lib.ORACLE_PATHS).lower())
+    o.threads = _int_arg("threads", threads, 0, THREADS_MAX)
     o.naive = int(bool(naive))
     return o
 
@@ -339,13 +470,17 @@ def _layout_arg(layout, cu_seqlens_q):
 def _rules_arg(rule):
     if rule is None:
         return None  # the default, chosen by the inputs' dtype in _finish
+    if not isinstance(rule, (str, list, tuple)):
+        raise TypeError(f"attnacc: rule must be a rule name or a list of them, got {type(rule).__name__} {rule!r}")
     rules = (rule,) if isinstance(rule, str) else tuple(rule)
+    if not rules:
+        # an empty list would decide nothing: every kernel would pass
+        raise ValueError(f"attnacc: rule is empty (give one of {', '.join(RULES)}, a list of them, or 'all')")
     if rules == ("all",):
         rules = RULES
     for r in rules:
-        if r not in RULES:
-            raise ValueError(f"attnacc: rule {r!r} is not one of {', '.join(RULES)}")
-    return rules
+        _str_arg("rule", r, RULES)
+    return tuple(r.lower() for r in rules)
 
 
 def _finish(res, info, rules, opts, seconds=None):
@@ -364,7 +499,8 @@ def _finish(res, info, rules, opts, seconds=None):
 
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
           softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
-          oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
+          oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None,
+          max_seconds=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
@@ -379,7 +515,9 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
     reported; `rule` picks which decide Score.passed.
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
+    threads: 0 (all cores) to 4096, as the command's --threads.
     bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns.
+    max_memory, max_seconds: the limits of the up-front estimate (module docstring; LimitError beyond them).
     cu_seqlens_q / cu_seqlens_k: a varlen batch as flash_attn_varlen_func takes it: packed [total, H, d]
     tensors (layout "nhd") and B + 1 offsets from 0 (int tensors or arrays; cu_seqlens_k defaults to
     cu_seqlens_q). Each sequence is its own problem (causal and windows apply within it); metrics and
@@ -387,13 +525,16 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
     rules = _rules_arg(rule)
+    bf16_bits = _flag_arg("bf16_bits", bf16_bits)
+    shapes = [_shape(x, n) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    if all(_shape(x, n, False) is None for x, n in zip((o, dq, dk, dv), OUTPUTS)):
+        raise ValueError("attnacc: give at least one of o, dq, dk, dv")
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
+                 atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
+    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    _budget(opts, shapes, 3, max_memory, max_seconds)  # the given outputs, the naive reference, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
-    if all(a is None for a, _ in outs):
-        raise ValueError("attnacc: give at least one of o, dq, dk, dv")
-    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
-                 threads, True, arrs[0][0].shape, arrs[1][0].shape)
-    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     gs = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in outs])
     res = (_lib.FlatOut * 4)()
@@ -421,19 +562,23 @@ def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None
 
 def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
            window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None,
-           cu_seqlens_k=None):
+           cu_seqlens_k=None, max_memory=None, max_seconds=None):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
-    batch of packed [total, H, d] tensors, as in score()."""
+    batch of packed [total, H, d] tensors, as in score(). threads, max_memory, max_seconds: as in score()."""
+    bf16_bits = _flag_arg("bf16_bits", bf16_bits)
+    shapes = [_shape(x, n) for x, n in zip((q, k, v), ("q", "k", "v"))]
+    shapes.append(shapes[0] if do is None else _shape(do, "do"))
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
+                 None, None, None, oracle, threads, False, shapes[0], shapes[1])
+    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    _budget(opts, shapes, 1, max_memory, max_seconds)  # our copies and the result arrays
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
     if do is None:
         arrs.append((np.zeros_like(arrs[0][0]), arrs[0][1]))
     else:
         arrs.append(_as_array(do, "do", bf16_bits))
-    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, None, None, None, oracle,
-                 threads, False, arrs[0][0].shape, arrs[1][0].shape)
-    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     qa, ka = arrs[0][0], arrs[1][0]
     o = np.empty_like(qa)
@@ -460,7 +605,7 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
 
 def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
             window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
-            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None):
+            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None):
     """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
     with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
 
@@ -468,12 +613,19 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
     name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
-    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own."""
+    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. threads, max_memory,
+    max_seconds: as in score()."""
     rules = _rules_arg(rule)
-    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle,
-                 threads, True, arrs[0][0].shape, arrs[1][0].shape)
+    if isinstance(recipe, os.PathLike):
+        recipe = os.fspath(recipe)
+    recipe = _str_arg("recipe", recipe)
+    bf16_bits = _flag_arg("bf16_bits", bf16_bits)
+    shapes = [_shape(x, n) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
+                 atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
     keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    _budget(opts, shapes, 3, max_memory, max_seconds)  # the recipe's outputs, the naive reference, our copies
+    arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     qa, ka = arrs[0][0], arrs[1][0]
     bufs = [np.empty_like(qa), np.empty_like(qa), np.empty_like(ka), np.empty_like(ka)]
@@ -483,7 +635,7 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     dp = ctypes.POINTER(ctypes.c_double)
     t0 = time.perf_counter()
     rc = _lib.lib().aa_flat_emulate(*[b.ctypes.data_as(dp) for b in bufs], res, ctypes.byref(info), ins,
-                                    str(recipe).encode(), ctypes.byref(opts), msg, len(msg))
+                                    recipe.encode(), ctypes.byref(opts), msg, len(msg))
     seconds = time.perf_counter() - t0  # oracle and emulation together
     if rc != 0:
         _raise(rc, msg.value)
@@ -492,3 +644,6 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     out["recipe"] = info.recipe.decode()
     out["rounded"] = info.rounded
     return out
+
+
+_lib.lib()  # load libattnacc and check its ABI now: a mismatch is an ImportError of `import attnacc`

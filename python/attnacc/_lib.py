@@ -9,6 +9,8 @@ LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
 LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
+# lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
+ABI_VERSION = 1
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -106,6 +108,39 @@ class FlatInfo(ctypes.Structure):
     ]
 
 
+class Cost(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_double), ("seconds", ctypes.c_double)]
+
+
+MIRRORS = {"aa_flat_tensor_t": FlatTensor, "aa_flat_opts_t": FlatOpts, "aa_flat_out_t": FlatOut,
+           "aa_flat_info_t": FlatInfo, "aa_problem_cost_t": Cost}
+
+
+def check_abi(handle, path):
+    """Refuse (ImportError naming both sides) a library whose ABI version or flat struct sizes differ from the
+    mirrors here: a stale ATTNACC_LIB or libdir would otherwise read and write the structs at wrong offsets."""
+    try:
+        fn = handle.aa_abi_version
+    except AttributeError:
+        raise ImportError(f"attnacc: {path} has no aa_abi_version (a libattnacc older than ABI version 1); this "
+                          f"package needs ABI version {ABI_VERSION}: rebuild libattnacc or point ATTNACC_LIB at a "
+                          "matching one") from None
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    have = fn()
+    if have != ABI_VERSION:
+        raise ImportError(f"attnacc: {path} has ABI version {have}, this package needs ABI version {ABI_VERSION}: "
+                          "rebuild libattnacc or point ATTNACC_LIB at a matching one")
+    size = handle.aa_abi_struct_size
+    size.restype = ctypes.c_size_t
+    size.argtypes = [ctypes.c_char_p]
+    for name, mirror in MIRRORS.items():
+        n = size(name.encode())
+        if n != ctypes.sizeof(mirror):
+            raise ImportError(f"attnacc: {path} (ABI version {have}) has {name} of {n} bytes, this package's "
+                              f"mirror (ABI version {ABI_VERSION}) {ctypes.sizeof(mirror)} bytes")
+
+
 def _candidates():
     env = os.environ.get("ATTNACC_LIB")
     if env:
@@ -140,6 +175,7 @@ def lib():
             errors.append(f"{path}: {e}")
     else:
         raise ImportError("attnacc: cannot load libattnacc.so (set ATTNACC_LIB to its path): " + "; ".join(errors))
+    check_abi(handle, path)
     handle.aa_flat_score.argtypes = [
         ctypes.POINTER(FlatOut),
         ctypes.POINTER(FlatInfo),
@@ -160,5 +196,10 @@ def lib():
     handle.aa_flat_emulate.restype = ctypes.c_int
     handle.aa_flat_opts_init.argtypes = [ctypes.POINTER(FlatOpts)]
     handle.aa_flat_opts_init.restype = None
+    handle.aa_flat_estimate.argtypes = [ctypes.POINTER(Cost), ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatOpts),
+                                        ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_estimate.restype = ctypes.c_int
+    handle.aa_problem_mem_default.argtypes = []
+    handle.aa_problem_mem_default.restype = ctypes.c_double
     _lib = handle
     return handle
