@@ -37,40 +37,63 @@ static inline const char *aa_fuzz_file(const uint8_t *data, size_t size, const c
     }                                                                                                                \
   } while (0)
 
-/* An array a reader accepted: its axes multiply to a size the reader held,
-   and every value is exact in the format it is tagged with (npy.h). */
 #ifdef AA_NPY_H
 #include <math.h>
 
 #include "fmt.h"
-static inline void aa_fuzz_check_array(const aa_ndarray_t *a) {
+
+/* The bytes an accepted array claims, numel * itemsize, with every partial
+   product of its axes checked here by the compiler's builtin (a second
+   computation, not the library's aa__extent): an accepted shape must fit. */
+static inline size_t aa_fuzz_claimed_bytes(const aa_ndarray_t *a) {
+  size_t n = 1, item = a->fmt == AA_FMT_FP64 ? 8 : a->fmt == AA_FMT_FP32 ? 4 : 2;
   AA_FUZZ_CHECK(a->ndim >= 1 && a->ndim <= AA_NDARRAY_MAX_DIM, "axis count out of range");
-  size_t n = 1;
   for (int i = 0; i < a->ndim; i++)
-    n *= a->shape[i];
-  AA_FUZZ_CHECK(n == 0 || a->data != NULL, "an accepted array without data");
+    AA_FUZZ_CHECK(!__builtin_mul_overflow(n, a->shape[i], &n), "the axes of an accepted array overflow");
+  AA_FUZZ_CHECK(!__builtin_mul_overflow(n, item, &n), "numel * itemsize of an accepted array overflows");
+  return n;
+}
+
+/* An array a reader accepted: its axes multiply to a size the reader held,
+   and every value is exact in the format it is tagged with (npy.h). */
+static inline void aa_fuzz_check_array(const aa_ndarray_t *a) {
+  size_t n = aa_fuzz_claimed_bytes(a) / (a->fmt == AA_FMT_FP64 ? 8 : a->fmt == AA_FMT_FP32 ? 4 : 2);
+  AA_FUZZ_CHECK(a->data != NULL, "an accepted array without data");
   for (size_t i = 0; i < n; i++) { /* touching each value: ASan checks the buffer holds n of them */
     double v = a->data[i], back = aa_fmt_decode(aa_fmt_encode(v, a->fmt), a->fmt);
     AA_FUZZ_CHECK(back == v || (isnan(v) && isnan(back)), "a value read is not exact in its format");
   }
 }
 
+/* The bytes of "q" in the input, by the harness's own reading of the
+   format; exact 0: only an upper bound (an .npz member inflates to at most
+   what deflate's ratio allows). */
+typedef uint64_t (*aa_fuzz_span_fn)(const uint8_t *data, size_t size, int *exact);
+
 /* A harness of a reader that takes a path and an array name: the input as
-   a file, the array "q" read with and without '<i2' as BF16 bits. */
+   a file, the array "q" read with and without '<i2' as BF16 bits, and
+   what it accepts holds exactly (or at most) the bytes span finds. */
 typedef int (*aa_fuzz_reader_fn)(aa_ndarray_t *out, const char *path, const char *name, unsigned flags,
                                  aa_error_t *err);
-static inline void aa_fuzz_named_reader(const uint8_t *data, size_t size, const char *suffix,
-                                        aa_fuzz_reader_fn read) {
+static inline void aa_fuzz_named_reader(const uint8_t *data, size_t size, const char *suffix, aa_fuzz_reader_fn read,
+                                        aa_fuzz_span_fn span) {
   const char *path = aa_fuzz_file(data, size, suffix);
   for (unsigned flags = 0; flags <= AA_NPY_BF16_BITS; flags += AA_NPY_BF16_BITS) {
     aa_ndarray_t a;
     memset(&a, 0, sizeof a);
     aa_error_t err;
     err.msg[0] = '\0';
-    if (read(&a, path, "q", flags, &err) == AA_OK)
+    if (read(&a, path, "q", flags, &err) == AA_OK) {
+      int exact = 1;
+      uint64_t have = span(data, size, &exact);
       aa_fuzz_check_array(&a);
-    else
+      if (exact)
+        AA_FUZZ_CHECK(aa_fuzz_claimed_bytes(&a) == have, "numel * itemsize is not the bytes the file holds");
+      else
+        AA_FUZZ_CHECK(aa_fuzz_claimed_bytes(&a) <= have, "numel * itemsize exceeds what the file can hold");
+    } else {
       AA_FUZZ_CHECK(err.msg[0] != '\0', "a refused file has a message");
+    }
     aa_ndarray_free(&a);
   }
 }

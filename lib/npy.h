@@ -52,14 +52,27 @@ int aa_npy_parse_nd(aa_ndarray_t *out, const void *buf, size_t len, const char *
    deflated), read with libzip: member "NAME.npy". AA_ENOTFOUND when the
    archive has no such member (message naming the members it has),
    AA_EUNSUPPORTED when attnacc was built without libzip (the message says
-   how to install it), AA_EFORMAT for a file that is not a zip archive. */
+   how to install it), AA_EFORMAT for a file that is not a zip archive, one
+   with two members of one name (NumPy reads the last, libzip the first), a
+   member neither stored nor deflated, or a member whose .npy header declares
+   more than its directory entry's size, or whose entry claims more than
+   deflate's 1032:1 gives from its compressed size. The member is inflated as
+   it is read, after its header's shape is checked, so memory follows the
+   declared shape, never the archive's claims. */
 int aa_npz_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err);
 
 /* One tensor of a .safetensors file (8-byte little-endian header length, a
    JSON header {name: {"dtype", "shape", "data_offsets"}}, then the data):
    dtypes BF16, F16, F32, F64, and I16 as BF16 bits when flags has
    AA_NPY_BF16_BITS or the header's "__metadata__" has "bf16_bits": "true".
-   AA_ENOTFOUND when the name is absent (message naming the tensors present). */
+   AA_ENOTFOUND when the name is absent (message naming the tensors present).
+   The whole header is checked first, as the format's specification states
+   it, and AA_EFORMAT names the file and key of the first fault: JSON that
+   is malformed, has duplicate keys, a NUL in a key or anything but spaces
+   after it; "__metadata__" not an object of strings; a tensor whose shape
+   times its dtype's size overflows or differs from its data_offsets span;
+   offsets outside the data region, overlapping, or leaving bytes of it in
+   no tensor (the format has no holes and no trailing data). */
 int aa_safetensors_read(aa_ndarray_t *out, const char *path, const char *name, unsigned flags, aa_error_t *err);
 
 #ifdef __cplusplus

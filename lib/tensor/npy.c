@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "npy.h"
+#include "internal.h"
 
 /* The format is described in NumPy's "NEP 1 / numpy.lib.format" text:
    magic "\x93NUMPY", one byte major, one byte minor version, a little-endian
@@ -236,22 +236,24 @@ static void format_shape(char *buf, size_t cap, const size_t *shape, int ndim) {
   if (used < cap) snprintf(buf + used, cap - used, "]");
 }
 
-/* The reader proper, on an open stream of fsize bytes (a file, or a member of
-   an .npz archive through fmemopen): up to maxdim axes into out. The stream
-   is left open. */
-static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *path, int maxdim, unsigned flags,
-                       aa_error_t *err) {
+/* The reader proper. The shape the header declares is sized by aa__extent
+   against the bytes the source says follow the header, so nothing of a
+   declared size is allocated before it is known to fit the file. */
+int aa__npy_read_src(aa_ndarray_t *out, const aa__src_t *src, const char *path, int maxdim, unsigned flags,
+                     aa_error_t *err) {
   unsigned char pre[12];
   char *hdr = NULL;
   npy_header_t h;
   aa_fmt_t fmt = AA_FMT_FP64;
-  size_t itemsize = 8, numel = 1, nbytes, hlen, data_off, got;
-  int st_code = AA_OK, major, minor;
+  size_t itemsize = 8, hlen, data_off, got;
+  aa__extent_t ext;
+  uint64_t have;
+  int st_code = AA_OK, major, minor, fit;
   char shp[160];
 
   *out = (aa_ndarray_t){0};
   memset(&h, 0, sizeof h);
-  if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+  if (src->read(src->ctx, pre, 8) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
     st_code = aa_error_set(err, AA_EFORMAT, "%s: not a .npy file (bad magic)", path);
     goto done;
   }
@@ -263,11 +265,11 @@ static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *
     goto done;
   }
   if (major == 1) {
-    if (fread(pre + 8, 1, 2, f) != 2) goto truncated_header;
+    if (src->read(src->ctx, pre + 8, 2) != 2) goto truncated_header;
     hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
     data_off = 10 + hlen;
   } else {
-    if (fread(pre + 8, 1, 4, f) != 4) goto truncated_header;
+    if (src->read(src->ctx, pre + 8, 4) != 4) goto truncated_header;
     hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     data_off = 12 + hlen;
     if (hlen > NPY_MAX_HEADER) {
@@ -275,12 +277,13 @@ static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *
       goto done;
     }
   }
+  if (data_off > src->size) goto truncated_header;
   hdr = malloc(hlen + 1);
   if (hdr == NULL) {
     st_code = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate the header", path);
     goto done;
   }
-  if (fread(hdr, 1, hlen, f) != hlen) goto truncated_header;
+  if (src->read(src->ctx, hdr, hlen) != hlen) goto truncated_header;
   hdr[hlen] = '\0';
   if ((st_code = parse_header(&h, hdr, hlen, path, err)) != AA_OK) goto done;
   if ((flags & AA_NPY_BF16_BITS) && strcmp(h.descr, "<i2") == 0) strcpy(h.descr, "<u2"); /* BF16 bits, by request */
@@ -294,26 +297,27 @@ static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *
     goto done;
   }
   format_shape(shp, sizeof shp, h.shape, h.ndim);
-  for (int i = 0; i < h.ndim; i++)
-    if (h.shape_overflow || aa_size_mul(&numel, numel, h.shape[i]) != AA_OK) {
-      st_code =
-          h.shape_overflow
-              ? aa_error_set(err, AA_EFORMAT, "%s: shape is absurd (an axis does not fit in 64 bits)", path)
-              : aa_error_set(err, AA_EFORMAT, "%s: shape %s is absurd (the element count overflows)", path, shp);
-      goto done;
-    }
-  if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || fsize < data_off || fsize - data_off != (uintmax_t)nbytes) {
-    uintmax_t have = fsize >= data_off ? fsize - data_off : 0;
-    if (aa_size_mul(&nbytes, numel, itemsize) != AA_OK || have < nbytes)
-      st_code = aa_error_set(err, AA_EFORMAT,
-                             "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju", path,
-                             shp, h.descr, numel, itemsize, have);
-    else
-      st_code = aa_error_set(err, AA_EFORMAT, "%s: %ju trailing bytes after the data of shape %s of '%s'", path,
-                             have - (uintmax_t)nbytes, shp, h.descr);
+  if (h.shape_overflow) {
+    st_code = aa_error_set(err, AA_EFORMAT, "%s: shape is absurd (an axis does not fit in 64 bits)", path);
     goto done;
   }
-  if (aa_size_mul(&nbytes, numel > 0 ? numel : 1, sizeof(double)) != AA_OK || (out->data = malloc(nbytes)) == NULL) {
+  have = src->size - data_off;
+  fit = aa__extent(&ext, h.shape, h.ndim, itemsize, have);
+  if (fit == AA_ERANGE) {
+    st_code = aa_error_set(err, AA_EFORMAT, "%s: shape %s of '%s' is absurd (its size overflows 64 bits)", path, shp,
+                           h.descr);
+    goto done;
+  }
+  if (fit != AA_OK || have != (uint64_t)ext.nbytes) {
+    st_code = fit != AA_OK
+                  ? aa_error_set(err, AA_EFORMAT,
+                                 "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju",
+                                 path, shp, h.descr, ext.numel, itemsize, (uintmax_t)have)
+                  : aa_error_set(err, AA_EFORMAT, "%s: %ju trailing bytes after the data of shape %s of '%s'", path,
+                                 (uintmax_t)(have - ext.nbytes), shp, h.descr);
+    goto done;
+  }
+  if ((out->data = malloc(ext.dbytes)) == NULL) {
     st_code = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate a tensor of shape %s", path, shp);
     goto done;
   }
@@ -325,9 +329,9 @@ static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *
   {
     unsigned char buf[1 << 16];
     size_t per = sizeof buf / itemsize;
-    while (got < numel) {
-      size_t want = numel - got < per ? numel - got : per;
-      if (fread(buf, itemsize, want, f) != want) {
+    while (got < ext.numel) {
+      size_t want = ext.numel - got < per ? ext.numel - got : per;
+      if (src->read(src->ctx, buf, want * itemsize) != want * itemsize) {
         aa_ndarray_free(out);
         st_code = aa_error_set(err, AA_EIO, "%s: read error in the data", path);
         goto done;
@@ -335,6 +339,13 @@ static int read_stream(aa_ndarray_t *out, FILE *f, uintmax_t fsize, const char *
       for (size_t i = 0; i < want; i++)
         out->data[got + i] = decode_item(buf + i * itemsize, fmt);
       got += want;
+    }
+    /* A source that gives more than it declared (a zip member longer than
+       its directory entry) is not the array its header describes. */
+    if (src->read(src->ctx, buf, 1) != 0) {
+      aa_ndarray_free(out);
+      st_code =
+          aa_error_set(err, AA_EFORMAT, "%s: data continue past the %ju bytes declared", path, (uintmax_t)src->size);
     }
   }
   goto done;
@@ -351,6 +362,23 @@ void aa_ndarray_free(aa_ndarray_t *a) {
   *a = (aa_ndarray_t){0};
 }
 
+static size_t file_read(void *ctx, void *buf, size_t n) {
+  return fread(buf, 1, n, (FILE *)ctx);
+}
+
+typedef struct {
+  const unsigned char *p;
+  size_t len, pos;
+} mem_src_t;
+
+static size_t mem_read(void *ctx, void *buf, size_t n) {
+  mem_src_t *m = ctx;
+  if (n > m->len - m->pos) n = m->len - m->pos;
+  memcpy(buf, m->p + m->pos, n);
+  m->pos += n;
+  return n;
+}
+
 static int read_file(aa_ndarray_t *out, const char *path, int maxdim, unsigned flags, aa_error_t *err) {
   struct stat st;
   FILE *f;
@@ -361,7 +389,7 @@ static int read_file(aa_ndarray_t *out, const char *path, int maxdim, unsigned f
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
     rc = aa_error_set(err, AA_EIO, "%s: not a regular file", path);
   else
-    rc = read_stream(out, f, (uintmax_t)st.st_size, path, maxdim, flags, err);
+    rc = aa__npy_read_src(out, &(aa__src_t){file_read, f, (uint64_t)st.st_size}, path, maxdim, flags, err);
   fclose(f);
   return rc;
 }
@@ -372,15 +400,10 @@ int aa_npy_read_nd(aa_ndarray_t *out, const char *path, unsigned flags, aa_error
 
 int aa_npy_parse_nd(aa_ndarray_t *out, const void *buf, size_t len, const char *name, unsigned flags,
                     aa_error_t *err) {
-  FILE *f;
-  int rc;
+  mem_src_t m = {buf, len, 0};
   *out = (aa_ndarray_t){0};
   if (len == 0) return aa_error_set(err, AA_EFORMAT, "%s: empty (not a .npy file)", name);
-  f = fmemopen((void *)buf, len, "rb");
-  if (f == NULL) return aa_error_set(err, AA_ENOMEM, "%s: cannot open the buffer: %s", name, strerror(errno));
-  rc = read_stream(out, f, len, name, AA_NDARRAY_MAX_DIM, flags, err);
-  fclose(f);
-  return rc;
+  return aa__npy_read_src(out, &(aa__src_t){mem_read, &m, len}, name, AA_NDARRAY_MAX_DIM, flags, err);
 }
 
 int aa_npy_read(aa_tensor_t *out, const char *path, aa_error_t *err) {
