@@ -119,7 +119,7 @@ TC_AVX512 static TC_INLINE void tc_products(__m512 buf[][TC_MR][2], __m512 mxe[T
    overflowed: their ac is then meaningless. */
 TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
                                               const float *pb, const float *pbe, size_t ldb, const size_t n,
-                                              const int fb, const int ob, const int wide) {
+                                              const int fb, const int ob, const int wide, const int narrow) {
   __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
   const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
                 span = _mm512_set1_epi32(TC_FIELD(TC_EBMAX - (fb + 2))), upk = _mm512_set1_epi32(TC_FIELD(fb + 254)),
@@ -171,7 +171,7 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
       }
       const __m512 dn = _mm512_castsi512_ps(_mm512_sub_epi32(dnk, _mm512_castps_si512(up[r][v]))); /* 2^(E-F) */
       ac[r][v] = _mm512_mul_ps(_mm512_cvt_roundepi32_ps(s[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), dn);
-      if (ob < 23) ac[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), outm));
+      if (narrow) ac[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), outm));
     }
   return bad;
 }
@@ -190,40 +190,50 @@ TC_AVX512 static TC_INLINE void tc_tile_io(__m512 ac[TC_MR][2], float *acc, size
 /* One MR x NR tile over kc values of k (a multiple of bk unless it ends K):
    acc (row stride ldc) holds the fp32 accumulators on entry and exit, pa
    MR rows of op(A) (stride lda), pb kc rows of op(B) (stride ldb). Returns
-   1, acc then undefined, when a lane left the window. Inlined into one
-   function per common block length, so that the loops over a block have
-   constant trip counts; F and the result's bits are read once per call. */
+   1, acc then undefined, when a lane left the window. wide: bk products
+   and the accumulator may overflow int32 (tc_wide); narrow: the result has
+   fewer than 23 fractional bits. Inlined into one function per shape
+   (bk, wide, narrow) of the current rows, so that the block's loops and
+   branches are fixed at compile time, as they were with one kernel per
+   model; F and the result's bits are read once per call. */
 TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,
                                        const float *pb, const float *pbe, size_t ldb, size_t kc, const int bk,
-                                       const int fb, const int ob) {
-  /* products below 2^(F+2) after scaling (16 of them fit in int32 for F <= 25; tc_block checks the later ones),
-     the accumulator below 2^(F+1) */
-  const int wide = ((int64_t)bk << (fb + 2)) - bk + ((int64_t)1 << (fb + 1)) > INT32_MAX;
+                                       const int fb, const int ob, const int wide, const int narrow) {
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
   __mmask16 bad = 0;
   size_t k0 = 0;
   for (; k0 + (size_t)bk <= kc; k0 += (size_t)bk)
-    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, (size_t)bk, fb, ob, wide);
-  if (k0 < kc) bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0, fb, ob, wide);
+    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, (size_t)bk, fb, ob, wide, narrow);
+  if (k0 < kc)
+    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0, fb, ob, wide, narrow);
   tc_tile_io(ac, acc, ldc, 1);
   return bad != 0;
+}
+
+/* Products are below 2^(F+2) after scaling (16 of them fit in int32 for
+   F <= 25; tc_block checks the later ones), the accumulator below 2^(F+1):
+   1 when bk of them and the accumulator may not fit. */
+static int tc_wide(int bk, int fb) {
+  return ((int64_t)bk << (fb + 2)) - bk + ((int64_t)1 << (fb + 1)) > INT32_MAX;
 }
 
 /* pae, pbe: the exponent fields of pa, pb; bk, fb, ob: the row's K, F and result bits (cdna3 has its own) */
 typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
                           const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob);
-#define TC_KERN(name, bkc)                                                                                           \
+#define TC_KERN(name, bkc, widec, narrowc)                                                                           \
   TC_AVX512 static int name(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,  \
                             const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {                       \
     (void)bk;                                                                                                        \
-    return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bkc, fb, ob);                                           \
+    return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bkc, fb, ob, widec, narrowc);                           \
   }
-TC_KERN(tc_kern_4, 4)
-TC_KERN(tc_kern_8, 8)
-TC_KERN(tc_kern_16, 16)
-TC_KERN(tc_kern_32, 32)
-TC_KERN(tc_kern_any, bk) /* any other block length up to TC_BKMAX, as a variable */
+/* the shapes of the current rows (tc_kernel_of picks by the row's fields) and one for any other row */
+TC_KERN(tc_kern_4, 4, 0, 0)
+TC_KERN(tc_kern_8, 8, 0, 0)
+TC_KERN(tc_kern_16w, 16, 1, 0)
+TC_KERN(tc_kern_32n, 32, 0, 1)
+TC_KERN(tc_kern_32w, 32, 1, 0)
+TC_KERN(tc_kern_any, bk, tc_wide(bk, fb), ob < 23)
 
 /* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
 
@@ -310,21 +320,21 @@ TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const floa
   return bad != 0;
 }
 
-/* The kernel of a row: by its alignment rule and block length. */
+/* The kernel of a row: by its alignment rule and its shape (block length, wide sums, narrow result). */
 static tc_kern_fn tc_kernel_of(const aa_accum_info_t *m) {
+  static const struct {
+    int bk, wide, narrow;
+    tc_kern_fn fn;
+  } shapes[] = {{4, 0, 0, tc_kern_4},
+                {8, 0, 0, tc_kern_8},
+                {16, 1, 0, tc_kern_16w},
+                {32, 0, 1, tc_kern_32n},
+                {32, 1, 0, tc_kern_32w}};
   if (m->sum == AA_SUM_BLOCK2) return cd_kern;
-  switch (m->block_k) {
-  case 4:
-    return tc_kern_4;
-  case 8:
-    return tc_kern_8;
-  case 16:
-    return tc_kern_16;
-  case 32:
-    return tc_kern_32;
-  default:
-    return tc_kern_any;
-  }
+  const int wide = tc_wide(m->block_k, m->frac_bits), narrow = m->out_bits < 23;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (shapes[i].bk == m->block_k && shapes[i].wide == wide && shapes[i].narrow == narrow) return shapes[i].fn;
+  return tc_kern_any;
 }
 
 int aa_gemm_tc_fast32_available(void) {
