@@ -68,8 +68,10 @@ const aa_accum_info_t *aa_accum_info(aa_accum_t model);
    kept; with accumulate the incoming C is first rounded to fp32 (RNE), which
    is the identity for the fp32 values callers are required to pass):
 
-   fp32-seq       acc = accumulate ? C : +0;  for k = 0..K-1: acc = fmaf(a_k, b_k, acc);  C = acc.
-   fp32-pairwise  p_k = fl32(a_k * b_k) (a separate multiply, never fused);
+   Each rule of aa_sum_t in turn, for its rows (the names given):
+
+   fp32-seq       (AA_SUM_CHAIN) acc = accumulate ? C : +0;  for k = 0..K-1: acc = fmaf(a_k, b_k, acc);  C = acc.
+   fp32-pairwise  (AA_SUM_PAIRWISE) p_k = fl32(a_k * b_k) (a separate multiply, never fused);
                   S = pw(p_0 .. p_{K-1}) where pw(x_0) = x_0 and, for n >= 2,
                   pw(x_0 .. x_{n-1}) = fl32(pw(x_0 .. x_{m-1}) + pw(x_m .. x_{n-1}))
                   with m the largest power of two strictly below n (so the
@@ -82,11 +84,8 @@ const aa_accum_info_t *aa_accum_info(aa_accum_t model);
                   (Fasi, Higham, Mikaitis and Pranesh 2021; MMA-Sim 2025;
                   Khattak and Mikaitis 2025), with the block length K, the
                   fractional bits F and the result format of the model's
-                  row in aa_accum_table (lib/gemm/accum.c, where each row
-                  gives the source of its parameters). A100's m16n8k16 (bf16/fp16) is
-                  executed as two k = 8 halves chained through the fp32
-                  accumulator (nv_ptx.py:35-44 and 73-87, "split-k"), which
-                  is what blocks of 8 compute for a k = 16 instruction.
+                  row in aa_accum_table (lib/gemm/accum.c, where a comment
+                  gives the source of each row's parameters).
                   Operands are first rounded to fp32 (RNE; the
                   identity for the bf16/fp16/fp32 values callers pass).
                   acc = accumulate ? fl32(C) : +0. The k axis is cut into
