@@ -42,6 +42,21 @@ static long op_exp(mpfr_srcptr x) {
   return e < -126 ? -126 : e;
 }
 
+/* s rounded (rnd) into r (precision ob + 1) with fp32's exponent range:
+   subnormals in multiples of 2^(-126-ob), overflow as rnd gives it */
+static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
+  mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+  mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
+  mpfr_set_emax(128);
+  int inex = mpfr_set(r, s, rnd);
+  inex = mpfr_check_range(r, inex, rnd);
+  mpfr_subnormalize(r, inex, rnd);
+  float out = mpfr_get_flt(r, rnd);
+  mpfr_set_emin(emin);
+  mpfr_set_emax(emax);
+  return out;
+}
+
 static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
@@ -90,15 +105,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
         mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^(F+8): exact */
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
-    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-    mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
-    mpfr_set_emax(128);
-    int inex = mpfr_set(r, s, MPFR_RNDZ);
-    inex = mpfr_check_range(r, inex, MPFR_RNDZ);
-    mpfr_subnormalize(r, inex, MPFR_RNDZ);
-    out = mpfr_get_flt(r, MPFR_RNDZ);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(emax);
+    out = mpfr_round32(r, s, ob, MPFR_RNDZ);
     if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
   }
   for (size_t i = 0; i < n + 1; i++)
@@ -705,12 +712,6 @@ static void test_cases(void) {
    (mmasim/simulator/amd.py:39-43 and 87-98; arithmetic.py:227-285, the
    branch without FP8) and the definition in gemm.h ---- */
 
-/* max(floor(log2 |x|), -126) of a nonzero value */
-static long mp_e(mpfr_srcptr x) {
-  long e = (long)mpfr_get_exp(x) - 1;
-  return e < -126 ? -126 : e;
-}
-
 static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t n) {
   mpfr_t x, y, p[8], S, A, R, r;
   mpfr_inits2(256, S, A, R, (mpfr_ptr)0);
@@ -730,7 +731,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
       special = 1,
       sp += mpfr_sgn(p[i]) > 0 ? INFINITY : -INFINITY; /* |p| >= 2^128 (exponent above 128) counts as Inf */
     } else if (!mpfr_zero_p(p[i])) {
-      ea[i] = mp_e(x) + mp_e(y);
+      ea[i] = op_exp(x) + op_exp(y);
       if (!any || ea[i] > ep) ep = ea[i];
       any = 1;
     }
@@ -750,7 +751,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
     mpfr_set_flt(A, acc, MPFR_RNDN);
     long E = ep;
     int have = any;
-    if (acc != 0 && (!have || mp_e(A) > E)) E = mp_e(A), have = 1;
+    if (acc != 0 && (!have || op_exp(A) > E)) E = op_exp(A), have = 1;
     if (!have) {
       out = 0.0f;
     } else {
@@ -764,15 +765,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
       if (mpfr_zero_p(R)) {
         out = 0.0f;
       } else {
-        mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-        mpfr_set_emin(-148);
-        mpfr_set_emax(128);
-        int inex = mpfr_set(r, R, MPFR_RNDN);
-        inex = mpfr_check_range(r, inex, MPFR_RNDN);
-        mpfr_subnormalize(r, inex, MPFR_RNDN);
-        out = mpfr_get_flt(r, MPFR_RNDN);
-        mpfr_set_emin(emin);
-        mpfr_set_emax(emax);
+        out = mpfr_round32(r, R, 23, MPFR_RNDN);
       }
     }
   }
