@@ -22,17 +22,15 @@
 /* usage: bench_gemm [n [d [reps [models]]]]
    n: sequence length (default 8192), d: head dimension (default 128),
    reps: repetitions (default 5; medians are reported), models:
-   comma-separated accumulation models (default: fp32-seq, fp64-seq,
-   fp32-pairwise and every tensor-core model). Each repetition runs sgemm
+   comma-separated accumulation models (default: every row of
+   aa_accum_table, in its order). Each repetition runs sgemm
    and then every model once, so that load changes on a shared machine
    touch them alike; the closing tables give, shape by shape, the median
    over repetitions of each model's throughput as a fraction of sgemm's
    and of fp32-seq's in the same repetition. */
 
-#define DEFAULT_MODELS                                                                                               \
-  "fp32-seq,fp64-seq,fp32-pairwise,tc-k16-f25,tc-k8-f24,tc-k4-f23,tc-fp8-k32-f13,tc-fp8-k32-f25,cdna3-k8-f24"
-
 enum { MAXM = 16, MAXREPS = 99 };
+_Static_assert((int)AA_ACC_COUNT <= (int)MAXM, "bench_gemm: the default runs every model of aa_accum_table");
 
 typedef struct {
   const char *name; /* which product of the backward pass */
@@ -235,15 +233,17 @@ int main(int argc, char **argv) {
   openblas_setup(argv);
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
   int reps = argc > 3 ? atoi(argv[3]) : 5;
-  const char *models = argc > 4 ? argv[4] : DEFAULT_MODELS;
+  const char *models = argc > 4 ? argv[4] : NULL;
   if (n == 0 || d == 0 || reps <= 0 || reps > MAXREPS) {
     fprintf(stderr, "usage: %s [n [d [reps (1 to %d) [models]]]]\n", argv[0], MAXREPS);
     return 2;
   }
   aa_accum_t ms[MAXM];
-  char names[MAXM][32], list[512];
+  char names[MAXM][32], list[512] = "";
   int nm = 0, seq = -1;
-  snprintf(list, sizeof list, "%s", models);
+  for (int m = 0; models == NULL && m < AA_ACC_COUNT; m++) /* the default list: the table's names */
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", m ? "," : "", aa_accum_table[m].name);
+  if (models != NULL) snprintf(list, sizeof list, "%s", models);
   for (char *save = NULL, *m = strtok_r(list, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save)) {
     if (nm == MAXM) {
       fprintf(stderr, "bench_gemm: more than %d models\n", MAXM);

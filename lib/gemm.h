@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "fmt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,29 +14,64 @@ extern "C" {
 
 /* How the K-long sum of each output element is formed. Every model fixes
    the order of operations, so results are bitwise reproducible and do not
-   depend on the thread count or on the vector path chosen at run time. */
+   depend on the thread count or on the vector path chosen at run time.
+   The models are the rows of aa_accum_table below (names, parameters,
+   descriptions and sources there); the enum only numbers them. */
 typedef enum {
-  AA_ACC_FP32_SEQ = 0,  /* "fp32-seq": acc = fmaf(a_k, b_k, acc), k = 0..K-1, acc starts at the incoming C or +0 */
-  AA_ACC_FP32_PAIRWISE, /* "fp32-pairwise": products rounded to fp32, summed by a fixed pairwise tree, then added to C
-                         */
-  AA_ACC_FP64_SEQ,      /* "fp64-seq": as fp32-seq in IEEE double (for exact-arithmetic recipes) */
-  AA_ACC_TC_K16_F25,    /* "tc-k16-f25": tensor-core blocks of 16, 25 fractional bits, RZ (H100/H200/B200) */
-  AA_ACC_TC_K8_F24,     /* "tc-k8-f24": tensor-core blocks of 8, 24 fractional bits, RZ (A100/Ada) */
-  AA_ACC_TC_K4_F23,     /* "tc-k4-f23": blocks of 4, 23 fractional bits, RZ (V100 fp16 HMMA) */
-  AA_ACC_TC_FP8_K32_F13, /* "tc-fp8-k32-f13": blocks of 32, 13 fractional bits, result RZ to e8m13 (H100/H200 FP8
-                            wgmma) */
-  AA_ACC_TC_FP8_K32_F25, /* "tc-fp8-k32-f25": blocks of 32, 25 fractional bits, RZ (B200 FP8 tcgen05) */
-  AA_ACC_CDNA3_K8_F24,   /* "cdna3-k8-f24": AMD MI300 (CDNA3) bf16/fp16 MFMA: groups of 8, 24 bits, two stages, RNE */
+  AA_ACC_FP32_SEQ = 0,
+  AA_ACC_FP32_PAIRWISE,
+  AA_ACC_FP64_SEQ,
+  AA_ACC_TC_K16_F25,
+  AA_ACC_TC_K8_F24,
+  AA_ACC_TC_K4_F23,
+  AA_ACC_TC_FP8_K32_F13,
+  AA_ACC_TC_FP8_K32_F25,
+  AA_ACC_CDNA3_K8_F24,
   AA_ACC_COUNT
 } aa_accum_t;
+
+/* The alignment rule of a model's sum, the definitions below: each names
+   one mechanism of the library, which reads the rest of its row. */
+typedef enum {
+  AA_SUM_CHAIN = 0, /* fp32-seq, fp64-seq: one fused multiply-add per k, in k order, rounded to the result */
+  AA_SUM_PAIRWISE,  /* fp32-pairwise: products rounded, then a fixed pairwise tree */
+  AA_SUM_BLOCK,     /* tc-kK-fF: blocks of K exact products and the accumulator, aligned to their largest
+                       exponent, truncated to F fractional bits, summed exactly, then rounded once */
+  AA_SUM_BLOCK2,    /* cdna3-k8-f24: groups of K products aligned and truncated to F bits, then the group sum and
+                       the accumulator aligned again (two stages) */
+  AA_SUM_COUNT
+} aa_sum_t;
+
+/* One accumulation model: a row of aa_accum_table. Adding a model is
+   adding its enum value (before AA_ACC_COUNT), its row in
+   lib/gemm/accum.c and its MPFR test row in tests/tgemm_tc.c (which fails
+   while a row has none); the paths read nothing but the row's fields. */
+typedef struct {
+  aa_accum_t model; /* its own index in aa_accum_table */
+  const char *name; /* the recipe value, e.g. "tc-k16-f25" */
+  aa_sum_t sum;     /* alignment rule */
+  int block_k;      /* K: products per block (1 .. 32) for AA_SUM_BLOCK*, else 0 */
+  int frac_bits;    /* F: fractional bits kept below the block exponent, else 0 */
+  int out_bits;     /* fractional bits of the result: 23 (fp32), 13 (e8m13, fp32's exponent range), 52 (fp64) */
+  aa_rnd_t rnd;     /* rounding of the result: AA_RND_NE or AA_RND_Z */
+  const char *description; /* one line for `attnacc list` */
+  const char *cite;        /* REFERENCES.md key of the source ("mma-sim"), or "" for IEEE 754 operations alone */
+} aa_accum_info_t;
+
+/* The models, AA_ACC_COUNT rows in enum order. */
+extern const aa_accum_info_t aa_accum_table[AA_ACC_COUNT];
+/* The row of a model, or NULL for a value outside the enum. */
+const aa_accum_info_t *aa_accum_info(aa_accum_t model);
 
 /* Exact definitions (acc, p_k and sums are fp32 for the fp32 models; every
    fp32 operation is IEEE binary32 with round-to-nearest-even, subnormals
    kept; with accumulate the incoming C is first rounded to fp32 (RNE), which
    is the identity for the fp32 values callers are required to pass):
 
-   fp32-seq       acc = accumulate ? C : +0;  for k = 0..K-1: acc = fmaf(a_k, b_k, acc);  C = acc.
-   fp32-pairwise  p_k = fl32(a_k * b_k) (a separate multiply, never fused);
+   Each rule of aa_sum_t in turn, for its rows (the names given):
+
+   fp32-seq       (AA_SUM_CHAIN) acc = accumulate ? C : +0;  for k = 0..K-1: acc = fmaf(a_k, b_k, acc);  C = acc.
+   fp32-pairwise  (AA_SUM_PAIRWISE) p_k = fl32(a_k * b_k) (a separate multiply, never fused);
                   S = pw(p_0 .. p_{K-1}) where pw(x_0) = x_0 and, for n >= 2,
                   pw(x_0 .. x_{n-1}) = fl32(pw(x_0 .. x_{m-1}) + pw(x_m .. x_{n-1}))
                   with m the largest power of two strictly below n (so the
@@ -44,23 +80,12 @@ typedef enum {
                   C = accumulate ? fl32(C + S) : S; for K = 0, C = accumulate ? C : +0.
    fp64-seq       as fp32-seq with fma() in binary64 and C not rounded.
 
-   tc-kK-fF       the tensor-core model of [mma-sim] (Fasi, Higham,
-                  Mikaitis and Pranesh 2021; MMA-Sim 2025; Khattak and Mikaitis
-                  2025), with (K, F) = (16, 25) for tc-k16-f25, (8, 24) for
-                  tc-k8-f24, (4, 23) for tc-k4-f23, (32, 13) for
-                  tc-fp8-k32-f13 and (32, 25) for tc-fp8-k32-f25. The
-                  parameters are MMA-Sim's (microsoft/MMA-Sim at c785138,
-                  mmasim/simulator/nv_ptx.py:17-26: Volta 23 fractional
-                  bits, Ampere/Ada 24, Hopper/Blackwell 25; :147-159: Hopper
-                  wgmma fuses the instruction's whole k, 16 for bf16/fp16
-                  and 32 for FP8, and FP8 keeps 13 bits with an e8m13
-                  result; :186-190: Blackwell tcgen05 keeps 25 bits, FP8
-                  included, k = 32 for kind::f8f6f4) and [mma-sim]
-                  (Fasi, Higham, Mikaitis and Pranesh
-                  2021 for V100's k = 4). A100's m16n8k16 (bf16/fp16) is
-                  executed as two k = 8 halves chained through the fp32
-                  accumulator (nv_ptx.py:35-44 and 73-87, "split-k"), which
-                  is what blocks of 8 compute for a k = 16 instruction.
+   tc-kK-fF       (AA_SUM_BLOCK) the tensor-core model of [mma-sim]
+                  (Fasi, Higham, Mikaitis and Pranesh 2021; MMA-Sim 2025;
+                  Khattak and Mikaitis 2025), with the block length K, the
+                  fractional bits F and the result format of the model's
+                  row in aa_accum_table (lib/gemm/accum.c, where a comment
+                  gives the source of each row's parameters).
                   Operands are first rounded to fp32 (RNE; the
                   identity for the bf16/fp16/fp32 values callers pass).
                   acc = accumulate ? fl32(C) : +0. The k axis is cut into
@@ -86,8 +111,8 @@ typedef enum {
                            overflow gives +-FLT_MAX (IEEE RZ), an exact zero
                            sum gives +0 (also when every term is -0), a
                            nonzero sum below 2^-149 in magnitude a zero of
-                           its own sign. For tc-fp8-k32-f13 the result is
-                           instead truncated to e8m13 (nv_ptx.py:153-159,
+                           its own sign. A row with a 13-bit result
+                           (tc-fp8-k32-f13) truncates instead to e8m13 (nv_ptx.py:153-159,
                            arithmetic.py:189-193): 14 significant bits,
                            subnormals in multiples of 2^-139, overflow to
                            +-(2 - 2^-13) 2^127, an fp32 value.
@@ -108,7 +133,8 @@ typedef enum {
                   Every path (reference loop, packed threaded path) gives
                   identical bits.
 
-   cdna3-k8-f24   AMD CDNA3 (MI300) bf16/fp16 MFMA as MMA-Sim models it
+   cdna3-k8-f24   (AA_SUM_BLOCK2, implemented for K = 8, F = 24 only)
+                  AMD CDNA3 (MI300) bf16/fp16 MFMA as MMA-Sim models it
                   (mmasim/simulator/amd.py:39-43 and 87-98, group_size =
                   min(8, k), the accumulator rounded to fp32 (RNE) after
                   each group; arithmetic.py:227-285, fused_dot_rd_add
@@ -139,13 +165,14 @@ typedef enum {
    NaNs); everything else, including signed zeros, subnormals and
    infinities, is bitwise identical whatever vector path and thread count. */
 
-const char *aa_accum_name(aa_accum_t model);
+/* Shorthands for fields of aa_accum_table. */
+const char *aa_accum_name(aa_accum_t model);               /* "unknown" outside the table */
 int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFOUND */
 const char *aa_accum_describe(aa_accum_t model);           /* one line for `attnacc list` */
 
-/* Block length K and fractional bits F of a tc-* model (and of
-   cdna3-k8-f24: 8, 24); AA_ENOTFOUND for the other models (either output
-   may be NULL). */
+/* Block length K and fractional bits F of a block model (AA_SUM_BLOCK,
+   AA_SUM_BLOCK2); AA_ENOTFOUND for the other models (either output may be
+   NULL). */
 int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits);
 
 /* C[i][j] (+)= sum_k op(A)[i][k] * op(B)[k][j], for i < M, j < N, k < K.

@@ -42,6 +42,21 @@ static long op_exp(mpfr_srcptr x) {
   return e < -126 ? -126 : e;
 }
 
+/* s rounded (rnd) into r (precision ob + 1) with fp32's exponent range:
+   subnormals in multiples of 2^(-126-ob), overflow as rnd gives it */
+static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
+  mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+  mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
+  mpfr_set_emax(128);
+  int inex = mpfr_set(r, s, rnd);
+  inex = mpfr_check_range(r, inex, rnd);
+  mpfr_subnormalize(r, inex, rnd);
+  float out = mpfr_get_flt(r, rnd);
+  mpfr_set_emin(emin);
+  mpfr_set_emax(emax);
+  return out;
+}
+
 static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
@@ -90,15 +105,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
         mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^(F+8): exact */
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
-    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-    mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
-    mpfr_set_emax(128);
-    int inex = mpfr_set(r, s, MPFR_RNDZ);
-    inex = mpfr_check_range(r, inex, MPFR_RNDZ);
-    mpfr_subnormalize(r, inex, MPFR_RNDZ);
-    out = mpfr_get_flt(r, MPFR_RNDZ);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(emax);
+    out = mpfr_round32(r, s, ob, MPFR_RNDZ);
     if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
   }
   for (size_t i = 0; i < n + 1; i++)
@@ -107,49 +114,176 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
   return out;
 }
 
-/* The NVIDIA models with their published parameters (block k, fractional
-   bits F, result fractional bits), written here from MMA-Sim
+/* ---- the MPFR test rows: one per row of aa_accum_table ----
+   Each model's parameters (alignment rule, block k, fractional bits F,
+   result fractional bits, result rounding) written here from MMA-Sim
    (microsoft/MMA-Sim c785138, mmasim/simulator/nv_ptx.py:17-26, 147-159,
-   186-190) and REFERENCES sections 6 and 11, not read from the library. */
-typedef struct {
-  aa_accum_t m;
+   186-190; amd.py:39-43), REFERENCES sections 6 and 11 and IEEE 754, not
+   read from the library, with the MPFR function that computes one output
+   element. test_table fails for a library row without a test row here, or
+   whose fields differ from it. */
+typedef struct tmodel tmodel_t;
+typedef double (*melem_fn)(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                           const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K);
+struct tmodel {
   const char *name;
+  aa_sum_t sum;
   int k, F, ob;
-} tcm_t;
-static const tcm_t tcms[] = {
-    {AA_ACC_TC_K16_F25, "tc-k16-f25", 16, 25, 23},
-    {AA_ACC_TC_K8_F24, "tc-k8-f24", 8, 24, 23},
-    {AA_ACC_TC_K4_F23, "tc-k4-f23", 4, 23, 23},
-    {AA_ACC_TC_FP8_K32_F13, "tc-fp8-k32-f13", 32, 13, 13},
-    {AA_ACC_TC_FP8_K32_F25, "tc-fp8-k32-f25", 32, 25, 23},
+  aa_rnd_t rnd;
+  melem_fn elem;
 };
-#define NTC ((int)(sizeof tcms / sizeof tcms[0]))
 
-/* Every model with a packed fast path: the tc models and cdna3-k8-f24. */
-static const aa_accum_t fast_models[] = {AA_ACC_TC_K16_F25,     AA_ACC_TC_K8_F24,      AA_ACC_TC_K4_F23,
-                                         AA_ACC_TC_FP8_K32_F13, AA_ACC_TC_FP8_K32_F25, AA_ACC_CDNA3_K8_F24};
-#define NFAST ((int)(sizeof fast_models / sizeof fast_models[0]))
-
-static const tcm_t *tcm_of(aa_accum_t m) {
-  for (int i = 0; i < NTC; i++)
-    if (tcms[i].m == m) return &tcms[i];
-  exit(99);
+/* op(A)[i][k] and op(B)[k][j] as fp32 values (every operand here is one) */
+static float opa32(const double *A, size_t lda, int tA, size_t i, size_t k) {
+  return (float)(tA ? A[k * lda + i] : A[i * lda + k]);
+}
+static float opb32(const double *B, size_t ldb, int tB, size_t k, size_t j) {
+  return (float)(tB ? B[j * ldb + k] : B[k * ldb + j]);
 }
 
-static float model_elem(aa_accum_t model, double cin, int accumulate, const double *A, size_t lda, int tA,
-                        const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
-  const tcm_t *tm = tcm_of(model);
+static double tc_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                      const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
   int bk = tm->k, F = tm->F;
   float acc = accumulate ? (float)cin : 0.0f, a[32], b[32];
   for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
     size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
     for (size_t k = 0; k < n; k++) {
-      a[k] = (float)(tA ? A[(k0 + k) * lda + i] : A[i * lda + k0 + k]);
-      b[k] = (float)(tB ? B[j * ldb + k0 + k] : B[(k0 + k) * ldb + j]);
+      a[k] = opa32(A, lda, tA, i, k0 + k);
+      b[k] = opb32(B, ldb, tB, k0 + k, j);
     }
     acc = mpfr_block(&acc, a, b, n, F, tm->ob);
   }
   return acc;
+}
+
+static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t n);
+
+static double cdna3_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  size_t g = (size_t)tm->k;
+  float acc = accumulate ? (float)cin : 0.0f, a[8], b[8];
+  for (size_t k0 = 0; k0 < K; k0 += g) {
+    size_t n = K - k0 < g ? K - k0 : g;
+    for (size_t k = 0; k < n; k++) {
+      a[k] = opa32(A, lda, tA, i, k0 + k);
+      b[k] = opb32(B, ldb, tB, k0 + k, j);
+    }
+    acc = mpfr_cdna3_group(acc, a, b, n);
+  }
+  return acc;
+}
+
+/* IEEE 754 binary formats by MPFR: precision ob + 1 and the exponent range
+   of binary32 (ob 23) or binary64 (ob 52), subnormals by mpfr_subnormalize
+   after each correctly rounded (RNE) operation. */
+static void ieee_range(int ob) {
+  mpfr_set_emin(ob == 52 ? -1073 : -148);
+  mpfr_set_emax(ob == 52 ? 1024 : 128);
+}
+
+/* fp32-seq / fp64-seq: acc = RNE(a_k b_k + acc), one rounding per step */
+static double chain_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+  ieee_range(tm->ob);
+  mpfr_t acc, x, y;
+  mpfr_inits2(tm->ob + 1, acc, x, y, (mpfr_ptr)0);
+  mpfr_set_d(acc, !accumulate ? 0.0 : tm->ob == 52 ? cin : (float)cin, MPFR_RNDN); /* fp32 models read fl32(C) */
+  for (size_t k = 0; k < K; k++) {
+    mpfr_set_flt(x, opa32(A, lda, tA, i, k), MPFR_RNDN);
+    mpfr_set_flt(y, opb32(B, ldb, tB, k, j), MPFR_RNDN);
+    mpfr_subnormalize(acc, mpfr_fma(acc, x, y, acc, MPFR_RNDN), MPFR_RNDN);
+  }
+  double out = mpfr_get_d(acc, MPFR_RNDN);
+  mpfr_clears(acc, x, y, (mpfr_ptr)0);
+  mpfr_set_emin(emin);
+  mpfr_set_emax(emax);
+  return out;
+}
+
+/* pw(p_0 .. p_{n-1}) by the recursive split of gemm.h: left part the largest power of two below n */
+static void pw_sum(mpfr_t out, mpfr_t *p, size_t n) {
+  if (n == 1) {
+    mpfr_set(out, p[0], MPFR_RNDN);
+    return;
+  }
+  size_t m = 1;
+  while (2 * m < n)
+    m *= 2;
+  mpfr_t r;
+  mpfr_init2(r, mpfr_get_prec(out));
+  pw_sum(out, p, m);
+  pw_sum(r, p + m, n - m);
+  mpfr_subnormalize(out, mpfr_add(out, out, r, MPFR_RNDN), MPFR_RNDN);
+  mpfr_clear(r);
+}
+
+static double pairwise_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                            const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+  ieee_range(tm->ob);
+  mpfr_t *p = malloc(K * sizeof *p), x, y, s;
+  if (p == NULL) exit(1);
+  mpfr_inits2(tm->ob + 1, x, y, s, (mpfr_ptr)0);
+  for (size_t k = 0; k < K; k++) {
+    mpfr_init2(p[k], tm->ob + 1);
+    mpfr_set_flt(x, opa32(A, lda, tA, i, k), MPFR_RNDN);
+    mpfr_set_flt(y, opb32(B, ldb, tB, k, j), MPFR_RNDN);
+    mpfr_subnormalize(p[k], mpfr_mul(p[k], x, y, MPFR_RNDN), MPFR_RNDN);
+  }
+  pw_sum(s, p, K);
+  if (accumulate) {
+    mpfr_set_flt(x, (float)cin, MPFR_RNDN);
+    mpfr_subnormalize(s, mpfr_add(s, x, s, MPFR_RNDN), MPFR_RNDN);
+  }
+  double out = mpfr_get_d(s, MPFR_RNDN);
+  for (size_t k = 0; k < K; k++)
+    mpfr_clear(p[k]);
+  free(p);
+  mpfr_clears(x, y, s, (mpfr_ptr)0);
+  mpfr_set_emin(emin);
+  mpfr_set_emax(emax);
+  return out;
+}
+
+static const tmodel_t tmodels[] = {
+    {"fp32-seq", AA_SUM_CHAIN, 0, 0, 23, AA_RND_NE, chain_elem},
+    {"fp32-pairwise", AA_SUM_PAIRWISE, 0, 0, 23, AA_RND_NE, pairwise_elem},
+    {"fp64-seq", AA_SUM_CHAIN, 0, 0, 52, AA_RND_NE, chain_elem},
+    {"tc-k16-f25", AA_SUM_BLOCK, 16, 25, 23, AA_RND_Z, tc_elem},
+    {"tc-k8-f24", AA_SUM_BLOCK, 8, 24, 23, AA_RND_Z, tc_elem},
+    {"tc-k4-f23", AA_SUM_BLOCK, 4, 23, 23, AA_RND_Z, tc_elem},
+    {"tc-fp8-k32-f13", AA_SUM_BLOCK, 32, 13, 13, AA_RND_Z, tc_elem},
+    {"tc-fp8-k32-f25", AA_SUM_BLOCK, 32, 25, 23, AA_RND_Z, tc_elem},
+    {"cdna3-k8-f24", AA_SUM_BLOCK2, 8, 24, 23, AA_RND_NE, cdna3_elem},
+};
+#define NTM ((int)(sizeof tmodels / sizeof tmodels[0]))
+
+/* The test row of a library model, by name (NULL: none) */
+static const tmodel_t *tmodel_of(aa_accum_t m) {
+  for (int i = 0; i < NTM; i++)
+    if (strcmp(tmodels[i].name, aa_accum_name(m)) == 0) return &tmodels[i];
+  return NULL;
+}
+
+/* The library's models by alignment rule, in table order: the tc block
+   models, and every model with a packed fast path (those and cdna3). */
+static aa_accum_t tc_models[AA_ACC_COUNT], fast_models[AA_ACC_COUNT];
+static int ntc, nfast;
+
+static void models_init(void) {
+  for (int m = 0; m < AA_ACC_COUNT; m++) {
+    const aa_accum_info_t *r = &aa_accum_table[m];
+    if (r->sum == AA_SUM_BLOCK) tc_models[ntc++] = r->model;
+    if (r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2) fast_models[nfast++] = r->model;
+  }
+}
+
+static double model_elem(aa_accum_t model, double cin, int accumulate, const double *A, size_t lda, int tA,
+                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  const tmodel_t *tm = tmodel_of(model);
+  if (tm == NULL) exit(99); /* test_table has reported it */
+  return tm->elem(tm, cin, accumulate, A, lda, tA, B, ldb, tB, i, j, K);
 }
 
 /* Values: kind 0 bf16 normals N(0,1), kind 1 fp32 with a wide exponent
@@ -218,11 +352,13 @@ static uint64_t seed;
 
 static int compare(const case_t *c, const double *got, const double *want, const char *what) {
   int bad = 0;
+  const tmodel_t *tm = tmodel_of(c->model);
+  const int f64 = tm != NULL && tm->ob == 52; /* fp64-seq: binary64 results */
   for (size_t i = 0; i < c->M; i++)
     for (size_t j = 0; j < c->N; j++) {
       double g = got[i * c->ldc + j], w = want[i * c->ldc + j];
       if (isnan(g) && isnan(w)) continue; /* NaN payloads are not part of the model */
-      if (bits32((float)g) != bits32((float)w) || g != (double)(float)g) {
+      if (f64 ? memcmp(&g, &w, sizeof g) != 0 : bits32((float)g) != bits32((float)w) || g != (double)(float)g) {
         if (bad < 3)
           AA_FAIL("tgemm_tc %s: %s M=%zu N=%zu K=%zu tA=%d tB=%d acc=%d kind=%d C[%zu][%zu] = %a (0x%08x), want %a "
                   "(0x%08x), C_in %a, seed %llu",
@@ -238,28 +374,33 @@ static int compare(const case_t *c, const double *got, const double *want, const
   return bad;
 }
 
+/* Case c (freed) on both paths against its model's MPFR test row. */
+static void check_mpfr(case_t *c) {
+  double *want = malloc(c->M * c->ldc * sizeof(double));
+  if (want == NULL) exit(1);
+  memcpy(want, c->C0, c->M * c->ldc * sizeof(double));
+  for (size_t i = 0; i < c->M; i++)
+    for (size_t j = 0; j < c->N; j++)
+      want[i * c->ldc + j] =
+          model_elem(c->model, c->C0[i * c->ldc + j], c->acc, c->A, c->lda, c->tA, c->B, c->ldb, c->tB, i, j, c->K);
+  double *fast = case_run(c, 0), *ref = case_run(c, 1);
+  compare(c, fast, want, "aa_gemm vs MPFR model");
+  compare(c, ref, want, "aa_gemm_ref vs MPFR model");
+  free(fast);
+  free(ref);
+  free(want);
+  case_free(c);
+}
+
 /* Random shapes against the MPFR model, both paths. */
 static void test_mpfr(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
-    aa_accum_t model = tcms[it % NTC].m;
+    aa_accum_t model = tc_models[it % ntc];
     int kind = (int)(aa_pcg64_next(rng) % 3);
     size_t M = 1 + aa_pcg64_next(rng) % 12, N = 1 + aa_pcg64_next(rng) % 12, K = 1 + aa_pcg64_next(rng) % 70;
     case_t c;
     case_make(&c, rng, M, N, K, model, kind);
-    double *want = malloc(M * c.ldc * sizeof(double));
-    if (want == NULL) exit(1);
-    memcpy(want, c.C0, M * c.ldc * sizeof(double));
-    for (size_t i = 0; i < M; i++)
-      for (size_t j = 0; j < N; j++)
-        want[i * c.ldc + j] =
-            model_elem(model, c.C0[i * c.ldc + j], c.acc, c.A, c.lda, c.tA, c.B, c.ldb, c.tB, i, j, K);
-    double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
-    compare(&c, fast, want, "aa_gemm vs MPFR model");
-    compare(&c, ref, want, "aa_gemm_ref vs MPFR model");
-    free(fast);
-    free(ref);
-    free(want);
-    case_free(&c);
+    check_mpfr(&c);
   }
 }
 
@@ -267,7 +408,7 @@ static void test_mpfr(aa_pcg64_t *rng, int iters) {
 static void test_fast_vs_ref(aa_pcg64_t *rng) {
   static const size_t shapes[][3] = {{37, 41, 300}, {1, 1, 1}, {9, 70, 129}, {64, 64, 128}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int m = 0; m < NFAST; m++) {
+    for (int m = 0; m < nfast; m++) {
       case_t c;
       case_make(&c, rng, shapes[s][0], shapes[s][1], shapes[s][2], fast_models[m], (int)(s % 3));
       double *ref = case_run(&c, 1);
@@ -355,7 +496,7 @@ static double fast_cin_mild(aa_pcg64_t *rng) {
 
 static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
   for (int it = 0; it < iters; it++) {
-    aa_accum_t model = fast_models[it % NFAST];
+    aa_accum_t model = fast_models[it % nfast];
     int kind = (int)(aa_pcg64_next(rng) % 8), kindb = aa_pcg64_next(rng) % 3 ? kind : (int)(aa_pcg64_next(rng) % 8);
     size_t M = 1 + aa_pcg64_next(rng) % 70, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 300;
     if (it % 17 == 0) K = 256 + 1 + aa_pcg64_next(rng) % 400; /* more than one k chunk of the fp32 path */
@@ -392,7 +533,7 @@ static void test_fast_vs_f64(aa_pcg64_t *rng, int iters) {
 static void test_fast_large(aa_pcg64_t *rng) {
   for (int t = 0; t < 6; t++) {
     case_t c;
-    case_make(&c, rng, 1100, 40, 1000, fast_models[(t * 5) % NFAST], 0);
+    case_make(&c, rng, 1100, 40, 1000, fast_models[(t * 5) % nfast], 0);
     size_t ra = c.tA ? c.K : c.M, rb = c.tB ? c.N : c.K;
     for (size_t x = 0; x < ra * c.lda; x++)
       c.A[x] = fast_value(rng, 1);
@@ -571,12 +712,6 @@ static void test_cases(void) {
    (mmasim/simulator/amd.py:39-43 and 87-98; arithmetic.py:227-285, the
    branch without FP8) and the definition in gemm.h ---- */
 
-/* max(floor(log2 |x|), -126) of a nonzero value */
-static long mp_e(mpfr_srcptr x) {
-  long e = (long)mpfr_get_exp(x) - 1;
-  return e < -126 ? -126 : e;
-}
-
 static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t n) {
   mpfr_t x, y, p[8], S, A, R, r;
   mpfr_inits2(256, S, A, R, (mpfr_ptr)0);
@@ -596,7 +731,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
       special = 1,
       sp += mpfr_sgn(p[i]) > 0 ? INFINITY : -INFINITY; /* |p| >= 2^128 (exponent above 128) counts as Inf */
     } else if (!mpfr_zero_p(p[i])) {
-      ea[i] = mp_e(x) + mp_e(y);
+      ea[i] = op_exp(x) + op_exp(y);
       if (!any || ea[i] > ep) ep = ea[i];
       any = 1;
     }
@@ -616,7 +751,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
     mpfr_set_flt(A, acc, MPFR_RNDN);
     long E = ep;
     int have = any;
-    if (acc != 0 && (!have || mp_e(A) > E)) E = mp_e(A), have = 1;
+    if (acc != 0 && (!have || op_exp(A) > E)) E = op_exp(A), have = 1;
     if (!have) {
       out = 0.0f;
     } else {
@@ -630,15 +765,7 @@ static float mpfr_cdna3_group(float acc, const float *a, const float *b, size_t 
       if (mpfr_zero_p(R)) {
         out = 0.0f;
       } else {
-        mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-        mpfr_set_emin(-148);
-        mpfr_set_emax(128);
-        int inex = mpfr_set(r, R, MPFR_RNDN);
-        inex = mpfr_check_range(r, inex, MPFR_RNDN);
-        mpfr_subnormalize(r, inex, MPFR_RNDN);
-        out = mpfr_get_flt(r, MPFR_RNDN);
-        mpfr_set_emin(emin);
-        mpfr_set_emax(emax);
+        out = mpfr_round32(r, R, 23, MPFR_RNDN);
       }
     }
   }
@@ -656,29 +783,7 @@ static void test_cdna3(aa_pcg64_t *rng, int iters) {
       kind = 0, M = 1 + aa_pcg64_next(rng) % 40, N = 1 + aa_pcg64_next(rng) % 70, K = 1 + aa_pcg64_next(rng) % 70;
     case_t c;
     case_make(&c, rng, M, N, K, AA_ACC_CDNA3_K8_F24, kind);
-    double *want = malloc(M * c.ldc * sizeof(double));
-    if (want == NULL) exit(1);
-    memcpy(want, c.C0, M * c.ldc * sizeof(double));
-    for (size_t i = 0; i < M; i++)
-      for (size_t j = 0; j < N; j++) {
-        float acc = c.acc ? (float)c.C0[i * c.ldc + j] : 0.0f, a[8], b[8];
-        for (size_t k0 = 0; k0 < K; k0 += 8) {
-          size_t n = K - k0 < 8 ? K - k0 : 8;
-          for (size_t k = 0; k < n; k++) {
-            a[k] = (float)(c.tA ? c.A[(k0 + k) * c.lda + i] : c.A[i * c.lda + k0 + k]);
-            b[k] = (float)(c.tB ? c.B[j * c.ldb + k0 + k] : c.B[(k0 + k) * c.ldb + j]);
-          }
-          acc = mpfr_cdna3_group(acc, a, b, n);
-        }
-        want[i * c.ldc + j] = acc;
-      }
-    double *fast = case_run(&c, 0), *ref = case_run(&c, 1);
-    compare(&c, fast, want, "aa_gemm vs MPFR model");
-    compare(&c, ref, want, "aa_gemm_ref vs MPFR model");
-    free(fast);
-    free(ref);
-    free(want);
-    case_free(&c);
+    check_mpfr(&c);
   }
 }
 
@@ -749,7 +854,7 @@ static void test_new_cases(void) {
      2^-139 and truncates it to +0, and -1.5 2^-139 to -2^-139. cdna3:
      E = e(acc) = -126, acc rounded down to a multiple of 2^-150 is itself. */
   memcpy(a, z, sizeof a);
-  for (int m = 0; m < NFAST; m++) {
+  for (int m = 0; m < nfast; m++) {
     const aa_accum_t fm = fast_models[m];
     one(fm, "subnormal accumulator, zero products", 0x1p-140f, 1, a, NULL, 3,
         fm == AA_ACC_TC_FP8_K32_F13 ? 0.0f : 0x1p-140f);
@@ -774,13 +879,68 @@ static void test_names(void) {
   AA_CHECK(aa_accum_tc_params(AA_ACC_TC_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params k8");
   AA_CHECK(aa_accum_tc_params(AA_ACC_FP32_SEQ, &k, &f) == AA_ENOTFOUND, "tgemm_tc params of fp32-seq");
   AA_CHECK(strstr(aa_accum_describe(AA_ACC_TC_K16_F25), "25 fractional") != NULL, "tgemm_tc describe k16");
-  for (int i = 0; i < NTC; i++) {
-    AA_CHECK(aa_accum_from_name(&m, tcms[i].name) == AA_OK && m == tcms[i].m, "tgemm_tc names: %s", tcms[i].name);
-    AA_CHECK(aa_accum_tc_params(tcms[i].m, &k, &f) == AA_OK && k == tcms[i].k && f == tcms[i].F,
-             "tgemm_tc params %s: %d %d", tcms[i].name, k, f);
-  }
   AA_CHECK(aa_accum_from_name(&m, "cdna3-k8-f24") == AA_OK && m == AA_ACC_CDNA3_K8_F24, "tgemm_tc names: cdna3");
   AA_CHECK(aa_accum_tc_params(AA_ACC_CDNA3_K8_F24, &k, &f) == AA_OK && k == 8 && f == 24, "tgemm_tc params cdna3");
+}
+
+/* 1 when key is "" or has its anchor <a id="key"> in REFERENCES.md of the
+   source tree ($srcdir, set by make check, else the configured one). */
+static int ref_key(const char *key) {
+  if (key[0] == '\0') return 1;
+  const char *dir = getenv("srcdir");
+  char path[4096], line[1024], want[256];
+  snprintf(path, sizeof path, "%s/REFERENCES.md", dir != NULL ? dir : AA_TOP_SRCDIR);
+  snprintf(want, sizeof want, "<a id=\"%s\">", key);
+  FILE *f = fopen(path, "r");
+  AA_CHECK(f != NULL, "tgemm_tc table: cannot read %s", path);
+  int found = 0;
+  while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+    found = strstr(line, want) != NULL;
+  if (f != NULL) fclose(f);
+  return found;
+}
+
+/* The library's table of models against the MPFR test rows above: every
+   row has a test row with the same parameters (so no model can be added
+   without its independent model here), its fields are consistent, and a
+   few random products of every row, on both paths, match its MPFR model
+   bit for bit (a row that no path serves fails here with its status). The
+   rows of the test table name library rows too. */
+static void test_table(aa_pcg64_t *rng, int iters) {
+  for (int m = 0; m < AA_ACC_COUNT; m++) {
+    const aa_accum_info_t *r = &aa_accum_table[m];
+    AA_CHECK(r->model == (aa_accum_t)m && aa_accum_info((aa_accum_t)m) == r, "tgemm_tc table: row %d holds model %d",
+             m, (int)r->model);
+    AA_CHECK(r->name != NULL && r->description != NULL && strlen(r->description) > 10 && r->cite != NULL,
+             "tgemm_tc table: row %d lacks a name, description or citation", m);
+    if (r->name == NULL || r->cite == NULL) continue;
+    /* a block model cites its source, a key of REFERENCES.md; the IEEE models cite none */
+    AA_CHECK((r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2) == (r->cite[0] != '\0') && ref_key(r->cite),
+             "tgemm_tc table: %s cites '%s', not a key of REFERENCES.md", r->name, r->cite);
+    const tmodel_t *tm = tmodel_of((aa_accum_t)m);
+    AA_CHECK(tm != NULL, "tgemm_tc table: model %s has no MPFR test row in tests/tgemm_tc.c", r->name);
+    if (tm == NULL) continue;
+    AA_CHECK(tm->sum == r->sum && tm->k == r->block_k && tm->F == r->frac_bits && tm->ob == r->out_bits &&
+                 tm->rnd == r->rnd,
+             "tgemm_tc table: %s is (rule %d, K %d, F %d, %d result bits, rounding %d) in the library, (%d, %d, %d, "
+             "%d, %d) in its test row",
+             r->name, (int)r->sum, r->block_k, r->frac_bits, r->out_bits, (int)r->rnd, (int)tm->sum, tm->k, tm->F,
+             tm->ob, (int)tm->rnd);
+    int k = -1, f = -1, blocked = r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2;
+    AA_CHECK((aa_accum_tc_params((aa_accum_t)m, &k, &f) == AA_OK) == blocked &&
+                 (!blocked || (k == r->block_k && f == r->frac_bits)),
+             "tgemm_tc table: aa_accum_tc_params of %s", r->name);
+    for (int it = 0; it < iters; it++) {
+      int kind = (int)(aa_pcg64_next(rng) % 3);
+      size_t M = 1 + aa_pcg64_next(rng) % 9, N = 1 + aa_pcg64_next(rng) % 40, K = 1 + aa_pcg64_next(rng) % 70;
+      case_t c;
+      case_make(&c, rng, M, N, K, (aa_accum_t)m, kind);
+      check_mpfr(&c);
+    }
+  }
+  for (int i = 0; i < NTM; i++)
+    AA_CHECK(aa_accum_from_name(NULL, tmodels[i].name) == AA_OK, "tgemm_tc table: test row %s names no model",
+             tmodels[i].name);
 }
 
 /* The int32 sums of the fp32 path at their limit: 32 equal FP8 products 1.875^2 = 3.515625 align to E = 0
@@ -819,6 +979,10 @@ int main(void) {
   aa_pcg64_t rng;
   aa_pcg64_seed(&rng, seed, 13);
   int iters = (int)(400 * aa_test_multiplier());
+  models_init();
+  aa_pcg64_t rng_table; /* a stream of its own: the draws of the tests below stay as they were */
+  aa_pcg64_seed(&rng_table, seed, 14);
+  test_table(&rng_table, (int)(6 * aa_test_multiplier()));
   test_names();
   test_cases();
   test_new_cases();

@@ -1,42 +1,77 @@
-/* attnacc: names and one-line descriptions of the gemm accumulation models. */
+/* attnacc: the table of gemm accumulation models (one row per model) and the name <-> enum lookups on it. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <string.h>
 
 #include "gemm.h"
 
-static const char *const names[AA_ACC_COUNT] = {"fp32-seq",       "fp32-pairwise",  "fp64-seq",
-                                                "tc-k16-f25",     "tc-k8-f24",      "tc-k4-f23",
-                                                "tc-fp8-k32-f13", "tc-fp8-k32-f25", "cdna3-k8-f24"};
-
-static const char *const descriptions[AA_ACC_COUNT] = {
-    "fp32 FMA chain in k order, acc = fmaf(a_k, b_k, acc) from the incoming C or +0 (CPU/scalar accumulator)",
-    "fp32 products, summed by a fixed pairwise tree (left block = largest power of two below n), then added to C",
-    "fp64 FMA chain in k order from the incoming C or +0 (near-exact reference products)",
-    "tensor core H100/H200/B200: blocks of 16 exact products + fp32 acc aligned to the largest exponent (zeros "
-    "ignored), truncated to 25 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
-    "tensor core A100/Ada: blocks of 8 exact products + fp32 acc aligned to the largest exponent (zeros ignored), "
-    "truncated to 24 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
-    "tensor core V100 (fp16 HMMA): blocks of 4 exact products + fp32 acc aligned to the largest exponent, "
-    "truncated to 23 fractional bits, exact sum, RZ to fp32 (Fasi et al. 2021; MMA-Sim nv_ptx.py:18)",
-    "tensor core H100/H200 FP8 wgmma: blocks of 32 exact products + fp32 acc aligned to the largest exponent, "
-    "truncated to 13 fractional bits, exact sum, RZ to e8m13 (MMA-Sim nv_ptx.py:153-159)",
-    "tensor core B200 FP8 tcgen05: blocks of 32 exact products + fp32 acc aligned to the largest exponent, "
-    "truncated to 25 fractional bits, exact sum, RZ to fp32 (MMA-Sim nv_ptx.py:186-190)",
-    "AMD MI300 (CDNA3) bf16/fp16 MFMA: groups of 8 products truncated to 24 bits below the largest e_a+e_b, "
-    "then sum and acc rounded down to 31/24 bits below the larger exponent, RNE to fp32 (MMA-Sim amd.py:39-43)",
+/* The definitions of each alignment rule are in gemm.h. Block lengths and
+   fractional bits are MMA-Sim's (microsoft/MMA-Sim at c785138,
+   mmasim/simulator/nv_ptx.py:17-26: Volta 23 fractional bits, Ampere/Ada
+   24, Hopper/Blackwell 25; :147-159: Hopper wgmma fuses the instruction's
+   whole k, 16 for bf16/fp16 and 32 for FP8, and FP8 keeps 13 bits with an
+   e8m13 result; :186-190: Blackwell tcgen05 keeps 25 bits, FP8 included,
+   k = 32 for kind::f8f6f4; amd.py:39-43 CDNA3 groups of 8) and Fasi et al.
+   2021's for V100's k = 4 ([mma-sim] in REFERENCES.md). A100's m16n8k16
+   runs as two k = 8 halves (nv_ptx.py:35-44, 73-87), hence blocks of 8. */
+const aa_accum_info_t aa_accum_table[AA_ACC_COUNT] = {
+    {AA_ACC_FP32_SEQ, "fp32-seq", AA_SUM_CHAIN, 0, 0, 23, AA_RND_NE,
+     "fp32 FMA chain in k order, acc = fmaf(a_k, b_k, acc) from the incoming C or +0 (CPU/scalar accumulator)", ""},
+    {AA_ACC_FP32_PAIRWISE, "fp32-pairwise", AA_SUM_PAIRWISE, 0, 0, 23, AA_RND_NE,
+     "fp32 products, summed by a fixed pairwise tree (left block = largest power of two below n), then added to C",
+     ""},
+    {AA_ACC_FP64_SEQ, "fp64-seq", AA_SUM_CHAIN, 0, 0, 52, AA_RND_NE,
+     "fp64 FMA chain in k order from the incoming C or +0 (near-exact reference products)", ""},
+    {AA_ACC_TC_K16_F25, "tc-k16-f25", AA_SUM_BLOCK, 16, 25, 23, AA_RND_Z,
+     "tensor core H100/H200/B200: blocks of 16 exact products + fp32 acc aligned to the largest exponent (zeros "
+     "ignored), truncated to 25 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
+     "mma-sim"},
+    {AA_ACC_TC_K8_F24, "tc-k8-f24", AA_SUM_BLOCK, 8, 24, 23, AA_RND_Z,
+     "tensor core A100/Ada: blocks of 8 exact products + fp32 acc aligned to the largest exponent (zeros ignored), "
+     "truncated to 24 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow FLT_MAX)",
+     "mma-sim"},
+    {AA_ACC_TC_K4_F23, "tc-k4-f23", AA_SUM_BLOCK, 4, 23, 23, AA_RND_Z,
+     "tensor core V100 (fp16 HMMA): blocks of 4 exact products + fp32 acc aligned to the largest exponent, "
+     "truncated to 23 fractional bits, exact sum, RZ to fp32 (Fasi et al. 2021; MMA-Sim nv_ptx.py:18)",
+     "mma-sim"},
+    {AA_ACC_TC_FP8_K32_F13, "tc-fp8-k32-f13", AA_SUM_BLOCK, 32, 13, 13, AA_RND_Z,
+     "tensor core H100/H200 FP8 wgmma: blocks of 32 exact products + fp32 acc aligned to the largest exponent, "
+     "truncated to 13 fractional bits, exact sum, RZ to e8m13 (MMA-Sim nv_ptx.py:153-159)",
+     "mma-sim"},
+    {AA_ACC_TC_FP8_K32_F25, "tc-fp8-k32-f25", AA_SUM_BLOCK, 32, 25, 23, AA_RND_Z,
+     "tensor core B200 FP8 tcgen05: blocks of 32 exact products + fp32 acc aligned to the largest exponent, "
+     "truncated to 25 fractional bits, exact sum, RZ to fp32 (MMA-Sim nv_ptx.py:186-190)",
+     "mma-sim"},
+    {AA_ACC_CDNA3_K8_F24, "cdna3-k8-f24", AA_SUM_BLOCK2, 8, 24, 23, AA_RND_NE,
+     "AMD MI300 (CDNA3) bf16/fp16 MFMA: groups of 8 products truncated to 24 bits below the largest e_a+e_b, "
+     "then sum and acc rounded down to 31/24 bits below the larger exponent, RNE to fp32 (MMA-Sim amd.py:39-43)",
+     "mma-sim"},
 };
 
+const aa_accum_info_t *aa_accum_info(aa_accum_t model) {
+  return (unsigned)model < AA_ACC_COUNT ? &aa_accum_table[model] : NULL;
+}
+
 const char *aa_accum_name(aa_accum_t model) {
-  return (unsigned)model < AA_ACC_COUNT ? names[model] : "unknown";
+  return (unsigned)model < AA_ACC_COUNT ? aa_accum_table[model].name : "unknown";
 }
 
 int aa_accum_from_name(aa_accum_t *out, const char *name) {
-  int m = aa_name_index(name, names, AA_ACC_COUNT);
-  if (m < 0) return AA_ENOTFOUND;
-  if (out != NULL) *out = (aa_accum_t)m;
-  return AA_OK;
+  for (int m = 0; name != NULL && m < AA_ACC_COUNT; m++)
+    if (strcmp(name, aa_accum_table[m].name) == 0) {
+      if (out != NULL) *out = (aa_accum_t)m;
+      return AA_OK;
+    }
+  return AA_ENOTFOUND;
 }
 
 const char *aa_accum_describe(aa_accum_t model) {
-  return (unsigned)model < AA_ACC_COUNT ? descriptions[model] : "unknown accumulation model";
+  return (unsigned)model < AA_ACC_COUNT ? aa_accum_table[model].description : "unknown accumulation model";
+}
+
+int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
+  const aa_accum_info_t *m = aa_accum_info(model);
+  if (m == NULL || (m->sum != AA_SUM_BLOCK && m->sum != AA_SUM_BLOCK2)) return AA_ENOTFOUND;
+  if (block_k != NULL) *block_k = m->block_k;
+  if (frac_bits != NULL) *frac_bits = m->frac_bits;
+  return AA_OK;
 }

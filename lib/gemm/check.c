@@ -1,4 +1,4 @@
-/* attnacc: argument checks of aa_gemm and the K = 0 case shared by all models. */
+/* attnacc: argument checks of aa_gemm (the model's row included) and the K = 0 case shared by all models. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 
@@ -13,9 +13,28 @@ static int check_array(const void *p, size_t ld, size_t rows, size_t cols) {
   return AA_OK;
 }
 
+/* The parameters each mechanism is written for (gemm.h; the block paths'
+   buffers hold 32 products, their int64 and int32 sums need F <= 25): a
+   row outside them has no path. */
+static int row_supported(const aa_accum_info_t *m) {
+  switch (m->sum) {
+  case AA_SUM_CHAIN:
+    return m->rnd == AA_RND_NE && (m->out_bits == 23 || m->out_bits == 52);
+  case AA_SUM_PAIRWISE:
+    return m->rnd == AA_RND_NE && m->out_bits == 23;
+  case AA_SUM_BLOCK:
+    return m->rnd == AA_RND_Z && m->block_k >= 1 && m->block_k <= 32 && m->frac_bits >= 1 && m->frac_bits <= 25 &&
+           m->out_bits >= 1 && m->out_bits <= 23;
+  case AA_SUM_BLOCK2:
+    return m->rnd == AA_RND_NE && m->block_k == 8 && m->frac_bits == 24 && m->out_bits == 23;
+  default:
+    return 0;
+  }
+}
+
 int aa_gemm_check(const double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                   int transB, size_t M, size_t N, size_t K, aa_accum_t model) {
-  if ((unsigned)model >= AA_ACC_COUNT) return AA_EINVAL;
+  if ((unsigned)model >= AA_ACC_COUNT || !row_supported(&aa_accum_table[model])) return AA_EINVAL;
   if (M == 0 || N == 0) return AA_OK;
   if (check_array(C, ldc, M, N) != AA_OK) return AA_EINVAL;
   if (K == 0) return AA_OK;

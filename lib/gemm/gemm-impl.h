@@ -61,7 +61,8 @@ int aa_gemm_isa(void);
 int aa_gemm_blocked(const aa_gemm_kern_t *kd, double *C, size_t ldc, const double *A, size_t lda, int transA,
                     const double *B, size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate);
 
-/* AA_OK when the arguments describe a valid call (see gemm.h), AA_EINVAL otherwise. */
+/* AA_OK when the arguments describe a valid call (see gemm.h) of a model whose row has the parameters its
+   mechanism is written for, AA_EINVAL otherwise. */
 int aa_gemm_check(const double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                   int transB, size_t M, size_t N, size_t K, aa_accum_t model);
 

@@ -13,6 +13,7 @@ tests_tgemm_LDADD = $(LDADD) -lmpfr -lgmp -lm
 check_PROGRAMS += tests/tgemm_tc
 TESTS += tests/tgemm_tc
 tests_tgemm_tc_SOURCES = tests/tgemm_tc.c
+tests_tgemm_tc_CPPFLAGS = $(AM_CPPFLAGS) -DAA_TOP_SRCDIR='"$(abs_top_srcdir)"' # REFERENCES.md for the citations check
 tests_tgemm_tc_LDADD = $(LDADD) -lmpfr -lgmp -lm
 
 # Both gemm tests again on the paths of a build or CPU without AVX-512.

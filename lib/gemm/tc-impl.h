@@ -17,7 +17,6 @@ int aa_gemm_tc_exp(double x);
 float aa_gemm_tc_block(const double *t, const int *et, size_t n, int frac_bits);
 /* The same with the result truncated to out_bits fractional bits (23: fp32; 13: e8m13). */
 float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bits, int out_bits);
-int aa_gemm_tc_out_bits(aa_accum_t model);
 
 /* cdna3-k8-f24, literally. M, N, K > 0. One group: the incoming fp32
    accumulator and n <= 8 operand pairs. */
@@ -25,13 +24,14 @@ float aa_gemm_cdna3_group(float acc, const float *a, const float *b, size_t n);
 void aa_gemm_ref_cdna3(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                        int transB, size_t M, size_t N, size_t K, int accumulate);
 
-/* Literal scalar loop and the packed, threaded path (bitwise equal). M, N, K > 0. */
+/* Literal scalar loop and the packed, threaded path (bitwise equal) of the AA_SUM_BLOCK row m (the fast
+   paths also take cdna3's AA_SUM_BLOCK2 row). M, N, K > 0. */
 void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+                    int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
 /* The binary64 packed path (the implementation before the fp32 one; used
    where the fp32 path's conditions fail, and as a second reference in tests). */
 int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                          int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+                          int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
 /* The tile of rows [i0, i0 + rows) and columns [j0, j0 + cols) of C from
    packed fp32 operands (pa: M x K rows, pb: K x lp, lp a multiple of 8) by
    the binary64 steps (vectorised across 8 columns, the reference steps
@@ -44,9 +44,9 @@ void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb
    have AVX-512 F and DQ. */
 int aa_gemm_tc_fast32_available(void);
 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                      int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+                      int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
 /* Run-time choice between the paths above. */
 int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+                    int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
 
 #endif

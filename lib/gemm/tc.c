@@ -10,35 +10,6 @@
 #include "gemm-impl.h"
 #include "tc-impl.h"
 
-int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
-  int k, f;
-  switch (model) {
-  case AA_ACC_TC_K16_F25:
-    k = 16, f = 25;
-    break; /* H100 / H200 / B200 (REFERENCES section 6) */
-  case AA_ACC_TC_K8_F24:
-    k = 8, f = 24;
-    break; /* A100 / Ada */
-  case AA_ACC_TC_K4_F23:
-    k = 4, f = 23;
-    break; /* V100 (REFERENCES section 11) */
-  case AA_ACC_TC_FP8_K32_F13:
-    k = 32, f = 13;
-    break; /* H100 / H200 FP8 wgmma */
-  case AA_ACC_TC_FP8_K32_F25:
-    k = 32, f = 25;
-    break; /* B200 FP8 */
-  case AA_ACC_CDNA3_K8_F24:
-    k = 8, f = 24;
-    break; /* MI300 */
-  default:
-    return AA_ENOTFOUND;
-  }
-  if (block_k != NULL) *block_k = k;
-  if (frac_bits != NULL) *frac_bits = f;
-  return AA_OK;
-}
-
 /* Round a double toward zero to binary32 (subnormals kept, overflow to
    +-FLT_MAX as IEEE RZ prescribes): the RNE conversion gives one of the two
    binary32 neighbours of x; when it lies further from zero than x, the
@@ -55,12 +26,6 @@ static double pow2(int e) {
     double d;
   } v = {(uint64_t)(e + 1023) << 52};
   return v.d;
-}
-
-/* Fractional bits of the result's significand: 13 for the e8m13 result of
-   Hopper's FP8 wgmma, 23 (fp32) otherwise. */
-int aa_gemm_tc_out_bits(aa_accum_t model) {
-  return model == AA_ACC_TC_FP8_K32_F13 ? 13 : 23;
 }
 
 /* Round a nonzero double toward zero to of fractional bits, fp32's
@@ -125,28 +90,39 @@ float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bi
   return rz_narrow((double)s * down, out_bits);
 }
 
+/* One block of the definition (gemm.h): the accumulator, then the exact
+   products a[k] b[k sb] for k < n, aligned, truncated to fb fractional
+   bits, summed and truncated to ob. */
+static float tc_step(float acc, const float *a, const float *b, size_t sb, size_t n, int fb, int ob) {
+  double t[33];
+  int et[33];
+  t[0] = acc;
+  et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
+  for (size_t k = 0; k < n; k++) {
+    double x = a[k], y = b[k * sb];
+    t[1 + k] = x * y;
+    et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(x) + aa_gemm_tc_exp(y) : 0;
+  }
+  return aa_gemm_tc_block_out(t, et, n + 1, fb, ob);
+}
+
 /* The definition of gemm.h, literally: per output, blocks of k consecutive
    k-indices, the running fp32 accumulator entering each block as its first
    term. */
 void aa_gemm_ref_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
-  int bk = 16, fb = 25, ob = aa_gemm_tc_out_bits(model);
-  aa_accum_tc_params(model, &bk, &fb);
-  double t[33];
-  int et[33];
+                    int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m) {
+  const size_t bk = (size_t)m->block_k;
+  float a[32], b[32];
   for (size_t i = 0; i < M; i++)
     for (size_t j = 0; j < N; j++) {
       float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
-      for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
-        size_t nb = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
-        t[0] = acc;
-        et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
+      for (size_t k0 = 0; k0 < K; k0 += bk) {
+        size_t nb = K - k0 < bk ? K - k0 : bk;
         for (size_t k = 0; k < nb; k++) {
-          double a = (float)aa_gemm_opa(A, lda, transA, i, k0 + k), b = (float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
-          t[1 + k] = a * b;
-          et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(a) + aa_gemm_tc_exp(b) : 0;
+          a[k] = (float)aa_gemm_opa(A, lda, transA, i, k0 + k);
+          b[k] = (float)aa_gemm_opb(B, ldb, transB, k0 + k, j);
         }
-        acc = aa_gemm_tc_block_out(t, et, nb + 1, fb, ob);
+        acc = tc_step(acc, a, b, 1, nb, m->frac_bits, m->out_bits);
       }
       C[i * ldc + j] = acc;
     }
@@ -245,19 +221,10 @@ void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb
       /* tc_row rounds to fp32 only: e8m13 results take the reference steps */
       if (ob == 23 && tc_row(c, ar, pb, lp, jj, w, K, bk, fb, accumulate) == 0) continue;
       for (size_t x = 0; x < w; x++) { /* non-finite terms: the reference steps */
-        double t[33];
-        int et[33];
         float acc = accumulate ? (float)c[x] : 0.0f;
         for (size_t k0 = 0; k0 < K; k0 += (size_t)bk) {
           size_t n = K - k0 < (size_t)bk ? K - k0 : (size_t)bk;
-          t[0] = acc;
-          et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
-          for (size_t k = 0; k < n; k++) {
-            double a = ar[k0 + k], b = pb[(k0 + k) * lp + jj + x];
-            t[1 + k] = a * b;
-            et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(a) + aa_gemm_tc_exp(b) : 0;
-          }
-          acc = aa_gemm_tc_block_out(t, et, n + 1, fb, ob);
+          acc = tc_step(acc, ar + k0, pb + k0 * lp + jj + x, lp, n, fb, ob);
         }
         c[x] = acc;
       }
@@ -266,9 +233,8 @@ void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb
 }
 
 int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                          int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
-  int bk = 16, fb = 25, ob = aa_gemm_tc_out_bits(model);
-  aa_accum_tc_params(model, &bk, &fb);
+                          int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m) {
+  const int bk = m->block_k, fb = m->frac_bits, ob = m->out_bits;
   size_t lp = (N + TC_NB - 1) / TC_NB * TC_NB, na, nb;
   if (aa_size_mul(&na, M, K) != AA_OK || aa_size_mul(&nb, lp, K) != AA_OK) return AA_ENOMEM;
   float *pa = malloc(na * sizeof *pa), *pb = calloc(nb, sizeof *pb);
@@ -292,14 +258,14 @@ int aa_gemm_tc_packed_f64(double *C, size_t ldc, const double *A, size_t lda, in
 }
 
 int aa_gemm_fast_tc(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                    int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
+                    int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m) {
   if (aa_gemm_isa() == AA_ISA_AVX512 && aa_gemm_tc_fast32_available())
-    return aa_gemm_tc_fast32(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
-  if (model == AA_ACC_CDNA3_K8_F24) {
+    return aa_gemm_tc_fast32(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
+  if (m->sum == AA_SUM_BLOCK2) {
     aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
     return AA_OK;
   }
-  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
 }
 
 /* ---- AMD CDNA3 (gemm.h, cdna3-k8-f24) ---- */

@@ -1,5 +1,5 @@
 /* attnacc: AVX-512 fp32 path of the tensor-core block models: exact fp32 products, int32 block sums, one kernel per
- * model. */
+ * block length. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,11 +32,13 @@
      result  the sum converted to fp32 rounding toward zero (24 significant
              bits), times 2^(E-F): exact because the lanes' E is kept in
              [F-125, 120], where every nonzero result is normal and finite,
-             so this is RZ_fp32 of the exact sum. A zero sum gives +0. The
-             e8m13 result of tc-fp8-k32-f13 then drops the low 10 bits of
-             that normal fp32 number (truncating twice toward zero is
-             truncating once to the coarser grid); in the window it is
-             normal and below e8m13's largest value (33 2^121 < 2^127).
+             so this is RZ_fp32 of the exact sum. A zero sum gives +0. A
+             narrower result (out_bits < 23: e8m13 of tc-fp8-k32-f13) then
+             drops the low 23 - out_bits bits of that normal fp32 number
+             (truncating twice toward zero is truncating once to the
+             coarser grid); in the window it is normal in that format too
+             (same exponent range) and below its largest value
+             (33 2^121 < 2^127).
    The window on E also makes products that underflow harmless: none do
    (checked), and quanta 2^(E-F) stay above 2^-126. A lane whose E leaves
    the window (a huge or tiny accumulator, an Inf or NaN one) makes its
@@ -117,11 +119,12 @@ TC_AVX512 static TC_INLINE void tc_products(__m512 buf[][TC_MR][2], __m512 mxe[T
    overflowed: their ac is then meaningless. */
 TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
                                               const float *pb, const float *pbe, size_t ldb, const size_t n,
-                                              const int fb, const int ob, const int wide) {
+                                              const int fb, const int ob, const int wide, const int narrow) {
   __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
   const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
                 span = _mm512_set1_epi32(TC_FIELD(TC_EBMAX - (fb + 2))), upk = _mm512_set1_epi32(TC_FIELD(fb + 254)),
-                dnk = _mm512_set1_epi32(TC_FIELD(254)), e8m13 = _mm512_set1_epi32((int)0xfffffc00u);
+                dnk = _mm512_set1_epi32(TC_FIELD(254)),
+                outm = _mm512_set1_epi32((int)(UINT32_MAX << (23 - ob))); /* the result's significand bits */
   tc_products(buf, mx, pa, pae, lda, pb, pbe, ldb, n);
 #pragma GCC unroll 8
   for (int r = 0; r < TC_MR; r++) /* the accumulator's 2^e(acc) joins the maximum */
@@ -168,7 +171,7 @@ TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *
       }
       const __m512 dn = _mm512_castsi512_ps(_mm512_sub_epi32(dnk, _mm512_castps_si512(up[r][v]))); /* 2^(E-F) */
       ac[r][v] = _mm512_mul_ps(_mm512_cvt_roundepi32_ps(s[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), dn);
-      if (ob == 13) ac[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), e8m13));
+      if (narrow) ac[r][v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ac[r][v]), outm));
     }
   return bad;
 }
@@ -187,37 +190,50 @@ TC_AVX512 static TC_INLINE void tc_tile_io(__m512 ac[TC_MR][2], float *acc, size
 /* One MR x NR tile over kc values of k (a multiple of bk unless it ends K):
    acc (row stride ldc) holds the fp32 accumulators on entry and exit, pa
    MR rows of op(A) (stride lda), pb kc rows of op(B) (stride ldb). Returns
-   1, acc then undefined, when a lane left the window. Inlined into one
-   function per model, so that the block length is a constant. */
+   1, acc then undefined, when a lane left the window. wide: bk products
+   and the accumulator may overflow int32 (tc_wide); narrow: the result has
+   fewer than 23 fractional bits. Inlined into one function per shape
+   (bk, wide, narrow) of the current rows, so that the block's loops and
+   branches are fixed at compile time, as they were with one kernel per
+   model; F and the result's bits are read once per call. */
 TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,
                                        const float *pb, const float *pbe, size_t ldb, size_t kc, const int bk,
-                                       const int fb, const int ob) {
-  /* products below 2^(F+2) after scaling (bk of them fit in int32: tc_kernel_of), the accumulator below 2^(F+1) */
-  const int wide = ((int64_t)bk << (fb + 2)) - bk + ((int64_t)1 << (fb + 1)) > INT32_MAX;
+                                       const int fb, const int ob, const int wide, const int narrow) {
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
   __mmask16 bad = 0;
   size_t k0 = 0;
   for (; k0 + (size_t)bk <= kc; k0 += (size_t)bk)
-    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, (size_t)bk, fb, ob, wide);
-  if (k0 < kc) bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0, fb, ob, wide);
+    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, (size_t)bk, fb, ob, wide, narrow);
+  if (k0 < kc)
+    bad |= tc_block(ac, pa + k0, pae + k0, lda, pb + k0 * ldb, pbe + k0 * ldb, ldb, kc - k0, fb, ob, wide, narrow);
   tc_tile_io(ac, acc, ldc, 1);
   return bad != 0;
 }
 
-/* pae, pbe: the exponent fields of pa, pb (only cdna3 reads them) */
+/* Products are below 2^(F+2) after scaling (16 of them fit in int32 for
+   F <= 25; tc_block checks the later ones), the accumulator below 2^(F+1):
+   1 when bk of them and the accumulator may not fit. */
+static int tc_wide(int bk, int fb) {
+  return ((int64_t)bk << (fb + 2)) - bk + ((int64_t)1 << (fb + 1)) > INT32_MAX;
+}
+
+/* pae, pbe: the exponent fields of pa, pb; bk, fb, ob: the row's K, F and result bits (cdna3 has its own) */
 typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
-                          const float *pbe, size_t ldb, size_t kc);
-#define TC_KERN(bk, fb, ob)                                                                                          \
-  TC_AVX512 static int tc_kern_##bk##_##fb(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,    \
-                                           const float *pb, const float *pbe, size_t ldb, size_t kc) {               \
-    return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bk, fb, ob);                                            \
+                          const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob);
+#define TC_KERN(name, bkc, widec, narrowc)                                                                           \
+  TC_AVX512 static int name(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,  \
+                            const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {                       \
+    (void)bk;                                                                                                        \
+    return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bkc, fb, ob, widec, narrowc);                           \
   }
-TC_KERN(16, 25, 23)
-TC_KERN(8, 24, 23)
-TC_KERN(4, 23, 23)
-TC_KERN(32, 13, 13)
-TC_KERN(32, 25, 23)
+/* the shapes of the current rows (tc_kernel_of picks by the row's fields) and one for any other row */
+TC_KERN(tc_kern_4, 4, 0, 0)
+TC_KERN(tc_kern_8, 8, 0, 0)
+TC_KERN(tc_kern_16w, 16, 1, 0)
+TC_KERN(tc_kern_32n, 32, 0, 1)
+TC_KERN(tc_kern_32w, 32, 1, 0)
+TC_KERN(tc_kern_any, bk, tc_wide(bk, fb), ob < 23)
 
 /* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
 
@@ -291,7 +307,8 @@ TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *
 }
 
 TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
-                             const float *pbe, size_t ldb, size_t kc) {
+                             const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {
+  (void)bk, (void)fb, (void)ob; /* groups of 8 at 24 and 31 bits (aa_gemm_check admits no other cdna3 row) */
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
   __mmask16 bad = 0;
@@ -303,23 +320,21 @@ TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const floa
   return bad != 0;
 }
 
-static tc_kern_fn tc_kernel_of(aa_accum_t model) {
-  switch (model) {
-  case AA_ACC_TC_K16_F25:
-    return tc_kern_16_25;
-  case AA_ACC_TC_K8_F24:
-    return tc_kern_8_24;
-  case AA_ACC_TC_K4_F23:
-    return tc_kern_4_23;
-  case AA_ACC_TC_FP8_K32_F13:
-    return tc_kern_32_13;
-  case AA_ACC_TC_FP8_K32_F25:
-    return tc_kern_32_25;
-  case AA_ACC_CDNA3_K8_F24:
-    return cd_kern;
-  default:
-    return NULL;
-  }
+/* The kernel of a row: by its alignment rule and its shape (block length, wide sums, narrow result). */
+static tc_kern_fn tc_kernel_of(const aa_accum_info_t *m) {
+  static const struct {
+    int bk, wide, narrow;
+    tc_kern_fn fn;
+  } shapes[] = {{4, 0, 0, tc_kern_4},
+                {8, 0, 0, tc_kern_8},
+                {16, 1, 0, tc_kern_16w},
+                {32, 0, 1, tc_kern_32n},
+                {32, 1, 0, tc_kern_32w}};
+  if (m->sum == AA_SUM_BLOCK2) return cd_kern;
+  const int wide = tc_wide(m->block_k, m->frac_bits), narrow = m->out_bits < 23;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (shapes[i].bk == m->block_k && shapes[i].wide == wide && shapes[i].narrow == narrow) return shapes[i].fn;
+  return tc_kern_any;
 }
 
 int aa_gemm_tc_fast32_available(void) {
@@ -401,7 +416,7 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
 }
 
 #define TC_MB 64  /* rows of a task (a multiple of TC_MR) */
-#define TC_KC 256 /* k values per pass over a column block (a multiple of every bk) */
+#define TC_KC 256 /* k values per pass over a column block, at most (tc_rows makes it a multiple of bk) */
 #define TC_NC 256 /* columns of a block (a multiple of TC_NR) */
 
 typedef struct {
@@ -451,15 +466,16 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
       ar[j] = 0.0f;
   }
   memset(bad, 0, tiles * ntc);
-  for (size_t k0 = 0; k0 < K; k0 += TC_KC) {
-    const size_t kc = K - k0 < TC_KC ? K - k0 : TC_KC;
+  const size_t kp = TC_KC / (size_t)jb->bk * (size_t)jb->bk; /* a pass ends on a block boundary */
+  for (size_t k0 = 0; k0 < K; k0 += kp) {
+    const size_t kc = K - k0 < kp ? K - k0 : kp;
     for (size_t jj = 0; jj < np; jj += TC_NR) /* a strip of op(B) (kc x NR) stays in L1 across the row tiles */
       for (size_t t = 0; t < tiles; t++) {
         unsigned char *b = bad + t * ntc + jj / TC_NR;
         if (*b == 0) {
           const size_t oa = (i0 + t * TC_MR) * K + k0, ob = (jj / TC_NR * K + k0) * TC_NR;
           *b = (unsigned char)jb->kern(acc + t * TC_MR * np + jj, np, jb->pa + oa, jb->pae + oa, K, jb->tb + ob,
-                                       jb->tbe + ob, TC_NR, kc);
+                                       jb->tbe + ob, TC_NR, kc, jb->bk, jb->fb, jb->ob);
         }
       }
   }
@@ -543,7 +559,7 @@ TC_AVX512 static int tc_run(const tc_job_t *jb) {
    and the copies vectorise too. */
 TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B,
                                 size_t ldb, int transB, size_t M, size_t N, size_t K, int accumulate,
-                                aa_accum_t model) {
+                                const aa_accum_info_t *m) {
   tc_job_t jb = {.C = C,
                  .ldc = ldc,
                  .M = M,
@@ -551,12 +567,11 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
                  .K = K,
                  .np = (N + TC_NR - 1) / TC_NR * TC_NR,
                  .accumulate = accumulate,
-                 .bk = 16,
-                 .fb = 25,
-                 .ob = aa_gemm_tc_out_bits(model),
-                 .cdna3 = model == AA_ACC_CDNA3_K8_F24,
-                 .kern = tc_kernel_of(model)};
-  aa_accum_tc_params(model, &jb.bk, &jb.fb);
+                 .bk = m->block_k,
+                 .fb = m->frac_bits,
+                 .ob = m->out_bits,
+                 .cdna3 = m->sum == AA_SUM_BLOCK2,
+                 .kern = tc_kernel_of(m)};
   const size_t mp = (M + TC_MR - 1) / TC_MR * TC_MR, np = jb.np;
   size_t na, nb;
   if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK || na + nb < na) return AA_ENOMEM;
@@ -598,7 +613,7 @@ int aa_gemm_tc_fast32_available(void) {
 }
 
 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
-                      int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model) {
-  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, model);
+                      int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m) {
+  return aa_gemm_tc_packed_f64(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
 }
 #endif
