@@ -62,6 +62,10 @@ typedef struct {
 extern const aa_accum_info_t aa_accum_table[AA_ACC_COUNT];
 /* The row of a model, or NULL for a value outside the enum. */
 const aa_accum_info_t *aa_accum_info(aa_accum_t model);
+/* 1 when every result of the model is already a value of format f (the
+   fp32 results, e8m13 included, in FP32; the fp64 ones in FP64), so that
+   rounding a product to f is the identity and may be skipped. */
+int aa_accum_native(aa_accum_t model, aa_fmt_t f);
 
 /* Exact definitions (acc, p_k and sums are fp32 for the fp32 models; every
    fp32 operation is IEEE binary32 with round-to-nearest-even, subnormals

@@ -9,10 +9,6 @@
 #include <omp.h>
 #endif
 
-static int native_fmt(aa_fmt_t f, aa_accum_t model) {
-  return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
-}
-
 static size_t pow2_ceil(size_t n) {
   size_t p = 1;
   while (p < n)
@@ -205,7 +201,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
   /* ---- Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt ---- */
   st = aa_gemm(tb->dP, tkc, dO, d, 0, V + j0 * d, d, 1, rows, tkc, d, 0, r->bwd_acc_dp);
   if (st != AA_OK) return st;
-  if (!native_fmt(r->bwd_dp_fmt, r->bwd_acc_dp))
+  if (!aa_accum_native(r->bwd_acc_dp, r->bwd_dp_fmt))
     for (size_t x = 0; x < rows * tkc; x++)
       tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);
   if (cx->keep_bwd != NULL)
@@ -255,10 +251,10 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
     st = aa_gemm(b->dv + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
     if (st == AA_OK) st = aa_gemm(b->dk + off, d, tb->dS, tkc, 1, Qk, d, 0, tkc, d, rows, 1, r->bwd_acc_dk);
     if (st != AA_OK) return st;
-    if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dv))
+    if (!aa_accum_native(r->bwd_acc_dv, r->bwd_dkv_acc_fmt))
       for (size_t x = 0; x < tkc * d; x++)
         b->dv[off + x] = aa_attn_rnd(b->dv[off + x], r->bwd_dkv_acc_fmt);
-    if (!native_fmt(r->bwd_dkv_acc_fmt, r->bwd_acc_dk))
+    if (!aa_accum_native(r->bwd_acc_dk, r->bwd_dkv_acc_fmt))
       for (size_t x = 0; x < tkc * d; x++)
         b->dk[off + x] = aa_attn_rnd(b->dk[off + x], r->bwd_dkv_acc_fmt);
   } else {

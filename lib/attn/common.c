@@ -26,8 +26,7 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
   int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
   if (st != AA_OK) return st;
   size_t n = tq * tk;
-  int native =
-      (r->s_fmt == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (r->s_fmt == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
+  int native = aa_accum_native(model, r->s_fmt);
   /* [nki-bwd] L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
   if (!native)
     for (size_t i = 0; i < n; i++)

@@ -85,10 +85,6 @@ double aa_attn_row_sum(const aa_attn_ctx_t *cx, const double *la) {
   return aa_attn_rnd(aa_attn_alu(a + b, r->alu_fmt), r->fwd_rowsum_fmt);
 }
 
-static int native_fmt(aa_fmt_t f, aa_accum_t model) {
-  return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
-}
-
 /* One key block [j0, j0 + tk) of the online-LSE softmax for the q tile
    (h, i0, tq): scores, running max and rescale, weights, P V into acc.
    Shared by the plain forward and FA2's split-KV forward (forward_split.c),
@@ -170,7 +166,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
   /* O accumulator continues across K tiles (chained MMA into acc_o). */
   st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;
-  if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
+  if (!aa_accum_native(r->fwd_acc_pv, r->fwd_o_acc_fmt))
     for (size_t x = 0; x < tq * d; x++)
       acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
   return AA_OK;

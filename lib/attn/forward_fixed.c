@@ -7,10 +7,6 @@
 
 #include "attn-impl.h"
 
-static int native_fmt(aa_fmt_t f, aa_accum_t model) {
-  return (f == AA_FMT_FP32 && model != AA_ACC_FP64_SEQ) || (f == AA_FMT_FP64 && model == AA_ACC_FP64_SEQ);
-}
-
 /* Sink logit in the units of S (as forward.c: with scale_fold = exp the
    scaled logit is divided by the scale in the ALU format). */
 static double sink_s(const aa_attn_ctx_t *cx, double sink) {
@@ -132,7 +128,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
       /* No accumulator rescaling (section 3.1): O keeps accumulating P V. */
       st = aa_gemm(acc + s0 * d, d, P + s0 * tk, tk, 0, V + j0 * d, d, 0, sr, d, tk, 1, r->fwd_acc_pv);
       if (st != AA_OK) goto fail;
-      if (!native_fmt(r->fwd_o_acc_fmt, r->fwd_acc_pv))
+      if (!aa_accum_native(r->fwd_acc_pv, r->fwd_o_acc_fmt))
         for (size_t x = s0 * d; x < (s0 + sr) * d; x++)
           acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
     }

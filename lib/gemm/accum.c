@@ -75,3 +75,9 @@ int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits) {
   if (frac_bits != NULL) *frac_bits = m->frac_bits;
   return AA_OK;
 }
+
+int aa_accum_native(aa_accum_t model, aa_fmt_t f) {
+  const aa_accum_info_t *m = aa_accum_info(model);
+  if (m == NULL) return 0;
+  return (f == AA_FMT_FP32 && m->out_bits <= 23) || (f == AA_FMT_FP64 && m->out_bits == 52);
+}
