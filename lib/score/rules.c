@@ -63,15 +63,20 @@ int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
   if (r == NULL) return aa_error_set(err, AA_EINVAL, "aa_score_naive_recipe: NULL recipe");
   if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK) return rc;
   if (fmt == AA_FMT_BF16) return AA_OK;
-  aa_fmt_t *f[] = {&r->io_fmt,         &r->q_scale_fmt,        &r->s_fmt,           &r->fwd_p_fmt,
-                   &r->fwd_rowsum_fmt, &r->fwd_o_acc_fmt,      &r->fwd_lse_fmt,     &r->bwd_p_dv_fmt,
-                   &r->bwd_p_ds_fmt,   &r->bwd_dp_fmt,         &r->bwd_d_fmt,       &r->bwd_ds_fmt,
-                   &r->bwd_dq_acc_fmt, &r->bwd_dq_section_fmt, &r->bwd_dkv_acc_fmt, &r->bwd_dsinks_fmt,
-                   &r->bwd_do_fmt};
   /* Same algorithm, every BF16 rounding step in fmt: PyTorch's math
-     attention run in the inputs' dtype (its *_pt reference). */
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-    if (*f[i] == AA_FMT_BF16) *f[i] = fmt;
+     attention run in the inputs' dtype (its *_pt reference). The format
+     keys come from the key table, so that a new one cannot be missed. */
+  const char *to = aa_fmt_info(fmt)->name;
+  for (size_t i = 0; i < aa_recipe_key_count(); i++) {
+    aa_recipe_key_info_t k;
+    char v[32];
+    if (aa_recipe_key_info(&k, i) != AA_OK || strcmp(k.values, "format") != 0 ||
+        (k.flags & (AA_RECIPE_KEY_MACRO | AA_RECIPE_KEY_FAMILY)) != 0)
+      continue;
+    if (aa_recipe_value(v, sizeof v, r, k.key) == AA_OK && strcmp(v, "bf16") == 0 &&
+        (rc = aa_recipe_set(r, k.key, to, err)) != AA_OK)
+      return rc;
+  }
   strcpy(r->name, fmt == AA_FMT_FP16 ? "naive-fp16" : "naive-fp32");
   return AA_OK;
 }
