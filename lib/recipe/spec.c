@@ -1,4 +1,5 @@
-/* attnacc: aa_recipe_from_spec, a variant as --variants names it (preset, recipe file, or NAME:key=value,...). */
+/* attnacc: aa_recipe_from_spec, the one grammar of a variant (preset, recipe file, NAME:key=value,..., recipe text).
+ */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +11,14 @@ int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
   if (out == NULL || spec == NULL) return aa_error_set(err, AA_EINVAL, "recipe_from_spec: NULL argument");
   size_t n = strlen(spec);
   if (n == 0) return aa_error_set(err, AA_EINVAL, "empty variant");
-  const char *colon = strchr(spec, ':');
-  if (colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")))) {
+  const char *colon = strchr(spec, ':'), *eq = strchr(spec, '=');
+  int file = colon == NULL && (strchr(spec, '/') != NULL || (n > 7 && !strcmp(spec + n - 7, ".recipe")));
+  if (strchr(spec, '\n') != NULL || (!file && eq != NULL && (colon == NULL || eq < colon))) {
+    /* recipe text: a line break, or a '=' before any ':' (NAME:key=value has its ':' first; a value may hold
+       one, as in fwd.exp = poly:deg=3) */
+    int st = aa_recipe_parse_string(out, spec, "recipe text", err);
+    if (st != AA_OK) return st;
+  } else if (file) {
     FILE *f = fopen(spec, "rb"); /* a file that cannot be read is the caller's mistake, not an I/O failure */
     if (f == NULL) return aa_error_set(err, AA_EINVAL, "%s: cannot read the recipe file: %s", spec, strerror(errno));
     int named = 0; /* does the file set `name` itself? (`base = fa2` alone would name it fa2) */

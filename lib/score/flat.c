@@ -337,14 +337,10 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
   return rc;
 }
 
-/* A preset name, a recipe file or recipe text. */
+/* A variant spec in the command's grammar (aa_recipe_from_spec). */
 static int load_recipe(aa_recipe_t *r, const char *spec, aa_error_t *err) {
   if (spec == NULL || spec[0] == '\0') return aa_error_set(err, AA_EINVAL, "no recipe given");
-  if (strchr(spec, '=') != NULL) return aa_recipe_parse_string(r, spec, "recipe text", err);
-  if (aa_recipe_preset(r, spec, NULL) == AA_OK) return AA_OK;
-  if (access(spec, R_OK) == 0) return aa_recipe_parse_file(r, spec, err);
-  return aa_error_set(err, AA_ENOTFOUND,
-                      "'%s' is neither a preset (attnacc list), a readable recipe file, nor recipe text", spec);
+  return aa_recipe_from_spec(r, spec, err);
 }
 
 int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
