@@ -354,6 +354,7 @@ typedef struct {
   int use_mpi, mpi_rank, mpi_size;
   FILE *info; /* the driver's own lines: stdout, or stderr when the experiment prints JSON there */
   aa_fileset_t meta;
+  int lock_fd; /* aa_sweep_lock on the folder, taken before meta.json is staged there; -1 when not held */
   progress_t pr;
   aa_sweep_progress_t stats;
   aa_error_t err;
@@ -362,6 +363,7 @@ typedef struct {
 static void sweep_free(sweep_cmd_t *S) {
   aa_fileset_abort(&S->meta); /* nothing left to remove after a commit */
   aa_fileset_free(&S->meta);
+  aa_sweep_unlock(S->lock_fd);
 #ifdef AA_HAVE_MPI
   if (S->use_mpi) MPI_Finalize();
 #endif
@@ -544,7 +546,7 @@ static int run_failed(const sweep_cmd_t *S, int rc, int resume) {
   if (rc == AA_EFORMAT)
     fprintf(stderr, "attnacc %s: (a folder holds one grid: use another --out, or the same options as before)\n",
             S->cmd);
-  if (rc == AA_EINVAL && !resume)
+  if (rc == AA_EINVAL && !resume && S->stats.skipped > 0) /* not for a busy folder or a linked journal */
     fprintf(stderr, "attnacc %s: (add --resume to continue a sweep in this folder)\n", S->cmd);
   return cli_exit_status(rc);
 }
@@ -556,7 +558,9 @@ static int run_cells(sweep_cmd_t *S) {
   aa_sweep_opts_t so;
   const char *out = S->out;
   int rc;
-  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK) {
+  /* The folder lock before meta.json's temporary exists: a run starting
+     beside this one then never takes it for a killed run's (lib/sweep.h). */
+  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK || (rc = aa_sweep_lock(&S->lock_fd, out, &S->err)) != AA_OK) {
     cli_error(S->cmd, "%s", S->err.msg);
     return 1;
   }
@@ -661,6 +665,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   S.shard_n = 1;
   S.mpi_size = 1;
   S.info = stdout;
+  S.lock_fd = -1;
   aa_fileset_init(&S.meta);
   status = sweep_steps(&S, experiment);
   sweep_free(&S);
