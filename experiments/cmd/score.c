@@ -442,15 +442,16 @@ static int score_legacy_fa(score_t *S) {
 
 /* --out and --save-oracle are one file set (as run's --out, --save and
    --save-oracle): staged, then renamed together, so a failure in either
-   leaves neither (and no folder this run created). */
+   leaves neither (and no folder this run created). The report is renamed
+   last: one that cannot move its oracle files into place leaves no --out. */
 static int score_write_files(score_t *S) {
   const char *what = NULL;
   aa_fileset_t stg;
   aa_fileset_init(&stg);
-  if (S->out_file != NULL && aa_fileset_add(&stg, S->out_file, S->jtext, S->jlen, &S->err) != AA_OK)
-    what = "--out";
-  else if (S->save_oracle != NULL && cli_stage_oracle(&stg, &S->oracle, S->save_oracle, &S->err) != AA_OK)
+  if (S->save_oracle != NULL && cli_stage_oracle(&stg, &S->oracle, S->save_oracle, &S->err) != AA_OK)
     what = "--save-oracle";
+  else if (S->out_file != NULL && aa_fileset_add(&stg, S->out_file, S->jtext, S->jlen, &S->err) != AA_OK)
+    what = "--out";
   else if (aa_fileset_commit(&stg, &S->err) != AA_OK)
     what = "output";
   if (what != NULL) aa_fileset_abort(&stg);
@@ -485,7 +486,8 @@ static int score_write(score_t *S) {
       printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->qd.n, S->kd.n);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
   }
-  return fflush(stdout) != 0 ? 2 : 0;
+  /* ferror too: a failed fwrite of the JSON leaves nothing for fflush to fail on */
+  return fflush(stdout) != 0 || ferror(stdout) ? 2 : 0;
 }
 
 /* The exit status by the chosen rules: 0 pass, 1 fail (0 with --no-fail); a failure names the worst element. */
