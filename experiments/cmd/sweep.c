@@ -120,15 +120,19 @@ static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t 
   return rc;
 }
 
-/* Copy IN/meta.json to OUT/meta.json (merge), when present and not the same file. */
-static void copy_meta(const char *out, const char *in) {
+/* Copy IN/meta.json to OUT/meta.json (merge), when present and not the
+   same file: AA_OK, or the status of a failed write (a shard without
+   meta.json is no error; a merged folder that lost it is). */
+static int copy_meta(const char *out, const char *in, aa_error_t *err) {
   char a[4096], b[4096], *data;
   size_t len;
+  int rc;
   snprintf(a, sizeof a, "%s/meta.json", in);
   snprintf(b, sizeof b, "%s/meta.json", out);
-  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return;
-  aa_file_write(b, data, len, NULL);
+  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return AA_OK;
+  rc = aa_file_write(b, data, len, err);
   free(data);
+  return rc;
 }
 
 /* ---- limits checked before any cell runs ---- */
@@ -308,7 +312,10 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     cli_error(cmd, "merge: %s", err.msg);
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
   }
-  copy_meta(out, dirs[0]);
+  if (copy_meta(out, dirs[0], &err) != AA_OK) {
+    cli_error(cmd, "merge: %s", err.msg);
+    return 1;
+  }
   printf("attnacc %s: merged %zu cells from %zu folders into %s/results.csv\n", cmd, ncells, ndirs, out);
   return fflush(stdout) == 0 ? 0 : 1;
 }
