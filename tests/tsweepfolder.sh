@@ -40,6 +40,11 @@ rc=$?
 [ $rc -eq 2 ] || FAIL "tsweepfolder busy: exit status $rc, want 2 ($(cat "$T/e"))"
 grep -q "in use by another sweep run" "$T/e" || FAIL "tsweepfolder busy: message: $(cat "$T/e")"
 grep -q -- "add --resume" "$T/e" && FAIL "tsweepfolder busy: suggests --resume, which was given: $(cat "$T/e")"
+# without --resume too: the busy folder is what it says first, not its finished cells
+sweep --out "$T/b" >/dev/null 2>"$T/e"
+rc=$?
+[ $rc -eq 2 ] || FAIL "tsweepfolder busy, no --resume: exit status $rc, want 2 ($(cat "$T/e"))"
+grep -q "in use by another sweep run" "$T/e" || FAIL "tsweepfolder busy, no --resume: message: $(cat "$T/e")"
 
 # ---- SIGKILL leaves a temporary (meta.json is staged while the cells run); the next run removes it ----
 stop_slow

@@ -132,12 +132,12 @@ static int refuse_link(const char *path, aa_error_t *err) {
   return lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? link_refused(path, err) : AA_OK;
 }
 
-/* Open (creating) and lock this shard's journal, cut a torn tail, and write
-   the header into a new or empty one. */
-static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
-                        aa_error_t *err) {
+/* Open and lock this shard's journal: created when create is set; without
+   it a missing journal is no error (*fd_out stays -1). */
+static int lock_journal(int *fd_out, const char *path, int create, aa_error_t *err) {
   /* O_NOFOLLOW: a link made after refuse_link looked is refused too (ELOOP) */
-  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
+  int fd = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+  if (fd < 0 && errno == ENOENT && !create) return AA_OK;
   if (fd < 0 && errno == ELOOP) return link_refused(path, err);
   if (fd < 0) return aa_error_set(err, AA_EIO, "%s: %s", path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -145,6 +145,14 @@ static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const
     /* the caller's choice of folder: bad input, not a failure of the run */
     return aa_error_set(err, AA_EINVAL, "%s: in use by another sweep run (the folder is busy)", path);
   }
+  *fd_out = fd;
+  return AA_OK;
+}
+
+/* Cut a torn tail off the locked journal fd and write the header into a
+   new or empty one (the caller closes fd, whatever happens). */
+static int prepare_journal(int fd, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
+                           aa_error_t *err) {
   char *data;
   size_t len, vend;
   aa_sweep_set_t own = {0};
@@ -170,12 +178,7 @@ static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const
     if (write(fd, sw->header, hl) != (ssize_t)hl || fsync(fd) != 0)
       st = aa_error_set(err, AA_EIO, "%s: cannot write the header: %s", path, strerror(errno));
   }
-  if (st != AA_OK) {
-    close(fd);
-    return st;
-  }
-  *fd_out = fd;
-  return AA_OK;
+  return st;
 }
 
 int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
@@ -208,7 +211,10 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
     goto done;
   }
-  if ((st = refuse_link(path, err)) != AA_OK || (st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK)
+  /* A journal of this shard that exists is locked first, so that a busy
+     folder says so before anything else. */
+  if ((st = refuse_link(path, err)) != AA_OK || (st = lock_journal(&fd, path, 0, err)) != AA_OK ||
+      (st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK)
     goto done;
   for (size_t r = 0; r < set.nrecs; r++) {
     const aa_cell_t *c = &sw->cells[set.recs[r].index];
@@ -231,7 +237,8 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
                       opts->out_dir, run.prog.skipped);
     goto done;
   }
-  if ((st = open_journal(&fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) {
+  if ((fd < 0 && (st = lock_journal(&fd, path, 1, err)) != AA_OK) ||
+      (st = prepare_journal(fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) {
     run.prog = (aa_sweep_progress_t){0};
     goto done;
   }
