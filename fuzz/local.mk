@@ -29,7 +29,10 @@ FUZZ_SECONDS = 60
 
 .PHONY: fuzz
 if AA_FUZZING
-fuzz: $(AA_FUZZERS)
+# BUILT_SOURCES (lib/githash.h, ...) are made for all and check only: made
+# first here, so that `make fuzz` works right after configure.
+fuzz: $(BUILT_SOURCES)
+	$(MAKE) $(AM_MAKEFLAGS) $(AA_FUZZERS)
 	$(SHELL) $(srcdir)/fuzz/run-fuzzers $(srcdir)/fuzz/corpus $(FUZZ_SECONDS) $(AA_FUZZERS)
 else
 fuzz:
