@@ -1,4 +1,4 @@
-/* attnacc: status names, error-message filling and checked size arithmetic. */
+/* attnacc: status names, error messages (filled and escaped: aa_escape) and checked size arithmetic. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdarg.h>
 #include <stdio.h>
