@@ -88,8 +88,9 @@ extern "C" {
    Folder lock and temporaries. Every run (and aa_sweep_merge, on its output folder) holds aa_sweep_lock on the
    folder: a shared flock() on the folder itself (no lock file). A run that finds the folder free takes it
    exclusively for a moment first and removes every temporary there (NAME.tmp.PID.N, the aa_ofile_t
-   temporaries of the results files and of a front end's meta.json): with nobody else in the folder they can
-   only be what a killed run left. Front ends that stage files of their own in the folder take the lock
+   temporaries of the results files and of a front end's meta.json) and those of oracle cache entries
+   (KEY.aaoc.tmp.PID.N) in its subfolders: with nobody else in the folder they can only be what a killed run
+   left (a cache shared with a run elsewhere loses at most an entry, which it recomputes). Front ends that stage files of their own in the folder take the lock
    before staging them, so that a run starting beside them never removes a live temporary.
 
    Sharding: shard I of N holds the cells with index % N == I. Shards may

@@ -60,8 +60,9 @@ t=$(temporaries "$T/b")
 [ -s "$T/b/results.canon.csv" ] || FAIL "tsweepfolder resume: no results.canon.csv"
 # a killed run's temporary planted by hand (a pid that is no process) goes too
 : >"$T/b/results.csv.tmp.999999999.0"
+: >"$T/b/oracle-cache/0123456789abcdef0123456789abcdef.aaoc.tmp.999999999.0"
 sweep --out "$T/b" --resume >/dev/null 2>&1 || FAIL "tsweepfolder resume of a complete folder: exit $?"
-t=$(temporaries "$T/b")
+t=$(temporaries "$T/b")$(temporaries "$T/b/oracle-cache")
 [ -z "$t" ] || FAIL "tsweepfolder resume: a planted temporary stays: $t"
 
 # ---- a refused shard creates nothing ----

@@ -23,11 +23,15 @@ static int is_temporary(const char *name) {
   return b > 0 && t[a + 1 + b] == '\0';
 }
 
-/* Remove the regular files of dir (open as dfd) that are temporaries. Only
-   called while the folder is locked exclusively: no other run is in it, so
-   every temporary there belongs to a run that was killed before it could
-   rename or remove it. Best effort: a file that cannot be removed stays. */
-static void remove_temporaries(int dfd) {
+/* Remove the regular files of the folder dfd that are temporaries (with
+   cache_only, those of oracle cache entries alone), and with depth 1 those
+   of oracle cache entries in its subfolders (the default cache is
+   DIR/oracle-cache). Only called while the folder is locked exclusively: no
+   other run is in it, so every temporary there belongs to a run that was
+   killed before it could rename or remove it; a cache shared with a run
+   elsewhere loses at most one entry, and the cache is best effort. Best
+   effort too: a file that cannot be removed stays. */
+static void remove_temporaries(int dfd, int cache_only, int depth) {
   int d2 = dup(dfd);
   DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
   struct dirent *de;
@@ -37,8 +41,16 @@ static void remove_temporaries(int dfd) {
   }
   while ((de = readdir(d)) != NULL) {
     struct stat st;
-    if (!is_temporary(de->d_name)) continue;
-    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) unlinkat(dfd, de->d_name, 0);
+    if (de->d_name[0] == '.' || fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode) && is_temporary(de->d_name) && (!cache_only || strstr(de->d_name, ".aaoc.tmp.") != NULL))
+      unlinkat(dfd, de->d_name, 0);
+    else if (S_ISDIR(st.st_mode) && depth > 0) {
+      int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) {
+        remove_temporaries(sub, 1, depth - 1);
+        close(sub);
+      }
+    }
   }
   closedir(d);
 }
@@ -49,7 +61,7 @@ int aa_sweep_lock(int *fd, const char *dir, aa_error_t *err) {
   if (d < 0) return aa_error_set(err, errno == ENOENT ? AA_ENOTFOUND : AA_EIO, "%s: %s", dir, strerror(errno));
   /* Exclusive at once, or another run is in the folder: its temporaries
      are alive, and the cleaning waits for a run that finds it free. */
-  if (flock(d, LOCK_EX | LOCK_NB) == 0) remove_temporaries(d);
+  if (flock(d, LOCK_EX | LOCK_NB) == 0) remove_temporaries(d, 0, 1);
   while (flock(d, LOCK_SH) != 0) {
     if (errno == EINTR) continue;
     int e = errno;
