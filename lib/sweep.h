@@ -90,8 +90,9 @@ extern "C" {
    exclusively for a moment first and removes every temporary there (NAME.tmp.PID.N, the aa_ofile_t
    temporaries of the results files and of a front end's meta.json) and those of oracle cache entries
    (KEY.aaoc.tmp.PID.N) in its subfolders: with nobody else in the folder they can only be what a killed run
-   left (a cache shared with a run elsewhere loses at most an entry, which it recomputes). Front ends that stage files of their own in the folder take the lock
-   before staging them, so that a run starting beside them never removes a live temporary.
+   left (a cache shared with a run elsewhere loses at most an entry, which it recomputes). Front ends that stage files
+   of their own in the folder take the lock before staging them, so that a run starting beside them never removes a
+   live temporary.
 
    Sharding: shard I of N holds the cells with index % N == I. Shards may
    write into one shared folder (their journals have different names) or
