@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "commands.h"
 #include "version.h"
 
@@ -42,7 +43,7 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", aa_commands[i].name, aa_commands[i].summary);
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -62,4 +63,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s %s", i ? "," : "", aa_commands[i].name);
   fprintf(stderr, "; see attnacc --help)\n");
   return 2;
+}
+
+/* Every command's stdout is checked once here, at the end: a report that
+   could not be written (disk full, /dev/full) is an error, not exit 0. */
+int main(int argc, char **argv) {
+  int status = dispatch(argc, argv);
+  return cli_close_stdout(argc >= 2 ? argv[1] : "", status);
 }

@@ -51,3 +51,6 @@ EXTRA_DIST += fixtures/h200-flex/flex_witness.py
 # closest (issue 15 item 6).
 TESTS += tests/tclosest.sh
 EXTRA_DIST += tests/tclosest.sh
+# lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages (issue 22 items 3, 10).
+TESTS += tests/tsignals.sh
+EXTRA_DIST += tests/tsignals.sh

@@ -22,11 +22,17 @@ fuzz_fuzz_npy_LDADD = $(LDADD) -lmpfr -lgmp -lm
 fuzz_fuzz_recipe_LDADD = $(LDADD) -lmpfr -lgmp -lm
 fuzz_fuzz_journal_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += fuzz/corpus fuzz/run-fuzzers
+# The README's fuzzing build, in a copy of the tree (expensive; issue 22 item 12).
+TESTS += tests/tfuzzbuild.sh
+EXTRA_DIST += tests/tfuzzbuild.sh
 FUZZ_SECONDS = 60
 
 .PHONY: fuzz
 if AA_FUZZING
-fuzz: $(AA_FUZZERS)
+# BUILT_SOURCES (lib/githash.h, ...) are made for all and check only: made
+# first here, so that `make fuzz` works right after configure.
+fuzz: $(BUILT_SOURCES)
+	$(MAKE) $(AM_MAKEFLAGS) $(AA_FUZZERS)
 	$(SHELL) $(srcdir)/fuzz/run-fuzzers $(srcdir)/fuzz/corpus $(FUZZ_SECONDS) $(AA_FUZZERS)
 else
 fuzz:

@@ -37,12 +37,23 @@ typedef struct {
 /* Short English name of a status ("invalid argument", ...). */
 const char *aa_status_str(int status);
 
-/* Fill err (if non-NULL) with a printf-style message and return status. */
+/* Fill err (if non-NULL) with a printf-style message and return status.
+   The message is passed through aa_escape, so that bytes quoted from a
+   file (a key, a token, a header) reach a terminal as text, never as
+   control sequences or a line break. */
 int aa_error_set(aa_error_t *err, int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* The printable form of text (up to its NUL) into dst (cap bytes, cap >= 1,
+   always NUL-terminated): \n, \r, \t for those three, \xNN for every other
+   byte outside ' '..'~' (control bytes, DEL, and bytes >= 0x80, which a
+   terminal may read as C1 controls). A backslash stays as it is, so text
+   that is already printable is unchanged and escaping twice is escaping
+   once. Truncation never splits an escape. Returns dst. */
+char *aa_escape(char *dst, size_t cap, const char *text);
 
 /* Overflow-checked size product: returns 0 and sets *out, or AA_ENOMEM. */
 int aa_size_mul(size_t *out, size_t a, size_t b);

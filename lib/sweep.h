@@ -79,7 +79,20 @@ extern "C" {
    journal after the last complete cell, so new records never glue onto a
    torn line (aa_sweep_progress_t.discarded_* say what was cut). A killed sweep loses at most the cells in flight. A
    folder belongs to one grid: a journal whose header differs (other axes, values, filter outcome or columns) is
-   refused with AA_EFORMAT. Two runs of one shard at once are refused too (the journal is flock()ed).
+   refused with AA_EFORMAT. Two runs of one shard at once are refused too, with AA_EINVAL (the journal is
+   flock()ed: the folder is busy). The journal is opened with O_NOFOLLOW: a journal that is a symbolic link
+   is refused with AA_EINVAL and its target is never written. A run refused for any of these reasons, or for
+   finished cells without resume, creates nothing in the folder: the journal is created only once the folder's
+   journals have been read and accepted.
+
+   Folder lock and temporaries. Every run (and aa_sweep_merge, on its output folder) holds aa_sweep_lock on the
+   folder: a shared flock() on the folder itself (no lock file). A run that finds the folder free takes it
+   exclusively for a moment first and removes every temporary there (NAME.tmp.PID.N, the aa_ofile_t
+   temporaries of the results files and of a front end's meta.json) and those of oracle cache entries
+   (KEY.aaoc.tmp.PID.N) in its subfolders: with nobody else in the folder they can only be what a killed run
+   left (a cache shared with a run elsewhere loses at most an entry, which it recomputes). Front ends that stage files
+   of their own in the folder take the lock before staging them, so that a run starting beside them never removes a
+   live temporary.
 
    Sharding: shard I of N holds the cells with index % N == I. Shards may
    write into one shared folder (their journals have different names) or
@@ -230,6 +243,14 @@ void aa_sweep_opts_init(aa_sweep_opts_t *opts);
    returned with the cell's coordinates in err. */
 int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
                  const aa_sweep_opts_t *opts, aa_error_t *err);
+
+/* Lock the folder dir (which must exist) for a run: shared, after
+   removing the temporaries of killed runs when no other run holds it (see
+   "Folder lock and temporaries" above). *fd is the lock, for
+   aa_sweep_unlock; -1 on failure. aa_sweep_run and aa_sweep_merge take it
+   themselves; a front end takes it before it writes files of its own there. */
+int aa_sweep_lock(int *fd, const char *dir, aa_error_t *err);
+void aa_sweep_unlock(int fd); /* fd < 0: nothing */
 
 /* Read every journal-*.txt of the folders in_dirs (they must all belong to
    one grid), and write the results files of the union into out_dir (which

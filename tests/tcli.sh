@@ -38,7 +38,7 @@ case $v in "attnacc $(cat "${top_srcdir:-..}/VERSION") (git "*")") ;; *) FAIL "t
 "$A" --help >"$T/h" || FAIL "tcli --help: exit status"
 for c in list run score; do grep -q "^  $c " "$T/h" || FAIL "tcli --help: command $c not listed"; done
 "$A" run --help >"$T/h" || FAIL "tcli run --help: exit status"
-for o in variant recipe n d heads kv-heads seed dist sigma scale causal window sinks oracle prec inputs allow-nan json \
+for o in variant recipe n d heads kv-heads seed dist sigma scale causal window sinks oracle prec inputs json \
   out save save-oracle threads; do
   grep -q -- "--$o[ =]" "$T/h" || FAIL "tcli run --help: option --$o not listed"
 done

@@ -1,4 +1,5 @@
-/* attnacc: tests of the common module's name lookup, integer parsing, growable buffer and CSV writer. */
+/* attnacc: tests of the common module's name lookup, integer parsing, message escaping, growable buffer and CSV
+ * writer. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <unistd.h>
 
@@ -184,9 +185,59 @@ static void test_csv_roundtrip(uint64_t seed) {
   aa_buf_free(&b);
 }
 
+/* aa_escape: every byte alone (its expected form built here from the rule,
+   not from the function), then random strings: idempotent, and a cut never
+   splits an escape (the cut output is a prefix of the whole one, ending at
+   an escape boundary). aa_error_set's message is escaped. */
+static void test_escape(uint64_t seed) {
+  static const char hex[] = "0123456789abcdef";
+  char in[2] = {0, 0}, out[16], want[8];
+  for (int c = 1; c < 256; c++) {
+    in[0] = (char)c;
+    if (c >= 0x20 && c <= 0x7e)
+      snprintf(want, sizeof want, "%c", c);
+    else if (c == '\n' || c == '\r' || c == '\t')
+      snprintf(want, sizeof want, "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+    else
+      snprintf(want, sizeof want, "\\x%c%c", hex[c >> 4], hex[c & 15]);
+    AA_CHECK(strcmp(aa_escape(out, sizeof out, in), want) == 0, "escape: byte 0x%02x gives [%s], want [%s]", c, out,
+             want);
+  }
+  aa_pcg64_t r;
+  const uint64_t id = 1; /* a stream of its own (the CSV test draws from stream NULL) */
+  aa_rng_derive(&r, seed, &id, 1);
+  for (int it = 0; it < 2000; it++) {
+    char s[64], full[4 * sizeof s], twice[4 * sizeof s], cut[32];
+    size_t n = 1 + aa_pcg64_next(&r) % (sizeof s - 1);
+    for (size_t i = 0; i < n; i++)
+      s[i] = (char)(1 + aa_pcg64_next(&r) % 255);
+    s[n] = '\0';
+    aa_escape(full, sizeof full, s);
+    aa_escape(twice, sizeof twice, full);
+    AA_CHECK(strcmp(full, twice) == 0, "escape: not idempotent on iteration %d: [%s] then [%s]", it, full, twice);
+    for (const char *p = full; *p; p++)
+      AA_CHECK(*p >= 0x20 && *p <= 0x7e, "escape: byte 0x%02x left in the output (iteration %d)", (unsigned char)*p,
+               it);
+    size_t cap = 1 + aa_pcg64_next(&r) % sizeof cut, k = strlen(aa_escape(cut, cap, s)), off = 0;
+    int boundary = k == 0; /* k is where the escape of some byte of s ends */
+    for (size_t i = 0; s[i] != '\0' && off < k; i++) {
+      unsigned char c = (unsigned char)s[i];
+      off += c >= 0x20 && c <= 0x7e ? 1 : c == '\n' || c == '\r' || c == '\t' ? 2 : 4;
+      boundary |= off == k;
+    }
+    AA_CHECK(k < cap && strncmp(cut, full, k) == 0 && boundary && (k + 4 >= cap || full[k] == '\0'),
+             "escape: cut to %zu bytes gives [%s] of [%s] (iteration %d)", cap, cut, full, it);
+  }
+  aa_error_t err;
+  AA_CHECK(aa_error_set(&err, AA_EFORMAT, "key '%s'", "a\033[2J\nb") == AA_EFORMAT &&
+               strcmp(err.msg, "key 'a\\x1b[2J\\nb'") == 0,
+           "escape: aa_error_set gave [%s]", err.msg);
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tcommon");
   test_names_and_numbers();
+  test_escape(seed);
   test_buffer();
   test_csv_rfc();
   test_csv_roundtrip(seed);

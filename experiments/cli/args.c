@@ -10,13 +10,15 @@
 
 /* ---- messages ---- */
 
+/* The message goes through aa_escape: it may quote an argument or a file's
+   bytes, which must not reach the terminal as control sequences. */
 void cli_error(const char *cmd, const char *fmt, ...) {
+  char raw[2048], out[4 * sizeof raw];
   va_list ap;
-  fprintf(stderr, "attnacc %s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  fprintf(stderr, "attnacc %s: %s\n", cmd, aa_escape(out, sizeof out, raw));
 }
 
 int cli_exit_status(int status) {

@@ -109,6 +109,17 @@ int cli_check_out_dir(const char *dir, aa_error_t *err) {
   return rc;
 }
 
+int cli_close_stdout(const char *cmd, int status) {
+  /* ferror: an earlier fwrite may have failed with nothing left to flush,
+     so fclose alone would succeed. */
+  int failed_before = ferror(stdout) != 0;
+  int closed = fclose(stdout) == 0, e = errno;
+  /* EBADF with nothing written: stdout was closed (>&-) and not needed */
+  if (!failed_before && (closed || e == EBADF)) return status;
+  cli_error(cmd, "standard output: %s", closed ? "a write failed" : strerror(e));
+  return status != 0 ? status : 1;
+}
+
 double cli_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -19,6 +19,11 @@ void cli_error(const char *cmd, const char *fmt, ...)
 /* Exit status for a library status: 1 for out-of-memory and I/O failures
    while computing or writing, 2 for everything caused by the input. */
 int cli_exit_status(int status);
+/* The exit status of the process once stdout is flushed and closed, for
+   main to return: status, or 1 (when status is 0) after a message
+   "attnacc CMD: standard output: ..." when any write to stdout failed (a
+   full disk, /dev/full), so that a lost report never exits 0. */
+int cli_close_stdout(const char *cmd, int status);
 
 /* ---- options ---- */
 typedef struct {
@@ -156,8 +161,10 @@ void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb);
 int cli_inputs_load(cli_inputs_t *in, const char *dir, aa_error_t *err);
 /* Count NaN/Inf over every input; AA_ENAN with a message naming the tensor. */
 int cli_inputs_check_finite(const cli_inputs_t *in, aa_error_t *err);
-/* Write the inputs as .npy files into dir in format fmt. */
-int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err);
+/* Stage the inputs as DIR/q.npy, k.npy, v.npy, do.npy (and sinks.npy) in
+   format fmt into the file set stg (aa_fileset_mkdir_p creates dir): they
+   appear with the set's other files on aa_fileset_commit, or not at all. */
+int cli_stage_inputs(aa_fileset_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err);
 
 /* The oracle on the inputs, timed into *seconds: 0, or the exit status
    after the message "attnacc CMD: oracle: ...". The mpfr path first
@@ -308,8 +315,8 @@ typedef int (*cli_run_hook_t)(void *ctx, const cli_report_t *rep, const aa_recip
                               size_t n);
 int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
                  char **argv);
-/* Save o, dq, dk, dv (and dsinks) of res into dir, each in its own format. */
-int cli_save_outputs(const aa_attn_result_t *res, const char *dir, aa_error_t *err);
+/* Stage o, lse, dq, dk, dv (and dsinks) of res into dir, each in its own format (cli_npy_fmt). */
+int cli_stage_outputs(aa_fileset_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err);
 /* The format a tensor of format f is written in (.npy has no fp8 dtype: fp32). */
 aa_fmt_t cli_npy_fmt(aa_fmt_t f);
 const char *cli_fmt_name(aa_fmt_t f);
@@ -319,7 +326,7 @@ int cli_as_3d(aa_tensor_t *t, const char *file, aa_error_t *err);
 /* Thread count for OpenMP regions of the emulation (0 = leave the default). */
 void cli_set_threads(size_t threads);
 
-/* Write the oracle's values (FP64, '<f8') of o, lse, dq, dk, dv (and dsinks) into dir. */
-int cli_save_oracle(const aa_oracle_result_t *r, const char *dir, aa_error_t *err);
+/* Stage the oracle's values (FP64, '<f8') of o, lse, dq, dk, dv (and dsinks) into dir. */
+int cli_stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err);
 
 #endif

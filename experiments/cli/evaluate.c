@@ -28,6 +28,24 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   return 0;
 }
 
+/* Put "prefix: " in front of err's message (truncating its end if needed),
+   unless it already starts so: the library's own messages may name the
+   module (lib/oracle says "oracle: ..."), and one name is enough. */
+static void err_prefix(aa_error_t *err, const char *prefix) {
+  size_t pl, ml, cap = sizeof err->msg;
+  if (err == NULL) return;
+  pl = strlen(prefix) + 2;
+  if (pl >= cap) return;
+  if (strncmp(err->msg, prefix, pl - 2) == 0 && strncmp(err->msg + pl - 2, ": ", 2) == 0) return;
+  ml = strnlen(err->msg, cap - 1);
+  if (ml > cap - 1 - pl) ml = cap - 1 - pl;
+  memmove(err->msg + pl, err->msg, ml);
+  memcpy(err->msg, prefix, pl - 2);
+  err->msg[pl - 2] = ':';
+  err->msg[pl - 1] = ' ';
+  err->msg[pl + ml] = '\0';
+}
+
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo) {
   aa_error_t err = {{0}};
@@ -53,23 +71,9 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
   rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
   if (rc == AA_OK) return 0;
-  cli_error(cmd, "oracle: %s", err.msg);
+  err_prefix(&err, "oracle");
+  cli_error(cmd, "%s", err.msg);
   return cli_exit_status(rc);
-}
-
-/* Put "prefix: " in front of err's message (truncating its end if needed). */
-static void err_prefix(aa_error_t *err, const char *prefix) {
-  size_t pl, ml, cap = sizeof err->msg;
-  if (err == NULL) return;
-  pl = strlen(prefix) + 2;
-  if (pl >= cap) return;
-  ml = strnlen(err->msg, cap - 1);
-  if (ml > cap - 1 - pl) ml = cap - 1 - pl;
-  memmove(err->msg + pl, err->msg, ml);
-  memcpy(err->msg, prefix, pl - 2);
-  err->msg[pl - 2] = ':';
-  err->msg[pl - 1] = ' ';
-  err->msg[pl + ml] = '\0';
 }
 
 int cli_compare(cli_out_t *out, const char *name, const aa_tensor_t *t, const aa_oracle_out_t *ref, aa_error_t *err) {

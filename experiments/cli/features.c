@@ -33,7 +33,10 @@ static int parse_cu_line(int32_t **out, size_t *n, const char *line, const char 
     long long x = strtoll(p, &end, 10);
     if (end == p || errno != 0 || x < 0 || x > INT32_MAX ||
         !(*end == '\0' || *end == ' ' || *end == '\t' || *end == ',' || *end == '\r' || *end == '\n')) {
-      cli_error(cmd, "--cu-seqlens: %s line %d: '%.20s' is not an integer in [0, 2^31)", file, lineno, p);
+      /* the token alone (up to its separator), not the rest of the line and its newline */
+      int tl = (int)strcspn(p, " \t,\r\n");
+      cli_error(cmd, "--cu-seqlens: %s line %d: '%.*s' is not an integer in [0, 2^31)", file, lineno,
+                tl < 20 ? tl : 20, p);
       free(v);
       return 2;
     }

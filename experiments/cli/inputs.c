@@ -189,58 +189,49 @@ int cli_inputs_check_finite(const cli_inputs_t *in, aa_error_t *err) {
     if (ts[i]->data == NULL) continue;
     aa_tensor_count_nonfinite(ts[i], &nn, &ni);
     if (nn || ni)
-      return aa_error_set(err, AA_ENAN, "%s holds %zu NaN and %zu Inf values (--allow-nan accepts them)", names[i],
-                          nn, ni);
+      return aa_error_set(err, AA_ENAN, "%s holds %zu NaN and %zu Inf values (inputs must be finite)", names[i], nn,
+                          ni);
   }
   return AA_OK;
 }
 
-static int save_one(const aa_tensor_t *t, const char *dir, const char *file, aa_fmt_t fmt, aa_error_t *err) {
-  size_t len = strlen(dir) + strlen(file) + 2;
-  char *p = malloc(len);
-  int rc;
-  if (p == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-  snprintf(p, len, "%s/%s", dir, file);
-  rc = aa_npy_write(p, t, fmt, err);
-  free(p);
+/* Stage DIR/NAME.npy of each tensor with data. */
+static int stage_set(aa_fileset_t *stg, const char *dir, const char *const *names, const aa_tensor_t *const *ts,
+                     const aa_fmt_t *fmts, int n, aa_error_t *err) {
+  int rc = aa_fileset_mkdir_p(stg, dir, err);
+  for (int i = 0; i < n && rc == AA_OK; i++) {
+    char p[4096];
+    if (ts[i]->data == NULL || aa_tensor_numel(ts[i]) == 0) continue;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= sizeof p)
+      return aa_error_set(err, AA_EINVAL, "%s: folder name too long", dir);
+    rc = aa_npy_write_set(stg, p, ts[i], fmts[i], err);
+  }
   return rc;
 }
 
-int cli_inputs_save(const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
-  int rc;
-  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&in->q, dir, "q.npy", fmt, err)) ||
-      (rc = save_one(&in->k, dir, "k.npy", fmt, err)) || (rc = save_one(&in->v, dir, "v.npy", fmt, err)) ||
-      (rc = save_one(&in->dO, dir, "do.npy", fmt, err)))
-    return rc;
-  if (in->sinks.data != NULL) return save_one(&in->sinks, dir, "sinks.npy", fmt, err);
-  return AA_OK;
+int cli_stage_inputs(aa_fileset_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
+  const char *names[5] = {"q.npy", "k.npy", "v.npy", "do.npy", "sinks.npy"};
+  const aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
+  const aa_fmt_t fmts[5] = {fmt, fmt, fmt, fmt, fmt};
+  return stage_set(stg, dir, names, ts, fmts, 5, err);
 }
 
-int cli_save_oracle(const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
-  int rc;
-  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&r->o.val, dir, "o.npy", AA_FMT_FP64, err)) ||
-      (rc = save_one(&r->lse.val, dir, "lse.npy", AA_FMT_FP64, err)) ||
-      (rc = save_one(&r->dq.val, dir, "dq.npy", AA_FMT_FP64, err)) ||
-      (rc = save_one(&r->dk.val, dir, "dk.npy", AA_FMT_FP64, err)) ||
-      (rc = save_one(&r->dv.val, dir, "dv.npy", AA_FMT_FP64, err)))
-    return rc;
-  if (r->dsinks.val.data != NULL && aa_tensor_numel(&r->dsinks.val) > 0)
-    return save_one(&r->dsinks.val, dir, "dsinks.npy", AA_FMT_FP64, err);
-  return AA_OK;
+int cli_stage_outputs(aa_fileset_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
+  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
+  const aa_tensor_t *ts[6] = {&res->o, &res->lse, &res->dq, &res->dk, &res->dv, &res->dsinks};
+  aa_fmt_t fmts[6];
+  for (int i = 0; i < 6; i++)
+    fmts[i] = cli_npy_fmt(ts[i]->fmt);
+  return stage_set(stg, dir, names, ts, fmts, 6, err);
+}
+
+int cli_stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
+  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
+  const aa_tensor_t *ts[6] = {&r->o.val, &r->lse.val, &r->dq.val, &r->dk.val, &r->dv.val, &r->dsinks.val};
+  const aa_fmt_t fmts[6] = {AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64};
+  return stage_set(stg, dir, names, ts, fmts, 6, err);
 }
 
 aa_fmt_t cli_npy_fmt(aa_fmt_t f) {
   return f == AA_FMT_BF16 || f == AA_FMT_FP16 || f == AA_FMT_FP32 || f == AA_FMT_FP64 ? f : AA_FMT_FP32;
-}
-
-int cli_save_outputs(const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
-  int rc;
-  if ((rc = aa_mkdir_p(dir, err)) || (rc = save_one(&res->o, dir, "o.npy", cli_npy_fmt(res->o.fmt), err)) ||
-      (rc = save_one(&res->dq, dir, "dq.npy", cli_npy_fmt(res->dq.fmt), err)) ||
-      (rc = save_one(&res->dk, dir, "dk.npy", cli_npy_fmt(res->dk.fmt), err)) ||
-      (rc = save_one(&res->dv, dir, "dv.npy", cli_npy_fmt(res->dv.fmt), err)))
-    return rc;
-  if (res->dsinks.data != NULL && aa_tensor_numel(&res->dsinks) > 0)
-    return save_one(&res->dsinks, dir, "dsinks.npy", cli_npy_fmt(res->dsinks.fmt), err);
-  return AA_OK;
 }

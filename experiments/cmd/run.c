@@ -28,7 +28,6 @@ static const cli_opt_t opts[] = {
     {"sinks", "K", "0", "attention-sink logits per head, drawn N(0,1)"},
     CLI_OPTS_ORACLE,
     {"inputs", "DIR", NULL, "read q.npy k.npy v.npy do.npy [sinks.npy] from DIR instead of drawing"},
-    {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save", "DIR", NULL,
@@ -78,44 +77,6 @@ static int fmt_within(aa_fmt_t a, aa_fmt_t b) {
   if (x == NULL || y == NULL) return 0;
   return x->prec <= y->prec && x->emax <= y->emax && x->emin >= y->emin && x->emin - x->prec >= y->emin - y->prec &&
          (!x->has_inf || y->has_inf);
-}
-
-/* Stage DIR/NAME.npy of each tensor with data (the file lists of cli_inputs_save, cli_save_outputs and
-   cli_save_oracle). */
-static int stage_set(aa_fileset_t *stg, const char *dir, const char *const *names, const aa_tensor_t *const *ts,
-                     const aa_fmt_t *fmts, int n, aa_error_t *err) {
-  int rc = aa_fileset_mkdir_p(stg, dir, err);
-  for (int i = 0; i < n && rc == AA_OK; i++) {
-    char p[4096];
-    if (ts[i]->data == NULL || aa_tensor_numel(ts[i]) == 0) continue;
-    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= sizeof p)
-      return aa_error_set(err, AA_EINVAL, "%s: folder name too long", dir);
-    rc = aa_npy_write_set(stg, p, ts[i], fmts[i], err);
-  }
-  return rc;
-}
-
-static int stage_inputs(aa_fileset_t *stg, const cli_inputs_t *in, const char *dir, aa_fmt_t fmt, aa_error_t *err) {
-  const char *names[5] = {"q.npy", "k.npy", "v.npy", "do.npy", "sinks.npy"};
-  const aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
-  const aa_fmt_t fmts[5] = {fmt, fmt, fmt, fmt, fmt};
-  return stage_set(stg, dir, names, ts, fmts, 5, err);
-}
-
-static int stage_outputs(aa_fileset_t *stg, const aa_attn_result_t *res, const char *dir, aa_error_t *err) {
-  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
-  const aa_tensor_t *ts[6] = {&res->o, &res->lse, &res->dq, &res->dk, &res->dv, &res->dsinks};
-  aa_fmt_t fmts[6];
-  for (int i = 0; i < 6; i++)
-    fmts[i] = cli_npy_fmt(ts[i]->fmt);
-  return stage_set(stg, dir, names, ts, fmts, 6, err);
-}
-
-static int stage_oracle(aa_fileset_t *stg, const aa_oracle_result_t *r, const char *dir, aa_error_t *err) {
-  const char *names[6] = {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "dsinks.npy"};
-  const aa_tensor_t *ts[6] = {&r->o.val, &r->lse.val, &r->dq.val, &r->dk.val, &r->dv.val, &r->dsinks.val};
-  const aa_fmt_t fmts[6] = {AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64, AA_FMT_FP64};
-  return stage_set(stg, dir, names, ts, fmts, 6, err);
 }
 
 /* Everything one run holds, so that each step below reads as one thing and run_free releases it all. */
@@ -400,7 +361,7 @@ static int draw_inputs(run_t *R) {
   return 0;
 }
 
-/* The problem from the inputs and the options; NaN/Inf inputs refused unless --allow-nan. */
+/* The problem from the inputs and the options; NaN/Inf inputs refused (the oracle has no meaning for them). */
 static int build_problem(run_t *R) {
   aa_problem_t *pb = &R->pb;
   if (R->inputs_dir != NULL && (cli_get(&R->a, "n-q") != NULL || R->fc.batch > 0) &&
@@ -422,7 +383,7 @@ static int build_problem(run_t *R) {
     cli_error(R->cmd, "%s", R->err.msg);
     return 2;
   }
-  if (cli_get(&R->a, "allow-nan") == NULL && cli_inputs_check_finite(&R->in, &R->err) != AA_OK) {
+  if (cli_inputs_check_finite(&R->in, &R->err) != AA_OK) {
     cli_error(R->cmd, "%s%s", R->inputs_dir ? "" : "the drawn input ", R->err.msg);
     return 2;
   }
@@ -531,20 +492,20 @@ static int write_files(run_t *R) {
     what = "--out";
   if (what == NULL && R->save_dir != NULL) {
     what = "--save";
-    if ((rc = stage_inputs(&stg, &R->in, R->save_dir, cli_npy_fmt(R->io_fmt), &R->err)) == AA_OK) {
+    if ((rc = cli_stage_inputs(&stg, &R->in, R->save_dir, cli_npy_fmt(R->io_fmt), &R->err)) == AA_OK) {
       for (size_t i = 0; i < R->nrec && rc == AA_OK; i++) {
         char sub[4096];
         if (R->nrec == 1)
           snprintf(sub, sizeof sub, "%s", R->save_dir);
         else
           snprintf(sub, sizeof sub, "%s/%s", R->save_dir, R->recipes[i].name);
-        rc = stage_outputs(&stg, &R->res[i], sub, &R->err);
+        rc = cli_stage_outputs(&stg, &R->res[i], sub, &R->err);
       }
     }
     if (rc == AA_OK) what = NULL;
   }
   if (what == NULL && R->save_oracle != NULL &&
-      (rc = stage_oracle(&stg, &R->oracle, R->save_oracle, &R->err)) != AA_OK)
+      (rc = cli_stage_oracle(&stg, &R->oracle, R->save_oracle, &R->err)) != AA_OK)
     what = "--save-oracle";
   if (what == NULL && (rc = aa_fileset_commit(&stg, &R->err)) != AA_OK) what = "output";
   if (what != NULL) aa_fileset_abort(&stg);

@@ -30,7 +30,6 @@ static const cli_opt_t opts[] = {
     {"ulp-fmt", "bf16|fp16|fp32", "the data's own", "format ULP distances are counted in"},
     {"bf16-bits", NULL, NULL, "read '<i2' (int16) arrays as BF16 bit patterns (torch: t.view(torch.int16))"},
     {"fa", NULL, NULL, "legacy: also fill the fa_* fields with naive-bf16 (needs bf16-representable inputs)"},
-    {"allow-nan", NULL, NULL, "accept NaN/Inf in the inputs (refused otherwise)"},
     {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
@@ -334,7 +333,7 @@ static int score_problem(score_t *S) {
   pb->cu_seqlens_q = S->fc.cu_q;
   pb->cu_seqlens_k = S->fc.cu_k;
   if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
-  if (cli_get(&S->a, "allow-nan") == NULL && cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
+  if (cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
   if (S->nrules == 0) { /* the default rule: fa where a naive reference exists, else torch */
     S->rules[0] = S->in_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
     S->nrules = 1;
@@ -445,8 +444,28 @@ static int score_legacy_fa(score_t *S) {
   return 0;
 }
 
+/* --out and --save-oracle are one file set (as run's --out, --save and
+   --save-oracle): staged, then renamed together, so a failure in either
+   leaves neither (and no folder this run created). The report is renamed
+   last: one that cannot move its oracle files into place leaves no --out. */
+static int score_write_files(score_t *S) {
+  const char *what = NULL;
+  aa_fileset_t stg;
+  aa_fileset_init(&stg);
+  if (S->save_oracle != NULL && cli_stage_oracle(&stg, &S->oracle, S->save_oracle, &S->err) != AA_OK)
+    what = "--save-oracle";
+  else if (S->out_file != NULL && aa_fileset_add(&stg, S->out_file, S->jtext, S->jlen, &S->err) != AA_OK)
+    what = "--out";
+  else if (aa_fileset_commit(&stg, &S->err) != AA_OK)
+    what = "output";
+  if (what != NULL) aa_fileset_abort(&stg);
+  aa_fileset_free(&stg);
+  return what != NULL ? fail(S, what) : 0;
+}
+
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
+  int rc;
   S->ex =
       (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_r.name : NULL};
   cli_set_report_extra(&S->ex);
@@ -460,9 +479,7 @@ static int score_write(score_t *S) {
       return 2;
     }
   }
-  if (S->out_file != NULL && aa_file_write(S->out_file, S->jtext, S->jlen, &S->err) != AA_OK) return fail(S, NULL);
-  if (S->save_oracle != NULL && cli_save_oracle(&S->oracle, S->save_oracle, &S->err) != AA_OK)
-    return fail(S, "--save-oracle");
+  if ((rc = score_write_files(S)) != 0) return rc;
   if (cli_get(&S->a, "json") != NULL) {
     fwrite(S->jtext, 1, S->jlen, stdout);
   } else {
@@ -473,7 +490,8 @@ static int score_write(score_t *S) {
       printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->qd.n, S->kd.n);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
   }
-  return fflush(stdout) != 0 ? 2 : 0;
+  /* ferror too: a failed fwrite of the JSON leaves nothing for fflush to fail on */
+  return fflush(stdout) != 0 || ferror(stdout) ? 2 : 0;
 }
 
 /* The exit status by the chosen rules: 0 pass, 1 fail (0 with --no-fail); a failure names the worst element. */

@@ -121,15 +121,19 @@ static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t 
   return rc;
 }
 
-/* Copy IN/meta.json to OUT/meta.json (merge), when present and not the same file. */
-static void copy_meta(const char *out, const char *in) {
+/* Copy IN/meta.json to OUT/meta.json (merge), when present and not the
+   same file: AA_OK, or the status of a failed write (a shard without
+   meta.json is no error; a merged folder that lost it is). */
+static int copy_meta(const char *out, const char *in, aa_error_t *err) {
   char a[4096], b[4096], *data;
   size_t len;
+  int rc;
   snprintf(a, sizeof a, "%s/meta.json", in);
   snprintf(b, sizeof b, "%s/meta.json", out);
-  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return;
-  aa_file_write(b, data, len, NULL);
+  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return AA_OK;
+  rc = aa_file_write(b, data, len, err);
   free(data);
+  return rc;
 }
 
 /* ---- limits checked before any cell runs ---- */
@@ -326,7 +330,10 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     cli_error(cmd, "merge: %s", err.msg);
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
   }
-  copy_meta(out, dirs[0]);
+  if (copy_meta(out, dirs[0], &err) != AA_OK) {
+    cli_error(cmd, "merge: %s", err.msg);
+    return 1;
+  }
   printf("attnacc %s: merged %zu cells from %zu folders into %s/results.csv\n", cmd, ncells, ndirs, out);
   return fflush(stdout) == 0 ? 0 : 1;
 }
@@ -372,6 +379,7 @@ typedef struct {
   int use_mpi, mpi_rank, mpi_size;
   FILE *info; /* the driver's own lines: stdout, or stderr when the experiment prints JSON there */
   aa_fileset_t meta;
+  int lock_fd; /* aa_sweep_lock on the folder, taken before meta.json is staged there; -1 when not held */
   progress_t pr;
   aa_sweep_progress_t stats;
   aa_error_t err;
@@ -380,6 +388,7 @@ typedef struct {
 static void sweep_free(sweep_cmd_t *S) {
   aa_fileset_abort(&S->meta); /* nothing left to remove after a commit */
   aa_fileset_free(&S->meta);
+  aa_sweep_unlock(S->lock_fd);
 #ifdef AA_HAVE_MPI
   if (S->use_mpi) MPI_Finalize();
 #endif
@@ -562,7 +571,7 @@ static int run_failed(const sweep_cmd_t *S, int rc, int resume) {
   if (rc == AA_EFORMAT)
     fprintf(stderr, "attnacc %s: (a folder holds one grid: use another --out, or the same options as before)\n",
             S->cmd);
-  if (rc == AA_EINVAL && !resume)
+  if (rc == AA_EINVAL && !resume && S->stats.skipped > 0) /* not for a busy folder or a linked journal */
     fprintf(stderr, "attnacc %s: (add --resume to continue a sweep in this folder)\n", S->cmd);
   return cli_exit_status(rc);
 }
@@ -574,7 +583,9 @@ static int run_cells(sweep_cmd_t *S) {
   aa_sweep_opts_t so;
   const char *out = S->out;
   int rc;
-  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK) {
+  /* The folder lock before meta.json's temporary exists: a run starting
+     beside this one then never takes it for a killed run's (lib/sweep.h). */
+  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK || (rc = aa_sweep_lock(&S->lock_fd, out, &S->err)) != AA_OK) {
     cli_error(S->cmd, "%s", S->err.msg);
     return 1;
   }
@@ -679,6 +690,7 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   S.shard_n = 1;
   S.mpi_size = 1;
   S.info = stdout;
+  S.lock_fd = -1;
   aa_fileset_init(&S.meta);
   status = sweep_steps(&S, experiment);
   sweep_free(&S);

@@ -1,7 +1,8 @@
-/* attnacc: status names, error-message filling and checked size arithmetic. */
+/* attnacc: status names, error messages (filled and escaped: aa_escape) and checked size arithmetic. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -32,12 +33,40 @@ const char *aa_status_str(int status) {
   }
 }
 
+char *aa_escape(char *dst, size_t cap, const char *text) {
+  static const char hex[] = "0123456789abcdef";
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+    char e[4];
+    size_t n = 2;
+    e[0] = '\\';
+    if (*p >= ' ' && *p <= '~') {
+      e[0] = (char)*p;
+      n = 1;
+    } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+      e[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+    } else {
+      e[1] = 'x';
+      e[2] = hex[*p >> 4];
+      e[3] = hex[*p & 15];
+      n = 4;
+    }
+    if (k + n >= cap) break;
+    memcpy(dst + k, e, n);
+    k += n;
+  }
+  dst[k] = '\0';
+  return dst;
+}
+
 int aa_error_set(aa_error_t *err, int status, const char *fmt, ...) {
   if (err != NULL) {
+    char raw[sizeof err->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    aa_escape(err->msg, sizeof err->msg, raw);
   }
   return status;
 }

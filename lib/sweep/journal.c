@@ -367,8 +367,11 @@ int aa_sweep_merge(size_t *ncells, const char *out_dir, const char *const *in_di
   for (size_t i = 0; st == AA_OK && i < n_in; i++)
     st = aa__journal_load_dir(&set, in_dirs[i], err);
   if (st == AA_OK) st = aa__set_finish(&set, err);
+  int dirfd = -1;
   if (st == AA_OK) st = aa_mkdir_p(out_dir, err);
+  if (st == AA_OK) st = aa_sweep_lock(&dirfd, out_dir, err); /* a run starting there keeps our temporaries */
   if (st == AA_OK) st = aa__write_results(out_dir, &set, err);
+  aa_sweep_unlock(dirfd);
   if (st == AA_OK && ncells != NULL) *ncells = set.ncells;
   aa__set_free(&set);
   return st;

@@ -121,16 +121,38 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Open (creating) and lock this shard's journal, cut a torn tail, and write
-   the header into a new or empty one. */
-static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
-                        aa_error_t *err) {
-  int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0666);
+/* A journal that is a symbolic link is refused: appending through it
+   would write into whatever file it names. */
+static int link_refused(const char *path, aa_error_t *err) {
+  return aa_error_set(err, AA_EINVAL, "%s: is a symbolic link; a sweep journal must be a regular file (not followed)",
+                      path);
+}
+static int refuse_link(const char *path, aa_error_t *err) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? link_refused(path, err) : AA_OK;
+}
+
+/* Open and lock this shard's journal: created when create is set; without
+   it a missing journal is no error (*fd_out stays -1). */
+static int lock_journal(int *fd_out, const char *path, int create, aa_error_t *err) {
+  /* O_NOFOLLOW: a link made after refuse_link looked is refused too (ELOOP) */
+  int fd = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+  if (fd < 0 && errno == ENOENT && !create) return AA_OK;
+  if (fd < 0 && errno == ELOOP) return link_refused(path, err);
   if (fd < 0) return aa_error_set(err, AA_EIO, "%s: %s", path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     close(fd);
-    return aa_error_set(err, AA_EIO, "%s: in use by another sweep run", path);
+    /* the caller's choice of folder: bad input, not a failure of the run */
+    return aa_error_set(err, AA_EINVAL, "%s: in use by another sweep run (the folder is busy)", path);
   }
+  *fd_out = fd;
+  return AA_OK;
+}
+
+/* Cut a torn tail off the locked journal fd and write the header into a
+   new or empty one (the caller closes fd, whatever happens). */
+static int prepare_journal(int fd, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
+                           aa_error_t *err) {
   char *data;
   size_t len, vend;
   aa_sweep_set_t own = {0};
@@ -156,12 +178,7 @@ static int open_journal(int *fd_out, size_t *cut_bytes, size_t *cut_lines, const
     if (write(fd, sw->header, hl) != (ssize_t)hl || fsync(fd) != 0)
       st = aa_error_set(err, AA_EIO, "%s: cannot write the header: %s", path, strerror(errno));
   }
-  if (st != AA_OK) {
-    close(fd);
-    return st;
-  }
-  *fd_out = fd;
-  return AA_OK;
+  return st;
 }
 
 int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
@@ -174,19 +191,18 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if (ish >= nsh) return aa_error_set(err, AA_EINVAL, "sweep: shard %zu of %zu does not exist", ish, nsh);
   int threads = opts->threads > 0 ? opts->threads : 1;
   if (threads > 1024) return aa_error_set(err, AA_EINVAL, "sweep: %d threads is too many", threads);
-  int st = aa_mkdir_p(opts->out_dir, err);
+  int st = aa_mkdir_p(opts->out_dir, err), dirfd = -1, fd = -1;
+  if (st == AA_OK) st = aa_sweep_lock(&dirfd, opts->out_dir, err);
   if (st) return st;
 
   char path[4096];
   snprintf(path, sizeof path, "%s/journal-%zu-of-%zu.txt", opts->out_dir, ish, nsh);
-  int fd = -1;
   size_t cut_bytes = 0, cut_lines = 0;
-  if ((st = open_journal(&fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) return st;
 
-  /* Cells already complete in any journal of the folder. */
-  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .fd = fd, .path = path};
-  run.prog.discarded_bytes = cut_bytes;
-  run.prog.discarded_lines = cut_lines;
+  /* Cells already complete in any journal of the folder, read before this
+     shard's journal is created: a run refused for the folder's contents
+     (another grid, finished cells without resume) creates nothing. */
+  aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .path = path};
   aa_sweep_set_t set = {0};
   size_t *todo = NULL;
   run.have = calloc(sw->ncells + 1, 1);
@@ -195,7 +211,11 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
     goto done;
   }
-  if ((st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK) goto done;
+  /* A journal of this shard that exists is locked first, so that a busy
+     folder says so before anything else. */
+  if ((st = refuse_link(path, err)) != AA_OK || (st = lock_journal(&fd, path, 0, err)) != AA_OK ||
+      (st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK)
+    goto done;
   for (size_t r = 0; r < set.nrecs; r++) {
     const aa_cell_t *c = &sw->cells[set.recs[r].index];
     if (c->id.hi == set.recs[r].id.hi && c->id.lo == set.recs[r].id.lo && !run.have[c->index]) {
@@ -215,9 +235,16 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if (run.prog.skipped > 0 && !opts->resume) {
     st = aa_error_set(err, AA_EINVAL, "%s: holds %zu finished cells of this shard; resume, or use a new folder",
                       opts->out_dir, run.prog.skipped);
-    run.prog = (aa_sweep_progress_t){.discarded_bytes = cut_bytes, .discarded_lines = cut_lines};
     goto done;
   }
+  if ((fd < 0 && (st = lock_journal(&fd, path, 1, err)) != AA_OK) ||
+      (st = prepare_journal(fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) {
+    run.prog = (aa_sweep_progress_t){0};
+    goto done;
+  }
+  run.fd = fd;
+  run.prog.discarded_bytes = cut_bytes;
+  run.prog.discarded_lines = cut_lines;
   run.prog.todo = run.ntodo;
   run.todo = todo;
   if (opts->progress != NULL) opts->progress(&run.prog, opts->progress_ctx);
@@ -259,6 +286,7 @@ done:
   if (stats != NULL) *stats = run.prog;
   free(run.have);
   free(todo);
-  close(fd);
+  if (fd >= 0) close(fd);
+  aa_sweep_unlock(dirfd);
   return st;
 }
