@@ -349,10 +349,12 @@ int aa_recipe_preset(aa_recipe_t *out, const char *name, aa_error_t *err); /* AA
 /* The recipe file a preset is (lib/recipe/presets/NAME.recipe, with its
    comments); NULL for an unknown name. */
 const char *aa_recipe_preset_text(const char *name);
-/* A variant spec as --variants takes it: a preset NAME; a recipe file (a
-   path ending in .recipe or containing '/'); or NAME:key=value,... (the
-   preset with those keys set in order, named as written, at most 63
-   characters; a value cannot hold a comma: use a file). A file that sets
+/* A variant spec, the one grammar of --variant and of the Python package:
+   a preset NAME; a recipe file (a path ending in .recipe or containing
+   '/'); NAME:key=value,... (the preset with those keys set in order, named
+   as written, at most 63 characters; a value cannot hold a comma: use a
+   file); or recipe text (it holds a line break, or a '=' before any ':',
+   such as "base = fa2"; named by its `name` key, else "custom"). A file that sets
    no `name` key (even with `base`) is named by its base name less .recipe. The result passes
    aa_recipe_check. AA_ENOTFOUND for an unknown preset, AA_EINVAL for a bad
    key, value or check, AA_EIO/AA_EFORMAT from the file. */
