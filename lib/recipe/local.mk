@@ -43,3 +43,8 @@ check_PROGRAMS += tests/tpresets
 TESTS += tests/tpresets
 tests_tpresets_SOURCES = tests/tpresets.c
 EXTRA_DIST += tests/data/presets
+
+# Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
+# every recipe file under recipes/ ships and loads.
+TESTS += tests/tpreset_files.sh
+EXTRA_DIST += tests/tpreset_files.sh
