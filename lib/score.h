@@ -82,6 +82,12 @@ typedef struct {
    or tolerance, AA_ENOMEM. */
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err);
+/* AA_ERANGE, naming the output, the count and the largest magnitude, when
+   the exact values ref are not all finite in the kernel's format data_fmt
+   (their correct rounding overflows: BF16/FP32 from the oracle's certified
+   roundings, FP16 from val): no rule can judge a kernel there, so a score
+   is refused rather than given against Inf. AA_OK otherwise. */
+int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t data_fmt, aa_error_t *err);
 /* Apply the fa and sdpa rules to s, given the naive reference's scores of
    the same output. */
 void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the oracle's certificate at huge logits and its range refusal, through the command (issue 22 section 1).
+# attnacc: the oracle's certificate at huge logits, its range refusal, and score's refusal of non-finite exact values.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # Expected values are independent of the oracle: exact-fp64 is a plain FP64
 # attention (agreeing with a NumPy float64 one to ~1e-16 on these problems),
@@ -49,6 +49,24 @@ rc=$?
 [ $rc -eq 2 ] || FAIL "tcertificate: score on 1e300 inputs: exit $rc, want 2: $(tail -n 3 "$T/err")"
 grep -q "beyond the oracle's range" "$T/err" || FAIL "tcertificate: score on 1e300 inputs: no range message: $(cat "$T/err")"
 grep -qi "verdict" "$T/out" && FAIL "tcertificate: score on 1e300 inputs printed a verdict"
+
+# FP32 data whose exact dq and dk overflow FP32 (v, dO ~ 1e20: dP ~ 1e40): a correctly rounded kernel holds Inf
+# there, which no rule can judge; score refuses with exit 2 instead of a verdict against Inf
+mkdir "$T/ovf" || exit 1
+python3 - "$T/ovf" <<'PY' || FAIL "tcertificate: cannot write the .npy inputs"
+import struct, sys, random
+random.seed(2)
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 8, 4), }"
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+for name, scale in [("q", 1), ("k", 1), ("v", 1e20), ("do", 1e20), ("dq", 1), ("dk", 1), ("dv", 1)]:
+    with open(sys.argv[1] + "/" + name + ".npy", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack("<32f", *[random.gauss(0, 1) * scale for _ in range(32)]))
+PY
+"$A" score --layout bhnd --inputs "$T/ovf" --grads "$T/ovf" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] || FAIL "tcertificate: score on FP32-overflowing gradients: exit $rc, want 2: $(tail -n 3 "$T/err")"
+grep -q "is not finite in fp32" "$T/err" || FAIL "tcertificate: score on FP32-overflowing gradients: $(cat "$T/err")"
 
 [ $fails -eq 0 ] && echo "tcertificate: ok"
 [ $fails -eq 0 ]

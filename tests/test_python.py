@@ -433,3 +433,16 @@ def test_nhd_layout():
     for name in ("o", "dq", "dk", "dv"):
         assert np.array_equal(a[name].transpose(1, 0, 2), b[name]), name
     assert np.array_equal(a["lse"], b["lse"])
+
+
+def test_no_verdict_where_the_exact_result_overflows():
+    """FP32 data whose exact dq overflows FP32 (v and dO near 1e20 make dP near 1e40): score refuses with the output
+    named instead of judging a kernel against Inf; FP64 inputs of 1e300 are refused by the oracle's range."""
+    g = np.random.default_rng(4)
+    q, k = [g.standard_normal((1, 1, 8, 4)).astype(np.float32) for _ in range(2)]
+    v, do = [(g.standard_normal((1, 1, 8, 4)) * 1e20).astype(np.float32) for _ in range(2)]
+    with pytest.raises(ValueError, match="exact dq is not finite in fp32"):
+        attnacc.score(q, k, v, do, dq=q, dk=k, dv=v, layout="bhnd")
+    big = [g.standard_normal((1, 1, 8, 4)) * 1e300 for _ in range(4)]
+    with pytest.raises(ValueError, match="beyond the oracle's range"):
+        attnacc.score(*big, dq=big[0], layout="bhnd")

@@ -247,6 +247,7 @@ int cli_evaluate_given(cli_variant_t *v, const aa_tensor_t g[5], const aa_oracle
   for (int i = 0; i < 5; i++) {
     cli_out_t *o;
     if (g[i].data == NULL) continue;
+    if ((rc = aa_score_exact_finite(ref[i], names[i], g[i].fmt, err)) != AA_OK) return rc;
     o = &v->out[v->nout++];
     if ((rc = cli_compare(o, names[i], &g[i], ref[i], err)) != AA_OK ||
         ((ulp_fmt >= 0 || atol >= 0) && (rc = cli_score_out(o, &g[i], ref[i], ulp_fmt, atol, rtol, err))))

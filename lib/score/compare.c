@@ -160,3 +160,25 @@ void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive) {
   against(&s->rule[AA_RULE_FA], s, ref, 0, aa_rule_fa_factor(s->name));
   against(&s->rule[AA_RULE_SDPA], s, ref, AA_RULE_SDPA_ATOL, aa_rule_sdpa_fudge(s->name));
 }
+
+int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t data_fmt, aa_error_t *err) {
+  size_t n = aa_tensor_numel(&ref->val), bad = 0;
+  double big = 0;
+  aa_round_opts_t ro = {AA_FMT_FP16, AA_RND_NE, 1, 0};
+  for (size_t i = 0; i < n; i++) {
+    double r = data_fmt == AA_FMT_FP32   ? ref->fp32.data[i]
+               : data_fmt == AA_FMT_BF16 ? ref->bf16.data[i]
+               : data_fmt == AA_FMT_FP16 ? aa_round(ref->val.data[i], &ro, NULL)
+                                         : ref->val.data[i];
+    if (!isfinite(r)) {
+      bad++;
+      big = fmax(big, fabs(ref->val.data[i]));
+    }
+  }
+  if (bad == 0) return AA_OK;
+  return aa_error_set(err, AA_ERANGE,
+                      "the exact %s is not finite in %s at %zu of %zu elements (|%s| up to %.3g, past %s's largest "
+                      "value %.3g): no rule can judge a kernel there; scale the inputs down",
+                      name, aa_fmt_info(data_fmt)->name, bad, n, name, big, aa_fmt_info(data_fmt)->name,
+                      aa_fmt_info(data_fmt)->max_finite);
+}

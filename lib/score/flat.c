@@ -252,6 +252,7 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
     aa_fmt_t uf;
     if (got[i].data == NULL) continue;
     uf = opts->ulp_fmt >= 0 ? (aa_fmt_t)opts->ulp_fmt : got[i].fmt;
+    if ((rc = aa_score_exact_finite(ref[i], nm[i], got[i].fmt, &err)) != AA_OK) goto done;
     if ((rc = aa_score_compare(&sc[i], nm[i], &got[i], ref[i], got[i].fmt, uf, opts->atol, opts->rtol, &err)) !=
         AA_OK)
       goto done;
