@@ -9,9 +9,16 @@
 
 #include "cli/cli.h"
 #include "cli/limits.h"
+#include "config.h"
 
 /* --force of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
 static int oracle_force = 0;
+
+#ifdef AA_HAVE_CUDA
+#define AA_HAVE_CUDA_P 1
+#else
+#define AA_HAVE_CUDA_P 0
+#endif
 
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
@@ -25,6 +32,18 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   if ((s = cli_get(a, "prec")) && cli_size(&prec, cmd, "prec", s, 64, 4096)) return 2;
   oo->prec = (int)prec;
   if ((s = cli_get(a, "oracle-target")) && cli_oracle_target(&oo->target, cmd, s)) return 2;
+  if ((s = cli_get(a, "device")) != NULL) {
+    if (aa_oracle_device_from_name(&oo->device, s) != AA_OK) {
+      cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
+      return 2;
+    }
+    if (oo->device == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
+      cli_error(cmd, "--device cuda: %s",
+                AA_HAVE_CUDA_P ? "no CUDA GPU is present"
+                               : "this attnacc was built without CUDA (configure --with-cuda)");
+      return 2;
+    }
+  }
   return 0;
 }
 
