@@ -15,7 +15,8 @@
 #include "oracle/oracle-impl.h"
 #include "rng.h"
 
-/* usage: bench_oracle_cuda [N_GPU [N_CPU]] (defaults 32768 and 8192): the GPU at N_GPU and N_CPU, the CPU's
+/* usage: bench_oracle_cuda [N_GPU [N_CPU [E]]] (defaults 32768, 8192 and the oracle's default target; E: target
+   2^-E for every run): the GPU at N_GPU and N_CPU, the CPU's
    default tiled kernel at N_CPU on all OpenMP threads (OMP_NUM_THREADS); BF16 standard-normal q, k, v, dO (seed
    42). The work grows as n^2, so the line also gives the CPU time scaled to N_GPU by (N_GPU / N_CPU)^2. At equal n
    it checks that both give the same FP32 roundings (a hash over every output). */
@@ -25,6 +26,8 @@ static double now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double target = AA_ORACLE_TARGET_DEFAULT;
 
 static int run(double *secs, uint64_t *hash, aa_oracle_device_t *where, size_t n, aa_oracle_device_t dev) {
   size_t d = 128, sh[3] = {1, n, d};
@@ -41,6 +44,7 @@ static int run(double *secs, uint64_t *hash, aa_oracle_device_t *where, size_t n
   aa_oracle_opts_t o;
   aa_oracle_opts_init(&o);
   o.device = dev;
+  o.target = target;
   aa_oracle_result_t res;
   aa_error_t err = {{0}};
   double t0 = now();
@@ -61,6 +65,9 @@ static int run(double *secs, uint64_t *hash, aa_oracle_device_t *where, size_t n
     }
   *hash = h;
   *where = res.device;
+  printf("  %s n %zu: %.2f s, %zu elements recomputed in MPFR, %zu uncertified\n", aa_oracle_device_name(res.device),
+         n, *secs, res.n_recomputed, res.n_uncertified);
+  fflush(stdout);
   aa_oracle_result_free(&res);
   for (int i = 0; i < 4; i++)
     aa_tensor_free(&t[i]);
@@ -69,6 +76,7 @@ static int run(double *secs, uint64_t *hash, aa_oracle_device_t *where, size_t n
 
 int main(int argc, char **argv) {
   size_t ng = argc > 1 ? strtoul(argv[1], NULL, 10) : 32768, nc = argc > 2 ? strtoul(argv[2], NULL, 10) : 8192;
+  if (argc > 3) target = ldexp(1.0, -atoi(argv[3]));
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -80,14 +88,14 @@ int main(int argc, char **argv) {
     printf("bench_oracle_cuda: no CUDA build or no GPU\n");
     return 77;
   }
+  /* a line after each run, so that a run cut short still tells what it measured */
   if (run(&tgc, &hgc, &wgc, nc, AA_ORACLE_DEVICE_CUDA) || run(&tc, &hc, &wc, nc, AA_ORACLE_DEVICE_CPU) ||
       run(&tg, &hg, &wg, ng, AA_ORACLE_DEVICE_CUDA))
     return 1;
-  printf(
-      "oracle fast path, 1 head d 128 dense fwd+bwd: GPU (%s) n %zu %.2f s; GPU n %zu %.2f s, CPU (%s, %d threads, "
-      "tiled) n %zu %.2f s (%.1fx), fp32 roundings %s; CPU scaled to n %zu: %.1f s (%.0fx the GPU)\n",
-      aa_oracle_device_name(wg), ng, tg, nc, tgc, aa_oracle_device_name(wc), threads, nc, tc, tc / tgc,
-      hgc == hc ? "identical" : "DIFFER", ng, tc * ((double)ng / (double)nc) * ((double)ng / (double)nc),
-      tc * ((double)ng / (double)nc) * ((double)ng / (double)nc) / tg);
+  printf("oracle fast path, 1 head d 128 dense fwd+bwd, target %a: GPU (%s) n %zu %.2f s; GPU n %zu %.2f s, CPU (%s, "
+         "%d threads, tiled) n %zu %.2f s (%.1fx), fp32 roundings %s; CPU scaled to n %zu: %.1f s (%.0fx the GPU)\n",
+         target, aa_oracle_device_name(wg), ng, tg, nc, tgc, aa_oracle_device_name(wc), threads, nc, tc, tc / tgc,
+         hgc == hc ? "identical" : "DIFFER", ng, tc * ((double)ng / (double)nc) * ((double)ng / (double)nc),
+         tc * ((double)ng / (double)nc) * ((double)ng / (double)nc) / tg);
   return hgc == hc ? 0 : 1;
 }

@@ -71,6 +71,13 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
   t0 = cli_now();
   rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
+  if (rc == AA_OK && res->device == AA_ORACLE_DEVICE_CUDA)
+    fprintf(stderr, "attnacc %s: note: the fast oracle ran on the GPU (%.3g s)\n", cmd, *seconds);
+  else if (rc == AA_OK && oo->device == AA_ORACLE_DEVICE_CUDA && oo->path == AA_ORACLE_FAST)
+    fprintf(stderr,
+            "attnacc %s: note: --device cuda: this problem's features need the CPU oracle (the GPU takes "
+            "dense, causal and windowed masks, GQA, d <= 256)\n",
+            cmd);
   if (rc == AA_OK) return 0;
   cli_error(cmd, "oracle: %s", err.msg);
   return cli_exit_status(rc);

@@ -174,7 +174,7 @@ AA_HD static inline double aa_or_round_d(double x, int bf16) {
   double a = fabs(x);
   int e = ilogb(a);
   if (e < -126) e = -126; /* subnormal bfloat16: quantum 2^-133 */
-  if (e > 127) return copysign(INFINITY, x);
+  if (e > 127) return copysign((double)INFINITY, x); /* double arguments: the C++ overloads of nvcc */
   double qexp = ldexp(1.0, e - 7); /* 8-bit significand */
   double r = nearbyint(a / qexp) * qexp;
   if (r >= 0x1p128) r = INFINITY; /* at or above max + half an ulp: ties go to the even 2^128 */
@@ -198,8 +198,8 @@ AA_HD static inline int aa_or_settle_dd_core(double *val, double *f32, double *b
   if (!(den > 0) || num > target * den) return 0;
   /* interval ends pushed two ulps outward to cover the two roundings */
   double lo = h + (l - e), hi = h + (l + e);
-  lo = nextafter(nextafter(lo, -INFINITY), -INFINITY);
-  hi = nextafter(nextafter(hi, INFINITY), INFINITY);
+  lo = nextafter(nextafter(lo, -(double)INFINITY), -(double)INFINITY);
+  hi = nextafter(nextafter(hi, (double)INFINITY), (double)INFINITY);
   double r32 = aa_or_round_d(lo, 0), r16 = aa_or_round_d(lo, 1);
   if (r32 != aa_or_round_d(hi, 0) || r16 != aa_or_round_d(hi, 1)) return 0;
   *val = h;

@@ -17,7 +17,7 @@
 #define ZB 64 /* terms per block of the normaliser sum Z, as fast_rows.c */
 #define U2 AA_OR_U2
 
-struct dev_t {
+struct kdev_t {
   const aa_orcu_params_t *p;
   const double *q, *k, *v, *dO;
   const double *xq, *xdo, *xk, *xv;
@@ -32,7 +32,7 @@ struct dout_t {
 };
 
 struct aa_orcu {
-  dev_t D;
+  kdev_t D;
   aa_orcu_params_t hp;
   size_t nq_all, nk_all; /* heads n_q, kvh n_k */
   void *allocs[64];
@@ -65,7 +65,7 @@ __device__ static aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, 
 }
 
 /* fast_rows.c block_s (no score modifiers on the GPU) */
-__device__ static aa_or_dd_t score(const dev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, double *eS) {
+__device__ static aa_or_dd_t score(const kdev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, double *eS) {
   size_t d = p->d;
   double et;
   aa_or_dd_t tt =
@@ -80,7 +80,7 @@ struct pair_t {
 };
 
 /* fast_rows.c block_pairs with want_ds (no dropout) */
-__device__ static void pair(const dev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, pair_t *o) {
+__device__ static void pair(const kdev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, pair_t *o) {
   double eS;
   aa_or_dd_t S = score(D, p, r, kk, &eS), L = aa_or_dd(D.lse_h[r], D.lse_l[r]);
   aa_or_dd_t x = aa_or_dd_add(S, aa_or_dd_neg(L));
@@ -134,7 +134,7 @@ __device__ static inline int better(double h1, double l1, long long j1, double h
 }
 
 /* fwd_row passes 1 and 2: the shift M and Z, in blocks of ZB terms as the CPU. */
-__global__ void __launch_bounds__(NT) k_fwd_z(dev_t D) {
+__global__ void __launch_bounds__(NT) k_fwd_z(kdev_t D) {
   __shared__ aa_orcu_params_t P;
   __shared__ double smh[NT], sml[NT], eh[NT], el[NT], bs2[NT / ZB], bc2[NT / ZB];
   __shared__ long long sj[NT];
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(NT) k_fwd_z(dev_t D) {
 }
 
 /* fwd_row pass 3 and D: P = E / Z, O = sum P v, D = O . dO */
-__global__ void __launch_bounds__(NT) k_fwd_o(dev_t D, dout_t O) {
+__global__ void __launch_bounds__(NT) k_fwd_o(kdev_t D, dout_t O) {
   __shared__ aa_orcu_params_t P;
   __shared__ double ch[NT], cl[NT], ec[NT], soh[AA_ORCU_MAXD], sol[AA_ORCU_MAXD], soe[AA_ORCU_MAXD];
   load_params(&P, D.p);
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(NT) k_fwd_o(dev_t D, dout_t O) {
 }
 
 /* dq_row */
-__global__ void __launch_bounds__(NT) k_dq(dev_t D, dout_t O) {
+__global__ void __launch_bounds__(NT) k_dq(kdev_t D, dout_t O) {
   __shared__ aa_orcu_params_t P;
   __shared__ double ch[NT], cl[NT], ec[NT];
   load_params(&P, D.p);
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(NT) k_dq(dev_t D, dout_t O) {
 }
 
 /* kv_col: the visible queries of key j are an interval [clo, chi) per head of the group, taken head by head */
-__global__ void __launch_bounds__(NT) k_kv(dev_t D, dout_t OK, dout_t OV) {
+__global__ void __launch_bounds__(NT) k_kv(kdev_t D, dout_t OK, dout_t OV) {
   __shared__ aa_orcu_params_t P;
   __shared__ double ch[NT], cl[NT], ec[NT], ph[NT], pl[NT], eP[NT];
   __shared__ size_t rows[NT];
@@ -436,16 +436,11 @@ extern "C" int aa_orcu_begin(aa_orcu_t **out, const aa_orcu_params_t *p, const d
   H->nq_all = nr;
   H->nk_all = nc;
   CK(cudaSetDevice(0), "select device 0");
-  dev_t &D = H->D;
+  kdev_t &D = H->D;
   int ok = 1;
 #define PUT(dst, src, bytes)                                                                                         \
   do {                                                                                                               \
     (dst) = (decltype(dst))dput(H, (src), (bytes));                                                                  \
-    if ((dst) == NULL) ok = 0;                                                                                       \
-  } while (0)
-#define ALLOC(dst, bytes)                                                                                            \
-  do {                                                                                                               \
-    (dst) = (decltype(dst))dalloc(H, (bytes));                                                                       \
     if ((dst) == NULL) ok = 0;                                                                                       \
   } while (0)
   PUT(D.p, p, sizeof *p);
@@ -468,7 +463,7 @@ extern "C" int aa_orcu_begin(aa_orcu_t **out, const aa_orcu_params_t *p, const d
   double **rowv[] = {&D.mh,    &D.ml,   &D.zs,   &D.zc,  &D.epsz, &D.lse_h, &D.lse_l,
                      &D.e_lse, &D.iz_h, &D.iz_l, &D.d_h, &D.d_l,  &D.e_d};
   for (size_t u = 0; u < sizeof rowv / sizeof rowv[0]; u++)
-    ALLOC(*rowv[u], nr * sizeof(double));
+    if ((*rowv[u] = (double *)dalloc(H, nr * sizeof(double))) == NULL) ok = 0;
   if (!ok) return fail(cudaGetLastError(), "cannot allocate or upload the inputs", msg, msglen);
   return 0;
 }

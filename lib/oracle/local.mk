@@ -14,6 +14,7 @@ lib_libattnacc_core_la_LIBADD += lib/liboracle.la
 # Optional GPU fast path (configure --with-cuda): the kernels in one .cu compiled by nvcc, wrapped as a libtool
 # object by hand (libtool does not know nvcc), and the host side in C; cudart linked statically.
 EXTRA_DIST += lib/oracle/fast_cuda_kern.cu
+dist_noinst_SCRIPTS += build-aux/device-check
 if HAVE_CUDA
 lib_liboracle_la_SOURCES += lib/oracle/fast_cuda.c
 lib_liboracle_la_LIBADD = lib/oracle/fast_cuda_kern.lo $(CUDA_LIBS)

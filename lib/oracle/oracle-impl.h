@@ -94,6 +94,7 @@ int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err);
    aa_oracle_cuda_devices counts the usable GPUs (0 without a driver). */
 int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err);
 int aa_oracle_cuda_supports(const aa_or_ctx_t *cx);
+int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx); /* device auto: the GPU pays (fast_cuda.c says why) */
 int aa_oracle_cuda_devices(void);
 enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1 };
 /* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */

@@ -423,7 +423,8 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     aa_error_set(err, st, "oracle: cannot allocate the work arrays");
   } else if (opts->path == AA_ORACLE_FAST) {
 #ifdef AA_HAVE_CUDA
-    if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available()) {
+    if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available() &&
+        (opts->device == AA_ORACLE_DEVICE_CUDA || aa_oracle_cuda_auto_ok(cx))) {
       out->device = AA_ORACLE_DEVICE_CUDA;
       st = aa_oracle_fast_run_cuda(cx, err);
     } else
