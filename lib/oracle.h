@@ -23,6 +23,30 @@ const char *aa_oracle_path_name(aa_oracle_path_t path); /* "mpfr", "fast" */
 int aa_oracle_path_from_name(aa_oracle_path_t *out, const char *name);
 const char *aa_oracle_path_describe(aa_oracle_path_t path);
 
+/* Where the fast path runs: auto = an NVIDIA GPU when libattnacc was built
+   with CUDA (configure --with-cuda), one is present and the problem is one
+   the GPU kernels take (dense, causal and windowed masks, GQA, d <= 256;
+   sinks, dropout, softcap, ALiBi, packing bounds and varlen batches run on
+   the CPU) and the GPU's row-by-row bounds are tight enough (sums of at
+   most 8192 terms, or a target of 2^-40 or looser: beyond, elements go to
+   the CPU's MPFR engine, which then dominates), else the CPU. cuda asks
+   for the GPU: AA_EUNSUPPORTED when this
+   build has no CUDA or no GPU is present; an unsupported problem still runs
+   on the CPU, and aa_oracle_result_t.device says where it ran. Every value
+   is the same either way: the GPU runs the CPU's row-by-row fast kernel
+   operation for operation, so val, fp32 and bf16 are bit-identical to it. */
+typedef enum {
+  AA_ORACLE_DEVICE_AUTO = 0,
+  AA_ORACLE_DEVICE_CPU,
+  AA_ORACLE_DEVICE_CUDA,
+  AA_ORACLE_DEVICE_COUNT
+} aa_oracle_device_t;
+
+const char *aa_oracle_device_name(aa_oracle_device_t dev); /* "auto", "cpu", "cuda" */
+int aa_oracle_device_from_name(aa_oracle_device_t *out, const char *name);
+/* 1 when this build has the GPU oracle and a CUDA device is present, else 0. */
+int aa_oracle_cuda_available(void);
+
 typedef struct {
   aa_oracle_path_t path;
   int prec;    /* MPFR working precision in bits (default 128) */
@@ -36,13 +60,14 @@ typedef struct {
      scales sigma >= 4); every value is still certified, to the target
      instead of 2^-48. */
   double target;
+  aa_oracle_device_t device; /* default auto (see above) */
 } aa_oracle_opts_t;
 
 #define AA_ORACLE_TARGET_DEFAULT 0x1p-48
 #define AA_ORACLE_TARGET_MIN 0x1p-96
 #define AA_ORACLE_TARGET_MAX 0x1p-8
 
-void aa_oracle_opts_init(aa_oracle_opts_t *opts); /* path fast, prec 128, threads 0, target 2^-48 */
+void aa_oracle_opts_init(aa_oracle_opts_t *opts); /* path fast, prec 128, threads 0, target 2^-48, device auto */
 
 /* One output tensor of the oracle. */
 typedef struct {
@@ -99,14 +124,15 @@ typedef struct {
    path's from mpfr_tanh and mpfr_sech with running bounds; the ALiBi bias is
    formed exactly. */
 typedef struct {
-  aa_oracle_out_t o;      /* [heads, n_q, d] */
-  aa_oracle_out_t lse;    /* [heads, n_q], natural log, includes the softmax scale */
-  aa_oracle_out_t dq;     /* [heads, n_q, d] */
-  aa_oracle_out_t dk;     /* [kv_heads, n_k, d], reduced over the query heads of each group */
-  aa_oracle_out_t dv;     /* [kv_heads, n_k, d] */
-  aa_oracle_out_t dsinks; /* [heads, num_sinks] (empty when num_sinks == 0) */
-  size_t n_recomputed;    /* fast path: elements recomputed in MPFR to meet the bound */
-  size_t n_uncertified;   /* elements left uncertified at the highest precision (see above) */
+  aa_oracle_out_t o;         /* [heads, n_q, d] */
+  aa_oracle_out_t lse;       /* [heads, n_q], natural log, includes the softmax scale */
+  aa_oracle_out_t dq;        /* [heads, n_q, d] */
+  aa_oracle_out_t dk;        /* [kv_heads, n_k, d], reduced over the query heads of each group */
+  aa_oracle_out_t dv;        /* [kv_heads, n_k, d] */
+  aa_oracle_out_t dsinks;    /* [heads, num_sinks] (empty when num_sinks == 0) */
+  size_t n_recomputed;       /* fast path: elements recomputed in MPFR to meet the bound */
+  size_t n_uncertified;      /* elements left uncertified at the highest precision (see above) */
+  aa_oracle_device_t device; /* where the fast path ran: AA_ORACLE_DEVICE_CPU or _CUDA (mpfr path: CPU) */
 } aa_oracle_result_t;
 
 /* Compute the exact attention forward and backward of the stored inputs

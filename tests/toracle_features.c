@@ -296,7 +296,8 @@ static void test_closed(uint64_t seed) {
     aa_oracle_result_t r;
     aa_error_t err = {{0}};
     for (int path = 0; path < 2; path++) {
-      if (aa_oracle_run(&r, &pb, &q, &k, &v, &dO, &(aa_oracle_opts_t){(aa_oracle_path_t)path, 128, 1, 0x1p-48},
+      if (aa_oracle_run(&r, &pb, &q, &k, &v, &dO,
+                        &(aa_oracle_opts_t){(aa_oracle_path_t)path, 128, 1, 0x1p-48, AA_ORACLE_DEVICE_AUTO},
                         &err) != AA_OK) {
         AA_FAIL("softcap two keys: oracle: %s", err.msg);
         continue;

@@ -78,6 +78,7 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
 #define CLI_OPTS_ORACLE                                                                                              \
   {"oracle", "mpfr|fast", "fast", "oracle path"},                                                                    \
       {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET,                  \
+      {"device", "auto|cpu|cuda", "auto", "where the fast oracle runs (cuda: a GPU, build with --with-cuda)"},       \
       {"force", NULL, NULL,                                                                                          \
        "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
       CLI_OPTS_LIMITS

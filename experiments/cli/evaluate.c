@@ -9,9 +9,16 @@
 
 #include "cli/cli.h"
 #include "cli/limits.h"
+#include "config.h"
 
 /* --force of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
 static int oracle_force = 0;
+
+#ifdef AA_HAVE_CUDA
+#define AA_HAVE_CUDA_P 1
+#else
+#define AA_HAVE_CUDA_P 0
+#endif
 
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
@@ -25,6 +32,18 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   if ((s = cli_get(a, "prec")) && cli_size(&prec, cmd, "prec", s, 64, 4096)) return 2;
   oo->prec = (int)prec;
   if ((s = cli_get(a, "oracle-target")) && cli_oracle_target(&oo->target, cmd, s)) return 2;
+  if ((s = cli_get(a, "device")) != NULL) {
+    if (aa_oracle_device_from_name(&oo->device, s) != AA_OK) {
+      cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
+      return 2;
+    }
+    if (oo->device == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
+      cli_error(cmd, "--device cuda: %s",
+                AA_HAVE_CUDA_P ? "no CUDA GPU is present"
+                               : "this attnacc was built without CUDA (configure --with-cuda)");
+      return 2;
+    }
+  }
   return 0;
 }
 
@@ -70,6 +89,13 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
   t0 = cli_now();
   rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
+  if (rc == AA_OK && res->device == AA_ORACLE_DEVICE_CUDA)
+    fprintf(stderr, "attnacc %s: note: the fast oracle ran on the GPU (%.3g s)\n", cmd, *seconds);
+  else if (rc == AA_OK && oo->device == AA_ORACLE_DEVICE_CUDA && oo->path == AA_ORACLE_FAST)
+    fprintf(stderr,
+            "attnacc %s: note: --device cuda: this problem's features need the CPU oracle (the GPU takes "
+            "dense, causal and windowed masks, GQA, d <= 256)\n",
+            cmd);
   if (rc == AA_OK) return 0;
   err_prefix(&err, "oracle");
   cli_error(cmd, "%s", err.msg);

@@ -15,30 +15,24 @@
    refuses a comma inside one clone's string. */
 #define TC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 
+/* The element operations shared with the GPU are in ddcore.h; the short names below are the kernels' own. */
 static inline double infl(size_t n) {
-  return 1.0 + ((double)n + 2.0) * 0x1p-52;
+  return aa_or_infl(n);
 }
 
 /* Finish an accumulated element: value (s + cc) times the dd factor f (rel
-   error frel), bound; settles it (or leaves it todo). */
+   error frel), bound (aa_or_finish_core); settles it (or leaves it todo). */
 static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double cc, double a, double b, size_t n,
                           aa_or_dd_t f, double frel, double *vh, double *vl, double *ve) {
-  aa_or_dd_t v = aa_or_two_sum(s, cc);
+  aa_or_dd_t v;
   double e;
-  if (n == 0) {
-    v.hi = v.lo = 0;
-    e = 0;
-  } else {
-    v = aa_or_dd_mul(v, f);
-    e = 1.01 * f.hi * (b * infl(n) + aa_or_kappa(n) * a) + (frel + 5 * AA_OR_U2) * 1.01 * fabs(v.hi) +
-        (double)(n + 1) * cx->floor_unit * fmax(1.0, f.hi);
-  }
+  int zero = aa_or_finish_core(&v, &e, s, cc, a, b, n, f, frel, cx->floor_unit);
   if (vh != NULL) {
     *vh = v.hi;
     *vl = v.lo;
     *ve = e;
   }
-  if (n == 0 || (v.hi == 0 && e == 0)) { /* exactly zero: no term at all */
+  if (zero) { /* exactly zero: no term at all */
     aa_oracle_out_t *o = cx->w[t].out;
     o->val.data[idx] = o->fp32.data[idx] = o->bf16.data[idx] = 0;
     cx->w[t].rel[idx] = 0;
@@ -48,18 +42,8 @@ static inline void finish(aa_or_ctx_t *cx, int t, size_t idx, double s, double c
   aa_oracle_settle_dd(cx, t, idx, v.hi, v.lo, e);
 }
 
-/* The shift of a row's softmax: the largest of its m logits (sh + sl, normalised double-doubles, compared by
-   hi word, then lo word: exact) and its ns sinks. The shift must be the
-   largest logit itself, not its hi word: a logit exceeds its hi word by up
-   to 2^-53 of itself, an exp argument that overflows beyond |S| ~ 2^62 (the
-   overflowed exp then carried a tiny claimed error into Z and the LSE). */
 static inline aa_or_dd_t row_max_dd(const double *sh, const double *sl, size_t m, const double *sinks, size_t ns) {
-  aa_or_dd_t M = {-INFINITY, 0};
-  for (size_t s = 0; s < ns; s++)
-    if (sinks[s] > M.hi || (sinks[s] == M.hi && 0 > M.lo)) M = (aa_or_dd_t){sinks[s], 0};
-  for (size_t j = 0; j < m; j++)
-    if (sh[j] > M.hi || (sh[j] == M.hi && sl[j] > M.lo)) M = (aa_or_dd_t){sh[j], sl[j]};
-  return M;
+  return aa_or_row_max_dd(sh, sl, m, sinks, ns);
 }
 
 /* Row r's LSE = M + log Z (M = mx, the shift, a double-double) and 1/Z from the normaliser Z = zs + zc
@@ -89,11 +73,8 @@ static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double
   return iz;
 }
 
-/* relative error of the computed exp against exp(exact x), |x^ - x| <= ex */
 static inline double exp_eps(double xh, double ex) {
-  double rel = aa_or_exp_relerr(xh);
-  if (ex <= 0x1p-30) return (rel + ex) * (1 + 0x1p-29);
-  return (rel * exp(ex) + expm1(ex)) * (1 + 0x1p-50);
+  return aa_or_exp_eps(xh, ex);
 }
 
 /* 1 / a for a double-double a >= 1/2 (JMP 2017 alg. 17, DWDivDW2, with x =
@@ -196,8 +177,7 @@ typedef struct {
 } spans_t;
 
 static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
-  if (sa == 0 || sb == 0) return 1;
-  return (double)d * sa * sb <= 0x1p52 && la + lb >= -1074;
+  return aa_or_exact_pair(sa, la, sb, lb, d);
 }
 
 /* Plain dot product (dot.c), for products whose sum is exact. */
@@ -205,16 +185,7 @@ double aa_oracle_dot_plain(const double *restrict a, const double *restrict b, s
 
 /* compensated dot product (Dot2 without the final rounding), fixed order */
 static inline aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
-  double s = 0, cc = 0, ab = 0;
-  for (size_t c = 0; c < n; c++) {
-    double p = a[c] * b[c], e = fma(a[c], b[c], -p);
-    double ss = s + p, bv = ss - s, t = (s - (ss - bv)) + (p - bv);
-    s = ss;
-    cc += t + e;
-    ab += fabs(p);
-  }
-  *bound = aa_or_kappa(n) * ab * infl(n) + (double)(n + 1) * 0x1p-1070;
-  return aa_or_two_sum(s, cc);
+  return aa_or_dot_comp(a, b, n, bound);
 }
 
 #endif

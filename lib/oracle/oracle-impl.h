@@ -9,93 +9,23 @@
 
 #include "oracle.h"
 
-/* Unit roundoff of binary64 and its square (the double-double unit). */
-#define AA_OR_U 0x1p-53
-#define AA_OR_U2 0x1p-106
-/* Relative error bound of aa_oracle_dd_exp for |x| <= 708 (see ddexp.c):
-   AA_OR_EXP_REL + AA_OR_EXP_XREL * |x|, plus an absolute AA_OR_TINY below
-   exp(-707) where the low word of the result is subnormal. */
-#define AA_OR_EXP_REL 0x1p-100
-#define AA_OR_EXP_XREL 0x1p-108
-#define AA_OR_TINY 0x1p-1000
+#include "ddcore.h"
+
 /* Default target relative error (aa_oracle_opts_t.target; the run's target
    is cx->target) and the smallest magnitude the fast path accepts (below it
-   an element goes to MPFR, where the floors are harmless). */
+   an element goes to MPFR, where the floors are harmless: AA_OR_MINMAG,
+   ddcore.h). */
 #define AA_OR_TARGET AA_ORACLE_TARGET_DEFAULT
-#define AA_OR_MINMAG 0x1p-900
 /* Escalation levels of the MPFR recompute: prec, 2 prec, 4 prec. */
 #define AA_OR_LEVELS 3
 
-/* Bound on the error of a compensated accumulation of n terms xh*y (TwoProduct
-   and TwoSum, error terms summed in a second double), relative to sum |xh*y|;
-   ORO 2005 gives gamma_{n}^2 ~ n^2 u^2 for Dot2, we take 4 (n+4)^2 u^2 to also
-   cover the low words xl*y and the error-term additions. */
-static inline double aa_or_kappa(size_t n) {
-  double m = (double)n + 4.0;
-  return 4.0 * m * m * AA_OR_U2;
-}
-
-typedef struct {
-  double hi, lo;
-} aa_or_dd_t;
-
-static inline aa_or_dd_t aa_or_two_sum(double a, double b) {
-  double s = a + b, bb = s - a;
-  aa_or_dd_t r = {s, (a - (s - bb)) + (b - bb)};
-  return r;
-}
-static inline aa_or_dd_t aa_or_fast_two_sum(double a, double b) { /* |a| >= |b| or a == 0 */
-  double s = a + b;
-  aa_or_dd_t r = {s, b - (s - a)};
-  return r;
-}
-/* Accurate double-double addition (both words through TwoSum): relative
-   error <= 3 u^2 of |a + b| + 2 u^2 (|a| + |b|) (Joldes-Muller-Popescu 2017, alg. 6). */
-static inline aa_or_dd_t aa_or_dd_add(aa_or_dd_t a, aa_or_dd_t b) {
-  aa_or_dd_t s = aa_or_two_sum(a.hi, b.hi), t = aa_or_two_sum(a.lo, b.lo);
-  s.lo += t.hi;
-  s = aa_or_fast_two_sum(s.hi, s.lo);
-  s.lo += t.lo;
-  return aa_or_fast_two_sum(s.hi, s.lo);
-}
-static inline aa_or_dd_t aa_or_dd_neg(aa_or_dd_t a) {
-  aa_or_dd_t r = {-a.hi, -a.lo};
-  return r;
-}
-/* dd * dd: relative error <= 5 u^2 (JMP 2017, alg. 12 bound, generously). */
-static inline aa_or_dd_t aa_or_dd_mul(aa_or_dd_t a, aa_or_dd_t b) {
-  double p = a.hi * b.hi, e = fma(a.hi, b.hi, -p);
-  e += a.hi * b.lo + a.lo * b.hi;
-  return aa_or_fast_two_sum(p, e);
-}
-/* dd * double: relative error <= 3 u^2. */
-static inline aa_or_dd_t aa_or_dd_mul_d(aa_or_dd_t a, double b) {
-  double p = a.hi * b, e = fma(a.hi, b, -p);
-  e += a.lo * b;
-  return aa_or_fast_two_sum(p, e);
-}
-
-/* Constants of the double-double exponential (computed once per run with MPFR). */
-typedef struct {
-  double th[256], tl[256];     /* 2^(j/256) as double-double */
-  double c1, c2, c3;           /* ln2/256 = c1 + c2 + c3, c1 with 32 significant bits */
-  double inv;                  /* 256/ln2 (only picks the reduction integer) */
-  double c6h, c6l, c24h, c24l; /* 1/6, 1/24 as double-double */
-} aa_or_exp_tab_t;
+/* aa_or_kappa, the double-double primitives, aa_or_exp_tab_t: ddcore.h. */
 
 void aa_oracle_exp_tab_init(aa_or_exp_tab_t *tab);
 /* exp(xh + xl) into (yh, yl) for n elements; relative error bound as
    documented above; results 0 for xh < -707 (then exp < 2^-1019). */
 void aa_oracle_dd_exp(double *yh, double *yl, const double *xh, const double *xl, size_t n,
                       const aa_or_exp_tab_t *tab);
-/* Relative error of aa_oracle_dd_exp at xh; infinite above AA_OR_EXP_MAXARG,
-   where the double-double result overflows (no shifted softmax argument
-   gets there, but a bound must never be finite on an overflowed value). */
-#define AA_OR_EXP_MAXARG 700.0
-static inline double aa_or_exp_relerr(double xh) {
-  return xh <= AA_OR_EXP_MAXARG ? AA_OR_EXP_REL + AA_OR_EXP_XREL * fabs(xh) : INFINITY;
-}
-
 /* Rounding of the exact value to FP32/BF16 (RNE, subnormals, overflow to
    Inf): from an MPFR number (MPFR emulation of the target exponent range),
    and from a double (own integer-free arithmetic, used for interval ends). */
@@ -159,6 +89,13 @@ int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, 
    side-by-side benchmarks. */
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err);
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err);
+/* The rows kernel on the GPU (fast_cuda.c, with configure --with-cuda): the same bits as
+   aa_oracle_fast_run_rows for the problems aa_oracle_cuda_supports takes;
+   aa_oracle_cuda_devices counts the usable GPUs (0 without a driver). */
+int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err);
+int aa_oracle_cuda_supports(const aa_or_ctx_t *cx);
+int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx); /* device auto: the GPU pays (fast_cuda.c says why) */
+int aa_oracle_cuda_devices(void);
 enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1 };
 /* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */
 /* The oracle of a varlen problem (pb->varlen_batch > 0, checked): every

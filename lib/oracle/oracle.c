@@ -8,6 +8,7 @@
 #include <omp.h>
 #endif
 
+#include "config.h"
 #include "oracle-impl.h"
 
 static const char *const path_names[AA_ORACLE_COUNT] = {"mpfr", "fast"};
@@ -36,6 +37,28 @@ void aa_oracle_opts_init(aa_oracle_opts_t *opts) {
   opts->prec = 128;
   opts->threads = 0;
   opts->target = AA_ORACLE_TARGET_DEFAULT;
+  opts->device = AA_ORACLE_DEVICE_AUTO;
+}
+
+static const char *const device_names[AA_ORACLE_DEVICE_COUNT] = {"auto", "cpu", "cuda"};
+
+const char *aa_oracle_device_name(aa_oracle_device_t dev) {
+  return (unsigned)dev < AA_ORACLE_DEVICE_COUNT ? device_names[dev] : "unknown";
+}
+
+int aa_oracle_device_from_name(aa_oracle_device_t *out, const char *name) {
+  int i = aa_name_index(name, device_names, AA_ORACLE_DEVICE_COUNT);
+  if (i < 0) return AA_ENOTFOUND;
+  *out = (aa_oracle_device_t)i;
+  return AA_OK;
+}
+
+int aa_oracle_cuda_available(void) {
+#ifdef AA_HAVE_CUDA
+  return aa_oracle_cuda_devices() > 0;
+#else
+  return 0;
+#endif
 }
 
 static void out_free(aa_oracle_out_t *o) {
@@ -86,22 +109,9 @@ static int below_range(mpfr_srcptr x) {
 }
 
 int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, double e) {
-  double a = fabs(h);
-  if ((a + fabs(l) + e) * (1 + 0x1p-50) < AA_OR_MINMAG && e > 0) { /* inside (-2^-900, 2^-900): see settle_mp */
-    write_elem(cx, t, idx, 0.0, 0.0, 0.0, 0.0);
-    return 1;
-  }
-  if (!(a >= AA_OR_MINMAG) || !(a <= 0x1p1000) || !(e >= 0) || !(e < INFINITY)) return 0;
-  /* val = h: |h - exact| <= |l| + e and |exact| >= |h| - |l| - e */
-  double num = (fabs(l) + e) * (1 + 0x1p-50), den = (a - fabs(l) - e) * (1 - 0x1p-50);
-  if (!(den > 0) || num > cx->target * den) return 0;
-  /* interval ends pushed two ulps outward to cover the two roundings */
-  double lo = h + (l - e), hi = h + (l + e);
-  lo = nextafter(nextafter(lo, -INFINITY), -INFINITY);
-  hi = nextafter(nextafter(hi, INFINITY), INFINITY);
-  double f32 = aa_oracle_round_d(lo, 0), b16 = aa_oracle_round_d(lo, 1);
-  if (f32 != aa_oracle_round_d(hi, 0) || b16 != aa_oracle_round_d(hi, 1)) return 0;
-  write_elem(cx, t, idx, h, f32, b16, num / den * (1 + 0x1p-50));
+  double val, f32, b16, rel; /* the decision: aa_or_settle_dd_core (ddcore.h, shared with the GPU) */
+  if (!aa_or_settle_dd_core(&val, &f32, &b16, &rel, h, l, e, cx->target)) return 0;
+  write_elem(cx, t, idx, val, f32, b16, rel);
   return 1;
 }
 
@@ -289,6 +299,17 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   if (opts->threads < 0) return aa_error_set(err, AA_EINVAL, "oracle: negative thread count %d", opts->threads);
   if (!(opts->target >= AA_ORACLE_TARGET_MIN && opts->target <= AA_ORACLE_TARGET_MAX))
     return aa_error_set(err, AA_EINVAL, "oracle: target accuracy %g outside [2^-96, 2^-8]", opts->target);
+  if ((unsigned)opts->device >= AA_ORACLE_DEVICE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "oracle: unknown device %d", (int)opts->device);
+  if (opts->device == AA_ORACLE_DEVICE_CUDA && opts->path == AA_ORACLE_FAST && !aa_oracle_cuda_available()) {
+#ifdef AA_HAVE_CUDA
+    return aa_error_set(err, AA_EUNSUPPORTED, "oracle: device cuda asked for, but no CUDA GPU is present");
+#else
+    return aa_error_set(err, AA_EUNSUPPORTED,
+                        "oracle: device cuda asked for, but this libattnacc was built without CUDA (configure "
+                        "--with-cuda)");
+#endif
+  }
   if ((st = aa_problem_check(pb, err)) != AA_OK) return st;
   if ((st = check_tensor(q, "q", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
@@ -298,7 +319,13 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     if (!isfinite(pb->sinks[i]))
       return aa_error_set(err, AA_ENAN, "oracle: sink logit %zu is not finite (%a)", i, pb->sinks[i]);
   if ((st = check_range(pb, q, k, v, dO, err)) != AA_OK) return st;
-  if (pb->varlen_batch > 0) return aa__oracle_run_varlen(out, pb, q, k, v, dO, opts, kernel, err);
+  if (pb->varlen_batch > 0) { /* on the CPU (oracle.h) */
+    aa_oracle_opts_t cpu = *opts;
+    cpu.device = AA_ORACLE_DEVICE_CPU;
+    st = aa__oracle_run_varlen(out, pb, q, k, v, dO, &cpu, kernel, err);
+    out->device = AA_ORACLE_DEVICE_CPU;
+    return st;
+  }
   if (pb->bound_min != NULL)
     for (size_t i = 0; i < pb->n_q; i++)
       if (pb->bound_min[i] < 0 || pb->bound_max[i] < pb->bound_min[i] || (size_t)pb->bound_max[i] > pb->n_k)
@@ -395,11 +422,19 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   if (st != AA_OK) {
     aa_error_set(err, st, "oracle: cannot allocate the work arrays");
   } else if (opts->path == AA_ORACLE_FAST) {
-    st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
+#ifdef AA_HAVE_CUDA
+    if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available() &&
+        (opts->device == AA_ORACLE_DEVICE_CUDA || aa_oracle_cuda_auto_ok(cx))) {
+      out->device = AA_ORACLE_DEVICE_CUDA;
+      st = aa_oracle_fast_run_cuda(cx, err);
+    } else
+#endif
+      st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
     if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
   } else {
     st = aa_oracle_mp_resolve(cx, 0, err);
   }
+  if (out->device != AA_ORACLE_DEVICE_CUDA) out->device = AA_ORACLE_DEVICE_CPU;
   out->n_recomputed = cx->n_recomputed;
   out->n_uncertified = cx->n_uncertified;
   for (int t = 0; t < AA_OR_NT; t++) {

@@ -35,19 +35,7 @@ double aa_oracle_round_mpfr(mpfr_srcptr x, int bf16) {
   return r;
 }
 
-/* From a double: binary32 is the C conversion (IEEE RNE with subnormals and
-   overflow to Inf in the default environment); bfloat16 scales |x| by its
-   quantum (a power of two, so exactly), rounds to an integer with
-   nearbyint (RNE) and scales back. */
+/* From a double: aa_or_round_d (ddcore.h, shared with the GPU). */
 double aa_oracle_round_d(double x, int bf16) {
-  if (!bf16) return (double)(float)x;
-  if (isnan(x) || isinf(x) || x == 0.0) return x;
-  double a = fabs(x);
-  int e = ilogb(a);
-  if (e < -126) e = -126; /* subnormal bfloat16: quantum 2^-133 */
-  if (e > 127) return copysign(INFINITY, x);
-  double qexp = ldexp(1.0, e - 7); /* 8-bit significand */
-  double r = nearbyint(a / qexp) * qexp;
-  if (r >= 0x1p128) r = INFINITY; /* at or above max + half an ulp: ties go to the even 2^128 */
-  return copysign(r, x);
+  return aa_or_round_d(x, bf16);
 }
