@@ -27,7 +27,7 @@ check_PROGRAMS += tests/jget
 tests_jget_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 tests_jget_LDADD = $(JANSSON_LIBS)
 TESTS += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
-# the up-front resource estimate of run and score (issue 22 item 7)
+# the up-front resource estimate of run and score
 TESTS += tests/testimate.sh
 EXTRA_DIST += tests/testimate.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
@@ -51,6 +51,6 @@ EXTRA_DIST += fixtures/h200-flex/flex_witness.py
 # closest (issue 15 item 6).
 TESTS += tests/tclosest.sh
 EXTRA_DIST += tests/tclosest.sh
-# lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages (issue 22 items 3, 10).
+# lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages.
 TESTS += tests/tsignals.sh
 EXTRA_DIST += tests/tsignals.sh

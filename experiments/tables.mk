@@ -15,6 +15,6 @@ dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudg
 EXTRA_DIST += experiments/README-sweep.md
 TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
 EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
-# the sweep folder: temporaries, refused shards, busy folders, symlinked journals (issue 22 item 11)
+# the sweep folder: temporaries, refused shards, busy folders, symlinked journals
 TESTS += tests/tsweepfolder.sh
 EXTRA_DIST += tests/tsweepfolder.sh

@@ -22,7 +22,7 @@ fuzz_fuzz_npy_LDADD = $(LDADD) -lmpfr -lgmp -lm
 fuzz_fuzz_recipe_LDADD = $(LDADD) -lmpfr -lgmp -lm
 fuzz_fuzz_journal_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += fuzz/corpus fuzz/run-fuzzers
-# The README's fuzzing build, in a copy of the tree (expensive; issue 22 item 12).
+# The README's fuzzing build, in a copy of the tree (expensive).
 TESTS += tests/tfuzzbuild.sh
 EXTRA_DIST += tests/tfuzzbuild.sh
 FUZZ_SECONDS = 60

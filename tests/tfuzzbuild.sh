@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the README's fuzzing build works as written (issue 22 item 12): CC=clang-14 ./configure --enable-fuzzing builds the C++ test and the harnesses, and each harness runs (expensive: ATTNACC_CHECK_EXPENSIVE=1).
+# attnacc: the README's fuzzing build works as written: CC=clang-14 ./configure --enable-fuzzing builds the C++ test and the harnesses, and each harness runs (expensive: ATTNACC_CHECK_EXPENSIVE=1).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 S=${top_srcdir:-.}

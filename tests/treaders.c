@@ -1,5 +1,5 @@
 /* attnacc: the file readers refuse what a file cannot hold: size overflows, malformed safetensors headers, duplicate
- * and bomb .npz members (issue 22 section 2). `treaders --write DIR` writes the crafted files instead. */
+ * and bomb .npz members. `treaders --write DIR` writes the crafted files instead. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdint.h>
 #include <stdio.h>

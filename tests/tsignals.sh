@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: lost or wrong signals of the command (issue 22 items 3, 10): failed stdout writes exit non-zero, score's --out and --save-oracle are one file set, no --allow-nan, messages escape file bytes.
+# attnacc: lost or wrong signals of the command: failed stdout writes exit non-zero, score's --out and --save-oracle are one file set, no --allow-nan, messages escape file bytes.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc

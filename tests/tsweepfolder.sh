@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the sweep folder (issue 22 item 11): no temporaries left after a kill and a resume, a refused shard creates nothing, a busy folder exits 2, a symlinked journal is refused and its target untouched.
+# attnacc: the sweep folder: no temporaries left after a kill and a resume, a refused shard creates nothing, a busy folder exits 2, a symlinked journal is refused and its target untouched.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc

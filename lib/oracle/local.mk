@@ -48,13 +48,13 @@ tests_toracle_target_LDADD = $(LDADD) -lmpfr -lgmp -lm
 # issue 14 features: closed forms, an independent MPFR forward and its finite differences, fast vs mpfr vs rows.
 tests_toracle_features_SOURCES = tests/toracle_features.c
 tests_toracle_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
-# issue 22: the certificate over the whole exponent range against an independent MPFR reference (tgeneric style).
+# the certificate over the whole exponent range against an independent MPFR reference (tgeneric style).
 tests_toracle_property_SOURCES = tests/toracle_property.c
 tests_toracle_property_LDADD = $(LDADD) -lmpfr -lgmp -lm
 # the same through the command: huge logits, the range refusal of score (exit 2)
 TESTS += tests/tcertificate.sh
 EXTRA_DIST += tests/tcertificate.sh
-# issue 28: the GPU fast path against the CPU rows and tiled kernels, bit for bit (exits 77 without CUDA or GPU).
+# the GPU fast path against the CPU rows and tiled kernels, bit for bit (exits 77 without CUDA or GPU).
 check_PROGRAMS += tests/toracle_cuda
 TESTS += tests/toracle_cuda
 tests_toracle_cuda_SOURCES = tests/toracle_cuda.c
