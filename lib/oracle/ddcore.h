@@ -173,9 +173,9 @@ AA_HD static inline double aa_or_round_d(double x, int bf16) {
   if (isnan(x) || isinf(x) || x == 0.0) return x;
   double a = fabs(x);
   int e = ilogb(a);
-  if (e < -126) e = -126; /* subnormal bfloat16: quantum 2^-133 */
+  if (e < -126) e = -126;                            /* subnormal bfloat16: quantum 2^-133 */
   if (e > 127) return copysign((double)INFINITY, x); /* double arguments: the C++ overloads of nvcc */
-  double qexp = ldexp(1.0, e - 7); /* 8-bit significand */
+  double qexp = ldexp(1.0, e - 7);                   /* 8-bit significand */
   double r = nearbyint(a / qexp) * qexp;
   if (r >= 0x1p128) r = INFINITY; /* at or above max + half an ulp: ties go to the even 2^128 */
   return copysign(r, x);
