@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "oracle-impl.h"
@@ -175,6 +176,47 @@ typedef struct {
   double *xq, *xk, *xv, *xdo;
   int *lq, *lk, *lv, *ldo;
 } spans_t;
+
+/* What every fast kernel sets up first: the spans of every row of q, dO, k
+   and v (computed here), and cx's double-double row statistics (LSE, D,
+   their bounds, the empty-row flags), which stay in cx for the MPFR
+   resolve (oracle.c frees them). Returns 0 when out of memory; spans_free
+   then frees what was allocated, as it does after a run. */
+static inline int fast_begin(aa_or_ctx_t *cx, spans_t *sp) {
+  size_t nr = cx->heads * cx->n_q, nc = cx->kvh * cx->n_k, d = cx->d;
+  double **dv[] = {&sp->xq, &sp->xdo, &cx->lse_h, &cx->lse_l, &cx->e_lse, &cx->d_h, &cx->d_l, &cx->e_d};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
+    ok &= (*dv[i] = malloc((nr + 1) * sizeof(double))) != NULL;
+  ok &= (sp->xk = malloc((nc + 1) * sizeof(double))) != NULL;
+  ok &= (sp->xv = malloc((nc + 1) * sizeof(double))) != NULL;
+  ok &= (sp->lq = malloc((nr + 1) * sizeof(int))) != NULL;
+  ok &= (sp->ldo = malloc((nr + 1) * sizeof(int))) != NULL;
+  ok &= (sp->lk = malloc((nc + 1) * sizeof(int))) != NULL;
+  ok &= (sp->lv = malloc((nc + 1) * sizeof(int))) != NULL;
+  ok &= (cx->row_empty = malloc(nr + 1)) != NULL;
+  if (!ok) return 0;
+  for (size_t r = 0; r < nr; r++) {
+    span(&sp->xq[r], &sp->lq[r], cx->q + r * d, d);
+    span(&sp->xdo[r], &sp->ldo[r], cx->dO + r * d, d);
+  }
+  for (size_t r = 0; r < nc; r++) {
+    span(&sp->xk[r], &sp->lk[r], cx->k + r * d, d);
+    span(&sp->xv[r], &sp->lv[r], cx->v + r * d, d);
+  }
+  return 1;
+}
+
+static inline void spans_free(spans_t *sp) {
+  free(sp->xq);
+  free(sp->xdo);
+  free(sp->xk);
+  free(sp->xv);
+  free(sp->lq);
+  free(sp->ldo);
+  free(sp->lk);
+  free(sp->lv);
+}
 
 static inline int exact_pair(double sa, int la, double sb, int lb, size_t d) {
   return aa_or_exact_pair(sa, la, sb, lb, d);

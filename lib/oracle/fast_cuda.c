@@ -50,7 +50,7 @@ static int fail(aa_error_t *err, const char *msg) {
 }
 
 int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
-  size_t nr = cx->heads * cx->n_q, nc = cx->kvh * cx->n_k, d = cx->d, nq = cx->n_q, nk = cx->n_k;
+  size_t nr = cx->heads * cx->n_q, d = cx->d, nq = cx->n_q, nk = cx->n_k;
   char msg[256] = "";
   int st = AA_OK;
   spans_t sp;
@@ -60,36 +60,13 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
   for (int u = 0; u < 7; u++)
     rowv[u] = malloc((nr + 1) * sizeof(double));
   double *mh = rowv[0], *ml = rowv[1], *zs = rowv[2], *zc = rowv[3], *epsz = rowv[4], *izh = rowv[5], *izl = rowv[6];
-  sp.xq = malloc((nr + 1) * sizeof(double));
-  sp.xdo = malloc((nr + 1) * sizeof(double));
-  sp.xk = malloc((nc + 1) * sizeof(double));
-  sp.xv = malloc((nc + 1) * sizeof(double));
-  sp.lq = malloc((nr + 1) * sizeof(int));
-  sp.ldo = malloc((nr + 1) * sizeof(int));
-  sp.lk = malloc((nc + 1) * sizeof(int));
-  sp.lv = malloc((nc + 1) * sizeof(int));
-  cx->lse_h = malloc((nr + 1) * sizeof(double));
-  cx->lse_l = malloc((nr + 1) * sizeof(double));
-  cx->e_lse = malloc((nr + 1) * sizeof(double));
-  cx->d_h = malloc((nr + 1) * sizeof(double));
-  cx->d_l = malloc((nr + 1) * sizeof(double));
-  cx->e_d = malloc((nr + 1) * sizeof(double));
-  cx->row_empty = malloc(nr + 1);
-  int ok = rlo && rhi && clo && chi && sp.xq && sp.xdo && sp.xk && sp.xv && sp.lq && sp.ldo && sp.lk && sp.lv &&
-           cx->lse_h && cx->lse_l && cx->e_lse && cx->d_h && cx->d_l && cx->e_d && cx->row_empty;
+  int ok = fast_begin(cx, &sp);
+  ok = ok && rlo && rhi && clo && chi;
   for (int u = 0; u < 7; u++)
     ok = ok && rowv[u] != NULL;
   if (!ok) {
     st = aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the GPU fast path");
     goto done;
-  }
-  for (size_t r = 0; r < nr; r++) {
-    span(&sp.xq[r], &sp.lq[r], cx->q + r * d, d);
-    span(&sp.xdo[r], &sp.ldo[r], cx->dO + r * d, d);
-  }
-  for (size_t r = 0; r < nc; r++) {
-    span(&sp.xk[r], &sp.lk[r], cx->k + r * d, d);
-    span(&sp.xv[r], &sp.lv[r], cx->v + r * d, d);
   }
   for (size_t i = 0; i < nq; i++) {
     size_t lo, hi;
@@ -174,13 +151,6 @@ done:
   free(chi);
   for (int u = 0; u < 7; u++)
     free(rowv[u]);
-  free(sp.xq);
-  free(sp.xdo);
-  free(sp.xk);
-  free(sp.xv);
-  free(sp.lq);
-  free(sp.ldo);
-  free(sp.lk);
-  free(sp.lv);
+  spans_free(&sp);
   return st;
 }

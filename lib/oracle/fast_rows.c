@@ -378,38 +378,11 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
 }
 
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
-  size_t H = cx->heads, nq = cx->n_q, nk = cx->n_k, d = cx->d, nr = H * nq, nc = cx->kvh * nk;
+  size_t H = cx->heads, nk = cx->n_k, d = cx->d, nr = H * cx->n_q, nc = cx->kvh * nk;
   int nt = cx->threads, ok = 1;
   if (!mpfr_buildopt_tls_p()) nt = 1;
   spans_t sp;
-  sp.xq = malloc((nr + 1) * sizeof(double));
-  sp.xdo = malloc((nr + 1) * sizeof(double));
-  sp.xk = malloc((nc + 1) * sizeof(double));
-  sp.xv = malloc((nc + 1) * sizeof(double));
-  sp.lq = malloc((nr + 1) * sizeof(int));
-  sp.ldo = malloc((nr + 1) * sizeof(int));
-  sp.lk = malloc((nc + 1) * sizeof(int));
-  sp.lv = malloc((nc + 1) * sizeof(int));
-  cx->lse_h = malloc((nr + 1) * sizeof(double));
-  cx->lse_l = malloc((nr + 1) * sizeof(double));
-  cx->e_lse = malloc((nr + 1) * sizeof(double));
-  cx->d_h = malloc((nr + 1) * sizeof(double));
-  cx->d_l = malloc((nr + 1) * sizeof(double));
-  cx->e_d = malloc((nr + 1) * sizeof(double));
-  cx->row_empty = malloc(nr + 1);
-  if (!sp.xq || !sp.xdo || !sp.xk || !sp.xv || !sp.lq || !sp.ldo || !sp.lk || !sp.lv || !cx->lse_h || !cx->lse_l ||
-      !cx->e_lse || !cx->d_h || !cx->d_l || !cx->e_d || !cx->row_empty)
-    ok = 0;
-  if (ok) {
-    for (size_t r = 0; r < nr; r++) {
-      span(&sp.xq[r], &sp.lq[r], cx->q + r * d, d);
-      span(&sp.xdo[r], &sp.ldo[r], cx->dO + r * d, d);
-    }
-    for (size_t r = 0; r < nc; r++) {
-      span(&sp.xk[r], &sp.lk[r], cx->k + r * d, d);
-      span(&sp.xv[r], &sp.lv[r], cx->v + r * d, d);
-    }
-  }
+  ok = fast_begin(cx, &sp);
   for (int phase = 0; ok && phase < 3; phase++) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
@@ -447,14 +420,7 @@ int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
     for (size_t h = 0; h < H; h++)
       for (size_t s = 0; s < cx->ns; s++)
         sink_grad(cx, h, s);
-  free(sp.xq);
-  free(sp.xdo);
-  free(sp.xk);
-  free(sp.xv);
-  free(sp.lq);
-  free(sp.ldo);
-  free(sp.lk);
-  free(sp.lv);
+  spans_free(&sp);
   if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
   return AA_OK;
 }
