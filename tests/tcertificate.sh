@@ -13,6 +13,22 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 FAIL() { echo "FAIL $*"; fails=$((fails + 1)); }
 
+# npy DIR DTYPE SEED "NAMES" "SCALES": one [1, 1, 8, 4] .npy per name in DIR, Gaussian draws (Python's random,
+# seeded) times the name's scale, in DTYPE '<f8' or '<f4' (plain Python: no NumPy needed)
+npy() {
+  python3 - "$@" <<'PY'
+import struct, sys, random
+d, dtype, seed, names, scales = sys.argv[1:6]
+random.seed(int(seed))
+hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (1, 1, 8, 4), }" % dtype
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+for name, scale in zip(names.split(), scales.split()):
+    with open(d + "/" + name + ".npy", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack("<32" + {"<f8": "d", "<f4": "f"}[dtype], *[random.gauss(0, 1) * float(scale) for _ in range(32)]))
+PY
+}
+
 # rel_l2 of OUT in the run table (4th column of the row "exact-fp64 OUT")
 rel() { awk -v o="$2" '$1 == "exact-fp64" && $2 == o { print $4 }' "$1"; }
 small() { awk -v x="$1" 'BEGIN { exit !(x != "" && x != "inf" && x != "nan" && x + 0 < 1e-6) }'; }
@@ -34,16 +50,8 @@ done
 
 # FP64 inputs of 1e300: the oracle refuses with exit 2, no verdict against NaN
 mkdir "$T/in" || exit 1
-python3 - "$T/in" <<'PY' || FAIL "tcertificate: cannot write the .npy inputs"
-import struct, sys, random
-random.seed(1)
-hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 8, 4), }"
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-for name in ["q", "k", "v", "do", "dq", "dk", "dv"]:
-    with open(sys.argv[1] + "/" + name + ".npy", "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-        f.write(struct.pack("<32d", *[random.gauss(0, 1) * 1e300 for _ in range(32)]))
-PY
+npy "$T/in" '<f8' 1 "q k v do dq dk dv" "1e300 1e300 1e300 1e300 1e300 1e300 1e300" ||
+  FAIL "tcertificate: cannot write the .npy inputs"
 "$A" score --layout bhnd --inputs "$T/in" --grads "$T/in" >"$T/out" 2>"$T/err"
 rc=$?
 [ $rc -eq 2 ] || FAIL "tcertificate: score on 1e300 inputs: exit $rc, want 2: $(tail -n 3 "$T/err")"
@@ -53,16 +61,7 @@ grep -qi "verdict" "$T/out" && FAIL "tcertificate: score on 1e300 inputs printed
 # FP32 data whose exact dq and dk overflow FP32 (v, dO ~ 1e20: dP ~ 1e40): a correctly rounded kernel holds Inf
 # there, which no rule can judge; score refuses with exit 2 instead of a verdict against Inf
 mkdir "$T/ovf" || exit 1
-python3 - "$T/ovf" <<'PY' || FAIL "tcertificate: cannot write the .npy inputs"
-import struct, sys, random
-random.seed(2)
-hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 8, 4), }"
-hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
-for name, scale in [("q", 1), ("k", 1), ("v", 1e20), ("do", 1e20), ("dq", 1), ("dk", 1), ("dv", 1)]:
-    with open(sys.argv[1] + "/" + name + ".npy", "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-        f.write(struct.pack("<32f", *[random.gauss(0, 1) * scale for _ in range(32)]))
-PY
+npy "$T/ovf" '<f4' 2 "q k v do dq dk dv" "1 1 1e20 1e20 1 1 1" || FAIL "tcertificate: cannot write the .npy inputs"
 "$A" score --layout bhnd --inputs "$T/ovf" --grads "$T/ovf" >"$T/out" 2>"$T/err"
 rc=$?
 [ $rc -eq 2 ] || FAIL "tcertificate: score on FP32-overflowing gradients: exit $rc, want 2: $(tail -n 3 "$T/err")"

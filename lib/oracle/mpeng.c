@@ -249,26 +249,6 @@ static void ds_times_g(ws_t *w, const aa_or_ctx_t *cx, size_t m, double u) {
   w->eDS[m] = 1.01 * (gd * w->eDS[m] + w->eg[m] * gd * (bd + w->eDS[m])) + ERR(i1, u, w->b[m]);
 }
 
-/* dS = P (ks dO.v - D) into out for a kept/dropped pair; returns its bound. */
-static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double epsP, const double *doi,
-                     const double *vj, int kept, const aa_or_ctx_t *cx, double u) {
-  double edp = 0;
-  if (kept) {
-    int i1 = dot_exact(w, w->t1, doi, vj, cx->d);
-    edp = ERR(i1, u, w->t1);
-    if (cx->ks != 1.0) {
-      int i2 = mpfr_mul_d(w->t1, w->t1, cx->ks, MPFR_RNDN);
-      edp = 1.01 * (cx->ks * edp + ERR(i2, u, w->t1));
-    }
-  } else {
-    mpfr_set_zero(w->t1, 1);
-  }
-  int i3 = mpfr_sub(w->t1, w->t1, w->D, MPFR_RNDN);
-  double dd = absd(w->t1), ediff = edp + w->e_D + ERR(i3, u, w->t1);
-  int i4 = mpfr_mul(out, P, w->t1, MPFR_RNDN);
-  return 1.01 * (Pd * ediff + epsP * Pd * (dd + ediff)) + ERR(i4, u, out);
-}
-
 /* dP' = ks dO_row . v_key for a kept pair, 0 for a dropped one, into out; returns its bound. */
 static double dp_val(ws_t *w, mpfr_ptr out, const double *doi, const double *vj, int kept, const aa_or_ctx_t *cx,
                      double u) {
@@ -281,6 +261,16 @@ static double dp_val(ws_t *w, mpfr_ptr out, const double *doi, const double *vj,
   if (cx->ks == 1.0) return e;
   int i2 = mpfr_mul_d(out, out, cx->ks, MPFR_RNDN);
   return 1.01 * (cx->ks * e + ERR(i2, u, out));
+}
+
+/* dS = P (ks dO.v - D) into out for a kept/dropped pair; returns its bound. */
+static double ds_val(ws_t *w, mpfr_ptr out, mpfr_srcptr P, double Pd, double epsP, const double *doi,
+                     const double *vj, int kept, const aa_or_ctx_t *cx, double u) {
+  double edp = dp_val(w, w->t1, doi, vj, kept, cx, u);
+  int i3 = mpfr_sub(w->t1, w->t1, w->D, MPFR_RNDN);
+  double dd = absd(w->t1), ediff = edp + w->e_D + ERR(i3, u, w->t1);
+  int i4 = mpfr_mul(out, P, w->t1, MPFR_RNDN);
+  return 1.01 * (Pd * ediff + epsP * Pd * (dd + ediff)) + ERR(i4, u, out);
 }
 
 /* dS of the dominant pair (query i of head h, key j, P_ij = Pj > 1/2: at
