@@ -42,7 +42,11 @@ tests_trecipe_when_SOURCES = tests/trecipe_when.c
 check_PROGRAMS += tests/tpresets
 TESTS += tests/tpresets
 tests_tpresets_SOURCES = tests/tpresets.c
-EXTRA_DIST += tests/data/presets
+# ... and what each preset computes: output checksums on five small problems against tests/data/preset_bits.txt.
+check_PROGRAMS += tests/tpreset_bits
+TESTS += tests/tpreset_bits
+tests_tpreset_bits_SOURCES = tests/tpreset_bits.c
+EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
 # every recipe file under recipes/ ships and loads.
