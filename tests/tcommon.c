@@ -5,8 +5,8 @@
 
 #include "common.h"
 #include "rng.h"
-#include "tests.h"
 #include "sweep.h"
+#include "tests.h"
 
 static void test_names_and_numbers(void) {
   static const char *const names[3] = {"asc", "desc", "tree"};

@@ -88,7 +88,8 @@ static int meta_build(sweep_meta_t *M, const xp_experiment_t *xp, const xp_opts_
                       char **argv, aa_error_t *err) {
   size_t n = ctx->nrecipes;
   memset(M, 0, sizeof *M);
-  M->m = (aa_sweep_meta_t){.experiment = xp->name, .quick = o->quick, .seeds = xp->inputs, .argc = argc, .argv = argv};
+  M->m =
+      (aa_sweep_meta_t){.experiment = xp->name, .quick = o->quick, .seeds = xp->inputs, .argc = argc, .argv = argv};
   M->recipes = calloc(n + 1, sizeof *M->recipes);
   M->texts = calloc(n + 1, sizeof *M->texts);
   if (M->recipes == NULL || M->texts == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");

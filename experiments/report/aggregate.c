@@ -18,7 +18,8 @@ typedef struct {
 
 static void find_cols(cols_t *k, const aa_results_t *c) {
   k->recipe = aa_results_col(c, "recipe"), k->hash = aa_results_col(c, "recipe_hash"), k->n = aa_results_col(c, "n");
-  k->mask = aa_results_col(c, "mask"), k->tensor = aa_results_col(c, "tensor"), k->rel_l2 = aa_results_col(c, "rel_l2");
+  k->mask = aa_results_col(c, "mask"), k->tensor = aa_results_col(c, "tensor"),
+  k->rel_l2 = aa_results_col(c, "rel_l2");
   k->pass = aa_results_col(c, "pass"), k->nan = aa_results_col(c, "nan"), k->inf = aa_results_col(c, "inf");
   k->max_abs = aa_results_col(c, "max_abs"), k->seed = aa_results_col(c, "seed");
   k->s_oracle = aa_results_col(c, "seconds_oracle"), k->s_emul = aa_results_col(c, "seconds_emul");
@@ -112,7 +113,8 @@ static void add_row(rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r
     if (!(e <= a->max)) a->max = e;
   }
   if (aa_results_num(aa_results_cell(c, r, k->pass)) != 1) a->fail = 1;
-  if (aa_results_num(aa_results_cell(c, r, k->nan)) > 0 || aa_results_num(aa_results_cell(c, r, k->inf)) > 0) a->nonfinite = 1;
+  if (aa_results_num(aa_results_cell(c, r, k->nan)) > 0 || aa_results_num(aa_results_cell(c, r, k->inf)) > 0)
+    a->nonfinite = 1;
   if (!isnan(ref)) {
     double ratio = mx == 0 && ref == 0 ? 0 : mx / ref;
     if (isnan(a->fa_worst) || ratio > a->fa_worst || isnan(ratio)) a->fa_worst = ratio;

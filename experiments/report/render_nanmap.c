@@ -46,7 +46,8 @@ static int map_build(map_t *m, const aa_results_t *c) {
   for (size_t i = 0; i < total; i++)
     m->cls[i] = -1;
   for (size_t r = 0; r < c->nrows; r++) {
-    int ri = rp_strs_find(&m->rec, aa_results_cell(c, r, cr)), mi = rp_strs_find(&m->masks, aa_results_cell(c, r, cm)),
+    int ri = rp_strs_find(&m->rec, aa_results_cell(c, r, cr)),
+        mi = rp_strs_find(&m->masks, aa_results_cell(c, r, cm)),
         ni = rp_nums_find(&m->ns, aa_results_num(aa_results_cell(c, r, cn))),
         gi = rp_nums_find(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
     if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;

@@ -165,7 +165,9 @@ void rp_summary_nanmap(cli_sb_t *md, const char *tag, const aa_results_t *c) {
       double s = aa_results_num(aa_results_cell(c, r, cg));
       if (strcmp(aa_results_cell(c, r, cr), rec.v[i]) != 0) continue;
       if (aa_results_num(aa_results_cell(c, r, cp)) != 1 && !(s >= f)) f = s;
-      if ((aa_results_num(aa_results_cell(c, r, cna)) > 0 || aa_results_num(aa_results_cell(c, r, ci)) > 0) && !(s >= x)) x = s;
+      if ((aa_results_num(aa_results_cell(c, r, cna)) > 0 || aa_results_num(aa_results_cell(c, r, ci)) > 0) &&
+          !(s >= x))
+        x = s;
     }
     char a[32] = "never", b[32] = "never";
     if (!isnan(f)) snprintf(a, sizeof a, "%.0f", f);

@@ -12,12 +12,13 @@ static void table3_provenance(cli_sb_t *md, const char *dir, const aa_results_t 
   rp_meta_t m;
   if (dir == NULL || c->nrows == 0) return;
   rp_meta_read(&m, dir);
-  cli_sb_printf(
-      md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", m.version, m.git,
-      aa_results_cell(c, 0, aa_results_col(c, "samples")), aa_results_cell(c, 0, aa_results_col(c, "lo")),
-      aa_results_cell(c, 0, aa_results_col(c, "hi")), aa_results_cell(c, 0, aa_results_col(c, "seed")),
-      aa_results_cell(c, 0, aa_results_col(c, "shift")),
-      strcmp(aa_results_cell(c, 0, aa_results_col(c, "exhaustive")), "1") == 0 ? "; exhaustive columns in results.csv" : "");
+  cli_sb_printf(md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", m.version,
+                m.git, aa_results_cell(c, 0, aa_results_col(c, "samples")),
+                aa_results_cell(c, 0, aa_results_col(c, "lo")), aa_results_cell(c, 0, aa_results_col(c, "hi")),
+                aa_results_cell(c, 0, aa_results_col(c, "seed")), aa_results_cell(c, 0, aa_results_col(c, "shift")),
+                strcmp(aa_results_cell(c, 0, aa_results_col(c, "exhaustive")), "1") == 0
+                    ? "; exhaustive columns in results.csv"
+                    : "");
   rp_meta_free(&m);
 }
 

@@ -238,8 +238,8 @@ static int dm_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   printf("%-16s %-6s %-6s %-12s %-12s %-12s\n", "setting", "p", "n", "mismatch", "rel_l2 dq", "consistent");
   for (size_t r = 0; r < c.nrows; r++)
     printf("%-16s %-6s %-6s %-12.4g %-12.4g %-12.4g\n", aa_results_cell(&c, r, cs), aa_results_cell(&c, r, cp),
-           aa_results_cell(&c, r, cn), aa_results_num(aa_results_cell(&c, r, cm)), aa_results_num(aa_results_cell(&c, r, cq)),
-           aa_results_num(aa_results_cell(&c, r, cc)));
+           aa_results_cell(&c, r, cn), aa_results_num(aa_results_cell(&c, r, cm)),
+           aa_results_num(aa_results_cell(&c, r, cq)), aa_results_num(aa_results_cell(&c, r, cc)));
   printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
   aa_results_free(&c);
   return AA_OK;

@@ -278,8 +278,9 @@ static row_t *read_rows(const char *path, size_t *count) {
   if (aa_results_read(&c, path, NULL) != 0) return NULL;
   int c_mask = aa_results_col(&c, "mask"), c_n = aa_results_col(&c, "n"), c_d = aa_results_col(&c, "d"),
       c_sig = aa_results_col(&c, "sigma"), c_seed = aa_results_col(&c, "seed"), c_rec = aa_results_col(&c, "recipe"),
-      c_ten = aa_results_col(&c, "tensor"), c_rel = aa_results_col(&c, "rel_l2"), c_lmax = aa_results_col(&c, "lse2_max"),
-      c_lmin = aa_results_col(&c, "lse2_min"), c_t = aa_results_col(&c, "fwd_tiles"), c_fl = aa_results_col(&c, "tiles_flagged"),
+      c_ten = aa_results_col(&c, "tensor"), c_rel = aa_results_col(&c, "rel_l2"),
+      c_lmax = aa_results_col(&c, "lse2_max"), c_lmin = aa_results_col(&c, "lse2_min"),
+      c_t = aa_results_col(&c, "fwd_tiles"), c_fl = aa_results_col(&c, "tiles_flagged"),
       c_rr = aa_results_col(&c, "rows_recovered"), c_nf = aa_results_col(&c, "nonfinite");
   if (c_mask < 0 || c_n < 0 || c_d < 0 || c_sig < 0 || c_seed < 0 || c_rec < 0 || c_ten < 0 || c_rel < 0 ||
       c_lmax < 0 || c_lmin < 0 || c_t < 0 || c_fl < 0 || c_rr < 0 || c_nf < 0 ||

@@ -433,8 +433,8 @@ int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   size_t cells = 0;
   int rc;
   if ((rc = aa_sweep_results_open(&c, o->out_dir, err)) != AA_OK) return rc;
-  int c_rec = aa_results_col(&c, "recipe"), c_t = aa_results_col(&c, "tensor"), c_so = aa_results_col(&c, "seconds_oracle"),
-      c_se = aa_results_col(&c, "seconds_emul");
+  int c_rec = aa_results_col(&c, "recipe"), c_t = aa_results_col(&c, "tensor"),
+      c_so = aa_results_col(&c, "seconds_oracle"), c_se = aa_results_col(&c, "seconds_emul");
   for (size_t r = 0; c_rec >= 0 && c_t >= 0 && c_so >= 0 && c_se >= 0 && r < c.nrows; r++) {
     if (strcmp(aa_results_cell(&c, r, c_t), "o") != 0) continue;
     const char *name = aa_results_cell(&c, r, c_rec);

@@ -323,8 +323,8 @@ static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
         printf(k % 5 < 2 ? " %.4f |" : " %.3e |", aa_results_num(v));
     }
     printf("\n");
-    ts += aa_results_num(aa_results_cell(&c, r, aa_results_col(&c, "seconds_sampled")));
-    tx += aa_results_num(aa_results_cell(&c, r, aa_results_col(&c, "seconds_exhaustive")));
+    ts += aa_results_value(&c, r, "seconds_sampled");
+    tx += aa_results_value(&c, r, "seconds_exhaustive");
     if (*aa_results_cell(&c, r, aa_results_col(&c, "x_inputs")))
       xin = strtoull(aa_results_cell(&c, r, aa_results_col(&c, "x_inputs")), NULL, 10);
   }
@@ -334,8 +334,8 @@ static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
       printf("\nquadratic-bf16 search: %s; on %zu search samples ratio [%.4f, %.4f], largest end-point distance to "
              "[1.0440, 1.0687] = %.2e\n",
              aa_results_cell(&c, r, aa_results_col(&c, "spec")), cx->nsearch,
-             aa_results_num(aa_results_cell(&c, r, aa_results_col(&c, "search_min_ratio"))),
-             aa_results_num(aa_results_cell(&c, r, aa_results_col(&c, "search_max_ratio"))), aa_results_num(aa_results_cell(&c, r, cso)));
+             aa_results_value(&c, r, "search_min_ratio"), aa_results_value(&c, r, "search_max_ratio"),
+             aa_results_num(aa_results_cell(&c, r, cso)));
   printf("timing: sampled maps %.1f s, exhaustive maps %.1f s (%llu inputs each)\n", ts, tx, (unsigned long long)xin);
   aa_results_free(&c);
   return AA_OK;
