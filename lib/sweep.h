@@ -221,6 +221,26 @@ typedef struct {
    concurrently (the engine holds a lock), from a worker thread. */
 typedef void (*aa_sweep_progress_fn)(const aa_sweep_progress_t *p, void *ctx);
 
+/* One recipe a sweep evaluates, as meta.json lists it: its name, the hash
+   of its canonical text (the results' recipe_hash column) and the text. */
+typedef struct {
+  const char *name, *hash, *text;
+} aa_sweep_recipe_t;
+
+/* What meta.json records of a sweep besides what the engine knows (the
+   version, git hash, grid hash and cell count): the experiment, whether it
+   ran its quick grid, how the cells' inputs are drawn, the command line and
+   the recipes. Every field may be NULL / 0. */
+typedef struct {
+  const char *experiment;
+  int quick;
+  const char *seeds;
+  int argc;
+  char *const *argv;
+  const aa_sweep_recipe_t *recipes;
+  size_t nrecipes;
+} aa_sweep_meta_t;
+
 typedef struct {
   const char *out_dir; /* created (with its parents) if missing */
   int threads;         /* worker threads J >= 1; results never depend on J */
@@ -231,6 +251,9 @@ typedef struct {
   size_t max_cells;    /* stop after starting this many cells (0: no limit) */
   aa_sweep_progress_fn progress;
   void *progress_ctx;
+  /* Provenance: when set, the run writes OUT/meta.json (aa_sweep_meta_stage)
+     once its cells succeed, whether or not the grid is complete. */
+  const aa_sweep_meta_t *meta;
 } aa_sweep_opts_t;
 
 /* threads 1, one shard, resume 0, sync 1, no limit, no progress. */
@@ -257,6 +280,54 @@ void aa_sweep_unlock(int fd); /* fd < 0: nothing */
    may be one of in_dirs). Fails with AA_ENOTFOUND, writing nothing, when a
    cell is missing. *ncells (optional) receives the number of cells. */
 int aa_sweep_merge(size_t *ncells, const char *out_dir, const char *const *in_dirs, size_t n_in, aa_error_t *err);
+
+/* ------------------------------------------------------------------------
+   The result folder's protocol, in one place (lib/sweep/folder.c): the
+   file names, the provenance file and the reader of the results.
+   ------------------------------------------------------------------------ */
+#define AA_SWEEP_RESULTS_CSV "results.csv"
+#define AA_SWEEP_RESULTS_CANON "results.canon.csv"
+#define AA_SWEEP_RESULTS_JSONL "results.jsonl"
+#define AA_SWEEP_META_JSON "meta.json"
+/* DIR/journal-I-of-N.txt, the journal of shard I of N. */
+void aa_sweep_journal_path(char *buf, size_t cap, const char *dir, size_t shard, size_t nshards);
+
+/* Stage DIR/meta.json into the file set fs (aa_fileset_commit renames it
+   into place), so a front end commits it with its own files. Its keys, in
+   order: experiment, quick, version, git, seeds (when given), grid_hash,
+   cells, command, recipes [{name, hash, text}]. aa_sweep_run writes it
+   itself when opts->meta is set. */
+int aa_sweep_meta_stage(aa_fileset_t *fs, const char *dir, const aa_sweep_t *sw, const aa_sweep_meta_t *meta,
+                        aa_error_t *err);
+/* Copy IN/meta.json to OUT/meta.json when IN has one and the two are not
+   the same file (a merge keeps the provenance of its first input). */
+int aa_sweep_meta_copy(const char *out_dir, const char *in_dir, aa_error_t *err);
+
+/* A results.csv as read back: the header's column names and the rows'
+   fields as text (RFC 4180 quoting undone; '#' lines before the header are
+   comments, the first kept in `comment`, as older table files carry their
+   provenance there). */
+typedef struct {
+  char **f;
+  size_t nf;
+} aa_results_row_t;
+typedef struct {
+  char **hdr;
+  size_t ncol;
+  aa_results_row_t *rows;
+  size_t nrows, cap;
+  char comment[1024];
+} aa_results_t;
+/* Read a CSV file (AA_OK; AA_EIO / AA_ENOMEM with a message naming the file). */
+int aa_results_read(aa_results_t *c, const char *path, aa_error_t *err);
+/* Read DIR/results.csv. */
+int aa_sweep_results_open(aa_results_t *c, const char *dir, aa_error_t *err);
+void aa_results_free(aa_results_t *c);
+int aa_results_col(const aa_results_t *c, const char *name);           /* index, or -1 */
+const char *aa_results_cell(const aa_results_t *c, size_t r, int col); /* "" when absent */
+double aa_results_num(const char *s);                                  /* NaN when empty or not a number */
+/* The number in row r's column `name` (NaN when the column is absent or empty). */
+double aa_results_value(const aa_results_t *c, size_t r, const char *name);
 
 /* Format a one-line progress message such as
      "sweep: 40/120 cells (10 resumed), 12.0 cells/min, 2m30s left"

@@ -5,8 +5,8 @@
 
 #include "common.h"
 #include "rng.h"
+#include "sweep.h"
 #include "tests.h"
-#include "xp/xp.h"
 
 static void test_names_and_numbers(void) {
   static const char *const names[3] = {"asc", "desc", "tree"};
@@ -163,20 +163,20 @@ static void test_csv_roundtrip(uint64_t seed) {
   snprintf(path, sizeof path, "%s/t.csv", dir);
   int st = aa_file_write(path, b.buf, b.len, &err);
   AA_CHECK(st == AA_OK, "csv round trip: write: %s", err.msg);
-  xp_csv_t t;
-  if (st == AA_OK && xp_csv_read(&t, path) == 0) {
+  aa_results_t t;
+  if (st == AA_OK && aa_results_read(&t, path, NULL) == 0) {
     int bad = t.ncol != COLS || t.nrows != ROWS;
     for (size_t r = 0; !bad && r < t.nrows; r++)
       for (int c = 0; c < COLS; c++)
-        if (strcmp(xp_csv_cell(&t, r, c), field[r][c]) != 0) {
-          AA_FAIL("csv round trip: row %zu col %d: read [%s] wrote [%s], seed %llu", r, c, xp_csv_cell(&t, r, c),
+        if (strcmp(aa_results_cell(&t, r, c), field[r][c]) != 0) {
+          AA_FAIL("csv round trip: row %zu col %d: read [%s] wrote [%s], seed %llu", r, c, aa_results_cell(&t, r, c),
                   field[r][c], (unsigned long long)seed);
           bad = 1;
           break;
         }
     AA_CHECK(!bad, "csv round trip: %zu x %zu read, %d x %d written, seed %llu", t.nrows, t.ncol, ROWS, COLS,
              (unsigned long long)seed);
-    xp_csv_free(&t);
+    aa_results_free(&t);
   } else {
     AA_FAIL("csv round trip: the reader refused %s", path);
   }

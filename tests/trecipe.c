@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "recipe.h"
+#include "recipe/recipe-impl.h"
 #include "tests.h"
 
 static char buf[16384];
@@ -252,7 +253,24 @@ static void test_table(void) {
            "preset nki-bf16 through a spec");
 }
 
+/* The table stores each value through memcpy at the row's offset: an enum
+   as an int, a format as aa_fmt_t, a model as aa_accum_t. A field of
+   another size (an enum the compiler made a char, a field retyped) would
+   be written partly or past its end, so every row's field size must be
+   the size its type stores. */
+static void test_field_sizes(void) {
+  for (size_t i = 0; i < aa_recipe_nkeys; i++) {
+    const aa_recipe_key_t *k = &aa_recipe_keys[i];
+    size_t want = k->type == AA_KEY_ENUM    ? sizeof(int)
+                  : k->type == AA_KEY_FMT   ? sizeof(aa_fmt_t)
+                  : k->type == AA_KEY_ACCUM ? sizeof(aa_accum_t)
+                                            : k->size;
+    AA_CHECK(k->size == want, "key %s: field of %zu bytes, the table stores %zu", k->key, k->size, want);
+  }
+}
+
 int main(void) {
+  test_field_sizes();
   test_roundtrip();
   test_preset_contents();
   test_parser();

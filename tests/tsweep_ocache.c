@@ -49,35 +49,32 @@ static int same_result(const aa_oracle_result_t *x, const aa_oracle_result_t *y)
   return x->n_recomputed == y->n_recomputed && x->n_uncertified == y->n_uncertified;
 }
 
-int main(void) {
-  uint64_t seed = aa_test_seed("tsweep_ocache");
-  if (system("rm -rf " DIR) != 0) return 99;
-  aa_pcg64_t rng;
-  aa_rng_derive(&rng, seed, NULL, 0);
-  aa_error_t err = {{0}};
-
-  /* A fake oracle result of the right shapes (heads 2, kv_heads 1, n 5, d 3). */
-  aa_oracle_result_t res = {0};
-  aa_oracle_out_t *o[5] = {&res.o, &res.dq, &res.lse, &res.dk, &res.dv};
+/* A fake oracle result of the right shapes (heads 2, kv_heads 1, n 5, d 3). */
+static void fake_result(aa_oracle_result_t *res, aa_pcg64_t *rng) {
+  memset(res, 0, sizeof *res);
+  aa_oracle_out_t *o[5] = {&res->o, &res->dq, &res->lse, &res->dk, &res->dv};
   for (int i = 0; i < 5; i++) {
     size_t h = i >= 3 ? 1 : 2;
     int nd = i == 2 ? 2 : 3;
-    fill(&o[i]->val, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_FP64, &rng);
-    fill(&o[i]->fp32, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_FP32, &rng);
-    fill(&o[i]->bf16, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_BF16, &rng);
+    fill(&o[i]->val, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_FP64, rng);
+    fill(&o[i]->fp32, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_FP32, rng);
+    fill(&o[i]->bf16, nd, h, 5, nd == 3 ? 3 : 1, AA_FMT_BF16, rng);
     o[i]->relerr_bound = ldexp(1.0, -100 - i);
   }
-  res.n_recomputed = 17;
-  res.n_uncertified = 3;
+  res->n_recomputed = 17;
+  res->n_uncertified = 3;
+}
 
-  /* Key: inputs and settings. */
+/* The key is a function of the inputs and the settings that change the result, and only of those. */
+static void test_key(aa_hash128_t *key_out, aa_pcg64_t *rng) {
   aa_problem_t pb;
+  aa_error_t err = {{0}};
   aa_problem_init(&pb, 5, 5, 3, 2, 1);
   aa_tensor_t q, k, v, dO;
-  fill(&q, 3, 2, 5, 3, AA_FMT_BF16, &rng);
-  fill(&k, 3, 1, 5, 3, AA_FMT_BF16, &rng);
-  fill(&v, 3, 1, 5, 3, AA_FMT_BF16, &rng);
-  fill(&dO, 3, 2, 5, 3, AA_FMT_BF16, &rng);
+  fill(&q, 3, 2, 5, 3, AA_FMT_BF16, rng);
+  fill(&k, 3, 1, 5, 3, AA_FMT_BF16, rng);
+  fill(&v, 3, 1, 5, 3, AA_FMT_BF16, rng);
+  fill(&dO, 3, 2, 5, 3, AA_FMT_BF16, rng);
   aa_oracle_opts_t oo;
   aa_oracle_opts_init(&oo);
   aa_hash128_t key, key2;
@@ -108,12 +105,22 @@ int main(void) {
   aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
   AA_CHECK(key.hi == key2.hi && key.lo == key2.lo, "key is not a function of its inputs");
 
-  /* Miss, put, hit with identical bits. */
+  *key_out = key;
+  aa_tensor_free(&q);
+  aa_tensor_free(&k);
+  aa_tensor_free(&v);
+  aa_tensor_free(&dO);
+}
+
+/* Miss, put, hit with identical bits; a damaged entry is a miss; a put repairs it. */
+static void test_round_trip(const aa_hash128_t *kp, const aa_oracle_result_t *rp) {
+  aa_hash128_t key = *kp;
+  aa_error_t err = {{0}};
   aa_oracle_result_t got;
   AA_CHECK(aa_oracle_cache_get(&got, DIR, &key, &err) == AA_ENOTFOUND, "empty cache: not a miss");
-  AA_CHECK(aa_oracle_cache_put(DIR, &key, &res, &err) == AA_OK, "put: %s", err.msg);
+  AA_CHECK(aa_oracle_cache_put(DIR, &key, rp, &err) == AA_OK, "put: %s", err.msg);
   int st = aa_oracle_cache_get(&got, DIR, &key, &err);
-  AA_CHECK(st == AA_OK && same_result(&res, &got), "round trip: status %d (%s) or bits differ", st, err.msg);
+  AA_CHECK(st == AA_OK && same_result(rp, &got), "round trip: status %d (%s) or bits differ", st, err.msg);
   AA_CHECK(got.dsinks.val.data == NULL && got.dsinks.val.ndim == 0, "empty dsinks not empty after the round trip");
   if (st == AA_OK) free_res(&got);
 
@@ -154,14 +161,20 @@ int main(void) {
   AA_CHECK(st == AA_ENOTFOUND && strstr(err.msg, "key mismatch"), "entry under a foreign key: status %d (%s)", st,
            err.msg);
   /* Put again over the damaged entry repairs it. */
-  AA_CHECK(aa_oracle_cache_put(DIR, &key, &res, &err) == AA_OK, "second put: %s", err.msg);
+  AA_CHECK(aa_oracle_cache_put(DIR, &key, rp, &err) == AA_OK, "second put: %s", err.msg);
   st = aa_oracle_cache_get(&got, DIR, &key, &err);
-  AA_CHECK(st == AA_OK && same_result(&res, &got), "after the repair: %d %s", st, err.msg);
+  AA_CHECK(st == AA_OK && same_result(rp, &got), "after the repair: %d %s", st, err.msg);
   if (st == AA_OK) free_res(&got);
+}
 
-  /* The wrapper with the real oracle on a small problem: miss, then hit,
-     both bit-identical to a direct aa_oracle_run; a corrupt entry is
-     recomputed. */
+/* The wrapper with the real oracle on a small problem: miss, then hit,
+   both bit-identical to a direct aa_oracle_run; a corrupt entry is
+   recomputed. */
+static void test_wrapper(aa_pcg64_t *rng) {
+  aa_error_t err = {{0}};
+  char hex[33], path[256];
+  FILE *f;
+  int st;
   aa_problem_t pb2;
   aa_problem_init(&pb2, 4, 4, 2, 2, 1);
   pb2.causal = 1;
@@ -170,7 +183,7 @@ int main(void) {
   for (int i = 0; i < 4; i++) {
     aa_tensor_alloc(&t[i], 3, i == 1 || i == 2 ? sk : sq, AA_FMT_FP64);
     for (size_t j = 0; j < aa_tensor_numel(&t[i]); j++)
-      t[i].data[j] = ldexp(aa_pcg64_normal(&rng), 0);
+      t[i].data[j] = ldexp(aa_pcg64_normal(rng), 0);
     aa_tensor_round(&t[i], AA_FMT_BF16);
   }
   aa_oracle_opts_t o2;
@@ -208,12 +221,20 @@ int main(void) {
   }
   for (int i = 0; i < 4; i++)
     aa_tensor_free(&t[i]);
+}
 
+int main(void) {
+  uint64_t seed = aa_test_seed("tsweep_ocache");
+  if (system("rm -rf " DIR) != 0) return 99;
+  aa_pcg64_t rng;
+  aa_rng_derive(&rng, seed, NULL, 0);
+  aa_oracle_result_t res;
+  aa_hash128_t key;
+  fake_result(&res, &rng);
+  test_key(&key, &rng);
+  test_round_trip(&key, &res);
+  test_wrapper(&rng);
   free_res(&res);
-  aa_tensor_free(&q);
-  aa_tensor_free(&k);
-  aa_tensor_free(&v);
-  aa_tensor_free(&dO);
   int rc = aa_test_finish("tsweep_ocache");
   if (rc == 0 && system("rm -rf " DIR) != 0) return 99;
   return rc;

@@ -314,6 +314,10 @@ void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);
    its return value is the exit status. argv is parsed with run's options. */
 typedef int (*cli_run_hook_t)(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes, const cli_variant_t *vs,
                               size_t n);
+/* Parse argv with run's option table (its messages name cmd): -1 to go
+   on, else the exit status, as cli_args_parse. For front ends that add to
+   run (explain) and read its problem options without a parser of their own. */
+int cli_run_args(cli_args_t *a, const char *cmd, int argc, char **argv);
 int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
                  char **argv);
 /* Stage o, lse, dq, dk, dv (and dsinks) of res into dir, each in its own format (cli_npy_fmt). */

@@ -40,32 +40,17 @@ static const char *const description =
 
 #define MAX_SITES 64
 
-/* The value of option --NAME in the problem options (--NAME V or
-   --NAME=V; the last one wins), or NULL. */
-static const char *opt_value(const char *name, int n, char **argv) {
-  const char *v = NULL;
-  size_t l = strlen(name);
-  for (int i = 0; i < n; i++)
-    if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, l)) {
-      if (argv[i][2 + l] == '=')
-        v = argv[i] + 3 + l;
-      else if (argv[i][2 + l] == '\0')
-        v = i + 1 < n ? argv[i + 1] : "";
-    }
-  return v;
-}
-
 /* A recipe with conditional keys (lib/recipe.h) is explained as resolved
    for the problem of the command line (--n, --n-q, --d, --causal; run's
    defaults n = 1024, d = 128): each site is then made exact in the recipe
    that runs. Prints which lines apply. 0, or 2 after an error message. */
-static int resolve_for_problem(aa_recipe_t *r, const char *cmd, int n, char **argv) {
-  const char *sn = opt_value("n", n, argv), *sq = opt_value("n-q", n, argv), *sd = opt_value("d", n, argv);
-  if (opt_value("inputs", n, argv) != NULL || opt_value("cu-seqlens", n, argv) != NULL) {
+static int resolve_for_problem(aa_recipe_t *r, const char *cmd, const cli_args_t *pa) {
+  const char *sn = cli_get(pa, "n"), *sq = cli_get(pa, "n-q"), *sd = cli_get(pa, "d");
+  if (cli_get(pa, "inputs") != NULL || cli_get(pa, "cu-seqlens") != NULL) {
     cli_error(cmd, "recipe '%s' has conditional keys: give the problem with --n, --n-q, --d, --causal", r->name);
     return 2;
   }
-  aa_recipe_case_t c = {.causal = opt_value("causal", n, argv) != NULL,
+  aa_recipe_case_t c = {.causal = cli_get(pa, "causal") != NULL,
                         .n_k = sn != NULL ? strtoull(sn, NULL, 10) : 1024,
                         .d = sd != NULL ? strtoull(sd, NULL, 10) : 128};
   c.n_q = sq != NULL ? strtoull(sq, NULL, 10) : c.n_k;
@@ -298,6 +283,7 @@ int aa_cmd_explain(int argc, char **argv) {
   int nrest = 0, status = 2;
   aa_recipe_t *rs = NULL;
   explain_t x;
+  cli_args_t pa;
   aa_error_t err = {{0}};
   memset(&x, 0, sizeof x);
   if (rest == NULL) {
@@ -327,15 +313,16 @@ int aa_cmd_explain(int argc, char **argv) {
       }
       continue;
     }
-    for (size_t j = 0; j < sizeof refused / sizeof refused[0]; j++) {
-      size_t l = strlen(refused[j]);
-      if (!strncmp(a, "--", 2) && !strncmp(a + 2, refused[j], l) && (a[2 + l] == '\0' || a[2 + l] == '=')) {
-        cli_error(cmd, "--%s is not available in explain (use attnacc run)", refused[j]);
-        goto out;
-      }
-    }
     rest[nrest++] = argv[i];
   }
+  /* the problem options, read with run's own parser */
+  if ((status = cli_run_args(&pa, cmd, nrest, rest)) >= 0) goto out;
+  status = 2;
+  for (size_t j = 0; j < sizeof refused / sizeof refused[0]; j++)
+    if (cli_get(&pa, refused[j]) != NULL) {
+      cli_error(cmd, "--%s is not available in explain (use attnacc run)", refused[j]);
+      goto out;
+    }
   if (spec == NULL) {
     cli_error(cmd, "give --variant SPEC (a preset, a recipe file or NAME:key=value,...)");
     goto out;
@@ -352,7 +339,7 @@ int aa_cmd_explain(int argc, char **argv) {
     status = cli_exit_status(rc);
     goto out;
   }
-  if (rs[0].nwhen > 0 && resolve_for_problem(&rs[0], cmd, nrest, rest) != 0) {
+  if (rs[0].nwhen > 0 && resolve_for_problem(&rs[0], cmd, &pa) != 0) {
     status = 2;
     goto out;
   }

@@ -555,6 +555,10 @@ int aa_cmd_run(int argc, char **argv) {
   return cli_run_main("run", NULL, 0, NULL, NULL, argc, argv);
 }
 
+int cli_run_args(cli_args_t *a, const char *cmd, int argc, char **argv) {
+  return cli_args_parse(a, cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, argv);
+}
+
 int cli_run_main(const char *cmd, const aa_recipe_t *given, size_t ngiven, cli_run_hook_t hook, void *hctx, int argc,
                  char **argv) {
   run_t R;

@@ -67,73 +67,41 @@ static void progress(const aa_sweep_progress_t *p, void *vctx) {
   fflush(stderr);
 }
 
-/* ---- meta.json: provenance of the result folder ---- */
-/* Staged (aa_fileset_t): renamed into place once the run has written the
-   results files, so a failure there leaves no new meta.json either. */
-/* The recipes of ctx as [{name, hash, text}]. */
-static json_t *meta_recipes(const xp_ctx_t *ctx) {
-  json_t *a = json_array();
-  int bad = 0;
-  for (size_t i = 0; i < ctx->nrecipes && !bad; i++) {
-    char probe[2], *text;
+/* ---- meta.json: the provenance the library writes into the result folder ---- */
+
+typedef struct {
+  aa_sweep_meta_t m;
+  aa_sweep_recipe_t *recipes;
+  char **texts;
+} sweep_meta_t;
+
+static void meta_free(sweep_meta_t *M) {
+  for (size_t i = 0; M->texts != NULL && i < M->m.nrecipes; i++)
+    free(M->texts[i]);
+  free(M->texts);
+  free(M->recipes);
+  memset(M, 0, sizeof *M);
+}
+
+/* The experiment, the command line and ctx's recipes (name, hash, canonical text). */
+static int meta_build(sweep_meta_t *M, const xp_experiment_t *xp, const xp_opts_t *o, const xp_ctx_t *ctx, int argc,
+                      char **argv, aa_error_t *err) {
+  size_t n = ctx->nrecipes;
+  memset(M, 0, sizeof *M);
+  M->m =
+      (aa_sweep_meta_t){.experiment = xp->name, .quick = o->quick, .seeds = xp->inputs, .argc = argc, .argv = argv};
+  M->recipes = calloc(n + 1, sizeof *M->recipes);
+  M->texts = calloc(n + 1, sizeof *M->texts);
+  if (M->recipes == NULL || M->texts == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++, M->m.nrecipes++) {
+    char probe[2];
     size_t need = aa_recipe_format(probe, sizeof probe, &ctx->recipe[i]);
-    json_t *r = json_object();
-    if ((text = malloc(need + 1)) == NULL) {
-      json_decref(r);
-      bad = 1;
-      break;
-    }
-    aa_recipe_format(text, need + 1, &ctx->recipe[i]);
-    bad |= aa_json_set(r, "name", aa_json_str(ctx->recipe[i].name));
-    bad |= aa_json_set(r, "hash", aa_json_str(ctx->recipe_hash[i]));
-    bad |= aa_json_set(r, "text", aa_json_str(text));
-    bad |= aa_json_push(a, r);
-    free(text);
+    if ((M->texts[i] = malloc(need + 1)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+    aa_recipe_format(M->texts[i], need + 1, &ctx->recipe[i]);
+    M->recipes[i] = (aa_sweep_recipe_t){ctx->recipe[i].name, ctx->recipe_hash[i], M->texts[i]};
   }
-  return bad ? (json_decref(a), NULL) : a;
-}
-
-static int write_meta(aa_fileset_t *stg, const char *dir, const xp_experiment_t *xp, const xp_opts_t *o,
-                      const xp_ctx_t *ctx, const aa_sweep_t *sw, int argc, char **argv, aa_error_t *err) {
-  char path[4096], gh[33], *text;
-  size_t len;
-  aa_hash128_t g = aa_sweep_grid_hash(sw);
-  json_t *j = json_object(), *cmd = json_array();
-  int rc, bad;
-  aa_hash128_hex(gh, &g);
-  bad = aa_json_set(j, "experiment", aa_json_str(xp->name));
-  bad |= aa_json_set(j, "quick", aa_json_bool(o->quick));
-  bad |= aa_json_set(j, "version", aa_json_str(AA_VERSION));
-  bad |= aa_json_set(j, "git", aa_json_str(AA_GIT_HASH));
-  if (xp->inputs != NULL) bad |= aa_json_set(j, "seeds", aa_json_str(xp->inputs));
-  bad |= aa_json_set(j, "grid_hash", aa_json_str(gh));
-  bad |= aa_json_set(j, "cells", aa_json_u64(aa_sweep_ncells(sw)));
-  for (int i = 0; i < argc; i++)
-    bad |= aa_json_push(cmd, aa_json_str(argv[i]));
-  bad |= aa_json_set(j, "command", cmd);
-  bad |= aa_json_set(j, "recipes", meta_recipes(ctx));
-  text = bad ? NULL : aa_json_text(j, 0, &len);
-  json_decref(j);
-  if (text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-  snprintf(path, sizeof path, "%s/meta.json", dir);
-  rc = aa_fileset_add(stg, path, text, len, err);
-  free(text);
-  return rc;
-}
-
-/* Copy IN/meta.json to OUT/meta.json (merge), when present and not the
-   same file: AA_OK, or the status of a failed write (a shard without
-   meta.json is no error; a merged folder that lost it is). */
-static int copy_meta(const char *out, const char *in, aa_error_t *err) {
-  char a[4096], b[4096], *data;
-  size_t len;
-  int rc;
-  snprintf(a, sizeof a, "%s/meta.json", in);
-  snprintf(b, sizeof b, "%s/meta.json", out);
-  if (strcmp(a, b) == 0 || aa_file_read(&data, &len, a, NULL) != AA_OK) return AA_OK;
-  rc = aa_file_write(b, data, len, err);
-  free(data);
-  return rc;
+  M->m.recipes = M->recipes;
+  return AA_OK;
 }
 
 /* ---- limits checked before any cell runs ---- */
@@ -330,7 +298,7 @@ static int do_merge(const char *cmd, const char *out, const char *const *dirs, s
     cli_error(cmd, "merge: %s", err.msg);
     return rc == AA_ENOMEM || rc == AA_EIO ? 1 : 2;
   }
-  if (copy_meta(out, dirs[0], &err) != AA_OK) {
+  if (aa_sweep_meta_copy(out, dirs[0], &err) != AA_OK) {
     cli_error(cmd, "merge: %s", err.msg);
     return 1;
   }
@@ -378,17 +346,14 @@ typedef struct {
   char out_default[512], cache_default[4096];
   int use_mpi, mpi_rank, mpi_size;
   FILE *info; /* the driver's own lines: stdout, or stderr when the experiment prints JSON there */
-  aa_fileset_t meta;
-  int lock_fd; /* aa_sweep_lock on the folder, taken before meta.json is staged there; -1 when not held */
+  sweep_meta_t meta;
   progress_t pr;
   aa_sweep_progress_t stats;
   aa_error_t err;
 } sweep_cmd_t;
 
 static void sweep_free(sweep_cmd_t *S) {
-  aa_fileset_abort(&S->meta); /* nothing left to remove after a commit */
-  aa_fileset_free(&S->meta);
-  aa_sweep_unlock(S->lock_fd);
+  meta_free(&S->meta);
 #ifdef AA_HAVE_MPI
   if (S->use_mpi) MPI_Finalize();
 #endif
@@ -576,16 +541,13 @@ static int run_failed(const sweep_cmd_t *S, int rc, int resume) {
   return cli_exit_status(rc);
 }
 
-/* The cells: the folder, the provenance (staged now, so out of space shows
-   before any cell runs, and renamed in once the run has accepted the folder
-   as this grid's and written the results files), then the engine. */
+/* The cells: the engine runs them and, once they succeed, writes the
+   results files and the provenance (meta.json, from rank 0 under MPI). */
 static int run_cells(sweep_cmd_t *S) {
   aa_sweep_opts_t so;
   const char *out = S->out;
   int rc;
-  /* The folder lock before meta.json's temporary exists: a run starting
-     beside this one then never takes it for a killed run's (lib/sweep.h). */
-  if ((rc = aa_mkdir_p(out, &S->err)) != AA_OK || (rc = aa_sweep_lock(&S->lock_fd, out, &S->err)) != AA_OK) {
+  if ((rc = meta_build(&S->meta, S->xp, &S->o, S->ctx, S->argc, S->argv, &S->err)) != AA_OK) {
     cli_error(S->cmd, "%s", S->err.msg);
     return 1;
   }
@@ -600,11 +562,7 @@ static int run_cells(sweep_cmd_t *S) {
   S->pr.t0 = cli_now();
   so.progress = progress;
   so.progress_ctx = &S->pr;
-  if (S->mpi_rank == 0 &&
-      (rc = write_meta(&S->meta, out, S->xp, &S->o, S->ctx, S->sw, S->argc, S->argv, &S->err)) != AA_OK) {
-    cli_error(S->cmd, "%s", S->err.msg);
-    return 1;
-  }
+  so.meta = &S->meta.m;
 #ifdef AA_HAVE_MPI
   if (S->use_mpi)
     rc = aa_sweep_run_mpi(&S->stats, S->sw, S->xp->eval, S->ctx, &so, &S->err);
@@ -619,10 +577,6 @@ static int run_cells(sweep_cmd_t *S) {
             S->cmd, out, S->use_mpi ? (size_t)S->mpi_rank : S->shard_i, S->use_mpi ? (size_t)S->mpi_size : S->shard_n,
             S->stats.discarded_bytes, S->stats.discarded_lines, S->stats.discarded_lines == 1 ? "" : "s");
   if (rc != AA_OK) return run_failed(S, rc, so.resume);
-  if (S->mpi_rank == 0 && (rc = aa_fileset_commit(&S->meta, &S->err)) != AA_OK) {
-    cli_error(S->cmd, "%s", S->err.msg);
-    return 1;
-  }
   return 0;
 }
 
@@ -690,8 +644,6 @@ int xp_main(const char *cmd, const char *experiment, int argc, char **argv) {
   S.shard_n = 1;
   S.mpi_size = 1;
   S.info = stdout;
-  S.lock_fd = -1;
-  aa_fileset_init(&S.meta);
   status = sweep_steps(&S, experiment);
   sweep_free(&S);
   return status;

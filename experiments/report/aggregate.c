@@ -16,13 +16,14 @@ typedef struct {
   int recipe, hash, n, mask, tensor, rel_l2, pass, nan, inf, max_abs, seed, s_oracle, s_emul, error;
 } cols_t;
 
-static void find_cols(cols_t *k, const xp_csv_t *c) {
-  k->recipe = xp_csv_col(c, "recipe"), k->hash = xp_csv_col(c, "recipe_hash"), k->n = xp_csv_col(c, "n");
-  k->mask = xp_csv_col(c, "mask"), k->tensor = xp_csv_col(c, "tensor"), k->rel_l2 = xp_csv_col(c, "rel_l2");
-  k->pass = xp_csv_col(c, "pass"), k->nan = xp_csv_col(c, "nan"), k->inf = xp_csv_col(c, "inf");
-  k->max_abs = xp_csv_col(c, "max_abs"), k->seed = xp_csv_col(c, "seed");
-  k->s_oracle = xp_csv_col(c, "seconds_oracle"), k->s_emul = xp_csv_col(c, "seconds_emul");
-  k->error = xp_csv_col(c, "error");
+static void find_cols(cols_t *k, const aa_results_t *c) {
+  k->recipe = aa_results_col(c, "recipe"), k->hash = aa_results_col(c, "recipe_hash"), k->n = aa_results_col(c, "n");
+  k->mask = aa_results_col(c, "mask"), k->tensor = aa_results_col(c, "tensor"),
+  k->rel_l2 = aa_results_col(c, "rel_l2");
+  k->pass = aa_results_col(c, "pass"), k->nan = aa_results_col(c, "nan"), k->inf = aa_results_col(c, "inf");
+  k->max_abs = aa_results_col(c, "max_abs"), k->seed = aa_results_col(c, "seed");
+  k->s_oracle = aa_results_col(c, "seconds_oracle"), k->s_emul = aa_results_col(c, "seconds_emul");
+  k->error = aa_results_col(c, "error");
 }
 
 static int tensor_index(const char *t) {
@@ -52,15 +53,15 @@ static int find_reference(const rp_t4_t *g) {
 }
 
 /* First pass: the axes (recipes with their hashes, masks dense and causal first, lengths, seeds). */
-static void collect_axes(rp_t4_t *g, const xp_csv_t *c, const cols_t *k) {
+static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
   rp_strs_add(&g->masks, "dense");
   rp_strs_add(&g->masks, "causal");
   for (size_t r = 0; r < c->nrows; r++) {
     size_t before = g->rec.n;
-    rp_strs_add(&g->rec, xp_csv_cell(c, r, k->recipe));
+    rp_strs_add(&g->rec, aa_results_cell(c, r, k->recipe));
     if (g->rec.n > before) {
       char **h = realloc(g->hash.v, g->rec.n * sizeof *h);
-      if (h == NULL || (h[g->hash.n] = strdup(xp_csv_cell(c, r, k->hash))) == NULL) {
+      if (h == NULL || (h[g->hash.n] = strdup(aa_results_cell(c, r, k->hash))) == NULL) {
         if (h != NULL) g->hash.v = h;
         g->oom = 1;
         continue;
@@ -68,28 +69,28 @@ static void collect_axes(rp_t4_t *g, const xp_csv_t *c, const cols_t *k) {
       g->hash.v = h;
       g->hash.n++;
     }
-    rp_strs_add(&g->masks, xp_csv_cell(c, r, k->mask));
-    rp_nums_add(&g->ns, xp_csv_num(xp_csv_cell(c, r, k->n)));
-    rp_nums_add(&g->seeds, xp_csv_num(xp_csv_cell(c, r, k->seed)));
+    rp_strs_add(&g->masks, aa_results_cell(c, r, k->mask));
+    rp_nums_add(&g->ns, aa_results_num(aa_results_cell(c, r, k->n)));
+    rp_nums_add(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed)));
   }
   if (g->rec.oom || g->masks.oom || g->ns.oom || g->seeds.oom) g->oom = 1;
   g->R = g->rec.n, g->M = g->masks.n, g->N = g->ns.n, g->S = g->seeds.n ? g->seeds.n : 1;
 }
 
 /* Where a row belongs: 0 and the indices, or -1 for a row outside the grid (unknown tensor). */
-static int row_index(const rp_t4_t *g, const xp_csv_t *c, const cols_t *k, size_t r, size_t ix[5]) {
-  int ri = rp_strs_find(&g->rec, xp_csv_cell(c, r, k->recipe)),
-      mi = rp_strs_find(&g->masks, xp_csv_cell(c, r, k->mask)),
-      ni = rp_nums_find(&g->ns, xp_csv_num(xp_csv_cell(c, r, k->n))),
-      si = rp_nums_find(&g->seeds, xp_csv_num(xp_csv_cell(c, r, k->seed))),
-      ti = tensor_index(xp_csv_cell(c, r, k->tensor));
+static int row_index(const rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r, size_t ix[5]) {
+  int ri = rp_strs_find(&g->rec, aa_results_cell(c, r, k->recipe)),
+      mi = rp_strs_find(&g->masks, aa_results_cell(c, r, k->mask)),
+      ni = rp_nums_find(&g->ns, aa_results_num(aa_results_cell(c, r, k->n))),
+      si = rp_nums_find(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed))),
+      ti = tensor_index(aa_results_cell(c, r, k->tensor));
   if (ri < 0 || mi < 0 || ni < 0 || ti < 0) return -1;
   ix[0] = (size_t)ri, ix[1] = (size_t)mi, ix[2] = (size_t)ni, ix[3] = (size_t)ti, ix[4] = si < 0 ? 0 : (size_t)si;
   return 0;
 }
 
 /* The reference's max_abs per (mask, n, seed, tensor), NaN where it has no row. */
-static double *reference_max_abs(const rp_t4_t *g, const xp_csv_t *c, const cols_t *k) {
+static double *reference_max_abs(const rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
   size_t total = g->M * g->N * g->S * RP_NT, ix[5];
   double *v = malloc((total ? total : 1) * sizeof *v);
   if (v == NULL) return NULL;
@@ -97,37 +98,38 @@ static double *reference_max_abs(const rp_t4_t *g, const xp_csv_t *c, const cols
     v[i] = NAN;
   for (size_t r = 0; r < c->nrows && g->ref >= 0; r++)
     if (row_index(g, c, k, r, ix) == 0 && ix[0] == (size_t)g->ref)
-      v[((ix[1] * g->N + ix[2]) * g->S + ix[4]) * RP_NT + ix[3]] = xp_csv_num(xp_csv_cell(c, r, k->max_abs));
+      v[((ix[1] * g->N + ix[2]) * g->S + ix[4]) * RP_NT + ix[3]] = aa_results_num(aa_results_cell(c, r, k->max_abs));
   return v;
 }
 
-static void add_row(rp_t4_t *g, const xp_csv_t *c, const cols_t *k, size_t r, const size_t ix[5], double ref) {
+static void add_row(rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r, const size_t ix[5], double ref) {
   rp_cell_t *a = rp_t4_cell(g, ix[0], ix[1], ix[2], ix[3]);
-  double e = xp_csv_num(xp_csv_cell(c, r, k->rel_l2)), mx = xp_csv_num(xp_csv_cell(c, r, k->max_abs));
+  double e = aa_results_num(aa_results_cell(c, r, k->rel_l2)), mx = aa_results_num(aa_results_cell(c, r, k->max_abs));
   size_t rm = (ix[0] * g->M + ix[1]) * g->N + ix[2];
   a->k++;
-  if (xp_csv_cell(c, r, k->error)[0] != '\0') a->err = 1;
+  if (aa_results_cell(c, r, k->error)[0] != '\0') a->err = 1;
   if (!isnan(e)) {
     a->sum += e;
     if (!(e <= a->max)) a->max = e;
   }
-  if (xp_csv_num(xp_csv_cell(c, r, k->pass)) != 1) a->fail = 1;
-  if (xp_csv_num(xp_csv_cell(c, r, k->nan)) > 0 || xp_csv_num(xp_csv_cell(c, r, k->inf)) > 0) a->nonfinite = 1;
+  if (aa_results_num(aa_results_cell(c, r, k->pass)) != 1) a->fail = 1;
+  if (aa_results_num(aa_results_cell(c, r, k->nan)) > 0 || aa_results_num(aa_results_cell(c, r, k->inf)) > 0)
+    a->nonfinite = 1;
   if (!isnan(ref)) {
     double ratio = mx == 0 && ref == 0 ? 0 : mx / ref;
     if (isnan(a->fa_worst) || ratio > a->fa_worst || isnan(ratio)) a->fa_worst = ratio;
   }
   if (ix[3] == 0) { /* timings once per (recipe, cell): on the o row */
-    g->t_emul[rm] += xp_csv_num(xp_csv_cell(c, r, k->s_emul));
+    g->t_emul[rm] += aa_results_num(aa_results_cell(c, r, k->s_emul));
     g->k_emul[rm]++;
     if (ix[0] == 0) {
-      g->t_oracle[ix[1] * g->N + ix[2]] += xp_csv_num(xp_csv_cell(c, r, k->s_oracle));
+      g->t_oracle[ix[1] * g->N + ix[2]] += aa_results_num(aa_results_cell(c, r, k->s_oracle));
       g->k_oracle[ix[1] * g->N + ix[2]]++;
     }
   }
 }
 
-int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const xp_csv_t *c) {
+int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const aa_results_t *c) {
   cols_t k;
   double *ref;
   size_t ix[5], cells;
@@ -135,7 +137,7 @@ int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const xp_csv_t
   g->dir = dir;
   snprintf(g->tag, sizeof g->tag, "%s", tag);
   snprintf(g->d, sizeof g->d, "%s",
-           xp_csv_col(c, "d") >= 0 && c->nrows ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?");
+           aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d")) : "?");
   find_cols(&k, c);
   rp_meta_read(&g->meta, dir);
   rp_provenance(&g->prov, dir, &g->meta, c);

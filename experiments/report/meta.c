@@ -42,7 +42,7 @@ void rp_meta_read(rp_meta_t *m, const char *dir) {
   char path[4200];
   json_t *doc;
   memset(m, 0, sizeof *m);
-  snprintf(path, sizeof path, "%s/meta.json", dir);
+  snprintf(path, sizeof path, "%s/" AA_SWEEP_META_JSON, dir);
   if ((doc = json_load_file(path, 0, NULL)) == NULL) return;
   copy_field(m->experiment, sizeof m->experiment, doc, "experiment");
   copy_field(m->grid, sizeof m->grid, doc, "grid_hash");
@@ -119,9 +119,9 @@ static int recipe_list(char *out, size_t cap, const rp_strs_t *rec, const rp_str
   return lines;
 }
 
-void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const xp_csv_t *c) {
-  int cr = xp_csv_col(c, "recipe"), ch = xp_csv_col(c, "recipe_hash"), cs = xp_csv_col(c, "seed"),
-      cv = xp_csv_col(c, "version");
+void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_results_t *c) {
+  int cr = aa_results_col(c, "recipe"), ch = aa_results_col(c, "recipe_hash"), cs = aa_results_col(c, "seed"),
+      cv = aa_results_col(c, "version");
   rp_strs_t rec = {0}, hash = {0}, vers = {0};
   rp_nums_t seeds = {0};
   char gp[1100];
@@ -130,16 +130,16 @@ void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const xp_
   snprintf(pv->grid, sizeof pv->grid, "%s", m->grid);
   for (size_t r = 0; r < c->nrows; r++) {
     size_t before = rec.n;
-    if (cr >= 0 && rp_strs_add(&rec, xp_csv_cell(c, r, cr)) >= 0 && rec.n > before) {
+    if (cr >= 0 && rp_strs_add(&rec, aa_results_cell(c, r, cr)) >= 0 && rec.n > before) {
       /* hash[i] belongs to rec[i]: a repeated hash is stored again, not merged */
       char **g = realloc(hash.v, rec.n * sizeof *g);
       if (g != NULL) {
         hash.v = g;
-        hash.v[hash.n++] = strdup(xp_csv_cell(c, r, ch));
+        hash.v[hash.n++] = strdup(aa_results_cell(c, r, ch));
       }
     }
-    if (cv >= 0) rp_strs_add(&vers, xp_csv_cell(c, r, cv));
-    if (cs >= 0) rp_nums_add(&seeds, xp_csv_num(xp_csv_cell(c, r, cs)));
+    if (cv >= 0) rp_strs_add(&vers, aa_results_cell(c, r, cv));
+    if (cs >= 0) rp_nums_add(&seeds, aa_results_num(aa_results_cell(c, r, cs)));
   }
   recipe_list(pv->recipes_md, sizeof pv->recipes_md, &rec, &hash, 1000, 1, 0);
   int nl = recipe_list(gp, sizeof gp, &rec, &hash, 6, 3, 1);

@@ -19,24 +19,24 @@ static size_t mx(const map_t *m, size_t ri, size_t mi, size_t ni, size_t gi) {
   return ((ri * m->M + mi) * m->N + ni) * m->G + gi;
 }
 
-static int nan_class(const xp_csv_t *c, size_t r, int cp, int cna, int ci, int cer) {
-  if (xp_csv_cell(c, r, cer)[0] != '\0') return 4;
-  if (xp_csv_num(xp_csv_cell(c, r, cna)) > 0) return 3;
-  if (xp_csv_num(xp_csv_cell(c, r, ci)) > 0) return 2;
-  if (xp_csv_num(xp_csv_cell(c, r, cp)) != 1) return 1;
+static int nan_class(const aa_results_t *c, size_t r, int cp, int cna, int ci, int cer) {
+  if (aa_results_cell(c, r, cer)[0] != '\0') return 4;
+  if (aa_results_num(aa_results_cell(c, r, cna)) > 0) return 3;
+  if (aa_results_num(aa_results_cell(c, r, ci)) > 0) return 2;
+  if (aa_results_num(aa_results_cell(c, r, cp)) != 1) return 1;
   return 0;
 }
 
-static int map_build(map_t *m, const xp_csv_t *c) {
-  int cr = xp_csv_col(c, "recipe"), cn = xp_csv_col(c, "n"), cm = xp_csv_col(c, "mask"),
-      cg = xp_csv_col(c, "log2_sigma"), cp = xp_csv_col(c, "pass"), cna = xp_csv_col(c, "nan"),
-      ci = xp_csv_col(c, "inf"), cer = xp_csv_col(c, "error"), cov = xp_csv_col(c, "ref_overflow");
+static int map_build(map_t *m, const aa_results_t *c) {
+  int cr = aa_results_col(c, "recipe"), cn = aa_results_col(c, "n"), cm = aa_results_col(c, "mask"),
+      cg = aa_results_col(c, "log2_sigma"), cp = aa_results_col(c, "pass"), cna = aa_results_col(c, "nan"),
+      ci = aa_results_col(c, "inf"), cer = aa_results_col(c, "error"), cov = aa_results_col(c, "ref_overflow");
   memset(m, 0, sizeof *m);
   for (size_t r = 0; r < c->nrows; r++) {
-    rp_strs_add(&m->rec, xp_csv_cell(c, r, cr));
-    rp_strs_add(&m->masks, xp_csv_cell(c, r, cm));
-    rp_nums_add(&m->ns, xp_csv_num(xp_csv_cell(c, r, cn)));
-    rp_nums_add(&m->sg, xp_csv_num(xp_csv_cell(c, r, cg)));
+    rp_strs_add(&m->rec, aa_results_cell(c, r, cr));
+    rp_strs_add(&m->masks, aa_results_cell(c, r, cm));
+    rp_nums_add(&m->ns, aa_results_num(aa_results_cell(c, r, cn)));
+    rp_nums_add(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
   }
   m->R = m->rec.n, m->M = m->masks.n, m->N = m->ns.n, m->G = m->sg.n;
   size_t total = m->R * m->M * m->N * m->G;
@@ -46,14 +46,15 @@ static int map_build(map_t *m, const xp_csv_t *c) {
   for (size_t i = 0; i < total; i++)
     m->cls[i] = -1;
   for (size_t r = 0; r < c->nrows; r++) {
-    int ri = rp_strs_find(&m->rec, xp_csv_cell(c, r, cr)), mi = rp_strs_find(&m->masks, xp_csv_cell(c, r, cm)),
-        ni = rp_nums_find(&m->ns, xp_csv_num(xp_csv_cell(c, r, cn))),
-        gi = rp_nums_find(&m->sg, xp_csv_num(xp_csv_cell(c, r, cg)));
+    int ri = rp_strs_find(&m->rec, aa_results_cell(c, r, cr)),
+        mi = rp_strs_find(&m->masks, aa_results_cell(c, r, cm)),
+        ni = rp_nums_find(&m->ns, aa_results_num(aa_results_cell(c, r, cn))),
+        gi = rp_nums_find(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
     if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;
     size_t ix = mx(m, (size_t)ri, (size_t)mi, (size_t)ni, (size_t)gi);
     int k = nan_class(c, r, cp, cna, ci, cer);
     if (k > m->cls[ix]) m->cls[ix] = k;
-    if (xp_csv_num(xp_csv_cell(c, r, cov)) > 0) m->ov[ix] = 1;
+    if (aa_results_num(aa_results_cell(c, r, cov)) > 0) m->ov[ix] = 1;
   }
   return 0;
 }
@@ -139,7 +140,7 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
   cli_sb_free(&dat), cli_sb_free(&od), cli_sb_free(&vars), cli_sb_free(&xt), cli_sb_free(&yt);
 }
 
-void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const xp_csv_t *c) {
+void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c) {
   map_t m;
   rp_meta_t meta;
   rp_prov_t pv;
@@ -158,7 +159,7 @@ void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const cha
                 "one recipe, mask and length, the smallest log2 sigma at which the pass rule fails on some output, "
                 "at which an Inf or NaN appears, and at which the exact result itself overflows BF16 (worst over "
                 "o, dq, dk, dv and seeds; '-' never on this grid).\n\n| recipe |",
-                xp_csv_col(c, "d") >= 0 && c->nrows ? xp_csv_cell(c, 0, xp_csv_col(c, "d")) : "?");
+                aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d")) : "?");
   threshold_table(md, &m);
   heatmap(md, pl, &m, tag, &pv);
   map_free(&m);

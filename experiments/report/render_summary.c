@@ -148,12 +148,12 @@ void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g) {
 }
 
 /* Per recipe, the smallest log2 sigma at which an output fails the rule, and at which NaN or Inf appears. */
-void rp_summary_nanmap(cli_sb_t *md, const char *tag, const xp_csv_t *c) {
-  int cr = xp_csv_col(c, "recipe"), cg = xp_csv_col(c, "log2_sigma"), cp = xp_csv_col(c, "pass"),
-      cna = xp_csv_col(c, "nan"), ci = xp_csv_col(c, "inf");
+void rp_summary_nanmap(cli_sb_t *md, const char *tag, const aa_results_t *c) {
+  int cr = aa_results_col(c, "recipe"), cg = aa_results_col(c, "log2_sigma"), cp = aa_results_col(c, "pass"),
+      cna = aa_results_col(c, "nan"), ci = aa_results_col(c, "inf");
   rp_strs_t rec = {0};
   for (size_t r = 0; r < c->nrows; r++)
-    rp_strs_add(&rec, xp_csv_cell(c, r, cr));
+    rp_strs_add(&rec, aa_results_cell(c, r, cr));
   cli_sb_printf(md,
                 "### NaN / Inf map `%s` (inputs sigma * N(0,1); the smallest sigma over masks, lengths and "
                 "outputs)\n\n| recipe | first failing log2 sigma | first "
@@ -162,10 +162,12 @@ void rp_summary_nanmap(cli_sb_t *md, const char *tag, const xp_csv_t *c) {
   for (size_t i = 0; i < rec.n; i++) {
     double f = NAN, x = NAN;
     for (size_t r = 0; r < c->nrows; r++) {
-      double s = xp_csv_num(xp_csv_cell(c, r, cg));
-      if (strcmp(xp_csv_cell(c, r, cr), rec.v[i]) != 0) continue;
-      if (xp_csv_num(xp_csv_cell(c, r, cp)) != 1 && !(s >= f)) f = s;
-      if ((xp_csv_num(xp_csv_cell(c, r, cna)) > 0 || xp_csv_num(xp_csv_cell(c, r, ci)) > 0) && !(s >= x)) x = s;
+      double s = aa_results_num(aa_results_cell(c, r, cg));
+      if (strcmp(aa_results_cell(c, r, cr), rec.v[i]) != 0) continue;
+      if (aa_results_num(aa_results_cell(c, r, cp)) != 1 && !(s >= f)) f = s;
+      if ((aa_results_num(aa_results_cell(c, r, cna)) > 0 || aa_results_num(aa_results_cell(c, r, ci)) > 0) &&
+          !(s >= x))
+        x = s;
     }
     char a[32] = "never", b[32] = "never";
     if (!isnan(f)) snprintf(a, sizeof a, "%.0f", f);
@@ -177,17 +179,17 @@ void rp_summary_nanmap(cli_sb_t *md, const char *tag, const xp_csv_t *c) {
 }
 
 /* The construction whose sampled ratio range is nearest the published one, beside it. */
-void rp_summary_table3(cli_sb_t *md, const char *tag, const xp_csv_t *c) {
+void rp_summary_table3(cli_sb_t *md, const char *tag, const aa_results_t *c) {
   const rp_pub_t *lo = rp_pub_exp("ratio_min"), *hi = rp_pub_exp("ratio_max");
-  int cl = xp_csv_col(c, "label") >= 0 ? xp_csv_col(c, "label") : xp_csv_col(c, "construction"),
-      cmin = xp_csv_col(c, "s_min_ratio"), cmax = xp_csv_col(c, "s_max_ratio");
+  int cl = aa_results_col(c, "label") >= 0 ? aa_results_col(c, "label") : aa_results_col(c, "construction"),
+      cmin = aa_results_col(c, "s_min_ratio"), cmax = aa_results_col(c, "s_max_ratio");
   double best = INFINITY, bmin = NAN, bmax = NAN;
   const char *name = NULL;
   for (size_t r = 0; r < c->nrows && lo && hi; r++) {
-    double a = xp_csv_num(xp_csv_cell(c, r, cmin)), b = xp_csv_num(xp_csv_cell(c, r, cmax));
+    double a = aa_results_num(aa_results_cell(c, r, cmin)), b = aa_results_num(aa_results_cell(c, r, cmax));
     double d = fabs(a - lo->value) + fabs(b - hi->value);
-    if (strcmp(xp_csv_cell(c, r, cl), "published") == 0 || !(d < best)) continue;
-    best = d, bmin = a, bmax = b, name = xp_csv_cell(c, r, cl);
+    if (strcmp(aa_results_cell(c, r, cl), "published") == 0 || !(d < best)) continue;
+    best = d, bmin = a, bmax = b, name = aa_results_cell(c, r, cl);
   }
   cli_sb_printf(md, "### Packed BF16 exponential `%s` (shaped like [blackwell-fa] Table 3)\n\n", tag);
   if (name == NULL) {

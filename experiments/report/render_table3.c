@@ -8,16 +8,17 @@
 
 #include "report/report.h"
 
-static void table3_provenance(cli_sb_t *md, const char *dir, const xp_csv_t *c) {
+static void table3_provenance(cli_sb_t *md, const char *dir, const aa_results_t *c) {
   rp_meta_t m;
   if (dir == NULL || c->nrows == 0) return;
   rp_meta_read(&m, dir);
-  cli_sb_printf(
-      md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", m.version, m.git,
-      xp_csv_cell(c, 0, xp_csv_col(c, "samples")), xp_csv_cell(c, 0, xp_csv_col(c, "lo")),
-      xp_csv_cell(c, 0, xp_csv_col(c, "hi")), xp_csv_cell(c, 0, xp_csv_col(c, "seed")),
-      xp_csv_cell(c, 0, xp_csv_col(c, "shift")),
-      strcmp(xp_csv_cell(c, 0, xp_csv_col(c, "exhaustive")), "1") == 0 ? "; exhaustive columns in results.csv" : "");
+  cli_sb_printf(md, "- provenance: attnacc %s (git %s); %s samples in [%s, %s] (seed %s, shift %s)%s\n", m.version,
+                m.git, aa_results_cell(c, 0, aa_results_col(c, "samples")),
+                aa_results_cell(c, 0, aa_results_col(c, "lo")), aa_results_cell(c, 0, aa_results_col(c, "hi")),
+                aa_results_cell(c, 0, aa_results_col(c, "seed")), aa_results_cell(c, 0, aa_results_col(c, "shift")),
+                strcmp(aa_results_cell(c, 0, aa_results_col(c, "exhaustive")), "1") == 0
+                    ? "; exhaustive columns in results.csv"
+                    : "");
   rp_meta_free(&m);
 }
 
@@ -35,10 +36,10 @@ static void table3_published(cli_sb_t *md) {
 
 /* From a table3 sweep folder (results.csv: label, spec, s_*) or an older table3.csv (construction, spec, s_*;
    provenance in its '#' line). */
-void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_csv_t *c) {
+void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const aa_results_t *c) {
   static const char *const cols[5] = {"s_min_ratio", "s_max_ratio", "s_max_rel_err", "s_mean_rel_err", "s_nan"};
-  int cl = xp_csv_col(c, "label") >= 0 ? xp_csv_col(c, "label") : xp_csv_col(c, "construction"),
-      cs = xp_csv_col(c, "spec");
+  int cl = aa_results_col(c, "label") >= 0 ? aa_results_col(c, "label") : aa_results_col(c, "construction"),
+      cs = aa_results_col(c, "spec");
   cli_sb_printf(md,
                 "## Packed BF16 exponential (shaped like Table 3 of the Blackwell FlashAttention paper, "
                 "REFERENCES.md [blackwell-fa] section 5.2)\n\n- results: `%s`\n",
@@ -48,12 +49,12 @@ void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_
   cli_sb_printf(md, "\n| construction | spec | sampled ratio min | max | max rel err | mean rel err | NaN |\n| --- | "
                     "--- | --- | --- | --- | --- | --- |\n");
   for (size_t r = 0; r < c->nrows; r++) {
-    if (strcmp(xp_csv_cell(c, r, cl), "published") == 0) continue;
-    cli_sb_printf(md, "| %s | `%s` |", xp_csv_cell(c, r, cl), xp_csv_cell(c, r, cs));
+    if (strcmp(aa_results_cell(c, r, cl), "published") == 0) continue;
+    cli_sb_printf(md, "| %s | `%s` |", aa_results_cell(c, r, cl), aa_results_cell(c, r, cs));
     for (int k = 0; k < 5; k++) {
-      double v = xp_csv_num(xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+      double v = aa_results_num(aa_results_cell(c, r, aa_results_col(c, cols[k])));
       if (k == 4 || isnan(v))
-        cli_sb_printf(md, " %s |", xp_csv_cell(c, r, xp_csv_col(c, cols[k])));
+        cli_sb_printf(md, " %s |", aa_results_cell(c, r, aa_results_col(c, cols[k])));
       else
         cli_sb_printf(md, k < 2 ? " %.4f |" : " %.3e |", v);
     }
@@ -64,7 +65,9 @@ void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_
 
 void rp_render_expratio(cli_sb_t *md, rp_plotter_t *pl, const char *path) {
   cli_sb_t vars = {0};
-  char *text = xp_slurp(path, NULL), *nl;
+  char *text = NULL, *nl;
+  size_t tlen;
+  if (aa_file_read(&text, &tlen, path, NULL) != AA_OK) text = NULL;
   rp_gp_str(&vars, "file", path);
   /* the footer: the curve file's first line (version, git hash, what the columns are) and its path */
   if (text != NULL && text[0] == '#') {

@@ -36,7 +36,7 @@ enum { K_TABLE4, K_NANMAP, K_TABLE3, K_OTHER };
 typedef struct {
   int kind;
   char *dir, tag[128], path[4300], xname[64];
-  xp_csv_t csv;
+  aa_results_t csv;
   rp_t4_t grid;
 } item_t;
 
@@ -58,7 +58,7 @@ static int result_dirs(rp_strs_t *dirs, const char *in) {
   rp_strs_t sub = {0};
   DIR *d = opendir(in);
   struct dirent *e;
-  snprintf(path, sizeof path, "%s/results.csv", in);
+  snprintf(path, sizeof path, "%s/" AA_SWEEP_RESULTS_CSV, in);
   if (is_file(path)) rp_strs_add(dirs, in);
   while (d && (e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
@@ -75,12 +75,12 @@ static int result_dirs(rp_strs_t *dirs, const char *in) {
   return dirs->oom || sub.oom ? -1 : 0;
 }
 
-static int classify(const xp_csv_t *c, const char *xname) {
-  if (xp_csv_col(c, "s_min_ratio") >= 0) return K_TABLE3;
+static int classify(const aa_results_t *c, const char *xname) {
+  if (aa_results_col(c, "s_min_ratio") >= 0) return K_TABLE3;
   if (xname[0] && strcmp(xname, "table4") && strcmp(xname, "nanmap") && strcmp(xname, "smoke")) return K_OTHER;
-  if (xp_csv_col(c, "log2_sigma") >= 0 && xp_csv_col(c, "recipe") >= 0) return K_NANMAP;
-  if (xp_csv_col(c, "n") >= 0 && xp_csv_col(c, "mask") >= 0 && xp_csv_col(c, "recipe") >= 0 &&
-      xp_csv_col(c, "tensor") >= 0)
+  if (aa_results_col(c, "log2_sigma") >= 0 && aa_results_col(c, "recipe") >= 0) return K_NANMAP;
+  if (aa_results_col(c, "n") >= 0 && aa_results_col(c, "mask") >= 0 && aa_results_col(c, "recipe") >= 0 &&
+      aa_results_col(c, "tensor") >= 0)
     return K_TABLE4;
   return K_OTHER;
 }
@@ -97,8 +97,8 @@ static int load_item(item_t *it, const char *cmd, const char *in, char *dir) {
   snprintf(it->tag, sizeof it->tag, "%s", tag);
   for (char *p = it->tag; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-')) *p = '_';
-  snprintf(it->path, sizeof it->path, "%s/results.csv", dir);
-  if (xp_csv_read(&it->csv, it->path) != 0) {
+  snprintf(it->path, sizeof it->path, "%s/" AA_SWEEP_RESULTS_CSV, dir);
+  if (aa_results_read(&it->csv, it->path, NULL) != 0) {
     cli_error(cmd, "%s: cannot read", it->path);
     return -1;
   }
@@ -114,7 +114,7 @@ static int load_item(item_t *it, const char *cmd, const char *in, char *dir) {
 }
 
 static void free_item(item_t *it) {
-  xp_csv_free(&it->csv);
+  aa_results_free(&it->csv);
   if (it->kind == K_TABLE4) rp_t4_free(&it->grid);
 }
 
@@ -170,11 +170,11 @@ static void sections(cli_sb_t *md, rp_plotter_t *pl, const item_t *items, size_t
 /* An older IN/table3.csv (without a table3 sweep folder) and IN/expratio.csv. */
 static void loose_files(cli_sb_t *md, rp_plotter_t *pl, const char *in, int have_t3sweep) {
   char path[4300];
-  xp_csv_t c;
+  aa_results_t c;
   snprintf(path, sizeof path, "%s/table3.csv", in);
-  if (!have_t3sweep && is_file(path) && xp_csv_read(&c, path) == 0) {
+  if (!have_t3sweep && is_file(path) && aa_results_read(&c, path, NULL) == 0) {
     rp_render_table3(md, path, NULL, &c);
-    xp_csv_free(&c);
+    aa_results_free(&c);
   }
   snprintf(path, sizeof path, "%s/expratio.csv", in);
   if (is_file(path)) rp_render_expratio(md, pl, path);

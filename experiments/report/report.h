@@ -61,7 +61,7 @@ typedef struct {
   int caption_lines;
   char seeds[256];
 } rp_prov_t;
-void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const xp_csv_t *c);
+void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_results_t *c);
 void rp_prov_md(cli_sb_t *md, const rp_prov_t *pv, const char *dir);
 
 /* ---- published figures (published.c): the one table of numbers taken from papers ---- */
@@ -111,7 +111,7 @@ typedef struct {
   int ref; /* the naive same-precision reference (fa rule), -1 when the sweep has none */
   int oom;
 } rp_t4_t;
-int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const xp_csv_t *c); /* 0, or -1 out of memory */
+int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const aa_results_t *c); /* 0, or -1 out of memory */
 void rp_t4_free(rp_t4_t *g);
 rp_cell_t *rp_t4_cell(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti);
 double rp_t4_mean(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti);            /* NaN when no rows */
@@ -134,14 +134,14 @@ int rp_write_file(const char *dir, const char *name, const cli_sb_t *sb);
 /* The summary (render_summary.c), first in the report: which recipes fail which rule where, and ours beside
    the published numbers; one block per table4 grid, nanmap sweep and table3 sweep. */
 void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g);
-void rp_summary_nanmap(cli_sb_t *md, const char *tag, const xp_csv_t *c);
-void rp_summary_table3(cli_sb_t *md, const char *tag, const xp_csv_t *c);
+void rp_summary_nanmap(cli_sb_t *md, const char *tag, const aa_results_t *c);
+void rp_summary_table3(cli_sb_t *md, const char *tag, const aa_results_t *c);
 void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
 void rp_render_table4_plots(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
 /* Ours beside the published values for one recipe (the TLX row: recipe tlx; FA4: fa2), with its reading. */
 void rp_render_published(cli_sb_t *md, const rp_t4_t *g, const char *recipe);
-void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const xp_csv_t *c);
-void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const xp_csv_t *c);
+void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c);
+void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const aa_results_t *c);
 void rp_render_expratio(cli_sb_t *md, rp_plotter_t *pl, const char *path);
 
 #endif

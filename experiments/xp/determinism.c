@@ -241,21 +241,26 @@ typedef struct {
 } det_summary_t;
 
 static int det_summarise(det_summary_t *S, const det_t *cx, const char *path, aa_error_t *err) {
-  xp_csv_t c;
+  aa_results_t c;
   double sum_mean = 0, sum_l2 = 0;
   memset(S, 0, sizeof *S);
   S->numel = cx->heads * cx->n * cx->d;
   S->kind = aa_reduce_kind_name(cx->rec.bwd_dq_reduce.kind);
   S->uf = cli_fmt_name(ulp_fmt_of(cx->rec.io_fmt));
-  if (xp_csv_read(&c, path) != 0 || c.nrows == 0) return aa_error_set(err, AA_EIO, "cannot read %s", path);
-  int ch = xp_csv_col(&c, "dq_hash");
+  int rc = aa_results_read(&c, path, err);
+  if (rc != AA_OK) return rc;
+  if (c.nrows == 0) {
+    aa_results_free(&c);
+    return aa_error_set(err, AA_EIO, "%s: no rows", path);
+  }
+  int ch = aa_results_col(&c, "dq_hash");
   S->runs = c.nrows;
   for (size_t r = 0; r < S->runs; r++) {
     size_t k = 0;
-    while (k < r && strcmp(xp_csv_cell(&c, k, ch), xp_csv_cell(&c, r, ch)) != 0)
+    while (k < r && strcmp(aa_results_cell(&c, k, ch), aa_results_cell(&c, r, ch)) != 0)
       k++;
     if (k == r) S->npat++;
-#define NUM(name) xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, name)))
+#define NUM(name) aa_results_value(&c, r, name)
     if ((size_t)NUM("diff_elements") > S->differ) S->differ = (size_t)NUM("diff_elements");
     S->max_spread = fmax(S->max_spread, NUM("diff_max_ulp"));
     S->mean_spread = fmax(S->mean_spread, NUM("diff_mean_ulp"));
@@ -270,7 +275,7 @@ static int det_summarise(det_summary_t *S, const det_t *cx, const char *path, aa
     S->t_em += NUM("seconds_emul");
 #undef NUM
   }
-  xp_csv_free(&c);
+  aa_results_free(&c);
   S->mean_err = sum_mean / (double)S->runs;
   S->l2_err = sum_l2 / (double)S->runs;
   return AA_OK;
@@ -354,7 +359,7 @@ static int det_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   det_summary_t S;
   char path[4096];
   int rc;
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  snprintf(path, sizeof path, "%s/" AA_SWEEP_RESULTS_CSV, o->out_dir);
   if ((rc = det_summarise(&S, cx, path, err)) != AA_OK) return rc;
   if (cx->json) return det_print_json(&S, cx, path, err);
   det_print_text(&S, cx);

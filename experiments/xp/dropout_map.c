@@ -228,21 +228,20 @@ static int dm_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_erro
 
 /* A short table on stdout: where the redraw mismatches and what it costs. */
 static int dm_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
-  xp_csv_t c;
-  char path[4096];
+  aa_results_t c;
+  int rc;
   (void)ctx;
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
-  if (xp_csv_read(&c, path) != 0) return aa_error_set(err, AA_EIO, "cannot read %s", path);
-  int cs = xp_csv_col(&c, "setting"), cp = xp_csv_col(&c, "p"), cn = xp_csv_col(&c, "n"),
-      cm = xp_csv_col(&c, "mismatch_fraction"), cq = xp_csv_col(&c, "rel_l2_dq"),
-      cc = xp_csv_col(&c, "consistent_rel_l2_dq");
+  if ((rc = aa_sweep_results_open(&c, o->out_dir, err)) != AA_OK) return rc;
+  int cs = aa_results_col(&c, "setting"), cp = aa_results_col(&c, "p"), cn = aa_results_col(&c, "n"),
+      cm = aa_results_col(&c, "mismatch_fraction"), cq = aa_results_col(&c, "rel_l2_dq"),
+      cc = aa_results_col(&c, "consistent_rel_l2_dq");
   printf("%-16s %-6s %-6s %-12s %-12s %-12s\n", "setting", "p", "n", "mismatch", "rel_l2 dq", "consistent");
   for (size_t r = 0; r < c.nrows; r++)
-    printf("%-16s %-6s %-6s %-12.4g %-12.4g %-12.4g\n", xp_csv_cell(&c, r, cs), xp_csv_cell(&c, r, cp),
-           xp_csv_cell(&c, r, cn), xp_csv_num(xp_csv_cell(&c, r, cm)), xp_csv_num(xp_csv_cell(&c, r, cq)),
-           xp_csv_num(xp_csv_cell(&c, r, cc)));
+    printf("%-16s %-6s %-6s %-12.4g %-12.4g %-12.4g\n", aa_results_cell(&c, r, cs), aa_results_cell(&c, r, cp),
+           aa_results_cell(&c, r, cn), aa_results_num(aa_results_cell(&c, r, cm)),
+           aa_results_num(aa_results_cell(&c, r, cq)), aa_results_num(aa_results_cell(&c, r, cc)));
   printf("attnacc %s (git %s)\n", AA_VERSION, AA_GIT_HASH);
-  xp_csv_free(&c);
+  aa_results_free(&c);
   return AA_OK;
 }
 

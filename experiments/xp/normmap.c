@@ -273,39 +273,40 @@ typedef struct {
 } row_t;
 
 static row_t *read_rows(const char *path, size_t *count) {
-  xp_csv_t c;
+  aa_results_t c;
   row_t *rs;
-  if (xp_csv_read(&c, path) != 0) return NULL;
-  int c_mask = xp_csv_col(&c, "mask"), c_n = xp_csv_col(&c, "n"), c_d = xp_csv_col(&c, "d"),
-      c_sig = xp_csv_col(&c, "sigma"), c_seed = xp_csv_col(&c, "seed"), c_rec = xp_csv_col(&c, "recipe"),
-      c_ten = xp_csv_col(&c, "tensor"), c_rel = xp_csv_col(&c, "rel_l2"), c_lmax = xp_csv_col(&c, "lse2_max"),
-      c_lmin = xp_csv_col(&c, "lse2_min"), c_t = xp_csv_col(&c, "fwd_tiles"), c_fl = xp_csv_col(&c, "tiles_flagged"),
-      c_rr = xp_csv_col(&c, "rows_recovered"), c_nf = xp_csv_col(&c, "nonfinite");
+  if (aa_results_read(&c, path, NULL) != 0) return NULL;
+  int c_mask = aa_results_col(&c, "mask"), c_n = aa_results_col(&c, "n"), c_d = aa_results_col(&c, "d"),
+      c_sig = aa_results_col(&c, "sigma"), c_seed = aa_results_col(&c, "seed"), c_rec = aa_results_col(&c, "recipe"),
+      c_ten = aa_results_col(&c, "tensor"), c_rel = aa_results_col(&c, "rel_l2"),
+      c_lmax = aa_results_col(&c, "lse2_max"), c_lmin = aa_results_col(&c, "lse2_min"),
+      c_t = aa_results_col(&c, "fwd_tiles"), c_fl = aa_results_col(&c, "tiles_flagged"),
+      c_rr = aa_results_col(&c, "rows_recovered"), c_nf = aa_results_col(&c, "nonfinite");
   if (c_mask < 0 || c_n < 0 || c_d < 0 || c_sig < 0 || c_seed < 0 || c_rec < 0 || c_ten < 0 || c_rel < 0 ||
       c_lmax < 0 || c_lmin < 0 || c_t < 0 || c_fl < 0 || c_rr < 0 || c_nf < 0 ||
       (rs = calloc(c.nrows ? c.nrows : 1, sizeof *rs)) == NULL) {
-    xp_csv_free(&c);
+    aa_results_free(&c);
     return NULL;
   }
   for (size_t i = 0; i < c.nrows; i++) {
     row_t *r = &rs[i];
-    snprintf(r->mask, sizeof r->mask, "%s", xp_csv_cell(&c, i, c_mask));
-    snprintf(r->recipe, sizeof r->recipe, "%s", xp_csv_cell(&c, i, c_rec));
-    snprintf(r->tensor, sizeof r->tensor, "%s", xp_csv_cell(&c, i, c_ten));
-    r->n = atol(xp_csv_cell(&c, i, c_n));
-    r->d = atol(xp_csv_cell(&c, i, c_d));
-    r->seed = atol(xp_csv_cell(&c, i, c_seed));
-    r->sigma = xp_csv_num(xp_csv_cell(&c, i, c_sig));
-    r->rel_l2 = xp_csv_num(xp_csv_cell(&c, i, c_rel));
-    r->lmax = xp_csv_num(xp_csv_cell(&c, i, c_lmax));
-    r->lmin = xp_csv_num(xp_csv_cell(&c, i, c_lmin));
-    r->tiles = atol(xp_csv_cell(&c, i, c_t));
-    r->flagged = atol(xp_csv_cell(&c, i, c_fl));
-    r->recovered = atol(xp_csv_cell(&c, i, c_rr));
-    r->nonfinite = atol(xp_csv_cell(&c, i, c_nf));
+    snprintf(r->mask, sizeof r->mask, "%s", aa_results_cell(&c, i, c_mask));
+    snprintf(r->recipe, sizeof r->recipe, "%s", aa_results_cell(&c, i, c_rec));
+    snprintf(r->tensor, sizeof r->tensor, "%s", aa_results_cell(&c, i, c_ten));
+    r->n = atol(aa_results_cell(&c, i, c_n));
+    r->d = atol(aa_results_cell(&c, i, c_d));
+    r->seed = atol(aa_results_cell(&c, i, c_seed));
+    r->sigma = aa_results_num(aa_results_cell(&c, i, c_sig));
+    r->rel_l2 = aa_results_num(aa_results_cell(&c, i, c_rel));
+    r->lmax = aa_results_num(aa_results_cell(&c, i, c_lmax));
+    r->lmin = aa_results_num(aa_results_cell(&c, i, c_lmin));
+    r->tiles = atol(aa_results_cell(&c, i, c_t));
+    r->flagged = atol(aa_results_cell(&c, i, c_fl));
+    r->recovered = atol(aa_results_cell(&c, i, c_rr));
+    r->nonfinite = atol(aa_results_cell(&c, i, c_nf));
   }
   *count = c.nrows;
-  xp_csv_free(&c);
+  aa_results_free(&c);
   return rs;
 }
 
@@ -620,7 +621,7 @@ static int normmap_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   char path[4096];
   size_t nr = 0;
   row_t *rs;
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
+  snprintf(path, sizeof path, "%s/" AA_SWEEP_RESULTS_CSV, o->out_dir);
   if ((rs = read_rows(path, &nr)) == NULL) return aa_error_set(err, AA_EIO, "cannot read %s for the summary", path);
   for (size_t i = 0; i < cx->ndense; i++)
     if (cx->dense[i].r.fwd_softmax == AA_SOFTMAX_FIXED_SHIFT) {

@@ -428,20 +428,19 @@ static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
    (the rows of the first recipe's o), the emulation's once per cell and
    recipe (the o rows), summed over the cells of the folder. */
 int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
-  char path[4096];
-  xp_csv_t c;
+  aa_results_t c;
   double orc = 0, emul[XP_MAX_RECIPES] = {0}, total = 0;
   size_t cells = 0;
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
-  if (xp_csv_read(&c, path) != 0) return aa_error_set(err, AA_EIO, "cannot read %s for the time summary", path);
-  int c_rec = xp_csv_col(&c, "recipe"), c_t = xp_csv_col(&c, "tensor"), c_so = xp_csv_col(&c, "seconds_oracle"),
-      c_se = xp_csv_col(&c, "seconds_emul");
+  int rc;
+  if ((rc = aa_sweep_results_open(&c, o->out_dir, err)) != AA_OK) return rc;
+  int c_rec = aa_results_col(&c, "recipe"), c_t = aa_results_col(&c, "tensor"),
+      c_so = aa_results_col(&c, "seconds_oracle"), c_se = aa_results_col(&c, "seconds_emul");
   for (size_t r = 0; c_rec >= 0 && c_t >= 0 && c_so >= 0 && c_se >= 0 && r < c.nrows; r++) {
-    if (strcmp(xp_csv_cell(&c, r, c_t), "o") != 0) continue;
-    const char *name = xp_csv_cell(&c, r, c_rec);
+    if (strcmp(aa_results_cell(&c, r, c_t), "o") != 0) continue;
+    const char *name = aa_results_cell(&c, r, c_rec);
     for (size_t k = 0; k < ctx->nrecipes; k++)
       if (strcmp(name, ctx->recipe[k].name) == 0) {
-        double se = xp_csv_num(xp_csv_cell(&c, r, c_se)), so = xp_csv_num(xp_csv_cell(&c, r, c_so));
+        double se = aa_results_num(aa_results_cell(&c, r, c_se)), so = aa_results_num(aa_results_cell(&c, r, c_so));
         if (isfinite(se)) emul[k] += se;
         if (k == 0 && isfinite(so)) {
           orc += so;
@@ -450,7 +449,7 @@ int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
         break;
       }
   }
-  xp_csv_free(&c);
+  aa_results_free(&c);
   for (size_t k = 0; k < ctx->nrecipes; k++)
     total += emul[k];
   FILE *f = ctx->stdout_owned ? stderr : stdout;

@@ -295,13 +295,12 @@ static int t3_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_erro
 /* The Markdown table of the folder's results.csv, with the published row. */
 static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   const t3_t *cx = ctx->priv;
-  xp_csv_t c;
-  char path[4096];
+  aa_results_t c;
   double ts = 0, tx = 0;
   uint64_t xin = 0;
-  snprintf(path, sizeof path, "%s/results.csv", o->out_dir);
-  if (xp_csv_read(&c, path) != 0) return aa_error_set(err, AA_EIO, "cannot read %s", path);
-  int cl = xp_csv_col(&c, "label"), cso = xp_csv_col(&c, "search_objective");
+  int rc;
+  if ((rc = aa_sweep_results_open(&c, o->out_dir, err)) != AA_OK) return rc;
+  int cl = aa_results_col(&c, "label"), cso = aa_results_col(&c, "search_objective");
   const char *names[] = {"s_min_ratio", "s_max_ratio", "s_max_rel_err", "s_mean_rel_err", "s_nan",
                          "x_min_ratio", "x_max_ratio", "x_max_rel_err", "x_mean_rel_err", "x_nan"};
   printf(
@@ -313,32 +312,32 @@ static int t3_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
          "exhaustive mean rel err | exhaustive NaN |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (size_t r = 0; r < c.nrows; r++) {
-    printf("| %s |", xp_csv_cell(&c, r, cl));
+    printf("| %s |", aa_results_cell(&c, r, cl));
     for (int k = 0; k < 10; k++) {
-      const char *v = xp_csv_cell(&c, r, xp_csv_col(&c, names[k]));
+      const char *v = aa_results_cell(&c, r, aa_results_col(&c, names[k]));
       if (*v == '\0')
         printf(" - |");
       else if (k % 5 == 4)
         printf(" %s |", v);
       else
-        printf(k % 5 < 2 ? " %.4f |" : " %.3e |", xp_csv_num(v));
+        printf(k % 5 < 2 ? " %.4f |" : " %.3e |", aa_results_num(v));
     }
     printf("\n");
-    ts += xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, "seconds_sampled")));
-    tx += xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, "seconds_exhaustive")));
-    if (*xp_csv_cell(&c, r, xp_csv_col(&c, "x_inputs")))
-      xin = strtoull(xp_csv_cell(&c, r, xp_csv_col(&c, "x_inputs")), NULL, 10);
+    ts += aa_results_value(&c, r, "seconds_sampled");
+    tx += aa_results_value(&c, r, "seconds_exhaustive");
+    if (*aa_results_cell(&c, r, aa_results_col(&c, "x_inputs")))
+      xin = strtoull(aa_results_cell(&c, r, aa_results_col(&c, "x_inputs")), NULL, 10);
   }
   printf("| published ([blackwell-fa] Table 3) | 1.0440 | 1.0687 | 6.93e-02 | 5.85e-02 | - | - | - | - | - | - |\n");
   for (size_t r = 0; r < c.nrows; r++)
-    if (*xp_csv_cell(&c, r, cso))
+    if (*aa_results_cell(&c, r, cso))
       printf("\nquadratic-bf16 search: %s; on %zu search samples ratio [%.4f, %.4f], largest end-point distance to "
              "[1.0440, 1.0687] = %.2e\n",
-             xp_csv_cell(&c, r, xp_csv_col(&c, "spec")), cx->nsearch,
-             xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, "search_min_ratio"))),
-             xp_csv_num(xp_csv_cell(&c, r, xp_csv_col(&c, "search_max_ratio"))), xp_csv_num(xp_csv_cell(&c, r, cso)));
+             aa_results_cell(&c, r, aa_results_col(&c, "spec")), cx->nsearch,
+             aa_results_value(&c, r, "search_min_ratio"), aa_results_value(&c, r, "search_max_ratio"),
+             aa_results_num(aa_results_cell(&c, r, cso)));
   printf("timing: sampled maps %.1f s, exhaustive maps %.1f s (%llu inputs each)\n", ts, tx, (unsigned long long)xin);
-  xp_csv_free(&c);
+  aa_results_free(&c);
   return AA_OK;
 }
 

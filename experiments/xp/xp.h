@@ -175,24 +175,7 @@ int xp_axis_fixed_str(aa_sweep_t *sw, const char *name, const char *v, aa_error_
 /* Declare columns in order; names ending in '@' are timing columns (the '@' is dropped). */
 int xp_columns(aa_sweep_t *sw, const char *const *names, size_t n, aa_error_t *err);
 
-/* ---- results.csv reader (RFC 4180 quoting; '#' lines before the header are comments) ---- */
-typedef struct {
-  char **f;
-  size_t nf;
-} xp_csv_row_t;
-typedef struct {
-  char **hdr;
-  size_t ncol;
-  xp_csv_row_t *rows;
-  size_t nrows, cap;
-  char comment[1024]; /* the first '#' line, if any */
-} xp_csv_t;
-int xp_csv_read(xp_csv_t *c, const char *path); /* 0, or -1 when unreadable */
-void xp_csv_free(xp_csv_t *c);
-int xp_csv_col(const xp_csv_t *c, const char *name);           /* index, or -1 */
-const char *xp_csv_cell(const xp_csv_t *c, size_t r, int col); /* "" when absent */
-double xp_csv_num(const char *s);                              /* NaN when empty or not a number */
-char *xp_slurp(const char *path, size_t *len);                 /* whole file, NUL-terminated; NULL on failure */
+/* results.csv is read back with the library's reader (aa_results_*, aa_sweep_results_open in lib/sweep.h). */
 
 /* The experiments (one file each; smoke, the tests' tiny grid, in xp/registry.c). */
 extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,

@@ -8,8 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attnacc.h"
-
 /* A string (NULL: null). Text that is not valid UTF-8 (a path or recipe
    name given as raw bytes) has each byte that does not start a valid
    sequence replaced by U+FFFD, so the document stays valid JSON; quotes,

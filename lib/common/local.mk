@@ -28,9 +28,8 @@ aa-dist-githash:
 
 check_PROGRAMS += tests/tcommon
 TESTS += tests/tcommon
-# The CSV writer is checked against the command's reader, a second implementation.
-tests_tcommon_SOURCES = tests/tcommon.c experiments/cli/csv_read.c
-tests_tcommon_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/experiments
+# The CSV writer (lib/common) is checked against the results reader (lib/sweep/folder.c), a second implementation.
+tests_tcommon_SOURCES = tests/tcommon.c
 check_PROGRAMS += tests/tcommon_file
 TESTS += tests/tcommon_file
 tests_tcommon_file_LDADD = $(LDADD) -lpthread

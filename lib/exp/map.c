@@ -263,30 +263,97 @@ static void merge(aa_exp_map_t *o, merge_t *g, const part_t *p) {
   if (p->ref_max > o->ref_observed_max_relerr) o->ref_observed_max_relerr = p->ref_max;
 }
 
-static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t *src, uint64_t n,
-                   const aa_exp_map_opts_t *opts, aa_error_t *err) {
-  if (out == NULL || e == NULL || ne < 1) return aa_error_set(err, AA_EINVAL, "aa_exp_map: bad arguments");
-  if (n == 0) return aa_error_set(err, AA_EINVAL, "aa_exp_map: no inputs");
-  aa_exp_map_opts_t def = {0, 4096, 0, 0.0f};
-  if (opts == NULL) opts = &def;
-  uint64_t stride = opts->ref_check > 0 ? (n + (uint64_t)opts->ref_check - 1) / (uint64_t)opts->ref_check : 0;
-  int *bf16 = calloc((size_t)ne, sizeof *bf16);
-  merge_t *g = calloc((size_t)ne, sizeof *g);
-  int nthreads = 1;
-#ifdef _OPENMP
-  nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-#endif
-  uint64_t nblk = (n + BLK - 1) / BLK;
-  /* large superblocks: few barriers, so a thread descheduled on a shared
-     machine costs little spin-waiting in the others */
-  uint64_t sb = (uint64_t)nthreads * 256;
-  part_t *parts = malloc(sizeof(part_t) * (size_t)sb * (size_t)ne);
-  if (bf16 == NULL || g == NULL || parts == NULL) {
-    free(bf16);
-    free(g);
-    free(parts);
-    return aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
+/* One thread's scratch for a block of BLK inputs. */
+typedef struct {
+  float *x, *o, *xin; /* the inputs, a construction's outputs, the inputs less the shift */
+  double *ref, *ratio;
+  uint16_t *o16;
+  uint8_t *cls;
+} scratch_t;
+
+static int scratch_alloc(scratch_t *w) {
+  w->x = malloc(sizeof(float) * BLK * 3);
+  w->ref = malloc(sizeof(double) * BLK);
+  w->o16 = malloc(sizeof(uint16_t) * BLK);
+  w->ratio = malloc(sizeof(double) * BLK * 2);
+  w->cls = malloc(BLK * 2);
+  w->o = w->x != NULL ? w->x + BLK : NULL;
+  w->xin = w->x != NULL ? w->x + 2 * BLK : NULL;
+  return w->x != NULL && w->ref != NULL && w->o16 != NULL && w->ratio != NULL && w->cls != NULL;
+}
+
+static void scratch_free(scratch_t *w) {
+  free(w->x);
+  free(w->ref);
+  free(w->o16);
+  free(w->ratio);
+  free(w->cls);
+}
+
+/* The m inputs from `base` and their exact exp2 (the kernel subtracts the
+   shift in FP32; the reference does not round). */
+static void block_inputs(scratch_t *w, const source_t *src, uint64_t base, size_t m, float sh) {
+  if (src->arr != NULL)
+    memcpy(w->x, src->arr + base, sizeof(float) * m);
+  else
+    for (size_t i = 0; i < m; i++)
+      w->x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
+  if (sh != 0.0f) {
+    for (size_t i = 0; i < m; i++)
+      w->xin[i] = w->x[i] - sh;
+    for (size_t i = 0; i < m; i++)
+      w->ref[i] = exp2((double)w->x[i] - (double)sh);
+  } else {
+    memcpy(w->xin, w->x, sizeof(float) * m);
+    for (size_t i = 0; i < m; i++)
+      w->ref[i] = ref_of(w->x[i]);
   }
+}
+
+/* Construction e's outputs of the block into w->o (and w->o16 when it rounds to BF16). */
+static void block_outputs(scratch_t *w, const aa_exp_t *e, int bf16, size_t m, float sh) {
+  if (e->kind == AA_EXP_EXACT && e->order == AA_EXP_ORDER_FP32 && sh == 0.0f) {
+    /* `exact` from the reference already computed (same function as aa_exp_eval) */
+    for (size_t i = 0; i < m; i++)
+      w->o[i] = aa_exp2_cr_f32_ref(w->x[i], w->ref[i]);
+    if (bf16) {
+      for (size_t i = 0; i < m; i++)
+        w->o16[i] = aa_exp_cvt16(w->o[i], e->cvt);
+      aa_exp_widen_bf16(w->o, w->o16, m);
+    }
+  } else if (bf16) {
+    aa_exp_eval_bf16_batch(w->o16, w->xin, m, e);
+    aa_exp_widen_bf16(w->o, w->o16, m);
+  } else {
+    aa_exp_eval_batch(w->o, w->xin, m, e);
+  }
+}
+
+/* Block `blk` of the inputs through every construction, into parts[bi * ne + c]. */
+static void map_block(part_t *parts, scratch_t *w, const aa_exp_t *e, int ne, const int *bf16, const source_t *src,
+                      uint64_t n, uint64_t blk, uint64_t stride, float sh) {
+  uint64_t base = blk * BLK, checked = 0;
+  size_t m = (size_t)(n - base < BLK ? n - base : BLK);
+  double rmax = 0;
+  block_inputs(w, src, base, m, sh);
+  if (stride) /* the reference itself against MPFR, every stride-th input */
+    for (uint64_t idx = (base + stride - 1) / stride * stride; idx < base + m; idx += stride) {
+      double re = ref_error(w->xin[idx - base], exp2((double)w->xin[idx - base]));
+      checked++;
+      if (re > rmax) rmax = re;
+    }
+  for (int c = 0; c < ne; c++) {
+    part_t *p = &parts[c];
+    block_outputs(w, &e[c], bf16[c], m, sh);
+    block_stats(p, w->x, w->ref, w->o, w->o16, m, base, bf16[c], sh != 0.0f, w->cls, w->cls + BLK, w->ratio,
+                w->ratio + BLK);
+    p->ref_checked = checked;
+    p->ref_max = rmax;
+  }
+}
+
+static void map_init(aa_exp_map_t *out, int *bf16, const aa_exp_t *e, int ne, uint64_t n,
+                     const aa_exp_map_opts_t *opts) {
   for (int c = 0; c < ne; c++) {
     const aa_exp_info_t *in = aa_exp_info(e[c].kind);
     bf16[c] = opts->out_bf16 || (in != NULL && in->bf16_native);
@@ -296,114 +363,74 @@ static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t 
     out[c].max_ratio = -INFINITY;
     out[c].max_rel_err = -1;
   }
-  int ok = 1;
-  for (uint64_t b0 = 0; b0 < nblk; b0 += sb) {
+}
+
+/* The means, and the arg-extremes and ranges as inputs rather than indices. */
+static void map_finish(aa_exp_map_t *o, const merge_t *g, const source_t *src) {
+  o->mean_rel_err = o->valid ? o->sum_rel_err / (double)o->valid : NAN;
+  if (!o->valid) {
+    o->min_ratio = o->max_ratio = o->max_rel_err = NAN;
+  } else {
+    o->argmin_ratio = src_x(src, g->argmin);
+    o->argmax_ratio = src_x(src, g->argmax);
+    o->argmax_rel_err = src_x(src, g->argrel);
+  }
+  for (int k = 0; k < AA_EXP_NCLS; k++)
+    for (int r = 0; r < o->nranges[k]; r++) {
+      o->ranges[k][r].lo = src_x(src, g->lo[k][r]);
+      o->ranges[k][r].hi = src_x(src, g->hi[k][r]);
+    }
+}
+
+static int map_run(aa_exp_map_t *out, const aa_exp_t *e, int ne, const source_t *src, uint64_t n,
+                   const aa_exp_map_opts_t *opts, aa_error_t *err) {
+  if (out == NULL || e == NULL || ne < 1) return aa_error_set(err, AA_EINVAL, "aa_exp_map: bad arguments");
+  if (n == 0) return aa_error_set(err, AA_EINVAL, "aa_exp_map: no inputs");
+  aa_exp_map_opts_t def = {0, 4096, 0, 0.0f};
+  if (opts == NULL) opts = &def;
+  uint64_t stride = opts->ref_check > 0 ? (n + (uint64_t)opts->ref_check - 1) / (uint64_t)opts->ref_check : 0;
+  int nthreads = 1;
+#ifdef _OPENMP
+  nthreads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+#endif
+  uint64_t nblk = (n + BLK - 1) / BLK;
+  /* large superblocks: few barriers, so a thread descheduled on a shared
+     machine costs little spin-waiting in the others */
+  uint64_t sb = (uint64_t)nthreads * 256;
+  int *bf16 = calloc((size_t)ne, sizeof *bf16);
+  merge_t *g = calloc((size_t)ne, sizeof *g);
+  part_t *parts = malloc(sizeof(part_t) * (size_t)sb * (size_t)ne);
+  int ok = bf16 != NULL && g != NULL && parts != NULL;
+  if (ok) map_init(out, bf16, e, ne, n, opts);
+  for (uint64_t b0 = 0; ok && b0 < nblk; b0 += sb) {
     uint64_t nb = nblk - b0 < sb ? nblk - b0 : sb;
 #pragma omp parallel num_threads(nthreads)
     {
-      float *x = malloc(sizeof(float) * BLK * 3);
-      double *ref = malloc(sizeof(double) * BLK);
-      uint16_t *o16 = malloc(sizeof(uint16_t) * BLK);
-      double *ratio = malloc(sizeof(double) * BLK * 2);
-      uint8_t *cls = malloc(BLK * 2);
-      int mine = x != NULL && ref != NULL && o16 != NULL && ratio != NULL && cls != NULL;
+      scratch_t w;
+      int mine = scratch_alloc(&w);
       if (!mine) {
 #pragma omp atomic write
         ok = 0;
       }
-      {
-        /* every thread reaches the worksharing loop, even one without buffers */
-        float *o = mine ? x + BLK : NULL, *xin = mine ? x + 2 * BLK : NULL;
-        const float sh = opts->shift;
+      /* every thread reaches the worksharing loop, even one without buffers */
 #pragma omp for schedule(dynamic, 1)
-        for (uint64_t bi = 0; bi < nb; bi++) {
-          if (!mine) continue;
-          uint64_t base = (b0 + bi) * BLK;
-          size_t m = (size_t)(n - base < BLK ? n - base : BLK);
-          if (src->arr != NULL)
-            memcpy(x, src->arr + base, sizeof(float) * m);
-          else
-            for (size_t i = 0; i < m; i++)
-              x[i] = aa_exp_unkey((uint32_t)(src->key_lo + base + i));
-          if (sh != 0.0f) {
-            /* the kernel subtracts the shift in FP32; the reference does not round */
-            for (size_t i = 0; i < m; i++)
-              xin[i] = x[i] - sh;
-            for (size_t i = 0; i < m; i++)
-              ref[i] = exp2((double)x[i] - (double)sh);
-          } else {
-            memcpy(xin, x, sizeof(float) * m);
-            for (size_t i = 0; i < m; i++)
-              ref[i] = ref_of(x[i]);
-          }
-          uint64_t checked = 0;
-          double rmax = 0;
-          if (stride) {
-            uint64_t first = (base + stride - 1) / stride * stride;
-            for (uint64_t idx = first; idx < base + m; idx += stride) {
-              double re = ref_error(xin[idx - base], exp2((double)xin[idx - base]));
-              checked++;
-              if (re > rmax) rmax = re;
-            }
-          }
-          for (int c = 0; c < ne; c++) {
-            if (e[c].kind == AA_EXP_EXACT && e[c].order == AA_EXP_ORDER_FP32 && sh == 0.0f) {
-              /* `exact` from the reference already computed (same function as aa_exp_eval) */
-              for (size_t i = 0; i < m; i++)
-                o[i] = aa_exp2_cr_f32_ref(x[i], ref[i]);
-              if (bf16[c]) {
-                for (size_t i = 0; i < m; i++)
-                  o16[i] = aa_exp_cvt16(o[i], e[c].cvt);
-                aa_exp_widen_bf16(o, o16, m);
-              }
-            } else if (bf16[c]) {
-              aa_exp_eval_bf16_batch(o16, xin, m, &e[c]);
-              aa_exp_widen_bf16(o, o16, m);
-            } else {
-              aa_exp_eval_batch(o, xin, m, &e[c]);
-            }
-            part_t *p = &parts[(size_t)bi * (size_t)ne + (size_t)c];
-            block_stats(p, x, ref, o, o16, m, base, bf16[c], sh != 0.0f, cls, cls + BLK, ratio, ratio + BLK);
-            p->ref_checked = checked;
-            p->ref_max = rmax;
-          }
-        }
-      }
-      free(x);
-      free(ref);
-      free(o16);
-      free(ratio);
-      free(cls);
+      for (uint64_t bi = 0; bi < nb; bi++)
+        if (mine) map_block(&parts[(size_t)bi * (size_t)ne], &w, e, ne, bf16, src, n, b0 + bi, stride, opts->shift);
+      scratch_free(&w);
       /* MPFR caches constants per thread (the reference's exp2); a pooled
          thread would otherwise keep them past the library call. */
       mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     }
-    if (!ok) break;
-    for (uint64_t bi = 0; bi < nb; bi++)
+    for (uint64_t bi = 0; ok && bi < nb; bi++)
       for (int c = 0; c < ne; c++)
         merge(&out[c], &g[c], &parts[(size_t)bi * (size_t)ne + (size_t)c]);
   }
-  for (int c = 0; c < ne && ok; c++) {
-    aa_exp_map_t *o = &out[c];
-    o->mean_rel_err = o->valid ? o->sum_rel_err / (double)o->valid : NAN;
-    if (!o->valid) {
-      o->min_ratio = o->max_ratio = o->max_rel_err = NAN;
-    } else {
-      o->argmin_ratio = src_x(src, g[c].argmin);
-      o->argmax_ratio = src_x(src, g[c].argmax);
-      o->argmax_rel_err = src_x(src, g[c].argrel);
-    }
-    for (int k = 0; k < AA_EXP_NCLS; k++)
-      for (int r = 0; r < o->nranges[k]; r++) {
-        o->ranges[k][r].lo = src_x(src, g[c].lo[k][r]);
-        o->ranges[k][r].hi = src_x(src, g[c].hi[k][r]);
-      }
-  }
+  for (int c = 0; c < ne && ok; c++)
+    map_finish(&out[c], &g[c], src);
   free(bf16);
   free(g);
   free(parts);
-  if (!ok) return aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
-  return AA_OK;
+  return ok ? AA_OK : aa_error_set(err, AA_ENOMEM, "aa_exp_map: out of memory");
 }
 
 int aa_exp_map_keys(aa_exp_map_t *out, const aa_exp_t *e, int ne, uint32_t key_lo, uint32_t key_hi,

@@ -37,7 +37,8 @@ static const char *const alibi_names[] = {"abs", "col", NULL};
 static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 
-#define F_(field) offsetof(aa_recipe_t, field)
+/* The field's offset and, for the check that a stored value fits it (tests/trecipe), its size. */
+#define F_(field) offsetof(aa_recipe_t, field), .size = sizeof(((aa_recipe_t *)0)->field)
 #define SIZE_MAX_KEY ((size_t)1 << 30)
 
 /* Order = order of aa_recipe_format output. The default column is the

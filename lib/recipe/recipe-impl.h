@@ -35,6 +35,7 @@ typedef struct aa_recipe_key {
   const char *key;
   aa_key_type_t type;
   size_t offset;            /* of the field in aa_recipe_t (0 for macros) */
+  size_t size;              /* of that field: an enum must be int-sized, as the table stores an int there */
   const char *const *names; /* AA_KEY_ENUM: the value names, index = stored value */
   size_t max;               /* AA_KEY_SIZE: largest value */
   const char *def;          /* default, as written (the value of a file without `base`: fa2's) */

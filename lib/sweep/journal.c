@@ -340,7 +340,7 @@ int aa__write_results(const char *dir, const aa_sweep_set_t *set, aa_error_t *er
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for results");
   /* The three files are one set: out of space (or any write failure)
      leaves none of them new, not a results.csv beside an old jsonl. */
-  const char *names[3] = {"results.csv", "results.canon.csv", "results.jsonl"};
+  const char *names[3] = {AA_SWEEP_RESULTS_CSV, AA_SWEEP_RESULTS_CANON, AA_SWEEP_RESULTS_JSONL};
   const aa_buf_t *bufs[3] = {&o.csv, &o.canon, &o.json};
   aa_fileset_t fs;
   aa_fileset_init(&fs);

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/sweep.h
 lib_libattnacc_core_la_SOURCES += lib/sweep/internal.h lib/sweep/hash.c lib/sweep/grid.c lib/sweep/rows.c \
-  lib/sweep/journal.c lib/sweep/lock.c lib/sweep/run.c lib/sweep/progress.c lib/sweep/ocache.c \
+  lib/sweep/journal.c lib/sweep/folder.c lib/sweep/lock.c lib/sweep/run.c lib/sweep/progress.c lib/sweep/ocache.c \
   lib/sweep/ocache_run.c
 
 check_PROGRAMS += tests/tsweep tests/tsweep_kill tests/tsweep_ocache

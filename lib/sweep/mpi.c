@@ -30,6 +30,7 @@ int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_
   aa_sweep_opts_t o = *opts;
   o.shard_index = (size_t)rank;
   o.shard_count = (size_t)size;
+  if (rank != 0) o.meta = NULL; /* one provenance file, from rank 0 */
   int st = aa_sweep_run(stats, sw, eval, ctx, &o, err);
   int worst = agree(st);
   if (worst != AA_OK) {
@@ -43,7 +44,7 @@ int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_
   if (rank != 0) {
     char *data = NULL;
     size_t len = 0;
-    snprintf(path, sizeof path, "%s/journal-%d-of-%d.txt", opts->out_dir, rank, size);
+    aa_sweep_journal_path(path, sizeof path, opts->out_dir, (size_t)rank, (size_t)size);
     uint64_t n = aa_file_read(&data, &len, path, err) == AA_OK ? (uint64_t)len : UINT64_MAX;
     MPI_Send(&n, 1, MPI_UINT64_T, 0, TAG_LEN, MPI_COMM_WORLD);
     for (size_t off = 0; n != UINT64_MAX && off < len; off += CHUNK) {
@@ -73,7 +74,7 @@ int aa_sweep_run_mpi(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_
         if (st == AA_OK) st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory for rank %d's journal", r);
         continue;
       }
-      snprintf(path, sizeof path, "%s/journal-%d-of-%d.txt", opts->out_dir, r, size);
+      aa_sweep_journal_path(path, sizeof path, opts->out_dir, (size_t)r, (size_t)size);
       /* On a shared folder the file is already there, byte for byte. */
       char *have = NULL;
       size_t hl = 0;

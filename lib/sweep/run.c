@@ -149,6 +149,20 @@ static int lock_journal(int *fd_out, const char *path, int create, aa_error_t *e
   return AA_OK;
 }
 
+/* The folder's provenance (meta.json), written once the run's cells succeeded. */
+static int write_meta(const char *dir, const aa_sweep_t *sw, const aa_sweep_meta_t *meta, aa_error_t *err) {
+  aa_fileset_t fs;
+  int st;
+  aa_fileset_init(&fs);
+  st = aa_sweep_meta_stage(&fs, dir, sw, meta, err);
+  if (st == AA_OK)
+    st = aa_fileset_commit(&fs, err);
+  else
+    aa_fileset_abort(&fs);
+  aa_fileset_free(&fs);
+  return st;
+}
+
 /* Cut a torn tail off the locked journal fd and write the header into a
    new or empty one (the caller closes fd, whatever happens). */
 static int prepare_journal(int fd, size_t *cut_bytes, size_t *cut_lines, const aa_sweep_t *sw, const char *path,
@@ -181,6 +195,76 @@ static int prepare_journal(int fd, size_t *cut_bytes, size_t *cut_lines, const a
   return st;
 }
 
+/* Mark the cells complete in any journal of the folder (run->have) and list
+   this shard's others, up to max_cells, in todo. Read before this shard's
+   journal is created, so that a run refused for the folder's contents
+   (another grid, finished cells without resume) creates nothing. */
+static int plan_cells(aa_run_t *run, size_t *todo, size_t ish, size_t nsh, aa_error_t *err) {
+  const aa_sweep_t *sw = run->sw;
+  const aa_sweep_opts_t *opts = run->opts;
+  aa_sweep_set_t set = {0};
+  int st;
+  if (!aa__parse_header(&set, sw->header, strlen(sw->header)))
+    return aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
+  st = aa__journal_load_dir(&set, opts->out_dir, err);
+  for (size_t r = 0; st == AA_OK && r < set.nrecs; r++) {
+    const aa_cell_t *c = &sw->cells[set.recs[r].index];
+    if (c->id.hi == set.recs[r].id.hi && c->id.lo == set.recs[r].id.lo) run->have[c->index] = 1;
+  }
+  aa__set_free(&set);
+  if (st != AA_OK) return st;
+  for (size_t i = ish; i < sw->ncells; i += nsh) {
+    run->prog.total++;
+    if (run->have[i])
+      run->prog.skipped++;
+    else if (opts->max_cells == 0 || run->ntodo < opts->max_cells)
+      todo[run->ntodo++] = i;
+  }
+  /* Without resume, finished cells of this shard mean a second run into a
+     used folder: refuse rather than mix two sweeps' timings silently. */
+  if (run->prog.skipped > 0 && !opts->resume)
+    return aa_error_set(err, AA_EINVAL, "%s: holds %zu finished cells of this shard; resume, or use a new folder",
+                        opts->out_dir, run->prog.skipped);
+  return AA_OK;
+}
+
+/* Run the todo list on `threads` workers (the calling thread is worker 0). */
+static int run_workers(aa_run_t *run, int threads, aa_error_t *err) {
+  pthread_t tid[1024];
+  int started = 0;
+  pthread_mutex_init(&run->lock, NULL);
+  if (threads > 1 && (size_t)threads > run->ntodo) threads = run->ntodo > 0 ? (int)run->ntodo : 1;
+  for (int t = 1; t < threads; t++) {
+    if (pthread_create(&tid[t], NULL, worker, run) != 0) break;
+    started++;
+  }
+  worker(run);
+  for (int t = 1; t <= started; t++)
+    pthread_join(tid[t], NULL);
+  pthread_mutex_destroy(&run->lock);
+  if (run->status != AA_OK && err != NULL) *err = run->err;
+  return run->status;
+}
+
+/* Write the results files once the folder holds the whole grid. */
+static int finish_results(aa_run_t *run, aa_error_t *err) {
+  const aa_sweep_t *sw = run->sw;
+  aa_sweep_set_t set = {0};
+  size_t nall = 0;
+  int st;
+  for (size_t i = 0; i < sw->ncells; i++)
+    nall += run->have[i];
+  if (nall < sw->ncells) return AA_OK;
+  if (!aa__parse_header(&set, sw->header, strlen(sw->header)))
+    return aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
+  st = aa__journal_load_dir(&set, run->opts->out_dir, err);
+  if (st == AA_OK) st = aa__set_finish(&set, err);
+  if (st == AA_OK) st = aa__write_results(run->opts->out_dir, &set, err);
+  if (st == AA_OK) run->prog.complete = 1;
+  aa__set_free(&set);
+  return st;
+}
+
 int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval_fn eval, void *ctx,
                  const aa_sweep_opts_t *opts, aa_error_t *err) {
   if (stats != NULL) *stats = (aa_sweep_progress_t){0};
@@ -196,47 +280,20 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   if (st) return st;
 
   char path[4096];
-  snprintf(path, sizeof path, "%s/journal-%zu-of-%zu.txt", opts->out_dir, ish, nsh);
+  aa_sweep_journal_path(path, sizeof path, opts->out_dir, ish, nsh);
   size_t cut_bytes = 0, cut_lines = 0;
-
-  /* Cells already complete in any journal of the folder, read before this
-     shard's journal is created: a run refused for the folder's contents
-     (another grid, finished cells without resume) creates nothing. */
   aa_run_t run = {.sw = sw, .eval = eval, .ctx = ctx, .opts = opts, .path = path};
-  aa_sweep_set_t set = {0};
-  size_t *todo = NULL;
+  size_t *todo = calloc(sw->ncells + 1, sizeof *todo);
   run.have = calloc(sw->ncells + 1, 1);
-  todo = calloc(sw->ncells + 1, sizeof *todo);
-  if (run.have == NULL || todo == NULL || !aa__parse_header(&set, sw->header, strlen(sw->header))) {
+  if (run.have == NULL || todo == NULL) {
     st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
     goto done;
   }
   /* A journal of this shard that exists is locked first, so that a busy
      folder says so before anything else. */
   if ((st = refuse_link(path, err)) != AA_OK || (st = lock_journal(&fd, path, 0, err)) != AA_OK ||
-      (st = aa__journal_load_dir(&set, opts->out_dir, err)) != AA_OK)
+      (st = plan_cells(&run, todo, ish, nsh, err)) != AA_OK)
     goto done;
-  for (size_t r = 0; r < set.nrecs; r++) {
-    const aa_cell_t *c = &sw->cells[set.recs[r].index];
-    if (c->id.hi == set.recs[r].id.hi && c->id.lo == set.recs[r].id.lo && !run.have[c->index]) {
-      run.have[c->index] = 1;
-    }
-  }
-  aa__set_free(&set);
-  for (size_t i = ish; i < sw->ncells; i += nsh) {
-    run.prog.total++;
-    if (run.have[i])
-      run.prog.skipped++;
-    else if (opts->max_cells == 0 || run.ntodo < opts->max_cells)
-      todo[run.ntodo++] = i;
-  }
-  /* Without resume, finished cells of this shard mean a second run into a
-     used folder: refuse rather than mix two sweeps' timings silently. */
-  if (run.prog.skipped > 0 && !opts->resume) {
-    st = aa_error_set(err, AA_EINVAL, "%s: holds %zu finished cells of this shard; resume, or use a new folder",
-                      opts->out_dir, run.prog.skipped);
-    goto done;
-  }
   if ((fd < 0 && (st = lock_journal(&fd, path, 1, err)) != AA_OK) ||
       (st = prepare_journal(fd, &cut_bytes, &cut_lines, sw, path, err)) != AA_OK) {
     run.prog = (aa_sweep_progress_t){0};
@@ -248,41 +305,10 @@ int aa_sweep_run(aa_sweep_progress_t *stats, const aa_sweep_t *sw, aa_sweep_eval
   run.prog.todo = run.ntodo;
   run.todo = todo;
   if (opts->progress != NULL) opts->progress(&run.prog, opts->progress_ctx);
-
-  pthread_mutex_init(&run.lock, NULL);
-  pthread_t tid[1024];
-  int started = 0;
-  if (threads > 1 && (size_t)threads > run.ntodo) threads = run.ntodo > 0 ? (int)run.ntodo : 1;
-  for (int t = 1; t < threads; t++) {
-    if (pthread_create(&tid[t], NULL, worker, &run) != 0) break;
-    started++;
-  }
-  worker(&run); /* the calling thread is worker 0 */
-  for (int t = 1; t <= started; t++)
-    pthread_join(tid[t], NULL);
-  pthread_mutex_destroy(&run.lock);
-  if (run.status != AA_OK) {
-    st = run.status;
-    if (err != NULL) *err = run.err;
-    goto done;
-  }
-
-  /* Write the results files once the folder holds the whole grid. */
-  size_t nall = 0;
-  for (size_t i = 0; i < sw->ncells; i++)
-    nall += run.have[i];
-  if (nall == sw->ncells) {
-    if (!aa__parse_header(&set, sw->header, strlen(sw->header))) {
-      st = aa_error_set(err, AA_ENOMEM, "sweep: out of memory");
-      goto done;
-    }
-    st = aa__journal_load_dir(&set, opts->out_dir, err);
-    if (st == AA_OK) st = aa__set_finish(&set, err);
-    if (st == AA_OK) st = aa__write_results(opts->out_dir, &set, err);
-    if (st == AA_OK) run.prog.complete = 1;
-  }
+  if ((st = run_workers(&run, threads, err)) == AA_OK && (st = finish_results(&run, err)) == AA_OK &&
+      opts->meta != NULL)
+    st = write_meta(opts->out_dir, sw, opts->meta, err);
 done:
-  aa__set_free(&set);
   if (stats != NULL) *stats = run.prog;
   free(run.have);
   free(todo);

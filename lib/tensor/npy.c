@@ -236,125 +236,121 @@ static void format_shape(char *buf, size_t cap, const size_t *shape, int ndim) {
   if (used < cap) snprintf(buf + used, cap - used, "]");
 }
 
+/* The magic, the version and the header text (malloc'd into *hdr, NUL-terminated, *hlen_out bytes); *data_off is
+   where the data start. */
+static int read_preamble(char **hdr, size_t *hlen_out, size_t *data_off, const aa__src_t *src, const char *path,
+                         aa_error_t *err) {
+  unsigned char pre[12];
+  size_t hlen;
+  int major, minor;
+  *hdr = NULL;
+  if (src->read(src->ctx, pre, 8) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0)
+    return aa_error_set(err, AA_EFORMAT, "%s: not a .npy file (bad magic)", path);
+  major = pre[6];
+  minor = pre[7];
+  if (!((major == 1 || major == 2 || major == 3) && minor == 0))
+    return aa_error_set(err, AA_EFORMAT, "%s: .npy format version %d.%d is not supported (need 1.0, 2.0 or 3.0)",
+                        path, major, minor);
+  if (major == 1) {
+    if (src->read(src->ctx, pre + 8, 2) != 2) goto truncated;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    *data_off = 10 + hlen;
+  } else {
+    if (src->read(src->ctx, pre + 8, 4) != 4) goto truncated;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    *data_off = 12 + hlen;
+    if (hlen > NPY_MAX_HEADER) return aa_error_set(err, AA_EFORMAT, "%s: header length %zu is absurd", path, hlen);
+  }
+  if (*data_off > src->size) goto truncated;
+  if ((*hdr = malloc(hlen + 1)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: cannot allocate the header", path);
+  if (src->read(src->ctx, *hdr, hlen) != hlen) goto truncated;
+  (*hdr)[hlen] = '\0';
+  *hlen_out = hlen;
+  return AA_OK;
+truncated:
+  return aa_error_set(err, AA_EFORMAT, "%s: truncated header", path);
+}
+
+/* The header's layout and shape against what the reader takes and the
+   `have` bytes that follow the header: *ext sizes the data. */
+static int check_shape(aa__extent_t *ext, const npy_header_t *h, size_t itemsize, uint64_t have, int maxdim,
+                       const char *path, aa_error_t *err) {
+  char shp[160];
+  int fit;
+  if (h->fortran)
+    return aa_error_set(err, AA_EFORMAT, "%s: fortran_order True is not supported (save in C order)", path);
+  if (h->ndim < 1 || h->ndim > maxdim)
+    return aa_error_set(err, AA_EFORMAT, "%s: %d axes are not supported (need 1 to %d)", path, h->ndim, maxdim);
+  format_shape(shp, sizeof shp, h->shape, h->ndim);
+  if (h->shape_overflow)
+    return aa_error_set(err, AA_EFORMAT, "%s: shape is absurd (an axis does not fit in 64 bits)", path);
+  fit = aa__extent(ext, h->shape, h->ndim, itemsize, have);
+  if (fit == AA_ERANGE)
+    return aa_error_set(err, AA_EFORMAT, "%s: shape %s of '%s' is absurd (its size overflows 64 bits)", path, shp,
+                        h->descr);
+  if (fit != AA_OK)
+    return aa_error_set(err, AA_EFORMAT,
+                        "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju", path, shp,
+                        h->descr, ext->numel, itemsize, (uintmax_t)have);
+  if (have != (uint64_t)ext->nbytes)
+    return aa_error_set(err, AA_EFORMAT, "%s: %ju trailing bytes after the data of shape %s of '%s'", path,
+                        (uintmax_t)(have - ext->nbytes), shp, h->descr);
+  return AA_OK;
+}
+
+/* The ext->numel items of format fmt from src into out->data, decoded to double. */
+static int read_items(aa_ndarray_t *out, const aa__src_t *src, const aa__extent_t *ext, aa_fmt_t fmt, size_t itemsize,
+                      const char *path, aa_error_t *err) {
+  unsigned char buf[1 << 16];
+  size_t per = sizeof buf / itemsize;
+  for (size_t got = 0; got < ext->numel;) {
+    size_t want = ext->numel - got < per ? ext->numel - got : per;
+    if (src->read(src->ctx, buf, want * itemsize) != want * itemsize)
+      return aa_error_set(err, AA_EIO, "%s: read error in the data", path);
+    for (size_t i = 0; i < want; i++)
+      out->data[got + i] = decode_item(buf + i * itemsize, fmt);
+    got += want;
+  }
+  /* A source that gives more than it declared (a zip member longer than
+     its directory entry) is not the array its header describes. */
+  if (src->read(src->ctx, buf, 1) != 0)
+    return aa_error_set(err, AA_EFORMAT, "%s: data continue past the %ju bytes declared", path, (uintmax_t)src->size);
+  return AA_OK;
+}
+
 /* The reader proper. The shape the header declares is sized by aa__extent
    against the bytes the source says follow the header, so nothing of a
    declared size is allocated before it is known to fit the file. */
 int aa__npy_read_src(aa_ndarray_t *out, const aa__src_t *src, const char *path, int maxdim, unsigned flags,
                      aa_error_t *err) {
-  unsigned char pre[12];
-  char *hdr = NULL;
+  char *hdr = NULL, shp[160];
   npy_header_t h;
   aa_fmt_t fmt = AA_FMT_FP64;
-  size_t itemsize = 8, hlen, data_off, got;
+  size_t itemsize = 8, data_off = 0, hlen = 0;
   aa__extent_t ext;
-  uint64_t have;
-  int st_code = AA_OK, major, minor, fit;
-  char shp[160];
-
+  int st;
   *out = (aa_ndarray_t){0};
   memset(&h, 0, sizeof h);
-  if (src->read(src->ctx, pre, 8) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: not a .npy file (bad magic)", path);
+  if ((st = read_preamble(&hdr, &hlen, &data_off, src, path, err)) != AA_OK ||
+      (st = parse_header(&h, hdr, hlen, path, err)) != AA_OK)
     goto done;
-  }
-  major = pre[6];
-  minor = pre[7];
-  if (!((major == 1 || major == 2 || major == 3) && minor == 0)) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: .npy format version %d.%d is not supported (need 1.0, 2.0 or 3.0)",
-                           path, major, minor);
-    goto done;
-  }
-  if (major == 1) {
-    if (src->read(src->ctx, pre + 8, 2) != 2) goto truncated_header;
-    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
-    data_off = 10 + hlen;
-  } else {
-    if (src->read(src->ctx, pre + 8, 4) != 4) goto truncated_header;
-    hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
-    data_off = 12 + hlen;
-    if (hlen > NPY_MAX_HEADER) {
-      st_code = aa_error_set(err, AA_EFORMAT, "%s: header length %zu is absurd", path, hlen);
-      goto done;
-    }
-  }
-  if (data_off > src->size) goto truncated_header;
-  hdr = malloc(hlen + 1);
-  if (hdr == NULL) {
-    st_code = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate the header", path);
-    goto done;
-  }
-  if (src->read(src->ctx, hdr, hlen) != hlen) goto truncated_header;
-  hdr[hlen] = '\0';
-  if ((st_code = parse_header(&h, hdr, hlen, path, err)) != AA_OK) goto done;
   if ((flags & AA_NPY_BF16_BITS) && strcmp(h.descr, "<i2") == 0) strcpy(h.descr, "<u2"); /* BF16 bits, by request */
-  if ((st_code = dtype_lookup(&fmt, &itemsize, h.descr, path, err)) != AA_OK) goto done;
-  if (h.fortran) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: fortran_order True is not supported (save in C order)", path);
+  if ((st = dtype_lookup(&fmt, &itemsize, h.descr, path, err)) != AA_OK ||
+      (st = check_shape(&ext, &h, itemsize, src->size - data_off, maxdim, path, err)) != AA_OK)
     goto done;
-  }
-  if (h.ndim < 1 || h.ndim > maxdim) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: %d axes are not supported (need 1 to %d)", path, h.ndim, maxdim);
-    goto done;
-  }
-  format_shape(shp, sizeof shp, h.shape, h.ndim);
-  if (h.shape_overflow) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: shape is absurd (an axis does not fit in 64 bits)", path);
-    goto done;
-  }
-  have = src->size - data_off;
-  fit = aa__extent(&ext, h.shape, h.ndim, itemsize, have);
-  if (fit == AA_ERANGE) {
-    st_code = aa_error_set(err, AA_EFORMAT, "%s: shape %s of '%s' is absurd (its size overflows 64 bits)", path, shp,
-                           h.descr);
-    goto done;
-  }
-  if (fit != AA_OK || have != (uint64_t)ext.nbytes) {
-    st_code = fit != AA_OK
-                  ? aa_error_set(err, AA_EFORMAT,
-                                 "%s: truncated data: shape %s of '%s' needs %zu x %zu bytes, the file holds %ju",
-                                 path, shp, h.descr, ext.numel, itemsize, (uintmax_t)have)
-                  : aa_error_set(err, AA_EFORMAT, "%s: %ju trailing bytes after the data of shape %s of '%s'", path,
-                                 (uintmax_t)(have - ext.nbytes), shp, h.descr);
-    goto done;
-  }
   if ((out->data = malloc(ext.dbytes)) == NULL) {
-    st_code = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate a tensor of shape %s", path, shp);
+    format_shape(shp, sizeof shp, h.shape, h.ndim);
+    st = aa_error_set(err, AA_ENOMEM, "%s: cannot allocate a tensor of shape %s", path, shp);
     goto done;
   }
   out->ndim = h.ndim;
   out->fmt = fmt;
   for (int i = 0; i < h.ndim; i++)
     out->shape[i] = h.shape[i];
-  got = 0;
-  {
-    unsigned char buf[1 << 16];
-    size_t per = sizeof buf / itemsize;
-    while (got < ext.numel) {
-      size_t want = ext.numel - got < per ? ext.numel - got : per;
-      if (src->read(src->ctx, buf, want * itemsize) != want * itemsize) {
-        aa_ndarray_free(out);
-        st_code = aa_error_set(err, AA_EIO, "%s: read error in the data", path);
-        goto done;
-      }
-      for (size_t i = 0; i < want; i++)
-        out->data[got + i] = decode_item(buf + i * itemsize, fmt);
-      got += want;
-    }
-    /* A source that gives more than it declared (a zip member longer than
-       its directory entry) is not the array its header describes. */
-    if (src->read(src->ctx, buf, 1) != 0) {
-      aa_ndarray_free(out);
-      st_code =
-          aa_error_set(err, AA_EFORMAT, "%s: data continue past the %ju bytes declared", path, (uintmax_t)src->size);
-    }
-  }
-  goto done;
-
-truncated_header:
-  st_code = aa_error_set(err, AA_EFORMAT, "%s: truncated header", path);
+  if ((st = read_items(out, src, &ext, fmt, itemsize, path, err)) != AA_OK) aa_ndarray_free(out);
 done:
   free(hdr);
-  return st_code;
+  return st;
 }
 
 void aa_ndarray_free(aa_ndarray_t *a) {
