@@ -77,7 +77,7 @@ static void open_rows(shifted_t *t) {
 
 /* Row a of a scored tk-key block at j0: its anchor if still unset, then the
    weights into P and the row sum, each checked against the range. */
-static void row_weights(shifted_t *t, size_t a, size_t j0, size_t tk) {
+static void shifted_row_weights(shifted_t *t, size_t a, size_t j0, size_t tk) {
   const aa_attn_ctx_t *cx = t->cx;
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
@@ -141,7 +141,7 @@ static int row_group(shifted_t *t, size_t s0, size_t sr, size_t j0, size_t tk) {
   if (st != AA_OK) return st;
   aa_attn_score_mod(cx, t->S + s0 * tk, NULL, t->h, t->i0 + s0, sr, j0, tk);
   for (size_t a = s0; a < s0 + sr; a++)
-    row_weights(t, a, j0, tk);
+    shifted_row_weights(t, a, j0, tk);
   /* No accumulator rescaling (section 3.1): O keeps accumulating P V. */
   st = aa_gemm(t->acc + s0 * d, d, t->P + s0 * tk, tk, 0, V + j0 * d, d, 0, sr, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;
