@@ -242,7 +242,7 @@ static int ctx_sinks(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa
   size_t ns = pb->heads * pb->num_sinks;
   if (pb->num_sinks == 0) return AA_OK;
   if ((rn->sinks = malloc(ns * sizeof *rn->sinks)) == NULL)
-    return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
+    return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the sink logits");
   for (size_t i = 0; i < ns; i++)
     rn->sinks[i] = aa_attn_rnd(pb->sinks[i], r->alu_fmt);
   rn->cx.sinks = rn->sinks;
