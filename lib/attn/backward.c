@@ -144,31 +144,44 @@ static void finish_kv(const aa_attn_ctx_t *cx, double *k_out, double *v_out, dou
   *v_out = aa_attn_rnd(v, r->io_fmt);
 }
 
-/* One (q tile, k tile) pair: recompute P, dP, dS; the dQ partial into dqp;
-   dV and dK into the rows of this K tile of the section accumulators (or
-   PSUMs), which no other K tile touches. *computed = 0 when the pair is
-   skipped by the mask. */
-static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_t g, size_t hh, size_t i0,
-                    size_t rows, size_t s0, size_t j0, size_t tkc, size_t kt, size_t sub, double *dqp,
-                    const double *lse, int *computed) {
+/* The backward's tiling, fixed for the run (aa_attn_backward). */
+typedef struct {
+  size_t tq, tk, sec; /* q tile, k tile, KV section */
+  size_t sub;         /* the dQ product's k sub-tile (bwd.sub_k) */
+  int inner;          /* the K tiles of a chunk in parallel (fewer KV heads than threads) */
+} bwd_tiling_t;
+
+/* One q tile of one q head against one KV section [s0, s1). */
+typedef struct {
+  size_t g, hh, h;    /* kv head, q head within its group, q head */
+  size_t t, i0, rows; /* q tile index, first row, rows */
+  size_t s0, s1;
+  const double *lse; /* the tile's LSE rows */
+  uint64_t tile_id;  /* dq_reduce tile id */
+} bwd_qtile_t;
+
+/* One (q tile, k tile) pair: the q tile, the keys [j0, j0 + tkc), the
+   buffers, and the rows of K, V, dO it reads. */
+typedef struct {
+  const aa_attn_ctx_t *cx;
+  const bwd_qtile_t *qt;
+  bwd_buf_t *b;
+  tile_buf_t *tb;
+  size_t j0, tkc;
+  const double *K, *V, *dO; /* the kv head's K and V; the q tile's dO rows */
+} bwd_pair_t;
+
+/* Step 2: recompute P of the pair into tb->Pds (rounded for dS) and
+   tb->Pdv (dropped and rounded for dV). */
+static void pair_p(const bwd_pair_t *p) {
+  const aa_attn_ctx_t *cx = p->cx;
   const aa_recipe_t *r = cx->r;
-  const aa_problem_t *pb = cx->pb;
+  tile_buf_t *tb = p->tb;
   aa_fmt_t alu = r->alu_fmt;
-  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, h = g * cx->group + hh;
-  const double *K = cx->K + g * n_k * d, *V = cx->V + g * n_k * d;
-  const double *Qraw = cx->Q + (h * n_q + i0) * d, *dO = cx->dO + (h * n_q + i0) * d;
-  const double *Qk = r->scale_fold == AA_SCALE_Q ? b->qe : Qraw; /* dK = Q^T dS with Q as loaded */
-  const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
-  int st;
-  *computed = 0;
-  size_t nv = aa_attn_visible(cx, tb->vis, i0, rows, j0, tkc);
-  if (nv == 0 && r->bwd_skip_masked) return AA_OK; /* get_required_tiles_mask, L794-846 */
-  *computed = 1;
-  st = aa_attn_scores(cx, tb->S, b->qe, rows, K + j0 * d, tkc, r->bwd_acc_qk);
-  if (st != AA_OK) return st;
-  aa_attn_score_mod(cx, tb->S, tb->G, h, i0, rows, j0, tkc);
-  /* ---- Step 2: recompute P ---- */
-  for (size_t a = 0; a < rows; a++) {
+  size_t n_q = cx->n_q, n_k = cx->n_k, h = p->qt->h, i0 = p->qt->i0, tkc = p->tkc, j0 = p->j0;
+  const double *lse = p->qt->lse;
+  const double *sinks = cx->sinks != NULL ? cx->sinks + h * cx->pb->num_sinks : NULL;
+  for (size_t a = 0; a < p->qt->rows; a++) {
     double *srow = tb->S + a * tkc, *prow = tb->dS + a * tkc; /* dS doubles as scratch for p */
     const uint8_t *vrow = tb->vis + a * tkc;
     if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS) {
@@ -198,33 +211,52 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
       tb->Pdv[a * tkc + x] = (krow != NULL && !krow[x]) ? 0.0 : aa_attn_rnd(prow[x], r->bwd_p_dv_fmt);
     }
   }
-  /* ---- Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt ---- */
-  st = aa_gemm(tb->dP, tkc, dO, d, 0, V + j0 * d, d, 1, rows, tkc, d, 0, r->bwd_acc_dp);
+}
+
+/* Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt, the dropout mask
+   and rescale applied. */
+static int pair_dp(const bwd_pair_t *p) {
+  const aa_attn_ctx_t *cx = p->cx;
+  const aa_recipe_t *r = cx->r;
+  tile_buf_t *tb = p->tb;
+  size_t rows = p->qt->rows, tkc = p->tkc;
+  int st = aa_gemm(tb->dP, tkc, p->dO, cx->d, 0, p->V + p->j0 * cx->d, cx->d, 1, rows, tkc, cx->d, 0, r->bwd_acc_dp);
   if (st != AA_OK) return st;
   if (!aa_accum_native(r->bwd_acc_dp, r->bwd_dp_fmt))
     for (size_t x = 0; x < rows * tkc; x++)
       tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);
   if (cx->keep_bwd != NULL)
     for (size_t a = 0; a < rows; a++) {
-      const uint8_t *krow = cx->keep_bwd + ((h * n_q + i0 + a) * n_k + j0);
+      const uint8_t *krow = cx->keep_bwd + ((p->qt->h * cx->n_q + p->qt->i0 + a) * cx->n_k + p->j0);
       for (size_t x = 0; x < tkc; x++) {
         double *v = &tb->dP[a * tkc + x];
-        *v = krow[x] ? aa_attn_alu(*v * cx->ks, alu) : 0.0; /* dropped: dS = -P*D */
+        *v = krow[x] ? aa_attn_alu(*v * cx->ks, r->alu_fmt) : 0.0; /* dropped: dS = -P*D */
       }
     }
-  /* ---- D from the key axis (textbook softmax backward; one K tile only) ---- */
+  return AA_OK;
+}
+
+/* D from the key axis when bwd.d_source says so (textbook softmax
+   backward; one K tile only), then Step 4: dS = (dP - D) * P, one fused
+   scalar_tensor_tensor (L1029-1036): op0 result in the ALU format, final in
+   ds_fmt. */
+static void pair_ds(const bwd_pair_t *p) {
+  const aa_attn_ctx_t *cx = p->cx;
+  const aa_recipe_t *r = cx->r;
+  tile_buf_t *tb = p->tb;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t rows = p->qt->rows, tkc = p->tkc;
+  double *Drow = p->b->D + p->qt->hh * cx->n_q + p->qt->i0;
   if (r->bwd_d_source == AA_DSRC_P_DP)
     for (size_t a = 0; a < rows; a++) {
       double D = 0;
       for (size_t x = 0; x < tkc; x++)
         D = aa_attn_rnd(D + aa_attn_rnd(aa_attn_alu(tb->Pds[a * tkc + x] * tb->dP[a * tkc + x], alu), r->bwd_d_fmt),
                         r->bwd_d_fmt);
-      b->D[hh * n_q + i0 + a] = D;
+      Drow[a] = D;
     }
-  /* ---- Step 4: dS = (dP - D) * P, one fused scalar_tensor_tensor
-     (L1029-1036): op0 result in the ALU format, final in ds_fmt ---- */
   for (size_t a = 0; a < rows; a++) {
-    double D = b->D[hh * n_q + i0 + a];
+    double D = Drow[a];
     for (size_t x = 0; x < tkc; x++) {
       size_t e = a * tkc + x;
       double t0 = aa_attn_alu(tb->dP[e] - D, alu);
@@ -238,17 +270,18 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
       tb->dS[e] = v;
     }
   }
-  /* ---- Step 5.2: dQ partial over the 128-wide sub-tiles chained in one
-     PSUM (L1548-1556); the caller adds it in K order ---- */
-  for (size_t kb = 0; kb < tkc; kb += sub) {
-    size_t sc = tkc - kb < sub ? tkc - kb : sub;
-    st = aa_gemm(dqp, d, tb->dS + kb, tkc, 0, K + (j0 + kb) * d, d, 0, rows, d, sc, kb > 0, r->bwd_acc_dq);
-    if (st != AA_OK) return st;
-  }
-  /* ---- Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS ---- */
-  size_t off = (j0 - s0) * d;
+}
+
+/* Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS into the rows of K tile kt
+   of the section accumulators (or PSUMs); Qk is Q as loaded. */
+static int pair_dkv(const bwd_pair_t *p, size_t kt, const double *Qk) {
+  const aa_recipe_t *r = p->cx->r;
+  bwd_buf_t *b = p->b;
+  tile_buf_t *tb = p->tb;
+  size_t d = p->cx->d, rows = p->qt->rows, tkc = p->tkc, off = (p->j0 - p->qt->s0) * d;
+  int st;
   if (r->bwd_dkv_accumulate == AA_KVACC_CHAIN) {
-    st = aa_gemm(b->dv + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
+    st = aa_gemm(b->dv + off, d, tb->Pdv, tkc, 1, p->dO, d, 0, tkc, d, rows, 1, r->bwd_acc_dv);
     if (st == AA_OK) st = aa_gemm(b->dk + off, d, tb->dS, tkc, 1, Qk, d, 0, tkc, d, rows, 1, r->bwd_acc_dk);
     if (st != AA_OK) return st;
     if (!aa_accum_native(r->bwd_acc_dv, r->bwd_dkv_acc_fmt))
@@ -261,7 +294,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
     /* [nki-bwd] L1568-1617: dv_psum/dk_psum over the q-tile group, added
        into the section accumulators when the group ends (flush_psums). */
     int acc = b->live[kt];
-    st = aa_gemm(b->dvp + off, d, tb->Pdv, tkc, 1, dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
+    st = aa_gemm(b->dvp + off, d, tb->Pdv, tkc, 1, p->dO, d, 0, tkc, d, rows, acc, r->bwd_acc_dv);
     if (st == AA_OK) st = aa_gemm(b->dkp + off, d, tb->dS, tkc, 1, Qk, d, 0, tkc, d, rows, acc, r->bwd_acc_dk);
     if (st != AA_OK) return st;
     b->live[kt] = 1;
@@ -269,174 +302,280 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, size_
   return AA_OK;
 }
 
+/* One (q tile, k tile) pair: recompute P, dP, dS; the dQ partial into dqp;
+   dV and dK into the rows of K tile kt (keys [j0, j0 + tkc)) of the section
+   accumulators (or PSUMs), which no other K tile touches. *computed = 0
+   when the pair is skipped by the mask. */
+static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, const bwd_qtile_t *qt, size_t j0,
+                    size_t tkc, size_t kt, size_t sub, double *dqp, int *computed) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, h = qt->h, i0 = qt->i0, rows = qt->rows;
+  const double *Qraw = cx->Q + (h * n_q + i0) * d;
+  const double *Qk = r->scale_fold == AA_SCALE_Q ? b->qe : Qraw; /* dK = Q^T dS with Q as loaded */
+  bwd_pair_t p = {.cx = cx,
+                  .qt = qt,
+                  .b = b,
+                  .tb = tb,
+                  .j0 = j0,
+                  .tkc = tkc,
+                  .K = cx->K + qt->g * n_k * d,
+                  .V = cx->V + qt->g * n_k * d,
+                  .dO = cx->dO + (h * n_q + i0) * d};
+  int st;
+  *computed = 0;
+  size_t nv = aa_attn_visible(cx, tb->vis, i0, rows, j0, tkc);
+  if (nv == 0 && r->bwd_skip_masked) return AA_OK; /* get_required_tiles_mask, L794-846 */
+  *computed = 1;
+  st = aa_attn_scores(cx, tb->S, b->qe, rows, p.K + j0 * d, tkc, r->bwd_acc_qk);
+  if (st != AA_OK) return st;
+  aa_attn_score_mod(cx, tb->S, tb->G, h, i0, rows, j0, tkc);
+  pair_p(&p);
+  if ((st = pair_dp(&p)) != AA_OK) return st;
+  pair_ds(&p);
+  /* ---- Step 5.2: dQ partial over the 128-wide sub-tiles chained in one
+     PSUM (L1548-1556); the caller adds it in K order ---- */
+  for (size_t kb = 0; kb < tkc; kb += sub) {
+    size_t sc = tkc - kb < sub ? tkc - kb : sub;
+    st = aa_gemm(dqp, d, tb->dS + kb, tkc, 0, p.K + (j0 + kb) * d, d, 0, rows, d, sc, kb > 0, r->bwd_acc_dq);
+    if (st != AA_OK) return st;
+  }
+  return pair_dkv(&p, kt, Qk);
+}
+
 /* K tiles handled per parallel chunk (bounds the dQ partial buffers). */
 #define AA_ATTN_CHUNK 16
 
-static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, tile_buf_t *tbs,
-                       int inner, size_t tq, size_t tk, size_t sub, size_t sec, size_t *skipped) {
-  const aa_recipe_t *r = cx->r;
-  const aa_problem_t *pb = cx->pb;
-  aa_fmt_t alu = r->alu_fmt;
-  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k, G = cx->group;
-  size_t nqt = (n_q + tq - 1) / tq, nsec = (n_k + sec - 1) / sec;
+/* Step 1 once per q head ([nki-bwd] L1233: only on the first K section). */
+static void rowsum_heads(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, size_t g, bwd_buf_t *b) {
+  size_t d = cx->d, n_q = cx->n_q, G = cx->group;
+  for (size_t hh = 0; hh < G; hh++) {
+    size_t h = g * G + hh;
+    for (size_t i = 0; i < n_q; i++)
+      b->D[hh * n_q + i] = rowsum_o_do(cx, out->o.data + (h * n_q + i) * d, cx->dO + (h * n_q + i) * d);
+  }
+}
+
+/* The pairs of K tiles [c0, c0 + nc) of the section with the q tile, their
+   dQ partials into b->dqp and b->done set. The K tiles of a chunk are
+   independent (each owns its dK/dV rows and its dQ partial); only the dQ
+   adds (add_dq_partials) are ordered. */
+static int chunk_pairs(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tbs, const bwd_tiling_t *tl,
+                       const bwd_qtile_t *qt, size_t c0, long nc) {
   int status = AA_OK;
-
-  /* Step 1 once per q head ([nki-bwd] L1233: only on the first K section). */
-  if (r->bwd_d_source == AA_DSRC_O_DO)
-    for (size_t hh = 0; hh < G; hh++) {
-      size_t h = g * G + hh;
-      for (size_t i = 0; i < n_q; i++)
-        b->D[hh * n_q + i] = rowsum_o_do(cx, out->o.data + (h * n_q + i) * d, cx->dO + (h * n_q + i) * d);
-    }
-
-  for (size_t s0 = 0; s0 < n_k; s0 += sec) { /* KV sections, L1162 */
-    size_t s1 = s0 + sec < n_k ? s0 + sec : n_k, sl = s1 - s0, nkt = (sl + tk - 1) / tk;
-    memset(b->dk, 0, sl * d * sizeof(double)); /* section accumulators zeroed, L1166-1167 */
-    memset(b->dv, 0, sl * d * sizeof(double));
-    memset(b->live, 0, nkt);
-    for (size_t hh = 0; hh < G; hh++) { /* GQA q heads, L1180 */
-      size_t h = g * G + hh;
-      for (size_t tt = 0; tt < nqt; tt++) {           /* q tiles, L1184 */
-        size_t t = r->bwd_q_desc ? nqt - 1 - tt : tt; /* bwd.q_order = desc: FA2's m_block loop counts down */
-        size_t i0 = t * tq, rows = n_q - i0 < tq ? n_q - i0 : tq;
-        int group_end = (tt % r->bwd_q_group) == r->bwd_q_group - 1 || tt == nqt - 1;
-        const double *lse = out->lse.data + h * n_q + i0;
-        aa_attn_load_q(cx, b->qe, cx->Q + (h * n_q + i0) * d, rows);
-        /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */
-        double *dq_store = out->dq.data + (h * n_q + i0) * d;
-        memcpy(b->dql, dq_store, rows * d * sizeof(double));
-        /* dq_reduce tile id: a pure function of (q head, q tile, section), so
-           the fp32-atomic order does not depend on threads or schedule. */
-        uint64_t tile_id = ((uint64_t)h * nqt + t) * nsec + s0 / sec;
-        size_t np = 0;
-        for (size_t c0 = 0; c0 < nkt; c0 += AA_ATTN_CHUNK) {
-          size_t c1 = c0 + AA_ATTN_CHUNK < nkt ? c0 + AA_ATTN_CHUNK : nkt;
-          long nc = (long)(c1 - c0);
-          /* The K tiles of a chunk are independent (each owns its dK/dV rows
-             and its dQ partial); only the dQ adds below are ordered. */
-#pragma omp parallel for if (inner && nc > 1) schedule(dynamic, 1)
-          for (long ci = 0; ci < nc; ci++) {
-            int tid = 0;
+#pragma omp parallel for if (tl->inner && nc > 1) schedule(dynamic, 1)
+  for (long ci = 0; ci < nc; ci++) {
+    int tid = 0;
 #ifdef _OPENMP
-            tid = omp_get_thread_num();
+    tid = omp_get_thread_num();
 #endif
-            size_t kt = c0 + (size_t)ci, j0 = s0 + kt * tk, tkc = s1 - j0 < tk ? s1 - j0 : tk;
-            int computed = 0;
-            int st = bwd_pair(cx, b, &tbs[tid], g, hh, i0, rows, s0, j0, tkc, kt, sub, b->dqp + (size_t)ci * tq * d,
-                              lse, &computed);
-            b->done[ci] = (uint8_t)computed;
-            if (st != AA_OK) {
+    size_t kt = c0 + (size_t)ci, j0 = qt->s0 + kt * tl->tk, tkc = qt->s1 - j0 < tl->tk ? qt->s1 - j0 : tl->tk;
+    int computed = 0;
+    int st = bwd_pair(cx, b, &tbs[tid], qt, j0, tkc, kt, tl->sub, b->dqp + (size_t)ci * tl->tq * cx->d, &computed);
+    b->done[ci] = (uint8_t)computed;
+    if (st != AA_OK) {
 #pragma omp critical
-              status = st;
-            }
-          }
-          if (status != AA_OK) return status;
-          /* dq_local = dq_psum*scale + dq_local, one fused op per K tile in K
-             order (L1558-1565); FA2: atomicAdd of the tile partial into the
-             FP32 buffer in ascending KV order (REFERENCES section 3). The
-             adds are the dq_reduce strategy's (lib/reduce.h): ordered kinds
-             take each partial as it comes, the others collect the partials
-             of the (q tile, section) and reduce them below. */
-          for (size_t ci = 0; ci < (size_t)nc; ci++) {
-            if (!b->done[ci]) {
-              (*skipped)++;
-              continue;
-            }
-            double *dqp = b->dqp + ci * tq * d;
-            if (r->bwd_dq_scale == AA_GSCALE_TILE)
-              for (size_t x = 0; x < rows * d; x++)
-                dqp[x] = aa_attn_alu(dqp[x] * cx->dq_mul, alu);
-            if (b->dqall != NULL) {
-              memcpy(b->dqall + np * rows * d, dqp, rows * d * sizeof(double));
-              np++;
-            } else {
-              int st = aa_reduce_tile(b->dql, NULL, dqp, 1, rows * d, tile_id, &b->red, NULL, NULL, NULL);
-              if (st != AA_OK) return st;
-              np++;
-            }
-          }
-        }
-        if (b->dqall != NULL) {
-          int st = aa_reduce_tile(b->dql, &b->rstats, b->dqall, np, rows * d, tile_id, &b->red, NULL, NULL, NULL);
-          if (st != AA_OK) return st;
-        } else {
-          b->rstats.tiles++;
-          b->rstats.partials += np;
-        }
-        if (r->bwd_dkv_accumulate == AA_KVACC_ADD && group_end) flush_psums(cx, b, sl, tk);
-        /* write dq (L1326-1335): the section round trip through dq_section_fmt */
-        for (size_t x = 0; x < rows * d; x++)
-          dq_store[x] = aa_attn_rnd(b->dql[x], r->bwd_dq_section_fmt);
-      }
-      if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
-        /* FA2 GQA: this head's dK/dV finished and stored in io (dk_expanded),
-           then summed over the group in alu order hh = 0, 1, ... */
-        for (size_t x = 0; x < sl * d; x++) {
-          double k, v;
-          finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
-          b->gk[x] = hh == 0 ? k : aa_attn_alu(b->gk[x] + k, alu);
-          b->gv[x] = hh == 0 ? v : aa_attn_alu(b->gv[x] + v, alu);
-        }
-        memset(b->dk, 0, sl * d * sizeof(double));
-        memset(b->dv, 0, sl * d * sizeof(double));
-      }
-    }
-    /* write dK, dV of the section (L1340-1353) */
-    for (size_t x = 0; x < sl * d; x++) {
-      double k, v;
-      if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
-        k = aa_attn_rnd(b->gk[x], r->io_fmt);
-        v = aa_attn_rnd(b->gv[x], r->io_fmt);
-      } else {
-        finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
-      }
-      out->dk.data[(g * n_k + s0) * d + x] = k;
-      out->dv.data[(g * n_k + s0) * d + x] = v;
+      status = st;
     }
   }
-  /* Final dQ: FA2 scales the FP32 buffer once and rounds (REFERENCES section 3). */
+  return status;
+}
+
+/* dq_local = dq_psum*scale + dq_local, one fused op per K tile in K order
+   (L1558-1565); FA2: atomicAdd of the tile partial into the FP32 buffer in
+   ascending KV order (REFERENCES section 3). The adds are the dq_reduce
+   strategy's (lib/reduce.h): ordered kinds take each partial of the chunk
+   as it comes, the others collect the partials of the (q tile, section)
+   into b->dqall for bwd_q_tile to reduce. *np counts the partials. */
+static int add_dq_partials(const aa_attn_ctx_t *cx, bwd_buf_t *b, const bwd_tiling_t *tl, const bwd_qtile_t *qt,
+                           long nc, size_t *np, size_t *skipped) {
+  const aa_recipe_t *r = cx->r;
+  size_t rd = qt->rows * cx->d;
+  for (size_t ci = 0; ci < (size_t)nc; ci++) {
+    if (!b->done[ci]) {
+      (*skipped)++;
+      continue;
+    }
+    double *dqp = b->dqp + ci * tl->tq * cx->d;
+    if (r->bwd_dq_scale == AA_GSCALE_TILE)
+      for (size_t x = 0; x < rd; x++)
+        dqp[x] = aa_attn_alu(dqp[x] * cx->dq_mul, r->alu_fmt);
+    if (b->dqall != NULL) {
+      memcpy(b->dqall + *np * rd, dqp, rd * sizeof(double));
+      (*np)++;
+    } else {
+      int st = aa_reduce_tile(b->dql, NULL, dqp, 1, rd, qt->tile_id, &b->red, NULL, NULL, NULL);
+      if (st != AA_OK) return st;
+      (*np)++;
+    }
+  }
+  return AA_OK;
+}
+
+/* Q tile qt against its section: every K tile's pair in chunks, the dQ
+   partials reduced into dq_local, the PSUMs flushed at a q-group end, dQ
+   written back. */
+static int bwd_q_tile(const aa_attn_ctx_t *cx, aa_attn_result_t *out, bwd_buf_t *b, tile_buf_t *tbs,
+                      const bwd_tiling_t *tl, const bwd_qtile_t *qt, int group_end, size_t *skipped) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, rows = qt->rows, sl = qt->s1 - qt->s0, nkt = (sl + tl->tk - 1) / tl->tk, np = 0;
+  int st;
+  aa_attn_load_q(cx, b->qe, cx->Q + (qt->h * cx->n_q + qt->i0) * d, rows);
+  /* dq_local: zero on the first section, else reloaded from out_dq_ref (L1188-1207). */
+  double *dq_store = out->dq.data + (qt->h * cx->n_q + qt->i0) * d;
+  memcpy(b->dql, dq_store, rows * d * sizeof(double));
+  for (size_t c0 = 0; c0 < nkt; c0 += AA_ATTN_CHUNK) {
+    size_t c1 = c0 + AA_ATTN_CHUNK < nkt ? c0 + AA_ATTN_CHUNK : nkt;
+    long nc = (long)(c1 - c0);
+    if ((st = chunk_pairs(cx, b, tbs, tl, qt, c0, nc)) != AA_OK) return st;
+    if ((st = add_dq_partials(cx, b, tl, qt, nc, &np, skipped)) != AA_OK) return st;
+  }
+  if (b->dqall != NULL) {
+    st = aa_reduce_tile(b->dql, &b->rstats, b->dqall, np, rows * d, qt->tile_id, &b->red, NULL, NULL, NULL);
+    if (st != AA_OK) return st;
+  } else {
+    b->rstats.tiles++;
+    b->rstats.partials += np;
+  }
+  if (r->bwd_dkv_accumulate == AA_KVACC_ADD && group_end) flush_psums(cx, b, sl, tl->tk);
+  /* write dq (L1326-1335): the section round trip through dq_section_fmt */
+  for (size_t x = 0; x < rows * d; x++)
+    dq_store[x] = aa_attn_rnd(b->dql[x], r->bwd_dq_section_fmt);
+  return AA_OK;
+}
+
+/* FA2 GQA (gqa_reduce = sum-rounded): q head hh's dK/dV of the section
+   finished and stored in io (dk_expanded), then summed over the group in
+   alu order hh = 0, 1, ...; the accumulators zeroed for the next head. */
+static void gqa_fold(const aa_attn_ctx_t *cx, bwd_buf_t *b, size_t hh, size_t sl) {
+  aa_fmt_t alu = cx->r->alu_fmt;
+  size_t d = cx->d;
+  for (size_t x = 0; x < sl * d; x++) {
+    double k, v;
+    finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
+    b->gk[x] = hh == 0 ? k : aa_attn_alu(b->gk[x] + k, alu);
+    b->gv[x] = hh == 0 ? v : aa_attn_alu(b->gv[x] + v, alu);
+  }
+  memset(b->dk, 0, sl * d * sizeof(double));
+  memset(b->dv, 0, sl * d * sizeof(double));
+}
+
+/* write dK, dV of the section [s0, s0 + sl) (L1340-1353) */
+static void write_section(const aa_attn_ctx_t *cx, aa_attn_result_t *out, const bwd_buf_t *b, size_t g, size_t s0,
+                          size_t sl) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d;
+  for (size_t x = 0; x < sl * d; x++) {
+    double k, v;
+    if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) {
+      k = aa_attn_rnd(b->gk[x], r->io_fmt);
+      v = aa_attn_rnd(b->gv[x], r->io_fmt);
+    } else {
+      finish_kv(cx, &k, &v, b->dk[x], b->dv[x]);
+    }
+    out->dk.data[(g * cx->n_k + s0) * d + x] = k;
+    out->dv.data[(g * cx->n_k + s0) * d + x] = v;
+  }
+}
+
+/* KV section [s0, s0 + tl->sec) of kv head g (L1162): accumulators zeroed
+   (L1166-1167), every q head of the group (L1180) and q tile (L1184), then
+   dK, dV written. */
+static int bwd_section(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, tile_buf_t *tbs,
+                       const bwd_tiling_t *tl, size_t s0, size_t *skipped) {
+  const aa_recipe_t *r = cx->r;
+  size_t n_q = cx->n_q, n_k = cx->n_k, G = cx->group, tq = tl->tq, d = cx->d;
+  size_t nqt = (n_q + tq - 1) / tq, nsec = (n_k + tl->sec - 1) / tl->sec;
+  size_t s1 = s0 + tl->sec < n_k ? s0 + tl->sec : n_k, sl = s1 - s0, nkt = (sl + tl->tk - 1) / tl->tk;
+  memset(b->dk, 0, sl * d * sizeof(double));
+  memset(b->dv, 0, sl * d * sizeof(double));
+  memset(b->live, 0, nkt);
   for (size_t hh = 0; hh < G; hh++) {
-    double *dq = out->dq.data + (g * G + hh) * n_q * d;
-    for (size_t x = 0; x < n_q * d; x++) {
+    for (size_t tt = 0; tt < nqt; tt++) {
+      bwd_qtile_t qt = {.g = g, .hh = hh, .h = g * G + hh, .s0 = s0, .s1 = s1};
+      qt.t = r->bwd_q_desc ? nqt - 1 - tt : tt; /* bwd.q_order = desc: FA2's m_block loop counts down */
+      qt.i0 = qt.t * tq;
+      qt.rows = n_q - qt.i0 < tq ? n_q - qt.i0 : tq;
+      qt.lse = out->lse.data + qt.h * n_q + qt.i0;
+      /* dq_reduce tile id: a pure function of (q head, q tile, section), so
+         the fp32-atomic order does not depend on threads or schedule. */
+      qt.tile_id = ((uint64_t)qt.h * nqt + qt.t) * nsec + s0 / tl->sec;
+      int group_end = (tt % r->bwd_q_group) == r->bwd_q_group - 1 || tt == nqt - 1;
+      int st = bwd_q_tile(cx, out, b, tbs, tl, &qt, group_end, skipped);
+      if (st != AA_OK) return st;
+    }
+    if (r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED) gqa_fold(cx, b, hh, sl);
+  }
+  write_section(cx, out, b, g, s0, sl);
+  return AA_OK;
+}
+
+/* Final dQ of kv head g's q heads: FA2 scales the FP32 buffer once and
+   rounds (REFERENCES section 3). */
+static void finish_dq(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g) {
+  const aa_recipe_t *r = cx->r;
+  size_t G = cx->group, nqd = cx->n_q * cx->d;
+  for (size_t hh = 0; hh < G; hh++) {
+    double *dq = out->dq.data + (g * G + hh) * nqd;
+    for (size_t x = 0; x < nqd; x++) {
       double v = dq[x];
-      if (r->bwd_dq_scale == AA_GSCALE_END) v = aa_attn_alu(v * cx->dq_mul, alu);
+      if (r->bwd_dq_scale == AA_GSCALE_END) v = aa_attn_alu(v * cx->dq_mul, r->alu_fmt);
       dq[x] = aa_attn_rnd(v, r->io_fmt);
     }
   }
-  /* Sink gradient (L1355-1405): p_sink = exp(sink - LSE) with the same bias
-     as P; per partition row dsinks_local = dsinks_local - p_sink*D
-     (scalar_tensor_tensor reverse1), then a partition reduce (taken as
-     sequential over rows, seed silent). */
-  if (cx->sinks != NULL && out->dsinks.data != NULL) {
-    for (size_t hh = 0; hh < G; hh++) {
-      size_t h = g * G + hh;
-      for (size_t s = 0; s < pb->num_sinks; s++) {
-        double sink = cx->sinks[h * pb->num_sinks + s];
-        double *acc = b->dql; /* tq scratch */
-        for (size_t a = 0; a < tq; a++)
-          acc[a] = 0;
-        for (size_t i = 0; i < n_q; i++) {
-          double L = out->lse.data[h * n_q + i], ps;
-          if (L == -INFINITY)
-            ps = 0;
-          else if (cx->bias != NULL) /* recip: unnormalised p_sink times the scaled-dO D (backward_recip.c) */
-            ps = aa_attn_wexp(cx, cx->wexp_bwd,
-                              aa_attn_exp2form(r) ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * n_q + i], alu)
-                                                  : aa_attn_alu(sink - cx->bias[h * n_q + i], alu));
-          else if (aa_attn_exp2form(r))
-            ps = aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
-          else
-            ps = aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_alu(sink - L, alu));
-          double t0 = aa_attn_alu(ps * b->D[hh * n_q + i], alu);
-          acc[i % tq] = aa_attn_rnd(aa_attn_alu(acc[i % tq] - t0, alu), r->bwd_dsinks_fmt);
-        }
-        double tot = 0;
-        for (size_t a = 0; a < tq; a++)
-          tot = aa_attn_rnd(tot + acc[a], r->bwd_dsinks_fmt);
-        out->dsinks.data[h * pb->num_sinks + s] = tot;
+}
+
+/* p_sink of row i of head h for the sink logit `sink`: exp(sink - LSE)
+   with the same bias as P. */
+static double sink_p(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, double sink, size_t h, size_t i) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  double L = out->lse.data[h * cx->n_q + i];
+  if (L == -INFINITY) return 0;
+  if (cx->bias != NULL) /* recip: unnormalised p_sink times the scaled-dO D (backward_recip.c) */
+    return aa_attn_wexp(cx, cx->wexp_bwd,
+                        aa_attn_exp2form(r) ? aa_attn_fma(sink, cx->l2e, -cx->bias[h * cx->n_q + i], alu)
+                                            : aa_attn_alu(sink - cx->bias[h * cx->n_q + i], alu));
+  if (aa_attn_exp2form(r))
+    return aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_fma(sink, cx->l2e, -aa_attn_alu(L * cx->l2e, alu), alu));
+  return aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_alu(sink - L, alu));
+}
+
+/* Sink gradient (L1355-1405) of kv head g's q heads: per partition row
+   (tq of them, b->dql as scratch) dsinks_local = dsinks_local - p_sink*D
+   (scalar_tensor_tensor reverse1), then a partition reduce (taken as
+   sequential over rows, seed silent). */
+static void dsinks_heads(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, size_t tq) {
+  const aa_recipe_t *r = cx->r;
+  size_t n_q = cx->n_q, G = cx->group, ns = cx->pb->num_sinks;
+  for (size_t hh = 0; hh < G; hh++) {
+    size_t h = g * G + hh;
+    for (size_t s = 0; s < ns; s++) {
+      double sink = cx->sinks[h * ns + s];
+      double *acc = b->dql; /* tq scratch */
+      for (size_t a = 0; a < tq; a++)
+        acc[a] = 0;
+      for (size_t i = 0; i < n_q; i++) {
+        double t0 = aa_attn_alu(sink_p(cx, out, sink, h, i) * b->D[hh * n_q + i], r->alu_fmt);
+        acc[i % tq] = aa_attn_rnd(aa_attn_alu(acc[i % tq] - t0, r->alu_fmt), r->bwd_dsinks_fmt);
       }
+      double tot = 0;
+      for (size_t a = 0; a < tq; a++)
+        tot = aa_attn_rnd(tot + acc[a], r->bwd_dsinks_fmt);
+      out->dsinks.data[h * ns + s] = tot;
     }
   }
+}
+
+/* Everything of kv head g: D, each KV section, the final dQ, dsinks. */
+static int bwd_kv_head(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g, bwd_buf_t *b, tile_buf_t *tbs,
+                       const bwd_tiling_t *tl, size_t *skipped) {
+  if (cx->r->bwd_d_source == AA_DSRC_O_DO) rowsum_heads(cx, out, g, b);
+  for (size_t s0 = 0; s0 < cx->n_k; s0 += tl->sec) {
+    int st = bwd_section(cx, out, g, b, tbs, tl, s0, skipped);
+    if (st != AA_OK) return st;
+  }
+  finish_dq(cx, out, g);
+  if (cx->sinks != NULL && out->dsinks.data != NULL) dsinks_heads(cx, out, g, b, tl->tq);
   return AA_OK;
 }
 
@@ -494,6 +633,8 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   if (tk > sec) tk = sec;
   size_t sub = r->bwd_sub_k && r->bwd_sub_k < tk ? r->bwd_sub_k : tk;
   size_t tt = tq * tk;
+  bwd_tiling_t tl = {.tq = tq, .tk = tk, .sec = sec, .sub = sub, .inner = 1}, tl_outer = tl;
+  tl_outer.inner = 0;
   int status = AA_OK, nth = 1;
   size_t skipped = 0;
 #ifdef _OPENMP
@@ -508,7 +649,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     for (int i = 0; ok && i < nth; i++)
       ok = tile_alloc(&tbs[i], tt);
     for (size_t g = 0; ok && status == AA_OK && g < cx->kv_heads; g++)
-      status = bwd_kv_head(cx, out, g, &b, tbs, 1, tq, tk, sub, sec, &skipped);
+      status = bwd_kv_head(cx, out, g, &b, tbs, &tl, &skipped);
     if (!ok) status = AA_ENOMEM;
     aa_reduce_stats_add(&out->dq_reduce, &b.rstats);
     if (tbs != NULL)
@@ -530,7 +671,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
 #pragma omp for schedule(dynamic, 1)
       for (long g = 0; g < nkv; g++) {
         if (!ok) continue;
-        int st = bwd_kv_head(cx, out, (size_t)g, &b, &tb, 0, tq, tk, sub, sec, &skipped);
+        int st = bwd_kv_head(cx, out, (size_t)g, &b, &tb, &tl_outer, &skipped);
         if (st != AA_OK) {
 #pragma omp critical
           status = st;

@@ -85,6 +85,51 @@ double aa_attn_row_sum(const aa_attn_ctx_t *cx, const double *la) {
   return aa_attn_rnd(aa_attn_alu(a + b, r->alu_fmt), r->fwd_rowsum_fmt);
 }
 
+/* FA2 softmax_rescale_o on a row whose max moves from m_old to m_new:
+   scale = exp2((m_old - m_new) * scale_log2); row_sum *= scale (each of the
+   AA_ATTN_ROWSUM_LANES partials at la); acc_o *= scale (arow). */
+static void rescale_row(const aa_attn_ctx_t *cx, double *la, double *arow, double m_old, double m_new) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
+  double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
+  /* fwd.rowsum_rescale = fma: the product is left exact (fp32 x fp32 fits binary64) and rounded by
+     the lane's next add, or by its next masked column (p = 0): one FFMA, as nvcc contracts
+     row_sum *= scale (softmax.h:158) with the first add of reduce_sum (:165). */
+  for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
+    la[t] = r->fwd_rowsum_fma ? la[t] * alpha : aa_attn_rnd(aa_attn_alu(la[t] * alpha, alu), r->fwd_rowsum_fmt);
+  for (size_t c = 0; c < cx->d; c++)
+    arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
+}
+
+/* The weights of one row of a tk-key block against the shift bb: P row
+   prow (0 where masked or dropped), the row sum's lanes la; krow is the
+   row's dropout keep mask or NULL. */
+static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const double *srow, const uint8_t *vrow,
+                        const uint8_t *krow, size_t tk, double bb) {
+  const aa_recipe_t *r = cx->r;
+  for (size_t b = 0; b < tk; b++) {
+    if (!vrow[b]) {
+      size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
+      la[t0] = aa_attn_rnd(la[t0], r->fwd_rowsum_fmt);
+      prow[b] = 0;
+      continue;
+    }
+    double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_exparg(cx, srow[b], bb));
+    /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
+       first (flash-attention hopper/softmax.h:66-69; the row sum and O
+       carry the power of two exactly and finalize divides it out,
+       softmax.h:146-150), modelled by scaling back */
+    int pk = (int)r->fwd_p_scale_exp;
+    double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
+    size_t t = rowsum_lane(r, b);
+    la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
+    /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
+       into the final normalisation (FA2). The row sum keeps them. */
+    prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
+  }
+}
+
 /* One key block [j0, j0 + tk) of the online-LSE softmax for the q tile
    (h, i0, tq): scores, running max and rescale, weights, P V into acc.
    Shared by the plain forward and FA2's split-KV forward (forward_split.c),
@@ -119,49 +164,14 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
         prow[b] = 0;
       continue;
     }
-    if (m_new != m_old && m_old != -INFINITY) {
-      /* FA2 softmax_rescale_o: scale = exp2((m_old - m_new) * scale_log2);
-         row_sum *= scale; acc_o *= scale. */
-      double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
-      double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
-      /* fwd.rowsum_rescale = fma: the product is left exact (fp32 x fp32 fits binary64) and rounded by
-         the lane's next add, or by its next masked column (p = 0): one FFMA, as nvcc contracts
-         row_sum *= scale (softmax.h:158) with the first add of reduce_sum (:165). */
-      for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
-        l[a * AA_ATTN_ROWSUM_LANES + t] =
-            r->fwd_rowsum_fma
-                ? l[a * AA_ATTN_ROWSUM_LANES + t] * alpha
-                : aa_attn_rnd(aa_attn_alu(l[a * AA_ATTN_ROWSUM_LANES + t] * alpha, alu), r->fwd_rowsum_fmt);
-      double *arow = acc + a * d;
-      for (size_t c = 0; c < d; c++)
-        arow[c] = aa_attn_rnd(aa_attn_alu(arow[c] * alpha, alu), r->fwd_o_acc_fmt);
-    }
+    if (m_new != m_old && m_old != -INFINITY)
+      rescale_row(cx, l + a * AA_ATTN_ROWSUM_LANES, acc + a * d, m_old, m_new);
     m[a] = m_new;
     /* FA2: max_scaled = m * scale_log2 (one FP32 multiply), then
        p = exp2(fma(S, scale_log2, -max_scaled)); natural: exp(S - m). */
     double bb = aa_attn_alu(m_new * cx->c, alu);
-    double *la = l + a * AA_ATTN_ROWSUM_LANES;
     const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
-    for (size_t b = 0; b < tk; b++) {
-      if (!vrow[b]) {
-        size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
-        la[t0] = aa_attn_rnd(la[t0], r->fwd_rowsum_fmt);
-        prow[b] = 0;
-        continue;
-      }
-      double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_exparg(cx, srow[b], bb));
-      /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
-         first (flash-attention hopper/softmax.h:66-69; the row sum and O
-         carry the power of two exactly and finalize divides it out,
-         softmax.h:146-150), modelled by scaling back */
-      int pk = (int)r->fwd_p_scale_exp;
-      double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
-      size_t t = rowsum_lane(r, b);
-      la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
-      /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
-         into the final normalisation (FA2). The row sum keeps them. */
-      prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
-    }
+    row_weights(cx, prow, l + a * AA_ATTN_ROWSUM_LANES, srow, vrow, krow, tk, bb);
   }
   /* O accumulator continues across K tiles (chained MMA into acc_o). */
   st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);

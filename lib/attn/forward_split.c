@@ -34,6 +34,96 @@ static double combine_lse_sm90(const double *ls, size_t tq, size_t nsplit, doubl
   return (double)(aa_logf_sm90(e[0]) + (float)mx);
 }
 
+/* Split sp of the tile: its key blocks [b0, b1) through the online softmax,
+   then per row O_s and lse_s (os, ls at stride tq), or with one split the
+   final O and LSE. */
+static int run_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
+                     double *S, double *P, uint8_t *vis, double *acc, double *m, double *l, size_t sp, double *os,
+                     double *ls) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d, n_k = cx->n_k, tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
+  size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx), per = (nblk + nsplit - 1) / nsplit;
+  size_t b0 = sp * per, b1 = (sp + 1) * per < nblk ? (sp + 1) * per : nblk;
+  int st;
+  memset(acc, 0, tq * d * sizeof *acc);
+  for (size_t a = 0; a < tq * AA_ATTN_ROWSUM_LANES; a++)
+    l[a] = 0;
+  for (size_t a = 0; a < tq; a++)
+    m[a] = -INFINITY;
+  for (size_t bi = b0; bi < b1; bi++) {
+    size_t b = r->fwd_k_desc ? b1 - 1 - (bi - b0) : bi;
+    size_t j0 = b * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
+    /* the same block update as the plain forward, in this split's block order */
+    if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) return st;
+  }
+  for (size_t a = 0; a < tq; a++) {
+    size_t i = i0 + a;
+    double *o = nsplit > 1 ? os + (sp * tq + a) * d : out->o.data + (h * cx->n_q + i) * d;
+    double lse = -INFINITY, la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);
+    if (la == 0 || m[a] == -INFINITY) {
+      for (size_t c = 0; c < d; c++)
+        o[c] = 0; /* empty row or split: O_s = 0, lse_s = -inf (FA2 writes -inf for split partials) */
+    } else {
+      double rr = aa_attn_alu(1.0 / la, alu);
+      for (size_t c = 0; c < d; c++) {
+        double x = r->fwd_o_norm == AA_NORM_RECIPROCAL ? aa_attn_alu(acc[a * d + c] * rr, alu)
+                                                       : aa_attn_alu(acc[a * d + c] / la, alu);
+        o[c] = nsplit > 1 ? x : aa_attn_rnd(x, r->io_fmt);
+      }
+      lse = aa_attn_fma(m[a], cx->se, aa_attn_lse_log(cx, la), alu);
+    }
+    if (nsplit > 1)
+      ls[sp * tq + a] = lse;
+    else
+      out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
+  }
+  return AA_OK;
+}
+
+/* Combine (the seeds and REFERENCES are silent on split-KV; modelled on
+   FA2's combine kernel, combine_attn_seqk_parallel, and checked against
+   H200 outputs, experiments/README-gpu.md) of row i of head h from its
+   nsplit partials os + a*d, ls + a (split stride tq): lse = log(sum
+   exp(lse_s - max)) + max in the ALU format, then O = sum exp(lse_s - lse)
+   O_s by FMA in split order, rounded once to io; acc is d scratch. */
+static void combine_row(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i, const double *os,
+                        const double *ls, size_t tq, size_t nsplit, double *acc) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  size_t d = cx->d;
+  double *o = out->o.data + (h * cx->n_q + i) * d;
+  double mx = -INFINITY, sum = 0;
+  for (size_t sp = 0; sp < nsplit; sp++)
+    if (ls[sp * tq] > mx) mx = ls[sp * tq];
+  if (mx == -INFINITY) { /* no visible key: the oracle's convention */
+    for (size_t c = 0; c < d; c++)
+      o[c] = 0;
+    out->lse.data[h * cx->n_q + i] = -INFINITY;
+    return;
+  }
+  double lse;
+  if (r->sfu_sm90 && nsplit <= 128) /* FA2 allows at most 128 splits (flash_api.cpp:343) */
+    lse = combine_lse_sm90(ls, tq, nsplit, mx);
+  else {
+    for (size_t sp = 0; sp < nsplit; sp++)
+      sum = aa_attn_alu(sum + aa_attn_alu(exp(aa_attn_alu(ls[sp * tq] - mx, alu)), alu), alu);
+    lse = aa_attn_alu(aa_attn_alu(log(sum), alu) + mx, alu);
+  }
+  for (size_t c = 0; c < d; c++)
+    acc[c] = 0;
+  for (size_t sp = 0; sp < nsplit; sp++) {
+    double w = r->sfu_sm90 ? (double)aa_expf_sm90((float)(ls[sp * tq] - lse))
+                           : aa_attn_alu(exp(aa_attn_alu(ls[sp * tq] - lse, alu)), alu);
+    const double *src = os + sp * tq * d;
+    for (size_t c = 0; c < d; c++)
+      acc[c] = aa_attn_fma(w, src[c], acc[c], alu);
+  }
+  for (size_t c = 0; c < d; c++)
+    o[c] = aa_attn_rnd(acc[c], r->io_fmt);
+  out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
+}
+
 /* One (head, q tile): the key blocks are cut into nsplit contiguous ranges
    of ceil(nblk / nsplit) blocks (FA2 compute_attn_1rowblock_splitkv:
    n_block_min = split * n_blocks_per_split); each range runs the online
@@ -52,11 +142,7 @@ static double combine_lse_sm90(const double *ls, size_t tq, size_t nsplit, doubl
 int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
   const aa_recipe_t *r = cx->r;
-  aa_fmt_t alu = r->alu_fmt;
-  size_t d = cx->d, n_k = cx->n_k;
-  size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
-  size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx);
-  size_t per = (nblk + nsplit - 1) / nsplit;
+  size_t d = cx->d, nsplit = aa_attn_fwd_nsplits(cx);
   if (cx->sinks != NULL || cx->keep_fwd != NULL || r->fwd_checkpoint != AA_CKPT_LSE ||
       r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return AA_EUNSUPPORTED; /* aa_recipe_check refuses the recipe side; problem sinks and keep masks end here */
@@ -72,82 +158,11 @@ int aa_attn_fwd_tile_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   }
   int st = AA_OK;
   aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
-  for (size_t sp = 0; sp < nsplit && st == AA_OK; sp++) {
-    size_t b0 = sp * per, b1 = (sp + 1) * per < nblk ? (sp + 1) * per : nblk;
-    memset(acc, 0, tq * d * sizeof *acc);
-    for (size_t a = 0; a < tq * AA_ATTN_ROWSUM_LANES; a++)
-      l[a] = 0;
-    for (size_t a = 0; a < tq; a++)
-      m[a] = -INFINITY;
-    for (size_t bi = b0; bi < b1; bi++) {
-      size_t b = r->fwd_k_desc ? b1 - 1 - (bi - b0) : bi;
-      size_t j0 = b * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
-      /* the same block update as the plain forward, in this split's block order */
-      if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) break;
-    }
-    if (st != AA_OK) break;
-    for (size_t a = 0; a < tq; a++) {
-      size_t i = i0 + a;
-      double *o = nsplit > 1 ? os + (sp * tq + a) * d : out->o.data + (h * cx->n_q + i) * d;
-      double lse = -INFINITY, la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);
-      if (la == 0 || m[a] == -INFINITY) {
-        for (size_t c = 0; c < d; c++)
-          o[c] = 0; /* empty row or split: O_s = 0, lse_s = -inf (FA2 writes -inf for split partials) */
-      } else {
-        double rr = aa_attn_alu(1.0 / la, alu);
-        for (size_t c = 0; c < d; c++) {
-          double x = r->fwd_o_norm == AA_NORM_RECIPROCAL ? aa_attn_alu(acc[a * d + c] * rr, alu)
-                                                         : aa_attn_alu(acc[a * d + c] / la, alu);
-          o[c] = nsplit > 1 ? x : aa_attn_rnd(x, r->io_fmt);
-        }
-        lse = aa_attn_fma(m[a], cx->se, aa_attn_lse_log(cx, la), alu);
-      }
-      if (nsplit > 1)
-        ls[sp * tq + a] = lse;
-      else
-        out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
-    }
-  }
-  /* Combine (the seeds and REFERENCES are silent on split-KV; modelled on
-     FA2's combine kernel, combine_attn_seqk_parallel, and checked against
-     H200 outputs, experiments/README-gpu.md): lse = log(sum exp(lse_s -
-     max)) + max in the ALU format, then O = sum exp(lse_s - lse) O_s by FMA
-     in split order, rounded once to io; fwd.splits and fwd.split_sms are the
-     recipe parameters. */
+  for (size_t sp = 0; sp < nsplit && st == AA_OK; sp++)
+    st = run_split(cx, out, h, i0, tq, qe, S, P, vis, acc, m, l, sp, os, ls);
   if (st == AA_OK && nsplit > 1)
-    for (size_t a = 0; a < tq; a++) {
-      size_t i = i0 + a;
-      double *o = out->o.data + (h * cx->n_q + i) * d;
-      double mx = -INFINITY, sum = 0;
-      for (size_t sp = 0; sp < nsplit; sp++)
-        if (ls[sp * tq + a] > mx) mx = ls[sp * tq + a];
-      if (mx == -INFINITY) { /* no visible key: the oracle's convention */
-        for (size_t c = 0; c < d; c++)
-          o[c] = 0;
-        out->lse.data[h * cx->n_q + i] = -INFINITY;
-        continue;
-      }
-      double lse;
-      if (r->sfu_sm90 && nsplit <= 128) /* FA2 allows at most 128 splits (flash_api.cpp:343) */
-        lse = combine_lse_sm90(ls + a, tq, nsplit, mx);
-      else {
-        for (size_t sp = 0; sp < nsplit; sp++)
-          sum = aa_attn_alu(sum + aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - mx, alu)), alu), alu);
-        lse = aa_attn_alu(aa_attn_alu(log(sum), alu) + mx, alu);
-      }
-      for (size_t c = 0; c < d; c++)
-        acc[c] = 0;
-      for (size_t sp = 0; sp < nsplit; sp++) {
-        double w = r->sfu_sm90 ? (double)aa_expf_sm90((float)(ls[sp * tq + a] - lse))
-                               : aa_attn_alu(exp(aa_attn_alu(ls[sp * tq + a] - lse, alu)), alu);
-        const double *src = os + (sp * tq + a) * d;
-        for (size_t c = 0; c < d; c++)
-          acc[c] = aa_attn_fma(w, src[c], acc[c], alu);
-      }
-      for (size_t c = 0; c < d; c++)
-        o[c] = aa_attn_rnd(acc[c], r->io_fmt);
-      out->lse.data[h * cx->n_q + i] = aa_attn_rnd(lse, r->fwd_lse_fmt);
-    }
+    for (size_t a = 0; a < tq; a++)
+      combine_row(cx, out, h, i0 + a, os + a * d, ls + a, tq, nsplit, acc);
   free(os);
   free(ls);
   return st;

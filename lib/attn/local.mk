@@ -34,3 +34,7 @@ EXTRA_DIST += tests/tkernel_gpu.sh fixtures/h200-kernels/h200-c1.tsv fixtures/h2
 check_PROGRAMS += tests/tdispatch
 TESTS += tests/tdispatch
 tests_tdispatch_SOURCES = tests/tdispatch.c
+# aa_attn_run's steps and their one cleanup (lib/attn/run.c).
+check_PROGRAMS += tests/tattn_run
+TESTS += tests/tattn_run
+tests_tattn_run_SOURCES = tests/tattn_run.c

@@ -96,146 +96,203 @@ static int check_k_prescale(const aa_problem_t *pb, const aa_recipe_t *r, aa_err
   return AA_OK;
 }
 
-static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
-                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
-  int st = aa_problem_check(pb, err);
-  if (st != AA_OK) return st;
-  st = aa_recipe_check(r, err);
-  if (st != AA_OK) return st;
-  if ((st = check_k_prescale(pb, r, err)) != AA_OK) return st;
-  size_t H = pb->heads, KH = pb->kv_heads, nq = pb->n_q, nk = pb->n_k, d = pb->d;
-  aa_recipe_t tiled;
-  if (r->tiling_fa2) {
-    /* tiling = fa2: the kernel and tiles FA2 would launch for this problem */
-    aa_fa2_dispatch_t dp;
-    if (r->fwd_split_sms == 0)
-      return aa_error_set(err, AA_EINVAL, "recipe '%s': tiling = fa2 needs the SM count in fwd.split_sms", r->name);
-    if ((st = aa_fa2_dispatch(&dp, H, nq, nk, d, r->fwd_split_sms,
-                              pb->keep != NULL || r->dropout.scheme != AA_DROPOUT_NONE, err)) != AA_OK)
-      return st;
-    tiled = *r;
-    tiled.fwd_tile_q = dp.fwd_tile_q;
-    tiled.fwd_tile_k = dp.fwd_tile_k;
-    tiled.fwd_splits = dp.num_splits;
-    tiled.fwd_split_sms = 0;
-    tiled.bwd_tile_q = dp.bwd_tile_q;
-    tiled.bwd_tile_k = dp.bwd_tile_k;
-    r = &tiled;
-  }
-  if ((st = check_tensor(q, "q", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
-  if ((st = check_tensor(k, "k", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
-  if ((st = check_tensor(v, "v", KH, nk, d, r->io_fmt, err)) != AA_OK) return st;
-  if (dO != NULL && (st = check_tensor(dO, "dO", H, nq, d, r->io_fmt, err)) != AA_OK) return st;
-  if (pb->varlen_batch > 0) return aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);
-  /* Working set of the widest tile buffers: whole-row recipes (two-pass,
-     tile_k = 0) hold tile_q x n_k per thread; refuse sizes that cannot be
-     allocated instead of failing half way. */
-  size_t tq = r->fwd_tile_q ? r->fwd_tile_q : nq, tmp;
-  if (aa_size_mul(&tmp, tq, nk) != AA_OK || aa_size_mul(&tmp, tmp, 6 * sizeof(double)) != AA_OK ||
-      tmp > ((size_t)1 << 34))
-    return aa_error_set(err, AA_ENOMEM, "attn_run: a %zu x %zu score tile is too large for recipe '%s'", tq, nk,
-                        r->name);
+/* The resources of one run besides its outputs: the dispatched recipe, the
+   context forward and backward read, and the arrays the context points to.
+   run_free releases them, the one cleanup of run_resolved. */
+typedef struct {
+  aa_recipe_t tiled; /* tiling = fa2: the recipe with FA2's dispatched tiles */
+  aa_attn_ctx_t cx;
+  double *slope_e, *sinks;        /* cx.slope_e, cx.sinks */
+  uint8_t *drawn_fwd, *drawn_bwd; /* recipe dropout: the redrawn keep masks (cx.keep_fwd, cx.keep_bwd) */
+  double *dO_eff, *bias;          /* bwd.norm = recip: cx.dO, cx.bias */
+} run_t;
 
+static void run_free(run_t *rn) {
+  free(rn->slope_e);
+  free(rn->sinks);
+  free(rn->drawn_fwd);
+  free(rn->drawn_bwd);
+  free(rn->dO_eff);
+  free(rn->bias);
+}
+
+/* Step 1, check: the problem, the recipe and the rules between them. */
+static int run_check(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  int st = aa_problem_check(pb, err);
+  if (st == AA_OK) st = aa_recipe_check(r, err);
+  if (st == AA_OK) st = check_k_prescale(pb, r, err);
+  return st;
+}
+
+/* Step 2, dispatch: with tiling = fa2 the kernel and tiles FA2 would launch
+   for this problem, written into rn->tiled, which *r then points to. */
+static int run_dispatch(run_t *rn, const aa_recipe_t **r, const aa_problem_t *pb, aa_error_t *err) {
+  const aa_recipe_t *in = *r;
+  aa_fa2_dispatch_t dp;
+  if (!in->tiling_fa2) return AA_OK;
+  if (in->fwd_split_sms == 0)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': tiling = fa2 needs the SM count in fwd.split_sms", in->name);
+  int st = aa_fa2_dispatch(&dp, pb->heads, pb->n_q, pb->n_k, pb->d, in->fwd_split_sms,
+                           pb->keep != NULL || in->dropout.scheme != AA_DROPOUT_NONE, err);
+  if (st != AA_OK) return st;
+  rn->tiled = *in;
+  rn->tiled.fwd_tile_q = dp.fwd_tile_q;
+  rn->tiled.fwd_tile_k = dp.fwd_tile_k;
+  rn->tiled.fwd_splits = dp.num_splits;
+  rn->tiled.fwd_split_sms = 0;
+  rn->tiled.bwd_tile_q = dp.bwd_tile_q;
+  rn->tiled.bwd_tile_k = dp.bwd_tile_k;
+  *r = &rn->tiled;
+  return AA_OK;
+}
+
+/* The inputs against the problem's shapes and the recipe's io format. */
+static int check_inputs(const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q, const aa_tensor_t *k,
+                        const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  size_t H = pb->heads, KH = pb->kv_heads, nq = pb->n_q, nk = pb->n_k, d = pb->d;
+  int st = check_tensor(q, "q", H, nq, d, r->io_fmt, err);
+  if (st == AA_OK) st = check_tensor(k, "k", KH, nk, d, r->io_fmt, err);
+  if (st == AA_OK) st = check_tensor(v, "v", KH, nk, d, r->io_fmt, err);
+  if (st == AA_OK && dO != NULL) st = check_tensor(dO, "dO", H, nq, d, r->io_fmt, err);
+  return st;
+}
+
+/* Working set of the widest tile buffers: whole-row recipes (two-pass,
+   tile_k = 0) hold tile_q x n_k per thread; refuse sizes that cannot be
+   allocated instead of failing half way. */
+static int check_working_set(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  size_t tq = r->fwd_tile_q ? r->fwd_tile_q : pb->n_q, tmp;
+  if (aa_size_mul(&tmp, tq, pb->n_k) != AA_OK || aa_size_mul(&tmp, tmp, 6 * sizeof(double)) != AA_OK ||
+      tmp > ((size_t)1 << 34))
+    return aa_error_set(err, AA_ENOMEM, "attn_run: a %zu x %zu score tile is too large for recipe '%s'", tq, pb->n_k,
+                        r->name);
+  return AA_OK;
+}
+
+/* The context's shapes, scale and exp coefficient. */
+static void ctx_scales(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_t *r) {
   aa_fmt_t alu = r->alu_fmt;
   double scale = aa_attn_rnd(aa_problem_scale(pb), r->scale_fmt);
-  aa_attn_ctx_t cx = {0};
-  cx.pb = pb;
-  cx.r = r;
-  cx.n_q = nq;
-  cx.n_k = nk;
-  cx.d = d;
-  cx.heads = H;
-  cx.kv_heads = KH;
-  cx.group = H / KH;
-  cx.scale = scale;
-  cx.l2e = aa_attn_rnd(AA_ATTN_LOG2E, alu);
-  cx.se = r->scale_fold == AA_SCALE_EXP ? scale : 1.0;
-  cx.wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
-  cx.wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
-  cx.wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
+  cx->pb = pb;
+  cx->r = r;
+  cx->n_q = pb->n_q;
+  cx->n_k = pb->n_k;
+  cx->d = pb->d;
+  cx->heads = pb->heads;
+  cx->kv_heads = pb->kv_heads;
+  cx->group = pb->heads / pb->kv_heads;
+  cx->scale = scale;
+  cx->l2e = aa_attn_rnd(AA_ATTN_LOG2E, alu);
+  cx->se = r->scale_fold == AA_SCALE_EXP ? scale : 1.0;
+  cx->wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
+  cx->wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
+  cx->wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
   if (aa_attn_exp2form(r))
     /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
        the host and stored as float. */
-    cx.c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx.l2e;
+    cx->c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx->l2e;
   else
-    cx.c = cx.se;
-  /* Score modifiers (problem.h). Softcap with scale_fold = exp, as FA2
-     (flash_api.cpp:130-133): params.softcap = softmax_scale / softcap (one
-     FP32 division), and the softcap replaces the scale everywhere else:
-     scale_softmax (LSE, sinks, the final dQ/dK scale
-     scale_softmax_rp_dropout, flash_bwd_kernel.h:682, 733) and
-     scale_softmax_log2 = softcap * M_LOG2E formed in double, stored as
-     float. Other folds hold logits in S: S <- softcap tanh(S / softcap). */
-  cx.mod = aa_problem_has_score_mod(pb);
-  cx.cap_out = 1.0;
-  cx.dt_mul = 1.0;
-  if (pb->softcap > 0) {
-    double cap = aa_attn_rnd(pb->softcap, r->scale_fmt);
-    if (r->scale_fold == AA_SCALE_EXP) {
-      cx.sc_mul = aa_attn_alu(scale / cap, alu);
-      cx.dt_mul = cx.sc_mul;
-      cx.scale = cap;
-      cx.se = cap;
-      cx.c = aa_attn_exp2form(r) ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
-    } else {
-      cx.sc_mul = aa_attn_alu(1.0 / cap, alu);
-      cx.cap_out = cap;
-    }
-  }
-  double *slope_e = NULL;
-  if (pb->alibi != AA_ALIBI_NONE) {
-    /* the slope in the units of S: divided by scale_softmax with scale_fold = exp (flash_fwd_kernel.h:294) */
-    if ((slope_e = malloc(H * sizeof(double))) == NULL)
-      return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the ALiBi slopes");
-    for (size_t h = 0; h < H; h++)
-      slope_e[h] = r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(aa_attn_rnd(pb->alibi_slopes[h], alu) / cx.scale, alu)
-                                                 : aa_attn_rnd(pb->alibi_slopes[h], alu);
-  }
-  cx.slope_e = slope_e;
-  /* Dropout: the forward applies the problem's mask (the oracle's); a
-     recipe with a dropout scheme makes the backward redraw its own mask with
-     its tiling ([nki-bwd] CORRECTION, twin L974-981), and draws the forward's
-     too when the problem has none. The rescale is the problem's with a
-     given mask, else the scheme's. */
-  int redraw = r->dropout.scheme != AA_DROPOUT_NONE;
-  cx.keep_fwd = cx.keep_bwd = pb->keep;
-  if (pb->keep != NULL)
-    cx.ks = aa_attn_rnd(pb->keep_scale, alu);
-  else
-    cx.ks = redraw ? aa_attn_rnd(aa_dropout_keep_scale(&r->dropout), alu) : 1.0;
-  cx.Q = q->data;
-  cx.K = k->data;
-  cx.V = v->data;
-  cx.dO = dO != NULL ? dO->data : NULL;
-  double *sinks = NULL;
-  if (pb->num_sinks > 0) {
-    size_t ns = H * pb->num_sinks;
-    sinks = malloc(ns * sizeof *sinks);
-    if (sinks == NULL) {
-      free(slope_e);
-      return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
-    }
-    /* sink logits are loaded into the engine's format ([nki-bwd] L1361-1372) */
-    for (size_t i = 0; i < ns; i++)
-      sinks[i] = aa_attn_rnd(pb->sinks[i], alu);
-    cx.sinks = sinks;
-  }
+    cx->c = cx->se;
+}
 
-  size_t s3q[3] = {H, nq, d}, s3k[3] = {KH, nk, d}, s2[2] = {H, nq}, ss[2] = {H, pb->num_sinks};
-  st = aa_tensor_alloc(&out->o, 3, s3q, r->io_fmt);
+/* Score modifiers (problem.h). Softcap with scale_fold = exp, as FA2
+   (flash_api.cpp:130-133): params.softcap = softmax_scale / softcap (one
+   FP32 division), and the softcap replaces the scale everywhere else:
+   scale_softmax (LSE, sinks, the final dQ/dK scale
+   scale_softmax_rp_dropout, flash_bwd_kernel.h:682, 733) and
+   scale_softmax_log2 = softcap * M_LOG2E formed in double, stored as
+   float. Other folds hold logits in S: S <- softcap tanh(S / softcap). */
+static void ctx_softcap(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_t *r) {
+  aa_fmt_t alu = r->alu_fmt;
+  cx->mod = aa_problem_has_score_mod(pb);
+  cx->cap_out = 1.0;
+  cx->dt_mul = 1.0;
+  if (pb->softcap <= 0) return;
+  double cap = aa_attn_rnd(pb->softcap, r->scale_fmt);
+  if (r->scale_fold == AA_SCALE_EXP) {
+    cx->sc_mul = aa_attn_alu(cx->scale / cap, alu);
+    cx->dt_mul = cx->sc_mul;
+    cx->scale = cap;
+    cx->se = cap;
+    cx->c = aa_attn_exp2form(r) ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
+  } else {
+    cx->sc_mul = aa_attn_alu(1.0 / cap, alu);
+    cx->cap_out = cap;
+  }
+}
+
+/* ALiBi: the slope in the units of S, divided by scale_softmax with
+   scale_fold = exp (flash_fwd_kernel.h:294); after ctx_softcap, whose
+   softcap then stands for the scale. */
+static int ctx_alibi(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  aa_fmt_t alu = r->alu_fmt;
+  if (pb->alibi == AA_ALIBI_NONE) return AA_OK;
+  if ((rn->slope_e = malloc(pb->heads * sizeof(double))) == NULL)
+    return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the ALiBi slopes");
+  for (size_t h = 0; h < pb->heads; h++)
+    rn->slope_e[h] = r->scale_fold == AA_SCALE_EXP
+                         ? aa_attn_alu(aa_attn_rnd(pb->alibi_slopes[h], alu) / rn->cx.scale, alu)
+                         : aa_attn_rnd(pb->alibi_slopes[h], alu);
+  rn->cx.slope_e = rn->slope_e;
+  return AA_OK;
+}
+
+/* Sink logits, loaded into the engine's format ([nki-bwd] L1361-1372). */
+static int ctx_sinks(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  size_t ns = pb->heads * pb->num_sinks;
+  if (pb->num_sinks == 0) return AA_OK;
+  if ((rn->sinks = malloc(ns * sizeof *rn->sinks)) == NULL)
+    return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the sink logits");
+  for (size_t i = 0; i < ns; i++)
+    rn->sinks[i] = aa_attn_rnd(pb->sinks[i], r->alu_fmt);
+  rn->cx.sinks = rn->sinks;
+  return AA_OK;
+}
+
+/* Step 3, context: everything forward and backward read besides the
+   outputs. Dropout: the forward applies the problem's mask (the oracle's);
+   a recipe with a dropout scheme makes the backward redraw its own mask
+   with its tiling ([nki-bwd] CORRECTION, twin L974-981), and draws the
+   forward's too when the problem has none (run_dropout_masks). The rescale
+   is the problem's with a given mask, else the scheme's. */
+static int run_context(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                       const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  aa_attn_ctx_t *cx = &rn->cx;
+  ctx_scales(cx, pb, r);
+  ctx_softcap(cx, pb, r);
+  int st = ctx_alibi(rn, pb, r, err);
+  if (st != AA_OK) return st;
+  cx->keep_fwd = cx->keep_bwd = pb->keep;
+  if (pb->keep != NULL)
+    cx->ks = aa_attn_rnd(pb->keep_scale, r->alu_fmt);
+  else
+    cx->ks = r->dropout.scheme != AA_DROPOUT_NONE ? aa_attn_rnd(aa_dropout_keep_scale(&r->dropout), r->alu_fmt) : 1.0;
+  cx->Q = q->data;
+  cx->K = k->data;
+  cx->V = v->data;
+  cx->dO = dO != NULL ? dO->data : NULL;
+  return ctx_sinks(rn, pb, r, err);
+}
+
+/* The output tensors (the backward's when dO is given) and, for the
+   fixed-shift and guarded forwards, the per-row (shift, 1/l) checkpoint and
+   per-tile flags (forward_fixed.c). */
+static int alloc_outputs(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, int backward,
+                         aa_error_t *err) {
+  size_t H = pb->heads, nq = pb->n_q;
+  size_t s3q[3] = {H, nq, pb->d}, s3k[3] = {pb->kv_heads, pb->n_k, pb->d}, s2[2] = {H, nq},
+         ss[2] = {H, pb->num_sinks};
+  int st = aa_tensor_alloc(&out->o, 3, s3q, r->io_fmt);
   if (st == AA_OK) st = aa_tensor_alloc(&out->lse, 2, s2, r->fwd_lse_fmt);
-  if (st == AA_OK && dO != NULL) {
+  if (st == AA_OK && backward) {
     st = aa_tensor_alloc(&out->dq, 3, s3q, r->io_fmt);
     if (st == AA_OK) st = aa_tensor_alloc(&out->dk, 3, s3k, r->io_fmt);
     if (st == AA_OK) st = aa_tensor_alloc(&out->dv, 3, s3k, r->io_fmt);
     if (st == AA_OK && pb->num_sinks > 0) st = aa_tensor_alloc(&out->dsinks, 2, ss, r->bwd_dsinks_fmt);
   }
-  {
-    size_t tqf = r->fwd_tile_q && r->fwd_tile_q < nq ? r->fwd_tile_q : nq;
-    out->fwd_q_tiles = nq ? (nq + tqf - 1) / tqf : 0;
-  }
+  size_t tqf = r->fwd_tile_q && r->fwd_tile_q < nq ? r->fwd_tile_q : nq;
+  out->fwd_q_tiles = nq ? (nq + tqf - 1) / tqf : 0;
   if (st == AA_OK && (r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED)) {
-    /* Per-row (shift, 1/l) checkpoint and per-tile flags (forward_fixed.c). */
     st = aa_tensor_alloc(&out->recip, 2, s2, r->fwd_lse_fmt);
     if (st == AA_OK) st = aa_tensor_alloc(&out->shift, 2, s2, r->fwd_lse_fmt);
     if (st == AA_OK) {
@@ -244,64 +301,82 @@ static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_
       if (out->row_ckpt == NULL || out->tile_flagged == NULL) st = AA_ENOMEM;
     }
   }
-  if (st != AA_OK) {
-    free(sinks);
-    free(slope_e);
-    aa_attn_result_free(out);
-    return aa_error_set(err, st, "attn_run: cannot allocate the outputs");
-  }
-  uint8_t *drawn_fwd = NULL, *drawn_bwd = NULL;
-  if (redraw) {
-    size_t nm = 0;
-    if (aa_size_mul(&nm, H, nq) == AA_OK && aa_size_mul(&nm, nm, nk) == AA_OK) drawn_bwd = malloc(nm ? nm : 1);
-    if (drawn_bwd != NULL && pb->keep == NULL) drawn_fwd = malloc(nm ? nm : 1);
-    st = drawn_bwd == NULL || (pb->keep == NULL && drawn_fwd == NULL) ? AA_ENOMEM : AA_OK;
-    if (st == AA_OK) st = aa_dropout_mask_bwd(drawn_bwd, NULL, &r->dropout, H, nq, nk, err);
-    if (st == AA_OK && drawn_fwd != NULL) st = aa_dropout_mask_fwd(drawn_fwd, NULL, &r->dropout, H, nq, nk, err);
-    if (st != AA_OK) {
-      free(drawn_fwd);
-      free(drawn_bwd);
-      free(sinks);
-      free(slope_e);
-      aa_attn_result_free(out);
-      return st == AA_ENOMEM ? aa_error_set(err, st, "attn_run: cannot allocate the dropout masks") : st;
-    }
-    cx.keep_bwd = drawn_bwd;
-    if (drawn_fwd != NULL) cx.keep_fwd = drawn_fwd;
-  }
+  return st == AA_OK ? AA_OK : aa_error_set(err, st, "attn_run: cannot allocate the outputs");
+}
+
+/* A recipe dropout scheme's redrawn masks: the backward's always, the
+   forward's when the problem brings none. */
+static int run_dropout_masks(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  size_t H = pb->heads, nq = pb->n_q, nk = pb->n_k, nm = 0;
+  if (r->dropout.scheme == AA_DROPOUT_NONE) return AA_OK;
+  if (aa_size_mul(&nm, H, nq) == AA_OK && aa_size_mul(&nm, nm, nk) == AA_OK) rn->drawn_bwd = malloc(nm ? nm : 1);
+  if (rn->drawn_bwd != NULL && pb->keep == NULL) rn->drawn_fwd = malloc(nm ? nm : 1);
+  if (rn->drawn_bwd == NULL || (pb->keep == NULL && rn->drawn_fwd == NULL))
+    return aa_error_set(err, AA_ENOMEM, "attn_run: cannot allocate the dropout masks");
+  int st = aa_dropout_mask_bwd(rn->drawn_bwd, NULL, &r->dropout, H, nq, nk, err);
+  if (st == AA_OK && rn->drawn_fwd != NULL)
+    st = aa_dropout_mask_fwd(rn->drawn_fwd, NULL, &r->dropout, H, nq, nk, err);
+  if (st != AA_OK) return st == AA_ENOMEM ? aa_error_set(err, st, "attn_run: cannot allocate the dropout masks") : st;
+  rn->cx.keep_bwd = rn->drawn_bwd;
+  if (rn->drawn_fwd != NULL) rn->cx.keep_fwd = rn->drawn_fwd;
+  return AA_OK;
+}
+
+/* Step 4, forward. With FP8 or rotated operands the forward alone reads
+   the cast operands, the backward the io inputs (FA3 has no FP8 backward). */
+static int run_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out, aa_error_t *err) {
   double *qf = NULL, *kf = NULL, *vf = NULL;
-  st = aa_attn_fwd_operands(&cx, &qf, &kf, &vf, err);
+  int st = aa_attn_fwd_operands(cx, &qf, &kf, &vf, err);
   if (st == AA_OK && qf != NULL) {
-    /* FP8 forward: the forward alone reads the cast operands, the
-       backward the io inputs (FA3 has no FP8 backward). */
-    aa_attn_ctx_t cxf = cx;
+    aa_attn_ctx_t cxf = *cx;
     cxf.Q = qf, cxf.K = kf, cxf.V = vf;
     st = aa_attn_forward(&cxf, out);
   } else if (st == AA_OK)
-    st = aa_attn_forward(&cx, out);
+    st = aa_attn_forward(cx, out);
   free(qf), free(kf), free(vf);
-  double *dO_eff = NULL, *bias = NULL;
-  if (st == AA_OK && dO != NULL && r->bwd_norm == AA_BWDNORM_RECIP) {
-    /* Reciprocal backward ([blackwell-fa] section 3.5): dO scaled once in the
-       linear preprocessing pass, the saved shifts as exp biases. */
-    st = aa_attn_recip_prepare(&cx, out, &dO_eff, &bias);
-    cx.dO = dO_eff;
-    cx.bias = bias;
+  return st;
+}
+
+/* Step 5, backward. Reciprocal backward ([blackwell-fa] section 3.5): dO
+   scaled once in the linear preprocessing pass, the saved shifts as exp
+   biases. */
+static int run_backward(run_t *rn, aa_attn_result_t *out) {
+  aa_attn_ctx_t *cx = &rn->cx;
+  if (cx->r->bwd_norm == AA_BWDNORM_RECIP) {
+    int st = aa_attn_recip_prepare(cx, out, &rn->dO_eff, &rn->bias);
+    cx->dO = rn->dO_eff;
+    cx->bias = rn->bias;
+    if (st != AA_OK) return st;
   }
-  cx.dq_mul = cx.scale;
-  if (st == AA_OK && dO != NULL && r->bwd_k_prescale)
-    st = backward_k_prescaled(&cx, out);
-  else if (st == AA_OK && dO != NULL)
-    st = aa_attn_backward(&cx, out);
-  free(dO_eff);
-  free(bias);
-  free(drawn_fwd);
-  free(drawn_bwd);
-  free(sinks);
-  free(slope_e);
-  if (st != AA_OK) {
-    aa_attn_result_free(out);
-    return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", r->name, aa_status_str(st));
-  }
+  cx->dq_mul = cx->scale;
+  return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : aa_attn_backward(cx, out);
+}
+
+/* Steps 4 and 5 on a ready context and outputs; a failure names the recipe. */
+static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t *err) {
+  int st = run_forward(&rn->cx, out, err);
+  if (st == AA_OK && backward) st = run_backward(rn, out);
+  if (st != AA_OK)
+    return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", rn->cx.r->name, aa_status_str(st));
   return AA_OK;
+}
+
+/* check, dispatch, context, forward, backward; what the steps allocate is
+   in rn (run_free) and out (freed on failure). */
+static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  run_t rn = {0};
+  int st = run_check(pb, r, err);
+  if (st == AA_OK) st = run_dispatch(&rn, &r, pb, err);
+  if (st == AA_OK) st = check_inputs(pb, r, q, k, v, dO, err);
+  if (st != AA_OK) return st;
+  if (pb->varlen_batch > 0) return aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);
+  st = check_working_set(pb, r, err);
+  if (st == AA_OK) st = run_context(&rn, pb, r, q, k, v, dO, err);
+  if (st == AA_OK) st = alloc_outputs(out, pb, r, dO != NULL, err);
+  if (st == AA_OK) st = run_dropout_masks(&rn, pb, r, err);
+  if (st == AA_OK) st = run_passes(&rn, out, dO != NULL, err);
+  run_free(&rn);
+  if (st != AA_OK) aa_attn_result_free(out);
+  return st;
 }
