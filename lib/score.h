@@ -201,6 +201,17 @@ int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, co
 /* 1 when every rule passes on every output of v (a rule that could not be
    applied, fa/sdpa without a naive reference, counts as a failure). */
 int aa_eval_verdict(const aa_eval_variant_t *v, const aa_rule_t *rules, int n);
+/* Where the elements of evaluated outputs sit in the caller's arrays: its
+   layout (AA_LAYOUT_AUTO: the folded [H, N, d]) with the dims of q and k
+   in it, and the problem's n_q, n_k, d and sinks per head. */
+typedef struct {
+  aa_layout_t layout;
+  aa_dims_t qdims, kdims;
+  size_t n_q, n_k, d, num_sinks;
+} aa_eval_place_t;
+/* The index of folded element i of output o in p's layout into idx ((b, h,
+   n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i);
 /* The largest certified bound over o, dq, dk, dv, dsinks. */
 double aa_eval_oracle_bound(const aa_oracle_result_t *r);
 void aa_eval_variant_free(aa_eval_variant_t *v); /* the recipe text */

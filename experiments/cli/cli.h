@@ -219,6 +219,8 @@ typedef struct {
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 const cli_report_extra_t *cli_report_extra(void);
+/* Where the report's outputs sit in the caller's arrays (its layout; lib/score.h). */
+void cli_place(aa_eval_place_t *p, const cli_report_t *rep);
 /* The index of folded element i of output o in the report's layout into
    idx ((b, h, n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
 int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i);

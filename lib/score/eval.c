@@ -230,3 +230,18 @@ void aa_eval_variant_free(aa_eval_variant_t *v) {
   free(v->recipe_text);
   v->recipe_text = NULL;
 }
+
+int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i) {
+  int kv = strcmp(o->name, "dk") == 0 || strcmp(o->name, "dv") == 0;
+  if (strcmp(o->name, "dsinks") == 0) {
+    size_t k = p->num_sinks ? p->num_sinks : 1;
+    idx[0] = i / k, idx[1] = i % k;
+    return 2;
+  }
+  if (p->layout == AA_LAYOUT_AUTO) {
+    size_t n = kv ? p->n_k : p->n_q;
+    idx[0] = i / (n * p->d), idx[1] = (i / p->d) % n, idx[2] = i % p->d;
+    return 3;
+  }
+  return aa_layout_index(idx, p->layout, kv ? &p->kdims : &p->qdims, i);
+}
