@@ -316,15 +316,31 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
                      char *msg, size_t msg_cap);
 
 /* ---- ABI of the flat entry points (lib/score/abi.c) ----
-   Foreign callers mirror the structures above (python/attnacc/_lib.py):
-   they compare aa_abi_version() and each aa_abi_struct_size with their own
-   before the first call. AA_ABI_VERSION grows whenever a flat structure, a
-   flat function's arguments or a status code change. */
-#define AA_ABI_VERSION 1
+   Foreign callers mirror the input structures above (aa_flat_tensor_t,
+   aa_flat_opts_t, aa_problem_cost_t) and build the result structures
+   (aa_flat_out_t, aa_flat_info_t) from the library's own description of
+   them (aa_abi_field), as python/attnacc/_lib.py does: they compare
+   aa_abi_version() and each aa_abi_struct_size with their own before the
+   first call. AA_ABI_VERSION grows whenever a flat structure, a flat
+   function's arguments or a status code change, or an abi function is
+   added (2: aa_abi_field, aa_abi_measure). */
+#define AA_ABI_VERSION 2
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */
 size_t aa_abi_struct_size(const char *name);
+/* Field i (0, 1, ... in declaration order) of the result structure strct
+   ("aa_flat_out_t" or "aa_flat_info_t"): its name, and its byte offset,
+   element kind ('i' int, 'z' size_t, 'd' double, 'c' char) and shape
+   (rows x cols elements: 1 x 1 a scalar, 1 x n an array, m x n an array of
+   arrays); NULL past the last field or for another structure. */
+const char *aa_abi_field(const char *strct, size_t i, size_t *offset, int *kind, size_t *rows, size_t *cols);
+/* Robust measure i (0, 1, ...) of aa_flat_out_t, each a double field of
+   that name (and of aa_score_out_t): its name, and in *robust whether the
+   JSON document lists it under "robust" (in this order); NULL past the
+   last. One table (lib/score/measures.c) feeds the JSON of run and score,
+   aa_flat_out_t and the Python package. */
+const char *aa_abi_measure(size_t i, int *robust);
 
 void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
 const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */

@@ -202,6 +202,37 @@ static void test_error_prefix(void) {
   aa_error_prefix(NULL, "dq");
 }
 
+/* The library's description of its result structures covers each of them: fields in order, no gap beyond
+   alignment padding (a field left out of lib/score/abi.c would leave one), ending within padding of sizeof; every
+   robust measure is a double field of aa_flat_out_t. */
+static void test_abi_fields(void) {
+  static const struct {
+    const char *name;
+    size_t size;
+  } structs[] = {{"aa_flat_out_t", sizeof(aa_flat_out_t)}, {"aa_flat_info_t", sizeof(aa_flat_info_t)}};
+  for (size_t t = 0; t < 2; t++) {
+    size_t end = 0, off, rows, cols, i;
+    int kind;
+    const char *f;
+    for (i = 0; (f = aa_abi_field(structs[t].name, i, &off, &kind, &rows, &cols)) != NULL; i++) {
+      size_t el = kind == 'i' ? sizeof(int) : kind == 'z' ? sizeof(size_t) : kind == 'd' ? sizeof(double) : 1;
+      AA_CHECK(off >= end && off - end < sizeof(double), "teval abi: %s.%s at %zu, the previous field ends at %zu",
+               structs[t].name, f, off, end);
+      end = off + el * rows * cols;
+    }
+    AA_CHECK(i > 0 && end <= structs[t].size && structs[t].size - end < sizeof(double),
+             "teval abi: %s's %zu fields end at %zu of %zu bytes", structs[t].name, i, end, structs[t].size);
+  }
+  AA_CHECK(aa_abi_field("aa_flat_opts_t", 0, NULL, NULL, NULL, NULL) == NULL, "teval abi: an input structure listed");
+  for (size_t m = 0; aa_abi_measure(m, NULL) != NULL; m++) {
+    const char *name = aa_abi_measure(m, NULL), *f;
+    int kind = 0, found = 0;
+    for (size_t i = 0; (f = aa_abi_field("aa_flat_out_t", i, NULL, &kind, NULL, NULL)) != NULL; i++)
+      if (strcmp(f, name) == 0) found = kind == 'd';
+    AA_CHECK(found, "teval abi: measure %s is not a double field of aa_flat_out_t", name);
+  }
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("teval");
   test_rules_parse();
@@ -209,5 +240,6 @@ int main(void) {
   test_given(seed);
   test_run_and_naive(seed);
   test_error_prefix();
+  test_abi_fields();
   return aa_test_finish("teval");
 }

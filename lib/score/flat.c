@@ -8,6 +8,7 @@
 
 #include "attn.h"
 #include "score.h"
+#include "score/score-impl.h"
 #include "version.h"
 
 const char *aa_flat_version(void) {
@@ -181,15 +182,8 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
   f->inf = s->m.inf;
   f->rel_l2 = s->m.rel_l2;
   f->max_abs = s->m.max_abs;
-  f->max_rel = s->max_rel;
-  f->rel_floor = s->rel_floor;
-  f->max_rel_any = s->max_rel_any;
-  f->ulp_median = s->ulp_median;
-  f->ulp_p99 = s->ulp_p99;
-  f->ulp_max = s->ulp_max;
-  f->ulp_mean = s->ulp_mean;
-  f->ulp_normwise = s->ulp_normwise;
-  f->oracle_relerr_bound = s->oracle_relerr_bound;
+  for (size_t k = 0; k < aa_score_nmeasures; k++)
+    AA_FLAT_MEASURE(f, k) = AA_SCORE_MEASURE(s, k);
   f->idx_ndim = aa_layout_index(f->worst_abs_idx, l, dims, s->worst_abs);
   aa_layout_index(f->worst_rel_idx, l, dims, s->worst_rel);
   f->worst_got = s->worst_got;

@@ -4,18 +4,7 @@
 #include <stddef.h>
 
 #include "score/json.h"
-
-/* The robust measures (aa_score_out_t) of the document's "robust" object, in its order: a measure added to
-   aa_score_out_t reaches the JSON of run and score through one row here. */
-static const struct {
-  const char *key;
-  size_t offset;
-} robust_measures[] = {
-    {"ulp_median", offsetof(aa_score_out_t, ulp_median)},   {"ulp_p99", offsetof(aa_score_out_t, ulp_p99)},
-    {"ulp_max", offsetof(aa_score_out_t, ulp_max)},         {"ulp_normwise", offsetof(aa_score_out_t, ulp_normwise)},
-    {"max_rel", offsetof(aa_score_out_t, max_rel)},         {"rel_floor", offsetof(aa_score_out_t, rel_floor)},
-    {"max_rel_any", offsetof(aa_score_out_t, max_rel_any)},
-};
+#include "score/score-impl.h"
 
 static const char *fmt_name(aa_fmt_t f) {
   const aa_fmt_info_t *i = aa_fmt_info(f);
@@ -58,9 +47,9 @@ static json_t *json_robust(const aa_eval_place_t *p, const aa_eval_out_t *o) {
   const aa_score_out_t *s = &o->s;
   json_t *j = json_object(), *w = json_object();
   int bad = aa_json_set(j, "ulp_fmt", json_string(fmt_name(s->ulp_fmt)));
-  for (size_t k = 0; k < sizeof robust_measures / sizeof robust_measures[0]; k++)
-    bad |= aa_json_set(j, robust_measures[k].key,
-                       aa_json_num(*(const double *)((const char *)s + robust_measures[k].offset)));
+  for (size_t k = 0; k < aa_score_nmeasures; k++) /* a measure added to the table appears here */
+    if (aa_score_measures[k].robust)
+      bad |= aa_json_set(j, aa_score_measures[k].name, aa_json_num(AA_SCORE_MEASURE(s, k)));
   bad |= aa_json_set(w, "index", json_index(p, o, s->worst_abs));
   bad |= aa_json_set(w, "got", aa_json_num(s->worst_got));
   bad |= aa_json_set(w, "oracle", aa_json_num(s->worst_ref));
