@@ -47,6 +47,11 @@ int aa_error_set(aa_error_t *err, int status, const char *fmt, ...)
 #endif
     ;
 
+/* Put "prefix: " in front of err's message (truncating its end if needed),
+   unless it already starts so: a module's own messages may name it
+   ("oracle: ..."), and one name is enough. err may be NULL. */
+void aa_error_prefix(aa_error_t *err, const char *prefix);
+
 /* The printable form of text (up to its NUL) into dst (cap bytes, cap >= 1,
    always NUL-terminated): \n, \r, \t for those three, \xNN for every other
    byte outside ' '..'~' (control bytes, DEL, and bytes >= 0x80, which a

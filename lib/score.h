@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "attn.h"
 #include "common.h"
 #include "fmt.h"
 #include "layout.h"
@@ -100,6 +101,120 @@ int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err);
 /* The narrowest of BF16, FP16, FP32, FP64 holding every element of t exactly
    (the dtype a value array most likely came from; FP64 when none is smaller). */
 aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t);
+
+/* ---- the evaluation path (lib/score/eval.c) ----
+   The one path from inputs to a scored verdict, for the command (run, score,
+   the sweep's experiments) and the flat entry points below alike: a recipe
+   run on a problem and each of its outputs compared with the oracle, given
+   (external) outputs scored, the naive reference's rules applied, rules
+   parsed and verdicts formed. Nothing here prints or reads the clock: the
+   caller times the emulation into seconds. */
+#define AA_EVAL_MAX_OUT 5
+/* One compared output: the legacy metrics (lib/metrics.h: ULPs in the
+   output's format when bf16, else fp32; the 0.01/0.01 rule) and the robust
+   measures and four rules (aa_score_out_t). */
+typedef struct {
+  const char *name; /* "o", "dq", "dk", "dv", "dsinks" */
+  aa_fmt_t ulp_fmt; /* the legacy metrics' ULP format */
+  aa_metrics_t m;
+  double relerr_bound; /* the oracle's certified bound of this output */
+  int fa_applied;      /* the legacy fa fields of m are filled (aa_eval_apply_fa) */
+  aa_score_out_t s;
+} aa_eval_out_t;
+
+/* One evaluated variant: a recipe's run, or outputs given by a kernel. */
+typedef struct {
+  char variant[64];
+  char *recipe_text; /* aa_recipe_format text, malloc'd; NULL for external outputs */
+  aa_eval_out_t out[AA_EVAL_MAX_OUT];
+  int nout;
+  double seconds;             /* emulation seconds (forward + backward), set by the caller that times it */
+  char dq_reduce[32];         /* the recipe's dq_reduce strategy name ("" for external outputs) */
+  aa_reduce_stats_t dq_stats; /* its counters: tiles, budget failures, FP64 recomputes */
+  /* Normalisation (the fixed-shift and guarded variants of [blackwell-fa]
+     sections 3.1-3.2; zeros for the other schemes): forward query tiles,
+     tiles flagged by the range checks, rows recovered to LSE, and whether
+     any output (o, dq, dk, dv, dsinks) holds NaN or Inf. */
+  char softmax[24]; /* fwd.softmax name ("" for external outputs) */
+  size_t fwd_tiles, tiles_flagged, rows_recovered;
+  int nonfinite;
+  /* The emulation's own message when the recipe refused the problem (a NaN
+     it detects, a range it cannot hold); "" when it ran. */
+  char refused[512]; /* the size of aa_error_t's msg (checked in lib/score/eval.c) */
+} aa_eval_variant_t;
+
+/* How outputs are scored: ULPs counted in ulp_fmt (-1: the data's own,
+   fp64 and fp8 data: fp32) and the abs-rel rule's atol, rtol (< 0: 0.01). */
+typedef struct {
+  int ulp_fmt;
+  double atol, rtol;
+} aa_eval_opts_t;
+#define AA_EVAL_OPTS_DEFAULT ((aa_eval_opts_t){-1, -1, -1})
+
+/* Compare t with ref into out: the legacy metrics and the robust measures
+   and rules with the default options. On failure err says "NAME: ...". */
+int aa_eval_compare(aa_eval_out_t *out, const char *name, const aa_tensor_t *t, const aa_oracle_out_t *ref,
+                    aa_error_t *err);
+/* (Re)compute out->s alone with the options o (out->name kept). */
+int aa_eval_rescore(aa_eval_out_t *out, const aa_tensor_t *t, const aa_oracle_out_t *ref, const aa_eval_opts_t *o,
+                    aa_error_t *err);
+/* Run recipe r (aa_attn_run) on the problem's inputs into res and record
+   in v the variant's name, recipe text and counters (of the recipe
+   resolved for this problem when it has conditional keys). On failure err
+   says "RECIPE: ...", and when the emulation itself refused the problem
+   v->refused keeps its message. v->seconds is left to the caller. */
+int aa_eval_attn(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
+                 const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
+                 aa_error_t *err);
+/* Compare res's o, dq, dk, dv (and dsinks when the problem has sinks) with
+   the oracle into v->out, scored with o (NULL: the defaults); v->nonfinite. */
+int aa_eval_outputs(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_problem_t *pb,
+                    const aa_oracle_result_t *oracle, const aa_eval_opts_t *o, aa_error_t *err);
+/* aa_eval_attn then aa_eval_outputs. */
+int aa_eval_run(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
+                const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
+                const aa_oracle_result_t *oracle, const aa_eval_opts_t *o, aa_error_t *err);
+/* Outputs given by a kernel: g[5] holds o, dq, dk, dv, dsinks (data NULL
+   where not given); each given one is refused when its exact value is not
+   finite in its format (aa_score_exact_finite), else compared with the
+   oracle as aa_eval_outputs does, scored with o (NULL: the defaults). v is
+   named "external". */
+int aa_eval_given(aa_eval_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle,
+                  const aa_eval_opts_t *o, aa_error_t *err);
+/* The naive reference in format fmt (aa_score_naive_recipe: BF16, FP16 or
+   FP32) run on inputs already tagged fmt, and compared with the oracle,
+   into naive and naive_res (freed by the caller on success). */
+int aa_eval_naive(aa_eval_variant_t *naive, aa_attn_result_t *naive_res, aa_fmt_t fmt, const aa_problem_t *pb,
+                  const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
+                  const aa_oracle_result_t *oracle, aa_error_t *err);
+/* The fa and sdpa rules of v against the naive reference's outputs of the
+   same name (aa_score_apply_naive). */
+void aa_eval_apply_naive(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
+/* The same, and the legacy fa fields of the metrics (factor 2 for o, 3 for
+   the gradients; fa_applied set). */
+void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
+/* Rules as text: a comma- or space-separated list of fa, torch, sdpa,
+   abs-rel (optionally followed by ATOL,RTOL, stored in *atol, *rtol) or
+   "all", into rules[AA_RULE_COUNT] (each once, *n of them). AA_EINVAL with
+   a message naming the word. */
+int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *text, aa_error_t *err);
+/* 1 when every rule passes on every output of v (a rule that could not be
+   applied, fa/sdpa without a naive reference, counts as a failure). */
+int aa_eval_verdict(const aa_eval_variant_t *v, const aa_rule_t *rules, int n);
+/* Where the elements of evaluated outputs sit in the caller's arrays: its
+   layout (AA_LAYOUT_AUTO: the folded [H, N, d]) with the dims of q and k
+   in it, and the problem's n_q, n_k, d and sinks per head. */
+typedef struct {
+  aa_layout_t layout;
+  aa_dims_t qdims, kdims;
+  size_t n_q, n_k, d, num_sinks;
+} aa_eval_place_t;
+/* The index of folded element i of output o in p's layout into idx ((b, h,
+   n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i);
+/* The largest certified bound over o, dq, dk, dv, dsinks. */
+double aa_eval_oracle_bound(const aa_oracle_result_t *r);
+void aa_eval_variant_free(aa_eval_variant_t *v); /* the recipe text */
 
 /* ---- flat entry point (specification for foreign callers) ----
    Tensors are C-order double arrays (every bf16/fp16/fp32 value is exact in
@@ -201,15 +316,31 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
                      char *msg, size_t msg_cap);
 
 /* ---- ABI of the flat entry points (lib/score/abi.c) ----
-   Foreign callers mirror the structures above (python/attnacc/_lib.py):
-   they compare aa_abi_version() and each aa_abi_struct_size with their own
-   before the first call. AA_ABI_VERSION grows whenever a flat structure, a
-   flat function's arguments or a status code change. */
-#define AA_ABI_VERSION 1
+   Foreign callers mirror the input structures above (aa_flat_tensor_t,
+   aa_flat_opts_t, aa_problem_cost_t) and build the result structures
+   (aa_flat_out_t, aa_flat_info_t) from the library's own description of
+   them (aa_abi_field), as python/attnacc/_lib.py does: they compare
+   aa_abi_version() and each aa_abi_struct_size with their own before the
+   first call. AA_ABI_VERSION grows whenever a flat structure, a flat
+   function's arguments or a status code change, or an abi function is
+   added (2: aa_abi_field, aa_abi_measure). */
+#define AA_ABI_VERSION 2
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */
 size_t aa_abi_struct_size(const char *name);
+/* Field i (0, 1, ... in declaration order) of the result structure strct
+   ("aa_flat_out_t" or "aa_flat_info_t"): its name, and its byte offset,
+   element kind ('i' int, 'z' size_t, 'd' double, 'c' char) and shape
+   (rows x cols elements: 1 x 1 a scalar, 1 x n an array, m x n an array of
+   arrays); NULL past the last field or for another structure. */
+const char *aa_abi_field(const char *strct, size_t i, size_t *offset, int *kind, size_t *rows, size_t *cols);
+/* Robust measure i (0, 1, ...) of aa_flat_out_t, each a double field of
+   that name (and of aa_score_out_t): its name, and in *robust whether the
+   JSON document lists it under "robust" (in this order); NULL past the
+   last. One table (lib/score/measures.c) feeds the JSON of run and score,
+   aa_flat_out_t and the Python package. */
+const char *aa_abi_measure(size_t i, int *robust);
 
 void aa_flat_opts_init(aa_flat_opts_t *opts); /* auto layout, no mask, default scale, abs-rel 0.01/0.01, naive on */
 const char *aa_flat_version(void);            /* AA_VERSION, for callers that cannot read the header */

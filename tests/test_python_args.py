@@ -165,3 +165,11 @@ def test_library_reports_its_abi():
     for name, mirror in _lib.MIRRORS.items():
         assert lib.aa_abi_struct_size(name.encode()) == ctypes.sizeof(mirror), name
     assert lib.aa_abi_struct_size(b"no_such_struct") == 0
+    # the result structures come from the library's description, size-checked against it
+    for name, cls in (("aa_flat_out_t", _lib.FlatOut), ("aa_flat_info_t", _lib.FlatInfo)):
+        assert lib.aa_abi_struct_size(name.encode()) == ctypes.sizeof(cls), name
+    names = [f for f, _ in _lib.FlatOut._fields_]
+    assert names[0] == "name" and "ulp_median" in names and "rule_worst_idx" in names
+    assert len(_lib.FlatOut().rule_worst_idx) == len(_lib.RULES) and len(_lib.FlatOut().rule_worst_idx[0]) == 4
+    robust = [m for m, listed in _lib.MEASURES if listed]
+    assert robust[:3] == ["ulp_median", "ulp_p99", "ulp_max"] and ("ulp_mean", False) in _lib.MEASURES

@@ -178,36 +178,18 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
 /* Version of the JSON document of run and score (experiments/README-json.md). */
 #define CLI_SCHEMA_VERSION 2
 
-/* ---- one compared variant ---- */
-#define CLI_MAX_OUT 5
-typedef struct {
-  const char *name; /* "o", "dq", "dk", "dv", "dsinks" */
-  aa_fmt_t ulp_fmt;
-  aa_metrics_t m;
-  double relerr_bound; /* the oracle's certified bound of this output */
-  int fa_applied;
-  aa_score_out_t s; /* robust measures and the four rules (lib/score.h) */
-} cli_out_t;
-
-typedef struct {
-  char variant[64];
-  char *recipe_text; /* aa_recipe_format text, malloc'd; NULL for external gradients */
-  cli_out_t out[CLI_MAX_OUT];
-  int nout;
-  double seconds;             /* emulation seconds (forward + backward) */
-  char dq_reduce[32];         /* the recipe's dq_reduce strategy name ("" for external gradients) */
-  aa_reduce_stats_t dq_stats; /* its counters: tiles, budget failures, FP64 recomputes */
-  /* Normalisation (the fixed-shift and guarded variants of [blackwell-fa]
-     sections 3.1-3.2; zeros for the other schemes): forward
-     query tiles, tiles flagged by the range checks, rows recovered to LSE,
-     and whether any output (o, dq, dk, dv, dsinks) holds NaN or Inf. */
-  char softmax[24]; /* fwd.softmax name ("" for external gradients) */
-  size_t fwd_tiles, tiles_flagged, rows_recovered;
-  int nonfinite;
-  /* The emulation's own message when the recipe refused the problem (a NaN
-     it detects, a range it cannot hold); "" when it ran. */
-  char refused[sizeof(((aa_error_t *)0)->msg)];
-} cli_variant_t;
+/* ---- one compared variant ----
+   The evaluation path is the library's (lib/score.h, aa_eval_*); these are
+   its types and functions under the names the commands used before it
+   moved there (new code says aa_eval_*). */
+#define CLI_MAX_OUT AA_EVAL_MAX_OUT
+typedef aa_eval_out_t cli_out_t;
+typedef aa_eval_variant_t cli_variant_t;
+#define cli_compare aa_eval_compare
+#define cli_oracle_bound aa_eval_oracle_bound
+#define cli_verdict aa_eval_verdict
+#define cli_apply_fa aa_eval_apply_fa
+#define cli_variant_free aa_eval_variant_free
 
 /* Everything a report prints besides the per-variant rows. */
 typedef struct {
@@ -237,27 +219,16 @@ typedef struct {
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 const cli_report_extra_t *cli_report_extra(void);
+/* Where the report's outputs sit in the caller's arrays (its layout; lib/score.h). */
+void cli_place(aa_eval_place_t *p, const cli_report_t *rep);
 /* The index of folded element i of output o in the report's layout into
    idx ((b, h, n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
 int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i);
 /* The line that explains why output o fails rule (worst element, value, oracle, error). */
 void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_out_t *o, aa_rule_t rule);
 
-/* Compare t with ref into out->m (ULPs in t's format when BF16 or FP32,
-   else FP32). */
-int cli_compare(cli_out_t *out, const char *name, const aa_tensor_t *t, const aa_oracle_out_t *ref, aa_error_t *err);
-double cli_oracle_bound(const aa_oracle_result_t *r); /* max certified bound over o, dq, dk, dv, dsinks */
-/* (Re)compute out->s: robust measures in ulp_fmt (-1: t's own format; fp64
-   and fp8 data: fp32) and the abs-rel (0.01, 0.01 unless atol/rtol >= 0
-   are given) and torch rules. */
-int cli_score_out(cli_out_t *out, const aa_tensor_t *t, const aa_oracle_out_t *ref, int ulp_fmt, double atol,
-                  double rtol, aa_error_t *err);
-/* --rule: a comma-separated list of fa, torch, sdpa, abs-rel (optionally
-   followed by ATOL,RTOL) or "all"; 0, or 2 after a message. */
+/* --rule (aa_eval_rules_parse); 0, or 2 after a message "attnacc CMD: --rule: ...". */
 int cli_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *cmd, const char *s);
-/* 1 when every given verdict rule passes on every output of v (a rule that
-   could not be applied, fa/sdpa without a naive reference, counts as a failure). */
-int cli_verdict(const cli_variant_t *v, const aa_rule_t *rules, int n);
 /* The rule ratios of every output, and one line per failure naming the
    worst element (index in the report's layout, value, oracle, error). */
 void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
@@ -281,32 +252,11 @@ json_t *aa_json_problem(const cli_report_t *rep);
 json_t *aa_json_oracle(const cli_report_t *rep);
 json_t *aa_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
 json_t *aa_json_run(const cli_report_t *rep, const cli_variant_t *v);
-void cli_variant_free(cli_variant_t *v);
 
-/* The one evaluation path of every command and experiment: run recipe r
-   (attn module) on the inputs, timed into v->seconds, and compare o, dq,
-   dk, dv (and dsinks when the problem has sinks) with the oracle: metrics
-   (lib/metrics.h: ULPs in the output's format, bf16 or else fp32, the
-   0.01/0.01 rule) and the robust measures and rules (lib/score.h); res keeps
-   the outputs. On failure err says "RECIPE: ..." or "OUTPUT: ...", and when
-   the emulation itself refused the problem v->refused keeps its message. */
+/* aa_eval_run with the default scoring, the emulation (aa_eval_attn)
+   timed into v->seconds: the evaluation of every command and experiment. */
 int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                     const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err);
-/* The same path for outputs given by a kernel (score): g[5] holds o, dq,
-   dk, dv, dsinks (data NULL where not given); each given one is compared
-   with the oracle as cli_run_variant does, with the robust measures in
-   ulp_fmt (-1: the data's own) and the abs-rel rule's atol, rtol (< 0: the
-   defaults). v is named "external". */
-int cli_evaluate_given(cli_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle, int ulp_fmt,
-                       double atol, double rtol, aa_error_t *err);
-/* The fa and sdpa rules of v against the naive reference in the inputs'
-   own dtype (naive, its outputs naive_res), on the outputs of one name;
-   the naive's measures are first redone in ulp_fmt, atol, rtol when given. */
-int cli_apply_naive(cli_variant_t *v, cli_variant_t *naive, const aa_attn_result_t *naive_res,
-                    const aa_oracle_result_t *oracle, int ulp_fmt, double atol, double rtol, aa_error_t *err);
-/* Apply the flash-attention rule against the naive reference's rows with
-   the same output name: factor 2 for o, 3 for the gradients. */
-void cli_apply_fa(cli_variant_t *v, const cli_variant_t *naive);
 /* The run command's body (experiments/cmd/run.c) under the name cmd. given:
    the recipes to run instead of --variant/--recipe (NULL: those options).
    hook: called with the report and the compared variants in place of the

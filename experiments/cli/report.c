@@ -20,20 +20,15 @@ const cli_report_extra_t *cli_report_extra(void) {
   return &extra;
 }
 
+void cli_place(aa_eval_place_t *p, const cli_report_t *rep) {
+  *p = (aa_eval_place_t){extra.layout, extra.qdims, extra.kdims,       rep->pb->n_q,
+                         rep->pb->n_k, rep->pb->d,  rep->pb->num_sinks};
+}
+
 int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i) {
-  const aa_problem_t *pb = rep->pb;
-  int kv = strcmp(o->name, "dk") == 0 || strcmp(o->name, "dv") == 0;
-  if (strcmp(o->name, "dsinks") == 0) {
-    size_t k = pb->num_sinks ? pb->num_sinks : 1;
-    idx[0] = i / k, idx[1] = i % k;
-    return 2;
-  }
-  if (extra.layout == AA_LAYOUT_AUTO) {
-    size_t n = kv ? pb->n_k : pb->n_q;
-    idx[0] = i / (n * pb->d), idx[1] = (i / pb->d) % n, idx[2] = i % pb->d;
-    return 3;
-  }
-  return aa_layout_index(idx, extra.layout, kv ? &extra.kdims : &extra.qdims, i);
+  aa_eval_place_t p;
+  cli_place(&p, rep);
+  return aa_eval_index(idx, &p, o, i);
 }
 
 /* "(b, h, n, d)" of folded element i of output o in the report's layout. */

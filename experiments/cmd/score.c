@@ -178,7 +178,7 @@ typedef struct {
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v;
   aa_attn_result_t naive_res, snaive_res;
-  aa_recipe_t naive_r, snaive_r;
+  aa_recipe_t naive_r;
   aa_fmt_t in_fmt;
   char *jtext;
   size_t jlen;
@@ -393,7 +393,7 @@ static int score_oracle(score_t *S) {
   cli_progress_end();
   if (rc != 0) return 2;
   S->have_oracle = 1;
-  if (cli_evaluate_given(&S->v, S->g, &S->oracle, S->ulp_fmt, S->atol, S->rtol, &S->err) != AA_OK)
+  if (aa_eval_given(&S->v, S->g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
   return 0;
 }
@@ -403,17 +403,16 @@ static int score_naive_own_dtype(score_t *S) {
   aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
   const aa_problem_t *pb = &S->pb;
   int rc;
-  if (aa_score_naive_recipe(&S->snaive_r, S->in_fmt, &S->err) != AA_OK) return fail(S, NULL);
   for (int i = 0; i < 5; i++)
     if (ts[i]->data != NULL) ts[i]->fmt = S->in_fmt;
   cli_progress(S->cmd, "running the naive reference",
                (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
-  rc = cli_run_variant(&S->snaive_v, &S->snaive_res, &S->snaive_r, pb, &S->in, &S->oracle, &S->err);
+  rc = aa_eval_naive(&S->snaive_v, &S->snaive_res, S->in_fmt, pb, &S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->oracle,
+                     &S->err);
   cli_progress_end();
   if (rc != AA_OK) return fail(S, NULL);
   S->have_snaive = 1;
-  if (cli_apply_naive(&S->v, &S->snaive_v, &S->snaive_res, &S->oracle, S->ulp_fmt, S->atol, S->rtol, &S->err))
-    return fail(S, NULL);
+  aa_eval_apply_naive(&S->v, &S->snaive_v);
   return 0;
 }
 
@@ -467,7 +466,7 @@ static int score_write_files(score_t *S) {
 static int score_write(score_t *S) {
   int rc;
   S->ex =
-      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_r.name : NULL};
+      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_v.variant : NULL};
   cli_set_report_extra(&S->ex);
   S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {

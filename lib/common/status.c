@@ -71,6 +71,21 @@ int aa_error_set(aa_error_t *err, int status, const char *fmt, ...) {
   return status;
 }
 
+void aa_error_prefix(aa_error_t *err, const char *prefix) {
+  size_t pl, ml, cap = sizeof err->msg;
+  if (err == NULL) return;
+  pl = strlen(prefix) + 2;
+  if (pl >= cap) return;
+  if (strncmp(err->msg, prefix, pl - 2) == 0 && strncmp(err->msg + pl - 2, ": ", 2) == 0) return;
+  ml = strnlen(err->msg, cap - 1);
+  if (ml > cap - 1 - pl) ml = cap - 1 - pl;
+  memmove(err->msg + pl, err->msg, ml);
+  memcpy(err->msg, prefix, pl - 2);
+  err->msg[pl - 2] = ':';
+  err->msg[pl - 1] = ' ';
+  err->msg[pl + ml] = '\0';
+}
+
 int aa_size_mul(size_t *out, size_t a, size_t b) {
   if (a != 0 && b > SIZE_MAX / a) return AA_ENOMEM;
   *out = a * b;

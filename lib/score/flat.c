@@ -8,6 +8,7 @@
 
 #include "attn.h"
 #include "score.h"
+#include "score/score-impl.h"
 #include "version.h"
 
 const char *aa_flat_version(void) {
@@ -181,15 +182,8 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
   f->inf = s->m.inf;
   f->rel_l2 = s->m.rel_l2;
   f->max_abs = s->m.max_abs;
-  f->max_rel = s->max_rel;
-  f->rel_floor = s->rel_floor;
-  f->max_rel_any = s->max_rel_any;
-  f->ulp_median = s->ulp_median;
-  f->ulp_p99 = s->ulp_p99;
-  f->ulp_max = s->ulp_max;
-  f->ulp_mean = s->ulp_mean;
-  f->ulp_normwise = s->ulp_normwise;
-  f->oracle_relerr_bound = s->oracle_relerr_bound;
+  for (size_t k = 0; k < aa_score_nmeasures; k++)
+    AA_FLAT_MEASURE(f, k) = AA_SCORE_MEASURE(s, k);
   f->idx_ndim = aa_layout_index(f->worst_abs_idx, l, dims, s->worst_abs);
   aa_layout_index(f->worst_rel_idx, l, dims, s->worst_rel);
   f->worst_got = s->worst_got;
@@ -212,80 +206,97 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
   }
 }
 
-int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
-                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+/* The given outputs (o, dq of q's shape, dk, dv of k's) imported into got[0..3] in the problem's layout; got[4]
+   (dsinks) stays empty. */
+static int import_outputs(aa_tensor_t got[5], const flat_prob_t *p, const aa_flat_tensor_t *inputs,
+                          const aa_flat_tensor_t *outputs, aa_error_t *err) {
   static const char *nm[4] = {"o", "dq", "dk", "dv"};
-  aa_error_t err = {{0}};
-  flat_prob_t p;
-  aa_oracle_result_t orc;
-  aa_attn_result_t naive;
-  aa_tensor_t got[4];
-  aa_score_out_t sc[4], ns;
-  const aa_oracle_out_t *ref[4];
-  int rc, have_naive = 0;
   char a[96], b[96];
-
-  memset(out, 0, 4 * sizeof *out);
-  memset(got, 0, sizeof got);
-  memset(&orc, 0, sizeof orc);
-  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  int rc;
   for (int i = 0; i < 4; i++) {
     const aa_flat_tensor_t *like = &inputs[i == 0 || i == 1 ? 0 : 1];
     if (outputs[i].data == NULL) continue;
-    if (!valid_fmt(outputs[i].fmt)) {
-      rc = aa_error_set(&err, AA_EINVAL, "%s: format %d is not bf16/fp16/fp32/fp64", nm[i], outputs[i].fmt);
-      goto done;
-    }
+    if (!valid_fmt(outputs[i].fmt))
+      return aa_error_set(err, AA_EINVAL, "%s: format %d is not bf16/fp16/fp32/fp64", nm[i], outputs[i].fmt);
     if (!same_shape(&outputs[i], like)) {
       shape_str(a, sizeof a, &outputs[i]);
       shape_str(b, sizeof b, like);
-      rc = aa_error_set(&err, AA_ESHAPE, "%s %s does not match %s %s", nm[i], a, i < 2 ? "q" : "k", b);
-      goto done;
+      return aa_error_set(err, AA_ESHAPE, "%s %s does not match %s %s", nm[i], a, i < 2 ? "q" : "k", b);
     }
-    if ((rc = aa_layout_import(&got[i], outputs[i].data, (aa_fmt_t)outputs[i].fmt, p.layout, outputs[i].ndim,
-                               outputs[i].shape, &err)) != AA_OK)
-      goto done;
+    if ((rc = aa_layout_import(&got[i], outputs[i].data, (aa_fmt_t)outputs[i].fmt, p->layout, outputs[i].ndim,
+                               outputs[i].shape, err)) != AA_OK)
+      return rc;
   }
-  if ((rc = run_oracle(&orc, &p, opts, &err)) != AA_OK) goto done;
-  ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
-  for (int i = 0; i < 4; i++) {
-    aa_fmt_t uf;
-    if (got[i].data == NULL) continue;
-    uf = opts->ulp_fmt >= 0 ? (aa_fmt_t)opts->ulp_fmt : got[i].fmt;
-    if ((rc = aa_score_exact_finite(ref[i], nm[i], got[i].fmt, &err)) != AA_OK) goto done;
-    if ((rc = aa_score_compare(&sc[i], nm[i], &got[i], ref[i], got[i].fmt, uf, opts->atol, opts->rtol, &err)) !=
-        AA_OK)
-      goto done;
-  }
-  if (opts->naive && p.in_fmt != AA_FMT_FP64) {
-    aa_recipe_t r;
-    const aa_tensor_t *nt[4];
-    if ((rc = aa_score_naive_recipe(&r, p.in_fmt, &err)) != AA_OK) goto done;
-    memset(&naive, 0, sizeof naive);
-    for (int i = 0; i < 4; i++)
-      p.in[i].fmt = p.in_fmt;
-    if ((rc = aa_attn_run(&naive, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
-    have_naive = 1;
-    nt[0] = &naive.o, nt[1] = &naive.dq, nt[2] = &naive.dk, nt[3] = &naive.dv;
-    for (int i = 0; i < 4; i++) {
-      if (got[i].data == NULL) continue;
-      if ((rc = aa_score_compare(&ns, nm[i], nt[i], ref[i], p.in_fmt, sc[i].ulp_fmt, opts->atol, opts->rtol, &err)) !=
-          AA_OK)
-        goto done;
-      aa_score_apply_naive(&sc[i], &ns);
-    }
-  }
+  return AA_OK;
+}
+
+/* The scored outputs of v (those of got[0..3] that are present, in that order) into out[0..3]. */
+static void export_scores(aa_flat_out_t *out, const aa_eval_variant_t *v, const aa_tensor_t *const got[4],
+                          const aa_oracle_result_t *orc, const flat_prob_t *p) {
+  const aa_oracle_out_t *ref[4] = {&orc->o, &orc->dq, &orc->dk, &orc->dv};
+  for (int i = 0, j = 0; i < 4 && j < v->nout; i++)
+    if (got[i]->data != NULL) to_flat(&out[i], &v->out[j++].s, got[i], ref[i], p->layout, i < 2 ? &p->dq : &p->dk);
+}
+
+/* The fa and sdpa rules of v against the naive reference in format fmt (the inputs are tagged fmt), when asked
+   and when one exists in that format. */
+static int flat_naive(aa_eval_variant_t *v, aa_eval_variant_t *naive, aa_attn_result_t *naive_res, flat_prob_t *p,
+                      aa_fmt_t fmt, const aa_flat_opts_t *o, const aa_oracle_result_t *orc, aa_error_t *err) {
+  int rc;
+  if (!o->naive || (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)) return AA_OK;
   for (int i = 0; i < 4; i++)
-    if (got[i].data != NULL) to_flat(&out[i], &sc[i], &got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
-  fill_info(info, &p, &orc);
-done:
-  if (have_naive) aa_attn_result_free(&naive);
-  if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
+    p->in[i].fmt = fmt;
+  rc = aa_eval_naive(naive, naive_res, fmt, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], orc, err);
+  if (rc == AA_OK) aa_eval_apply_naive(v, naive);
+  return rc;
+}
+
+/* What a flat call evaluates: the oracle, the variant scored and the naive reference (zeroed: freed whole). */
+typedef struct {
+  aa_oracle_result_t orc;
+  aa_eval_variant_t v, naive;
+  aa_attn_result_t res, naive_res;
+} flat_eval_t;
+
+static void eval_free(flat_eval_t *e) {
+  aa_attn_result_free(&e->res);
+  aa_attn_result_free(&e->naive_res);
+  aa_eval_variant_free(&e->v);
+  aa_eval_variant_free(&e->naive);
+  if (e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
+}
+
+static void set_msg(char *msg, size_t msg_cap, int rc, const aa_error_t *err) {
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err->msg);
+}
+
+int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+  aa_error_t err = {{0}};
+  flat_prob_t p;
+  flat_eval_t e;
+  aa_tensor_t got[5];
+  const aa_tensor_t *gp[4] = {&got[0], &got[1], &got[2], &got[3]};
+  int rc;
+
+  memset(out, 0, 4 * sizeof *out);
+  memset(got, 0, sizeof got);
+  memset(&e, 0, sizeof e);
+  if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  if ((rc = import_outputs(got, &p, inputs, outputs, &err)) == AA_OK &&
+      (rc = run_oracle(&e.orc, &p, opts, &err)) == AA_OK &&
+      (rc = aa_eval_given(&e.v, got, &e.orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) ==
+          AA_OK &&
+      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, p.in_fmt, opts, &e.orc, &err)) == AA_OK) {
+    export_scores(out, &e.v, gp, &e.orc, &p);
+    fill_info(info, &p, &e.orc);
+  }
+  eval_free(&e);
   for (int i = 0; i < 4; i++)
     aa_tensor_free(&got[i]);
   prob_free(&p);
 done_noprob:
-  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  set_msg(msg, msg_cap, rc, &err);
   return rc;
 }
 
@@ -344,78 +355,56 @@ static int load_recipe(aa_recipe_t *r, const char *spec, aa_error_t *err) {
   return aa_recipe_from_spec(r, spec, err);
 }
 
+/* Round the inputs (RNE) into fmt and tag them so; the count of values changed. */
+static size_t round_inputs(flat_prob_t *p, aa_fmt_t fmt) {
+  aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
+  size_t rounded = 0;
+  for (int i = 0; i < 4; i++) {
+    size_t n = aa_tensor_numel(&p->in[i]);
+    for (size_t j = 0; j < n; j++) {
+      double x = aa_round(p->in[i].data[j], &ro, NULL);
+      if (x != p->in[i].data[j]) rounded++;
+      p->in[i].data[j] = x;
+    }
+    p->in[i].fmt = fmt;
+  }
+  return rounded;
+}
+
 int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
                     const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
                     size_t msg_cap) {
-  static const char *nm[4] = {"o", "dq", "dk", "dv"};
   aa_error_t err = {{0}};
   flat_prob_t p;
-  aa_recipe_t r, nr;
-  aa_oracle_result_t orc;
-  aa_attn_result_t res, naive;
-  aa_score_out_t sc[4], ns;
-  const aa_oracle_out_t *ref[4];
-  const aa_tensor_t *got[4], *nt[4];
+  flat_eval_t e;
+  aa_recipe_t r;
+  const aa_tensor_t *got[4] = {&e.res.o, &e.res.dq, &e.res.dk, &e.res.dv};
   double *dst[4] = {o, dq, dk, dv};
-  size_t rounded = 0;
-  int rc, have_res = 0, have_naive = 0;
+  size_t rounded;
+  int rc;
 
   memset(out, 0, 4 * sizeof *out);
-  memset(&orc, 0, sizeof orc);
+  memset(&e, 0, sizeof e);
   if ((rc = load_recipe(&r, recipe, &err)) != AA_OK) goto done_noprob;
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
-  {
-    aa_round_opts_t ro = {r.io_fmt, AA_RND_NE, 1, 0};
-    for (int i = 0; i < 4; i++) {
-      size_t n = aa_tensor_numel(&p.in[i]);
-      for (size_t j = 0; j < n; j++) {
-        double x = aa_round(p.in[i].data[j], &ro, NULL);
-        if (x != p.in[i].data[j]) rounded++;
-        p.in[i].data[j] = x;
-      }
-      p.in[i].fmt = r.io_fmt;
+  rounded = round_inputs(&p, r.io_fmt);
+  if ((rc = run_oracle(&e.orc, &p, opts, &err)) == AA_OK &&
+      (rc = aa_eval_run(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &e.orc,
+                        &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) == AA_OK &&
+      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, r.io_fmt, opts, &e.orc, &err)) == AA_OK) {
+    export_scores(out, &e.v, got, &e.orc, &p);
+    for (int i = 0; i < 4; i++)
+      if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
+    fill_info(info, &p, &e.orc);
+    if (info != NULL) {
+      info->input_fmt = r.io_fmt;
+      info->rounded = rounded;
+      snprintf(info->recipe, sizeof info->recipe, "%s", r.name);
     }
   }
-  if ((rc = run_oracle(&orc, &p, opts, &err)) != AA_OK) goto done;
-  if ((rc = aa_attn_run(&res, &p.pb, &r, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
-  have_res = 1;
-  ref[0] = &orc.o, ref[1] = &orc.dq, ref[2] = &orc.dk, ref[3] = &orc.dv;
-  got[0] = &res.o, got[1] = &res.dq, got[2] = &res.dk, got[3] = &res.dv;
-  for (int i = 0; i < 4; i++) {
-    aa_fmt_t f = got[i]->fmt, uf = opts->ulp_fmt >= 0                     ? (aa_fmt_t)opts->ulp_fmt
-                                   : f == AA_FMT_BF16 || f == AA_FMT_FP16 ? f
-                                                                          : AA_FMT_FP32;
-    if ((rc = aa_score_compare(&sc[i], nm[i], got[i], ref[i], f, uf, opts->atol, opts->rtol, &err)) != AA_OK)
-      goto done;
-  }
-  if (opts->naive && (r.io_fmt == AA_FMT_BF16 || r.io_fmt == AA_FMT_FP16 || r.io_fmt == AA_FMT_FP32)) {
-    if ((rc = aa_score_naive_recipe(&nr, r.io_fmt, &err)) != AA_OK) goto done;
-    if ((rc = aa_attn_run(&naive, &p.pb, &nr, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &err)) != AA_OK) goto done;
-    have_naive = 1;
-    nt[0] = &naive.o, nt[1] = &naive.dq, nt[2] = &naive.dk, nt[3] = &naive.dv;
-    for (int i = 0; i < 4; i++) {
-      if ((rc = aa_score_compare(&ns, nm[i], nt[i], ref[i], r.io_fmt, sc[i].ulp_fmt, opts->atol, opts->rtol, &err)) !=
-          AA_OK)
-        goto done;
-      aa_score_apply_naive(&sc[i], &ns);
-    }
-  }
-  for (int i = 0; i < 4; i++) {
-    to_flat(&out[i], &sc[i], got[i], ref[i], p.layout, i < 2 ? &p.dq : &p.dk);
-    if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
-  }
-  fill_info(info, &p, &orc);
-  if (info != NULL) {
-    info->input_fmt = r.io_fmt;
-    info->rounded = rounded;
-    snprintf(info->recipe, sizeof info->recipe, "%s", r.name);
-  }
-done:
-  if (have_naive) aa_attn_result_free(&naive);
-  if (have_res) aa_attn_result_free(&res);
-  if (orc.o.val.data != NULL) aa_oracle_result_free(&orc);
+  eval_free(&e);
   prob_free(&p);
 done_noprob:
-  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  set_msg(msg, msg_cap, rc, &err);
   return rc;
 }

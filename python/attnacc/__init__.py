@@ -10,7 +10,8 @@ Tensors are numpy arrays or torch tensors (bfloat16, float16, float32, float64; 
 copied to the CPU) in one of the layouts "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d]
 (flash-attn), "hnd" [H, N, d] or "nd" [N, d]. k and v may have fewer heads (GQA). The library is
 libattnacc (found through ATTNACC_LIB, the build tree's lib/.libs, or the installed libdir), loaded and
-checked against the ABI version and structure sizes this package mirrors when the package is imported.
+checked against the ABI version and the sizes of the input structures this package mirrors when the package is
+imported; the result structures are built from the library's own description of them (aa_abi_field).
 
 Every argument is checked before it reaches C (TypeError / ValueError with a message starting "attnacc:"),
 and every call first estimates the memory and time of the problem from the tensors' shapes alone
@@ -285,14 +286,15 @@ class RuleResult:
 class TensorScore:
     """Error measures of one output against the oracle (formulas: README.md, "Metrics")."""
 
-    FIELDS = ("count", "nan", "inf", "rel_l2", "max_abs", "max_rel", "rel_floor", "max_rel_any", "ulp_median",
-              "ulp_p99", "ulp_max", "ulp_mean", "ulp_normwise", "oracle_relerr_bound")
+    # the counts and legacy measures; the robust measures (ulp_median, max_rel, ...) are the library's list
+    # (_lib.MEASURES, from lib/score/measures.c), so a measure added there appears here and in to_dict()
+    FIELDS = ("count", "nan", "inf", "rel_l2", "max_abs")
 
     def __init__(self, f):
         self.name = f.name.decode()
         self.data_fmt = FMTS[f.data_fmt]
         self.ulp_fmt = FMTS[f.ulp_fmt]
-        for k in self.FIELDS:
+        for k in self.FIELDS + tuple(m for m, _ in _lib.MEASURES):
             setattr(self, k, getattr(f, k))
         nd = f.idx_ndim
         self.worst_abs_index = tuple(f.worst_abs_idx[j] for j in range(nd))
@@ -304,8 +306,9 @@ class TensorScore:
     def to_dict(self):
         """The output's entry of the JSON schema (experiments/README-json.md), without the CLI-only keys."""
         robust = {"ulp_fmt": self.ulp_fmt}
-        for k in ("ulp_median", "ulp_p99", "ulp_max", "ulp_normwise", "max_rel", "rel_floor", "max_rel_any"):
-            robust[k] = _num(getattr(self, k))
+        for k, listed in _lib.MEASURES:
+            if listed:
+                robust[k] = _num(getattr(self, k))
         robust["worst_abs"] = {"index": list(self.worst_abs_index), "got": _num(self.worst_got),
                                "oracle": _num(self.worst_ref)}
         return {"count": self.count, "rel_l2": _num(self.rel_l2), "max_abs": _num(self.max_abs), "nan": self.nan,

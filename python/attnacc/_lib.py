@@ -1,4 +1,5 @@
-"""attnacc: locating libattnacc and the ctypes mirrors of lib/score.h's flat structures."""
+"""attnacc: locating libattnacc, the ctypes mirrors of lib/score.h's flat input structures, and its result
+structures built from the library's own description of them (aa_abi_field)."""
 # SPDX-License-Identifier: LGPL-3.0-or-later
 import ctypes
 import os
@@ -10,7 +11,7 @@ LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -44,76 +45,61 @@ class FlatOpts(ctypes.Structure):
     ]
 
 
-_D4 = ctypes.c_double * NRULE
-_I4 = ctypes.c_int * NRULE
-
-
-class FlatOut(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char * 8),
-        ("present", ctypes.c_int),
-        ("data_fmt", ctypes.c_int),
-        ("ulp_fmt", ctypes.c_int),
-        ("count", ctypes.c_size_t),
-        ("nan", ctypes.c_size_t),
-        ("inf", ctypes.c_size_t),
-        ("rel_l2", ctypes.c_double),
-        ("max_abs", ctypes.c_double),
-        ("max_rel", ctypes.c_double),
-        ("rel_floor", ctypes.c_double),
-        ("max_rel_any", ctypes.c_double),
-        ("ulp_median", ctypes.c_double),
-        ("ulp_p99", ctypes.c_double),
-        ("ulp_max", ctypes.c_double),
-        ("ulp_mean", ctypes.c_double),
-        ("ulp_normwise", ctypes.c_double),
-        ("oracle_relerr_bound", ctypes.c_double),
-        ("idx_ndim", ctypes.c_int),
-        ("worst_abs_idx", ctypes.c_size_t * 4),
-        ("worst_rel_idx", ctypes.c_size_t * 4),
-        ("worst_got", ctypes.c_double),
-        ("worst_ref", ctypes.c_double),
-        ("worst_rel_got", ctypes.c_double),
-        ("worst_rel_ref", ctypes.c_double),
-        ("rule_applied", _I4),
-        ("rule_pass", _I4),
-        ("rule_ratio", _D4),
-        ("rule_allowed", _D4),
-        ("rule_atol", _D4),
-        ("rule_rtol", _D4),
-        ("rule_naive_max_abs", _D4),
-        ("rule_fail_count", ctypes.c_size_t * NRULE),
-        ("rule_worst_idx", (ctypes.c_size_t * 4) * NRULE),
-        ("rule_worst_got", _D4),
-        ("rule_worst_ref", _D4),
-    ]
-
-
-class FlatInfo(ctypes.Structure):
-    _fields_ = [
-        ("layout", ctypes.c_int),
-        ("b", ctypes.c_size_t),
-        ("h", ctypes.c_size_t),
-        ("h_kv", ctypes.c_size_t),
-        ("n_q", ctypes.c_size_t),
-        ("n_k", ctypes.c_size_t),
-        ("d", ctypes.c_size_t),
-        ("scale", ctypes.c_double),
-        ("input_fmt", ctypes.c_int),
-        ("oracle_relerr_bound", ctypes.c_double),
-        ("oracle_recomputed", ctypes.c_size_t),
-        ("oracle_uncertified", ctypes.c_size_t),
-        ("rounded", ctypes.c_size_t),
-        ("recipe", ctypes.c_char * 64),
-    ]
-
-
 class Cost(ctypes.Structure):
     _fields_ = [("bytes", ctypes.c_double), ("seconds", ctypes.c_double)]
 
 
-MIRRORS = {"aa_flat_tensor_t": FlatTensor, "aa_flat_opts_t": FlatOpts, "aa_flat_out_t": FlatOut,
-           "aa_flat_info_t": FlatInfo, "aa_problem_cost_t": Cost}
+MIRRORS = {"aa_flat_tensor_t": FlatTensor, "aa_flat_opts_t": FlatOpts, "aa_problem_cost_t": Cost}
+
+# The result structures, built by lib() from the library's description (_result_struct): one output's scores and
+# the problem facts of a call. MEASURES: the robust measures' names in the order of the JSON document's "robust"
+# object, and the other measures after them, with whether each is listed there (aa_abi_measure).
+FlatOut = FlatInfo = None
+MEASURES = ()
+_KINDS = {"i": ctypes.c_int, "z": ctypes.c_size_t, "d": ctypes.c_double, "c": ctypes.c_char}
+
+
+def _result_struct(handle, path, name):
+    """The ctypes structure of result structure `name` from aa_abi_field, refused (ImportError) unless every
+    field sits at the library's offset and the whole has the library's size."""
+    field = handle.aa_abi_field
+    field.restype = ctypes.c_char_p
+    field.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int),
+                      ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    off, kind, rows, cols = ctypes.c_size_t(), ctypes.c_int(), ctypes.c_size_t(), ctypes.c_size_t()
+    fields, offsets = [], []
+    while True:
+        fname = field(name.encode(), len(fields), off, kind, rows, cols)
+        if fname is None:
+            break
+        t = _KINDS[chr(kind.value)]
+        if cols.value > 1:
+            t = t * cols.value
+        if rows.value > 1:
+            t = t * rows.value
+        fields.append((fname.decode(), t))
+        offsets.append(off.value)
+    cls = type(name, (ctypes.Structure,), {"_fields_": fields})
+    for (fname, _), want in zip(fields, offsets):
+        if getattr(cls, fname).offset != want:
+            raise ImportError(f"attnacc: {path} places {name}.{fname} at byte {want}, ctypes at "
+                              f"{getattr(cls, fname).offset}: rebuild libattnacc")
+    size = handle.aa_abi_struct_size(name.encode())
+    if size != ctypes.sizeof(cls):
+        raise ImportError(f"attnacc: {path} has {name} of {size} bytes, its fields {ctypes.sizeof(cls)}")
+    return cls
+
+
+def _measures(handle):
+    fn = handle.aa_abi_measure
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]
+    out, robust = [], ctypes.c_int()
+    while True:
+        m = fn(len(out), robust)
+        if m is None:
+            return tuple(out)
+        out.append((m.decode(), bool(robust.value)))
 
 
 def check_abi(handle, path):
@@ -176,6 +162,10 @@ def lib():
     else:
         raise ImportError("attnacc: cannot load libattnacc.so (set ATTNACC_LIB to its path): " + "; ".join(errors))
     check_abi(handle, path)
+    global FlatOut, FlatInfo, MEASURES
+    FlatOut = _result_struct(handle, path, "aa_flat_out_t")
+    FlatInfo = _result_struct(handle, path, "aa_flat_info_t")
+    MEASURES = _measures(handle)
     handle.aa_flat_score.argtypes = [
         ctypes.POINTER(FlatOut),
         ctypes.POINTER(FlatInfo),
