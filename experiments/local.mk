@@ -32,7 +32,7 @@ TESTS += tests/testimate.sh
 EXTRA_DIST += tests/testimate.sh
 EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
-# explain and variant specs (run, sweep --variants): issue 14 items 13, 14.
+# explain and variant specs (run, sweep --variants): tests/texplain.sh.
 TESTS += tests/texplain.sh
 EXTRA_DIST += tests/texplain.sh
 TESTS += tests/twhen_cli.sh
@@ -48,7 +48,7 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
 EXTRA_DIST += fixtures/h200-flex/flex_witness.py
-# closest (issue 15 item 6).
+# closest: tests/tclosest.sh.
 TESTS += tests/tclosest.sh
 EXTRA_DIST += tests/tclosest.sh
 # lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages.

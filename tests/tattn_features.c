@@ -1,5 +1,5 @@
-/* attnacc: the emulation of the issue 14 problem features: binary64 recipes (each pipeline structure) against the
- * oracle, and the softcap.tanh key. */
+/* attnacc: the emulation of the problem features (softcap, ALiBi, alignment, windows): binary64 recipes (each
+ * pipeline structure) against the oracle, and the softcap.tanh key. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>

@@ -34,7 +34,7 @@ static int visible(int causal, int i, int j) {
   return !causal || j <= i;
 }
 
-/* ---- FA2 (REFERENCES section 3), K tiles of width tk, q tiles of width tq ---- */
+/* ---- FA2 ([fa2]), K tiles of width tk, q tiles of width tq ---- */
 static void fa2_by_hand(float O[N][DH], float lse[N], float dQ[N][DH], int tk, int causal) {
   const float scale = (float)(1.0 / sqrt((double)DH));
   const float c = (float)((double)scale * 1.4426950408889634); /* scale_softmax_log2 */

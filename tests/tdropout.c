@@ -154,7 +154,7 @@ static void test_position_keyed(void) {
 /* Tile (head, iq, ik) of a tile-seeded mask recomputed from the documented
    recipe: pcg32 seeded (seed + offset, AA_DROPOUT_PCG_STREAM), one output per
    element row-major over the nominal tq x tk tile, keep when u < 2^32 (1-p).
-   The offset follows REFERENCES section 3 with ceil tile counts. */
+   The offset follows [fa2] with ceil tile counts. */
 static int tile_matches_spec(const uint8_t *m, const aa_dropout_t *d, size_t H, size_t NQ, size_t NK, size_t tq,
                              size_t tk, size_t head, size_t iq, size_t ik) {
   uint64_t nk = (NK + tk - 1) / tk, nq = (NQ + tq - 1) / tq;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: edges under bad input (issue 11): duplicate recipe keys, exit status 2 for unusable output places, what a resumed journal discarded, memory and MPFR-time limits.
+# attnacc: edges under bad input: duplicate recipe keys, exit status 2 for unusable output places, what a resumed journal discarded, memory and MPFR-time limits.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
@@ -28,7 +28,7 @@ refused() {
   return 0
 }
 
-# ---- item 6: a key given twice names both lines ----
+# ---- a key given twice names both lines ----
 printf 'base = fa2\nbwd.ds_fmt = fp32   # first\n\n# a comment\nbwd.ds_fmt = bf16\n' >"$T/dup.rcp"
 refused "duplicate key" 2 "dup.rcp:5: key 'bwd.ds_fmt' given twice (first at .*dup.rcp:2)" \
   run --recipe "$T/dup.rcp" --n 16 --d 8
@@ -38,7 +38,7 @@ refused "duplicate key (alias)" 2 "dup2.rcp:3: key 'dq_reduce_kind' given twice 
 printf 'base = fa2\nbwd.ds_fmt = fp32\nbwd.dq_acc_fmt = fp32\n' >"$T/nodup.rcp"
 "$A" run --recipe "$T/nodup.rcp" --n 16 --d 8 >/dev/null 2>"$T/e" || FAIL "tedges distinct keys refused: $(cat "$T/e")"
 
-# ---- item 7: exit status 2 for output places that cannot work ----
+# ---- exit status 2 for output places that cannot work ----
 mkdir "$T/folder"
 refused "--recipe a folder" 2 "folder: is a folder" run --recipe "$T/folder" --n 16 --d 8
 printf 'x' >"$T/plain"
@@ -66,7 +66,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 chmod 755 "$T/ro"
 
-# ---- item 8: a resumed journal says what it discarded ----
+# ---- a resumed journal says what it discarded ----
 "$A" sweep --experiment smoke --variants fa2 --out "$T/ref" >/dev/null 2>"$T/e" || FAIL "tedges ref sweep: $(cat "$T/e")"
 [ -d /proc/self ] && refused "report --out /proc/x" 2 "--out: /proc/attnacc-x: cannot create" report --in "$T/ref" --out /proc/attnacc-x
 J=journal-0-of-1.txt
@@ -93,7 +93,7 @@ cmp -s "$T/ref/$J" "$T/junk/$J" || FAIL "tedges junk resume: the journal is not 
 "$A" sweep --experiment smoke --variants fa2 --out "$T/junk" --resume >"$T/o" 2>"$T/e" || FAIL "tedges clean resume: exit $?"
 [ -s "$T/e" ] && FAIL "tedges clean resume: wrote on stderr: $(cat "$T/e")"
 
-# ---- item 10: memory and mpfr time are checked before any work ----
+# ---- memory and mpfr time are checked before any work ----
 # A meminfo file of a machine with plenty of memory in total but little available (the test hook ATTNACC_MEMINFO).
 printf 'MemTotal:       1073741824 kB\nMemFree:           1024 kB\nMemAvailable:   16777216 kB\n' >"$T/meminfo16g"
 printf 'MemTotal:       1073741824 kB\nMemFree:           1024 kB\nMemAvailable:    1048576 kB\n' >"$T/meminfo1g"

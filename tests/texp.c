@@ -13,7 +13,7 @@
 static uint64_t seed;
 
 /* Correctly rounded binary32 2^x by MPFR with the binary32 exponent range
-   (REFERENCES section 8: emin -148, emax 128, subnormalize): a second,
+   ([mpfr]: emin -148, emax 128, subnormalize): a second,
    independent computation of what `exact` must return. */
 static float mpfr_exp2_f32(float x) {
   mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
@@ -156,7 +156,7 @@ static void test_schraudolph_fp32(void) {
   double s = exp2(-e.c / 0x1p23);
   AA_CHECK(fabs(m2.max_ratio - rmax * s) <= 2e-6, "schraudolph-fp32 rms: max ratio %.9f == %.9f", m2.max_ratio,
            rmax * s);
-  /* Schraudolph's RMS constant gives a max relative error of 3.94% (REFERENCES section 5) */
+  /* Schraudolph's RMS constant gives a max relative error of 3.94% ([schraudolph]) */
   AA_CHECK(fabs(m2.max_rel_err - 0.0394) <= 0.0005, "schraudolph-fp32 rms: max rel err %.5f == 3.94%%",
            m2.max_rel_err);
   aa_exp_set(&e, "preset", "sym", NULL);

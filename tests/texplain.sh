@@ -69,7 +69,7 @@ bad "missing recipe file" --variant "$T/none.recipe" $P
 [ "$(runrel "$T/run2" fa2 dq)" = "$(runrel "$T/run2" fa2:bwd.ds_fmt=bf16 dq)" ] ||
   FAIL "texplain: fa2:bwd.ds_fmt=bf16 (fa2's own value) differs from fa2"
 
-# sweep --variants with a preset, a recipe file and a spec (issue 14 item 13).
+# sweep --variants with a preset, a recipe file and a spec .
 printf 'base = fa2\nname = my\nbwd.ds_fmt = fp32\n' >"$T/my.recipe"
 AABS=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")
 (cd "$T" && "$AABS" sweep --experiment table4 --variants fa2,my.recipe,fa2:bwd.ds_fmt=fp32,bwd.dp_fmt=bf16 \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: tests of run's problem-feature options (issue 14): clear errors (exit 2, no output file), the features in
+# attnacc: tests of run's problem-feature options: clear errors (exit 2, no output file), the features in
 # SPDX-License-Identifier: LGPL-3.0-or-later
 # the JSON, the varlen batch (per sequence and batch, batch metrics over the packed elements).
 set -u

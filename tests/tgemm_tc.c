@@ -23,7 +23,7 @@ static uint32_t bits32(float x) {
   return u;
 }
 
-/* ---- the independent model: MPFR, written from REFERENCES section 6 ----
+/* ---- the independent model: MPFR, written from [mma-sim] ----
    Each block: exact products (precision 64 holds any 24 x 24-bit product),
    E the largest alignment exponent of a nonzero term (the accumulator's
    floor(log2 |acc|); for a product the sum of its operands' floor(log2),
@@ -118,7 +118,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
    Each model's parameters (alignment rule, block k, fractional bits F,
    result fractional bits, result rounding) written here from MMA-Sim
    (microsoft/MMA-Sim c785138, mmasim/simulator/nv_ptx.py:17-26, 147-159,
-   186-190; amd.py:39-43), REFERENCES sections 6 and 11 and IEEE 754, not
+   186-190; amd.py:39-43), [mma-sim] and IEEE 754, not
    read from the library, with the MPFR function that computes one output
    element. test_table fails for a library row without a test row here, or
    whose fields differ from it. */

@@ -7,7 +7,7 @@
 #  2. fa2-h100 (tensor-core products, split-KV forward) agrees bit for bit with the H200 on at least the
 #     measured fraction minus a margin, and more often than fa2 does on o (the forward modelling it adds).
 #  6. The LSE rows against the H200's softmax_lse (section 6 below).
-#  5. A held-out case (issue 16; fixtures/h200-fa2, README-gpu.md section 4): d = 64, n = 1024, dense, the seed-1
+#  5. A held-out case (fixtures/h200-fa2, README-gpu.md section 4): d = 64, n = 1024, dense, the seed-1
 #     draw, which FA2 runs as a 4-way split of 256-key blocks and a 128 x 128 backward: the first 256 rows of the
 #     H200's o, dq, dk, dv against fa2-h100, which was not tuned on it.
 set -u

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: out of space (issue 11): the message names the file, run --save writes all of its files or none, a sweep's final write leaves no half set of result files (a small tmpfs as root; /dev/full).
+# attnacc: out of space: the message names the file, run --save writes all of its files or none, a sweep's final write leaves no half set of result files (a small tmpfs as root; /dev/full).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc

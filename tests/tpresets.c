@@ -8,8 +8,8 @@
 #include "tests.h"
 
 /* The stored copies were written by `tests/tpresets --write DIR` before the
-   key table became wholly data (issue 14 item 10) and before presets became
-   recipe text (item 12): a change of any preset's text, or of the canonical
+   key table became wholly data and before presets became
+   recipe text: a change of any preset's text, or of the canonical
    format, fails here. A deliberate change of a preset updates its file in
    the same commit. */
 

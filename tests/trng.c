@@ -8,7 +8,7 @@
 #include "tests.h"
 
 /* Published outputs of the reference implementation for seed 42, sequence 54
-   (REFERENCES section 7). */
+   ([pcg]). */
 static void check_vectors(void) {
   static const uint32_t want32[6] = {0xa15c02b7u, 0x7b47f409u, 0xba1d3330u, 0x83d2f293u, 0xbfa4784bu, 0xcbed606eu};
   static const uint64_t want64[6] = {UINT64_C(0x86b1da1d72062b68), UINT64_C(0x1304aa46c9853d39),

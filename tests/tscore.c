@@ -218,7 +218,7 @@ static void test_ulp_stats(void) {
 static void test_rule_constants(void) {
   double rt, at;
   aa_fmt_t f[4] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32, AA_FMT_FP64};
-  double want[4][2] = {{1.6e-2, 1e-5}, {1e-3, 1e-5}, {1.3e-6, 1e-5}, {1e-7, 1e-7}}; /* REFERENCES section 13 */
+  double want[4][2] = {{1.6e-2, 1e-5}, {1e-3, 1e-5}, {1.3e-6, 1e-5}, {1e-7, 1e-7}}; /* [pytorch-sdpa] */
   for (int i = 0; i < 4; i++) {
     aa_rule_torch_tol(&rt, &at, f[i]);
     AA_CHECK(rt == want[i][0] && at == want[i][1], "tscore torch tolerances of fmt %d: %g %g", (int)f[i], rt, at);

@@ -152,7 +152,7 @@ int cli_inputs_draw(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, 
 /* The same with n_q query rows (q, dO) and n_k key rows (k, v). */
 int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigma, size_t n_q, size_t n_k, size_t d,
                        size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
-/* The problem features of issue 14 that are on (alignment, two-sided
+/* The problem features (lib/problem.h: alignment, softcap, ALiBi, windows) that are on (alignment, two-sided
    window, softcap, ALiBi) as " key=value" words appended to the problem
    line; "" when none is on (their JSON: aa_json_problem). */
 void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb);

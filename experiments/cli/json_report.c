@@ -40,7 +40,7 @@ json_t *aa_json_run(const cli_report_t *rep, const cli_variant_t *v) {
   return j;
 }
 
-/* The problem features of issue 14, only when on (the problem of other runs is unchanged). */
+/* The problem features beyond masks (lib/problem.h), only when on (the problem of other runs is unchanged). */
 static int json_features(json_t *p, const aa_problem_t *pb) {
   int bad = 0;
   if (pb->align == AA_ALIGN_BOTTOM_RIGHT) bad |= aa_json_set(p, "causal_align", json_string("bottom-right"));

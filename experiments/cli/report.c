@@ -155,7 +155,7 @@ static void problem_line(FILE *f, const cli_report_t *rep) {
   if (pb->n_k != pb->n_q) fprintf(f, " n_k=%zu", pb->n_k);
   fprintf(f, " d=%zu heads=%zu kv_heads=%zu causal=%s window=%zu sinks=%zu scale=%.17g", pb->d, pb->heads,
           pb->kv_heads, pb->causal ? "yes" : "no", pb->window, pb->num_sinks, aa_problem_scale(pb));
-  { /* issue 14 features, only when on (the line of other problems is unchanged) */
+  { /* problem features beyond masks (lib/problem.h), only when on (the line of other problems is unchanged) */
     char buf[256];
     cli_problem_features(buf, sizeof buf, pb);
     fputs(buf, f);

@@ -195,7 +195,7 @@ static void pair_p(const bwd_pair_t *p) {
     } else {
       /* nki: activation(exp, data=S, bias=-LSE, scale=1.0), L964-970;
          fa2: exp2(fma(S, scale*log2e, -LSE*log2e)) with LSE*log2e one FP32
-         multiply (REFERENCES section 3). */
+         multiply ([fa2]). */
       double bb = aa_attn_exp2form(r) ? aa_attn_alu(lse[a] * cx->l2e, alu) : lse[a];
       /* bwd.norm = recip: the row's saved shift, unnormalised weights (seed
          003 section 3.5; backward_recip.c); LSE rows get the same bb. */
@@ -382,7 +382,7 @@ static int chunk_pairs(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tbs, c
 
 /* dq_local = dq_psum*scale + dq_local, one fused op per K tile in K order
    (L1558-1565); FA2: atomicAdd of the tile partial into the FP32 buffer in
-   ascending KV order (REFERENCES section 3). The adds are the dq_reduce
+   ascending KV order ([fa2]). The adds are the dq_reduce
    strategy's (lib/reduce.h): ordered kinds take each partial of the chunk
    as it comes, the others collect the partials of the (q tile, section)
    into b->dqall for bwd_q_tile to reduce. *np counts the partials. */
@@ -510,7 +510,7 @@ static int bwd_section(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g,
 }
 
 /* Final dQ of kv head g's q heads: FA2 scales the FP32 buffer once and
-   rounds (REFERENCES section 3). */
+   rounds ([fa2]). */
 static void finish_dq(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t g) {
   const aa_recipe_t *r = cx->r;
   size_t G = cx->group, nqd = cx->n_q * cx->d;

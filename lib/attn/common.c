@@ -121,7 +121,7 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
     return;
   }
   /* Naive softmax in the ALU format from s_fmt scores: max, exp(x - max),
-     sequential sum, then normalise each weight (REFERENCES section 4, *_pt). */
+     sequential sum, then normalise each weight ([fa2] tests, *_pt). */
   double b = aa_attn_alu(m * cx->c, alu);
   for (size_t s = 0; s < ns; s++) {
     double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_in_s_units(cx, sinks[s]), cx->c, -b, alu));

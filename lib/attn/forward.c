@@ -17,7 +17,7 @@ static double checkpoint_lse(const aa_attn_ctx_t *cx, double m, double l) {
   aa_fmt_t alu = r->alu_fmt;
   if (l == 0 || m == -INFINITY) return -INFINITY; /* empty row: the oracle's convention */
   if (r->fwd_checkpoint == AA_CKPT_LSE) {
-    /* REFERENCES section 3: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
+    /* [fa2]: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
     return aa_attn_rnd(aa_attn_fma(m, cx->se, aa_attn_lse_log(cx, l), alu), r->fwd_lse_fmt);
   }
   /* [nki-bwd] "The single-exp and the LSE sign chain": the forward emits
@@ -116,7 +116,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
       continue;
     }
     double p = aa_attn_wexp(cx, fwd_construction(cx, b, tk), aa_attn_exparg(cx, srow[b], bb));
-    /* P rounded before PV (REFERENCES section 3); FP8: times 2^Max_offset
+    /* P rounded before PV ([fa2]); FP8: times 2^Max_offset
        first (flash-attention hopper/softmax.h:66-69; the row sum and O
        carry the power of two exactly and finalize divides it out,
        softmax.h:146-150), modelled by scaling back */
@@ -155,7 +155,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
       if (vrow[b] && srow[b] > mx) mx = srow[b];
     double m_old = m[a], m_new = m_old;
     if (mx > m_old) {
-      /* REFERENCES section 3: FA2 rescales on every increase; FA4 only when
+      /* [fa2], [fa4]: FA2 rescales on every increase; FA4 only when
          the max grows by more than 8 (log2 units): the threshold key. */
       if (m_old == -INFINITY || (mx - m_old) * fabs(cx->c) > r->fwd_rescale_threshold) m_new = mx;
     }

@@ -18,19 +18,19 @@ check_PROGRAMS += tests/texp_attn
 TESTS += tests/texp_attn
 tests_texp_attn_SOURCES = tests/texp_attn.c
 tests_texp_attn_LDADD = $(LDADD) -lm
-# issue 14 features in the emulation: binary64 recipes against the oracle.
+# The problem features (softcap, ALiBi, alignment, windows) in the emulation: binary64 recipes against the oracle.
 check_PROGRAMS += tests/tattn_features
 TESTS += tests/tattn_features
 tests_tattn_features_SOURCES = tests/tattn_features.c
 tests_tattn_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
-# issue 15: the kernel presets against H200 rel_l2 (fixtures/h200-kernels; experiments/README-gpu.md section 5).
+# The kernel presets against H200 rel_l2 (fixtures/h200-kernels; experiments/README-gpu.md section 5).
 TESTS += tests/tkernel_gpu.sh
 EXTRA_DIST += tests/tkernel_gpu.sh fixtures/h200-kernels/h200-c1.tsv fixtures/h200-kernels/cases.txt \
 	fixtures/h200-kernels/gpu_kernels.py fixtures/h200-kernels/make_inputs.sh fixtures/h200-kernels/predict.sh \
 	fixtures/h200-kernels/compare.sh fixtures/h200-kernels/rel_l2.tsv fixtures/h200-kernels/predicted.tsv \
 	fixtures/h200-kernels/triton_tutorial.py fixtures/h200-kernels/triton-tutorial-bf16.recipe \
 	fixtures/h200-kernels/triton-rel_l2.tsv fixtures/h200-kernels/triton-predicted.tsv
-# FA2 kernel dispatch (issue 16): against the launch code and the H200's launches.
+# FA2 kernel dispatch (lib/attn/dispatch.c): against the launch code and the H200's launches.
 check_PROGRAMS += tests/tdispatch
 TESTS += tests/tdispatch
 tests_tdispatch_SOURCES = tests/tdispatch.c

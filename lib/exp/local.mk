@@ -11,7 +11,7 @@ tests_texp_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_texp_remez_SOURCES = tests/texp_remez.c
 tests_texp_remez_LDADD = $(LDADD) -lm
 # plots/expratio.gp is installed and distributed through dist_plots_DATA (experiments/tables.mk).
-# sm90 special-function models against stored H200 outputs (issue 16).
+# sm90 special-function models against stored H200 outputs (fixtures/h200-fa2, experiments/README-gpu.md section 4).
 check_PROGRAMS += tests/texp_sm90
 TESTS += tests/texp_sm90
 tests_texp_sm90_SOURCES = tests/texp_sm90.c

@@ -1,4 +1,4 @@
-/* attnacc: tensor-core block accumulation models (REFERENCES section 6): exact products, blocks of k aligned to the
+/* attnacc: tensor-core block accumulation models ([mma-sim]): exact products, blocks of k aligned to the
  * largest exponent, truncated to F fractional bits, RZ to fp32. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>

@@ -4,7 +4,7 @@
 
 #include "metrics.h"
 
-/* REFERENCES section 4: the flash-attention tests pass when
+/* [fa2] tests: the flash-attention tests pass when
    max|out - ref| <= factor * max|out_naive - ref| with factor 2 for the
    forward output and 3 for the gradients. PyTorch's max() propagates NaN and
    a comparison with NaN is false, so a NaN anywhere fails; an Inf in the

@@ -2,7 +2,7 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "rng.h"
 
-/* 64-bit LCG multiplier of the reference implementation (REFERENCES section 7). */
+/* 64-bit LCG multiplier of the reference implementation ([pcg]). */
 #define AA_PCG32_MULT UINT64_C(6364136223846793005)
 
 static inline void pcg32_step(aa_pcg32_t *rng) {

@@ -5,7 +5,7 @@
 #include "rng.h"
 
 /* 128-bit LCG multiplier 2549297995355413924 * 2^64 + 4865540595714422341
-   (REFERENCES section 7). */
+   ([pcg]). */
 #define AA_PCG64_MULT                                                                                                \
   ((((unsigned __int128)UINT64_C(2549297995355413924)) << 64) | (unsigned __int128)UINT64_C(4865540595714422341))
 

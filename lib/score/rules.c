@@ -18,7 +18,7 @@ int aa_rule_from_name(aa_rule_t *out, const char *name) {
   return AA_OK;
 }
 
-/* torch.testing.assert_close's defaults (REFERENCES section 13; PyTorch
+/* torch.testing.assert_close's defaults ([pytorch-sdpa]; PyTorch
    torch/testing/_comparison.py:45-53, the table _DTYPE_PRECISIONS, as
    shipped by Debian's python3-torch 1.13): float16 (1e-3, 1e-5), bfloat16
    (1.6e-2, 1e-5), float32 (1.3e-6, 1e-5), float64 (1e-7, 1e-7). Comparing
@@ -43,13 +43,13 @@ void aa_rule_torch_tol(double *rtol, double *atol, aa_fmt_t fmt) {
 }
 
 /* flash-attention tests/test_flash_attn.py (FA2): 2x for the forward
-   output, 3x for dq, dk, dv (REFERENCES sections 4 and 13). */
+   output, 3x for dq, dk, dv ([fa2] tests, [pytorch-sdpa]). */
 double aa_rule_fa_factor(const char *out_name) {
   return strcmp(out_name, "o") == 0 ? AA_METRICS_FA_FACTOR_FWD : AA_METRICS_FA_FACTOR_BWD;
 }
 
 /* PyTorch test/test_transformers.py, flash backend's fudge factors
-   (REFERENCES sections 4 and 13). dsinks has none there: o's is used. */
+   ([fa2] tests, [pytorch-sdpa]). dsinks has none there: o's is used. */
 double aa_rule_sdpa_fudge(const char *out_name) {
   if (strcmp(out_name, "dq") == 0) return 180.0;
   if (strcmp(out_name, "dk") == 0) return 16.0;

@@ -77,7 +77,8 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
     }
   }
   if (pb->align != AA_ALIGN_TOP_LEFT || pb->local || pb->softcap != 0 || pb->alibi != AA_ALIBI_NONE) {
-    /* issue 14 features, hashed only when on so that the keys of other problems stay as they were */
+    /* problem features beyond masks (lib/problem.h), hashed only when on so that the keys of other problems stay as
+     * they were */
     hash_u64(&h, 0x14fea7);
     hash_u64(&h, (uint64_t)pb->align);
     hash_u64(&h, (uint64_t)pb->local);
