@@ -351,6 +351,23 @@ static void kept_sum(ws_t *w, const aa_or_ctx_t *cx, size_t c, const double *Y, 
   w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
 }
 
+/* sigma sum_r dS_r Y[idx_r][c] over the m pairs (dQ of a row with Y its keys, dK of a key with Y the queries)
+   into w->dq[c], with its bound w->edq[c]; dS_r in w->b[r] with bound w->eDS[r]. */
+static void ds_sum(ws_t *w, size_t c, const double *Y, size_t m, double u) {
+  size_t d = w->d;
+  double a2 = 0;
+  for (size_t r = 0; r < m; r++) {
+    double y = Y[w->idx[r] * d + c];
+    mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
+    w->ptrs[r] = w->terms[r];
+    a2 += w->eDS[r] * fabs(y);
+  }
+  int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
+  double e1 = ERR(i1, u, w->t1);
+  int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
+  w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+}
+
 /* M = the largest of the row's m logits w->s and the sinks of head h
    (exactly: M has the logits' precision p >= 53). */
 static void row_max(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr M, size_t h, size_t m) {
@@ -464,19 +481,8 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
     ds_refine(w, cx, r, h, i, w->idx[r], u);
     ds_times_g(w, cx, r, u);
   }
-  for (size_t c = 0; c < d; c++) {
-    double a2 = 0;
-    for (size_t r = 0; r < m; r++) {
-      double kk = K[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[r], w->b[r], kk, MPFR_RNDN);
-      w->ptrs[r] = w->terms[r];
-      a2 += w->eDS[r] * fabs(kk);
-    }
-    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
-    double e1 = ERR(i1, u, w->t1);
-    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
-    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
-  }
+  for (size_t c = 0; c < d; c++)
+    ds_sum(w, c, K, m, u);
 }
 
 /* Row statistics source for columns and sinks. With use_dd, rows that the
@@ -555,17 +561,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
   w->m = m;
   for (size_t c = 0; c < d; c++) {
     kept_sum(w, cx, c, cx->dO, u); /* dV */
-    double a2 = 0;
-    for (size_t r = 0; r < m; r++) {
-      double y = cx->q[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
-      w->ptrs[r] = w->terms[r];
-      a2 += w->eDS[r] * fabs(y);
-    }
-    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
-    double e1 = ERR(i1, u, w->t1);
-    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
-    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+    ds_sum(w, c, cx->q, m, u);     /* dK */
   }
 }
 
