@@ -1,4 +1,4 @@
-/* attnacc: oracle tests of the issue 14 problem features (softcap, ALiBi, alignment, two-sided windows): closed
+/* attnacc: oracle tests of the score and mask features (softcap, ALiBi, alignment, two-sided windows): closed
  * forms, an independent MPFR forward and its finite differences, fast against mpfr, tiled against row kernels. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "oracle/oracle-impl.h"

@@ -16,6 +16,9 @@
    refuses a comma inside one clone's string. */
 #define TC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 
+/* Terms per block of the normaliser sum Z and of the sink gradients' sums (row_norm; sink_grad of fast.c). */
+#define ZB 64
+
 /* The element operations shared with the GPU are in ddcore.h; the short names below are the kernels' own. */
 static inline double infl(size_t n) {
   return aa_or_infl(n);
@@ -76,6 +79,114 @@ static inline aa_or_dd_t lse_from_z(aa_or_ctx_t *cx, size_t r, double zs, double
 
 static inline double exp_eps(double xh, double ex) {
   return aa_or_exp_eps(xh, ex);
+}
+
+/* A query row with no visible key and no sink (forward of either kernel): LSE -inf, exact; D = 0; O = 0. */
+static inline void row_empty_fwd(aa_or_ctx_t *cx, size_t r) {
+  aa_oracle_settle_empty_lse(cx, r);
+  cx->lse_h[r] = -INFINITY;
+  cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
+  for (size_t c = 0; c < cx->d; c++)
+    finish(cx, AA_OR_O, r * cx->d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+}
+
+/* One query row of the forward's second pass ([m] each, m its visible keys): the scaled scores S (sh, sl, with
+   bound eS) in; x = S - M (xh, xl), E = exp(x) (eh, el) and the relative bound ee of each E out. */
+typedef struct {
+  double *sh, *sl, *eS, *xh, *xl, *eh, *el, *ee;
+} srow_t;
+
+/* The forward's second pass on row r of head h, as both kernels run it: the largest logit M (row_max_dd) is the
+   shift, which keeps Z in [1, m + ns]; E = exp(S - M); Z = sum E + sum exp(sink - M); the LSE (settled) and 1/Z
+   from Z (lse_from_z). Returns 1/Z; *pz: the relative bound that 1/Z adds to P = E / Z. */
+static inline aa_or_dd_t row_norm(aa_or_ctx_t *cx, size_t h, size_t r, size_t m, const srow_t *R, mpfr_t mz,
+                                  mpfr_t ml, double *pz) {
+  const aa_problem_t *pb = cx->pb;
+  size_t ns = cx->ns;
+  aa_or_dd_t M = row_max_dd(R->sh, R->sl, m, ns > 0 ? pb->sinks + h * ns : NULL, ns), nM = aa_or_dd_neg(M);
+  double mx = M.hi;
+  double zs = 0, zc = 0, epsE = 0;
+  for (size_t s = 0; s < ns; s++) {
+    double sk = pb->sinks[h * ns + s];
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sk, 0}, nM);
+    double eh, el;
+    aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
+    epsE = fmax(epsE, exp_eps(x.hi, 4 * AA_OR_U2 * (fabs(sk) + fabs(mx))));
+    aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
+    zs = t2.hi;
+    zc += t2.lo + el;
+  }
+  for (size_t j = 0; j < m; j++) {
+    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){R->sh[j], R->sl[j]}, nM);
+    R->xh[j] = x.hi;
+    R->xl[j] = x.lo;
+  }
+  aa_oracle_dd_exp(R->eh, R->el, R->xh, R->xl, m, &cx->tab);
+  /* Z = sum of positive terms, in blocks of ZB: a TwoSum chain within a
+     block (error <= kappa(ZB) times the block's sum), the blocks merged
+     with the accurate dd sum (<= 5 u2 of the running sum each, positive
+     terms), so relative error <= max term error + kappa(max(ZB, ns)) +
+     5 u2 (blocks + 1) (+ flushed terms below 2^-1019 against Z >= 1/2).
+     One chain over the row gives kappa(m + ns) ~ 4 m^2 u2 instead, 2^-76
+     at m = 32768: the LSE bound then sends cancelling dK/dV elements past
+     the first MPFR level, whose next level recomputes every row. */
+  aa_or_dd_t Zd = aa_or_two_sum(zs, zc);
+  size_t nblk = 0;
+  for (size_t j0 = 0; j0 < m; j0 += ZB, nblk++) {
+    double bs = 0, bc = 0;
+    for (size_t j = j0; j < m && j < j0 + ZB; j++) {
+      double ex = R->eS[j] + 4 * AA_OR_U2 * (fabs(R->sh[j]) + fabs(mx));
+      R->ee[j] = exp_eps(R->xh[j], ex);
+      epsE = fmax(epsE, R->ee[j]);
+      aa_or_dd_t t2 = aa_or_two_sum(bs, R->eh[j]);
+      bs = t2.hi;
+      bc += t2.lo + R->el[j];
+    }
+    Zd = aa_or_dd_add(Zd, aa_or_two_sum(bs, bc));
+  }
+  zs = Zd.hi;
+  zc = Zd.lo;
+  double epsZ = 1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * AA_OR_U2 * (double)(nblk + 1)) +
+                (double)(m + ns) * 0x1p-1018;
+  *pz = 1.01 * (epsZ + 0x1p-105);
+  return lse_from_z(cx, r, zs, zc, M, epsZ, mz, ml);
+}
+
+/* The O elements of row r from their accumulated words (s, cc; bound words a, b as finish() takes them, a NULL
+   reading as 0 and b scaled by bscale: exactly 1 for the row kernel) over nkept terms, and then
+   D_r = sum_c O_c dO_c, computed from the double-double O with its bounds. */
+static inline void o_and_d(aa_or_ctx_t *cx, size_t r, const double *s, const double *cc, const double *a,
+                           const double *b, double bscale, size_t nkept) {
+  size_t d = cx->d;
+  const double *doi = cx->dO + r * d;
+  double ds = 0, dc = 0, da = 0, db = 0;
+  aa_or_dd_t ksd = {cx->ks, 0};
+  for (size_t c = 0; c < d; c++) {
+    double oh, ol, oe;
+    finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a != NULL ? a[c] : 0, b[c] * bscale, nkept, ksd, 0, &oh, &ol, &oe);
+    double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
+    aa_or_dd_t t2 = aa_or_two_sum(ds, p);
+    ds = t2.hi;
+    dc += (t2.lo + e) + l;
+    da += fabs(p);
+    db += oe * fabs(y);
+  }
+  aa_or_dd_t D = aa_or_two_sum(ds, dc);
+  cx->d_h[r] = D.hi;
+  cx->d_l[r] = D.lo;
+  cx->e_d[r] = nkept == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
+}
+
+/* The term of query row r in dsinks[h, s] = - sum_i exp(sink - LSE_i) D_i: exp(sink - LSE_r) D_r as a
+   double-double, *eT its bound. */
+static inline aa_or_dd_t sink_term(const aa_or_ctx_t *cx, double sink, size_t r, double *eT) {
+  aa_or_dd_t L = {cx->lse_h[r], cx->lse_l[r]};
+  aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sink, 0}, aa_or_dd_neg(L));
+  double ex = cx->e_lse[r] + 4 * AA_OR_U2 * (fabs(sink) + fabs(L.hi)), ph, pl;
+  aa_oracle_dd_exp(&ph, &pl, &x.hi, &x.lo, 1, &cx->tab);
+  aa_or_dd_t T = aa_or_dd_mul((aa_or_dd_t){ph, pl}, (aa_or_dd_t){cx->d_h[r], cx->d_l[r]});
+  *eT = 1.01 * (exp_eps(x.hi, ex) * fabs(T.hi) + ph * cx->e_d[r]) + 5 * AA_OR_U2 * fabs(T.hi);
+  return T;
 }
 
 /* 1 / a for a double-double a >= 1/2 (JMP 2017 alg. 17, DWDivDW2, with x =
@@ -229,5 +340,23 @@ double aa_oracle_dot_plain(const double *restrict a, const double *restrict b, s
 static inline aa_or_dd_t dot_comp(const double *a, const double *b, size_t n, double *bound) {
   return aa_or_dot_comp(a, b, n, bound);
 }
+
+/* A fast kernel as aa_oracle_fast_drive runs it: three phases, 0 the forward of every query row (LSE, O, D),
+   1 dQ, 2 dK and dV (each reads the row statistics the forward wrote), each a loop of independent items over the
+   threads with one workspace per thread; then the sink gradients, in order. */
+typedef struct {
+  const void *data;                                           /* the kernel's own: spans, panels */
+  int chunk;                                                  /* items a thread takes at a time */
+  size_t (*items)(const aa_or_ctx_t *cx, int phase);          /* items of a phase */
+  size_t ws_size;                                             /* bytes of a thread's workspace */
+  int (*ws_init)(void *ws, const aa_or_ctx_t *cx, int phase); /* 0 when out of memory (ws_free still runs) */
+  void (*ws_free)(void *ws);                                  /* frees what ws_init allocated */
+  /* item idx of the phase; mz, ml: MPFR scratch of 256 bits (lse_from_z) */
+  void (*item)(aa_or_ctx_t *cx, const void *data, void *ws, int phase, size_t idx, mpfr_ptr mz, mpfr_ptr ml);
+  void (*sink_grad)(aa_or_ctx_t *cx, size_t h, size_t s);
+} fast_kernel_t;
+
+/* Runs K on cx when ok (ok = 0: the kernel's own setup ran out of memory). AA_OK, or AA_ENOMEM with err set. */
+int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_error_t *err);
 
 #endif

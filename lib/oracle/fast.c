@@ -74,7 +74,6 @@
 #define RB 4  /* own rows per register block of the accumulation kernel */
 #define CW 8  /* columns per register block */
 #define NP (QB * TB)
-#define ZB 64 /* terms per block of the normaliser sum Z */
 
 /* infl, finish, exp_eps, span, exact_pair, dot_comp (aa_oracle_dot_plain: dot.c): fast-common.h; the visible-key
  * interval: aa_problem_row_keys */
@@ -270,7 +269,10 @@ typedef struct {
   int ok;
 } ws_t;
 
-static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
+/* A thread's workspace for a phase (fast_kernel_t.ws_init): 0 when out of memory. */
+static int ws_init(void *ws, const aa_or_ctx_t *cx, int phase) {
+  ws_t *W = ws;
+  size_t d = cx->d, nk = cx->n_k;
   memset(W, 0, sizeof *W);
   W->ok = 1;
   double **pv[] = {&W->T,  &W->U,  &W->th, &W->tl,  &W->et,  &W->uh,  &W->ul, &W->eu,   &W->sh,
@@ -285,15 +287,17 @@ static void ws_init(ws_t *W, size_t d, size_t nk, int fwd) {
   W->acc1 = calloc(QB * 4 * W->ld, sizeof(double));
   W->acc2 = calloc(QB * 4 * W->ld, sizeof(double));
   if (!W->vis || !W->kept || !W->acc1 || !W->acc2) W->ok = 0;
-  if (fwd) {
+  if (phase == 0) { /* the forward's S rows */
     W->rn = nk + 1;
     double **rv[] = {&W->rsh, &W->rsl, &W->res, &W->rxh, &W->rxl, &W->reh, &W->rel, &W->ree};
     for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
       if ((*rv[i] = malloc(QB * W->rn * sizeof(double))) == NULL) W->ok = 0;
   }
+  return W->ok;
 }
 
-static void ws_free(ws_t *W) {
+static void ws_free(void *ws) {
+  ws_t *W = ws;
   double *pv[] = {W->T,   W->U,   W->th,  W->tl,  W->et,   W->uh,  W->ul, W->eu,  W->sh,   W->sl,   W->eS,  W->xh,
                   W->xl,  W->ex,  W->ph,  W->pl,  W->epsP, W->eP,  W->ch, W->cl,  W->ec,   W->ph2,  W->pl2, W->eP2,
                   W->Lh,  W->Ll,  W->eL,  W->Dh,  W->Dl,   W->eD,  W->wt, W->wt2, W->acc1, W->acc2, W->rsh, W->rsl,
@@ -321,36 +325,50 @@ static inline void pair_rk(const tile_t *T, size_t i, size_t jj, size_t *r, size
   }
 }
 
-/* Raw dots of the visible pairs: the GEMM value when the span test proves
-   it exact, else the compensated dot product in the reference order; with
-   want_dp also dO.v for the kept pairs. Invisible pairs get zeros. exS, exP:
-   the span test passes for the whole tile (maximum spans and minimum low
-   bits over its rows pass it, hence every pair does), no per-pair test. */
+/* One side of a tile's raw dots: a pair's query-side row (q or dO) and key-side row (k or v) with their spans. */
+typedef struct {
+  const double *A, *B;   /* [rows][d]: query side, key side */
+  const double *xa, *xb; /* spans of their rows */
+  const int *la, *lb;    /* lowest set bits of their rows */
+} dots_t;
+
+/* Raw dots (h, l, e) of the pairs with use[t]: the GEMM value G where the span test proves it exact (for the whole
+   tile when ex), else the compensated dot product in the reference order; zeros for the other pairs. */
+static void tile_dots(const aa_or_ctx_t *cx, const tile_t *T, const dots_t *D, const uint8_t *use, const double *G,
+                      int ex, double *h, double *l, double *e) {
+  size_t d = cx->d, n = T->na * TB;
+  memset(l, 0, n * sizeof(double));
+  memset(e, 0, n * sizeof(double));
+  if (ex) {
+    for (size_t t = 0; t < n; t++)
+      h[t] = use[t] ? G[t] : 0;
+    return;
+  }
+  for (size_t i = 0; i < T->na; i++)
+    for (size_t jj = 0; jj < TB; jj++) {
+      size_t t = i * TB + jj, r, kk;
+      h[t] = 0;
+      if (!use[t]) continue;
+      pair_rk(T, i, jj, &r, &kk);
+      if (exact_pair(D->xa[r], D->la[r], D->xb[kk], D->lb[kk], d)) {
+        h[t] = G[t];
+      } else {
+        aa_or_dd_t tt = dot_comp(D->A + r * d, D->B + kk * d, d, &e[t]);
+        h[t] = tt.hi;
+        l[t] = tt.lo;
+      }
+    }
+}
+
+/* Raw dots of the visible pairs (q.k, tile_dots); with want_dp also dO.v for the kept pairs. exS, exP: the span
+   test passes for the whole tile (maximum spans and minimum low bits over its rows pass it, hence every pair
+   does), no per-pair test. */
 static void tile_raw(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const tile_t *T, int want_dp, int exS,
                      int exP) {
   const aa_problem_t *pb = cx->pb;
-  size_t d = cx->d, n = T->na * TB;
-  memset(W->tl, 0, n * sizeof(double));
-  memset(W->et, 0, n * sizeof(double));
-  if (exS) {
-    for (size_t t = 0; t < n; t++)
-      W->th[t] = W->vis[t] ? W->T[t] : 0;
-  } else {
-    for (size_t i = 0; i < T->na; i++)
-      for (size_t jj = 0; jj < TB; jj++) {
-        size_t t = i * TB + jj, r, kk;
-        W->th[t] = 0;
-        if (!W->vis[t]) continue;
-        pair_rk(T, i, jj, &r, &kk);
-        if (exact_pair(sp->xq[r], sp->lq[r], sp->xk[kk], sp->lk[kk], d)) {
-          W->th[t] = W->T[t];
-        } else {
-          aa_or_dd_t tt = dot_comp(cx->q + r * d, cx->k + kk * d, d, &W->et[t]);
-          W->th[t] = tt.hi;
-          W->tl[t] = tt.lo;
-        }
-      }
-  }
+  size_t n = T->na * TB;
+  dots_t qk = {cx->q, cx->k, sp->xq, sp->xk, sp->lq, sp->lk};
+  tile_dots(cx, T, &qk, W->vis, W->T, exS, W->th, W->tl, W->et);
   if (!want_dp) return;
   if (pb->keep == NULL) {
     memcpy(W->kept, W->vis, n);
@@ -362,27 +380,8 @@ static void tile_raw(const aa_or_ctx_t *cx, const spans_t *sp, ws_t *W, const ti
         W->kept[t] = W->vis[t] && pb->keep[r * cx->n_k + kk % cx->n_k] != 0;
       }
   }
-  memset(W->ul, 0, n * sizeof(double));
-  memset(W->eu, 0, n * sizeof(double));
-  if (exP) {
-    for (size_t t = 0; t < n; t++)
-      W->uh[t] = W->kept[t] ? W->U[t] : 0;
-    return;
-  }
-  for (size_t i = 0; i < T->na; i++)
-    for (size_t jj = 0; jj < TB; jj++) {
-      size_t t = i * TB + jj, r, kk;
-      W->uh[t] = 0;
-      if (!W->kept[t]) continue;
-      pair_rk(T, i, jj, &r, &kk);
-      if (exact_pair(sp->xdo[r], sp->ldo[r], sp->xv[kk], sp->lv[kk], d)) {
-        W->uh[t] = W->U[t];
-      } else {
-        aa_or_dd_t tt = dot_comp(cx->dO + r * d, cx->v + kk * d, d, &W->eu[t]);
-        W->uh[t] = tt.hi;
-        W->ul[t] = tt.lo;
-      }
-    }
+  dots_t dv = {cx->dO, cx->v, sp->xdo, sp->xv, sp->ldo, sp->lv};
+  tile_dots(cx, T, &dv, W->kept, W->U, exP, W->uh, W->ul, W->eu);
 }
 
 /* Largest span and smallest low bit over n rows (for the tile-level span test). */
@@ -564,45 +563,48 @@ TC static void tile_p(double *restrict ch, double *restrict cl, double *restrict
   }
 }
 
-/* Forward of the query rows r0 .. r0 + na - 1 of head h: LSE, O, D. */
-static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na,
-                      mpfr_t mz, mpfr_t ml) {
-  const aa_problem_t *pb = cx->pb;
-  size_t g = h / cx->group, d = cx->d, ns = cx->ns, r0 = h * cx->n_q + i0;
-  size_t lo[QB], hi[QB], nkept[QB];
-  double pz[QB];
-  aa_or_dd_t iz[QB];
-  int act[QB];
-  size_t ulo = SIZE_MAX, uhi = 0;
-  for (size_t i = 0; i < na; i++) {
-    size_t r = r0 + i;
-    aa_problem_row_keys(pb, i0 + i, &lo[i], &hi[i]);
-    size_t m = hi[i] - lo[i];
-    act[i] = m > 0;
-    nkept[i] = 0;
-    cx->row_empty[r] = m + ns == 0;
-    if (m + ns == 0) { /* as the reference kernel */
-      aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
-      o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
-      cx->w[AA_OR_LSE].rel[r] = 0;
-      cx->w[AA_OR_LSE].todo[r] = 0;
-      cx->lse_h[r] = -INFINITY;
-      cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
-      for (size_t c = 0; c < d; c++)
-        finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+/* A forward block: the query rows r0 .. r0 + na - 1 (i0 .. i0 + na - 1 of head h), their visible keys, and what
+   each pass of fwd_block hands to the next. */
+typedef struct {
+  size_t h, g, i0, na, r0;
+  size_t lo[QB], hi[QB]; /* visible keys [lo, hi) of each row */
+  size_t ulo, uhi;       /* the union of those of the rows with a key (none: ulo >= uhi) */
+  int act[QB];           /* the row has a visible key */
+  size_t nkept[QB];      /* terms of the row's O */
+  aa_or_dd_t iz[QB];     /* 1/Z */
+  double pz[QB];         /* the relative bound 1/Z adds to P (row_norm) */
+} fblk_t;
+
+/* The key ranges of the block's rows; the rows without any term settled at once (row_empty_fwd). */
+static void fwd_rows(aa_or_ctx_t *cx, fblk_t *F) {
+  F->ulo = SIZE_MAX;
+  F->uhi = 0;
+  for (size_t i = 0; i < F->na; i++) {
+    size_t r = F->r0 + i;
+    aa_problem_row_keys(cx->pb, F->i0 + i, &F->lo[i], &F->hi[i]);
+    size_t m = F->hi[i] - F->lo[i];
+    F->act[i] = m > 0;
+    F->nkept[i] = 0;
+    cx->row_empty[r] = m + cx->ns == 0;
+    if (m + cx->ns == 0) { /* as the reference kernel */
+      row_empty_fwd(cx, r);
       continue;
     }
-    if (act[i]) {
-      if (lo[i] < ulo) ulo = lo[i];
-      if (hi[i] > uhi) uhi = hi[i];
+    if (F->act[i]) {
+      if (F->lo[i] < F->ulo) F->ulo = F->lo[i];
+      if (F->hi[i] > F->uhi) F->uhi = F->hi[i];
     }
   }
+}
+
+/* Pass 1: the S rows of the block into W->rsh, rsl, res (row i at i W->rn), tile by tile of keys. */
+static void fwd_scores(const aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, const fblk_t *F) {
+  size_t g = F->g, d = cx->d, na = F->na, r0 = F->r0;
   tile_t T = {r0, g * cx->n_k, 0, na, TB};
   double qsx;
   int qlb;
   span_agg(&qsx, &qlb, sp->xq + r0, sp->lq + r0, na);
-  /* pass 1: S rows */
-  for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
+  for (size_t p = F->ulo / TB; F->ulo < F->uhi && p * TB < F->uhi; p++) {
     size_t j0 = p * TB;
     T.oth0 = g * cx->n_k + j0;
     T.nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
@@ -610,7 +612,7 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     for (size_t i = 0; i < na; i++)
       for (size_t jj = 0; jj < TB; jj++) {
         size_t j = j0 + jj;
-        W->vis[i * TB + jj] = act[i] && j >= lo[i] && j < hi[i];
+        W->vis[i * TB + jj] = F->act[i] && j >= F->lo[i] && j < F->hi[i];
         any |= W->vis[i * TB + jj];
       }
     if (!any) continue;
@@ -622,99 +624,60 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
       for (size_t jj = 0; jj < TB; jj++) {
         size_t t = i * TB + jj, j = j0 + jj;
         if (!W->vis[t]) continue;
-        W->rsh[i * W->rn + j - lo[i]] = W->sh[t];
-        W->rsl[i * W->rn + j - lo[i]] = W->sl[t];
-        W->res[i * W->rn + j - lo[i]] = W->eS[t];
+        W->rsh[i * W->rn + j - F->lo[i]] = W->sh[t];
+        W->rsl[i * W->rn + j - F->lo[i]] = W->sl[t];
+        W->res[i * W->rn + j - F->lo[i]] = W->eS[t];
       }
   }
-  /* pass 2 per row, as the reference kernel: max, E = exp(S - mx), Z, LSE, 1/Z */
-  for (size_t i = 0; i < na; i++) {
-    size_t r = r0 + i, m = hi[i] - lo[i];
-    if (m + ns == 0) continue;
-    double *rsh = W->rsh + i * W->rn, *rsl = W->rsl + i * W->rn, *res = W->res + i * W->rn;
-    double *rxh = W->rxh + i * W->rn, *rxl = W->rxl + i * W->rn, *reh = W->reh + i * W->rn, *rel = W->rel + i * W->rn,
-           *ree = W->ree + i * W->rn;
-    aa_or_dd_t M = row_max_dd(rsh, rsl, m, ns > 0 ? pb->sinks + h * ns : NULL, ns), nM = aa_or_dd_neg(M);
-    double m_ = M.hi;
-    double zs = 0, zc = 0, epsE = 0;
-    for (size_t s = 0; s < ns; s++) {
-      double sk = pb->sinks[h * ns + s];
-      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sk, 0}, nM);
-      double eh, el;
-      aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
-      epsE = fmax(epsE, exp_eps(x.hi, 4 * U2 * (fabs(sk) + fabs(m_))));
-      aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
-      zs = t2.hi;
-      zc += t2.lo + el;
-    }
-    for (size_t j = 0; j < m; j++) {
-      aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){rsh[j], rsl[j]}, nM);
-      rxh[j] = x.hi;
-      rxl[j] = x.lo;
-    }
-    aa_oracle_dd_exp(reh, rel, rxh, rxl, m, &cx->tab);
-    /* Z = sum of positive terms, in blocks of ZB: a TwoSum chain within a
-       block (error <= kappa(ZB) times the block's sum), the blocks merged
-       with the accurate dd sum (<= 5 u2 of the running sum each, positive
-       terms), so relative error <= max term error + kappa(max(ZB, ns)) +
-       5 u2 (blocks + 1) (+ flushed terms below 2^-1019 against Z >= 1/2).
-       One chain over the row gives kappa(m + ns) ~ 4 m^2 u2 instead, 2^-76
-       at m = 32768: the LSE bound then sends cancelling dK/dV elements past
-       the first MPFR level, whose next level recomputes every row. */
-    aa_or_dd_t Zd = aa_or_two_sum(zs, zc);
-    size_t nblk = 0;
-    for (size_t j0 = 0; j0 < m; j0 += ZB, nblk++) {
-      double bs = 0, bc = 0;
-      for (size_t j = j0; j < m && j < j0 + ZB; j++) {
-        double ex = res[j] + 4 * U2 * (fabs(rsh[j]) + fabs(m_));
-        ree[j] = exp_eps(rxh[j], ex);
-        epsE = fmax(epsE, ree[j]);
-        aa_or_dd_t t2 = aa_or_two_sum(bs, reh[j]);
-        bs = t2.hi;
-        bc += t2.lo + rel[j];
-      }
-      Zd = aa_or_dd_add(Zd, aa_or_two_sum(bs, bc));
-    }
-    zs = Zd.hi;
-    zc = Zd.lo;
-    double epsZ =
-        1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
-    iz[i] = lse_from_z(cx, r, zs, zc, M, epsZ, mz, ml);
-    pz[i] = 1.01 * (epsZ + 0x1p-105);
+}
+
+/* Pass 2 per row, as the reference kernel (row_norm, fast-common.h): E = exp(S - M), Z, LSE, 1/Z. */
+static void fwd_norm(aa_or_ctx_t *cx, ws_t *W, fblk_t *F, mpfr_t mz, mpfr_t ml) {
+  for (size_t i = 0; i < F->na; i++) {
+    size_t m = F->hi[i] - F->lo[i], o = i * W->rn;
+    if (m + cx->ns == 0) continue;
+    srow_t R = {W->rsh + o, W->rsl + o, W->res + o, W->rxh + o, W->rxl + o, W->reh + o, W->rel + o, W->ree + o};
+    F->iz[i] = row_norm(cx, F->h, F->r0 + i, m, &R, mz, ml, &F->pz[i]);
   }
-  /* pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element) */
+}
+
+/* Pass 3: P = E / Z, O = ks sum_kept P v (at most m terms per element), tile by tile of keys; then O settled and
+   D per row (o_and_d). */
+static void fwd_out(aa_or_ctx_t *cx, ws_t *W, fblk_t *F) {
+  const aa_problem_t *pb = cx->pb;
+  size_t d = cx->d, na = F->na;
   double kap[QB];
   for (size_t i = 0; i < na; i++)
-    kap[i] = kap_tile(hi[i] - lo[i]);
+    kap[i] = kap_tile(F->hi[i] - F->lo[i]);
   acc_clear(W);
   size_t nrows = (na + RB - 1) / RB * RB;
   zero_rows(W->ch, na);
   zero_rows(W->cl, na);
   zero_rows(W->wt, na);
   zero_rows(W->wt2, na);
-  const double *V = cx->v + g * cx->n_k * d;
+  const double *V = cx->v + F->g * cx->n_k * d;
   size_t ncall = 0;
-  for (size_t p = ulo / TB; ulo < uhi && p * TB < uhi; p++) {
+  for (size_t p = F->ulo / TB; F->ulo < F->uhi && p * TB < F->uhi; p++) {
     size_t j0 = p * TB, nb = cx->n_k - j0 < TB ? cx->n_k - j0 : TB;
     int any = 0;
     memset(W->ch, 0, na * TB * sizeof(double));
     memset(W->cl, 0, na * TB * sizeof(double));
     memset(W->ec, 0, na * TB * sizeof(double));
     for (size_t i = 0; i < na; i++) {
-      size_t a = lo[i] > j0 ? lo[i] : j0, b = hi[i] < j0 + TB ? hi[i] : j0 + TB;
-      if (!act[i] || a >= b) continue;
+      size_t a = F->lo[i] > j0 ? F->lo[i] : j0, b = F->hi[i] < j0 + TB ? F->hi[i] : j0 + TB, o = i * W->rn;
+      if (!F->act[i] || a >= b) continue;
       any = 1;
       tile_p(W->ch + i * TB + (a - j0), W->cl + i * TB + (a - j0), W->ec + i * TB + (a - j0),
-             W->reh + i * W->rn + (a - lo[i]), W->rel + i * W->rn + (a - lo[i]), W->ree + i * W->rn + (a - lo[i]),
-             b - a, iz[i], pz[i]);
+             W->reh + o + (a - F->lo[i]), W->rel + o + (a - F->lo[i]), W->ree + o + (a - F->lo[i]), b - a, F->iz[i],
+             F->pz[i]);
       if (pb->keep == NULL) {
-        nkept[i] += b - a;
+        F->nkept[i] += b - a;
         continue;
       }
       for (size_t j = a; j < b; j++) { /* dropped: coefficients +0 */
         size_t t = i * TB + (j - j0);
-        if (pb->keep[(r0 + i) * cx->n_k + j] != 0) {
-          nkept[i]++;
+        if (pb->keep[(F->r0 + i) * cx->n_k + j] != 0) {
+          F->nkept[i]++;
         } else {
           W->ch[t] = W->cl[t] = W->ec[t] = 0;
         }
@@ -725,29 +688,27 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
     acc_tile(W->acc1, W->ld, V + j0 * d, d, W->ch, W->cl, W->wt, nb, nrows);
     ncall++;
   }
-  /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
-  aa_or_dd_t ksd = {cx->ks, 0};
+  double bscale = wfin(1.0, ncall); /* b wfin(1, ncall) = wfin(b, ncall) */
   for (size_t i = 0; i < na; i++) {
-    size_t r = r0 + i;
-    if (hi[i] - lo[i] + ns == 0) continue;
+    if (F->hi[i] - F->lo[i] + cx->ns == 0) continue;
     const double *s = W->acc1 + (i * 4) * W->ld, *cc = s + W->ld, *b = s + 3 * W->ld; /* a (k = 2) unused */
-    const double *doi = cx->dO + r * d;
-    double ds = 0, dc = 0, da = 0, db = 0;
-    for (size_t c = 0; c < d; c++) {
-      double oh, ol, oe;
-      finish(cx, AA_OR_O, r * d + c, s[c], cc[c], 0, wfin(b[c], ncall), nkept[i], ksd, 0, &oh, &ol, &oe);
-      double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
-      aa_or_dd_t t2 = aa_or_two_sum(ds, p);
-      ds = t2.hi;
-      dc += (t2.lo + e) + l;
-      da += fabs(p);
-      db += oe * fabs(y);
-    }
-    aa_or_dd_t D = aa_or_two_sum(ds, dc);
-    cx->d_h[r] = D.hi;
-    cx->d_l[r] = D.lo;
-    cx->e_d[r] = nkept[i] == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
+    o_and_d(cx, F->r0 + i, s, cc, NULL, b, bscale, F->nkept[i]);
   }
+}
+
+/* Forward of the query rows r0 .. r0 + na - 1 of head h: LSE, O, D. */
+static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0, size_t na,
+                      mpfr_t mz, mpfr_t ml) {
+  fblk_t F;
+  F.h = h;
+  F.g = h / cx->group;
+  F.i0 = i0;
+  F.na = na;
+  F.r0 = h * cx->n_q + i0;
+  fwd_rows(cx, &F);
+  fwd_scores(cx, sp, PN, W, &F);
+  fwd_norm(cx, W, &F, mz, ml);
+  fwd_out(cx, W, &F);
 }
 
 /* dQ of the query rows r0 .. r0 + na - 1 of head h. */
@@ -894,138 +855,177 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
    block's sum |T.hi| and b_blk its term bounds), the block partials merged
    with dd_add (error <= u2 (3 |R'.hi| + 2 |R.hi| + 2 |B.hi|) (1 + 2^-49));
    the total error word passes at most ZB + 2K + 2 roundings (K blocks). */
+typedef struct {
+  aa_or_dd_t R;        /* running sum of the merged blocks */
+  double zs, zc, a, b; /* the open block: value words, sum |T.hi|, sum of term bounds */
+  double etot, kb;     /* bound of the merged blocks; kappa(min(n, ZB)) (1 + 2^-52) */
+  size_t nblk;
+} sinkacc_t;
+
+/* Merge of the open block into the running sum, with the error model above. */
+static void sink_merge(sinkacc_t *Z) {
+  aa_or_dd_t B = aa_or_two_sum(Z->zs, Z->zc), N = aa_or_dd_add(Z->R, B);
+  Z->etot += Z->b * infl(ZB) + Z->kb * Z->a * infl(ZB) +
+             (3 * fabs(N.hi) + 2 * (fabs(Z->R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
+  Z->R = N;
+  Z->zs = Z->zc = Z->a = Z->b = 0;
+  Z->nblk++;
+}
+
 static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
-  double sink = cx->pb->sinks[h * cx->ns + s], zs = 0, zc = 0, a = 0, b = 0, etot = 0;
-  size_t n = 0, nb = 0, nblk = 0;
-  aa_or_dd_t R = {0, 0};
-  double kb = aa_or_kappa(cx->n_q < ZB ? cx->n_q : ZB) * (1 + 0x1p-52);
+  double sink = cx->pb->sinks[h * cx->ns + s];
+  size_t n = 0, nb = 0;
+  sinkacc_t Z = {{0, 0}, 0, 0, 0, 0, 0, aa_or_kappa(cx->n_q < ZB ? cx->n_q : ZB) * (1 + 0x1p-52), 0};
   for (size_t i = 0; i < cx->n_q; i++) {
     size_t r = h * cx->n_q + i;
     if (cx->row_empty[r]) continue;
-    aa_or_dd_t L = {cx->lse_h[r], cx->lse_l[r]};
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sink, 0}, aa_or_dd_neg(L));
-    double ex = cx->e_lse[r] + 4 * U2 * (fabs(sink) + fabs(L.hi)), ph, pl;
-    aa_oracle_dd_exp(&ph, &pl, &x.hi, &x.lo, 1, &cx->tab);
-    aa_or_dd_t T = aa_or_dd_mul((aa_or_dd_t){ph, pl}, (aa_or_dd_t){cx->d_h[r], cx->d_l[r]});
-    double eT = 1.01 * (exp_eps(x.hi, ex) * fabs(T.hi) + ph * cx->e_d[r]) + 5 * U2 * fabs(T.hi);
-    aa_or_dd_t t2 = aa_or_two_sum(zs, T.hi);
-    zs = t2.hi;
-    zc += t2.lo + T.lo;
-    a += fabs(T.hi);
-    b += eT;
+    double eT;
+    aa_or_dd_t T = sink_term(cx, sink, r, &eT);
+    aa_or_dd_t t2 = aa_or_two_sum(Z.zs, T.hi);
+    Z.zs = t2.hi;
+    Z.zc += t2.lo + T.lo;
+    Z.a += fabs(T.hi);
+    Z.b += eT;
     n++;
     if (++nb == ZB) { /* merge the block partial */
-      aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
-      etot +=
-          b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
-      R = N;
-      zs = zc = a = b = 0;
+      sink_merge(&Z);
       nb = 0;
-      nblk++;
     }
   }
-  if (nb != 0) { /* the last, partial block */
-    aa_or_dd_t B = aa_or_two_sum(zs, zc), N = aa_or_dd_add(R, B);
-    etot +=
-        b * infl(ZB) + kb * a * infl(ZB) + (3 * fabs(N.hi) + 2 * (fabs(R.hi) + fabs(B.hi))) * (U2 * (1 + 0x1p-49));
-    R = N;
-    nblk++;
-  }
-  finish(cx, AA_OR_DSINKS, h * cx->ns + s, -R.hi, -R.lo, 0, etot * infl(2 * nblk), n, (aa_or_dd_t){1, 0}, 0, NULL,
-         NULL, NULL);
+  if (nb != 0) sink_merge(&Z); /* the last, partial block */
+  finish(cx, AA_OR_DSINKS, h * cx->ns + s, -Z.R.hi, -Z.R.lo, 0, Z.etot * infl(2 * Z.nblk), n, (aa_or_dd_t){1, 0}, 0,
+         NULL, NULL, NULL);
 }
 
-int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
-  size_t H = cx->heads, nq = cx->n_q, nk = cx->n_k, d = cx->d;
-  int nt = cx->threads, ok = 1;
-  if (!mpfr_buildopt_tls_p()) nt = 1;
-  spans_t sp;
-  panels_t PN;
-  ok = fast_begin(cx, &sp);
-  PN.npk = (nk + TB - 1) / TB;
-  PN.npq = (nq + TB - 1) / TB;
-  PN.KT = make_panels(cx->k, cx->kvh, nk, d);
-  PN.VT = make_panels(cx->v, cx->kvh, nk, d);
-  PN.QT = make_panels(cx->q, H, nq, d);
-  PN.DT = make_panels(cx->dO, H, nq, d);
+/* The span aggregates of every panel (see panels_t) from the row spans. */
+static void panels_spans(const aa_or_ctx_t *cx, const spans_t *sp, panels_t *PN) {
+  size_t nk = cx->n_k, nq = cx->n_q;
+  for (size_t b = 0; b < cx->kvh * PN->npk; b++) {
+    size_t g = b / PN->npk, j0 = (b % PN->npk) * TB, m = nk - j0 < TB ? nk - j0 : TB, o = g * nk + j0;
+    span_agg(&PN->ks[b], &PN->kl[b], sp->xk + o, sp->lk + o, m);
+    span_agg(&PN->vs[b], &PN->vl[b], sp->xv + o, sp->lv + o, m);
+  }
+  for (size_t b = 0; b < cx->heads * PN->npq; b++) {
+    size_t h = b / PN->npq, i0 = (b % PN->npq) * TB, m = nq - i0 < TB ? nq - i0 : TB, o = h * nq + i0;
+    span_agg(&PN->qs[b], &PN->ql[b], sp->xq + o, sp->lq + o, m);
+    span_agg(&PN->os[b], &PN->ol[b], sp->xdo + o, sp->ldo + o, m);
+  }
+}
 
-  if (!PN.KT || !PN.VT || !PN.QT || !PN.DT) ok = 0;
-  size_t nbq = (nq + QB - 1) / QB, nbk = (nk + QB - 1) / QB, npk_all = cx->kvh * PN.npk, npq_all = H * PN.npq;
-  PN.ks = malloc((npk_all + 1) * sizeof(double));
-  PN.vs = malloc((npk_all + 1) * sizeof(double));
-  PN.qs = malloc((npq_all + 1) * sizeof(double));
-  PN.os = malloc((npq_all + 1) * sizeof(double));
-  PN.kl = malloc((npk_all + 1) * sizeof(int));
-  PN.vl = malloc((npk_all + 1) * sizeof(int));
-  PN.ql = malloc((npq_all + 1) * sizeof(int));
-  PN.ol = malloc((npq_all + 1) * sizeof(int));
-  if (!PN.ks || !PN.vs || !PN.qs || !PN.os || !PN.kl || !PN.vl || !PN.ql || !PN.ol) ok = 0;
-  for (size_t b = 0; ok && b < npk_all; b++) {
-    size_t g = b / PN.npk, j0 = (b % PN.npk) * TB, m = nk - j0 < TB ? nk - j0 : TB, o = g * nk + j0;
-    span_agg(&PN.ks[b], &PN.kl[b], sp.xk + o, sp.lk + o, m);
-    span_agg(&PN.vs[b], &PN.vl[b], sp.xv + o, sp.lv + o, m);
-  }
-  for (size_t b = 0; ok && b < npq_all; b++) {
-    size_t h = b / PN.npq, i0 = (b % PN.npq) * TB, m = nq - i0 < TB ? nq - i0 : TB, o = h * nq + i0;
-    span_agg(&PN.qs[b], &PN.ql[b], sp.xq + o, sp.lq + o, m);
-    span_agg(&PN.os[b], &PN.ol[b], sp.xdo + o, sp.ldo + o, m);
-  }
+/* The transposed panels of k, v, q, dO and their span aggregates. 0 when out of memory (panels_free frees what
+   was allocated). */
+static int panels_make(const aa_or_ctx_t *cx, const spans_t *sp, panels_t *PN) {
+  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d;
+  PN->npk = (nk + TB - 1) / TB;
+  PN->npq = (nq + TB - 1) / TB;
+  PN->KT = make_panels(cx->k, cx->kvh, nk, d);
+  PN->VT = make_panels(cx->v, cx->kvh, nk, d);
+  PN->QT = make_panels(cx->q, cx->heads, nq, d);
+  PN->DT = make_panels(cx->dO, cx->heads, nq, d);
+  size_t npk_all = cx->kvh * PN->npk, npq_all = cx->heads * PN->npq;
+  PN->ks = malloc((npk_all + 1) * sizeof(double));
+  PN->vs = malloc((npk_all + 1) * sizeof(double));
+  PN->qs = malloc((npq_all + 1) * sizeof(double));
+  PN->os = malloc((npq_all + 1) * sizeof(double));
+  PN->kl = malloc((npk_all + 1) * sizeof(int));
+  PN->vl = malloc((npk_all + 1) * sizeof(int));
+  PN->ql = malloc((npq_all + 1) * sizeof(int));
+  PN->ol = malloc((npq_all + 1) * sizeof(int));
+  if (!PN->KT || !PN->VT || !PN->QT || !PN->DT || !PN->ks || !PN->vs || !PN->qs || !PN->os || !PN->kl || !PN->vl ||
+      !PN->ql || !PN->ol)
+    return 0;
+  panels_spans(cx, sp, PN);
+  return 1;
+}
+
+static void panels_free(panels_t *PN) {
+  free((void *)PN->KT);
+  free((void *)PN->VT);
+  free((void *)PN->QT);
+  free((void *)PN->DT);
+  free(PN->ks);
+  free(PN->vs);
+  free(PN->qs);
+  free(PN->os);
+  free(PN->kl);
+  free(PN->vl);
+  free(PN->ql);
+  free(PN->ol);
+}
+
+int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_error_t *err) {
+  int nt = cx->threads;
+  if (!mpfr_buildopt_tls_p()) nt = 1; /* MPFR without thread-local state is not thread-safe (lse_from_z) */
   for (int phase = 0; ok && phase < 3; phase++) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
 #endif
     {
-      ws_t W;
       mpfr_t mz, ml;
       mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
-      ws_init(&W, d, nk, phase == 0);
-      if (!W.ok) {
+      void *ws = malloc(K->ws_size);
+      int wok = ws != NULL && K->ws_init(ws, cx, phase);
+      if (!wok) {
 #ifdef _OPENMP
 #pragma omp atomic write
 #endif
         ok = 0;
       }
-      size_t n = phase == 2 ? cx->kvh * nbk : H * nbq;
+      size_t n = K->items(cx, phase);
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, K->chunk)
 #endif
-      for (size_t blk = 0; blk < n; blk++) {
-        if (!W.ok) continue;
-        if (phase == 2) {
-          size_t g = blk / nbk, j0 = (blk % nbk) * QB;
-          kv_block(cx, &sp, &PN, &W, g, j0, nk - j0 < QB ? nk - j0 : QB);
-        } else {
-          size_t h = blk / nbq, i0 = (blk % nbq) * QB, na = nq - i0 < QB ? nq - i0 : QB;
-          if (phase == 0)
-            fwd_block(cx, &sp, &PN, &W, h, i0, na, mz, ml);
-          else
-            dq_block(cx, &sp, &PN, &W, h, i0, na);
-        }
-      }
-      ws_free(&W);
+      for (size_t i = 0; i < n; i++)
+        if (wok) K->item(cx, K->data, ws, phase, i, mz, ml);
+      if (ws != NULL) K->ws_free(ws);
+      free(ws);
       mpfr_clears(mz, ml, (mpfr_ptr)0);
       mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     }
   }
   if (ok)
-    for (size_t h = 0; h < H; h++)
+    for (size_t h = 0; h < cx->heads; h++)
       for (size_t s = 0; s < cx->ns; s++)
-        sink_grad(cx, h, s);
-  spans_free(&sp);
-  free((void *)PN.KT);
-  free((void *)PN.VT);
-  free((void *)PN.QT);
-  free((void *)PN.DT);
-  free(PN.ks);
-  free(PN.vs);
-  free(PN.qs);
-  free(PN.os);
-  free(PN.kl);
-  free(PN.vl);
-  free(PN.ql);
-  free(PN.ol);
+        K->sink_grad(cx, h, s);
   if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
   return AA_OK;
+}
+
+/* The tiled kernel for aa_oracle_fast_drive: blocks of QB query rows (phases 0 and 1) or keys (phase 2). */
+typedef struct {
+  spans_t sp;
+  panels_t PN;
+} tiled_t;
+
+static size_t tiled_items(const aa_or_ctx_t *cx, int phase) {
+  return phase == 2 ? cx->kvh * ((cx->n_k + QB - 1) / QB) : cx->heads * ((cx->n_q + QB - 1) / QB);
+}
+
+static void tiled_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, size_t blk, mpfr_ptr mz, mpfr_ptr ml) {
+  const tiled_t *D = data;
+  size_t nq = cx->n_q, nk = cx->n_k, nbq = (nq + QB - 1) / QB, nbk = (nk + QB - 1) / QB;
+  if (phase == 2) {
+    size_t g = blk / nbk, j0 = (blk % nbk) * QB;
+    kv_block(cx, &D->sp, &D->PN, ws, g, j0, nk - j0 < QB ? nk - j0 : QB);
+    return;
+  }
+  size_t h = blk / nbq, i0 = (blk % nbq) * QB, na = nq - i0 < QB ? nq - i0 : QB;
+  if (phase == 0)
+    fwd_block(cx, &D->sp, &D->PN, ws, h, i0, na, mz, ml);
+  else
+    dq_block(cx, &D->sp, &D->PN, ws, h, i0, na);
+}
+
+int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
+  tiled_t D;
+  memset(&D, 0, sizeof D);
+  int ok = fast_begin(cx, &D.sp);
+  ok = ok && panels_make(cx, &D.sp, &D.PN);
+  fast_kernel_t K = {&D, 1, tiled_items, sizeof(ws_t), ws_init, ws_free, tiled_item, sink_grad};
+  int st = aa_oracle_fast_drive(cx, &K, ok, err);
+  spans_free(&D.sp);
+  panels_free(&D.PN);
+  return st;
 }
 
 /* For tests: the span test on one pair and, when it passes, the plain dot product. */

@@ -49,32 +49,17 @@ static int fail(aa_error_t *err, const char *msg) {
   return aa_error_set(err, AA_EUNSUPPORTED, "oracle on the GPU: %s", msg);
 }
 
-int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
-  size_t nr = cx->heads * cx->n_q, d = cx->d, nq = cx->n_q, nk = cx->n_k;
-  char msg[256] = "";
-  int st = AA_OK;
-  spans_t sp;
-  int64_t *rlo = malloc((nq + 1) * sizeof *rlo), *rhi = malloc((nq + 1) * sizeof *rhi);
-  int64_t *clo = malloc((nk + 1) * sizeof *clo), *chi = malloc((nk + 1) * sizeof *chi);
-  double *rowv[7];
-  for (int u = 0; u < 7; u++)
-    rowv[u] = malloc((nr + 1) * sizeof(double));
-  double *mh = rowv[0], *ml = rowv[1], *zs = rowv[2], *zc = rowv[3], *epsz = rowv[4], *izh = rowv[5], *izl = rowv[6];
-  int ok = fast_begin(cx, &sp);
-  ok = ok && rlo && rhi && clo && chi;
-  for (int u = 0; u < 7; u++)
-    ok = ok && rowv[u] != NULL;
-  if (!ok) {
-    st = aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the GPU fast path");
-    goto done;
-  }
+/* Each query's visible keys [rlo, rhi) and each key's visible queries [clo, chi), as intervals
+   (aa_oracle_cuda_supports checked that rlo and rhi never decrease). */
+static void visible_intervals(const aa_or_ctx_t *cx, int64_t *rlo, int64_t *rhi, int64_t *clo, int64_t *chi) {
+  size_t nq = cx->n_q, nk = cx->n_k;
   for (size_t i = 0; i < nq; i++) {
     size_t lo, hi;
     aa_problem_row_keys(cx->pb, i, &lo, &hi);
     rlo[i] = (int64_t)lo;
     rhi[i] = (int64_t)(hi < lo ? lo : hi);
   }
-  for (size_t j = 0, a = 0, b = 0; j < nk; j++) { /* rlo, rhi nondecreasing (aa_oracle_cuda_supports) */
+  for (size_t j = 0, a = 0, b = 0; j < nk; j++) {
     while (a < nq && rhi[a] <= (int64_t)j)
       a++;
     while (b < nq && rlo[b] <= (int64_t)j)
@@ -82,10 +67,13 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
     clo[j] = (int64_t)a;
     chi[j] = (int64_t)(b > a ? b : a);
   }
+}
+
+static aa_orcu_params_t cuda_params(const aa_or_ctx_t *cx) {
   aa_orcu_params_t par;
-  par.n_q = nq;
-  par.n_k = nk;
-  par.d = d;
+  par.n_q = cx->n_q;
+  par.n_k = cx->n_k;
+  par.d = cx->d;
   par.heads = cx->heads;
   par.kvh = cx->kvh;
   par.group = cx->group;
@@ -94,15 +82,16 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
   par.floor_unit = cx->floor_unit;
   par.target = cx->target;
   par.tab = cx->tab;
-  aa_orcu_spans_t dsp = {sp.xq, sp.xdo, sp.xk, sp.xv, sp.lq, sp.ldo, sp.lk, sp.lv};
-  aa_orcu_t *H = NULL;
-  if (aa_orcu_begin(&H, &par, cx->q, cx->k, cx->v, cx->dO, &dsp, rlo, rhi, clo, chi, msg, sizeof msg) != 0 ||
-      aa_orcu_fwd_z(H, mh, ml, zs, zc, epsz, msg, sizeof msg) != 0) {
-    st = fail(err, msg);
-    aa_orcu_end(H);
-    goto done;
-  }
-  /* lse_from_z (fast-common.h) as fwd_row calls it; an empty row as fwd_row leaves it */
+  return par;
+}
+
+/* Between the two forward kernels, on the CPU: per row, the LSE (settled) and 1/Z (izh, izl) from the GPU's shift
+   M (mh, ml) and normaliser Z (zs, zc, relative bound epsz), by lse_from_z (fast-common.h) as fwd_row calls it;
+   an empty row as fwd_row leaves it. */
+static void cuda_lse(aa_or_ctx_t *cx, const int64_t *rlo, const int64_t *rhi, double *const rowv[7]) {
+  const double *mh = rowv[0], *ml = rowv[1], *zs = rowv[2], *zc = rowv[3], *epsz = rowv[4];
+  double *izh = rowv[5], *izl = rowv[6];
+  size_t nr = cx->heads * cx->n_q, nq = cx->n_q;
   int nt = cx->threads;
   if (!mpfr_buildopt_tls_p()) nt = 1;
 #ifdef _OPENMP
@@ -118,10 +107,7 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
       size_t lo = (size_t)rlo[r % nq], hi = (size_t)rhi[r % nq];
       cx->row_empty[r] = hi == lo;
       if (hi == lo) {
-        aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
-        o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
-        cx->w[AA_OR_LSE].rel[r] = 0;
-        cx->w[AA_OR_LSE].todo[r] = 0;
+        aa_oracle_settle_empty_lse(cx, r);
         cx->lse_h[r] = -INFINITY;
         cx->lse_l[r] = cx->e_lse[r] = 0;
         izh[r] = izl[r] = 0;
@@ -134,14 +120,48 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
     mpfr_clears(mz, mlz, (mpfr_ptr)0);
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
   }
+}
+
+/* The GPU's part once the inputs are up: forward (Z, then the LSE on the CPU, then O and D), backward. */
+static int cuda_kernels(aa_or_ctx_t *cx, aa_orcu_t *H, const int64_t *rlo, const int64_t *rhi, double *const rowv[7],
+                        char *msg, size_t msglen) {
+  if (aa_orcu_fwd_z(H, rowv[0], rowv[1], rowv[2], rowv[3], rowv[4], msg, msglen) != 0) return -1;
+  cuda_lse(cx, rlo, rhi, rowv);
   aa_orcu_out_t oo[AA_OR_NT];
   for (int t = 0; t < AA_OR_NT; t++) {
     aa_oracle_out_t *o = cx->w[t].out;
     oo[t] = (aa_orcu_out_t){o->val.data, o->fp32.data, o->bf16.data, cx->w[t].rel, cx->w[t].todo};
   }
-  if (aa_orcu_fwd_o(H, cx->lse_h, cx->lse_l, cx->e_lse, izh, izl, cx->d_h, cx->d_l, cx->e_d, &oo[AA_OR_O], msg,
-                    sizeof msg) != 0 ||
-      aa_orcu_bwd(H, &oo[AA_OR_DQ], &oo[AA_OR_DK], &oo[AA_OR_DV], msg, sizeof msg) != 0)
+  if (aa_orcu_fwd_o(H, cx->lse_h, cx->lse_l, cx->e_lse, rowv[5], rowv[6], cx->d_h, cx->d_l, cx->e_d, &oo[AA_OR_O],
+                    msg, msglen) != 0)
+    return -1;
+  return aa_orcu_bwd(H, &oo[AA_OR_DQ], &oo[AA_OR_DK], &oo[AA_OR_DV], msg, msglen);
+}
+
+int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
+  size_t nr = cx->heads * cx->n_q, nq = cx->n_q, nk = cx->n_k;
+  char msg[256] = "";
+  int st = AA_OK;
+  spans_t sp;
+  int64_t *rlo = malloc((nq + 1) * sizeof *rlo), *rhi = malloc((nq + 1) * sizeof *rhi);
+  int64_t *clo = malloc((nk + 1) * sizeof *clo), *chi = malloc((nk + 1) * sizeof *chi);
+  double *rowv[7]; /* per row: the shift M (hi, lo), Z (hi, lo), Z's relative bound, 1/Z (hi, lo) */
+  for (int u = 0; u < 7; u++)
+    rowv[u] = malloc((nr + 1) * sizeof(double));
+  int ok = fast_begin(cx, &sp);
+  ok = ok && rlo && rhi && clo && chi;
+  for (int u = 0; u < 7; u++)
+    ok = ok && rowv[u] != NULL;
+  if (!ok) {
+    st = aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the GPU fast path");
+    goto done;
+  }
+  visible_intervals(cx, rlo, rhi, clo, chi);
+  aa_orcu_params_t par = cuda_params(cx);
+  aa_orcu_spans_t dsp = {sp.xq, sp.xdo, sp.xk, sp.xv, sp.lq, sp.ldo, sp.lk, sp.lv};
+  aa_orcu_t *H = NULL;
+  if (aa_orcu_begin(&H, &par, cx->q, cx->k, cx->v, cx->dO, &dsp, rlo, rhi, clo, chi, msg, sizeof msg) != 0 ||
+      cuda_kernels(cx, H, rlo, rhi, rowv, msg, sizeof msg) != 0)
     st = fail(err, msg);
   aa_orcu_end(H);
 done:

@@ -11,25 +11,14 @@
 
 #include "oracle-impl.h"
 
-/* Bound bookkeeping (u = 2^-53, u2 = u^2):
-   - every double-double value c carries an absolute bound e on |c - exact|;
-   - S = q.k: exact in plain double when the "span" test below holds, else a
-     compensated dot product (bound kappa(d) sum|q k|); times sigma (a dd of
-     relative error sig_rel) with a dd product (rel 5 u2);
-   - x = S - LSE (or S - max): accurate dd sum, |err| <= 4 u2 (|S| + |LSE|);
-   - P = exp(x): aa_oracle_dd_exp, relative AA_OR_EXP_REL + AA_OR_EXP_XREL |x|,
-     and exp(x^)/exp(x) - 1 <= expm1(e_x) for the argument error e_x;
-   - n-term sums sum_j c_j y_j (c dd, y a stored double) are accumulated per
-     element with TwoProduct/TwoSum (aa_or_kappa bound) while two plain
-     doubles gather a = sum |c_hi y| and b = sum e_c |y|: the element's bound
-     is b (1 + (n+2) 2^-52) + kappa(n) a, plus floor_unit (n+1) for anything
-     below the normal range (flushed P < 2^-1019, subnormal low words);
-   - the factor 1.01 covers second-order products of relative errors. */
+/* Bound bookkeeping: as the tiled kernel's (fast.c), except that each n-term sum sum_j c_j y_j (c dd, y a stored
+   double) is one TwoProduct/TwoSum chain over all its terms (aa_or_kappa bound) while two plain doubles gather
+   a = sum |c_hi y| and b = sum e_c |y|: the element's bound is b (1 + (n+2) 2^-52) + kappa(n) a, plus
+   floor_unit (n+1) for anything below the normal range (flushed P < 2^-1019, subnormal low words). */
 
 #include "fast-common.h"
 #define U2 AA_OR_U2
 #define BLK 256
-#define ZB 64 /* terms per block of the normaliser sum Z (see fast.c) */
 
 /* infl, finish, exp_eps, span, exact_pair, dot_comp (aa_oracle_dot_plain: dot.c): fast-common.h; the visible-key
  * interval: aa_problem_row_keys */
@@ -74,7 +63,11 @@ typedef struct {
   int ok;
 } buf_t;
 
-static void buf_init(buf_t *B, size_t d, size_t nk) {
+/* A thread's workspace (fast_kernel_t.ws_init): 0 when out of memory. */
+static int buf_init(void *ws, const aa_or_ctx_t *cx, int phase) {
+  buf_t *B = ws;
+  size_t d = cx->d, nk = cx->n_k;
+  (void)phase;
   memset(B, 0, sizeof *B);
   double **dv[] = {&B->sh,   &B->sl, &B->eS, &B->xh, &B->xl, &B->ex, &B->ph, &B->pl,
                    &B->epsP, &B->eP, &B->ch, &B->cl, &B->ec, &B->gh, &B->gl, &B->eg};
@@ -92,9 +85,11 @@ static void buf_init(buf_t *B, size_t d, size_t nk) {
   B->yidx = malloc(BLK * sizeof(size_t));
   B->kept = malloc(BLK);
   if (!B->rows || !B->keys || !B->yidx || !B->kept) B->ok = 0;
+  return B->ok;
 }
 
-static void buf_free(buf_t *B) {
+static void buf_free(void *ws) {
+  buf_t *B = ws;
   double *dv[] = {B->sh,  B->sl,  B->eS,  B->xh,  B->xl,  B->ex,  B->ph,  B->pl,  B->epsP, B->eP, B->ch,
                   B->cl,  B->ec,  B->s,   B->cc,  B->a,   B->b,   B->s2,  B->cc2, B->a2,   B->b2, B->rsh,
                   B->rsl, B->res, B->rxh, B->rxl, B->reh, B->rel, B->ree, B->gh,  B->gl,   B->eg};
@@ -189,20 +184,13 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
   const aa_problem_t *pb = cx->pb;
   size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
   aa_problem_row_keys(pb, i, &lo, &hi);
-  size_t m = hi - lo, ns = cx->ns;
-  cx->row_empty[r] = m + ns == 0;
-  if (m + ns == 0) {
-    aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
-    o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
-    cx->w[AA_OR_LSE].rel[r] = 0;
-    cx->w[AA_OR_LSE].todo[r] = 0;
-    cx->lse_h[r] = -INFINITY;
-    cx->lse_l[r] = cx->e_lse[r] = cx->d_h[r] = cx->d_l[r] = cx->e_d[r] = 0;
-    for (size_t c = 0; c < d; c++)
-      finish(cx, AA_OR_O, r * d + c, 0, 0, 0, 0, 0, cx->sig, 0, NULL, NULL, NULL);
+  size_t m = hi - lo;
+  cx->row_empty[r] = m + cx->ns == 0;
+  if (m + cx->ns == 0) {
+    row_empty_fwd(cx, r);
     return;
   }
-  /* pass 1: the S row; its largest logit (row_max_dd, fast-common.h) is the shift, which keeps Z in [1, m + ns] */
+  /* pass 1: the S row */
   for (size_t j0 = lo; j0 < hi; j0 += BLK) {
     size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
@@ -216,52 +204,14 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
       B->res[j0 - lo + t] = B->eS[t];
     }
   }
-  /* pass 2: E = exp(S - M), Z = sum E + sum exp(sink - M) */
-  aa_or_dd_t M = row_max_dd(B->rsh, B->rsl, hi - lo, ns > 0 ? pb->sinks + h * ns : NULL, ns), nM = aa_or_dd_neg(M);
-  double mx = M.hi;
-  double zs = 0, zc = 0, epsE = 0;
-  for (size_t s = 0; s < ns; s++) {
-    double sk = pb->sinks[h * ns + s];
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sk, 0}, nM);
-    double eh, el;
-    aa_oracle_dd_exp(&eh, &el, &x.hi, &x.lo, 1, &cx->tab);
-    epsE = fmax(epsE, exp_eps(x.hi, 4 * U2 * (fabs(sk) + fabs(mx))));
-    aa_or_dd_t t2 = aa_or_two_sum(zs, eh);
-    zs = t2.hi;
-    zc += t2.lo + el;
-  }
-  for (size_t j = 0; j < m; j++) {
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){B->rsh[j], B->rsl[j]}, nM);
-    B->rxh[j] = x.hi;
-    B->rxl[j] = x.lo;
-  }
-  aa_oracle_dd_exp(B->reh, B->rel, B->rxh, B->rxl, m, &cx->tab);
-  /* Z in blocks of ZB terms, see fast.c */
-  aa_or_dd_t Zd = aa_or_two_sum(zs, zc);
-  size_t nblk = 0;
-  for (size_t j0 = 0; j0 < m; j0 += ZB, nblk++) {
-    double bs = 0, bc = 0;
-    for (size_t j = j0; j < m && j < j0 + ZB; j++) {
-      double ex = B->res[j] + 4 * U2 * (fabs(B->rsh[j]) + fabs(mx));
-      B->ree[j] = exp_eps(B->rxh[j], ex);
-      epsE = fmax(epsE, B->ree[j]);
-      aa_or_dd_t t2 = aa_or_two_sum(bs, B->reh[j]);
-      bs = t2.hi;
-      bc += t2.lo + B->rel[j];
-    }
-    Zd = aa_or_dd_add(Zd, aa_or_two_sum(bs, bc));
-  }
-  zs = Zd.hi;
-  zc = Zd.lo;
-  double epsZ =
-      1.01 * (epsE + aa_or_kappa(ns > ZB ? ns : ZB) + 5 * U2 * (double)(nblk + 1)) + (double)(m + ns) * 0x1p-1018;
-  aa_or_dd_t iz = lse_from_z(cx, r, zs, zc, M, epsZ, mz, ml);
+  /* pass 2: E = exp(S - M), Z, LSE, 1/Z (row_norm, fast-common.h) */
+  srow_t R = {B->rsh, B->rsl, B->res, B->rxh, B->rxl, B->reh, B->rel, B->ree};
+  double pz;
+  aa_or_dd_t iz = row_norm(cx, h, r, m, &R, mz, ml, &pz);
   /* pass 3: P = E / Z, O = ks sum_kept P v */
   const double *V = cx->v + g * cx->n_k * d;
-  double *s = B->s, *cc = B->cc, *a = B->a, *b = B->b;
-  acc_zero(s, cc, a, b, d);
+  acc_zero(B->s, B->cc, B->a, B->b, d);
   size_t nkept = 0;
-  double pz = 1.01 * (epsZ + 0x1p-105);
   for (size_t j0 = lo; j0 < hi; j0 += BLK) {
     size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
@@ -274,26 +224,9 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
       B->yidx[t] = j0 + t;
       nkept += B->kept[t];
     }
-    acc_block(s, cc, a, b, V, B->yidx, B->ch, B->cl, B->ec, pb->keep != NULL ? B->kept : NULL, nb, d);
+    acc_block(B->s, B->cc, B->a, B->b, V, B->yidx, B->ch, B->cl, B->ec, pb->keep != NULL ? B->kept : NULL, nb, d);
   }
-  /* D = sum_c O_c dO_c, computed from the double-double O with its bounds */
-  const double *doi = cx->dO + r * d;
-  double ds = 0, dc = 0, da = 0, db = 0;
-  aa_or_dd_t ksd = {cx->ks, 0};
-  for (size_t c = 0; c < d; c++) {
-    double oh, ol, oe;
-    finish(cx, AA_OR_O, r * d + c, s[c], cc[c], a[c], b[c], nkept, ksd, 0, &oh, &ol, &oe);
-    double y = doi[c], p = oh * y, e = fma(oh, y, -p), l = ol * y;
-    aa_or_dd_t t2 = aa_or_two_sum(ds, p);
-    ds = t2.hi;
-    dc += (t2.lo + e) + l;
-    da += fabs(p);
-    db += oe * fabs(y);
-  }
-  aa_or_dd_t D = aa_or_two_sum(ds, dc);
-  cx->d_h[r] = D.hi;
-  cx->d_l[r] = D.lo;
-  cx->e_d[r] = nkept == 0 ? 0 : db * infl(d) + aa_or_kappa(d) * da + (double)(d + 1) * cx->floor_unit;
+  o_and_d(cx, r, B->s, B->cc, B->a, B->b, 1.0, nkept); /* b times 1: exact */
 }
 
 /* dQ of row r. */
@@ -361,12 +294,8 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
   for (size_t i = 0; i < cx->n_q; i++) {
     size_t r = h * cx->n_q + i;
     if (cx->row_empty[r]) continue;
-    aa_or_dd_t L = {cx->lse_h[r], cx->lse_l[r]};
-    aa_or_dd_t x = aa_or_dd_add((aa_or_dd_t){sink, 0}, aa_or_dd_neg(L));
-    double ex = cx->e_lse[r] + 4 * U2 * (fabs(sink) + fabs(L.hi)), ph, pl;
-    aa_oracle_dd_exp(&ph, &pl, &x.hi, &x.lo, 1, &cx->tab);
-    aa_or_dd_t T = aa_or_dd_mul((aa_or_dd_t){ph, pl}, (aa_or_dd_t){cx->d_h[r], cx->d_l[r]});
-    double eT = 1.01 * (exp_eps(x.hi, ex) * fabs(T.hi) + ph * cx->e_d[r]) + 5 * U2 * fabs(T.hi);
+    double eT;
+    aa_or_dd_t T = sink_term(cx, sink, r, &eT);
     aa_or_dd_t t2 = aa_or_two_sum(zs, T.hi);
     zs = t2.hi;
     zc += t2.lo + T.lo;
@@ -377,50 +306,26 @@ static void sink_grad(aa_or_ctx_t *cx, size_t h, size_t s) {
   finish(cx, AA_OR_DSINKS, h * cx->ns + s, -zs, -zc, a, b, n, (aa_or_dd_t){1, 0}, 0, NULL, NULL, NULL);
 }
 
+/* The kernel for aa_oracle_fast_drive: phases 0 and 1 by query rows, phase 2 by key columns. */
+static size_t rows_items(const aa_or_ctx_t *cx, int phase) {
+  return phase == 2 ? cx->kvh * cx->n_k : cx->heads * cx->n_q;
+}
+
+static void rows_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, size_t r, mpfr_ptr mz, mpfr_ptr ml) {
+  const spans_t *sp = data;
+  if (phase == 0)
+    fwd_row(cx, sp, ws, r, mz, ml);
+  else if (phase == 1)
+    dq_row(cx, sp, ws, r);
+  else
+    kv_col(cx, sp, ws, r);
+}
+
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
-  size_t H = cx->heads, nk = cx->n_k, d = cx->d, nr = H * cx->n_q, nc = cx->kvh * nk;
-  int nt = cx->threads, ok = 1;
-  if (!mpfr_buildopt_tls_p()) nt = 1;
   spans_t sp;
-  ok = fast_begin(cx, &sp);
-  for (int phase = 0; ok && phase < 3; phase++) {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-    {
-      buf_t B;
-      mpfr_t mz, ml;
-      mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
-      buf_init(&B, d, nk);
-      if (!B.ok) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-        ok = 0;
-      }
-      size_t n = phase == 2 ? nc : nr;
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 8)
-#endif
-      for (size_t r = 0; r < n; r++) {
-        if (!B.ok) continue;
-        if (phase == 0)
-          fwd_row(cx, &sp, &B, r, mz, ml);
-        else if (phase == 1)
-          dq_row(cx, &sp, &B, r);
-        else
-          kv_col(cx, &sp, &B, r);
-      }
-      buf_free(&B);
-      mpfr_clears(mz, ml, (mpfr_ptr)0);
-      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    }
-  }
-  if (ok)
-    for (size_t h = 0; h < H; h++)
-      for (size_t s = 0; s < cx->ns; s++)
-        sink_grad(cx, h, s);
+  int ok = fast_begin(cx, &sp);
+  fast_kernel_t K = {&sp, 8, rows_items, sizeof(buf_t), buf_init, buf_free, rows_item, sink_grad};
+  int st = aa_oracle_fast_drive(cx, &K, ok, err);
   spans_free(&sp);
-  if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
-  return AA_OK;
+  return st;
 }

@@ -45,7 +45,7 @@ tests_toracle_tiled_LDADD = $(LDADD) -lmpfr -lgmp -lm
 EXTRA_DIST += tests/toracle_common.c
 tests_toracle_target_SOURCES = tests/toracle_target.c
 tests_toracle_target_LDADD = $(LDADD) -lmpfr -lgmp -lm
-# issue 14 features: closed forms, an independent MPFR forward and its finite differences, fast vs mpfr vs rows.
+# the score features (softcap, ALiBi, alignment, two-sided windows): closed forms, an independent MPFR forward and its finite differences, fast vs mpfr vs rows.
 tests_toracle_features_SOURCES = tests/toracle_features.c
 tests_toracle_features_LDADD = $(LDADD) -lmpfr -lgmp -lm
 # the certificate over the whole exponent range against an independent MPFR reference (tgeneric style).

@@ -351,6 +351,23 @@ static void kept_sum(ws_t *w, const aa_or_ctx_t *cx, size_t c, const double *Y, 
   w->eo[c] = 1.01 * ks * (acc * infl(n) + e1) + ERR(i2, u, w->o[c]);
 }
 
+/* sigma sum_r dS_r Y[idx_r][c] over the m pairs (dQ of a row with Y its keys, dK of a key with Y the queries)
+   into w->dq[c], with its bound w->edq[c]; dS_r in w->b[r] with bound w->eDS[r]. */
+static void ds_sum(ws_t *w, size_t c, const double *Y, size_t m, double u) {
+  size_t d = w->d;
+  double a2 = 0;
+  for (size_t r = 0; r < m; r++) {
+    double y = Y[w->idx[r] * d + c];
+    mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
+    w->ptrs[r] = w->terms[r];
+    a2 += w->eDS[r] * fabs(y);
+  }
+  int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
+  double e1 = ERR(i1, u, w->t1);
+  int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
+  w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+}
+
 /* M = the largest of the row's m logits w->s and the sinks of head h
    (exactly: M has the logits' precision p >= 53). */
 static void row_max(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr M, size_t h, size_t m) {
@@ -464,19 +481,8 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
     ds_refine(w, cx, r, h, i, w->idx[r], u);
     ds_times_g(w, cx, r, u);
   }
-  for (size_t c = 0; c < d; c++) {
-    double a2 = 0;
-    for (size_t r = 0; r < m; r++) {
-      double kk = K[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[r], w->b[r], kk, MPFR_RNDN);
-      w->ptrs[r] = w->terms[r];
-      a2 += w->eDS[r] * fabs(kk);
-    }
-    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
-    double e1 = ERR(i1, u, w->t1);
-    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
-    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
-  }
+  for (size_t c = 0; c < d; c++)
+    ds_sum(w, c, K, m, u);
 }
 
 /* Row statistics source for columns and sinks. With use_dd, rows that the
@@ -555,17 +561,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
   w->m = m;
   for (size_t c = 0; c < d; c++) {
     kept_sum(w, cx, c, cx->dO, u); /* dV */
-    double a2 = 0;
-    for (size_t r = 0; r < m; r++) {
-      double y = cx->q[w->idx[r] * d + c];
-      mpfr_mul_d(w->terms[r], w->b[r], y, MPFR_RNDN);
-      w->ptrs[r] = w->terms[r];
-      a2 += w->eDS[r] * fabs(y);
-    }
-    int i1 = mpfr_sum(w->t1, w->ptrs, m, MPFR_RNDN);
-    double e1 = ERR(i1, u, w->t1);
-    int i2 = mpfr_mul(w->dq[c], w->t1, w->sig, MPFR_RNDN);
-    w->edq[c] = 1.01 * (w->sig_d * (a2 * infl(m) + e1) + w->sig_rel * absd(w->dq[c])) + ERR(i2, u, w->dq[c]);
+    ds_sum(w, c, cx->q, m, u);     /* dK */
   }
 }
 
@@ -656,179 +652,209 @@ static int any_todo(const aa_or_work_t *w, size_t off, size_t n) {
   return 0;
 }
 
+/* One resolve: the context, the choices every pass shares, and the work lists. */
+typedef struct {
+  aa_or_ctx_t *cx;
+  int use_dd_stats, nt, ok; /* ok: cleared (atomically, ws_begin) when out of memory */
+  size_t *rows, nrows;      /* rows with an O, LSE or dQ element todo */
+  aa_or_stats_t *ref;       /* fast path: MPFR statistics of the recomputed rows (see src_t), or NULL */
+  uint8_t *ref_have;
+  size_t *cols, ncols, *sks, nsk; /* per level: key columns with dK or dV todo, sink gradients todo */
+  uint8_t *need;                  /* [heads]: the columns or sinks of this level read head h's statistics */
+  int level;
+  src_t src;
+} resolve_t;
+
+typedef void (*item_fn)(ws_t *w, resolve_t *R, size_t idx);
+
+/* item(idx) for idx < n over the threads, each with its own workspace (chunk: items taken at a time). The items
+   write disjoint elements, so the results do not depend on the schedule. */
+static void par_items(resolve_t *R, size_t n, int chunk, item_fn item) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(R->nt)
+#endif
+  {
+    ws_t w;
+    ws_begin(&w, R->cx, &R->ok);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, chunk)
+#endif
+    for (size_t i = 0; i < n; i++)
+      if (w.ok) item(&w, R, i);
+    ws_free(&w);
+  }
+}
+
+/* Row rows[ri]: O, LSE and dQ escalating the precision until every todo element settles. */
+static void row_item(ws_t *w, resolve_t *R, size_t ri) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t r = R->rows[ri], h = r / cx->n_q, i = r % cx->n_q, d = cx->d;
+  for (int l = 0; l < AA_OR_LEVELS; l++) {
+    int final = l == AA_OR_LEVELS - 1, left = 0;
+    mp_row(w, cx, h, i, (mpfr_prec_t)cx->prec << l, 1);
+    if (l == 0 && !R->use_dd_stats) stats_store(&cx->stats[0][h], i, w);
+    if (R->ref != NULL) { /* exact copy: ref holds 4 prec + 64 bits */
+      stats_store(&R->ref[h], i, w);
+      R->ref_have[r] = 1;
+    }
+    if (cx->w[AA_OR_LSE].todo[r]) {
+      if (w->empty)
+        aa_oracle_settle_empty_lse(cx, r);
+      else
+        left += !aa_oracle_settle_mp(cx, AA_OR_LSE, r, w->lse, w->e_lse, final);
+    }
+    for (size_t c = 0; c < d; c++) {
+      if (cx->w[AA_OR_O].todo[r * d + c])
+        left += !aa_oracle_settle_mp(cx, AA_OR_O, r * d + c, w->o[c], w->eo[c], final);
+      if (cx->w[AA_OR_DQ].todo[r * d + c])
+        left += !aa_oracle_settle_mp(cx, AA_OR_DQ, r * d + c, w->dq[c], w->edq[c], final);
+    }
+    if (!left) break;
+  }
+}
+
+/* Room for the MPFR statistics of the rows the row pass recomputes, at the last level's precision (best effort:
+   without the memory the columns use the dd statistics). */
+static void ref_alloc(resolve_t *R) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t H = cx->heads, nq = cx->n_q;
+  R->ref = calloc(H, sizeof *R->ref);
+  R->ref_have = calloc(H * nq + 1, 1);
+  for (size_t h = 0; R->ref != NULL && R->ref_have != NULL && h < H; h++)
+    if (!stats_alloc(&R->ref[h], nq, (mpfr_prec_t)cx->prec << (AA_OR_LEVELS - 1))) {
+      stats_free(R->ref, H, nq);
+      R->ref = NULL;
+    }
+  if (R->ref == NULL || R->ref_have == NULL) {
+    stats_free(R->ref, H, nq);
+    free(R->ref_have);
+    R->ref = NULL;
+    R->ref_have = NULL;
+  }
+}
+
+/* Rows: O, LSE, dQ of every row with an element todo (every row on the mpfr path, whose level-0 statistics the
+   columns then reuse). */
+static void resolve_rows(resolve_t *R) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t H = cx->heads, nq = cx->n_q, d = cx->d;
+  R->rows = malloc((H * nq + 1) * sizeof(size_t));
+  if (R->rows == NULL) R->ok = 0;
+  for (size_t r = 0; R->ok && r < H * nq; r++)
+    if (cx->w[AA_OR_LSE].todo[r] || any_todo(&cx->w[AA_OR_O], r * d, d) || any_todo(&cx->w[AA_OR_DQ], r * d, d))
+      R->rows[R->nrows++] = r;
+  if (!R->ok || R->nrows == 0) return;
+  if (R->use_dd_stats) ref_alloc(R);
+  for (size_t h = 0; !R->use_dd_stats && h < H; h++) {
+    if (!stats_alloc(&cx->stats[0][h], nq, cx->prec))
+      R->ok = 0;
+    else
+      cx->stats[0][h].ready = 1;
+  }
+  if (R->ok) par_items(R, R->nrows, 1, row_item);
+}
+
+/* The columns (dK, dV) and sink gradients still todo at this level, and the heads whose statistics they need;
+   returns how many. */
+static size_t level_todo(resolve_t *R) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t nk = cx->n_k, d = cx->d;
+  R->ncols = R->nsk = 0;
+  memset(R->need, 0, cx->heads);
+  for (size_t r = 0; r < cx->kvh * nk; r++)
+    if (any_todo(&cx->w[AA_OR_DK], r * d, d) || any_todo(&cx->w[AA_OR_DV], r * d, d)) {
+      R->cols[R->ncols++] = r;
+      for (size_t hh = 0; hh < cx->group; hh++)
+        R->need[(r / nk) * cx->group + hh] = 1;
+    }
+  for (size_t r = 0; r < cx->heads * cx->ns; r++)
+    if (cx->w[AA_OR_DSINKS].todo[r]) {
+      R->sks[R->nsk++] = r;
+      R->need[r / cx->ns] = 1;
+    }
+  return R->ncols + R->nsk;
+}
+
+/* Row r's MPFR statistics at this level, where a needed head does not have them yet. */
+static void stats_item(ws_t *w, resolve_t *R, size_t r) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t h = r / cx->n_q, i = r % cx->n_q;
+  int l = R->level;
+  if (!R->need[h] || cx->stats[l][h].ready) return;
+  mp_row(w, cx, h, i, (mpfr_prec_t)cx->prec << l, 0);
+  stats_store(&cx->stats[l][h], i, w);
+}
+
+/* Item ci of this level: a key column (dK, dV) or, past the columns, a sink gradient. */
+static void col_item(ws_t *w, resolve_t *R, size_t ci) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t nk = cx->n_k, d = cx->d;
+  mpfr_prec_t p = (mpfr_prec_t)cx->prec << R->level;
+  int final = R->level == AA_OR_LEVELS - 1;
+  if (ci >= R->ncols) {
+    size_t r = R->sks[ci - R->ncols];
+    double e = mp_sink(w, &R->src, r / cx->ns, r % cx->ns, p);
+    aa_oracle_settle_mp(cx, AA_OR_DSINKS, r, w->Z, e, final);
+    return;
+  }
+  size_t r = R->cols[ci];
+  mp_col(w, &R->src, r / nk, r % nk, p);
+  for (size_t c = 0; c < d; c++) {
+    if (cx->w[AA_OR_DV].todo[r * d + c]) aa_oracle_settle_mp(cx, AA_OR_DV, r * d + c, w->o[c], w->eo[c], final);
+    if (cx->w[AA_OR_DK].todo[r * d + c]) aa_oracle_settle_mp(cx, AA_OR_DK, r * d + c, w->dq[c], w->edq[c], final);
+  }
+}
+
+/* Columns and sink gradients, escalating the statistics level by level (level 0 of the fast path takes its dd
+   statistics, src_t). */
+static void resolve_cols(resolve_t *R) {
+  aa_or_ctx_t *cx = R->cx;
+  size_t H = cx->heads, nq = cx->n_q;
+  R->cols = malloc((cx->kvh * cx->n_k + 1) * sizeof(size_t));
+  R->sks = malloc((H * cx->ns + 1) * sizeof(size_t));
+  R->need = calloc(H + 1, 1);
+  if (R->cols == NULL || R->sks == NULL || R->need == NULL) R->ok = 0;
+  for (int l = 0; R->ok && l < AA_OR_LEVELS; l++) {
+    mpfr_prec_t p = (mpfr_prec_t)cx->prec << l;
+    if (level_todo(R) == 0) break;
+    R->level = l;
+    R->src = (src_t){cx, R->use_dd_stats && l == 0, cx->stats[l], R->ref, R->ref_have};
+    if (!R->src.use_dd) {
+      /* make sure the MPFR statistics of every needed head exist at this level */
+      for (size_t h = 0; R->ok && h < H; h++)
+        if (R->need[h] && !cx->stats[l][h].ready && !stats_alloc(&cx->stats[l][h], nq, p)) R->ok = 0;
+      if (!R->ok) break;
+      par_items(R, H * nq, 4, stats_item);
+      for (size_t h = 0; h < H; h++)
+        if (R->need[h]) cx->stats[l][h].ready = 1;
+    }
+    par_items(R, R->ncols + R->nsk, 1, col_item);
+  }
+}
+
 int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
-  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d, H = cx->heads;
-  int nt = cx->threads, ok = 1;
-  if (!mpfr_buildopt_tls_p()) nt = 1; /* MPFR without thread-local state is not thread-safe */
+  resolve_t R = {.cx = cx, .use_dd_stats = use_dd_stats, .nt = cx->threads, .ok = 1};
+  if (!mpfr_buildopt_tls_p()) R.nt = 1; /* MPFR without thread-local state is not thread-safe */
   if (use_dd_stats)
     for (int t = 0; t < AA_OR_NT; t++)
       for (size_t i = 0; i < cx->w[t].n; i++)
         cx->n_recomputed += cx->w[t].todo[i];
   for (int l = 0; l < AA_OR_LEVELS; l++) {
-    cx->stats[l] = calloc(H, sizeof(aa_or_stats_t));
-    if (cx->stats[l] == NULL) ok = 0;
+    cx->stats[l] = calloc(cx->heads, sizeof(aa_or_stats_t));
+    if (cx->stats[l] == NULL) R.ok = 0;
   }
-  /* ---- rows: O, LSE, dQ ---- */
-  size_t nrows = 0, *rows = malloc((H * nq + 1) * sizeof(size_t));
-  aa_or_stats_t *ref = NULL; /* fast path: MPFR statistics of the recomputed rows (see src_t) */
-  uint8_t *ref_have = NULL;
-  if (rows == NULL) ok = 0;
-  for (size_t r = 0; ok && r < H * nq; r++)
-    if (cx->w[AA_OR_LSE].todo[r] || any_todo(&cx->w[AA_OR_O], r * d, d) || any_todo(&cx->w[AA_OR_DQ], r * d, d))
-      rows[nrows++] = r;
-  if (ok && use_dd_stats && nrows > 0) {
-    /* best effort: without the memory the columns use the dd statistics */
-    ref = calloc(H, sizeof *ref);
-    ref_have = calloc(H * nq + 1, 1);
-    for (size_t h = 0; ref != NULL && ref_have != NULL && h < H; h++)
-      if (!stats_alloc(&ref[h], nq, (mpfr_prec_t)cx->prec << (AA_OR_LEVELS - 1))) {
-        stats_free(ref, H, nq);
-        ref = NULL;
-      }
-    if (ref == NULL || ref_have == NULL) {
-      stats_free(ref, H, nq);
-      free(ref_have);
-      ref = NULL;
-      ref_have = NULL;
-    }
-  }
-  if (ok && !use_dd_stats && nrows > 0) {
-    for (size_t h = 0; h < H; h++) {
-      if (!stats_alloc(&cx->stats[0][h], nq, cx->prec))
-        ok = 0;
-      else
-        cx->stats[0][h].ready = 1;
-    }
-  }
-  if (ok && nrows > 0) {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-    {
-      ws_t w;
-      ws_begin(&w, cx, &ok);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-      for (size_t ri = 0; ri < nrows; ri++) {
-        if (!w.ok) continue;
-        size_t r = rows[ri], h = r / nq, i = r % nq;
-        for (int l = 0; l < AA_OR_LEVELS; l++) {
-          int final = l == AA_OR_LEVELS - 1, left = 0;
-          mp_row(&w, cx, h, i, (mpfr_prec_t)cx->prec << l, 1);
-          if (l == 0 && !use_dd_stats) stats_store(&cx->stats[0][h], i, &w);
-          if (ref != NULL) { /* exact copy: ref holds 4 prec + 64 bits */
-            stats_store(&ref[h], i, &w);
-            ref_have[r] = 1;
-          }
-          if (cx->w[AA_OR_LSE].todo[r]) {
-            if (w.empty) { /* exact: no term at all */
-              aa_oracle_out_t *o = cx->w[AA_OR_LSE].out;
-              o->val.data[r] = o->fp32.data[r] = o->bf16.data[r] = -INFINITY;
-              cx->w[AA_OR_LSE].rel[r] = 0;
-              cx->w[AA_OR_LSE].todo[r] = 0;
-            } else {
-              left += !aa_oracle_settle_mp(cx, AA_OR_LSE, r, w.lse, w.e_lse, final);
-            }
-          }
-          for (size_t c = 0; c < d; c++) {
-            if (cx->w[AA_OR_O].todo[r * d + c])
-              left += !aa_oracle_settle_mp(cx, AA_OR_O, r * d + c, w.o[c], w.eo[c], final);
-            if (cx->w[AA_OR_DQ].todo[r * d + c])
-              left += !aa_oracle_settle_mp(cx, AA_OR_DQ, r * d + c, w.dq[c], w.edq[c], final);
-          }
-          if (!left) break;
-        }
-      }
-      ws_free(&w);
-    }
-  }
-  free(rows);
-  /* ---- columns (dK, dV) and sink gradients, escalating the statistics ---- */
-  size_t ncols = 0, nsk = 0, *cols = malloc((cx->kvh * nk + 1) * sizeof(size_t));
-  size_t *sks = malloc((H * cx->ns + 1) * sizeof(size_t));
-  uint8_t *need = calloc(H + 1, 1);
-  if (cols == NULL || sks == NULL || need == NULL) ok = 0;
-  for (int l = 0; ok && l < AA_OR_LEVELS; l++) {
-    mpfr_prec_t p = (mpfr_prec_t)cx->prec << l;
-    ncols = nsk = 0;
-    memset(need, 0, H);
-    for (size_t r = 0; r < cx->kvh * nk; r++)
-      if (any_todo(&cx->w[AA_OR_DK], r * d, d) || any_todo(&cx->w[AA_OR_DV], r * d, d)) {
-        cols[ncols++] = r;
-        for (size_t hh = 0; hh < cx->group; hh++)
-          need[(r / nk) * cx->group + hh] = 1;
-      }
-    for (size_t r = 0; r < H * cx->ns; r++)
-      if (cx->w[AA_OR_DSINKS].todo[r]) {
-        sks[nsk++] = r;
-        need[r / cx->ns] = 1;
-      }
-    if (ncols + nsk == 0) break;
-    src_t src = {cx, use_dd_stats && l == 0, cx->stats[l], ref, ref_have};
-    if (!src.use_dd) {
-      /* make sure the MPFR statistics of every needed head exist at this level */
-      for (size_t h = 0; ok && h < H; h++)
-        if (need[h] && !cx->stats[l][h].ready && !stats_alloc(&cx->stats[l][h], nq, p)) ok = 0;
-      if (!ok) break;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-      {
-        ws_t w;
-        ws_begin(&w, cx, &ok);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 4)
-#endif
-        for (size_t r = 0; r < H * nq; r++) {
-          size_t h = r / nq, i = r % nq;
-          if (!w.ok || !need[h] || cx->stats[l][h].ready) continue;
-          mp_row(&w, cx, h, i, p, 0);
-          stats_store(&cx->stats[l][h], i, &w);
-        }
-        ws_free(&w);
-      }
-      for (size_t h = 0; h < H; h++)
-        if (need[h]) cx->stats[l][h].ready = 1;
-    }
-    int final = l == AA_OR_LEVELS - 1;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-#endif
-    {
-      ws_t w;
-      ws_begin(&w, cx, &ok);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-      for (size_t ci = 0; ci < ncols + nsk; ci++) {
-        if (!w.ok) continue;
-        if (ci < ncols) {
-          size_t r = cols[ci];
-          mp_col(&w, &src, r / nk, r % nk, p);
-          for (size_t c = 0; c < d; c++) {
-            if (cx->w[AA_OR_DV].todo[r * d + c]) aa_oracle_settle_mp(cx, AA_OR_DV, r * d + c, w.o[c], w.eo[c], final);
-            if (cx->w[AA_OR_DK].todo[r * d + c])
-              aa_oracle_settle_mp(cx, AA_OR_DK, r * d + c, w.dq[c], w.edq[c], final);
-          }
-        } else {
-          size_t r = sks[ci - ncols];
-          double e = mp_sink(&w, &src, r / cx->ns, r % cx->ns, p);
-          aa_oracle_settle_mp(cx, AA_OR_DSINKS, r, w.Z, e, final);
-        }
-      }
-      ws_free(&w);
-    }
-  }
-  free(cols);
-  free(sks);
-  free(need);
-  stats_free(ref, H, nq);
-  free(ref_have);
+  resolve_rows(&R);
+  free(R.rows);
+  resolve_cols(&R);
+  free(R.cols);
+  free(R.sks);
+  free(R.need);
+  stats_free(R.ref, cx->heads, cx->n_q);
+  free(R.ref_have);
   for (int l = 0; l < AA_OR_LEVELS; l++) {
-    stats_free(cx->stats[l], H, nq);
+    stats_free(cx->stats[l], cx->heads, cx->n_q);
     cx->stats[l] = NULL;
   }
-  if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the MPFR engine");
+  if (!R.ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the MPFR engine");
   return AA_OK;
 }

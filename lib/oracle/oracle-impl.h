@@ -81,6 +81,8 @@ typedef struct {
 int aa_oracle_settle_mp(aa_or_ctx_t *cx, int t, size_t idx, mpfr_srcptr x, double e, int final);
 /* Same from a double-double center (h, l) with bound e (fast path). */
 int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, double e);
+/* The LSE of query row r (h n_q + i) that has no term at all: -inf, exact. */
+void aa_oracle_settle_empty_lse(aa_or_ctx_t *cx, size_t r);
 
 /* Fast path: double-double forward and backward; marks unsettled elements todo.
    aa_oracle_fast_run is the tiled kernel (fast.c); aa_oracle_fast_run_rows

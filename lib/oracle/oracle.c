@@ -115,6 +115,10 @@ int aa_oracle_settle_dd(aa_or_ctx_t *cx, int t, size_t idx, double h, double l, 
   return 1;
 }
 
+void aa_oracle_settle_empty_lse(aa_or_ctx_t *cx, size_t r) {
+  write_elem(cx, AA_OR_LSE, r, -INFINITY, -INFINITY, -INFINITY, 0);
+}
+
 /* dQ[h, i, c] = sum_j dS_ij K[j, c] over the visible keys j of row i, and
    sum_j dS_ij = sum_j P_ij dP_ij - D_i sum_j P_ij = D_i (1 - sum_j P_ij),
    since D_i = dO_i . O_i = sum_j P_ij dP_ij. Without sinks the weights sum
@@ -279,17 +283,8 @@ int aa_oracle_run(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tens
   return aa_oracle_run_kernel(out, pb, q, k, v, dO, opts, AA_OR_KERNEL_TILED, err);
 }
 
-int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
-                         const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
-                         aa_error_t *err) {
-  aa_oracle_opts_t defo;
-  int st;
-  if (out == NULL || pb == NULL) return aa_error_set(err, AA_EINVAL, "oracle: NULL result or problem");
-  memset(out, 0, sizeof *out);
-  if (opts == NULL) {
-    aa_oracle_opts_init(&defo);
-    opts = &defo;
-  }
+/* The options and the kernel choice: AA_OK or the first problem found. */
+static int check_opts(const aa_oracle_opts_t *opts, int kernel, aa_error_t *err) {
   if ((unsigned)opts->path >= AA_ORACLE_COUNT)
     return aa_error_set(err, AA_EINVAL, "oracle: unknown path %d", (int)opts->path);
   if (opts->prec < 64 || opts->prec > 4096)
@@ -310,6 +305,13 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
                         "--with-cuda)");
 #endif
   }
+  return AA_OK;
+}
+
+/* The problem, the four tensors (shapes, finite entries), the sink logits and the range of every intermediate. */
+static int check_inputs(const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *v,
+                        const aa_tensor_t *dO, aa_error_t *err) {
+  int st;
   if ((st = aa_problem_check(pb, err)) != AA_OK) return st;
   if ((st = check_tensor(q, "q", pb->heads, pb->n_q, pb->d, err)) != AA_OK) return st;
   if ((st = check_tensor(k, "k", pb->kv_heads, pb->n_k, pb->d, err)) != AA_OK) return st;
@@ -318,14 +320,12 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
     if (!isfinite(pb->sinks[i]))
       return aa_error_set(err, AA_ENAN, "oracle: sink logit %zu is not finite (%a)", i, pb->sinks[i]);
-  if ((st = check_range(pb, q, k, v, dO, err)) != AA_OK) return st;
-  if (pb->varlen_batch > 0) { /* on the CPU (oracle.h) */
-    aa_oracle_opts_t cpu = *opts;
-    cpu.device = AA_ORACLE_DEVICE_CPU;
-    st = aa__oracle_run_varlen(out, pb, q, k, v, dO, &cpu, kernel, err);
-    out->device = AA_ORACLE_DEVICE_CPU;
-    return st;
-  }
+  return check_range(pb, q, k, v, dO, err);
+}
+
+/* What the one-sequence run checks beyond check_inputs: packing bounds inside the keys, a dropout rescale the
+   double-double bounds can carry. */
+static int check_rows(const aa_problem_t *pb, aa_error_t *err) {
   if (pb->bound_min != NULL)
     for (size_t i = 0; i < pb->n_q; i++)
       if (pb->bound_min[i] < 0 || pb->bound_max[i] < pb->bound_min[i] || (size_t)pb->bound_max[i] > pb->n_k)
@@ -333,22 +333,72 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
                             (int)pb->bound_min[i], (int)pb->bound_max[i], pb->n_k);
   if (pb->keep != NULL && !(pb->keep_scale < 0x1p500))
     return aa_error_set(err, AA_EINVAL, "oracle: keep_scale %g too large", pb->keep_scale);
+  return AA_OK;
+}
 
+static int outputs_alloc(aa_oracle_result_t *out, const aa_problem_t *pb, aa_error_t *err) {
   size_t sq[3] = {pb->heads, pb->n_q, pb->d}, sk[3] = {pb->kv_heads, pb->n_k, pb->d};
   size_t sl[2] = {pb->heads, pb->n_q}, ss[2] = {pb->heads, pb->num_sinks};
-  if ((st = out_alloc(&out->o, 3, sq)) != AA_OK || (st = out_alloc(&out->lse, 2, sl)) != AA_OK ||
-      (st = out_alloc(&out->dq, 3, sq)) != AA_OK || (st = out_alloc(&out->dk, 3, sk)) != AA_OK ||
-      (st = out_alloc(&out->dv, 3, sk)) != AA_OK ||
-      (pb->num_sinks > 0 && (st = out_alloc(&out->dsinks, 2, ss)) != AA_OK)) {
+  if (out_alloc(&out->o, 3, sq) != AA_OK || out_alloc(&out->lse, 2, sl) != AA_OK ||
+      out_alloc(&out->dq, 3, sq) != AA_OK || out_alloc(&out->dk, 3, sk) != AA_OK ||
+      out_alloc(&out->dv, 3, sk) != AA_OK || (pb->num_sinks > 0 && out_alloc(&out->dsinks, 2, ss) != AA_OK)) {
     aa_oracle_result_free(out);
     return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the outputs");
   }
+  return AA_OK;
+}
 
-  aa_or_ctx_t *cx = calloc(1, sizeof *cx);
-  if (cx == NULL) {
-    aa_oracle_result_free(out);
-    return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the context");
+/* The MPFR number s (320 bits) as a double-double: hi = RN(s), lo = RN(s - hi); relative error
+   <= 2^-106 (1 + 2^-52) < 2^-105. */
+static aa_or_dd_t dd_of_mpfr(mpfr_t s) {
+  aa_or_dd_t x;
+  mpfr_t r;
+  mpfr_init2(r, 320);
+  x.hi = mpfr_get_d(s, MPFR_RNDN);
+  mpfr_sub_d(r, s, x.hi, MPFR_RNDN);
+  x.lo = mpfr_get_d(r, MPFR_RNDN);
+  mpfr_clear(r);
+  return x;
+}
+
+/* The constants of a run: the softmax scale and 1 / softcap as double-doubles, the underflow floor, the exp
+   table. */
+static void ctx_constants(aa_or_ctx_t *cx, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                          const aa_tensor_t *v, const aa_tensor_t *dO) {
+  mpfr_t s;
+  mpfr_init2(s, 320);
+  if (pb->scale_default) { /* 1/sqrt(d) is irrational for odd log2(d) */
+    mpfr_set_ui(s, (unsigned long)pb->d, MPFR_RNDN);
+    mpfr_rec_sqrt(s, s, MPFR_RNDN);
+    cx->sig = dd_of_mpfr(s);
+    cx->sig_rel = 0x1p-105;
+  } else {
+    cx->sig.hi = pb->scale;
+    cx->sig.lo = 0;
+    cx->sig_rel = 0;
   }
+  /* Absolute floor per accumulated term: bounds every effect of underflow
+     (P values flushed below exp(-707), subnormal low words) on any output,
+     using |P| <= 1, |dP|, |D| <= ks d M^2 and |O| <= ks M. */
+  double m = fmax(1.0, fmax(fmax(max_abs(q), max_abs(k)), fmax(max_abs(v), max_abs(dO))));
+  cx->floor_unit = AA_OR_TINY * m * fmax(1.0, 4.0 * cx->ks * (double)pb->d * m * m) * fmax(1.0, cx->sig.hi) *
+                   fmax(1.0, cx->ks) * 4.0;
+  cx->mod = aa_problem_has_score_mod(pb);
+  cx->cap = pb->softcap;
+  if (cx->cap > 0) { /* 1 / softcap */
+    mpfr_set_d(s, cx->cap, MPFR_RNDN);
+    mpfr_ui_div(s, 1, s, MPFR_RNDN);
+    cx->icap = dd_of_mpfr(s);
+  }
+  mpfr_clear(s);
+  aa_oracle_exp_tab_init(&cx->tab);
+}
+
+/* The run context of one problem, or NULL when out of memory; work_alloc adds the work arrays. */
+static aa_or_ctx_t *ctx_new(const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *v,
+                            const aa_tensor_t *dO, const aa_oracle_opts_t *opts) {
+  aa_or_ctx_t *cx = calloc(1, sizeof *cx);
+  if (cx == NULL) return NULL;
   cx->pb = pb;
   cx->q = q->data;
   cx->k = k->data;
@@ -369,77 +419,54 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
 #else
   cx->threads = 1;
 #endif
-  if (pb->scale_default) {
-    /* 1/sqrt(d) is irrational for odd log2(d): held as a double-double,
-       relative error <= 2^-106 (1 + 2^-52) < 2^-105 */
-    mpfr_t s, r;
-    mpfr_inits2(320, s, r, (mpfr_ptr)0);
-    mpfr_set_ui(s, (unsigned long)pb->d, MPFR_RNDN);
-    mpfr_rec_sqrt(s, s, MPFR_RNDN);
-    cx->sig.hi = mpfr_get_d(s, MPFR_RNDN);
-    mpfr_sub_d(r, s, cx->sig.hi, MPFR_RNDN);
-    cx->sig.lo = mpfr_get_d(r, MPFR_RNDN);
-    cx->sig_rel = 0x1p-105;
-    mpfr_clears(s, r, (mpfr_ptr)0);
-  } else {
-    cx->sig.hi = pb->scale;
-    cx->sig.lo = 0;
-    cx->sig_rel = 0;
-  }
-  {
-    /* Absolute floor per accumulated term: bounds every effect of underflow
-       (P values flushed below exp(-707), subnormal low words) on any output,
-       using |P| <= 1, |dP|, |D| <= ks d M^2 and |O| <= ks M. */
-    double m = fmax(1.0, fmax(fmax(max_abs(q), max_abs(k)), fmax(max_abs(v), max_abs(dO))));
-    cx->floor_unit = AA_OR_TINY * m * fmax(1.0, 4.0 * cx->ks * (double)pb->d * m * m) * fmax(1.0, cx->sig.hi) *
-                     fmax(1.0, cx->ks) * 4.0;
-  }
-  cx->mod = aa_problem_has_score_mod(pb);
-  cx->cap = pb->softcap;
-  if (cx->cap > 0) { /* 1 / softcap as a double-double, relative error <= 2^-106 (1 + 2^-52) */
-    mpfr_t s, r;
-    mpfr_inits2(320, s, r, (mpfr_ptr)0);
-    mpfr_set_d(s, cx->cap, MPFR_RNDN);
-    mpfr_ui_div(s, 1, s, MPFR_RNDN);
-    cx->icap.hi = mpfr_get_d(s, MPFR_RNDN);
-    mpfr_sub_d(r, s, cx->icap.hi, MPFR_RNDN);
-    cx->icap.lo = mpfr_get_d(r, MPFR_RNDN);
-    mpfr_clears(s, r, (mpfr_ptr)0);
-  }
-  aa_oracle_exp_tab_init(&cx->tab);
+  ctx_constants(cx, pb, q, k, v, dO);
+  return cx;
+}
+
+/* Per output tensor: the certified relative errors and the todo flags (every element todo). 0 when out of memory. */
+static int work_alloc(aa_or_ctx_t *cx, aa_oracle_result_t *out) {
   aa_oracle_out_t *outs[AA_OR_NT] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv, &out->dsinks};
-  st = AA_OK;
+  int ok = 1;
   for (int t = 0; t < AA_OR_NT; t++) {
     cx->w[t].out = outs[t];
     cx->w[t].n = aa_tensor_numel(&outs[t]->val);
     cx->w[t].rel = calloc(cx->w[t].n + 1, sizeof(double));
     cx->w[t].todo = malloc(cx->w[t].n + 1);
     if (cx->w[t].rel == NULL || cx->w[t].todo == NULL)
-      st = AA_ENOMEM;
+      ok = 0;
     else
       memset(cx->w[t].todo, 1, cx->w[t].n + 1);
   }
-  if (st != AA_OK) {
-    aa_error_set(err, st, "oracle: cannot allocate the work arrays");
-  } else if (opts->path == AA_ORACLE_FAST) {
+  return ok;
+}
+
+/* The fast path (on the GPU where it is asked for or pays, aa_oracle_cuda_auto_ok; else the chosen CPU kernel)
+   and the MPFR recompute of what it left, or the MPFR engine alone. */
+static int run_path(aa_or_ctx_t *cx, const aa_oracle_opts_t *opts, int kernel, aa_oracle_result_t *out,
+                    aa_error_t *err) {
+  int st;
+  (void)out; /* out->device: only a CUDA build can say cuda */
+  if (opts->path != AA_ORACLE_FAST) return aa_oracle_mp_resolve(cx, 0, err);
 #ifdef AA_HAVE_CUDA
-    if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available() &&
-        (opts->device == AA_ORACLE_DEVICE_CUDA || aa_oracle_cuda_auto_ok(cx))) {
-      out->device = AA_ORACLE_DEVICE_CUDA;
-      st = aa_oracle_fast_run_cuda(cx, err);
-    } else
+  if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available() &&
+      (opts->device == AA_ORACLE_DEVICE_CUDA || aa_oracle_cuda_auto_ok(cx))) {
+    out->device = AA_ORACLE_DEVICE_CUDA;
+    st = aa_oracle_fast_run_cuda(cx, err);
+  } else
 #endif
-      st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
-    if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
-  } else {
-    st = aa_oracle_mp_resolve(cx, 0, err);
-  }
-  if (out->device != AA_ORACLE_DEVICE_CUDA) out->device = AA_ORACLE_DEVICE_CPU;
+    st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
+  if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
+  return st;
+}
+
+/* The counts and each output's relerr_bound (the largest certified relative error) into out; frees cx. */
+static void ctx_finish(aa_or_ctx_t *cx, aa_oracle_result_t *out) {
+  aa_oracle_out_t *outs[AA_OR_NT] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv, &out->dsinks};
   out->n_recomputed = cx->n_recomputed;
   out->n_uncertified = cx->n_uncertified;
   for (int t = 0; t < AA_OR_NT; t++) {
     double m = 0;
-    for (size_t i = 0; i < cx->w[t].n; i++)
+    for (size_t i = 0; cx->w[t].rel != NULL && i < cx->w[t].n; i++)
       m = fmax(m, cx->w[t].rel[i]);
     outs[t]->relerr_bound = m;
     free(cx->w[t].rel);
@@ -453,6 +480,39 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   free(cx->e_d);
   free(cx->row_empty);
   free(cx);
+}
+
+int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
+                         const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel,
+                         aa_error_t *err) {
+  aa_oracle_opts_t defo;
+  int st;
+  if (out == NULL || pb == NULL) return aa_error_set(err, AA_EINVAL, "oracle: NULL result or problem");
+  memset(out, 0, sizeof *out);
+  if (opts == NULL) {
+    aa_oracle_opts_init(&defo);
+    opts = &defo;
+  }
+  if ((st = check_opts(opts, kernel, err)) != AA_OK || (st = check_inputs(pb, q, k, v, dO, err)) != AA_OK) return st;
+  if (pb->varlen_batch > 0) { /* on the CPU (oracle.h) */
+    aa_oracle_opts_t cpu = *opts;
+    cpu.device = AA_ORACLE_DEVICE_CPU;
+    st = aa__oracle_run_varlen(out, pb, q, k, v, dO, &cpu, kernel, err);
+    out->device = AA_ORACLE_DEVICE_CPU;
+    return st;
+  }
+  if ((st = check_rows(pb, err)) != AA_OK || (st = outputs_alloc(out, pb, err)) != AA_OK) return st;
+  aa_or_ctx_t *cx = ctx_new(pb, q, k, v, dO, opts);
+  if (cx == NULL) {
+    aa_oracle_result_free(out);
+    return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the context");
+  }
+  out->device = AA_ORACLE_DEVICE_CPU; /* run_path says where the fast path ran */
+  if (!work_alloc(cx, out))
+    st = aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the work arrays");
+  else
+    st = run_path(cx, opts, kernel, out, err);
+  ctx_finish(cx, out);
   if (st != AA_OK) aa_oracle_result_free(out);
   return st;
 }
