@@ -6,7 +6,7 @@
 
 #include "oracle-impl.h"
 
-/* MPFR emulation of the target format (REFERENCES section 8): round to the
+/* MPFR emulation of the target format ([mpfr]): round to the
    target precision in the wide default exponent range, then let
    mpfr_check_range and mpfr_subnormalize redo the rounding in the narrow
    range with the ternary value, which avoids double rounding.
