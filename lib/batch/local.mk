@@ -6,3 +6,5 @@ lib_libattnacc_core_la_SOURCES += lib/batch/batch.c
 check_PROGRAMS += tests/tinvariance
 TESTS += tests/tinvariance
 tests_tinvariance_SOURCES = tests/tinvariance.c
+TESTS += tests/tinvariance_cmd.sh
+EXTRA_DIST += tests/tinvariance_cmd.sh
