@@ -14,6 +14,8 @@ const aa_command_t aa_commands[] = {
     {"list", aa_cmd_list, "list recipes, accumulation models, oracle paths and commands"},
     {"run", aa_cmd_run, "emulate variants on one problem and compare them with the oracle"},
     {"explain", aa_cmd_explain, "a recipe's error budget: each rounding site made exact in turn, per output"},
+    {"invariance", aa_cmd_invariance,
+     "does a sequence keep its output bits inside batches of other sizes (FA2 split-KV decisions)"},
     {"closest", aa_cmd_closest, "which preset a kernel's outputs are closest to, by their error profile per tensor"},
     {"score", aa_cmd_score, "compare gradients stored as .npy files with the oracle"},
     {"expmap", aa_cmd_expmap, "exhaustive or sampled error map of an exp construction (ratio, errors, NaN regions)"},

@@ -19,6 +19,7 @@ extern const size_t aa_command_count;
 int aa_cmd_list(int argc, char **argv);
 int aa_cmd_run(int argc, char **argv);
 int aa_cmd_explain(int argc, char **argv);
+int aa_cmd_invariance(int argc, char **argv);
 int aa_cmd_closest(int argc, char **argv);
 int aa_cmd_score(int argc, char **argv);
 int aa_cmd_expmap(int argc, char **argv);

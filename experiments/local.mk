@@ -10,7 +10,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h \
-	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c experiments/cmd/closest.c \
+	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c experiments/cmd/invariance.c experiments/cmd/closest.c \
 	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \
 	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
 	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/fp8.c experiments/xp/normmap.c experiments/xp/dropout_map.c \

@@ -4,6 +4,7 @@
 #define AA_ATTNACC_H
 
 #include "attn.h"
+#include "batch.h"
 #include "common.h"
 #include "dropout.h"
 #include "exp.h"

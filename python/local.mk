@@ -1,10 +1,10 @@
 # attnacc: build fragment of the Python package (python/attnacc, ctypes over libattnacc) and its test.
 # SPDX-License-Identifier: LGPL-3.0-or-later
-EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py tests/test_python.py tests/tpython.sh tests/tscore_verdict.sh
+EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py python/attnacc/invariance.py tests/test_python_invariance.py tests/test_python.py tests/tpython.sh tests/tscore_verdict.sh
 TESTS += tests/tpython.sh tests/tscore_verdict.sh
 if HAVE_PYTHON
 attnaccpydir = $(pythondir)/attnacc
-attnaccpy_PYTHON = python/attnacc/__init__.py python/attnacc/_lib.py
+attnaccpy_PYTHON = python/attnacc/__init__.py python/attnacc/_lib.py python/attnacc/invariance.py
 # The installed package finds the installed library through _installed.py (LIBDIR).
 install-data-hook: install-attnacc-py-libdir
 install-attnacc-py-libdir:

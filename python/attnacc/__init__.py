@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
+from .invariance import InvarianceReport, check_invariance  # noqa: F401
 
 __all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "LimitError",
            "SCHEMA_VERSION", "RULES"]

@@ -1,0 +1,161 @@
+/* attnacc: tests of aa_batch_decide and aa_batch_forward: FA2's split decision from the whole batch, and its bits. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <stdio.h>
+#include <string.h>
+
+#include "attnacc.h"
+#include "tests.h"
+
+/* Split counts worked by hand from flash_api.cpp num_splits_heuristic (units
+   >= 0.8 x 264 -> 1; else the smallest eligible s whose efficiency
+   waves / ceil(waves), waves = units s / 264, reaches 0.85 of the best;
+   s is eligible when ceil(blocks / s) != ceil(blocks / (s - 1))) and
+   set_params_splitkv (units = batch x heads x ceil(n_q / 64), 128-key
+   blocks at d = 128, 2 x 132 "SMs" on the H200). */
+static const struct {
+  const char *what;
+  size_t n_q, n_k, heads, kv_heads, batch;
+  size_t units, splits;
+} by_hand[] = {
+    /* 4 key blocks: s = 3 is not eligible (ceil(4/3) = ceil(4/2) = 2); eff s = 1, 2, 4: 4/264, 8/264, 16/264;
+       0.85 x 16/264 is only reached at 4 */
+    {"n_q 128, 2 heads, B 1", 128, 512, 2, 2, 1, 4, 4},
+    {"n_q 128, 2 heads, B 2", 128, 512, 2, 2, 2, 8, 4},
+    /* 64 units: s = 4 gives 256 / 264 = 0.970, the best; s = 2 gives 0.485 < 0.824 */
+    {"n_q 128, 2 heads, B 16", 128, 512, 2, 2, 16, 64, 4},
+    /* 128 units: s = 2 gives 256 / 264 = 0.970, s = 4 gives 512 / 264 / 2 = 0.970 too: the first wins */
+    {"n_q 128, 2 heads, B 32", 128, 512, 2, 2, 32, 128, 2},
+    /* 256 units >= 211.2: one split */
+    {"n_q 128, 2 heads, B 64", 128, 512, 2, 2, 64, 256, 1},
+    /* 16 heads x 16 query blocks = 256 units fill the GPU at B = 1 already */
+    {"n_q 1000, 16 heads, B 1", 1000, 512, 16, 16, 1, 256, 1},
+    {"n_q 1000, 16 heads, B 128", 1000, 512, 16, 16, 128, 32768, 1},
+    /* decode with GQA 8:1, transposed to 1 head of 8 rows (mha_fwd seqlenq_ngroups_swapped): units = B;
+       32 blocks, eligible s: 1..8, 11, 16, 32; eff = B s / 264 below one wave, 0.85 of s = 32's first
+       reached at 32 (27.2 <= s) */
+    {"decode GQA 8:1, B 1", 1, 4096, 8, 1, 1, 1, 32},
+    /* without the transpose it would be 16 units and 16 splits */
+    {"decode GQA 8:1, B 2", 1, 4096, 8, 1, 2, 2, 32},
+    /* 16 units: s = 16 gives 256/264 = 0.970, s = 32 gives 512/264/2 = 0.970: 16 first; s = 11 gives 0.667 */
+    {"decode GQA 8:1, B 16", 1, 4096, 8, 1, 16, 16, 16},
+    /* MHA decode, 2 heads: 2 B units; B = 64: 128 units, 4 blocks: s = 2 gives 0.970 */
+    {"decode MHA 2 heads, B 64", 1, 512, 2, 2, 64, 128, 2},
+};
+
+static void test_decisions(const aa_recipe_t *r) {
+  for (size_t i = 0; i < sizeof by_hand / sizeof by_hand[0]; i++) {
+    aa_problem_t pb;
+    aa_problem_init(&pb, by_hand[i].n_q, by_hand[i].n_k, 128, by_hand[i].heads, by_hand[i].kv_heads);
+    aa_batch_t b = {.batch = by_hand[i].batch, .num_sms = 132};
+    aa_batch_decision_t dec;
+    aa_error_t err = {{0}};
+    int st = aa_batch_decide(&dec, &pb, r, &b, &err);
+    AA_CHECK(st == AA_OK, "%s: decide failed: %s", by_hand[i].what, err.msg);
+    if (st != AA_OK) continue;
+    AA_CHECK(dec.batch_dependent && dec.units == by_hand[i].units && dec.num_splits == by_hand[i].splits,
+             "%s: units %zu, %zu splits; by hand %zu units, %zu splits", by_hand[i].what, dec.units, dec.num_splits,
+             by_hand[i].units, by_hand[i].splits);
+    /* one split runs the standard kernel, 128 x 64 at d = 128; more run splitkv's 64 x 128 */
+    size_t tq = dec.num_splits > 1 ? 64 : 128, tk = dec.num_splits > 1 ? 128 : 64;
+    AA_CHECK(dec.fwd_tile_q == tq && dec.fwd_tile_k == tk, "%s: tiles %zux%zu, expected %zux%zu", by_hand[i].what,
+             dec.fwd_tile_q, dec.fwd_tile_k, tq, tk);
+  }
+}
+
+static int same_bits(const aa_tensor_t *a, const aa_tensor_t *b, size_t *differ) {
+  *differ = 0;
+  for (size_t e = 0; e < aa_tensor_numel(a); e++)
+    *differ += a->data[e] != b->data[e];
+  return *differ == 0;
+}
+
+/* The bits: B = 2 (same 4 splits as B = 1) keeps every bit, B = 32 (2 splits) and B = 64 (the standard kernel)
+   change some; B = 1 through the batch path equals aa_attn_run on the problem alone. */
+static void test_bits(const aa_recipe_t *r, uint64_t seed) {
+  aa_problem_t pb;
+  aa_problem_init(&pb, 128, 512, 128, 2, 2);
+  aa_tensor_t q = {0}, k = {0}, v = {0};
+  size_t sq[3] = {2, 128, 128}, sk[3] = {2, 512, 128};
+  aa_pcg64_t rng;
+  uint64_t tag = 1;
+  aa_rng_derive(&rng, seed, &tag, 1);
+  if (aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
+      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+    AA_FAIL("bits: out of memory");
+    return;
+  }
+  aa_tensor_t *in[3] = {&q, &k, &v};
+  for (int t = 0; t < 3; t++) {
+    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
+      in[t]->data[e] = aa_pcg64_normal(&rng);
+    aa_tensor_round(in[t], AA_FMT_BF16);
+  }
+  size_t batches[4] = {1, 2, 32, 64};
+  int want_same[4] = {1, 1, 0, 0};
+  aa_attn_result_t res[4], alone;
+  memset(res, 0, sizeof res);
+  memset(&alone, 0, sizeof alone);
+  aa_error_t err = {{0}};
+  for (int i = 0; i < 4; i++) {
+    aa_batch_t b = {.batch = batches[i], .num_sms = 132};
+    aa_batch_decision_t dec;
+    if (aa_batch_forward(&res[i], &dec, &pb, r, &b, &q, &k, &v, &err) != AA_OK) {
+      AA_FAIL("bits: B %zu: %s (seed %llu)", batches[i], err.msg, (unsigned long long)seed);
+      goto done;
+    }
+  }
+  if (aa_attn_run(&alone, &pb, r, &q, &k, &v, NULL, &err) != AA_OK) {
+    AA_FAIL("bits: aa_attn_run: %s", err.msg);
+    goto done;
+  }
+  size_t differ;
+  AA_CHECK(same_bits(&res[0].o, &alone.o, &differ), "bits: B = 1 differs from aa_attn_run alone in %zu elements",
+           differ);
+  for (int i = 1; i < 4; i++)
+    AA_CHECK(same_bits(&res[i].o, &res[0].o, &differ) == want_same[i],
+             "bits: B %zu %s B = 1 (%zu elements differ; seed %llu)", batches[i],
+             want_same[i] ? "should equal" : "should differ from", differ, (unsigned long long)seed);
+done:
+  for (int i = 0; i < 4; i++)
+    aa_attn_result_free(&res[i]);
+  aa_attn_result_free(&alone);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+}
+
+/* A recipe with fixed tiles and no split heuristic (fa2) ignores the batch; a varlen problem and B = 0 are refused.
+ */
+static void test_fixed_and_refused(void) {
+  aa_recipe_t r;
+  aa_error_t err = {{0}};
+  aa_problem_t pb;
+  aa_problem_init(&pb, 128, 512, 128, 2, 2);
+  if (aa_recipe_preset(&r, "fa2", &err) != AA_OK) {
+    AA_FAIL("preset fa2: %s", err.msg);
+    return;
+  }
+  for (size_t B = 1; B <= 128; B *= 2) {
+    aa_batch_t b = {.batch = B, .num_sms = 132};
+    aa_batch_decision_t dec;
+    int st = aa_batch_decide(&dec, &pb, &r, &b, &err);
+    AA_CHECK(st == AA_OK && !dec.batch_dependent && dec.num_splits == (r.fwd_splits > 1 ? r.fwd_splits : 1),
+             "fa2 at B %zu: batch_dependent %d, %zu splits (%s)", B, dec.batch_dependent, dec.num_splits, err.msg);
+  }
+  aa_batch_t zero = {.batch = 0, .num_sms = 132};
+  aa_batch_decision_t dec;
+  AA_CHECK(aa_batch_decide(&dec, &pb, &r, &zero, &err) == AA_EINVAL && strstr(err.msg, "batch size"),
+           "B = 0 not refused: %s", err.msg);
+}
+
+int main(void) {
+  uint64_t seed = aa_test_seed("tinvariance");
+  aa_recipe_t r;
+  aa_error_t err = {{0}};
+  if (aa_recipe_preset(&r, "fa2-h100", &err) != AA_OK) {
+    AA_FAIL("preset fa2-h100: %s", err.msg);
+    return aa_test_finish("tinvariance");
+  }
+  test_decisions(&r);
+  test_bits(&r, seed);
+  test_fixed_and_refused();
+  return aa_test_finish("tinvariance");
+}
