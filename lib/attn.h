@@ -86,8 +86,11 @@ void aa_attn_result_free(aa_attn_result_t *res);
      64: 128x128 (:149-154, :179), 96, 128: 64x128 (:217-222, :248), 192:
      64x64 (:277), 256: 64x64 (:297).
    GQA changes nothing here (heads counts the query heads; dK/dV of the
-   group are summed afterwards, recipe key bwd.gqa_reduce), nor does the
-   causal mask (sm8x-only branches). Returns AA_EINVAL for d = 0 or d > 256,
+   group are summed afterwards, recipe key bwd.gqa_reduce) except in
+   decode, where mha_fwd first folds the group's heads into query rows
+   (aa_fa2_ngroups_swapped: the caller then passes kv_heads and
+   heads / kv_heads for batch_heads and n_q); nor does the causal mask
+   (sm8x-only branches). Returns AA_EINVAL for d = 0 or d > 256,
    num_sms = 0 or an empty problem. */
 typedef struct {
   size_t num_splits;             /* 1: flash_fwd_kernel; > 1: flash_fwd_splitkv_kernel + combine */
@@ -96,6 +99,11 @@ typedef struct {
 } aa_fa2_dispatch_t;
 int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size_t n_k, size_t d, size_t num_sms,
                     int dropout, aa_error_t *err);
+/* 1 when FA2's mha_fwd runs this problem with seqlenq_ngroups_swapped
+   (flash_api.cpp mha_fwd): one query row, GQA, no window it keeps (a side
+   >= n_k is none), no dropout, d % 8 == 0 and no ALiBi. is_causal is
+   dropped for seqlen_q == 1 before the test, so a causal decode swaps too. */
+int aa_fa2_ngroups_swapped(const aa_problem_t *pb, int dropout);
 /* FA2's num_splits_heuristic itself (flash_api.cpp:281-313) for the given
    work units, "SM" count (FA2 passes twice the SM count), key blocks and
    split cap (FA2: 128). */

@@ -131,7 +131,7 @@ static void test_csv_rfc(void) {
 }
 
 /* Random fields over an alphabet heavy in the special characters, written
-   and read back through the project's reader (experiments/cli/csv_read.c,
+   and read back through the results reader (lib/sweep/folder.c,
    a separate implementation of RFC 4180). */
 static void test_csv_roundtrip(uint64_t seed) {
   static const char alphabet[] = {'a', 'Z', '0', ',', '"', '\n', '\r', ' ', ';', '\t', '#', '\xc3', '\xa9'};

@@ -122,6 +122,51 @@ done:
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
 }
 
+/* Decode with GQA (n_q 1, 16 query heads on 1 KV head, n_k 4096, d 128): mha_fwd folds the 16 heads into query
+   rows (seqlenq_ngroups_swapped), so FA2 sees 1 head x 1 m-block = 1 work unit over 32 key blocks of 128. By hand
+   from num_splits_heuristic with 264 "SMs": efficiency s / 264 grows with s, so every eligible s >= 0.85 x 32 = 27.2
+   qualifies, and of 27..32 only s = 32 is eligible (ceil(32/s) != ceil(32/(s-1)) fails for 27..31): 32 splits.
+   Without the fold it would be 16 heads = 16 units and 16 splits. aa_attn_run on the problem alone (tiling = fa2)
+   must take the same decision as the batch path at B = 1: the same bits. */
+static void test_decode_gqa(const aa_recipe_t *r, uint64_t seed) {
+  aa_problem_t pb;
+  aa_problem_init(&pb, 1, 4096, 128, 16, 1);
+  aa_tensor_t q = {0}, k = {0}, v = {0};
+  size_t sq[3] = {16, 1, 128}, sk[3] = {1, 4096, 128};
+  aa_pcg64_t rng;
+  uint64_t tag = 2;
+  aa_attn_result_t one = {0}, alone = {0};
+  aa_batch_t b = {.batch = 1, .num_sms = 132};
+  aa_batch_decision_t dec;
+  aa_error_t err = {{0}};
+  size_t differ;
+  aa_rng_derive(&rng, seed, &tag, 1);
+  if (aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
+      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+    AA_FAIL("decode: out of memory");
+    goto done;
+  }
+  aa_tensor_t *in[3] = {&q, &k, &v};
+  for (int t = 0; t < 3; t++) {
+    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
+      in[t]->data[e] = aa_pcg64_normal(&rng);
+    aa_tensor_round(in[t], AA_FMT_BF16);
+  }
+  if (aa_batch_forward(&one, &dec, &pb, r, &b, &q, &k, &v, &err) != AA_OK ||
+      aa_attn_run(&alone, &pb, r, &q, &k, &v, NULL, &err) != AA_OK) {
+    AA_FAIL("decode: %s", err.msg);
+    goto done;
+  }
+  AA_CHECK(dec.ngroups_swapped && dec.num_splits == 32, "decode: swapped %d, %zu splits (want 1, 32)",
+           dec.ngroups_swapped, dec.num_splits);
+  AA_CHECK(same_bits(&one.o, &alone.o, &differ), "decode: aa_attn_run alone differs from B = 1 in %zu elements",
+           differ);
+done:
+  aa_attn_result_free(&one);
+  aa_attn_result_free(&alone);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+}
+
 /* A recipe with fixed tiles and no split heuristic (fa2) ignores the batch; a varlen problem and B = 0 are refused.
  */
 static void test_fixed_and_refused(void) {
@@ -156,6 +201,7 @@ int main(void) {
   }
   test_decisions(&r);
   test_bits(&r, seed);
+  test_decode_gqa(&r, seed);
   test_fixed_and_refused();
   return aa_test_finish("tinvariance");
 }

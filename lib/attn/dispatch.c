@@ -27,6 +27,19 @@ size_t aa_fa2_num_splits(size_t units, size_t num_sms, size_t n_blocks, size_t m
   return 1;
 }
 
+/* A window FA2 keeps: mha_fwd turns a side >= seqlen_k into -1 (none). */
+static int has_window(const aa_problem_t *pb) {
+  if (pb->window > 0) return 1;
+  if (!pb->local) return 0;
+  return (pb->window_left != AA_WINDOW_INF && pb->window_left < pb->n_k) ||
+         (pb->window_right != AA_WINDOW_INF && pb->window_right < pb->n_k);
+}
+
+int aa_fa2_ngroups_swapped(const aa_problem_t *pb, int dropout) {
+  return pb->n_q == 1 && pb->heads > pb->kv_heads && !has_window(pb) && !dropout && pb->d % 8 == 0 &&
+         pb->alibi == AA_ALIBI_NONE;
+}
+
 /* Head dimension as HEADDIM_SWITCH rounds it (static_switch.h:90-110). */
 static size_t fa2_headdim(size_t d) {
   static const size_t dims[] = {32, 64, 96, 128, 192, 256};

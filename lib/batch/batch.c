@@ -5,21 +5,6 @@
 
 #include "batch.h"
 
-/* A window FA2 keeps: mha_fwd turns a side >= seqlen_k into -1 (none). */
-static int has_window(const aa_problem_t *pb) {
-  if (pb->window > 0) return 1;
-  if (!pb->local) return 0;
-  return (pb->window_left != AA_WINDOW_INF && pb->window_left < pb->n_k) ||
-         (pb->window_right != AA_WINDOW_INF && pb->window_right < pb->n_k);
-}
-
-/* flash_api.cpp mha_fwd, seqlenq_ngroups_swapped (is_causal is dropped for
-   seqlen_q == 1 before the test, so a causal decode still swaps). */
-static int ngroups_swapped(const aa_problem_t *pb, int dropout) {
-  return pb->n_q == 1 && pb->heads > pb->kv_heads && !has_window(pb) && !dropout && pb->d % 8 == 0 &&
-         pb->alibi == AA_ALIBI_NONE;
-}
-
 static int check_batch(const aa_problem_t *pb, const aa_recipe_t *r, const aa_batch_t *b, aa_error_t *err) {
   if (b == NULL || b->batch == 0) return aa_error_set(err, AA_EINVAL, "batch: the batch size must be at least 1");
   if (pb->varlen_batch > 0)
@@ -39,7 +24,7 @@ static int decide_resolved(aa_batch_decision_t *out, const aa_problem_t *pb, con
   size_t sms = b->num_sms ? b->num_sms : r->fwd_split_sms;
   *out = (aa_batch_decision_t){0};
   out->batch_dependent = r->tiling_fa2 || r->fwd_split_sms > 0;
-  out->ngroups_swapped = out->batch_dependent && ngroups_swapped(pb, dropout);
+  out->ngroups_swapped = out->batch_dependent && aa_fa2_ngroups_swapped(pb, dropout);
   out->heads_seen = out->ngroups_swapped ? pb->kv_heads : pb->heads;
   out->n_q_seen = out->ngroups_swapped ? pb->heads / pb->kv_heads : pb->n_q;
   if (aa_size_mul(&out->units, b->batch, out->heads_seen) != AA_OK ||
