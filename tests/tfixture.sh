@@ -21,7 +21,8 @@ grep -v '^#' "$F/MANIFEST" | while read -r file shape dtype sum; do
   head -c 128 "$F/$file" | grep -aq "'descr': '$dtype'" || echo "FAIL tfixture dtype: $file is not $dtype"
 done >"$T/sums"
 [ -s "$T/sums" ] && { cat "$T/sums"; fails=$((fails + 1)); }
-for f in $(cd "$F" && ls */*.npy */golden/*.npy); do
+# every .npy at any depth (a GPU case keeps its inputs and outputs in subfolders)
+for f in $(cd "$F" && find . -name '*.npy' | sed 's|^\./||' | sort); do
   grep -q "^$f " "$F/MANIFEST" || FAIL "tfixture: $f is not in the MANIFEST"
   n=$((n + 1))
 done
