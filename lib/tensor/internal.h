@@ -44,4 +44,8 @@ typedef struct {
 int aa__npy_read_src(aa_ndarray_t *out, const aa__src_t *src, const char *name, int maxdim, unsigned flags,
                      aa_error_t *err);
 
+/* One little-endian item of format fmt (bf16, fp16, fp32; anything else as
+   fp64) at p, as the double it encodes: the readers' one decoder. */
+double aa__decode_le(const unsigned char *p, aa_fmt_t fmt);
+
 #endif

@@ -207,7 +207,7 @@ static double half_to_double(uint16_t b) {
   return (b & 0x8000) ? -v : v;
 }
 
-static double decode_item(const unsigned char *p, aa_fmt_t fmt) {
+double aa__decode_le(const unsigned char *p, aa_fmt_t fmt) {
   switch (fmt) {
   case AA_FMT_BF16:
     return (double)aa_bf16_to_f32((uint16_t)(p[0] | (unsigned)p[1] << 8));
@@ -308,7 +308,7 @@ static int read_items(aa_ndarray_t *out, const aa__src_t *src, const aa__extent_
     if (src->read(src->ctx, buf, want * itemsize) != want * itemsize)
       return aa_error_set(err, AA_EIO, "%s: read error in the data", path);
     for (size_t i = 0; i < want; i++)
-      out->data[got + i] = decode_item(buf + i * itemsize, fmt);
+      out->data[got + i] = aa__decode_le(buf + i * itemsize, fmt);
     got += want;
   }
   /* A source that gives more than it declared (a zip member longer than

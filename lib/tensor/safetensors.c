@@ -168,25 +168,6 @@ static int header_entries(st_tensor_t *t, size_t *nt, long *want, char *names, s
   return AA_OK;
 }
 
-static double decode(const unsigned char *p, const char *dtype) {
-  if (strcmp(dtype, "F64") == 0) {
-    uint64_t u = 0;
-    double d;
-    for (int i = 7; i >= 0; i--)
-      u = u << 8 | p[i];
-    memcpy(&d, &u, sizeof d);
-    return d;
-  }
-  if (strcmp(dtype, "F32") == 0) {
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return (double)f;
-  }
-  if (strcmp(dtype, "F16") == 0) return aa_fmt_decode((uint64_t)(p[0] | (unsigned)p[1] << 8), AA_FMT_FP16);
-  return aa_fmt_decode((uint64_t)(p[0] | (unsigned)p[1] << 8), AA_FMT_BF16); /* BF16, and I16 as BF16 bits */
-}
-
 /* The checked tensor t of the file f, whose data region starts at base. */
 static int read_tensor(aa_ndarray_t *out, FILE *f, uint64_t base, const st_tensor_t *t, int bf16_bits,
                        const char *path, aa_error_t *err) {
@@ -226,7 +207,7 @@ static int read_tensor(aa_ndarray_t *out, FILE *f, uint64_t base, const st_tenso
       return aa_error_set(err, AA_EIO, "%s: read error in tensor '%s'", path, t->name);
     }
     for (size_t i = 0; i < want; i++)
-      out->data[got + i] = decode(buf + i * item, dtype);
+      out->data[got + i] = aa__decode_le(buf + i * item, out->fmt);
     got += want;
   }
   return AA_OK;
