@@ -29,6 +29,7 @@ typedef enum {
   AA_REDUCE_BF16_PAIR,   /* "bf16-pair": partials rounded to BF16, reduced in BF16 pairs ([blackwell-fa] 3.6 dense) */
   AA_REDUCE_FIXED,       /* "fixed": bounded (packed) fixed point with budget checks, FP64 fallback (003 3.6) */
   AA_REDUCE_SECTION_ROUNDTRIP, /* "section-roundtrip": ordered within a section, stored/reloaded between, [nki-bwd] */
+  AA_REDUCE_FP32_JITTER, /* "fp32-jitter": ascending, each element's adjacent arrivals swapped at random (atomics) */
   AA_REDUCE_COUNT
 } aa_reduce_kind_t;
 
@@ -63,6 +64,7 @@ typedef struct {
   size_t section;        /* section-roundtrip: partials per section (0 = all in one section) */
   aa_fmt_t store_fmt;    /* section-roundtrip: format of the store/reload between sections */
   int probe;             /* fixed: also evaluate the budget at scale_exp-8..+8 (stats.probe_*); no effect on acc */
+  double swap_prob;      /* jitter: probability that two adjacent arrivals at one element come swapped, 0..0.5 */
 } aa_reduce_t;
 
 /* Scale exponents a fixed-point probe evaluates: scale_exp + k - AA_REDUCE_PROBE/2, k < AA_REDUCE_PROBE. */
@@ -160,6 +162,15 @@ int aa_reduce_equal(const aa_reduce_t *a, const aa_reduce_t *b);
      All checks pass: acc = add(acc, fp32(sum * 2^-s)). Any check fails:
      the whole tile is recomputed by fallback (NULL: binary64 sum of the
      partials in ascending order) and acc = rnd(acc + R, acc_fmt) in binary64.
+   - fp32-jitter: element by element, the ascending adds with adjacent
+     arrivals transposed at random: for k = 0, 1, ...: with probability
+     swap_prob (a uniform draw u < swap_prob, u = 53 bits of a pcg64 stream
+     seeded from aa_rng_derive(order_seed, {tile, element})) add p_{k+1}
+     then p_k and go on at k + 2, else add p_k and go on at k + 1. The
+     model of FP32 atomics whose arrivals are nearly always in one order
+     (one thread block per KV block, launched in order and running in
+     step), with a rare overtaking pair at a single address; swap_prob 0 is
+     fp32-ordered.
    - section-roundtrip: ordered adds; after every `section` partials and
      after the last one, acc = rnd(acc, store_fmt) (the write and reload
      through HBM, [nki-bwd] attention_bwd.py:1188-1207, 1326-1335).

@@ -75,7 +75,8 @@ static void test_exact_all(aa_pcg64_t *rng) {
                         strat("fixed", p16),
                         strat("fixed", p32),
                         strat("fixed", "width=20,scale_exp=0"),
-                        strat("section-roundtrip", "section=3,store_fmt=bf16")};
+                        strat("section-roundtrip", "section=3,store_fmt=bf16"),
+                        strat("fp32-jitter", "swap_prob=0.5,order_seed=3")};
     if (e < 0) ss[9] = strat("fixed", "width=24,scale_exp=6"); /* e >= -6: k 2^e 2^6 is an integer */
     for (size_t k = 0; k < sizeof ss / sizeof ss[0]; k++) {
       aa_reduce_stats_t st = {0};
@@ -489,6 +490,49 @@ static void test_names(void) {
   AA_CHECK(aa_reduce_equal(&a, &b), "aa_reduce_equal after round trip");
 }
 
+/* fp32-jitter: swap_prob 0 is fp32-ordered; otherwise every element is one of
+   the sums its adjacent transpositions allow, computed here in float (the
+   FP32 adds, C's float arithmetic: round to nearest), and the swapped
+   elements are as frequent as swap_prob says. With 3 partials and acc = 0
+   the sums are (p0 + p1) + p2, which is also the order 1 0 2, and
+   (p0 + p2) + p1 (order 0 2 1); a swap at k = 0 happens with probability q
+   and the one at k = 1 only without it: P(0 2 1) = (1 - q) q. */
+static void test_jitter(aa_pcg64_t *rng) {
+  enum { LEN = 4096 };
+  static double parts[3 * LEN], a0[LEN], a1[LEN], b[LEN];
+  aa_reduce_t ord = strat("fp32-ordered", NULL), z = strat("fp32-jitter", "swap_prob=0,order_seed=5"),
+              q = strat("fp32-jitter", "swap_prob=0.25,order_seed=5");
+  size_t other = 0, bad = 0, both_equal = 0;
+  for (size_t i = 0; i < 3 * LEN; i++)
+    parts[i] = (double)(float)(aa_pcg64_normal(rng) * ldexp(1.0, (int)(aa_pcg64_uniform(rng) * 20) - 10));
+  memset(a0, 0, sizeof a0), memset(a1, 0, sizeof a1), memset(b, 0, sizeof b);
+  run(a0, NULL, parts, 3, LEN, 11, &ord);
+  run(a1, NULL, parts, 3, LEN, 11, &z);
+  AA_CHECK(memcmp(a0, a1, sizeof a0) == 0, "fp32-jitter with swap_prob 0 differs from fp32-ordered");
+  run(b, NULL, parts, 3, LEN, 11, &q);
+  for (size_t x = 0; x < LEN; x++) {
+    float p0 = (float)parts[x], p1 = (float)parts[LEN + x], p2 = (float)parts[2 * LEN + x];
+    volatile float s012 = p0 + p1, s021 = p0 + p2;
+    s012 = s012 + p2;
+    s021 = s021 + p1;
+    if (s012 == s021) both_equal++;
+    if (dbits(b[x]) == dbits((double)s012))
+      continue;
+    else if (dbits(b[x]) == dbits((double)s021))
+      other++;
+    else
+      bad++;
+  }
+  AA_CHECK(bad == 0, "fp32-jitter: %zu elements are no sum an adjacent transposition allows", bad);
+  /* elements that took 0 2 1 and differ: (1 - q) q = 0.1875 of those whose two sums differ, within 5 sigma */
+  double n = (double)(LEN - both_equal), mean = n * 0.1875, sd = sqrt(n * 0.1875 * 0.8125);
+  AA_CHECK(fabs((double)other - mean) < 5 * sd, "fp32-jitter: %zu of %.0f elements swapped at k = 1, expected %.0f",
+           other, n, mean);
+  memset(a0, 0, sizeof a0);
+  run(a0, NULL, parts, 3, LEN, 11, &q);
+  AA_CHECK(memcmp(a0, b, sizeof a0) == 0, "fp32-jitter: the same seed and tile gave different bits");
+}
+
 int main(void) {
   seed = aa_test_seed("treduce");
   aa_pcg64_t rng;
@@ -500,6 +544,7 @@ int main(void) {
   test_fallback();
   test_bf16_pair();
   test_atomic();
+  test_jitter(&rng);
   test_splits_orders(&rng);
   test_fixed_random(&rng);
   test_probe();

@@ -8,8 +8,9 @@
 
 #include "reduce-impl.h"
 
-static const char *const kind_names[AA_REDUCE_COUNT] = {
-    "fp32-ordered", "fp32-ordered-desc", "fp32-atomic", "fp32-splits", "bf16-pair", "fixed", "section-roundtrip"};
+static const char *const kind_names[AA_REDUCE_COUNT] = {"fp32-ordered",      "fp32-ordered-desc", "fp32-atomic",
+                                                        "fp32-splits",       "bf16-pair",         "fixed",
+                                                        "section-roundtrip", "fp32-jitter"};
 static const char *const pair_names[AA_PAIR_COUNT] = {"tree", "chain"};
 static const char *const split_names[AA_SPLIT_COUNT] = {"strided", "contiguous"};
 
@@ -56,12 +57,19 @@ int aa_reduce_set(aa_reduce_t *s, const char *key, const char *value, aa_error_t
     if (aa_reduce_kind_from_name(&k, value) != AA_OK)
       return aa_error_set(err, AA_EINVAL,
                           "dq_reduce: unknown strategy '%s' (fp32-ordered, fp32-ordered-desc, fp32-atomic, "
-                          "fp32-splits, bf16-pair, fixed, section-roundtrip)",
+                          "fp32-splits, bf16-pair, fixed, section-roundtrip, fp32-jitter)",
                           value);
     s->kind = k;
   } else if (!strcmp(key, "order_seed")) {
     if (!aa_parse_u64(&u, value)) BAD();
     s->order_seed = u;
+  } else if (!strcmp(key, "swap_prob")) {
+    char *end;
+    double p;
+    errno = 0;
+    p = strtod(value, &end);
+    if (end == value || *end != '\0' || errno || !(p >= 0 && p <= 0.5)) BAD();
+    s->swap_prob = p;
   } else if (!strcmp(key, "splits")) {
     if (!aa_parse_u64(&u, value) || u < 1 || u > 65536) BAD();
     s->splits = (unsigned)u;
@@ -119,7 +127,14 @@ size_t aa_reduce_format(char *buf, size_t len, const aa_reduce_t *s, const char 
     if (w_ > 0) need += (size_t)w_;                                                                                  \
   } while (0)
   PUT("%s = %s\n", head, aa_reduce_kind_name(k));
-  if (!used || k == AA_REDUCE_FP32_ATOMIC) PUT("%sorder_seed = %" PRIu64 "\n", prefix, s->order_seed);
+  if (!used || k == AA_REDUCE_FP32_ATOMIC || k == AA_REDUCE_FP32_JITTER)
+    PUT("%sorder_seed = %" PRIu64 "\n", prefix, s->order_seed);
+  if (k == AA_REDUCE_FP32_JITTER) { /* only here: the text of every other strategy stays as it was */
+    char num[32];
+    snprintf(num, sizeof num, "%.15g", s->swap_prob);
+    if (strtod(num, NULL) != s->swap_prob) snprintf(num, sizeof num, "%.17g", s->swap_prob);
+    PUT("%sswap_prob = %s\n", prefix, num);
+  }
   if (!used || k == AA_REDUCE_FP32_SPLITS) {
     PUT("%ssplits = %u\n", prefix, s->splits);
     PUT("%ssplit_layout = %s\n", prefix, aa_reduce_split_name(s->split_layout));
@@ -156,6 +171,8 @@ int aa_reduce_check(const aa_reduce_t *s, aa_error_t *err) {
     return aa_error_set(err, AA_EINVAL, "dq_reduce_width = %u: must be in 2..32", s->width);
   if (s->scale_exp < -200 || s->scale_exp > 200)
     return aa_error_set(err, AA_EINVAL, "dq_reduce_scale_exp = %d: must be in -200..200", s->scale_exp);
+  if (!(s->swap_prob >= 0 && s->swap_prob <= 0.5))
+    return aa_error_set(err, AA_EINVAL, "dq_reduce_swap_prob = %g: must be in 0..0.5", s->swap_prob);
   return AA_OK;
 }
 
@@ -164,6 +181,8 @@ int aa_reduce_equal(const aa_reduce_t *a, const aa_reduce_t *b) {
   switch (a->kind) {
   case AA_REDUCE_FP32_ATOMIC:
     return a->order_seed == b->order_seed;
+  case AA_REDUCE_FP32_JITTER:
+    return a->order_seed == b->order_seed && a->swap_prob == b->swap_prob;
   case AA_REDUCE_FP32_SPLITS:
     return a->splits == b->splits && (a->splits == 1 || a->split_layout == b->split_layout);
   case AA_REDUCE_BF16_PAIR:

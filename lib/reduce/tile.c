@@ -97,6 +97,24 @@ static int bf16_pair(double *acc, const double *parts, size_t nparts, size_t len
   return AA_OK;
 }
 
+/* fp32-jitter (lib/reduce.h): one stream per element, adjacent arrivals swapped with probability swap_prob. */
+static void jitter(double *acc, const double *parts, size_t nparts, size_t len, uint64_t tile, const aa_reduce_t *s) {
+  for (size_t x = 0; x < len; x++) {
+    uint64_t tag[2] = {tile, x};
+    aa_pcg64_t g;
+    aa_rng_derive(&g, s->order_seed, tag, 2);
+    for (size_t k = 0; k < nparts;) {
+      double u = (double)(aa_pcg64_next(&g) >> 11) * 0x1p-53;
+      if (k + 1 < nparts && u < s->swap_prob) {
+        acc[x] = aa_reduce_add(acc[x], parts[(k + 1) * len + x], s);
+        acc[x] = aa_reduce_add(acc[x], parts[k * len + x], s);
+        k += 2;
+      } else
+        acc[x] = aa_reduce_add(acc[x], parts[k++ * len + x], s);
+    }
+  }
+}
+
 static void section_roundtrip(double *acc, const double *parts, size_t nparts, size_t len, const aa_reduce_t *s) {
   size_t sec = s->section ? s->section : nparts;
   /* Seed 000 L1188-1207: dq_local is reloaded from out_dq_ref at a section
@@ -144,6 +162,9 @@ int aa_reduce_tile(double *acc, aa_reduce_stats_t *stats, const double *parts, s
     return aa_reduce_fixed_tile(acc, stats, parts, nparts, len, tile, s, fallback, fallback_ctx, err);
   case AA_REDUCE_SECTION_ROUNDTRIP:
     section_roundtrip(acc, parts, nparts, len, s);
+    return AA_OK;
+  case AA_REDUCE_FP32_JITTER:
+    jitter(acc, parts, nparts, len, tile, s);
     return AA_OK;
   default:
     return aa_error_set(err, AA_EINVAL, "dq_reduce: invalid kind %d", (int)s->kind);
