@@ -21,4 +21,5 @@ EXTRA_DIST += fixtures/h200-fa2/ex2.npy fixtures/h200-fa2/libm.npy fixtures/h200
 	fixtures/h200-fa2/d64n1024-dense/o.npy fixtures/h200-fa2/d64n1024-dense/dq.npy \
 	fixtures/h200-fa2/d64n1024-dense/dk.npy fixtures/h200-fa2/d64n1024-dense/dv.npy \
 	fixtures/h200-fa2/mufu.cu fixtures/h200-fa2/verify.cu fixtures/h200-fa2/sass.cu fixtures/h200-fa2/gpu_fa2.py \
-	fixtures/h200-fa2/pack.py fixtures/h200-fa2/run.sh fixtures/h200-fa2/run2.sh
+	fixtures/h200-fa2/pack.py fixtures/h200-fa2/run.sh fixtures/h200-fa2/run2.sh \
+	fixtures/h200-fa2/dq_pairs.txt fixtures/h200-fa2/dq_atomic.sh fixtures/h200-fa2/dq_atomic.csv
