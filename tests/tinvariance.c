@@ -1,5 +1,6 @@
 /* attnacc: tests of aa_batch_decide and aa_batch_forward: FA2's split decision from the whole batch, and its bits. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -167,6 +168,57 @@ done:
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
 }
 
+/* The split-KV combine against the source's formula (FA2 flash_fwd_kernel.h, combine_attn_seqk_parallel): each
+   of 3 splits holds one key (fwd.tile_k = 1), so split s has lse_s = s_s and O_s = v_s exactly (one key: the
+   row maximum is the score, the weight exp2(fma(s, c, -fl(s c))) rounds to 1 in FP32). The combine then does,
+   in FP32 with the recipe's exp (correctly rounded, fa2 has no sm90 SFU model):
+     m = max_s lse_s; l = sum_s exp(lse_s - m) in split order; lse = log(l) + m;
+     O = sum_s exp(lse_s - lse) * O_s as FMAs in split order, stored in BF16.
+   Written here in C float and double, independent of the library's code. */
+static void test_combine(void) {
+  static const double sc[3] = {0.5, -1.25, 2.0}, vv[3][2] = {{1.5, -0.75}, {0.375, 2.25}, {-3, 0.625}};
+  aa_problem_t pb;
+  aa_recipe_t r;
+  aa_error_t err = {{0}};
+  aa_tensor_t q = {0}, k = {0}, v = {0};
+  size_t sq[3] = {1, 1, 2}, sk[3] = {1, 3, 2};
+  aa_attn_result_t res = {0};
+  aa_problem_init(&pb, 1, 3, 2, 1, 1);
+  pb.scale_default = 0;
+  pb.scale = 1;
+  if (aa_recipe_from_spec(&r, "fa2:fwd.splits=3,fwd.tile_k=1", &err) != AA_OK ||
+      aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
+      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+    AA_FAIL("combine: setup: %s", err.msg);
+    goto done;
+  }
+  q.data[0] = 1, q.data[1] = 0;
+  for (int j = 0; j < 3; j++)
+    k.data[2 * j] = sc[j], k.data[2 * j + 1] = 0, v.data[2 * j] = vv[j][0], v.data[2 * j + 1] = vv[j][1];
+  if (aa_attn_run(&res, &pb, &r, &q, &k, &v, NULL, &err) != AA_OK) {
+    AA_FAIL("combine: aa_attn_run: %s", err.msg);
+    goto done;
+  }
+  float m = 2.0f, l = 0, lse, acc[2] = {0, 0};
+  for (int j = 0; j < 3; j++)
+    l = l + (float)exp((double)((float)sc[j] - m));
+  lse = (float)log((double)l) + m;
+  for (int j = 0; j < 3; j++) {
+    float w = (float)exp((double)((float)sc[j] - lse));
+    for (int c = 0; c < 2; c++)
+      acc[c] = fmaf(w, (float)vv[j][c], acc[c]);
+  }
+  AA_CHECK(res.lse.data[0] == (double)lse, "combine: lse %a, the source's formula gives %a", res.lse.data[0],
+           (double)lse);
+  for (int c = 0; c < 2; c++) {
+    double want = (double)aa_bf16_rne(acc[c]);
+    AA_CHECK(res.o.data[c] == want, "combine: o[%d] = %a, the source's formula gives %a", c, res.o.data[c], want);
+  }
+done:
+  aa_attn_result_free(&res);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+}
+
 /* A recipe with fixed tiles and no split heuristic (fa2) ignores the batch; a varlen problem and B = 0 are refused.
  */
 static void test_fixed_and_refused(void) {
@@ -202,6 +254,7 @@ int main(void) {
   test_decisions(&r);
   test_bits(&r, seed);
   test_decode_gqa(&r, seed);
+  test_combine();
   test_fixed_and_refused();
   return aa_test_finish("tinvariance");
 }
