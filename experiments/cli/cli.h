@@ -154,7 +154,7 @@ int cli_inputs_draw_qk(cli_inputs_t *in, uint64_t seed, int uniform, double sigm
                        size_t heads, size_t kv_heads, size_t num_sinks, aa_fmt_t io_fmt, aa_error_t *err);
 /* The problem features (lib/problem.h: alignment, softcap, ALiBi, windows) that are on (alignment, two-sided
    window, softcap, ALiBi) as " key=value" words appended to the problem
-   line; "" when none is on (their JSON: aa_json_problem). */
+   line; "" when none is on (their JSON: cli_json_problem). */
 void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb);
 /* Read DIR/q.npy, k.npy, v.npy, do.npy ([N, d] or [H, N, d]) and the
    optional sinks.npy ([H, K], or [K] for one head), checking the shapes
@@ -247,11 +247,11 @@ void cli_progress_end(void);
    "problem", ["layout",] "oracle", "runs": [one object per variant]}, the
    same shape for one variant or many; NULL when out of memory. Its parts,
    for documents that hold several problems (a varlen batch): */
-json_t *aa_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
-json_t *aa_json_problem(const cli_report_t *rep);
-json_t *aa_json_oracle(const cli_report_t *rep);
-json_t *aa_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
-json_t *aa_json_run(const cli_report_t *rep, const cli_variant_t *v);
+json_t *cli_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_problem(const cli_report_t *rep);
+json_t *cli_json_oracle(const cli_report_t *rep);
+json_t *cli_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv);
+json_t *cli_json_run(const cli_report_t *rep, const cli_variant_t *v);
 
 /* aa_eval_run with the default scoring, the emulation (aa_eval_attn)
    timed into v->seconds: the evaluation of every command and experiment. */

@@ -28,7 +28,7 @@ static json_t *json_verdict(const cli_report_t *rep, const cli_variant_t *v) {
   return bad ? (json_decref(j), NULL) : j;
 }
 
-json_t *aa_json_run(const cli_report_t *rep, const cli_variant_t *v) {
+json_t *cli_json_run(const cli_report_t *rep, const cli_variant_t *v) {
   aa_eval_place_t p;
   json_t *j;
   cli_place(&p, rep);
@@ -61,7 +61,7 @@ static int json_features(json_t *p, const aa_problem_t *pb) {
   return bad;
 }
 
-json_t *aa_json_problem(const cli_report_t *rep) {
+json_t *cli_json_problem(const cli_report_t *rep) {
   const aa_problem_t *pb = rep->pb;
   json_t *p = json_object();
   int bad = aa_json_set(p, "n", aa_json_u64(pb->n_q));
@@ -79,7 +79,7 @@ json_t *aa_json_problem(const cli_report_t *rep) {
   return bad ? (json_decref(p), NULL) : p;
 }
 
-json_t *aa_json_oracle(const cli_report_t *rep) {
+json_t *cli_json_oracle(const cli_report_t *rep) {
   json_t *o = json_object();
   int bad = aa_json_set(o, "path", aa_json_str(aa_oracle_path_name(rep->oo->path)));
   bad |= aa_json_set(o, "prec", json_integer(rep->oo->prec));
@@ -103,15 +103,15 @@ static json_t *json_layout(void) {
   return bad ? (json_decref(l), NULL) : l;
 }
 
-json_t *aa_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
+json_t *cli_json_runs(const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
   json_t *runs = json_array();
   int bad = 0;
   for (size_t i = 0; i < nv; i++)
-    bad |= aa_json_push(runs, aa_json_run(rep, &vs[i]));
+    bad |= aa_json_push(runs, cli_json_run(rep, &vs[i]));
   return bad ? (json_decref(runs), NULL) : runs;
 }
 
-json_t *aa_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
+json_t *cli_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
   json_t *doc = json_object(), *who = json_object();
   int bad = aa_json_set(doc, "schema_version", json_integer(CLI_SCHEMA_VERSION));
   bad |= aa_json_set(who, "version", aa_json_str(AA_VERSION));
@@ -120,9 +120,9 @@ json_t *aa_json_doc(const cli_report_t *rep, const cli_variant_t *vs, size_t nv)
   bad |= aa_json_set(doc, "command", aa_json_str(rep->cmd));
   bad |= aa_json_set(doc, "seed", rep->seed_known ? aa_json_u64(rep->seed) : json_null());
   bad |= aa_json_set(doc, "inputs", aa_json_str(rep->inputs_dir));
-  bad |= aa_json_set(doc, "problem", aa_json_problem(rep));
+  bad |= aa_json_set(doc, "problem", cli_json_problem(rep));
   if (cli_report_extra()->layout != AA_LAYOUT_AUTO) bad |= aa_json_set(doc, "layout", json_layout());
-  bad |= aa_json_set(doc, "oracle", aa_json_oracle(rep));
-  bad |= aa_json_set(doc, "runs", aa_json_runs(rep, vs, nv));
+  bad |= aa_json_set(doc, "oracle", cli_json_oracle(rep));
+  bad |= aa_json_set(doc, "runs", cli_json_runs(rep, vs, nv));
   return bad ? (json_decref(doc), NULL) : doc;
 }

@@ -468,7 +468,7 @@ static int naive_reference(run_t *R) {
 
 /* The JSON document (schema 2), with the dropout member when dropout is on. */
 static int make_json(run_t *R, const cli_report_t *rep) {
-  json_t *doc = aa_json_doc(rep, R->vs, R->nrec);
+  json_t *doc = cli_json_doc(rep, R->vs, R->nrec);
   if (R->dc.on && aa_json_set(doc, "dropout", dropout_cli_json(&R->dc)) != 0) {
     json_decref(doc);
     doc = NULL;

@@ -51,9 +51,9 @@ static json_t *json_cu(const int32_t *cu, size_t B) {
 /* One sequence of the batch: its problem, oracle and runs (the document's own shape without the provenance). */
 static json_t *json_sequence(const cli_report_t *rep, const cli_variant_t *vs, size_t nrec) {
   json_t *j = json_object();
-  int bad = aa_json_set(j, "problem", aa_json_problem(rep));
-  bad |= aa_json_set(j, "oracle", aa_json_oracle(rep));
-  bad |= aa_json_set(j, "runs", aa_json_runs(rep, vs, nrec));
+  int bad = aa_json_set(j, "problem", cli_json_problem(rep));
+  bad |= aa_json_set(j, "oracle", cli_json_oracle(rep));
+  bad |= aa_json_set(j, "runs", cli_json_runs(rep, vs, nrec));
   return bad ? (json_decref(j), NULL) : j;
 }
 
@@ -234,7 +234,7 @@ static int vl_batch(varlen_t *V) {
   rb.oracle_seconds = V->osec_total;
   if (V->json) {
     /* the document of the whole packed batch, with the sequences' own results */
-    json_t *doc = aa_json_doc(&rb, V->vb, V->nrec);
+    json_t *doc = cli_json_doc(&rb, V->vb, V->nrec);
     V->jbad |= aa_json_set(doc, "cu_seqlens_q", json_cu(V->fc->cu_q, V->fc->batch));
     V->jbad |= aa_json_set(doc, "cu_seqlens_k", json_cu(V->fc->cu_k, V->fc->batch));
     V->jbad |= aa_json_set(doc, "sequences", V->seqs);

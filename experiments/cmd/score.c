@@ -470,7 +470,7 @@ static int score_write(score_t *S) {
   cli_set_report_extra(&S->ex);
   S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {
-    json_t *doc = aa_json_doc(&S->rep, &S->v, 1);
+    json_t *doc = cli_json_doc(&S->rep, &S->v, 1);
     S->jtext = aa_json_text(doc, 0, &S->jlen);
     json_decref(doc);
     if (S->jtext == NULL) {
