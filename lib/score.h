@@ -198,6 +198,12 @@ void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
    "all", into rules[AA_RULE_COUNT] (each once, *n of them). AA_EINVAL with
    a message naming the word. */
 int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *text, aa_error_t *err);
+/* The rule a score applies when none is given: fa where a naive reference
+   exists (bf16, fp16 and fp32 inputs), torch for fp64 inputs. */
+aa_rule_t aa_eval_default_rule(aa_fmt_t input_fmt);
+/* AA_OK, or AA_EINVAL naming the first rule that needs a naive reference in
+   the inputs' format (fa, sdpa) when there is none (fp64 inputs). */
+int aa_eval_rules_usable(const aa_rule_t *rules, int n, aa_fmt_t input_fmt, aa_error_t *err);
 /* 1 when every rule passes on every output of v (a rule that could not be
    applied, fa/sdpa without a naive reference, counts as a failure). */
 int aa_eval_verdict(const aa_eval_variant_t *v, const aa_rule_t *rules, int n);

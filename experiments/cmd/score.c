@@ -334,18 +334,11 @@ static int score_problem(score_t *S) {
   pb->cu_seqlens_k = S->fc.cu_k;
   if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
   if (cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
-  if (S->nrules == 0) { /* the default rule: fa where a naive reference exists, else torch */
-    S->rules[0] = S->in_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
-    S->nrules = 1;
+  if (S->nrules == 0) S->rules[S->nrules++] = aa_eval_default_rule(S->in_fmt);
+  if (aa_eval_rules_usable(S->rules, S->nrules, S->in_fmt, &S->err) != AA_OK) {
+    cli_error(S->cmd, "--%s", S->err.msg);
+    return 2;
   }
-  for (int r = 0; r < S->nrules; r++)
-    if ((S->rules[r] == AA_RULE_FA || S->rules[r] == AA_RULE_SDPA) && S->in_fmt == AA_FMT_FP64) {
-      cli_error(S->cmd,
-                "--rule %s needs a naive reference in the inputs' dtype, which exists for bf16, fp16 and fp32 "
-                "inputs; these are fp64 (use --rule torch or abs-rel)",
-                aa_rule_name(S->rules[r]));
-      return 2;
-    }
   return 0;
 }
 

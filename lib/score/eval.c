@@ -208,6 +208,20 @@ int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, co
   return AA_OK;
 }
 
+aa_rule_t aa_eval_default_rule(aa_fmt_t input_fmt) {
+  return input_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
+}
+
+int aa_eval_rules_usable(const aa_rule_t *rules, int n, aa_fmt_t input_fmt, aa_error_t *err) {
+  for (int i = 0; i < n; i++)
+    if ((rules[i] == AA_RULE_FA || rules[i] == AA_RULE_SDPA) && input_fmt == AA_FMT_FP64)
+      return aa_error_set(err, AA_EINVAL,
+                          "rule %s needs a naive reference in the inputs' dtype, which exists for bf16, fp16 and "
+                          "fp32 inputs; these are fp64 (use torch or abs-rel)",
+                          aa_rule_name(rules[i]));
+  return AA_OK;
+}
+
 int aa_eval_verdict(const aa_eval_variant_t *v, const aa_rule_t *rules, int n) {
   for (int j = 0; j < v->nout; j++)
     for (int i = 0; i < n; i++) {

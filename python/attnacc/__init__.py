@@ -491,7 +491,7 @@ def _finish(res, info, rules, opts, seconds=None):
     """The Score, with the default rule (fa; torch for fp64 inputs) and a refusal of rules that need a naive
     reference in the inputs' dtype when there is none (fp64 inputs)."""
     if rules is None:
-        rules = ("torch",) if FMTS[info.input_fmt] == "fp64" else ("fa",)
+        rules = (RULES[_lib.lib().aa_eval_default_rule(info.input_fmt)],)
     sc = Score(list(res), info, rules, opts.causal, opts.window, seconds)
     for r in rules:
         if any(not t.rules[r].applied for t in sc.outputs.values()):

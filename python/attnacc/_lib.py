@@ -189,6 +189,8 @@ def lib():
     handle.aa_flat_estimate.argtypes = [ctypes.POINTER(Cost), ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatOpts),
                                         ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
     handle.aa_flat_estimate.restype = ctypes.c_int
+    handle.aa_eval_default_rule.argtypes = [ctypes.c_int]
+    handle.aa_eval_default_rule.restype = ctypes.c_int
     handle.aa_problem_mem_default.argtypes = []
     handle.aa_problem_mem_default.restype = ctypes.c_double
     _lib = handle
