@@ -99,6 +99,9 @@ typedef struct {
 } aa_fa2_dispatch_t;
 int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size_t n_k, size_t d, size_t num_sms,
                     int dropout, aa_error_t *err);
+/* The key block of FA2's split-KV kernel for head dimension d (set_params_splitkv, flash_api.cpp:323-335):
+   256 for d <= 64, 128 for d <= 128, else 64; its query block is 64. */
+size_t aa_fa2_splitkv_block_n(size_t d);
 /* 1 when FA2's mha_fwd runs this problem with seqlenq_ngroups_swapped
    (flash_api.cpp mha_fwd): one query row, GQA, no window it keeps (a side
    >= n_k is none), no dropout, d % 8 == 0 and no ALiBi. is_causal is

@@ -275,10 +275,14 @@ struct aa_recipe {
   int fwd_k_desc;       /* fwd.k_order = desc: key blocks from the last to the first (FA2 n_block loop) */
   size_t fwd_splits;    /* split-KV into this many ranges of key blocks, combined by LSE (0 or 1: none) */
   size_t fwd_split_sms; /* > 0: the split count is FA2's num_splits_heuristic for this many SMs (H100/H200: 132) */
-  int bwd_q_desc;       /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
-  int fwd_rowsum_quad;  /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
-  int bwd_d_lanes;      /* bwd.d_order = fa2-lanes: D = rowsum(O dO) as FA2's dot_do_o forms it */
-  int fwd_rowsum_fma;   /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
+  /* > 0: a fixed split size instead of a split count: split s holds keys [s S, (s + 1) S), ceil(n_k / S) splits
+     (a multiple of the forward key tile; overrides fwd.splits and, with tiling = fa2, the heuristic's count:
+     the split-KV kernel always runs). No decision then depends on the batch (the batch-invariant rule). */
+  size_t fwd_split_keys;
+  int bwd_q_desc;      /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
+  int fwd_rowsum_quad; /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
+  int bwd_d_lanes;     /* bwd.d_order = fa2-lanes: D = rowsum(O dO) as FA2's dot_do_o forms it */
+  int fwd_rowsum_fma;  /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
   /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
      chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
      SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys

@@ -219,6 +219,58 @@ done:
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
 }
 
+/* A fixed split size (fwd.split_keys, preset fa2-h100-bi): ceil(n_k / S) splits at every batch size, reported
+   batch-independent; S = 256 keys over 128-key tiles cuts n_k = 512 exactly as fwd.splits = 2 does (2 blocks
+   each), so the bits are those; an S that is not a multiple of the key tile is refused. */
+static void test_split_keys(void) {
+  aa_problem_t pb;
+  aa_recipe_t bi, a, b;
+  aa_error_t err = {{0}};
+  aa_tensor_t q = {0}, k = {0}, v = {0};
+  size_t sq[3] = {1, 64, 64}, sk[3] = {1, 512, 64}, diff;
+  aa_attn_result_t ra = {0}, rb = {0};
+  aa_problem_init(&pb, 64, 20000, 128, 2, 2);
+  if (aa_recipe_preset(&bi, "fa2-h100-bi", &err) != AA_OK) {
+    AA_FAIL("split_keys: preset fa2-h100-bi: %s", err.msg);
+    return;
+  }
+  for (size_t B = 1; B <= 128; B *= 2) {
+    aa_batch_t bt = {.batch = B, .num_sms = 132};
+    aa_batch_decision_t dec;
+    int st = aa_batch_decide(&dec, &pb, &bi, &bt, &err);
+    AA_CHECK(st == AA_OK && !dec.batch_dependent && dec.num_splits == 5 && dec.fwd_tile_k == 128,
+             "fa2-h100-bi at B %zu, n_k 20000: batch_dependent %d, %zu splits, key tile %zu (want 0, 5, 128): %s", B,
+             dec.batch_dependent, dec.num_splits, dec.fwd_tile_k, err.msg);
+  }
+  aa_problem_init(&pb, 64, 512, 64, 1, 1);
+  if (aa_recipe_from_spec(&a, "fa2:fwd.split_keys=256,fwd.tile_k=128", &err) != AA_OK ||
+      aa_recipe_from_spec(&b, "fa2:fwd.splits=2,fwd.tile_k=128", &err) != AA_OK ||
+      aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
+      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+    AA_FAIL("split_keys: setup: %s", err.msg);
+    goto done;
+  }
+  aa_tensor_t *in[3] = {&q, &k, &v};
+  for (int t = 0; t < 3; t++)
+    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
+      in[t]->data[e] = aa_bf16_rne((float)sin(0.37 * (double)e + t));
+  if (aa_attn_run(&ra, &pb, &a, &q, &k, &v, NULL, &err) != AA_OK ||
+      aa_attn_run(&rb, &pb, &b, &q, &k, &v, NULL, &err) != AA_OK) {
+    AA_FAIL("split_keys: %s", err.msg);
+    goto done;
+  }
+  AA_CHECK(same_bits(&ra.o, &rb.o, &diff), "split_keys 256 differs from fwd.splits 2 at n_k 512 in %zu elements",
+           diff);
+  aa_attn_result_free(&ra);
+  AA_CHECK(aa_recipe_from_spec(&a, "fa2:fwd.split_keys=200,fwd.tile_k=128", &err) == AA_OK &&
+               aa_attn_run(&ra, &pb, &a, &q, &k, &v, NULL, &err) == AA_EINVAL && strstr(err.msg, "multiple"),
+           "split_keys 200 over 128-key tiles not refused: %s", err.msg);
+done:
+  aa_attn_result_free(&ra);
+  aa_attn_result_free(&rb);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+}
+
 /* A recipe with fixed tiles and no split heuristic (fa2) ignores the batch; a varlen problem and B = 0 are refused.
  */
 static void test_fixed_and_refused(void) {
@@ -255,6 +307,7 @@ int main(void) {
   test_bits(&r, seed);
   test_decode_gqa(&r, seed);
   test_combine();
+  test_split_keys();
   test_fixed_and_refused();
   return aa_test_finish("tinvariance");
 }

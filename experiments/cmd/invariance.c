@@ -122,7 +122,10 @@ static void kernel_name(char *buf, size_t cap, const aa_batch_decision_t *d) {
 
 static void reason(char *buf, size_t cap, const inv_t *x, size_t i) {
   const aa_batch_decision_t *d = &x->rows[i].dec, *d0 = &x->rows[0].dec;
-  if (!d->batch_dependent)
+  if (!d->batch_dependent && x->r->fwd_split_keys > 0)
+    snprintf(buf, cap, "fixed split size (fwd.split_keys = %zu keys): no decision depends on the batch",
+             x->r->fwd_split_keys);
+  else if (!d->batch_dependent)
     snprintf(buf, cap, "recipe fixes tiles and splits: no decision depends on the batch");
   else if (i == 0)
     snprintf(buf, cap, "reference");

@@ -48,6 +48,11 @@ static size_t fa2_headdim(size_t d) {
   return 0;
 }
 
+/* set_params_splitkv (flash_api.cpp:323-335): block_n of the splitkv kernel, 64-row query blocks */
+size_t aa_fa2_splitkv_block_n(size_t d) {
+  return d <= 64 ? 256 : d <= 128 ? 128 : 64;
+}
+
 int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size_t n_k, size_t d, size_t num_sms,
                     int dropout, aa_error_t *err) {
   size_t hd = fa2_headdim(d);
@@ -56,8 +61,7 @@ int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size
                         "fa2 dispatch: needs 1 <= d <= 256, num_sms > 0 and a non-empty problem (d = %zu, "
                         "num_sms = %zu, heads = %zu, n_q = %zu, n_k = %zu)",
                         d, num_sms, batch_heads, n_q, n_k);
-  /* set_params_splitkv (flash_api.cpp:323-335): block_n of the splitkv kernel, 64-row query blocks */
-  size_t split_n = hd <= 64 ? 256 : hd <= 128 ? 128 : 64;
+  size_t split_n = aa_fa2_splitkv_block_n(d);
   size_t units = batch_heads * ((n_q + 63) / 64);
   out->num_splits = dropout ? 1 : aa_fa2_num_splits(units, 2 * num_sms, (n_k + split_n - 1) / split_n, 128);
   if (out->num_splits > 1) {

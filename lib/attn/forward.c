@@ -193,7 +193,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
   int st;
 
-  if (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0) /* FA2 split-KV / block order: forward_split.c */
+  if (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0) /* forward_split.c */
     return aa_attn_fwd_tile_split(cx, out, h, i0, tq, qe, S, P, vis, acc, m, l);
   aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
   memset(acc, 0, tq * d * sizeof *acc);

@@ -10,6 +10,8 @@ size_t aa_attn_fwd_nsplits(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   size_t tkk = r->fwd_tile_k ? r->fwd_tile_k : cx->n_k;
   size_t nblk = (cx->n_k + tkk - 1) / tkk;
+  if (r->fwd_split_keys > 0) /* a fixed split size: the count follows n_k alone */
+    return (cx->n_k + r->fwd_split_keys - 1) / r->fwd_split_keys;
   if (r->fwd_split_sms > 0) /* FA2's num_splits_heuristic with twice the SM count (lib/attn/dispatch.c) */
     return aa_fa2_num_splits(cx->heads * ((cx->n_q + 63) / 64), 2 * r->fwd_split_sms, nblk, 128);
   return r->fwd_splits > 1 ? r->fwd_splits : 1;
@@ -43,7 +45,8 @@ static int run_split(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, s
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
   size_t d = cx->d, n_k = cx->n_k, tkk = r->fwd_tile_k ? r->fwd_tile_k : n_k;
-  size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx), per = (nblk + nsplit - 1) / nsplit;
+  size_t nblk = (n_k + tkk - 1) / tkk, nsplit = aa_attn_fwd_nsplits(cx);
+  size_t per = r->fwd_split_keys > 0 ? r->fwd_split_keys / tkk : (nblk + nsplit - 1) / nsplit;
   size_t b0 = sp * per, b1 = (sp + 1) * per < nblk ? (sp + 1) * per : nblk;
   int st;
   memset(acc, 0, tq * d * sizeof *acc);

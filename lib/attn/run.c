@@ -142,10 +142,24 @@ static int run_dispatch(run_t *rn, const aa_recipe_t **r, const aa_problem_t *pb
   rn->tiled.fwd_tile_q = dp.fwd_tile_q;
   rn->tiled.fwd_tile_k = dp.fwd_tile_k;
   rn->tiled.fwd_splits = dp.num_splits;
+  if (in->fwd_split_keys > 0) { /* a fixed split size: the split-KV kernel, whatever the heuristic would say */
+    rn->tiled.fwd_tile_q = 64;
+    rn->tiled.fwd_tile_k = aa_fa2_splitkv_block_n(pb->d);
+    rn->tiled.fwd_splits = 0;
+  }
   rn->tiled.fwd_split_sms = 0;
   rn->tiled.bwd_tile_q = dp.bwd_tile_q;
   rn->tiled.bwd_tile_k = dp.bwd_tile_k;
   *r = &rn->tiled;
+  return AA_OK;
+}
+
+/* fwd.split_keys must cut the keys on key-tile boundaries (the tiles of the run, after dispatch). */
+static int check_split_keys(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  size_t tk = r->fwd_tile_k ? r->fwd_tile_k : pb->n_k;
+  if (r->fwd_split_keys > 0 && r->fwd_split_keys % tk != 0)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.split_keys = %zu is not a multiple of the key tile %zu",
+                        r->name, r->fwd_split_keys, tk);
   return AA_OK;
 }
 
@@ -371,6 +385,7 @@ static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_
   run_t rn = {0};
   int st = run_check(pb, r, err);
   if (st == AA_OK) st = run_dispatch(&rn, &r, pb, err);
+  if (st == AA_OK) st = check_split_keys(pb, r, err);
   if (st == AA_OK) st = check_inputs(pb, r, q, k, v, dO, err);
   if (st != AA_OK) return st;
   if (pb->varlen_batch > 0) return aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);

@@ -23,7 +23,7 @@ static int decide_resolved(aa_batch_decision_t *out, const aa_problem_t *pb, con
   int dropout = pb->keep != NULL || r->dropout.scheme != AA_DROPOUT_NONE;
   size_t sms = b->num_sms ? b->num_sms : r->fwd_split_sms;
   *out = (aa_batch_decision_t){0};
-  out->batch_dependent = r->tiling_fa2 || r->fwd_split_sms > 0;
+  out->batch_dependent = (r->tiling_fa2 || r->fwd_split_sms > 0) && r->fwd_split_keys == 0;
   out->ngroups_swapped = out->batch_dependent && aa_fa2_ngroups_swapped(pb, dropout);
   out->heads_seen = out->ngroups_swapped ? pb->kv_heads : pb->heads;
   out->n_q_seen = out->ngroups_swapped ? pb->heads / pb->kv_heads : pb->n_q;
@@ -35,7 +35,18 @@ static int decide_resolved(aa_batch_decision_t *out, const aa_problem_t *pb, con
   out->fwd_tile_q = r->fwd_tile_q, out->fwd_tile_k = r->fwd_tile_k;
   out->bwd_tile_q = r->bwd_tile_q, out->bwd_tile_k = r->bwd_tile_k;
   out->num_splits = r->fwd_splits > 1 ? r->fwd_splits : 1;
-  if (r->tiling_fa2) {
+  if (r->fwd_split_keys > 0) { /* a fixed split size: the count follows n_k, the tiles are the split kernel's */
+    out->num_splits = (pb->n_k + r->fwd_split_keys - 1) / r->fwd_split_keys;
+    if (r->tiling_fa2) {
+      aa_fa2_dispatch_t dp;
+      if ((st = aa_fa2_dispatch(&dp, out->heads_seen, out->n_q_seen, pb->n_k, pb->d, sms, dropout, err)) != AA_OK)
+        return st;
+      out->fwd_tile_q = 64, out->fwd_tile_k = aa_fa2_splitkv_block_n(pb->d);
+      out->bwd_tile_q = dp.bwd_tile_q, out->bwd_tile_k = dp.bwd_tile_k;
+    }
+    size_t tk = out->fwd_tile_k ? out->fwd_tile_k : pb->n_k;
+    out->n_blocks = (pb->n_k + tk - 1) / tk;
+  } else if (r->tiling_fa2) {
     aa_fa2_dispatch_t dp;
     if ((st = aa_fa2_dispatch(&dp, b->batch * out->heads_seen, out->n_q_seen, pb->n_k, pb->d, sms, dropout, err)) !=
         AA_OK)
@@ -44,7 +55,7 @@ static int decide_resolved(aa_batch_decision_t *out, const aa_problem_t *pb, con
     out->fwd_tile_q = dp.fwd_tile_q, out->fwd_tile_k = dp.fwd_tile_k;
     out->bwd_tile_q = dp.bwd_tile_q, out->bwd_tile_k = dp.bwd_tile_k;
     /* set_params_splitkv's block_n (flash_api.cpp:323-335), whichever kernel runs */
-    size_t block_n = pb->d <= 64 ? 256 : pb->d <= 128 ? 128 : 64;
+    size_t block_n = aa_fa2_splitkv_block_n(pb->d);
     out->n_blocks = (pb->n_k + block_n - 1) / block_n;
   } else if (r->fwd_split_sms > 0) {
     /* the recipe's own key tiles are the blocks (lib/attn/forward_split.c aa_attn_fwd_nsplits) */

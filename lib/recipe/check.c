@@ -49,14 +49,14 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': bwd.d_source = p-dp needs the whole key row in one tile (bwd.tile_k = "
                         "bwd.section = 0)",
                         r->name);
-  if ((r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0) &&
+  if ((r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0) &&
       (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_checkpoint != AA_CKPT_LSE ||
        r->dropout.scheme != AA_DROPOUT_NONE))
-    return aa_error_set(
-        err, AA_EINVAL,
-        "recipe '%s': fwd.k_order = desc, fwd.splits and fwd.split_sms need fwd.softmax = online-lse, "
-        "fwd.checkpoint = lse and no dropout",
-        r->name);
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.k_order = desc, fwd.splits, fwd.split_sms and fwd.split_keys need "
+                        "fwd.softmax = online-lse, "
+                        "fwd.checkpoint = lse and no dropout",
+                        r->name);
   if ((!aa_recipe_exp_is_default(&r->fwd_exp) || !aa_recipe_exp_is_default(&r->bwd_exp)) && r->alu_fmt != AA_FMT_FP32)
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': fwd.exp / bwd.exp constructions other than exact evaluate FP32 arguments "

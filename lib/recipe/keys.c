@@ -177,6 +177,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "split-KV forward into this many key-block ranges merged by LSE", .cite = "FA2 combine kernel, lib/attn/forward_split.c"},
     {.key = "fwd.split_sms", .type = AA_KEY_SIZE, .offset = F_(fwd_split_sms), .max = 4096, .def = "0", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "> 0: split count from FA2's num_splits_heuristic for this many SMs", .cite = "FA2 num_splits_heuristic"},
+    {.key = "fwd.split_keys", .type = AA_KEY_SIZE, .offset = F_(fwd_split_keys), .max = SIZE_MAX_KEY, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "> 0: a fixed split size of this many keys (a multiple of the key tile) instead of a split count: the split-KV kernel always runs with ceil(n_k / S) splits, whatever the batch", .cite = "[batch-invariance]"},
     {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
     {.key = "bwd.d_order", .type = AA_KEY_ENUM, .offset = F_(bwd_d_lanes), .names = d_order_names, .def = "seq", .omit = AA_OMIT_DEFAULT,

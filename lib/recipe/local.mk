@@ -8,7 +8,7 @@ EXTRA_DIST += lib/recipe/KEYS.md
 # The presets are recipe files, compiled in as strings (in this order: the
 # order of `attnacc list`).
 AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.recipe lib/recipe/presets/fa2.recipe \
-	lib/recipe/presets/fa2-h100.recipe lib/recipe/presets/recip.recipe lib/recipe/presets/recip-causal.recipe \
+	lib/recipe/presets/fa2-h100.recipe lib/recipe/presets/fa2-h100-bi.recipe lib/recipe/presets/recip.recipe lib/recipe/presets/recip-causal.recipe \
 	lib/recipe/presets/fa2-atomic.recipe lib/recipe/presets/fa2-fixed.recipe lib/recipe/presets/tlx-dq.recipe \
 	lib/recipe/presets/tlx-dq-causal.recipe lib/recipe/presets/tlx-exp.recipe lib/recipe/presets/tlx.recipe \
 	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe \
