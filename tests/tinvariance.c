@@ -219,6 +219,21 @@ done:
   aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
 }
 
+/* r's decision for pb at B = 1, 2, 4, ..., 128: never batch-dependent, always want_splits splits over key tiles
+   of want_tile_k. */
+static void batch_free_decisions(const aa_problem_t *pb, const aa_recipe_t *r, size_t want_splits,
+                                 size_t want_tile_k) {
+  aa_error_t err = {{0}};
+  for (size_t B = 1; B <= 128; B *= 2) {
+    aa_batch_t bt = {.batch = B, .num_sms = 132};
+    aa_batch_decision_t dec;
+    int st = aa_batch_decide(&dec, pb, r, &bt, &err);
+    AA_CHECK(st == AA_OK && !dec.batch_dependent && dec.num_splits == want_splits && dec.fwd_tile_k == want_tile_k,
+             "%s at B %zu, n_k %zu: batch_dependent %d, %zu splits, key tile %zu (want 0, %zu, %zu): %s", r->name, B,
+             pb->n_k, dec.batch_dependent, dec.num_splits, dec.fwd_tile_k, want_splits, want_tile_k, err.msg);
+  }
+}
+
 /* A fixed split size (fwd.split_keys, preset fa2-h100-bi): ceil(n_k / S) splits at every batch size, reported
    batch-independent; S = 256 keys over 128-key tiles cuts n_k = 512 exactly as fwd.splits = 2 does (2 blocks
    each), so the bits are those; an S that is not a multiple of the key tile is refused. */
@@ -234,14 +249,7 @@ static void test_split_keys(void) {
     AA_FAIL("split_keys: preset fa2-h100-bi: %s", err.msg);
     return;
   }
-  for (size_t B = 1; B <= 128; B *= 2) {
-    aa_batch_t bt = {.batch = B, .num_sms = 132};
-    aa_batch_decision_t dec;
-    int st = aa_batch_decide(&dec, &pb, &bi, &bt, &err);
-    AA_CHECK(st == AA_OK && !dec.batch_dependent && dec.num_splits == 5 && dec.fwd_tile_k == 128,
-             "fa2-h100-bi at B %zu, n_k 20000: batch_dependent %d, %zu splits, key tile %zu (want 0, 5, 128): %s", B,
-             dec.batch_dependent, dec.num_splits, dec.fwd_tile_k, err.msg);
-  }
+  batch_free_decisions(&pb, &bi, 5, 128);
   aa_problem_init(&pb, 64, 512, 64, 1, 1);
   if (aa_recipe_from_spec(&a, "fa2:fwd.split_keys=256,fwd.tile_k=128", &err) != AA_OK ||
       aa_recipe_from_spec(&b, "fa2:fwd.splits=2,fwd.tile_k=128", &err) != AA_OK ||
@@ -282,13 +290,7 @@ static void test_fixed_and_refused(void) {
     AA_FAIL("preset fa2: %s", err.msg);
     return;
   }
-  for (size_t B = 1; B <= 128; B *= 2) {
-    aa_batch_t b = {.batch = B, .num_sms = 132};
-    aa_batch_decision_t dec;
-    int st = aa_batch_decide(&dec, &pb, &r, &b, &err);
-    AA_CHECK(st == AA_OK && !dec.batch_dependent && dec.num_splits == (r.fwd_splits > 1 ? r.fwd_splits : 1),
-             "fa2 at B %zu: batch_dependent %d, %zu splits (%s)", B, dec.batch_dependent, dec.num_splits, err.msg);
-  }
+  batch_free_decisions(&pb, &r, r.fwd_splits > 1 ? r.fwd_splits : 1, r.fwd_tile_k);
   aa_batch_t zero = {.batch = 0, .num_sms = 132};
   aa_batch_decision_t dec;
   AA_CHECK(aa_batch_decide(&dec, &pb, &r, &zero, &err) == AA_EINVAL && strstr(err.msg, "batch size"),
