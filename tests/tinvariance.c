@@ -70,6 +70,23 @@ static int same_bits(const aa_tensor_t *a, const aa_tensor_t *b, size_t *differ)
   return *differ == 0;
 }
 
+/* q [sq], k and v [sk], BF16, normal draws from the stream (seed, tag); 0, or -1 out of memory. */
+static int draw_qkv(aa_tensor_t *q, aa_tensor_t *k, aa_tensor_t *v, const size_t sq[3], const size_t sk[3],
+                    uint64_t seed, uint64_t tag) {
+  aa_pcg64_t rng;
+  aa_tensor_t *in[3] = {q, k, v};
+  aa_rng_derive(&rng, seed, &tag, 1);
+  if (aa_tensor_alloc(q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(k, 3, sk, AA_FMT_BF16) ||
+      aa_tensor_alloc(v, 3, sk, AA_FMT_BF16))
+    return -1;
+  for (int t = 0; t < 3; t++) {
+    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
+      in[t]->data[e] = aa_pcg64_normal(&rng);
+    aa_tensor_round(in[t], AA_FMT_BF16);
+  }
+  return 0;
+}
+
 /* The bits: B = 2 (same 4 splits as B = 1) keeps every bit, B = 32 (2 splits) and B = 64 (the standard kernel)
    change some; B = 1 through the batch path equals aa_attn_run on the problem alone. */
 static void test_bits(const aa_recipe_t *r, uint64_t seed) {
@@ -77,19 +94,10 @@ static void test_bits(const aa_recipe_t *r, uint64_t seed) {
   aa_problem_init(&pb, 128, 512, 128, 2, 2);
   aa_tensor_t q = {0}, k = {0}, v = {0};
   size_t sq[3] = {2, 128, 128}, sk[3] = {2, 512, 128};
-  aa_pcg64_t rng;
-  uint64_t tag = 1;
-  aa_rng_derive(&rng, seed, &tag, 1);
-  if (aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
-      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+  if (draw_qkv(&q, &k, &v, sq, sk, seed, 1) != 0) {
     AA_FAIL("bits: out of memory");
+    aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
     return;
-  }
-  aa_tensor_t *in[3] = {&q, &k, &v};
-  for (int t = 0; t < 3; t++) {
-    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
-      in[t]->data[e] = aa_pcg64_normal(&rng);
-    aa_tensor_round(in[t], AA_FMT_BF16);
   }
   size_t batches[4] = {1, 2, 32, 64};
   int want_same[4] = {1, 1, 0, 0};
@@ -134,24 +142,14 @@ static void test_decode_gqa(const aa_recipe_t *r, uint64_t seed) {
   aa_problem_init(&pb, 1, 4096, 128, 16, 1);
   aa_tensor_t q = {0}, k = {0}, v = {0};
   size_t sq[3] = {16, 1, 128}, sk[3] = {1, 4096, 128};
-  aa_pcg64_t rng;
-  uint64_t tag = 2;
   aa_attn_result_t one = {0}, alone = {0};
   aa_batch_t b = {.batch = 1, .num_sms = 132};
   aa_batch_decision_t dec;
   aa_error_t err = {{0}};
   size_t differ;
-  aa_rng_derive(&rng, seed, &tag, 1);
-  if (aa_tensor_alloc(&q, 3, sq, AA_FMT_BF16) || aa_tensor_alloc(&k, 3, sk, AA_FMT_BF16) ||
-      aa_tensor_alloc(&v, 3, sk, AA_FMT_BF16)) {
+  if (draw_qkv(&q, &k, &v, sq, sk, seed, 2) != 0) {
     AA_FAIL("decode: out of memory");
     goto done;
-  }
-  aa_tensor_t *in[3] = {&q, &k, &v};
-  for (int t = 0; t < 3; t++) {
-    for (size_t e = 0; e < aa_tensor_numel(in[t]); e++)
-      in[t]->data[e] = aa_pcg64_normal(&rng);
-    aa_tensor_round(in[t], AA_FMT_BF16);
   }
   if (aa_batch_forward(&one, &dec, &pb, r, &b, &q, &k, &v, &err) != AA_OK ||
       aa_attn_run(&alone, &pb, r, &q, &k, &v, NULL, &err) != AA_OK) {
