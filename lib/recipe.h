@@ -363,6 +363,13 @@ const char *aa_recipe_preset_text(const char *name);
    aa_recipe_check. AA_ENOTFOUND for an unknown preset, AA_EINVAL for a bad
    key, value or check, AA_EIO/AA_EFORMAT from the file. */
 int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err);
+/* The next spec of a comma-separated list (--variant, --variants): from *p
+   to the comma that ends it, where a NAME:key=value spec runs on over commas
+   while the next item is a key=value (no ':' or '/' before its '='). Copies
+   it into out[cap] and moves *p past its comma (NULL after the last).
+   Returns the spec's length; 0 for an empty item, cap or more when it does
+   not fit (out is then truncated). */
+size_t aa_recipe_spec_next(char *out, size_t cap, const char **p);
 
 /* Set one key; an unknown key or value gives AA_EINVAL naming both. The
    macro key `mixed_precision = on|off` sets bwd.d_fmt, bwd.dq_acc_fmt,

@@ -269,8 +269,31 @@ static void test_field_sizes(void) {
   }
 }
 
+/* One rule splits every list of specs (run --variant, sweep --variants, closest --variants): a NAME:key=value
+   spec runs on over commas while the next item is a key=value; a preset, a path or another NAME: starts a new one. */
+static void test_spec_list(void) {
+  static const char *const want[] = {"fa2:bwd.ds_fmt=fp32,fwd.p_fmt=fp32", "fa2-h100", "dir/my.recipe",
+                                     "tlx:fwd.tile_k=64", "nki"};
+  const char *p = "fa2:bwd.ds_fmt=fp32,fwd.p_fmt=fp32,fa2-h100,dir/my.recipe,tlx:fwd.tile_k=64,nki";
+  char out[64];
+  size_t i = 0;
+  while (p != NULL && i < 5) {
+    size_t len = aa_recipe_spec_next(out, sizeof out, &p);
+    AA_CHECK(len == strlen(want[i]) && strcmp(out, want[i]) == 0, "spec list item %zu: '%s', want '%s'", i, out,
+             want[i]);
+    i++;
+  }
+  AA_CHECK(i == 5 && p == NULL, "spec list: %zu items, %s left", i, p != NULL ? p : "nothing");
+  p = "fa2,,nki";
+  aa_recipe_spec_next(out, sizeof out, &p);
+  AA_CHECK(aa_recipe_spec_next(out, sizeof out, &p) == 0, "spec list: an empty item is not reported as empty");
+  p = "fa2:bwd.ds_fmt=fp32,fwd.p_fmt=fp32";
+  AA_CHECK(aa_recipe_spec_next(out, 8, &p) >= 8 && strlen(out) == 7, "spec list: a long item is not reported");
+}
+
 int main(void) {
   test_field_sizes();
+  test_spec_list();
   test_roundtrip();
   test_preset_contents();
   test_parser();

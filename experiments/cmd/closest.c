@@ -166,13 +166,13 @@ int aa_cmd_closest(int argc, char **argv) {
     cli_error(cmd, "give --inputs DIR (what the kernel ran on) and --grads DIR (its dq, dk, dv [, o])");
     goto out;
   }
-  char buf[4096];
-  if (strlen(variants) >= sizeof buf) {
-    cli_error(cmd, "--variants: list too long");
-    goto out;
-  }
-  snprintf(buf, sizeof buf, "%s", variants);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+  for (const char *p = variants; p != NULL;) {
+    char tok[4096];
+    size_t len = aa_recipe_spec_next(tok, sizeof tok, &p);
+    if (len == 0 || len >= sizeof tok) {
+      cli_error(cmd, "--variants: empty or overlong item in '%s'", variants);
+      goto out;
+    }
     aa_error_t err = {{0}};
     if (nr == CLOSEST_MAX) {
       cli_error(cmd, "--variants: more than %d recipes", CLOSEST_MAX);

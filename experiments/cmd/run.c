@@ -153,32 +153,19 @@ static int add_spec(run_t *R, const char *name) {
   return 0;
 }
 
-/* --variant SPEC[,SPEC...]: a spec NAME:key=value,key=value runs on over
-   commas while the next item is a key=value (no ':' or '/' before its '='). */
+/* --variant SPEC[,SPEC...], split by the library's rule (aa_recipe_spec_next). */
 static int add_variants(run_t *R, const char *s) {
-  for (const char *p = s;;) {
-    const char *comma = strchr(p, ',');
+  for (const char *p = s; p != NULL;) {
     char name[128];
-    size_t len;
+    size_t len = aa_recipe_spec_next(name, sizeof name, &p);
     int st;
-    while (comma != NULL && strchr(p, ':') != NULL && strchr(p, ':') < comma) {
-      const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
-      size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
-      if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
-        break;
-      comma = end;
-    }
-    len = comma ? (size_t)(comma - p) : strlen(p);
     if (len == 0 || len >= sizeof name) {
       cli_error(R->cmd, "--variant: empty or overlong name in '%s'", s);
       return 2;
     }
-    memcpy(name, p, len);
-    name[len] = '\0';
     if ((st = add_spec(R, name)) != 0) return st;
-    if (comma == NULL) return 0;
-    p = comma + 1;
   }
+  return 0;
 }
 
 /* --recipe FILE as recipe number nrec. A file that starts from a preset

@@ -566,13 +566,11 @@ static int normmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa
       xp_opt_ints(cx->dv, &cx->nd, MAX_LIST, o, "d", "64,128", 1, 4096) ||
       xp_opt_doubles(cx->sv, &cx->nsg, MAX_LIST, o, "sigma", "1,2,3,3.5,4,4.5", 0, 1e6, 1) ||
       xp_opt_strs(ms, &nm, 2, mbuf, sizeof mbuf, o, "masks", "dense,causal") ||
-      xp_opt_strs(drs, &ndr, MAX_REC, drbuf, sizeof drbuf, o, "dense", "fa2,recip,recip:fwd.rowsum_rounded=off") ||
-      xp_opt_strs(crs, &ncr, MAX_REC, crbuf, sizeof crbuf, o, "causal", "fa2,recip-causal") ||
+      xp_opt_specs(drs, &ndr, MAX_REC, drbuf, sizeof drbuf, o, "dense", "fa2,recip,recip:fwd.rowsum_rounded=off") ||
+      xp_opt_specs(crs, &ncr, MAX_REC, crbuf, sizeof crbuf, o, "causal", "fa2,recip-causal") ||
       xp_opt_size(&nseeds, o, "seeds", 1, 1000000) || xp_opt_size(&cx->rows, o, "rows", 0, 1u << 30) ||
       xp_opt_double(&cx->shift, o, "shift", -1e4, 1e4, 0))
     return AA_EINVAL;
-  ndr = xp_variants_join(drs, ndr);
-  ncr = xp_variants_join(crs, ncr);
   for (size_t i = 0; i < cx->nn; i++)
     cx->nl[i] = (long)cx->nv[i];
   for (size_t i = 0; i < cx->nd; i++)

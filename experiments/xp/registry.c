@@ -181,20 +181,31 @@ int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_err
   return AA_OK;
 }
 
-size_t xp_variants_join(const char **items, size_t n) {
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *eq = strchr(items[i], '=');
-    size_t head = eq != NULL ? (size_t)(eq - items[i]) : 0;
-    int cont = eq != NULL && k > 0 && memchr(items[i], ':', head) == NULL && memchr(items[i], '/', head) == NULL;
-    if (cont) {
-      /* items lie one after the other in xp_opt_strs's buffer: put the comma back */
-      ((char *)items[i])[-1] = ',';
-    } else {
-      items[k++] = items[i];
+int xp_opt_specs(const char **out, size_t *n, size_t cap, char *buf, size_t bufcap, const xp_opts_t *o,
+                 const char *name, const char *dflt) {
+  const char *s = xp_opt(o, name);
+  size_t k = 0, used = 0;
+  if (s == NULL) s = dflt;
+  for (const char *p = s; p != NULL;) {
+    size_t len = aa_recipe_spec_next(buf + used, bufcap - used, &p);
+    if (len == 0) {
+      cli_error(o->cmd, "--%s: '%s' has an empty item", name, s);
+      return 2;
     }
+    if (used + len >= bufcap || k == cap) {
+      cli_error(o->cmd, "--%s: list too long (at most %zu items)", name, cap);
+      return 2;
+    }
+    for (size_t j = 0; j < k; j++)
+      if (strcmp(out[j], buf + used) == 0) {
+        cli_error(o->cmd, "--%s: '%s' is repeated", name, buf + used);
+        return 2;
+      }
+    out[k++] = buf + used;
+    used += len + 1;
   }
-  return k;
+  *n = k;
+  return 0;
 }
 
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
@@ -203,8 +214,7 @@ int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
   size_t n;
   int rc;
   if (xp_opt(o, "variants") != NULL) {
-    if (xp_opt_strs(names, &n, XP_MAX_RECIPES, buf, sizeof buf, o, "variants", "")) return AA_EINVAL;
-    n = xp_variants_join(names, n);
+    if (xp_opt_specs(names, &n, XP_MAX_RECIPES, buf, sizeof buf, o, "variants", "")) return AA_EINVAL;
   } else {
     n = xp_default_recipes(names, XP_MAX_RECIPES);
   }

@@ -112,10 +112,11 @@ size_t xp_default_recipes(const char **names, size_t cap);
 int xp_ctx_set_recipes(xp_ctx_t *ctx, const char *const *names, size_t n, aa_error_t *err);
 /* Append one recipe (skipped when one of that name is already there), with its text hash. */
 int xp_ctx_add_recipe(xp_ctx_t *ctx, const aa_recipe_t *r, aa_error_t *err);
-/* --variants items split at commas (xp_opt_strs) joined back where an item
-   is a key=value continuing the previous NAME:key=value spec; returns the
-   new count. The items must be consecutive in one xp_opt_strs buffer. */
-size_t xp_variants_join(const char **items, size_t n);
+/* A list of variant specs (--variants, normmap's --dense and --causal), split
+   by the library's rule (aa_recipe_spec_next: NAME:key=value,key=value is one
+   item) into buf; as xp_opt_strs otherwise. */
+int xp_opt_specs(const char **out, size_t *n, size_t cap, char *buf, size_t bufcap, const xp_opts_t *o,
+                 const char *name, const char *dflt);
 /* ctx's recipes from --variants (default xp_default_recipes). */
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 void xp_ctx_init(xp_ctx_t *ctx);

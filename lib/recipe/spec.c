@@ -7,6 +7,22 @@
 
 #include "recipe.h"
 
+size_t aa_recipe_spec_next(char *out, size_t cap, const char **p) {
+  const char *s = *p, *comma = strchr(s, ',');
+  size_t len;
+  while (comma != NULL && strchr(s, ':') != NULL && strchr(s, ':') < comma) {
+    const char *nx = comma + 1, *eq = strchr(nx, '='), *end = strchr(nx, ',');
+    size_t head = eq != NULL ? (size_t)(eq - nx) : 0;
+    if (eq == NULL || (end != NULL && eq > end) || memchr(nx, ':', head) != NULL || memchr(nx, '/', head) != NULL)
+      break;
+    comma = end;
+  }
+  len = comma ? (size_t)(comma - s) : strlen(s);
+  if (cap > 0) snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), s);
+  *p = comma ? comma + 1 : NULL;
+  return len;
+}
+
 int aa_recipe_from_spec(aa_recipe_t *out, const char *spec, aa_error_t *err) {
   if (out == NULL || spec == NULL) return aa_error_set(err, AA_EINVAL, "recipe_from_spec: NULL argument");
   size_t n = strlen(spec);
