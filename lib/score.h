@@ -71,6 +71,7 @@ typedef struct {
   double ulp_median, ulp_p99, ulp_max, ulp_mean, ulp_normwise;
   double max_rel, rel_floor, max_rel_any;
   size_t worst_abs, worst_rel; /* folded indices of max_abs and max_rel_any */
+  size_t first_nonfinite;      /* folded index of the first NaN or Inf of got (m.nan + m.inf > 0), else 0 */
   double worst_got, worst_ref; /* a and b at worst_abs */
   double oracle_relerr_bound;
   aa_rule_result_t rule[AA_RULE_COUNT];

@@ -140,5 +140,20 @@ big="${top_srcdir:-.}/fuzz/corpus/npz/declares-4gib.npz"
 run 2 "npz with a false member size" --inputs "$big" --grads "$big" --layout bhnd
 grep -q "declares-4gib.npz\[q.npy\]" "$T/err" || FAIL "tscore npz false size: $(cat "$T/err")"
 
+# NaN in a kernel's output: counted, the first index named, no ratio against the oracle; the verdict line names
+# only the rules that failed. dq gets NaN at [1, 2, 3, 4] (bhnd) and a later one.
+mkdir -p "$T/nan" && cp "$T/good/"*.npy "$T/nan/"
+"$py" - "$T/nan/dq.npy" <<'PY' || FAIL "tscore NaN: could not write dq"
+import sys, numpy as np
+a = np.load(sys.argv[1]); a[1, 2, 3, 4] = np.nan; a[1, 3, 0, 0] = np.nan; np.save(sys.argv[1], a)
+PY
+run 1 "NaN in dq" --inputs "$T/in" --grads "$T/nan" --layout bhnd --rule fa,sdpa
+grep -q "dq fails the fa rule: 2 NaN and 0 Inf elements of 4096, the first at index (1, 2, 3, 4)" "$T/out" ||
+  FAIL "tscore NaN: no count and first index: $(grep FAIL "$T/out" | head -2)"
+grep -q "2 NaN FAIL" "$T/out" || FAIL "tscore NaN: the table shows a ratio, not the count"
+grep -q "^verdict: external FAIL by fa, sdpa$" "$T/out" || FAIL "tscore NaN: verdict line $(grep verdict "$T/out")"
+run 1 "dq * 1.008 with fa,torch,abs-rel" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule fa,torch,abs-rel
+grep "^verdict:" "$T/out" | grep -q "abs-rel" && FAIL "tscore verdict names a rule that passed: $(grep verdict "$T/out")"
+
 [ $fails -eq 0 ] || { echo "tscore_verdict: $fails failure(s)"; exit 1; }
 echo "tscore_verdict: ok"

@@ -50,9 +50,11 @@ void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_
              aa_rule_name(rule));
     return;
   }
-  if (o->s.m.nan + o->s.m.inf > 0) {
-    snprintf(buf, cap, "%s fails the %s rule: %zu NaN and %zu Inf elements of %zu", o->name, aa_rule_name(rule),
-             o->s.m.nan, o->s.m.inf, o->s.m.count);
+  if (o->s.m.nan + o->s.m.inf > 0) { /* never compared with the oracle as a number */
+    char first[96];
+    index_str(first, sizeof first, rep, o, o->s.first_nonfinite);
+    snprintf(buf, cap, "%s fails the %s rule: %zu NaN and %zu Inf elements of %zu, the first at index %s", o->name,
+             aa_rule_name(rule), o->s.m.nan, o->s.m.inf, o->s.m.count, first);
     return;
   }
   if (rule == AA_RULE_ABSREL || rule == AA_RULE_TORCH)
@@ -87,7 +89,10 @@ void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
       for (int r = 0; r < AA_RULE_COUNT; r++) {
         const aa_rule_result_t *x = &o->s.rule[r];
         char cell[32];
-        if (x->applied)
+        if (x->applied && o->s.m.nan + o->s.m.inf > 0) /* a count, not a ratio against the oracle */
+          snprintf(cell, sizeof cell, "%zu %s FAIL", o->s.m.nan ? o->s.m.nan : o->s.m.inf,
+                   o->s.m.nan ? "NaN" : "Inf");
+        else if (x->applied)
           snprintf(cell, sizeof cell, "%.4g %s", x->ratio, x->pass ? "pass" : "FAIL");
         else
           snprintf(cell, sizeof cell, "-");
@@ -104,10 +109,17 @@ void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
       vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].rtol : AA_METRICS_RTOL);
   if (extra.n_verdict == 0) return;
   for (size_t i = 0; i < nv; i++) {
-    int pass = cli_verdict(&vs[i], extra.verdict_rules, extra.n_verdict);
-    fprintf(f, "verdict: %s %s by", vs[i].variant, pass ? "PASS" : "FAIL");
-    for (int r = 0; r < extra.n_verdict; r++)
-      fprintf(f, "%s%s", r ? ", " : " ", aa_rule_name(extra.verdict_rules[r]));
+    int pass = cli_verdict(&vs[i], extra.verdict_rules, extra.n_verdict), nfail = 0;
+    /* PASS by every rule asked for, or FAIL naming only the rules that failed */
+    fprintf(f, "verdict: %s %s", vs[i].variant, pass ? "PASS by" : "FAIL by");
+    for (int r = 0; r < extra.n_verdict; r++) {
+      aa_rule_t rule = extra.verdict_rules[r];
+      int ok = 1;
+      for (int j = 0; j < vs[i].nout; j++)
+        ok &= vs[i].out[j].s.rule[rule].applied && vs[i].out[j].s.rule[rule].pass;
+      if (pass || !ok) fprintf(f, "%s%s", nfail++ ? ", " : " ", aa_rule_name(rule));
+    }
+    if (!pass && nfail < extra.n_verdict) fprintf(f, " (of %d rules asked for)", extra.n_verdict);
     fprintf(f, "\n");
     for (int j = 0; j < vs[i].nout; j++)
       for (int r = 0; r < extra.n_verdict; r++) {

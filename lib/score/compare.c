@@ -87,9 +87,11 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
   s->worst_got = s->worst_ref = NAN;
   {
     double worst_abs = -1, worst_rel = -1;
+    size_t seen_nonfinite = 0;
     aa_round_opts_t ro = {ulp_fmt, AA_RND_NE, 1, 0};
     for (size_t i = 0; i < n; i++) {
       double a = got->data[i], b = ref->val.data[i], d, r, cr;
+      if (!isfinite(a) && !seen_nonfinite++) s->first_nonfinite = i;
       if (!isfinite(a) || !isfinite(b)) continue;
       d = fabs(a - b);
       if (d > worst_abs) {
