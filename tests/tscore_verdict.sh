@@ -155,5 +155,30 @@ grep -q "^verdict: external FAIL by fa, sdpa$" "$T/out" || FAIL "tscore NaN: ver
 run 1 "dq * 1.008 with fa,torch,abs-rel" --inputs "$T/in" --grads "$T/bad" --layout bhnd --rule fa,torch,abs-rel
 grep "^verdict:" "$T/out" | grep -q "abs-rel" && FAIL "tscore verdict names a rule that passed: $(grep verdict "$T/out")"
 
+# A BF16 kernel whose tensors were saved as fp32: judged against an fp32 naive reference it fails fa by orders of
+# magnitude, with a note saying so; --kernel-fmt bf16 judges it as the BF16 kernel it is; --kernel-fmt fp16 is
+# refused (its values are not all fp16).
+"$py" - "$T" <<'PY' || FAIL "tscore kernel-fmt: could not write the files"
+import os, sys, numpy as np, torch
+T = sys.argv[1]
+g = torch.Generator().manual_seed(5)
+q, k, v, do = (torch.randn(1, 2, 48, 16, generator=g).bfloat16().float() for i in range(4))
+q[0, 0, 0, 0] = 2.0 ** -30  # a BF16 value that FP16 cannot hold
+qb, kb, vb = (t.detach().bfloat16().requires_grad_() for t in (q, k, v))
+o = torch.softmax((qb @ kb.transpose(-1, -2)) * 16 ** -0.5, dim=-1) @ vb  # math attention in BF16
+o.backward(do.bfloat16())
+for d, names, ts in ((T + "/f32in", ("q", "k", "v", "do"), (q, k, v, do)),
+                     (T + "/f32out", ("o", "dq", "dk", "dv"), (o, qb.grad, kb.grad, vb.grad))):
+    os.makedirs(d, exist_ok=True)
+    for n, t in zip(names, ts):
+        np.save(os.path.join(d, n + ".npy"), t.detach().float().numpy())
+PY
+run 1 "bf16 kernel saved as fp32" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd
+grep -q "every value is bf16" "$T/err" || FAIL "tscore kernel-fmt: no note about fp32-stored BF16 values: $(cat "$T/err")"
+run 0 "bf16 kernel saved as fp32, --kernel-fmt bf16" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt bf16
+grep -q "^verdict: external PASS by fa" "$T/out" || FAIL "tscore kernel-fmt bf16: $(grep verdict "$T/out")"
+run 2 "--kernel-fmt fp16 on bf16 values" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt fp16
+grep -q "are not fp16" "$T/err" || FAIL "tscore kernel-fmt fp16: $(cat "$T/err")"
+
 [ $fails -eq 0 ] || { echo "tscore_verdict: $fails failure(s)"; exit 1; }
 echo "tscore_verdict: ok"

@@ -28,6 +28,9 @@ static const cli_opt_t opts[] = {
      "rules deciding the exit status: fa, torch, sdpa, abs-rel [ATOL RTOL], comma-separated, or all"},
     {"no-fail", NULL, NULL, "exit 0 even when a rule fails (the verdict is still printed)"},
     {"ulp-fmt", "bf16|fp16|fp32", "the data's own", "format ULP distances are counted in"},
+    {"kernel-fmt", "bf16|fp16|fp32|fp64", "the inputs' storage dtype",
+     "the format the kernel computes in; the naive reference of fa and sdpa runs in it (a BF16 kernel whose "
+     "tensors were saved as fp32: bf16)"},
     {"bf16-bits", NULL, NULL, "read '<i2' (int16) arrays as BF16 bit patterns (torch: t.view(torch.int16))"},
     {"fa", NULL, NULL, "legacy: also fill the fa_* fields with naive-bf16 (needs bf16-representable inputs)"},
     {"json", NULL, NULL, "print the JSON document (experiments/README-json.md) instead of the table"},
@@ -162,7 +165,7 @@ typedef struct {
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
   size_t window, threads;
   double scale, oracle_seconds, atol, rtol;
-  int ulp_fmt, nrules, have_oracle, have_naive, have_snaive;
+  int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive;
   unsigned flags;
   aa_rule_t rules[AA_RULE_COUNT];
   src_kind_t ik, gk;
@@ -222,6 +225,15 @@ static int score_options(score_t *S) {
       return 2;
     }
     S->ulp_fmt = (int)f;
+  }
+  if ((s = cli_get(a, "kernel-fmt")) != NULL) {
+    aa_fmt_t f;
+    if (aa_fmt_from_name(&f, s) != AA_OK ||
+        (f != AA_FMT_BF16 && f != AA_FMT_FP16 && f != AA_FMT_FP32 && f != AA_FMT_FP64)) {
+      cli_error(cmd, "--kernel-fmt: '%s' is not bf16, fp16, fp32 or fp64", s);
+      return 2;
+    }
+    S->kernel_fmt = (int)f;
   }
   if (cli_get(a, "cu-seqlens") != NULL) {
     size_t tq = 0, tk = 0;
@@ -313,6 +325,42 @@ static int score_read_inputs(score_t *S) {
       S->in_fmt = r->fmt;
   }
   return S->raw[4].data != NULL ? score_sinks(S) : 0;
+}
+
+/* The format the kernel computes in: --kernel-fmt (every input must hold only its values), else the storage
+   dtype, with a note when wider storage holds only BF16 or FP16 values (the naive reference of fa and sdpa
+   follows this format: a BF16 kernel judged against an FP32 naive reference fails by orders of magnitude). */
+static int holds_only(const aa_tensor_t *t, aa_fmt_t fmt) {
+  aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
+  for (size_t i = 0, n = aa_tensor_numel(t); i < n; i++)
+    if (aa_round(t->data[i], &ro, NULL) != t->data[i]) return 0;
+  return 1;
+}
+
+static int score_kernel_fmt(score_t *S) {
+  const aa_tensor_t *ts[4] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO};
+  static const char *const names[4] = {"q", "k", "v", "do"};
+  aa_fmt_t narrow = AA_FMT_BF16;
+  for (int i = 0; i < 4; i++) {
+    aa_fmt_t f = aa_score_infer_fmt(ts[i]);
+    if (S->kernel_fmt >= 0 && !holds_only(ts[i], (aa_fmt_t)S->kernel_fmt)) {
+      cli_error(S->cmd, "--kernel-fmt %s: %s holds values that are not %s (they need %s)",
+                cli_fmt_name((aa_fmt_t)S->kernel_fmt), names[i], cli_fmt_name((aa_fmt_t)S->kernel_fmt),
+                cli_fmt_name(f));
+      return 2;
+    }
+    if (f == AA_FMT_FP32 || f == AA_FMT_FP64 || (f == AA_FMT_FP16 && narrow == AA_FMT_BF16)) narrow = f;
+  }
+  if (S->kernel_fmt >= 0) {
+    S->in_fmt = (aa_fmt_t)S->kernel_fmt;
+    if (S->ulp_fmt < 0 && S->kernel_fmt != AA_FMT_FP64) S->ulp_fmt = S->kernel_fmt; /* ULPs of the kernel's format */
+  } else if ((S->in_fmt == AA_FMT_FP32 || S->in_fmt == AA_FMT_FP64) &&
+             (narrow == AA_FMT_BF16 || narrow == AA_FMT_FP16))
+    fprintf(stderr,
+            "attnacc %s: note: the inputs are stored as %s but every value is %s; if the kernel computes in %s, "
+            "give --kernel-fmt %s (the fa and sdpa rules compare with a naive reference in the kernel's format)\n",
+            S->cmd, cli_fmt_name(S->in_fmt), cli_fmt_name(narrow), cli_fmt_name(narrow), cli_fmt_name(narrow));
+  return 0;
 }
 
 /* The problem (mask, scale, sinks, varlen) and its checks; the default rule. */
@@ -528,12 +576,14 @@ int aa_cmd_score(int argc, char **argv) {
   S->cmd = "score";
   S->atol = S->rtol = -1;
   S->ulp_fmt = -1;
+  S->kernel_fmt = -1;
   S->layout = AA_LAYOUT_AUTO;
   S->in_fmt = AA_FMT_BF16;
   rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
   if (rc < 0) {
     rc = score_options(S);
     if (rc == 0) rc = score_read_inputs(S);
+    if (rc == 0) rc = score_kernel_fmt(S);
     if (rc == 0) rc = score_problem(S);
     if (rc == 0) rc = score_read_outputs(S);
     if (rc == 0) rc = score_oracle(S);
