@@ -414,6 +414,23 @@ def test_one_spec_grammar(spec, tmp_path):
         assert np.array_equal(em[out], want), out
 
 
+def test_kernel_dtype():
+    """A BF16 kernel whose tensors were saved as float32: judged against an FP32 naive reference fa fails by
+    orders of magnitude; kernel_dtype="bf16" judges it as the BF16 kernel it is. A dtype that cannot hold the
+    inputs is refused."""
+    ins, outs = make(torch.bfloat16)
+    f32 = [t.float() for t in ins], [t.float() for t in outs]
+    stored = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd")
+    assert not stored.passed and stored.outputs["dq"].rules["fa"].ratio > 100
+    as_bf16 = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd",
+                            kernel_dtype=torch.bfloat16)
+    assert as_bf16.passed, as_bf16.summary()
+    q = f32[0][0].clone()
+    q[0, 0, 0, 0] = 2.0 ** -30  # BF16 holds it, FP16 does not
+    with pytest.raises(ValueError, match="not fp16"):
+        attnacc.score(q, *f32[0][1:], dq=f32[1][1], layout="bhnd", kernel_dtype="fp16")
+
+
 def test_default_rule_by_dtype():
     ins, outs = make(torch.float64)
     res = attnacc.score(*ins, o=outs[0], dq=outs[1], layout="bhnd")

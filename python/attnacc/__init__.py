@@ -203,6 +203,31 @@ def _flat(arr, fmt):
     return t
 
 
+def _kernel_fmt(kernel_dtype, arrs):
+    """The format index the kernel computes in (kernel_dtype: "bf16", "fp16", "fp32", "fp64" or a torch dtype),
+    checked against every input's values: the inputs are then tagged with it, so the naive reference of the fa
+    and sdpa rules runs in the kernel's format rather than the storage dtype's. None: the storage dtype."""
+    if kernel_dtype is None:
+        return None
+    names = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+             "float64": "fp64", "double": "fp64"}
+    text = str(kernel_dtype).replace("torch.", "").lower()
+    fmt = _str_arg("kernel_dtype", names.get(text, text), ("bf16", "fp16", "fp32", "fp64")).lower()
+    for (a, _), n in zip(arrs, ("q", "k", "v", "do")):
+        if fmt == "bf16":
+            f = a.astype(np.float32)
+            ok = np.array_equal(f.astype(np.float64), a) and not (f.view(np.uint32) & 0xFFFF).any()
+        elif fmt == "fp16":
+            ok = np.array_equal(a.astype(np.float16).astype(np.float64), a)
+        elif fmt == "fp32":
+            ok = np.array_equal(a.astype(np.float32).astype(np.float64), a)
+        else:
+            ok = True
+        if not ok:
+            raise ValueError(f"attnacc: kernel_dtype={fmt}: {n} holds values that are not {fmt}")
+    return FMTS.index(fmt)
+
+
 def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle_path,
           threads, naive, q_shape=None, k_shape=None):
     o = _lib.FlatOpts()
@@ -504,7 +529,7 @@ def _finish(res, info, rules, opts, seconds=None):
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
           softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
           oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None,
-          max_seconds=None):
+          max_seconds=None, kernel_dtype=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
@@ -519,6 +544,9 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
     reported; `rule` picks which decide Score.passed.
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
+    kernel_dtype: the format the kernel computes in ("bf16", "fp16", "fp32", "fp64" or a torch dtype) when the
+    tensors were stored wider (a BF16 kernel's tensors saved as float32): the fa and sdpa rules then compare with
+    a naive reference in that format and ULPs are counted in it; every input must hold only its values.
     threads: 0 (all cores) to 4096, as the command's --threads.
     bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns.
     max_memory, max_seconds: the limits of the up-front estimate (module docstring; LimitError beyond them).
@@ -539,6 +567,11 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     _budget(opts, shapes, 3, max_memory, max_seconds)  # the given outputs, the naive reference, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
+    kf = _kernel_fmt(kernel_dtype, arrs)
+    if kf is not None:
+        arrs = [(a, kf) for a, _ in arrs]
+        if ulp_fmt is None and FMTS[kf] != "fp64":
+            opts.ulp_fmt = kf
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     gs = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in outs])
     res = (_lib.FlatOut * 4)()
