@@ -353,9 +353,11 @@ int aa_sweep_progress_line(char *buf, size_t size, const aa_sweep_progress_t *p,
    ------------------------------------------------------------------------ */
 
 /* Key: FNV-1a 128 over the problem settings (shapes, scale, masks, bounds,
-   sinks, keep mask and scale), the four input tensors (shape, format tag,
-   bits of every value) and the oracle settings that change the result
-   (path and precision; not the thread count). */
+   the features beyond masks, a varlen batch's offsets, sinks, keep mask
+   and scale), the four input tensors (shape, format tag, bits of every
+   value) and the oracle settings that change the result (path, precision
+   and target; not the thread count, nor the device: the GPU's certified
+   roundings equal the CPU's). */
 int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
                         const aa_tensor_t *v, const aa_tensor_t *dO, const aa_oracle_opts_t *opts, aa_error_t *err);
 /* AA_OK and a result to free with aa_oracle_result_free on a hit;

@@ -180,5 +180,13 @@ grep -q "^verdict: external PASS by fa" "$T/out" || FAIL "tscore kernel-fmt bf16
 run 2 "--kernel-fmt fp16 on bf16 values" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt fp16
 grep -q "are not fp16" "$T/err" || FAIL "tscore kernel-fmt fp16: $(cat "$T/err")"
 
+# --cache DIR: the second score of the same inputs reads the oracle from the cache (a note says so) and gives the
+# same document but for the timings.
+run 0 "cache, first" --inputs "$T/in" --grads "$T/good" --layout bhnd --cache "$T/oc" --json
+grep -v '"seconds\|"oracle_seconds\|"emulation_seconds' "$T/out" >"$T/j1"
+run 0 "cache, second" --inputs "$T/in" --grads "$T/good" --layout bhnd --cache "$T/oc" --json
+grep -q "oracle read from the cache" "$T/err" || FAIL "tscore cache: the second run did not read the cache: $(cat "$T/err")"
+grep -v '"seconds\|"oracle_seconds\|"emulation_seconds' "$T/out" | cmp -s - "$T/j1" || FAIL "tscore cache: the documents differ"
+
 [ $fails -eq 0 ] || { echo "tscore_verdict: $fails failure(s)"; exit 1; }
 echo "tscore_verdict: ok"

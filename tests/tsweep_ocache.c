@@ -102,6 +102,13 @@ static void test_key(aa_hash128_t *key_out, aa_pcg64_t *rng) {
   aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
   AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores the causal mask");
   pb.causal = 0;
+  {
+    static const int32_t cu[3] = {0, 2, 5}; /* two packed sequences of 2 and 3 rows: another problem */
+    pb.varlen_batch = 2, pb.cu_seqlens_q = pb.cu_seqlens_k = cu;
+    aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+    AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores a varlen batch");
+    pb.varlen_batch = 0, pb.cu_seqlens_q = pb.cu_seqlens_k = NULL;
+  }
   aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
   AA_CHECK(key.hi == key2.hi && key.lo == key2.lo, "key is not a function of its inputs");
 

@@ -79,6 +79,9 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
   {"oracle", "mpfr|fast", "fast", "oracle path"},                                                                    \
       {"prec", "BITS", "128", "oracle MPFR precision in bits (64 to 4096)"}, CLI_OPT_ORACLE_TARGET,                  \
       {"device", "auto|cpu|cuda", "auto", "where the fast oracle runs (cuda: a GPU, build with --with-cuda)"},       \
+      {"cache", "DIR", NULL,                                                                                         \
+       "oracle cache (the sweeps' format, lib/sweep.h): the result for the same inputs and oracle settings is "      \
+       "read from DIR instead of computed, else computed and stored"},                                               \
       {"force", NULL, NULL,                                                                                          \
        "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
       CLI_OPTS_LIMITS

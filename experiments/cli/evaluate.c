@@ -8,8 +8,9 @@
 #include "cli/limits.h"
 #include "config.h"
 
-/* --force of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
+/* --force and --cache of the last cli_oracle_opts, for cli_oracle_run (one command per process). */
 static int oracle_force = 0;
+static const char *oracle_cache = NULL;
 
 #ifdef AA_HAVE_CUDA
 #define AA_HAVE_CUDA_P 1
@@ -22,6 +23,7 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   size_t prec = 128;
   aa_oracle_opts_init(oo);
   oracle_force = cli_get(a, "force") != NULL;
+  oracle_cache = cli_get(a, "cache");
   if ((s = cli_get(a, "oracle")) != NULL && aa_oracle_path_from_name(&oo->path, s) != AA_OK) {
     cli_error(cmd, "--oracle: '%s' is not mpfr or fast", s);
     return 2;
@@ -66,7 +68,12 @@ int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, co
             threads, threads == 1 ? "" : "s");
   }
   t0 = cli_now();
-  rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
+  if (oracle_cache != NULL) {
+    int hit = 0;
+    rc = aa_oracle_cached_run(res, &hit, oracle_cache, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
+    if (rc == AA_OK && hit) fprintf(stderr, "attnacc %s: note: oracle read from the cache %s\n", cmd, oracle_cache);
+  } else
+    rc = aa_oracle_run(res, pb, &in->q, &in->k, &in->v, &in->dO, oo, &err);
   *seconds = cli_now() - t0;
   if (rc == AA_OK && res->device == AA_ORACLE_DEVICE_CUDA)
     fprintf(stderr, "attnacc %s: note: the fast oracle ran on the GPU (%.3g s)\n", cmd, *seconds);

@@ -90,6 +90,15 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
       for (size_t i = 0; i < pb->heads; i++)
         hash_f64(&h, pb->alibi_slopes[i]);
   }
+  if (pb->varlen_batch > 0) { /* a varlen batch, hashed only when on (other keys stay as they were) */
+    const int32_t *ck = pb->cu_seqlens_k != NULL ? pb->cu_seqlens_k : pb->cu_seqlens_q;
+    hash_u64(&h, 0x7a41e9);
+    hash_u64(&h, pb->varlen_batch);
+    for (size_t i = 0; i <= pb->varlen_batch && pb->cu_seqlens_q != NULL && ck != NULL; i++) {
+      hash_u64(&h, (uint64_t)(int64_t)pb->cu_seqlens_q[i]);
+      hash_u64(&h, (uint64_t)(int64_t)ck[i]);
+    }
+  }
   hash_u64(&h, pb->num_sinks);
   hash_u64(&h, pb->sinks != NULL);
   if (pb->sinks != NULL)
