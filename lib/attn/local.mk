@@ -38,3 +38,5 @@ tests_tdispatch_SOURCES = tests/tdispatch.c
 check_PROGRAMS += tests/tattn_run
 TESTS += tests/tattn_run
 tests_tattn_run_SOURCES = tests/tattn_run.c
+# NaN and Inf of the H200 backends over masks and magnitudes (experiments/README-gpu.md section 8; raw data).
+EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json
