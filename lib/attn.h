@@ -107,6 +107,10 @@ size_t aa_fa2_splitkv_block_n(size_t d);
    >= n_k is none), no dropout, d % 8 == 0 and no ALiBi. is_causal is
    dropped for seqlen_q == 1 before the test, so a causal decode swaps too. */
 int aa_fa2_ngroups_swapped(const aa_problem_t *pb, int dropout);
+/* The heads and query rows FA2's launch code sees for pb: with the decode
+   fold (aa_fa2_ngroups_swapped) kv_heads and heads / kv_heads, else heads
+   and n_q. Returns whether the fold applies. */
+int aa_fa2_seen(size_t *heads, size_t *n_q, const aa_problem_t *pb, int dropout);
 /* FA2's num_splits_heuristic itself (flash_api.cpp:281-313) for the given
    work units, "SM" count (FA2 passes twice the SM count), key blocks and
    split cap (FA2: 128). */

@@ -40,6 +40,13 @@ int aa_fa2_ngroups_swapped(const aa_problem_t *pb, int dropout) {
          pb->alibi == AA_ALIBI_NONE;
 }
 
+int aa_fa2_seen(size_t *heads, size_t *n_q, const aa_problem_t *pb, int dropout) {
+  int swapped = aa_fa2_ngroups_swapped(pb, dropout);
+  *heads = swapped ? pb->kv_heads : pb->heads;
+  *n_q = swapped ? pb->heads / pb->kv_heads : pb->n_q;
+  return swapped;
+}
+
 /* Head dimension as HEADDIM_SWITCH rounds it (static_switch.h:90-110). */
 static size_t fa2_headdim(size_t d) {
   static const size_t dims[] = {32, 64, 96, 128, 192, 256};

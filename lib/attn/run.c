@@ -134,9 +134,9 @@ static int run_dispatch(run_t *rn, const aa_recipe_t **r, const aa_problem_t *pb
     return aa_error_set(err, AA_EINVAL, "recipe '%s': tiling = fa2 needs the SM count in fwd.split_sms", in->name);
   int dropout = pb->keep != NULL || in->dropout.scheme != AA_DROPOUT_NONE;
   /* decode with GQA: mha_fwd folds each group's heads into query rows first */
-  int swapped = aa_fa2_ngroups_swapped(pb, dropout);
-  int st = aa_fa2_dispatch(&dp, swapped ? pb->kv_heads : pb->heads, swapped ? pb->heads / pb->kv_heads : pb->n_q,
-                           pb->n_k, pb->d, in->fwd_split_sms, dropout, err);
+  size_t heads, n_q;
+  aa_fa2_seen(&heads, &n_q, pb, dropout);
+  int st = aa_fa2_dispatch(&dp, heads, n_q, pb->n_k, pb->d, in->fwd_split_sms, dropout, err);
   if (st != AA_OK) return st;
   rn->tiled = *in;
   rn->tiled.fwd_tile_q = dp.fwd_tile_q;

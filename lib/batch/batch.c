@@ -24,9 +24,10 @@ static int decide_resolved(aa_batch_decision_t *out, const aa_problem_t *pb, con
   size_t sms = b->num_sms ? b->num_sms : r->fwd_split_sms;
   *out = (aa_batch_decision_t){0};
   out->batch_dependent = (r->tiling_fa2 || r->fwd_split_sms > 0) && r->fwd_split_keys == 0;
-  out->ngroups_swapped = out->batch_dependent && aa_fa2_ngroups_swapped(pb, dropout);
-  out->heads_seen = out->ngroups_swapped ? pb->kv_heads : pb->heads;
-  out->n_q_seen = out->ngroups_swapped ? pb->heads / pb->kv_heads : pb->n_q;
+  if (out->batch_dependent)
+    out->ngroups_swapped = aa_fa2_seen(&out->heads_seen, &out->n_q_seen, pb, dropout);
+  else
+    out->heads_seen = pb->heads, out->n_q_seen = pb->n_q;
   if (aa_size_mul(&out->units, b->batch, out->heads_seen) != AA_OK ||
       aa_size_mul(&out->units, out->units, (out->n_q_seen + 63) / 64) != AA_OK || out->units > INT32_MAX)
     return aa_error_set(err, AA_EINVAL, "batch: %zu x %zu heads x %zu rows overflows FA2's int work units", b->batch,
