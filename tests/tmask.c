@@ -6,6 +6,7 @@
 
 #include "attn.h"
 #include "fmt.h"
+#include "layout.h"
 #include "oracle.h"
 #include "problem.h"
 #include "recipe.h"
@@ -323,6 +324,51 @@ static void test_emul_zero(uint64_t seed) {
   free_case(&c);
 }
 
+/* The distributions of lib/layout.h aimed at NaN regions, against their definitions: normal draws redrawn here
+   from the same stream, constant inputs, near-constant ties, a few huge keys, a massive-activation head. */
+static void test_dists(uint64_t seed) {
+  aa_tensor_t t = {0};
+  aa_error_t err = {0};
+  size_t n = 4096, d = 16, huge = 0;
+  aa_round_opts_t ro = {AA_FMT_BF16, AA_RND_NE, 1, 0};
+  aa_pcg64_t rng;
+  uint64_t tags[2] = {1, 0};
+  aa_rng_derive(&rng, seed, tags, 2);
+  if (aa_layout_draw(&t, seed, 1, 1, n, d, AA_DIST_NORMAL, 2.0, AA_FMT_BF16, &err) == AA_OK)
+    for (size_t e = 0; e < n * d; e++) {
+      double z = aa_round(2.0 * aa_pcg64_normal(&rng), &ro, NULL);
+      if (t.data[e] != z) AA_FAIL("normal draw [%zu]: %a, redrawn %a", e, t.data[e], z);
+    }
+  aa_tensor_free(&t);
+  if (aa_layout_draw(&t, seed, 0, 2, 8, d, AA_DIST_CONSTANT, 133120.0, AA_FMT_BF16, &err) == AA_OK)
+    for (size_t e = 0; e < 2 * 8 * d; e++)
+      AA_CHECK(t.data[e] == 133120.0, "constant [%zu]: %a", e, t.data[e]);
+  aa_tensor_free(&t);
+  if (aa_layout_draw(&t, seed, 0, 1, n, d, AA_DIST_NEAR_CONSTANT, 1.0, AA_FMT_BF16, &err) == AA_OK)
+    for (size_t e = 0; e < n * d; e++) /* 1 + z/256 in BF16 (spacing 2^-7 above 1, 2^-8 below): |z| <= 6 */
+      AA_CHECK(fabs(t.data[e] - 1) <= 0x1.8p-5 && t.data[e] == ldexp(rint(ldexp(t.data[e], 8)), -8),
+               "near-constant [%zu]: %a", e, t.data[e]);
+  aa_tensor_free(&t);
+  if (aa_layout_draw(&t, seed, 1, 1, n, d, AA_DIST_HUGE_KEYS, 1.0, AA_FMT_BF16, &err) == AA_OK)
+    for (size_t r = 0; r < n; r++) {
+      double m = 0;
+      for (size_t c = 0; c < d; c++)
+        m = fmax(m, fabs(t.data[r * d + c]));
+      huge += m > 8; /* 16 normals all below 1/8 in a x64 row: probability 1e-14 */
+    }
+  AA_CHECK(huge >= n / 128 && huge <= n / 32, "huge-keys: %zu of %zu key rows huge, expected about 1/64", huge, n);
+  aa_tensor_free(&t);
+  if (aa_layout_draw(&t, seed, 0, 2, n, d, AA_DIST_MASSIVE, 1.0, AA_FMT_BF16, &err) == AA_OK) {
+    double m0 = 0, m1 = 0;
+    for (size_t r = 0; r < n; r++) {
+      m0 += t.data[r * d] / n;
+      m1 += t.data[(n + r) * d] / n;
+    }
+    AA_CHECK(fabs(m0 - 32) < 0.2 && fabs(m1) < 0.2, "massive: channel 0 means %g (head 0), %g (head 1)", m0, m1);
+  }
+  aa_tensor_free(&t);
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tmask");
   test_oracle_ref(seed);
@@ -330,5 +376,6 @@ int main(void) {
   test_emul_causal(seed);
   test_emul_empty(seed);
   test_emul_zero(seed);
+  test_dists(seed);
   return aa_test_finish("tmask");
 }
