@@ -155,6 +155,14 @@ double aa_problem_scale(const aa_problem_t *pb);
    a kernel receives. out: [heads]. */
 void aa_problem_alibi_geometric(double *out, size_t heads);
 
+/* The bias of a batch folded into the heads (head b heads + h of a [batch, heads] problem, as the layouts fold
+   [B, H, N, d]) from an additive mask [mb][mh][n_q][n_k] (mb 1 or batch, mh 1 or heads: broadcast as SDPA's
+   attn_mask; mask NULL: 0 everywhere) and key lengths (nlen 0: none; 1: key_len[0] for every batch element;
+   batch: one each): out[bh][i][j] = -Inf for j >= the length, else the mask's entry. out: [batch heads][n_q][n_k],
+   to be the problem's bias with mask_hstride n_q n_k. */
+void aa_problem_mask_expand(double *out, const double *mask, size_t mb, size_t mh, size_t batch, size_t heads,
+                            size_t n_q, size_t n_k, const size_t *key_len, size_t nlen);
+
 /* ---- resources, estimated before anything is allocated ----
    What one evaluation of a problem of these sizes needs: the bytes held at
    once (inputs q, k, v, dO, the oracle's outputs and workspace, and `sets`

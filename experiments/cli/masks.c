@@ -55,20 +55,15 @@ static int parse_lens(size_t *lens, size_t *nl, const char *cmd, const char *s, 
   return 0;
 }
 
-/* The bias over every folded head b H + h: the file's entry (broadcast) or 0, and -inf past each key length. */
+/* The bias over every folded head b H + h (aa_problem_mask_expand). */
 static int expand(masks_cli_t *mc, const char *cmd, aa_problem_t *pb, size_t B, size_t mb, size_t mh,
                   const size_t *lens, size_t nl) {
-  size_t H = pb->heads / B, nn = pb->n_q * pb->n_k;
+  size_t nn = pb->n_q * pb->n_k;
   if ((mc->bias = malloc(pb->heads * nn * sizeof *mc->bias)) == NULL) {
     cli_error(cmd, "--mask: cannot allocate the mask of %zu heads of [%zu, %zu]", pb->heads, pb->n_q, pb->n_k);
     return 2;
   }
-  for (size_t bh = 0; bh < pb->heads; bh++) {
-    size_t b = bh / H, h = bh % H, len = nl == 0 ? pb->n_k : lens[nl == 1 ? 0 : b];
-    const double *src = mc->file.data ? mc->file.data + ((mb == 1 ? 0 : b) * mh + (mh == 1 ? 0 : h)) * nn : NULL;
-    for (size_t e = 0; e < nn; e++)
-      mc->bias[bh * nn + e] = e % pb->n_k >= len ? -INFINITY : src ? src[e] : 0.0;
-  }
+  aa_problem_mask_expand(mc->bias, mc->file.data, mb, mh, B, pb->heads / B, pb->n_q, pb->n_k, lens, nl);
   pb->bias = mc->bias;
   pb->mask_hstride = nn;
   return 0;

@@ -1,6 +1,6 @@
 # attnacc: build fragment of the problem module (shapes and masks).
 # SPDX-License-Identifier: LGPL-3.0-or-later
-lib_libattnacc_core_la_SOURCES += lib/problem/problem.c lib/problem/estimate.c
+lib_libattnacc_core_la_SOURCES += lib/problem/problem.c lib/problem/estimate.c lib/problem/mask.c
 attnaccinclude_HEADERS += lib/problem.h
 # Tests: masks against the index formulas of flash-attn and SDPA, ALiBi distances and slopes, validation.
 check_PROGRAMS += tests/tproblem
