@@ -369,6 +369,57 @@ static void test_dists(uint64_t seed) {
   aa_tensor_free(&t);
 }
 
+/* mask.enter: with before-scale the kernel's logit gains scale * bias, with before-cap the bias goes inside the
+   softcap's tanh; each emulation against the long-double softmax of that definition, within BF16 accuracy, and
+   (so that the check can fail) away from the problem's own definition (after-cap). */
+static void test_emul_enter(uint64_t seed) {
+  static const char *const spec[] = {"naive-bf16:mask.enter=before-scale", "fa2:mask.enter=before-scale",
+                                     "fa2:mask.enter=before-cap"};
+  for (int k = 0; k < 3; k++) {
+    mcase_t c;
+    aa_attn_result_t a = {0};
+    make(&c, 1, seed);
+    c.pb.key_pad = 0;
+    c.pb.logit_offset = 0;
+    for (size_t e = 0; e < H * NQ * NK; e++)
+      c.bias[e] = isinf(c.bias[e]) ? 0 : 4 * c.bias[e];
+    c.pb.softcap = k == 2 ? 2.0 : 0;
+    if (run_recipe(&a, &c, spec[k]) == AA_OK) {
+      long double scale = 1.0L / sqrtl((long double)D), worst_def = 0, worst_alt = 0, m = 0;
+      for (size_t h = 0; h < H; h++)
+        for (size_t i = 0; i < NQ; i++) {
+          long double s[NK], t[NK], zs = 0, zt = 0;
+          for (size_t j = 0; j < NK; j++) {
+            long double dot = 0, b = c.bias[i * NK + j];
+            for (size_t x = 0; x < D; x++)
+              dot += (long double)c.in[0].data[(h * NQ + i) * D + x] * c.in[1].data[j * D + x];
+            s[j] = k < 2 ? (dot + b) * scale : 2 * tanhl((dot * scale + b) / 2); /* the key's definition */
+            t[j] = k < 2 ? dot * scale + b : 2 * tanhl(dot * scale / 2) + b;     /* the problem's */
+            zs += expl(s[j]);
+            zt += expl(t[j]);
+          }
+          for (size_t x = 0; x < D; x++) {
+            long double os = 0, ot = 0, got = a.o.data[(h * NQ + i) * D + x];
+            for (size_t j = 0; j < NK; j++) {
+              os += expl(s[j]) / zs * c.in[2].data[j * D + x];
+              ot += expl(t[j]) / zt * c.in[2].data[j * D + x];
+            }
+            worst_def = fmaxl(worst_def, fabsl(got - os));
+            worst_alt = fmaxl(worst_alt, fabsl(got - ot));
+            m = fmaxl(m, fabsl(os));
+          }
+        }
+      printf("%s: max |O - definition| %.3Lg, |O - after-cap| %.3Lg (max |O| %.3Lg)\n", spec[k], worst_def, worst_alt,
+             m);
+      AA_CHECK(worst_def <= 0x1p-6L * m, "%s: O %Lg from its definition", spec[k], worst_def);
+      AA_CHECK(worst_alt >= 0x1p-4L * m, "%s: O only %Lg from after-cap's, the test cannot tell them", spec[k],
+               worst_alt);
+    }
+    aa_attn_result_free(&a);
+    free_case(&c);
+  }
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tmask");
   test_oracle_ref(seed);
@@ -377,5 +428,6 @@ int main(void) {
   test_emul_empty(seed);
   test_emul_zero(seed);
   test_dists(seed);
+  test_emul_enter(seed);
   return aa_test_finish("tmask");
 }
