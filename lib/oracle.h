@@ -27,14 +27,12 @@ const char *aa_oracle_path_describe(aa_oracle_path_t path);
    with CUDA (configure --with-cuda), one is present and the problem is one
    the GPU kernels take (dense, causal and windowed masks, GQA, d <= 256;
    sinks, dropout, softcap, ALiBi, packing bounds, varlen batches, attention
-   masks, biases, key padding and logit offsets run on the CPU) and the GPU's row-by-row bounds are tight enough (sums of at
-   most 8192 terms, or a target of 2^-40 or looser: beyond, elements go to
-   the CPU's MPFR engine, which then dominates), else the CPU. cuda asks
-   for the GPU: AA_EUNSUPPORTED when this
-   build has no CUDA or no GPU is present; an unsupported problem still runs
-   on the CPU, and aa_oracle_result_t.device says where it ran. Every value
-   is the same either way: the GPU runs the CPU's row-by-row fast kernel
-   operation for operation, so val, fp32 and bf16 are bit-identical to it. */
+   masks, biases, key padding and logit offsets run on the CPU) and the GPU's row-by-row bounds are tight enough (sums
+   of at most 8192 terms, or a target of 2^-40 or looser: beyond, elements go to the CPU's MPFR engine, which then
+   dominates), else the CPU. cuda asks for the GPU: AA_EUNSUPPORTED when this build has no CUDA or no GPU is present;
+   an unsupported problem still runs on the CPU, and aa_oracle_result_t.device says where it ran. Every value is the
+   same either way: the GPU runs the CPU's row-by-row fast kernel operation for operation, so val, fp32 and bf16 are
+   bit-identical to it. */
 typedef enum {
   AA_ORACLE_DEVICE_AUTO = 0,
   AA_ORACLE_DEVICE_CPU,
