@@ -420,6 +420,32 @@ static void test_emul_enter(uint64_t seed) {
   }
 }
 
+/* aa_problem_check refuses what has no softmax or no meaning, naming it. */
+static void test_check(uint64_t seed) {
+  static const struct {
+    const char *what, *says;
+  } cases[] = {{"NaN bias entry", "bias entry 5"},   {"+inf bias entry", "bias entry 5"},
+               {"head stride", "head stride"},       {"key padding past n_k", "key padding"},
+               {"infinite offset", "logit offset"},  {"mask with varlen", "varlen"},
+               {"key padding with varlen", "varlen"}};
+  static const int32_t cu[3] = {0, 3, NQ}, cuk[3] = {0, 4, NK};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    mcase_t c;
+    aa_error_t err = {0};
+    make(&c, 2, seed);
+    c.bias[5] = k == 0 ? NAN : k == 1 ? INFINITY : c.bias[5];
+    if (k == 2) c.pb.mask_hstride = 3;
+    if (k == 3) c.pb.key_pad = NK + 1;
+    if (k == 4) c.pb.logit_offset = INFINITY;
+    if (k >= 5) c.pb.varlen_batch = 2, c.pb.cu_seqlens_q = cu, c.pb.cu_seqlens_k = cuk, c.pb.mask = NULL;
+    if (k == 6) c.pb.bias = NULL, c.pb.key_pad = 1;
+    int st = aa_problem_check(&c.pb, &err);
+    AA_CHECK(st != AA_OK && strstr(err.msg, cases[k].says) != NULL, "check, %s: status %d, message '%s'",
+             cases[k].what, st, err.msg);
+    free_case(&c);
+  }
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tmask");
   test_oracle_ref(seed);
@@ -429,5 +455,6 @@ int main(void) {
   test_emul_zero(seed);
   test_dists(seed);
   test_emul_enter(seed);
+  test_check(seed);
   return aa_test_finish("tmask");
 }

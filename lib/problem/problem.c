@@ -63,6 +63,8 @@ static int check_mask(const aa_problem_t *pb, aa_error_t *err) {
     return aa_error_set(err, AA_EINVAL, "logit offset must be finite with |c| <= 2^40, got %g", pb->logit_offset);
   if (pb->key_pad > pb->n_k)
     return aa_error_set(err, AA_EINVAL, "key padding of %zu keys but only %zu keys", pb->key_pad, pb->n_k);
+  if (pb->key_pad > 0 && pb->varlen_batch > 0) /* each packed sequence has its own length already */
+    return aa_error_set(err, AA_EINVAL, "key padding does not combine with a varlen batch");
   if (pb->mask == NULL && pb->bias == NULL) return AA_OK;
   if (pb->mask_hstride != 0 && pb->mask_hstride != pb->n_q * pb->n_k)
     return aa_error_set(err, AA_ESHAPE, "attention mask head stride %zu: need 0 (broadcast) or n_q n_k = %zu",
