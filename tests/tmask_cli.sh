@@ -67,6 +67,13 @@ paste "$T/l0" "$T/l1" | awk '{ d = $2 - $1 + 150; if (d < 0) d = -d; if (d > 1e-
   FAIL "tmask_cli: score --mask failed: $(head -c 300 "$T/s.json")"
 grep -q '"attn_mask": "broadcast"' "$T/s.json" || FAIL "tmask_cli: score's JSON has no attn_mask"
 
+# nanmap's dist and logit_offset axes reach the cells: the first cell (constant inputs, offset -150, sigma 2^-56)
+"$A" sweep --experiment nanmap --quick --n 32 --masks dense --variants fa2 --dists constant --logit-offsets -150 \
+  --max-cells 1 --out "$T/nm" >/dev/null 2>&1 || FAIL "tmask_cli: nanmap --dists --logit-offsets failed"
+grep -q 'cols=dist:c,logit_offset:c,' "$T/nm/journal-0-of-1.txt" || FAIL "tmask_cli: nanmap has no dist, logit_offset axes"
+[ "$(grep -c "^sconstant	d-1.5e+02	" "$T/nm/journal-0-of-1.txt")" -eq 4 ] ||
+  FAIL "tmask_cli: nanmap's first cell is not constant inputs at offset -150 (o, dq, dk, dv rows)"
+
 expect_error() {
   what=$1
   pat=$2
