@@ -80,8 +80,28 @@ enum {
      an outlier of standard deviation 10, the FA3 paper's FP8 accuracy
      setting (section 4.3, as we read it); each element takes three draws
      from its stream: the normal, the uniform for the Bernoulli, the outlier */
-  AA_DIST_OUTLIER = 2
+  AA_DIST_OUTLIER = 2,
+  /* Magnitudes where kernels produce NaN or Inf (no draw for the first):
+     constant: every element sigma; every score ties at the row max (sigma
+     133120 in BF16 is the all-133120.0 input that gives flash NaN);
+     near-constant: sigma (1 + 2^-8 z), which BF16 rounds to a few values, so
+     that many keys tie at the row max;
+     huge-keys: sigma z, and in k (id 1) each key row is, with probability
+     2^-6 (one uniform drawn at the row's start), multiplied by 64: a few
+     keys whose scores dwarf the rest;
+     massive: sigma z, plus 32 sigma on channel 0 of every row of head 0 of q
+     and k (ids 0, 1): a massive-activation head whose logits spread over
+     about 32 sigma^2 scale sqrt(d) times more than the other heads'. */
+  AA_DIST_CONSTANT = 3,
+  AA_DIST_NEAR_CONSTANT = 4,
+  AA_DIST_HUGE_KEYS = 5,
+  AA_DIST_MASSIVE = 6,
+  AA_DIST_COUNT
 };
+/* The name of a distribution ("normal", "uniform", "outlier", "constant", "near-constant", "huge-keys",
+   "massive"), NULL when out of range; and the reverse (-1 for an unknown name). */
+const char *aa_layout_dist_name(int dist);
+int aa_layout_dist_from_name(const char *name);
 
 /* The seeded input draw of `attnacc run`: a [heads, rows, cols] tensor whose
    head h is drawn from the pcg64 stream aa_rng_derive(seed, {id, h}),

@@ -40,6 +40,10 @@ void aa_ndarray_free(aa_ndarray_t *a); /* safe on a zeroed or freed array */
 /* Flags of the readers below. AA_NPY_BF16_BITS: '<i2' (int16, e.g. torch's
    t.view(torch.int16).numpy()) holds BF16 bit patterns, like '<u2'. */
 #define AA_NPY_BF16_BITS 1u
+/* AA_NPY_BOOL_BIAS: '|b1' (a boolean attention mask, True attends) is read
+   as the additive mask SDPA makes of it: 0 where True, -Inf where False
+   (fmt FP64). */
+#define AA_NPY_BOOL_BIAS 2u
 
 /* aa_npy_read with up to 4 axes and flags. */
 int aa_npy_read_nd(aa_ndarray_t *out, const char *path, unsigned flags, aa_error_t *err);

@@ -26,15 +26,13 @@ const char *aa_oracle_path_describe(aa_oracle_path_t path);
 /* Where the fast path runs: auto = an NVIDIA GPU when libattnacc was built
    with CUDA (configure --with-cuda), one is present and the problem is one
    the GPU kernels take (dense, causal and windowed masks, GQA, d <= 256;
-   sinks, dropout, softcap, ALiBi, packing bounds and varlen batches run on
-   the CPU) and the GPU's row-by-row bounds are tight enough (sums of at
-   most 8192 terms, or a target of 2^-40 or looser: beyond, elements go to
-   the CPU's MPFR engine, which then dominates), else the CPU. cuda asks
-   for the GPU: AA_EUNSUPPORTED when this
-   build has no CUDA or no GPU is present; an unsupported problem still runs
-   on the CPU, and aa_oracle_result_t.device says where it ran. Every value
-   is the same either way: the GPU runs the CPU's row-by-row fast kernel
-   operation for operation, so val, fp32 and bf16 are bit-identical to it. */
+   sinks, dropout, softcap, ALiBi, packing bounds, varlen batches, attention
+   masks, biases, key padding and logit offsets run on the CPU) and the GPU's row-by-row bounds are tight enough (sums
+   of at most 8192 terms, or a target of 2^-40 or looser: beyond, elements go to the CPU's MPFR engine, which then
+   dominates), else the CPU. cuda asks for the GPU: AA_EUNSUPPORTED when this build has no CUDA or no GPU is present;
+   an unsupported problem still runs on the CPU, and aa_oracle_result_t.device says where it ran. Every value is the
+   same either way: the GPU runs the CPU's row-by-row fast kernel operation for operation, so val, fp32 and bf16 are
+   bit-identical to it. */
 typedef enum {
   AA_ORACLE_DEVICE_AUTO = 0,
   AA_ORACLE_DEVICE_CPU,
@@ -122,7 +120,11 @@ typedef struct {
    the fast path's tanh and 1 - tanh^2 come from its certified double-double
    exponential with propagated bounds (fast-common.h, score_mod), the MPFR
    path's from mpfr_tanh and mpfr_sech with running bounds; the ALiBi bias is
-   formed exactly. */
+   formed exactly, and the attention bias plus the logit offset is added as an
+   exact double-double (MPFR: one rounding each). A boolean mask, -Inf bias
+   entries or key padding (problem.h) make a row's visible keys a set: the
+   fast path then runs its row kernel, which lists each row's visible keys,
+   with the same bounds (term counts are the visible keys'). */
 typedef struct {
   aa_oracle_out_t o;         /* [heads, n_q, d] */
   aa_oracle_out_t lse;       /* [heads, n_q], natural log, includes the softmax scale */

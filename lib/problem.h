@@ -4,6 +4,7 @@
 #ifndef AA_PROBLEM_H
 #define AA_PROBLEM_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,7 +65,32 @@ typedef enum { AA_ALIBI_NONE = 0, AA_ALIBI_FLASH = 1, AA_ALIBI_TORCH = 2 } aa_al
    a window wholly outside [0, n_k); packing) keep the defined result of
    oracle.h: O = 0, LSE = -Inf (flash-attn writes +Inf, softmax.h:180),
    zero dQ row, no contribution to dK/dV; softcap and ALiBi change the
-   scores of visible keys only, never which keys are visible. */
+   scores of visible keys only, never which keys are visible.
+
+   Attention mask, additive bias, key padding and logit offset (PyTorch
+   SDPA's attn_mask, a padded batch, a shifted LSE). Key j is visible from
+   query i of head h when it is visible by the rules above AND
+     (mask == NULL || mask[h mask_hstride + i n_k + j] != 0)      (bool: 1 attends, SDPA's True)
+     && (bias == NULL || bias[h mask_hstride + i n_k + j] != -Inf)
+     && j < n_k - key_pad                                        (the batch element's key length)
+   (aa_problem_visible_h). mask and bias share the broadcast stride:
+   mask_hstride = n_q n_k for a mask per head, 0 for one mask broadcast over
+   the heads (SDPA's [Nq, Nk] and [1, Nq, Nk]); a batch dimension is
+   resolved by the front end, which points each batch element's problem at
+   its slice. On the visible keys the score gains
+     s''' = s'' + bias(h, i, j) + logit_offset                   (aa_problem_bias)
+   after the softcap, as ALiBi; the sum is exact (the oracle adds it in
+   double-double), so a logit offset c shifts every LSE by exactly c and
+   leaves P, O, dQ, dK, dV unchanged: it moves the LSE far below -88.7 or
+   above 88.7 (where exp(LSE) leaves FP32) without changing anything else.
+   A boolean mask, a bias or key padding make the visible keys of a row a
+   set, no longer an interval: aa_problem_row_keys stays the interval of the
+   structural masks above and aa_problem_visible_h tests inside it.
+   A row whose keys are all masked (or padded) is a row with no visible key:
+   the definition above holds (O = 0, LSE = -Inf, zero dQ row, nothing to
+   dK/dV), and the pass rules score a kernel's 0 there as exact and its NaN
+   as a NaN (lib/score.h); what a kernel does there is recipe data (mask.*
+   keys, lib/recipe.h). */
 typedef struct {
   size_t n_q, n_k;   /* query and key lengths */
   size_t d;          /* head dimension */
@@ -100,6 +126,15 @@ typedef struct {
      combined with packing bounds, sinks or dropout. 0: one sequence. */
   size_t varlen_batch;
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
+  /* Attention mask and additive bias (spec above): [heads or 1][n_q][n_k]
+     each, head stride mask_hstride (n_q n_k, or 0: broadcast); NULL: none.
+     key_pad: the last key_pad keys are padding (0: none). logit_offset:
+     added to every score (finite, |c| <= 2^40). */
+  const uint8_t *mask;
+  const double *bias;
+  size_t mask_hstride;
+  size_t key_pad;
+  double logit_offset;
 } aa_problem_t;
 
 /* Fill sensible defaults: scale_default = 1, everything else off. */
@@ -119,6 +154,14 @@ double aa_problem_scale(const aa_problem_t *pb);
    to FP32 (the dtype flash-attn requires), so the problem holds the values
    a kernel receives. out: [heads]. */
 void aa_problem_alibi_geometric(double *out, size_t heads);
+
+/* The bias of a batch folded into the heads (head b heads + h of a [batch, heads] problem, as the layouts fold
+   [B, H, N, d]) from an additive mask [mb][mh][n_q][n_k] (mb 1 or batch, mh 1 or heads: broadcast as SDPA's
+   attn_mask; mask NULL: 0 everywhere) and key lengths (nlen 0: none; 1: key_len[0] for every batch element;
+   batch: one each): out[bh][i][j] = -Inf for j >= the length, else the mask's entry. out: [batch heads][n_q][n_k],
+   to be the problem's bias with mask_hstride n_q n_k. */
+void aa_problem_mask_expand(double *out, const double *mask, size_t mb, size_t mh, size_t batch, size_t heads,
+                            size_t n_q, size_t n_k, const size_t *key_len, size_t nlen);
 
 /* ---- resources, estimated before anything is allocated ----
    What one evaluation of a problem of these sizes needs: the bytes held at
@@ -203,9 +246,40 @@ static inline int64_t aa_problem_alibi_dist(const aa_problem_t *pb, size_t i, si
   return 0;
 }
 
-/* 1 when the problem modifies scores (softcap or ALiBi). */
+/* 1 when visibility is more than the interval of aa_problem_row_keys: a
+   boolean mask, a bias (its -Inf entries mask) or key padding. Callers
+   branch on it once per problem. */
+static inline int aa_problem_has_mask(const aa_problem_t *pb) {
+  return pb->mask != NULL || pb->bias != NULL || pb->key_pad != 0;
+}
+
+/* 1 when key j passes the mask, the bias's -Inf entries and the key padding
+   (not the structural masks: aa_problem_visible_h combines both). */
+static inline int aa_problem_mask_ok(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
+  size_t e = h * pb->mask_hstride + i * pb->n_k + j;
+  if (j + pb->key_pad >= pb->n_k) return 0;
+  if (pb->mask != NULL && pb->mask[e] == 0) return 0;
+  return pb->bias == NULL || pb->bias[e] != -INFINITY;
+}
+
+/* Visibility of (h, i, j) with everything: the interval and the mask. */
+static inline int aa_problem_visible_h(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
+  return aa_problem_visible(pb, i, j) && (!aa_problem_has_mask(pb) || aa_problem_mask_ok(pb, h, i, j));
+}
+
+/* The bias entry of (h, i, j) without the offset (0 without a bias). */
+static inline double aa_problem_bias(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
+  return pb->bias != NULL ? pb->bias[h * pb->mask_hstride + i * pb->n_k + j] : 0.0;
+}
+
+/* 1 when the problem adds a bias or an offset to the scores. */
+static inline int aa_problem_has_bias(const aa_problem_t *pb) {
+  return pb->bias != NULL || pb->logit_offset != 0;
+}
+
+/* 1 when the problem modifies scores (softcap, ALiBi, a bias or an offset). */
 static inline int aa_problem_has_score_mod(const aa_problem_t *pb) {
-  return pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE;
+  return pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE || aa_problem_has_bias(pb);
 }
 
 #ifdef __cplusplus

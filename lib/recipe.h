@@ -54,6 +54,34 @@ typedef enum {
   AA_TANH_COUNT
 } aa_tanh_t;
 
+/* mask.score: the score a kernel gives a key the attention mask, a bias's
+   -Inf or the key padding masks (problem.h; not the causal or window masks,
+   which kernels skip). */
+typedef enum {
+  AA_MASKSC_NEGINF = 0, /* "neginf": -Inf: the key is skipped, as the problem defines (default) */
+  AA_MASKSC_LOWEST,     /* "lowest": the ALU format's lowest finite value (a finfo.min additive mask): weight 0
+                           unless the whole row is masked, then uniform weights over the row */
+  AA_MASKSC_ZERO,       /* "zero": 0 (a padded key scored 0 instead of -Inf, the cuDNN NaN of
+                           experiments/README-gpu.md section 8) */
+  AA_MASKSC_COUNT
+} aa_mask_score_t;
+
+/* mask.enter: where the additive bias and the logit offset enter the score. */
+typedef enum {
+  AA_MASKAT_AFTER_CAP = 0, /* "after-cap": on the logit after the softcap, as ALiBi (problem.h; default) */
+  AA_MASKAT_BEFORE_CAP,    /* "before-cap": on the logit before the softcap's tanh */
+  AA_MASKAT_BEFORE_SCALE,  /* "before-scale": on the raw q.k before the softmax scale (the bias is scaled too) */
+  AA_MASKAT_COUNT
+} aa_mask_enter_t;
+
+/* mask.empty_lse: the LSE a kernel stores for a row with no visible key. */
+typedef enum {
+  AA_EMPTYLSE_NEGINF = 0, /* "neginf": -Inf, the problem's definition (default) */
+  AA_EMPTYLSE_POSINF,     /* "posinf": +Inf, flash-attn's softmax.h:180 (sum == 0) */
+  AA_EMPTYLSE_ZERO,       /* "zero": 0, a finite placeholder */
+  AA_EMPTYLSE_COUNT
+} aa_empty_lse_t;
+
 /* scale_fold: where the softmax scale enters the scores (both passes). */
 typedef enum {
   AA_SCALE_Q = 0, /* "q": Q*scale rounded to q_scale_fmt at load (NKI load_q_dy) */
@@ -337,6 +365,19 @@ struct aa_recipe {
      gradients, an LSE shifted by slope (i + n_k - n_q) and other FP32
      roundings of the biased score. */
   int alibi_causal_col;
+
+  /* Attention mask, bias, key padding and fully masked rows (problem.h;
+     keys mask.score, mask.enter, mask.empty_o, mask.empty_lse, KEYS.md;
+     written only when not the defaults, which are the problem's definition;
+     lib/attn/common.c aa_attn_score_mod, aa_attn_visible, aa_attn_finish_empty).
+     mask_empty_nan: 1 makes a row with no visible key NaN as the math
+     backend's softmax of an all -Inf row: its O and dQ rows and the dK, dV
+     of every key of its head (P^T dO, dS^T Q); 0 (default): O = 0, no
+     gradient. */
+  aa_mask_score_t mask_score;
+  aa_mask_enter_t mask_enter;
+  int mask_empty_nan;
+  aa_empty_lse_t mask_empty_lse;
 
   /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
      written after every other key by aa_recipe_format; aa_attn_run

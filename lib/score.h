@@ -254,6 +254,18 @@ typedef struct {
      caller keeps them alive during the call; cu_seqlens_k NULL: = _q). */
   size_t varlen_batch;
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
+  /* ---- masks (problem.h; ABI 3) ----
+     attn_mask: SDPA's attn_mask in its additive form (a boolean mask as 0
+     where True, -Inf where False; a float mask as is), [mask_b][mask_h][n_q]
+     [n_k] with mask_b 1 or B and mask_h 1 or H (broadcast, as SDPA), NULL:
+     none. key_len: the key lengths of a padded batch, nkey_len of them (0:
+     none, 1: every batch element, B: one each). logit_offset: added to every
+     score. The caller keeps the arrays alive during the call. */
+  const double *attn_mask;
+  size_t mask_b, mask_h;
+  const size_t *key_len;
+  size_t nkey_len;
+  double logit_offset;
 } aa_flat_opts_t;
 
 /* One output's scores, flat for ctypes. Indices are in the caller's layout
@@ -330,8 +342,8 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
    aa_abi_version() and each aa_abi_struct_size with their own before the
    first call. AA_ABI_VERSION grows whenever a flat structure, a flat
    function's arguments or a status code change, or an abi function is
-   added (2: aa_abi_field, aa_abi_measure). */
-#define AA_ABI_VERSION 2
+   added (2: aa_abi_field, aa_abi_measure; 3: the mask fields of aa_flat_opts_t). */
+#define AA_ABI_VERSION 3
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */

@@ -109,6 +109,32 @@ static void test_key(aa_hash128_t *key_out, aa_pcg64_t *rng) {
     AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores a varlen batch");
     pb.varlen_batch = 0, pb.cu_seqlens_q = pb.cu_seqlens_k = NULL;
   }
+  {
+    uint8_t mask[25];
+    double bias[25];
+    aa_hash128_t key3;
+    memset(mask, 1, sizeof mask);
+    for (int e = 0; e < 25; e++)
+      bias[e] = 0;
+    pb.logit_offset = -150; /* the same softmax, another LSE */
+    aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+    AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores the logit offset");
+    pb.logit_offset = 0, pb.key_pad = 1;
+    aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+    AA_CHECK(key.hi != key2.hi || key.lo != key2.lo, "key ignores key padding");
+    pb.key_pad = 0, pb.mask = mask;
+    mask[7] = 0;
+    aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+    mask[7] = 1;
+    aa_oracle_cache_key(&key3, &pb, &q, &k, &v, &dO, &oo, &err);
+    AA_CHECK(key3.hi != key2.hi || key3.lo != key2.lo, "key ignores a masked entry of the attention mask");
+    pb.mask = NULL, pb.bias = bias;
+    aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
+    bias[3] = 0.5;
+    aa_oracle_cache_key(&key3, &pb, &q, &k, &v, &dO, &oo, &err);
+    AA_CHECK(key3.hi != key2.hi || key3.lo != key2.lo, "key ignores an entry of the attention bias");
+    pb.bias = NULL;
+  }
   aa_oracle_cache_key(&key2, &pb, &q, &k, &v, &dO, &oo, &err);
   AA_CHECK(key.hi == key2.hi && key.lo == key2.lo, "key is not a function of its inputs");
 

@@ -161,7 +161,7 @@ int cli_oracle_target(double *out, const char *cmd, const char *s) {
 }
 
 const char *cli_dist_name(int dist) {
-  return dist == AA_DIST_OUTLIER ? "outlier" : dist == AA_DIST_UNIFORM ? "uniform" : "normal";
+  return aa_layout_dist_name(dist);
 }
 
 void cli_problem_opts_init(cli_problem_opts_t *p) {
@@ -177,17 +177,9 @@ int cli_problem_opts_parse(cli_problem_opts_t *p, const cli_args_t *a, const cha
       ((s = cli_get(a, "kv-heads")) && cli_size(&p->kv_heads, cmd, "kv-heads", s, 1, max_dim)) ||
       ((s = cli_get(a, "seed")) && cli_u64(&p->seed, cmd, "seed", s)))
     return 2;
-  if ((s = cli_get(a, "dist")) != NULL) {
-    if (strcmp(s, "normal") == 0)
-      p->dist = AA_DIST_NORMAL;
-    else if (strcmp(s, "uniform") == 0)
-      p->dist = AA_DIST_UNIFORM;
-    else if (strcmp(s, "outlier") == 0)
-      p->dist = AA_DIST_OUTLIER;
-    else {
-      cli_error(cmd, "--dist: '%s' is not normal, uniform or outlier", s);
-      return 2;
-    }
+  if ((s = cli_get(a, "dist")) != NULL && (p->dist = aa_layout_dist_from_name(s)) < 0) {
+    cli_error(cmd, "--dist: '%s' is not normal, uniform, outlier, constant, near-constant, huge-keys or massive", s);
+    return 2;
   }
   if (((s = cli_get(a, "sigma")) && cli_double(&p->sigma, cmd, "sigma", s, 0, 1e300, 1)) ||
       ((s = cli_get(a, "scale")) && cli_double(&p->scale, cmd, "scale", s, 0, 1e300, 1)))

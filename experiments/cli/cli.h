@@ -99,8 +99,10 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
   }
 #define CLI_OPTS_PROBLEM_DRAW                                                                                        \
   {"seed", "S", "1", "seed of the input draw (0 to 2^64-1; every command draws the same inputs for one seed)"},      \
-      {"dist", "normal|uniform|outlier", "normal",                                                                   \
-       "input distribution: sigma*N(0,1), sigma*U[0,1), or sigma*(N(0,1) + N(0,100) Bernoulli(0.001))"},             \
+      {"dist", "normal|uniform|outlier|constant|near-constant|huge-keys|massive", "normal",                          \
+       "input distribution: sigma*N(0,1), sigma*U[0,1), sigma*(N(0,1) + N(0,100) Bernoulli(0.001)), every value "    \
+       "sigma (ties), sigma*(1 + N(0,1)/256), 1/64 of the keys x64, or head 0 of q and k with +32 sigma on channel " \
+       "0 (lib/layout.h)"},                                                                                          \
   {                                                                                                                  \
     "sigma", "X", "1", "scale of the input distribution (> 0)"                                                       \
   }
@@ -111,12 +113,12 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
 typedef struct {
   size_t n, d, heads, kv_heads; /* kv_heads 0: as many as heads */
   uint64_t seed;
-  int dist; /* --dist as an aa_dist_t (lib/layout.h): normal, uniform or outlier */
+  int dist; /* --dist as an AA_DIST_* of lib/layout.h */
   double sigma;
   double scale; /* 0: 1/sqrt(d) */
   int causal;
 } cli_problem_opts_t;
-const char *cli_dist_name(int dist);               /* "normal", "uniform", "outlier" */
+const char *cli_dist_name(int dist);               /* aa_layout_dist_name */
 void cli_problem_opts_init(cli_problem_opts_t *p); /* the defaults shown in the rows above */
 /* Read the problem options that are given (n, d, heads, kv-heads at most
    max_n, max_dim, max_dim); 0, or 2 after a message "attnacc CMD: --OPT: ...". */

@@ -66,6 +66,9 @@ void cli_problem_features(char *buf, size_t cap, const aa_problem_t *pb) {
     ADD(" window_size=%ld,%ld", l, r);
   }
   if (pb->softcap > 0) ADD(" softcap=%.17g", pb->softcap);
+  if (pb->mask != NULL || pb->bias != NULL) ADD(" attn_mask=%s", pb->mask_hstride ? "per-head" : "broadcast");
+  if (pb->key_pad > 0) ADD(" key_len=%zu", pb->n_k - pb->key_pad);
+  if (pb->logit_offset != 0) ADD(" logit_offset=%.17g", pb->logit_offset);
   if (pb->alibi != AA_ALIBI_NONE) {
     ADD(" alibi=%s slopes=", pb->alibi == AA_ALIBI_FLASH ? "flash" : "torch");
     for (size_t h = 0; h < pb->heads; h++)

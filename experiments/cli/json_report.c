@@ -58,6 +58,10 @@ static int json_features(json_t *p, const aa_problem_t *pb) {
       bad |= aa_json_push(s, aa_json_num(pb->alibi_slopes[h]));
     bad |= aa_json_set(p, "alibi_slopes", s);
   }
+  if (pb->mask != NULL || pb->bias != NULL)
+    bad |= aa_json_set(p, "attn_mask", json_string(pb->mask_hstride ? "per-head" : "broadcast"));
+  if (pb->key_pad > 0) bad |= aa_json_set(p, "key_len", json_integer((json_int_t)(pb->n_k - pb->key_pad)));
+  if (pb->logit_offset != 0) bad |= aa_json_set(p, "logit_offset", aa_json_num(pb->logit_offset));
   return bad;
 }
 

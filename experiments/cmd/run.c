@@ -11,6 +11,7 @@
 #include "cli/dropout.h"
 #include "cli/features.h"
 #include "cli/limits.h"
+#include "cli/masks.h"
 #include "commands.h"
 
 #define MAX_VARIANTS 32
@@ -37,6 +38,8 @@ static const cli_opt_t opts[] = {
     {"threads", "T", "0 = all", "threads for the oracle and the emulation (results do not depend on it)"},
     DROPOUT_CLI_OPTS,
     FEATURES_CLI_OPTS,
+    /* masks (experiments/cli/masks.c) */
+    MASKS_CLI_OPTS,
 };
 
 static const char usage_line[] = "--variant SPEC[,SPEC...] | --recipe FILE [OPTIONS]";
@@ -61,7 +64,7 @@ static const char description[] =
     "[H, N, d], k.npy and v.npy [N_k, d] or [HKV, N_k, d], sinks.npy [H, K]; values not\n"
     "in that format are rounded to it (a note says how many). Exit status: 0 done\n"
     "(whatever the metrics), 2 bad "
-    "usage or input, 1 failure while computing or writing." DROPOUT_CLI_HELP FEATURES_CLI_HELP;
+    "usage or input, 1 failure while computing or writing." DROPOUT_CLI_HELP FEATURES_CLI_HELP MASKS_CLI_HELP;
 
 static void list_presets(char *buf, size_t cap) {
   size_t used = 0;
@@ -89,6 +92,7 @@ typedef struct {
   cli_problem_opts_t po;
   size_t n_q, n_k, num_sinks, threads;
   features_cli_t fc;
+  masks_cli_t mc; /* --mask, --key-len, --logit-offset */
   dropout_cli_t dc;
   const char *inputs_dir, *out_file, *save_dir, *save_oracle;
   cli_inputs_t in;
@@ -109,6 +113,7 @@ static void run_free(run_t *R) {
   free(R->jtext);
   dropout_cli_free(&R->dc);
   features_cli_free(&R->fc);
+  masks_cli_free(&R->mc);
   for (size_t i = 0; R->vs != NULL && i < R->nrec; i++)
     cli_variant_free(&R->vs[i]);
   for (size_t i = 0; R->res != NULL && i < R->nrec; i++)
@@ -360,6 +365,7 @@ static int build_problem(run_t *R) {
   aa_problem_init(pb, R->in.q.shape[1], R->in.k.shape[1], R->po.d, R->po.heads, R->po.kv_heads);
   pb->causal = R->po.causal;
   if (features_cli_problem(&R->fc, R->cmd, &R->a, pb)) return 2;
+  if (masks_cli_problem(&R->mc, R->cmd, &R->a, 1, pb)) return 2;
   if (cli_get(&R->a, "scale") != NULL) {
     pb->scale_default = 0;
     pb->scale = R->po.scale;

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/features.h"
 #include "cli/limits.h"
+#include "cli/masks.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
@@ -37,6 +38,8 @@ static const cli_opt_t opts[] = {
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
+    /* masks (experiments/cli/masks.c) */
+    MASKS_CLI_OPTS,
 };
 
 static const char usage_line[] = "--inputs PATH --grads PATH [OPTIONS]";
@@ -56,7 +59,7 @@ static const char description[] =
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
     "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
-    "2 bad usage or input, or a failure while computing or writing.";
+    "2 bad usage or input, or a failure while computing or writing." MASKS_CLI_HELP;
 
 typedef enum { SRC_DIR, SRC_NPZ, SRC_ST } src_kind_t;
 
@@ -171,6 +174,7 @@ typedef struct {
   src_kind_t ik, gk;
   aa_layout_t layout;
   features_cli_t fc;
+  masks_cli_t mc; /* --mask, --key-len, --logit-offset */
   aa_dims_t qd, kd;
   aa_ndarray_t raw[5], graw[5];
   char label[5][320], glabel[5][320];
@@ -380,6 +384,8 @@ static int score_problem(score_t *S) {
   pb->varlen_batch = S->fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
   pb->cu_seqlens_q = S->fc.cu_q;
   pb->cu_seqlens_k = S->fc.cu_k;
+  /* masks: the batch elements are the folded heads' outer index (b H + h) */
+  if (masks_cli_problem(&S->mc, S->cmd, &S->a, S->qd.b, pb)) return 2;
   if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
   if (cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
   if (S->nrules == 0) S->rules[S->nrules++] = aa_eval_default_rule(S->in_fmt);
@@ -549,6 +555,7 @@ static int score_verdict(score_t *S) {
 
 static void score_free(score_t *S) {
   features_cli_free(&S->fc);
+  masks_cli_free(&S->mc);
   free(S->jtext);
   for (int i = 0; i < 5; i++) {
     aa_tensor_free(&S->g[i]);

@@ -13,6 +13,25 @@
    scale, so rel_l2 stays meaningful where the recipes fail (its certified
    bound and uncertified count are in the rows). Small d and n keep the
    oracle cheap: near one-hot rows fall back to MPFR for most elements. */
+/* --dists and --logit-offsets: axes only when given, so the default grid stays as it was. */
+static int nanmap_extra_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
+  const char *names[AA_DIST_COUNT];
+  char buf[256];
+  double offs[16];
+  size_t nd = 0, no = 0;
+  int rc;
+  if (xp_opt(o, "dists") != NULL) {
+    if (xp_opt_strs(names, &nd, AA_DIST_COUNT, buf, sizeof buf, o, "dists", NULL)) return AA_EINVAL;
+    for (size_t i = 0; i < nd; i++)
+      if (aa_layout_dist_from_name(names[i]) < 0)
+        return aa_error_set(err, AA_EINVAL, "--dists: '%s' is not a distribution of lib/layout.h", names[i]);
+    if ((rc = aa_sweep_axis_str(sw, "dist", names, nd, 0, err)) != AA_OK) return rc;
+  }
+  if (xp_opt(o, "logit-offsets") == NULL) return AA_OK;
+  if (xp_opt_doubles(offs, &no, 16, o, "logit-offsets", NULL, -0x1p40, 0x1p40, 0)) return AA_EINVAL;
+  return aa_sweep_axis_double(sw, "logit_offset", offs, no, 0, err);
+}
+
 static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns_full[] = {32, 128, 512};
   static const int64_t ns_quick[] = {32, 128};
@@ -23,6 +42,7 @@ static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_
   int rc;
   ctx->d = (size_t)d;
   if (xp_opt_size(&seeds, o, "seeds", 1, 1000000)) return AA_EINVAL;
+  if ((rc = nanmap_extra_axes(sw, o, err)) != AA_OK) return rc;
   if ((rc = xp_recipes_from_opts(ctx, o, err)) ||
       (rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
       (rc = xp_axis_masks(sw, o, err)) ||
@@ -35,7 +55,12 @@ static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_
   return aa_sweep_build(sw, NULL, NULL, err);
 }
 
-static const cli_opt_t params[] = {XP_OPTS_ATTN, XP_OPTS_ORACLE};
+static const cli_opt_t params[] = {
+    XP_OPTS_ATTN,
+    XP_OPTS_ORACLE,
+    {"dists", "NAME[,NAME...]", "normal",
+     "input distributions as an axis (lib/layout.h: normal, constant, near-constant, huge-keys, massive, ...)"},
+    {"logit-offsets", "C[,C...]", "0", "constants added to every score as an axis (problem.h): LSE far from 0"}};
 
 const xp_experiment_t xp_nanmap = {
     .name = "nanmap",
@@ -43,7 +68,9 @@ const xp_experiment_t xp_nanmap = {
     .description = "Cells: n (32, 128, 512; --quick: 32, 128) x mask x log2_sigma (-56..64, 20 values;\n"
                    "--quick: 10) x d = 32 x seed; inputs sigma * N(0,1) in BF16 from aa_cell_seed; the\n"
                    "rows and columns of table4 (ref_max_abs and ref_overflow say where the exact values\n"
-                   "leave the format; error holds a recipe's refusal).",
+                   "leave the format; error holds a recipe's refusal). --dists and --logit-offsets add the\n"
+                   "axes dist and logit_offset (magnitudes where kernels give NaN: ties, huge keys, LSE\n"
+                   "below -88.7 or above 88.7).",
     .params = params,
     .nparams = sizeof params / sizeof params[0],
     .declare = nanmap_declare,

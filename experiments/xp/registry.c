@@ -498,11 +498,16 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   /* Inputs are BF16 for every recipe (a recipe with a wider io format holds
      every BF16 value), so all recipes of the cell see the same values and
      share one oracle. */
-  /* a cell coordinate "outlier" = 1 draws the FA3 FP8 setting (AA_DIST_OUTLIER, the fp8 experiment) */
+  /* a cell coordinate "outlier" = 1 draws the FA3 FP8 setting (AA_DIST_OUTLIER, the fp8 experiment); "dist" names
+     a distribution of lib/layout.h and "logit_offset" shifts every score (problem.h; nanmap --dists,
+     --logit-offsets) */
   int dist = aa_cell_find(cell, "outlier") >= 0 && aa_cell_int(cell, "outlier", 0) ? AA_DIST_OUTLIER : ctx->uniform;
+  if (aa_cell_find(cell, "dist") >= 0 && (dist = aa_layout_dist_from_name(aa_cell_str(cell, "dist", ""))) < 0)
+    return aa_error_set(err, AA_EINVAL, "cell has an unknown dist '%s'", aa_cell_str(cell, "dist", ""));
   if ((rc = cli_inputs_draw(&in, seed, dist, sigma, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK) goto out;
   aa_problem_init(&pb, n, n, d, heads, heads);
   pb.causal = strcmp(mask, "causal") == 0;
+  pb.logit_offset = aa_cell_double(cell, "logit_offset", 0.0);
   if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;
   xp_oracle_opts(&oo, ctx);
 

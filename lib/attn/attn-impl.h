@@ -85,6 +85,12 @@ typedef struct {
   int mod;
   double sc_mul, cap_out, dt_mul;
   const double *slope_e; /* [heads] or NULL */
+  /* Attention mask, bias and logit offset (problem.h, recipe mask.* keys). masked: the problem has a mask
+     (aa_problem_has_mask). The bias b + offset, rounded to alu, enters S (mask.enter) as alu(b / mask_div) when
+     mask_div != 1, else alu(b * mask_mul): the units of S at that point. mask_low: the score of a masked key
+     with mask.score = lowest or zero. */
+  int masked;
+  double mask_div, mask_mul, mask_low;
 } aa_attn_ctx_t;
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
@@ -147,8 +153,13 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
    the forward) receives the factor dtanh the backward multiplies dS by. */
 void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, size_t i0, size_t tq, size_t j0,
                        size_t tk);
-/* Visibility of a tile (1 visible): returns the number of visible elements. */
-size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk);
+/* Visibility of a tile of head h (1 visible): returns the number of visible elements. The causal and window
+   masks hide a key; a key the attention mask, a -inf bias or the key padding masks is hidden with mask.score =
+   neginf and visible otherwise (aa_attn_score_mod then gives it the recipe's masked score). */
+size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i0, size_t tq, size_t j0, size_t tk);
+/* The fully masked rows as the recipe's mask.empty_o and mask.empty_lse finish them (after the backward; a no-op
+   at the defaults, which are the problem's definition). */
+void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for
    visible j (0 elsewhere); returns m and l (l = 0 for an empty row). */
 void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,

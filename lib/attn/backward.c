@@ -323,7 +323,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, const
                   .dO = cx->dO + (h * n_q + i0) * d};
   int st;
   *computed = 0;
-  size_t nv = aa_attn_visible(cx, tb->vis, i0, rows, j0, tkc);
+  size_t nv = aa_attn_visible(cx, tb->vis, h, i0, rows, j0, tkc);
   if (nv == 0 && r->bwd_skip_masked) return AA_OK; /* get_required_tiles_mask, L794-846 */
   *computed = 1;
   st = aa_attn_scores(cx, tb->S, b->qe, rows, p.K + j0 * d, tkc, r->bwd_acc_qk);

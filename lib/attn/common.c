@@ -49,15 +49,26 @@ static double tanh_r(const aa_attn_ctx_t *cx, double x) {
   return aa_attn_rnd(t, cx->r->alu_fmt);
 }
 
+/* The bias of (h, i, j) plus the logit offset in the units of S where mask.enter adds it (cx->mask_div,
+   mask_mul): the sum rounded to alu as the kernel holds it, then converted once. */
+static double bias_in_s_units(const aa_attn_ctx_t *cx, size_t h, size_t i, size_t j) {
+  aa_fmt_t alu = cx->r->alu_fmt;
+  double b = aa_attn_rnd(aa_problem_bias(cx->pb, h, i, j) + cx->pb->logit_offset, alu);
+  if (cx->mask_div != 1.0) return aa_attn_alu(b / cx->mask_div, alu);
+  return cx->mask_mul != 1.0 ? aa_attn_alu(b * cx->mask_mul, alu) : b;
+}
+
 void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, size_t i0, size_t tq, size_t j0,
                        size_t tk) {
   const aa_problem_t *pb = cx->pb;
   aa_fmt_t alu = cx->r->alu_fmt;
+  int bias = aa_problem_has_bias(pb), early = cx->r->mask_enter != AA_MASKAT_AFTER_CAP;
   if (!cx->mod) return;
   for (size_t a = 0; a < tq; a++)
     for (size_t b = 0; b < tk; b++) {
       size_t e = a * tk + b;
       double s = S[e];
+      if (bias && early) s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
       if (pb->softcap > 0) {
         /* flash-attn utils.h:396-399 apply_softcap: tanh(acc_s * params.softcap), params.softcap = scale /
            softcap (flash_api.cpp:131), in FP32, right after the QK^T GEMM (flash_fwd_kernel.h:331-332,
@@ -80,20 +91,58 @@ void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, 
         double dist = col ? (double)(j0 + b) : (double)aa_problem_alibi_dist(pb, i0 + a, j0 + b);
         s = aa_attn_fma(cx->slope_e[h], dist, s, alu);
       }
+      if (bias && !early) s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
+      /* a masked key aa_attn_visible let through (mask.score = lowest or zero) has the recipe's constant score */
+      if (cx->masked && !aa_problem_mask_ok(pb, h, i0 + a, j0 + b)) s = cx->mask_low;
       S[e] = s;
     }
 }
 
-size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t i0, size_t tq, size_t j0, size_t tk) {
+size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i0, size_t tq, size_t j0, size_t tk) {
   const aa_problem_t *pb = cx->pb;
+  int mask = cx->masked && cx->r->mask_score == AA_MASKSC_NEGINF;
   size_t cnt = 0;
   for (size_t a = 0; a < tq; a++)
     for (size_t b = 0; b < tk; b++) {
       uint8_t v = (uint8_t)aa_problem_visible(pb, i0 + a, j0 + b);
+      if (v && mask) v = (uint8_t)aa_problem_mask_ok(pb, h, i0 + a, j0 + b);
       vis[a * tk + b] = v;
       cnt += v;
     }
   return cnt;
+}
+
+/* 1 when row i of head h has no key the kernel scores and no sink (aa_attn_visible's rule). */
+static int row_is_empty(const aa_attn_ctx_t *cx, size_t h, size_t i) {
+  uint8_t v;
+  if (cx->pb->num_sinks > 0) return 0;
+  for (size_t j = 0; j < cx->n_k; j++)
+    if (aa_attn_visible(cx, &v, h, i, 1, j, 1)) return 0;
+  return 1;
+}
+
+static void fill_nan(aa_tensor_t *t, size_t off, size_t n) {
+  if (t->data == NULL) return;
+  for (size_t x = off; x < off + n; x++)
+    t->data[x] = NAN;
+}
+
+void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  const aa_recipe_t *r = cx->r;
+  static const double lse_of[AA_EMPTYLSE_COUNT] = {-INFINITY, INFINITY, 0.0};
+  size_t d = cx->d, n_q = cx->n_q, n_k = cx->n_k;
+  if (!r->mask_empty_nan && r->mask_empty_lse == AA_EMPTYLSE_NEGINF) return;
+  for (size_t h = 0; h < cx->pb->heads; h++)
+    for (size_t i = 0; i < n_q; i++) {
+      if (!row_is_empty(cx, h, i)) continue;
+      out->lse.data[h * n_q + i] = lse_of[r->mask_empty_lse];
+      if (!r->mask_empty_nan) continue;
+      /* softmax of an all -inf row is NaN: O = P V, dQ = dS K and every key's P^T dO, dS^T Q of the head */
+      fill_nan(&out->o, (h * n_q + i) * d, d);
+      fill_nan(&out->dq, (h * n_q + i) * d, d);
+      fill_nan(&out->dk, h / cx->group * n_k * d, n_k * d);
+      fill_nan(&out->dv, h / cx->group * n_k * d, n_k * d);
+    }
 }
 
 /* Sink logit in the units of S: with scale_fold = exp, S is unscaled, so the

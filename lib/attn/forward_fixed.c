@@ -159,7 +159,7 @@ static int key_blocks(shifted_t *t) {
     size_t tk = n_k - j0 < tkk ? n_k - j0 : tkk;
     /* A key block no row of the tile sees is never visited (causal kernels
        stop at the diagonal); exact, as in the online forward. */
-    if (aa_attn_visible(cx, t->vis, t->i0, t->tq, j0, tk) == 0) continue;
+    if (aa_attn_visible(cx, t->vis, t->h, t->i0, t->tq, j0, tk) == 0) continue;
     for (size_t s0 = 0; s0 < t->tq; s0 += t->sub) {
       size_t sr = t->tq - s0 < t->sub ? t->tq - s0 : t->sub;
       int st = row_group(t, s0, sr, j0, tk);

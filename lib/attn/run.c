@@ -89,9 +89,10 @@ static int backward_k_prescaled(aa_attn_ctx_t *cx, aa_attn_result_t *out) {
 static int check_k_prescale(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
   if (!r->bwd_k_prescale) return AA_OK;
   if (pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE || pb->num_sinks > 0 || pb->keep != NULL ||
-      r->dropout.scheme != AA_DROPOUT_NONE)
+      r->dropout.scheme != AA_DROPOUT_NONE || aa_problem_has_bias(pb))
     return aa_error_set(err, AA_EINVAL,
-                        "recipe '%s': bwd.k_prescale = on models a kernel without softcap, ALiBi, sinks or dropout",
+                        "recipe '%s': bwd.k_prescale = on models a kernel without softcap, ALiBi, sinks, dropout, "
+                        "bias or logit offset",
                         r->name);
   return AA_OK;
 }
@@ -254,6 +255,20 @@ static int ctx_alibi(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa
   return AA_OK;
 }
 
+/* Attention mask, bias and logit offset (problem.h) as the recipe's mask.* keys take them: the units of S where
+   mask.enter adds the bias (scale0: the softmax scale before ctx_softcap, which makes the softcap stand for it
+   with scale_fold = exp), and the score of a masked key that is scored. */
+static void ctx_mask(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_t *r, double scale0) {
+  int exp_fold = r->scale_fold == AA_SCALE_EXP;
+  cx->masked = aa_problem_has_mask(pb);
+  cx->mod |= cx->masked && r->mask_score != AA_MASKSC_NEGINF;
+  cx->mask_div = cx->mask_mul = 1.0;
+  if (r->mask_enter == AA_MASKAT_AFTER_CAP && exp_fold) cx->mask_div = cx->scale;
+  if (r->mask_enter == AA_MASKAT_BEFORE_CAP && exp_fold) cx->mask_div = scale0;
+  if (r->mask_enter == AA_MASKAT_BEFORE_SCALE && !exp_fold) cx->mask_mul = scale0;
+  cx->mask_low = r->mask_score == AA_MASKSC_LOWEST ? -aa_fmt_info(r->alu_fmt)->max_finite : 0.0;
+}
+
 /* Sink logits, loaded into the engine's format ([nki-bwd] L1361-1372). */
 static int ctx_sinks(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
   size_t ns = pb->heads * pb->num_sinks;
@@ -276,7 +291,9 @@ static int run_context(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, 
                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
   aa_attn_ctx_t *cx = &rn->cx;
   ctx_scales(cx, pb, r);
+  double scale0 = cx->scale;
   ctx_softcap(cx, pb, r);
+  ctx_mask(cx, pb, r, scale0);
   int st = ctx_alibi(rn, pb, r, err);
   if (st != AA_OK) return st;
   cx->keep_fwd = cx->keep_bwd = pb->keep;
@@ -373,6 +390,7 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
 static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t *err) {
   int st = run_forward(&rn->cx, out, err);
   if (st == AA_OK && backward) st = run_backward(rn, out);
+  if (st == AA_OK) aa_attn_finish_empty(&rn->cx, out);
   if (st != AA_OK)
     return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", rn->cx.r->name, aa_status_str(st));
   return AA_OK;

@@ -179,27 +179,62 @@ int aa_layout_index(size_t *idx, aa_layout_t l, const aa_dims_t *m, size_t i) {
   }
 }
 
+static const char *const dist_names[AA_DIST_COUNT] = {"normal",        "uniform",   "outlier", "constant",
+                                                      "near-constant", "huge-keys", "massive"};
+
+const char *aa_layout_dist_name(int dist) {
+  return dist >= 0 && dist < AA_DIST_COUNT ? dist_names[dist] : NULL;
+}
+
+int aa_layout_dist_from_name(const char *name) {
+  for (int i = 0; i < AA_DIST_COUNT; i++)
+    if (strcmp(name, dist_names[i]) == 0) return i;
+  return -1;
+}
+
+/* One element (in units of sigma) of row r, column c of head h of tensor id, from the head's stream; *row_mul is
+   the huge-keys factor drawn at the row's start. */
+static double draw_elem(aa_pcg64_t *rng, int dist, uint64_t id, size_t h, size_t c, double *row_mul) {
+  double z;
+  switch (dist) {
+  case AA_DIST_UNIFORM:
+    return aa_pcg64_uniform(rng);
+  case AA_DIST_OUTLIER: {
+    z = aa_pcg64_normal(rng);
+    double u = aa_pcg64_uniform(rng), big = aa_pcg64_normal(rng);
+    return u < 0.001 ? z + 10.0 * big : z;
+  }
+  case AA_DIST_CONSTANT:
+    return 1.0;
+  case AA_DIST_NEAR_CONSTANT:
+    return 1.0 + 0x1p-8 * aa_pcg64_normal(rng);
+  case AA_DIST_HUGE_KEYS:
+    if (c == 0 && id == 1) *row_mul = aa_pcg64_uniform(rng) < 0x1p-6 ? 64.0 : 1.0;
+    return *row_mul * aa_pcg64_normal(rng);
+  case AA_DIST_MASSIVE:
+    z = aa_pcg64_normal(rng);
+    return (id <= 1 && h == 0 && c == 0) ? z + 32.0 : z;
+  default:
+    return aa_pcg64_normal(rng);
+  }
+}
+
 int aa_layout_draw(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols, int uniform,
                    double sigma, aa_fmt_t fmt, aa_error_t *err) {
   size_t shape[3] = {heads, rows, cols}, per;
   aa_round_opts_t ro = {fmt, AA_RND_NE, 1, 0};
+  if (uniform < 0 || uniform >= AA_DIST_COUNT)
+    return aa_error_set(err, AA_EINVAL, "unknown distribution %d", uniform);
   if (aa_tensor_alloc(t, 3, shape, fmt) != AA_OK)
     return aa_error_set(err, AA_ENOMEM, "cannot allocate [%zu, %zu, %zu] doubles", heads, rows, cols);
   per = rows * cols;
   for (size_t h = 0; h < heads; h++) {
     aa_pcg64_t rng;
     uint64_t tags[2] = {id, (uint64_t)h};
+    double row_mul = 1.0;
     aa_rng_derive(&rng, seed, tags, 2);
-    for (size_t i = 0; i < per; i++) {
-      double z;
-      if (uniform == AA_DIST_OUTLIER) {
-        z = aa_pcg64_normal(&rng);
-        double u = aa_pcg64_uniform(&rng), big = aa_pcg64_normal(&rng);
-        if (u < 0.001) z += 10.0 * big;
-      } else
-        z = uniform ? aa_pcg64_uniform(&rng) : aa_pcg64_normal(&rng);
-      t->data[h * per + i] = aa_round(sigma * z, &ro, NULL);
-    }
+    for (size_t i = 0; i < per; i++)
+      t->data[h * per + i] = aa_round(sigma * draw_elem(&rng, uniform, id, h, i % cols, &row_mul), &ro, NULL);
   }
   return AA_OK;
 }

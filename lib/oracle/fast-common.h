@@ -212,7 +212,8 @@ static inline aa_or_dd_t dd_recip(aa_or_dd_t a) {
    for g, which keeps g's bound relative where g underflows towards 0). Below
    exp(-707) the exp returns 0 and the true E < 2^-1019: an absolute
    AA_OR_TINY covers it. The bias slope dist is exact as TwoProduct (slope
-   0 or >= 2^-900, |dist| < 2^32, problem.h), added with the accurate dd sum. */
+   0 or >= 2^-900, |dist| < 2^32, problem.h), added with the accurate dd sum;
+   so is the attention bias plus the logit offset, exact as TwoSum. */
 static inline void score_mod(const aa_or_ctx_t *cx, size_t h, size_t i, size_t j, aa_or_dd_t *S, double *eS,
                              aa_or_dd_t *g, double *eg) {
   const aa_problem_t *pb = cx->pb;
@@ -242,6 +243,11 @@ static inline void score_mod(const aa_or_ctx_t *cx, size_t h, size_t i, size_t j
     double bh = sl * dist, bl = fma(sl, dist, -bh);
     aa_or_dd_t b = {bh, bl}, n = aa_or_dd_add(*S, b);
     *eS += 1.01 * (3 * AA_OR_U2 * fabs(n.hi) + 2 * AA_OR_U2 * (fabs(S->hi) + fabs(bh)));
+    *S = n;
+  }
+  if (aa_problem_has_bias(pb)) {
+    aa_or_dd_t b = aa_or_two_sum(aa_problem_bias(pb, h, i, j), pb->logit_offset), n = aa_or_dd_add(*S, b);
+    *eS += 1.01 * (3 * AA_OR_U2 * fabs(n.hi) + 2 * AA_OR_U2 * (fabs(S->hi) + fabs(b.hi)));
     *S = n;
   }
 }

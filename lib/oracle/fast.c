@@ -1017,6 +1017,9 @@ static void tiled_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, s
 }
 
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
+  /* A boolean mask, a bias's -Inf entries or key padding make a row's keys a set, not the interval the blocks
+     and their term counts are built on: the row kernel, which lists each row's visible keys, runs those. */
+  if (aa_problem_has_mask(cx->pb)) return aa_oracle_fast_run_rows(cx, err);
   tiled_t D;
   memset(&D, 0, sizeof D);
   int ok = fast_begin(cx, &D.sp);

@@ -17,10 +17,13 @@ int aa_oracle_cuda_devices(void) {
 
 /* Visible keys of every query as intervals that move right with i (dense, causal, windows), so that the visible
    queries of a key are an interval too: [first i with rhi > j, first i with rlo > j). Packing bounds may break
-   that, and the other features (sinks, dropout, softcap, ALiBi) are not in the kernels: 0, the CPU runs. */
+   that, and the other features (sinks, dropout, softcap, ALiBi, an attention mask, bias, key padding or logit
+   offset) are not in the kernels: 0, the CPU runs. */
 int aa_oracle_cuda_supports(const aa_or_ctx_t *cx) {
   const aa_problem_t *pb = cx->pb;
-  if (cx->ns != 0 || pb->keep != NULL || cx->mod || pb->bound_min != NULL || pb->varlen_batch != 0) return 0;
+  if (cx->ns != 0 || pb->keep != NULL || cx->mod || pb->bound_min != NULL || pb->varlen_batch != 0 ||
+      aa_problem_has_mask(pb))
+    return 0;
   if (cx->d < 1 || cx->d > AA_ORCU_MAXD || cx->ks != 1.0) return 0;
   size_t plo = 0, phi = 0;
   for (size_t i = 0; i < cx->n_q; i++) {

@@ -59,6 +59,7 @@ typedef struct {
   double *s, *cc, *a, *b, *s2, *cc2, *a2, *b2;
   double *rsh, *rsl, *res, *rxh, *rxl, *reh, *rel, *ree; /* one row of n_k */
   size_t *rows, *keys, *yidx;
+  size_t *klist; /* the visible keys of one row, ascending (row_list) */
   uint8_t *kept;
   int ok;
 } buf_t;
@@ -84,7 +85,8 @@ static int buf_init(void *ws, const aa_or_ctx_t *cx, int phase) {
   B->keys = malloc(BLK * sizeof(size_t));
   B->yidx = malloc(BLK * sizeof(size_t));
   B->kept = malloc(BLK);
-  if (!B->rows || !B->keys || !B->yidx || !B->kept) B->ok = 0;
+  B->klist = malloc((nk + 1) * sizeof(size_t));
+  if (!B->rows || !B->keys || !B->yidx || !B->kept || !B->klist) B->ok = 0;
   return B->ok;
 }
 
@@ -99,6 +101,18 @@ static void buf_free(void *ws) {
   free(B->keys);
   free(B->yidx);
   free(B->kept);
+  free(B->klist);
+}
+
+/* The visible keys of query i of head h into B->klist, ascending; returns their count. Without a mask
+   (problem.h aa_problem_has_mask) the interval of aa_problem_row_keys, else the keys in it that pass the mask. */
+static size_t row_list(const aa_problem_t *pb, buf_t *B, size_t h, size_t i) {
+  size_t lo, hi, m = 0;
+  aa_problem_row_keys(pb, i, &lo, &hi);
+  int masked = aa_problem_has_mask(pb);
+  for (size_t j = lo; j < hi; j++)
+    if (!masked || aa_problem_mask_ok(pb, h, i, j)) B->klist[m++] = j;
+  return m;
 }
 
 static void acc_zero(double *s, double *cc, double *a, double *b, size_t d) {
@@ -182,26 +196,26 @@ static void block_pairs(const aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size
 /* Forward of row r = h n_q + i: LSE, O, D. */
 static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr_t mz, mpfr_t ml) {
   const aa_problem_t *pb = cx->pb;
-  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  aa_problem_row_keys(pb, i, &lo, &hi);
-  size_t m = hi - lo;
+  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d;
+  size_t m = row_list(pb, B, h, i);
+  const size_t *kl = B->klist;
   cx->row_empty[r] = m + cx->ns == 0;
   if (m + cx->ns == 0) {
     row_empty_fwd(cx, r);
     return;
   }
   /* pass 1: the S row */
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+  for (size_t j0 = 0; j0 < m; j0 += BLK) {
+    size_t nb = m - j0 < BLK ? m - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
       B->rows[t] = r;
-      B->keys[t] = g * cx->n_k + j0 + t;
+      B->keys[t] = g * cx->n_k + kl[j0 + t];
     }
     block_s(cx, sp, B, nb);
     for (size_t t = 0; t < nb; t++) {
-      B->rsh[j0 - lo + t] = B->sh[t];
-      B->rsl[j0 - lo + t] = B->sl[t];
-      B->res[j0 - lo + t] = B->eS[t];
+      B->rsh[j0 + t] = B->sh[t];
+      B->rsl[j0 + t] = B->sl[t];
+      B->res[j0 + t] = B->eS[t];
     }
   }
   /* pass 2: E = exp(S - M), Z, LSE, 1/Z (row_norm, fast-common.h) */
@@ -212,16 +226,16 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
   const double *V = cx->v + g * cx->n_k * d;
   acc_zero(B->s, B->cc, B->a, B->b, d);
   size_t nkept = 0;
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+  for (size_t j0 = 0; j0 < m; j0 += BLK) {
+    size_t nb = m - j0 < BLK ? m - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
-      size_t j = j0 - lo + t;
+      size_t j = j0 + t;
       aa_or_dd_t P = aa_or_dd_mul((aa_or_dd_t){B->reh[j], B->rel[j]}, iz);
       B->ch[t] = P.hi;
       B->cl[t] = P.lo;
       B->ec[t] = 1.01 * (B->ree[j] + pz + 5 * U2) * P.hi;
-      B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + j0 + t] != 0 : 1;
-      B->yidx[t] = j0 + t;
+      B->kept[t] = pb->keep != NULL ? pb->keep[r * cx->n_k + kl[j]] != 0 : 1;
+      B->yidx[t] = kl[j];
       nkept += B->kept[t];
     }
     acc_block(B->s, B->cc, B->a, B->b, V, B->yidx, B->ch, B->cl, B->ec, pb->keep != NULL ? B->kept : NULL, nb, d);
@@ -231,23 +245,22 @@ static void fwd_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r, mpfr
 
 /* dQ of row r. */
 static void dq_row(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t r) {
-  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d, lo, hi;
-  aa_problem_row_keys(cx->pb, i, &lo, &hi);
+  size_t h = r / cx->n_q, i = r % cx->n_q, g = h / cx->group, d = cx->d;
+  size_t m = row_list(cx->pb, B, h, i);
   const double *K = cx->k + g * cx->n_k * d;
   acc_zero(B->s, B->cc, B->a, B->b, d);
-  for (size_t j0 = lo; j0 < hi; j0 += BLK) {
-    size_t nb = hi - j0 < BLK ? hi - j0 : BLK;
+  for (size_t j0 = 0; j0 < m; j0 += BLK) {
+    size_t nb = m - j0 < BLK ? m - j0 : BLK;
     for (size_t t = 0; t < nb; t++) {
       B->rows[t] = r;
-      B->keys[t] = g * cx->n_k + j0 + t;
-      B->yidx[t] = j0 + t;
+      B->keys[t] = g * cx->n_k + B->klist[j0 + t];
+      B->yidx[t] = B->klist[j0 + t];
     }
     block_pairs(cx, sp, B, nb, 1);
     acc_block(B->s, B->cc, B->a, B->b, K, B->yidx, B->ch, B->cl, B->ec, NULL, nb, d);
   }
   for (size_t c = 0; c < d; c++)
-    finish(cx, AA_OR_DQ, r * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], hi - lo, cx->sig, cx->sig_rel, NULL, NULL,
-           NULL);
+    finish(cx, AA_OR_DQ, r * d + c, B->s[c], B->cc[c], B->a[c], B->b[c], m, cx->sig, cx->sig_rel, NULL, NULL, NULL);
 }
 
 /* dK and dV of key column kk = g n_k + j. */
@@ -261,7 +274,7 @@ static void kv_col(aa_or_ctx_t *cx, const spans_t *sp, buf_t *B, size_t kk) {
   for (size_t hh = 0; hh < cx->group; hh++) {
     size_t h = g * cx->group + hh, nb = 0;
     for (size_t i = ilo; i <= ihi; i++) {
-      if (i < ihi && aa_problem_visible(pb, i, j)) {
+      if (i < ihi && aa_problem_visible_h(pb, h, i, j)) {
         B->rows[nb] = h * cx->n_q + i;
         B->keys[nb] = kk;
         B->yidx[nb] = h * cx->n_q + i;

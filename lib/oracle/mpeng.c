@@ -209,7 +209,8 @@ static double exp_term(mpfr_ptr out, mpfr_srcptr x, double u, double e, double *
    within e_y + rounding of tanh(s/c); g = RN(RN(sech y)^2), and since
    |d log sech / dy| = |tanh| <= 1, sech y is within relative expm1(e_y)
    of sech(s/c). The ALiBi bias slope * dist is exact at p + 64 >= 128 bits
-   (53 + 32 bits), then added with one rounding. */
+   (53 + 32 bits), then added with one rounding; the attention bias and the
+   logit offset are added after it with one rounding each. */
 static double s_val(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr out, const double *q, const double *k, size_t h,
                     size_t i, size_t j, size_t m, double u) {
   const aa_problem_t *pb = cx->pb;
@@ -237,6 +238,12 @@ static double s_val(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr out, const double *
     mpfr_mul_si(w->t2, w->t2, (long)aa_problem_alibi_dist(pb, i, j), MPFR_RNDN); /* exact */
     int i8 = mpfr_add(out, out, w->t2, MPFR_RNDN);
     e += ERR(i8, u, out);
+  }
+  if (aa_problem_has_bias(pb)) { /* the attention bias, then the logit offset (problem.h), each one rounding */
+    int i9 = mpfr_add_d(out, out, aa_problem_bias(pb, h, i, j), MPFR_RNDN);
+    e += ERR(i9, u, out);
+    int i10 = mpfr_add_d(out, out, pb->logit_offset, MPFR_RNDN);
+    e += ERR(i10, u, out);
   }
   return e;
 }
@@ -295,7 +302,7 @@ static double ds_dominant(ws_t *w, const aa_or_ctx_t *cx, mpfr_ptr out, size_t h
   double edj = dp_val(w, w->x1, doi, V + j * d, keep == NULL || keep[j] != 0, cx, u), dj = absd(w->x1), acc = 0;
   aa_problem_row_keys(pb, i, &lo, &hi);
   for (size_t r = lo; r < hi; r++) {
-    if (r == j || !aa_problem_visible(pb, i, r)) continue;
+    if (r == j || !aa_problem_visible_h(pb, h, i, r)) continue;
     double eS = s_val(w, cx, w->x2, qi, K + r * d, h, i, r, w->cap, u);
     int ix = mpfr_sub(w->x2, w->x2, w->lse, MPFR_RNDN);
     double pd, eps = exp_term(w->x2, w->x2, u, eS + w->e_lse + ERR(ix, u, w->x2), &pd);
@@ -389,7 +396,7 @@ static void mp_row(ws_t *w, const aa_or_ctx_t *cx, size_t h, size_t i, mpfr_prec
   const uint8_t *keep = pb->keep != NULL ? pb->keep + row * nk : NULL;
   size_t m = 0;
   for (size_t j = 0; j < nk; j++) {
-    if (!aa_problem_visible(pb, i, j)) continue;
+    if (!aa_problem_visible_h(pb, h, i, j)) continue;
     w->eS[m] = s_val(w, cx, w->s[m], qi, K + j * d, h, i, j, m, u);
     w->idx[m] = j;
     w->kept[m] = keep != NULL ? keep[j] != 0 : 1;
@@ -543,7 +550,7 @@ static void mp_col(ws_t *w, const src_t *src, size_t g, size_t j, mpfr_prec_t p)
   for (size_t hh = 0; hh < cx->group; hh++) {
     size_t h = g * cx->group + hh;
     for (size_t i = 0; i < cx->n_q; i++) {
-      if (!aa_problem_visible(pb, i, j)) continue;
+      if (!aa_problem_visible_h(pb, h, i, j)) continue;
       size_t row = h * cx->n_q + i;
       if (!get_stats(w, src, h, i)) continue;
       double eS = s_val(w, cx, w->s[m], cx->q + row * d, kj, h, i, j, m, u);

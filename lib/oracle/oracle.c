@@ -137,7 +137,7 @@ static int dq_zero_by_identity(const aa_or_ctx_t *cx, int t, size_t idx) {
   const double *kc = cx->k + (h / cx->group) * cx->n_k * cx->d + c;
   size_t first = SIZE_MAX;
   for (size_t j = lo; j < hi; j++) {
-    if (!aa_problem_visible(pb, i, j)) continue;
+    if (!aa_problem_visible_h(pb, h, i, j)) continue;
     if (first == SIZE_MAX)
       first = j;
     else if (kc[j * cx->d] != kc[first * cx->d])
@@ -246,6 +246,14 @@ static double max_abs(const aa_tensor_t *t) {
    evaluated in double: they can only be too large by rounding, by a factor
    under 1 + 2^-40, well inside the 2^23 margin to DBL_MAX. */
 #define AA_OR_MAXMAG 0x1p1000
+/* Largest finite |bias| of the problem's attention bias (its -Inf entries mask, problem.h). */
+static double max_abs_bias(const aa_problem_t *pb) {
+  double m = 0;
+  size_t n = pb->bias == NULL ? 0 : (pb->mask_hstride != 0 ? pb->heads : 1) * pb->n_q * pb->n_k;
+  for (size_t e = 0; e < n; e++)
+    if (isfinite(pb->bias[e])) m = fmax(m, fabs(pb->bias[e]));
+  return m;
+}
 static int check_range(const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *v,
                        const aa_tensor_t *dO, aa_error_t *err) {
   double mq = max_abs(q), mk = max_abs(k), mv = max_abs(v), mdo = max_abs(dO), d = (double)pb->d;
@@ -254,6 +262,7 @@ static int check_range(const aa_problem_t *pb, const aa_tensor_t *q, const aa_te
   if (pb->alibi != AA_ALIBI_NONE)
     for (size_t h = 0; h < pb->heads; h++)
       bias = fmax(bias, fabs(pb->alibi_slopes[h]) * (double)(pb->n_q > pb->n_k ? pb->n_q : pb->n_k));
+  bias += fabs(pb->logit_offset) + max_abs_bias(pb);
   for (size_t i = 0; i < pb->heads * pb->num_sinks; i++)
     sink = fmax(sink, fabs(pb->sinks[i]));
   double qk = d * mq * mk, s = (pb->softcap > 0 ? fmin(sig * qk, pb->softcap) : sig * qk) + bias;

@@ -55,6 +55,33 @@ static int check_varlen(const aa_problem_t *pb, aa_error_t *err) {
   return AA_OK;
 }
 
+/* The attention mask, bias, key padding and logit offset (problem.h): a
+   bias entry is finite (|b| <= 2^40, so that bias + offset + score stays an
+   exact double-double sum) or -Inf (masked); NaN and +Inf have no softmax. */
+static int check_mask(const aa_problem_t *pb, aa_error_t *err) {
+  if (!(isfinite(pb->logit_offset) && fabs(pb->logit_offset) <= 0x1p40))
+    return aa_error_set(err, AA_EINVAL, "logit offset must be finite with |c| <= 2^40, got %g", pb->logit_offset);
+  if (pb->key_pad > pb->n_k)
+    return aa_error_set(err, AA_EINVAL, "key padding of %zu keys but only %zu keys", pb->key_pad, pb->n_k);
+  if (pb->key_pad > 0 && pb->varlen_batch > 0) /* each packed sequence has its own length already */
+    return aa_error_set(err, AA_EINVAL, "key padding does not combine with a varlen batch");
+  if (pb->mask == NULL && pb->bias == NULL) return AA_OK;
+  if (pb->mask_hstride != 0 && pb->mask_hstride != pb->n_q * pb->n_k)
+    return aa_error_set(err, AA_ESHAPE, "attention mask head stride %zu: need 0 (broadcast) or n_q n_k = %zu",
+                        pb->mask_hstride, pb->n_q * pb->n_k);
+  if (pb->varlen_batch > 0 || pb->bound_min != NULL)
+    return aa_error_set(err, AA_EINVAL, "an attention mask does not combine with %s",
+                        pb->varlen_batch > 0 ? "a varlen batch" : "packing bounds");
+  size_t n = (pb->mask_hstride != 0 ? pb->heads : 1) * pb->n_q * pb->n_k;
+  for (size_t e = 0; pb->bias != NULL && e < n; e++)
+    if (!(pb->bias[e] == -INFINITY || (isfinite(pb->bias[e]) && fabs(pb->bias[e]) <= 0x1p40)))
+      return aa_error_set(err, AA_EINVAL,
+                          "attention bias entry %zu (head %zu, query %zu, key %zu) is %g: need -inf or finite with "
+                          "|b| <= 2^40",
+                          e, e / (pb->n_q * pb->n_k), e / pb->n_k % pb->n_q, e % pb->n_k, pb->bias[e]);
+  return AA_OK;
+}
+
 int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
   if (pb->n_q == 0 || pb->n_k == 0 || pb->d == 0 || pb->heads == 0 || pb->kv_heads == 0)
     return aa_error_set(err, AA_ESHAPE, "empty problem: n_q=%zu n_k=%zu d=%zu heads=%zu kv_heads=%zu", pb->n_q,
@@ -96,6 +123,8 @@ int aa_problem_check(const aa_problem_t *pb, aa_error_t *err) {
     return aa_error_set(err, AA_EINVAL, "softmax scale must be finite and positive, got %g", pb->scale);
   if (pb->keep != NULL && !(isfinite(pb->keep_scale) && pb->keep_scale > 0))
     return aa_error_set(err, AA_EINVAL, "dropout keep_scale must be finite and positive, got %g", pb->keep_scale);
+  int st = check_mask(pb, err);
+  if (st != AA_OK) return st;
   return pb->varlen_batch > 0 ? check_varlen(pb, err) : AA_OK;
 }
 

@@ -33,6 +33,10 @@ static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
 static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
+static const char *const maskscore_names[] = {"neginf", "lowest", "zero", NULL};
+static const char *const maskenter_names[] = {"after-cap", "before-cap", "before-scale", NULL};
+static const char *const emptyo_names[] = {"zero", "nan", NULL};
+static const char *const emptylse_names[] = {"neginf", "posinf", "zero", NULL};
 
 static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
@@ -212,6 +216,14 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "the softcap's tanh: exact, or a model of tanh.approx.f32", .cite = "flash-attn utils.h:399"},
     {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,
      .desc = "ALiBi under a causal mask: documented -slope |distance| (abs) or FA2's slope * j", .cite = "flash-attn alibi.h:48, mask.h:157"},
+    {.key = "mask.score", .type = AA_KEY_ENUM, .offset = F_(mask_score), .names = maskscore_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,
+     .desc = "score of a key the attention mask, a -inf bias or key padding masks: skipped, the ALU's lowest finite, or 0", .cite = "lib/problem.h; PyTorch sdpa_math finfo.min masks"},
+    {.key = "mask.enter", .type = AA_KEY_ENUM, .offset = F_(mask_enter), .names = maskenter_names, .def = "after-cap", .omit = AA_OMIT_DEFAULT,
+     .desc = "where the additive bias and the logit offset enter: after the softcap, before it, or before the scale", .cite = "flash-attn flash_fwd_kernel.h:331-335"},
+    {.key = "mask.empty_o", .type = AA_KEY_ENUM, .offset = F_(mask_empty_nan), .names = emptyo_names, .def = "zero", .omit = AA_OMIT_DEFAULT,
+     .desc = "a row with no visible key: O = 0 and no gradient, or NaN in O, dQ and its head's dK, dV (softmax of all -inf)", .cite = "flash-attn softmax.h:180; PyTorch sdpa_math"},
+    {.key = "mask.empty_lse", .type = AA_KEY_ENUM, .offset = F_(mask_empty_lse), .names = emptylse_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,
+     .desc = "the LSE stored for a row with no visible key: -inf, +inf (flash-attn) or 0", .cite = "flash-attn softmax.h:180"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",

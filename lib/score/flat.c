@@ -3,6 +3,7 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,11 +32,39 @@ typedef struct {
   aa_tensor_t in[4];
   aa_problem_t pb;
   aa_fmt_t in_fmt;
+  double *bias; /* pb.bias: the caller's mask over the folded heads (prob_mask) */
 } flat_prob_t;
 
 static void prob_free(flat_prob_t *p) {
   for (int i = 0; i < 4; i++)
     aa_tensor_free(&p->in[i]);
+  free(p->bias);
+  p->bias = NULL;
+}
+
+/* The mask options into p->pb (aa_problem_mask_expand over the folded heads b H + h). */
+static int prob_mask(flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
+  size_t B = p->dq.b, H = p->dq.h, nq = p->dq.n, nk = p->dk.n;
+  p->pb.logit_offset = o->logit_offset;
+  if (o->attn_mask == NULL && o->nkey_len == 0) return AA_OK;
+  if (o->attn_mask != NULL && !((o->mask_b == 1 || o->mask_b == B) && (o->mask_h == 1 || o->mask_h == H)))
+    return aa_error_set(err, AA_ESHAPE,
+                        "attn_mask has %zu batch and %zu head entries; the problem has B = %zu, H = %zu", o->mask_b,
+                        o->mask_h, B, H);
+  if (o->nkey_len != 0 && o->nkey_len != 1 && o->nkey_len != B)
+    return aa_error_set(err, AA_ESHAPE, "%zu key lengths for a batch of %zu (give one, or one per batch element)",
+                        o->nkey_len, B);
+  for (size_t b = 0; b < o->nkey_len; b++)
+    if (o->key_len[b] > nk)
+      return aa_error_set(err, AA_EINVAL, "key length %zu of batch element %zu exceeds n_k = %zu", o->key_len[b], b,
+                          nk);
+  if ((p->bias = malloc(B * H * nq * nk * sizeof *p->bias)) == NULL)
+    return aa_error_set(err, AA_ENOMEM, "cannot allocate the attention mask of %zu heads of [%zu, %zu]", B * H, nq,
+                        nk);
+  aa_problem_mask_expand(p->bias, o->attn_mask, o->mask_b, o->mask_h, B, H, nq, nk, o->key_len, o->nkey_len);
+  p->pb.bias = p->bias;
+  p->pb.mask_hstride = nq * nk;
+  return AA_OK;
 }
 
 static void shape_str(char *buf, size_t cap, const aa_flat_tensor_t *t) {
@@ -134,7 +163,7 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
   p->pb.varlen_batch = o->varlen_batch; /* the check matches the offsets with the packed lengths */
   p->pb.cu_seqlens_q = o->cu_seqlens_q;
   p->pb.cu_seqlens_k = o->cu_seqlens_k != NULL ? o->cu_seqlens_k : o->cu_seqlens_q;
-  if ((rc = aa_problem_check(&p->pb, err)) != AA_OK) {
+  if ((rc = prob_mask(p, o, err)) != AA_OK || (rc = aa_problem_check(&p->pb, err)) != AA_OK) {
     prob_free(p);
     return rc;
   }

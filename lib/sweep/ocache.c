@@ -99,6 +99,18 @@ int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tens
       hash_u64(&h, (uint64_t)(int64_t)ck[i]);
     }
   }
+  if (aa_problem_has_mask(pb) || pb->logit_offset != 0) { /* attention mask, bias, padding, offset: only when on */
+    size_t n = (pb->mask_hstride != 0 ? pb->heads : 1) * pb->n_q * pb->n_k;
+    hash_u64(&h, 0x3a5c0f);
+    hash_u64(&h, pb->key_pad);
+    hash_f64(&h, pb->logit_offset);
+    hash_u64(&h, pb->mask_hstride != 0);
+    hash_u64(&h, pb->mask != NULL);
+    if (pb->mask != NULL) aa_hash128_update(&h, pb->mask, n);
+    hash_u64(&h, pb->bias != NULL);
+    for (size_t i = 0; pb->bias != NULL && i < n; i++)
+      hash_f64(&h, pb->bias[i]);
+  }
   hash_u64(&h, pb->num_sinks);
   hash_u64(&h, pb->sinks != NULL);
   if (pb->sinks != NULL)

@@ -307,8 +307,8 @@ static int read_items(aa_ndarray_t *out, const aa__src_t *src, const aa__extent_
     size_t want = ext->numel - got < per ? ext->numel - got : per;
     if (src->read(src->ctx, buf, want * itemsize) != want * itemsize)
       return aa_error_set(err, AA_EIO, "%s: read error in the data", path);
-    for (size_t i = 0; i < want; i++)
-      out->data[got + i] = aa__decode_le(buf + i * itemsize, fmt);
+    for (size_t i = 0; i < want; i++) /* itemsize 1: a boolean mask as its additive form (AA_NPY_BOOL_BIAS) */
+      out->data[got + i] = itemsize == 1 ? (buf[i] ? 0.0 : -INFINITY) : aa__decode_le(buf + i * itemsize, fmt);
     got += want;
   }
   /* A source that gives more than it declared (a zip member longer than
@@ -335,7 +335,9 @@ int aa__npy_read_src(aa_ndarray_t *out, const aa__src_t *src, const char *path, 
       (st = parse_header(&h, hdr, hlen, path, err)) != AA_OK)
     goto done;
   if ((flags & AA_NPY_BF16_BITS) && strcmp(h.descr, "<i2") == 0) strcpy(h.descr, "<u2"); /* BF16 bits, by request */
-  if ((st = dtype_lookup(&fmt, &itemsize, h.descr, path, err)) != AA_OK ||
+  int boolean = (flags & AA_NPY_BOOL_BIAS) && strcmp(h.descr, "|b1") == 0;
+  if (boolean) itemsize = 1;
+  if ((!boolean && (st = dtype_lookup(&fmt, &itemsize, h.descr, path, err)) != AA_OK) ||
       (st = check_shape(&ext, &h, itemsize, src->size - data_off, maxdim, path, err)) != AA_OK)
     goto done;
   if ((out->data = malloc(ext.dbytes)) == NULL) {

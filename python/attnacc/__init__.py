@@ -491,6 +491,50 @@ def _varlen(opts, cu_seqlens_q, cu_seqlens_k):
     return arrs
 
 
+# ---- masks: attn_mask, key_len, logit_offset (lib/problem.h; aa_flat_opts_t's mask fields) ----
+
+def _masks(opts, attn_mask, key_len, logit_offset):
+    """Attach SDPA's attn_mask (bool: True attends; float: added to every score after the softcap, -inf masks;
+    [Nq, Nk], [H or 1, Nq, Nk] or [B or 1, H or 1, Nq, Nk]), the key lengths of a padded batch (one int, or one
+    per batch element) and a logit offset to opts. Returns the arrays the caller keeps alive during the C call."""
+    if isinstance(logit_offset, bool) or not isinstance(logit_offset, numbers.Real):
+        raise TypeError(f"attnacc: logit_offset must be a number, got {type(logit_offset).__name__} {logit_offset!r}")
+    if not abs(float(logit_offset)) <= 2.0 ** 40:
+        raise ValueError(f"attnacc: logit_offset = {logit_offset!r} is not a finite number with |c| <= 2^40")
+    opts.logit_offset = float(logit_offset)
+    keep = []
+    if attn_mask is not None:
+        m = attn_mask
+        if hasattr(m, "detach"):
+            import torch
+
+            t = m.detach().cpu()
+            m = t.numpy() if t.dtype == torch.bool else t.to(torch.float64).numpy()
+        m = np.asarray(m)
+        if m.ndim < 2 or m.ndim > 4:
+            raise ValueError(f"attnacc: attn_mask has {m.ndim} axes (need [Nq, Nk], [H, Nq, Nk] or [B, H, Nq, Nk])")
+        if m.dtype == np.bool_:
+            m = np.where(m, 0.0, -np.inf)
+        elif m.dtype.kind != "f":
+            raise TypeError(f"attnacc: attn_mask has dtype {m.dtype} (need bool or a float dtype)")
+        m = np.ascontiguousarray(m.reshape((1,) * (4 - m.ndim) + m.shape), dtype=np.float64)
+        opts.attn_mask = m.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        opts.mask_b, opts.mask_h = m.shape[0], m.shape[1]
+        keep.append(m)
+    if key_len is not None:
+        if hasattr(key_len, "detach"):
+            key_len = key_len.detach().cpu().numpy()
+        lens = np.atleast_1d(np.asarray(key_len))
+        if lens.ndim != 1 or lens.size == 0 or lens.dtype.kind not in "iu" or lens.min() < 0:
+            raise ValueError(f"attnacc: key_len must be one non-negative integer or one per batch element, got "
+                             f"{key_len!r}")
+        lens = np.ascontiguousarray(lens, dtype=np.uintp)
+        opts.key_len = lens.ctypes.data_as(ctypes.POINTER(ctypes.c_size_t))
+        opts.nkey_len = lens.size
+        keep.append(lens)
+    return keep
+
+
 def _layout_arg(layout, cu_seqlens_q):
     """Varlen batches are packed [total, H, d]: layout nhd unless the caller names one (others are refused)."""
     return layout if layout is not None or cu_seqlens_q is None else "nhd"
@@ -529,7 +573,7 @@ def _finish(res, info, rules, opts, seconds=None):
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
           softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
           oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None,
-          max_seconds=None, kernel_dtype=None):
+          max_seconds=None, kernel_dtype=None, attn_mask=None, key_len=None, logit_offset=0.0):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
@@ -554,6 +598,11 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     tensors (layout "nhd") and B + 1 offsets from 0 (int tensors or arrays; cu_seqlens_k defaults to
     cu_seqlens_q). Each sequence is its own problem (causal and windows apply within it); metrics and
     rules cover all packed elements.
+    attn_mask: SDPA's attn_mask (bool, True attends; or float, added to the scores after the softcap, -inf
+    masks), numpy or torch, [Nq, Nk], [H or 1, Nq, Nk] or [B or 1, H or 1, Nq, Nk]; key_len: the key lengths of
+    a padded batch (one int, or one per batch element); logit_offset: a constant added to every score (every LSE
+    moves by it, nothing else). A row left with no key has O = 0 and no gradient (lib/problem.h): a kernel's 0
+    there is exact, its NaN counts as NaN.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
     rules = _rules_arg(rule)
@@ -564,6 +613,7 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
                  atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
     keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
     _budget(opts, shapes, 3, max_memory, max_seconds)  # the given outputs, the naive reference, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
@@ -599,17 +649,19 @@ def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None
 
 def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
            window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None,
-           cu_seqlens_k=None, max_memory=None, max_seconds=None):
+           cu_seqlens_k=None, max_memory=None, max_seconds=None, attn_mask=None, key_len=None, logit_offset=0.0):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
-    batch of packed [total, H, d] tensors, as in score(). threads, max_memory, max_seconds: as in score()."""
+    batch of packed [total, H, d] tensors, as in score(). threads, max_memory, max_seconds, attn_mask, key_len,
+    logit_offset: as in score()."""
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     shapes = [_shape(x, n) for x, n in zip((q, k, v), ("q", "k", "v"))]
     shapes.append(shapes[0] if do is None else _shape(do, "do"))
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
                  None, None, None, oracle, threads, False, shapes[0], shapes[1])
     keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
     _budget(opts, shapes, 1, max_memory, max_seconds)  # our copies and the result arrays
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
     if do is None:
@@ -642,7 +694,8 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
 
 def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
             window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
-            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None):
+            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None,
+            attn_mask=None, key_len=None, logit_offset=0.0):
     """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
     with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
 
@@ -651,7 +704,8 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
     name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
     of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. threads, max_memory,
-    max_seconds: as in score()."""
+    max_seconds, attn_mask, key_len, logit_offset: as in score() (the recipe's mask.* keys say how the emulated
+    kernel treats masked keys and fully masked rows)."""
     rules = _rules_arg(rule)
     if isinstance(recipe, os.PathLike):
         recipe = os.fspath(recipe)
@@ -661,6 +715,7 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
                  atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
     keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
+    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
     _budget(opts, shapes, 3, max_memory, max_seconds)  # the recipe's outputs, the naive reference, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])

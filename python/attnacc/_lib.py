@@ -11,7 +11,7 @@ LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -42,6 +42,13 @@ class FlatOpts(ctypes.Structure):
         ("varlen_batch", ctypes.c_size_t),
         ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
         ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
+        # masks (ABI 3): attn_mask in additive form [mask_b, mask_h, n_q, n_k], key lengths, logit offset
+        ("attn_mask", ctypes.POINTER(ctypes.c_double)),
+        ("mask_b", ctypes.c_size_t),
+        ("mask_h", ctypes.c_size_t),
+        ("key_len", ctypes.POINTER(ctypes.c_size_t)),
+        ("nkey_len", ctypes.c_size_t),
+        ("logit_offset", ctypes.c_double),
     ]
 
 
