@@ -4,14 +4,15 @@ structures built from the library's own description of them (aa_abi_field)."""
 import ctypes
 import os
 
-RULES = ("abs-rel", "torch", "fa", "sdpa")
+RULES = ("abs-rel", "torch", "fa", "sdpa", "expect")
+EXPECT_STATS = ("rel-l2", "q99", "scale", "offset", "row", "head")  # aa_expect_stat_t
 FMTS = ("bf16", "fp16", "fp32", "fp64")
 LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
 LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -42,6 +43,7 @@ class FlatOpts(ctypes.Structure):
         ("varlen_batch", ctypes.c_size_t),
         ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
         ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
+        ("expect", ctypes.c_char_p),
     ]
 
 
@@ -176,6 +178,10 @@ def lib():
         ctypes.c_size_t,
     ]
     handle.aa_flat_score.restype = ctypes.c_int
+    handle.aa_flat_score_sets.argtypes = [ctypes.POINTER(FlatOut), ctypes.POINTER(FlatInfo),
+                                          ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatTensor), ctypes.c_size_t,
+                                          ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_score_sets.restype = ctypes.c_int
     dp = ctypes.POINTER(ctypes.c_double)
     handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(FlatInfo), ctypes.POINTER(FlatTensor),
                                       ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
