@@ -251,17 +251,23 @@ void aa_eval_apply_naive(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
    the gradients; fa_applied set). */
 void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
 /* The expect rule's recipe: spec (a preset name, file or NAME:key=value;
-   NULL or "": aa_eval_expect_default) put in the kernel's format fmt (BF16,
-   FP16 or FP32: aa_score_recipe_to_fmt). AA_EINVAL for other formats. */
+   NULL or "": aa_eval_expect_default(fmt)), a bf16 one put in the kernel's
+   format fmt (BF16, FP16 or FP32: aa_score_recipe_to_fmt). AA_EINVAL for
+   other formats. */
 int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_error_t *err);
-/* The default recipe of the expect rule: "fa2" (FlashAttention-2's recipe, [fa2]). */
-const char *aa_eval_expect_default(void);
+/* The default recipe of the expect rule for a kernel computing in fmt: "fa2" (FlashAttention-2's recipe,
+   [fa2]) for bf16 and fp16 kernels, "naive-fp32" (PyTorch's math attention in fp32, aa_score_naive_recipe)
+   for fp32 kernels, which FA2 does not build for. */
+const char *aa_eval_expect_default(aa_fmt_t fmt);
 /* The expect recipe r run on inputs already tagged with its io format and
    compared with the oracle into rec, rec_res (freed by the caller), then
    the expect rule applied to v's outputs (aa_score_apply_expect). */
 int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
                    const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
                    const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err);
+/* The expect rule on v's outputs against the recipe's outputs of the same
+   name (aa_score_apply_expect). */
+void aa_eval_apply_expect(aa_eval_variant_t *v, const aa_eval_variant_t *rec);
 /* The format a kernel computed in, from the values of its inputs and
    outputs (data NULL: absent): the narrowest of BF16, FP16, FP32, FP64
    holding all of them (aa_score_infer_fmt). */
@@ -329,7 +335,7 @@ typedef struct {
   size_t varlen_batch;
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
   /* The expect rule's recipe (aa_flat_score): NULL runs none (the rule is not applied), "" the default
-     (aa_eval_expect_default in the kernel's format), else a spec as aa_recipe_from_spec takes it, put in
+     (aa_eval_expect_default of the kernel's format), else a spec as aa_recipe_from_spec takes it, put in
      the kernel's format (aa_score_recipe_to_fmt). */
   const char *expect;
 } aa_flat_opts_t;

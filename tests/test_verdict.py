@@ -49,9 +49,9 @@ def _fp32_stored(ins, ks, causal, kernel_dtype):
     return res, [str(x.message) for x in w if "kernel_dtype" in str(x.message)]
 
 
-def verdicts(shape, mask, dtype):
+def verdicts(shape, mask, dtype, stored=True):
     """name -> Score of every kernel on one configuration, the fp32-stored fa2 kernel with and without
-    kernel_dtype, and the warnings of the latter."""
+    kernel_dtype (when stored), and the warnings of the latter."""
     b, h, hkv, n, d = shape
     causal = mask == "causal"
     ins = inputs(b, h, hkv, n, d, DTYPES[dtype], SEED)
@@ -59,13 +59,17 @@ def verdicts(shape, mask, dtype):
     if not causal:
         del ks["causal_off_by_one"]  # no mask, no off-by-one
     out = dict(zip(ks, attnacc.score_many(*ins, _sets(ks), layout="bhnd", is_causal=causal)))
+    if not stored:
+        return out, None
     out["fp32_stored_declared"], _ = _fp32_stored(ins, ks, causal, dtype)
     out["fp32_stored_inferred"], warned = _fp32_stored(ins, ks, causal, None)
     return out, warned
 
 
 def check(shape, mask, dtype):
-    res, warned = verdicts(shape, mask, dtype)
+    # the fp32-stored kernels cost two more oracles: at the realistic shapes on one configuration each
+    stored = shape == SMALL or (mask, dtype) == ("causal", "bf16")
+    res, warned = verdicts(shape, mask, dtype, stored)
     bad = []
     for name, r in res.items():
         assert r.rules == ("expect",), (name, r.rules)  # the default verdict
@@ -74,8 +78,9 @@ def check(shape, mask, dtype):
         if name not in NOT_ASSERTED and r.passed != want_pass:
             bad.append(f"{name}: {'passes' if r.passed else 'fails'} ({out} {stat} {ratio:.3g})")
     assert not bad, f"{shape} {mask} {dtype}: " + "; ".join(bad)
-    assert warned, "no warning for fp32-stored values that are all " + dtype
-    assert res["fp32_stored_inferred"].problem["kernel_fmt"] == dtype
+    if stored:
+        assert warned, "no warning for fp32-stored values that are all " + dtype
+        assert res["fp32_stored_inferred"].problem["kernel_fmt"] == dtype
     _table(shape, mask, dtype, res)
     return res
 
@@ -90,9 +95,9 @@ def _table(shape, mask, dtype, res):
     with open(path, "a") as f:
         for name, r in res.items():
             ratio, stat, out = _deciding(r)
-            fa = max(r[o].rules["fa"].ratio for o in r.outputs)
+            other = "\t".join(f"{max(r[o].rules[x].ratio for o in r.outputs):.3g}" for x in ("fa", "sdpa", "abs-rel"))
             f.write(f"[{b}, {h} (kv {hkv}), {n}, {d}] {mask} {dtype}\t{name}\t{ratio:.3g}\t{stat}\t{out}\t"
-                    f"{'pass' if r.passed else 'FAIL'}\t{fa:.3g}\n")
+                    f"{'pass' if r.passed else 'FAIL'}\t{other}\n")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

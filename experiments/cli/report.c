@@ -102,10 +102,11 @@ static void print_expect(FILE *f, const cli_variant_t *vs, size_t nv) {
       fprintf(f, " %-11.3g %-10.3g %-11.3g %-10.3g %-9.3g\n", s->ls_scale, s->scale_sigma, s->ls_offset,
               s->offset_sigma, s->err_corr);
     }
-  fprintf(f,
-          "limits: rel-l2 <= %g x the recipe's, q99 (0.99 quantile of |e|) <= %g x, |scale-1| and |offset| <= the "
-          "recipe's + %g sigma, worst row |e| <= %g x, worst head rel_l2 <= %g x (README.md, \"The default verdict\")\n",
-          AA_EXPECT_BAND_L2, AA_EXPECT_BAND_Q99, AA_EXPECT_Z, AA_EXPECT_BAND_ROW, AA_EXPECT_BAND_HEAD);
+  fprintf(
+      f,
+      "limits: rel-l2 <= %g x the recipe's, q99 (0.99 quantile of |e|) <= %g x, |scale-1| and |offset| <= the "
+      "recipe's + %g sigma, worst row |e| <= %g x, worst head rel_l2 <= %g x (README.md, \"The default verdict\")\n",
+      AA_EXPECT_BAND_L2, AA_EXPECT_BAND_Q99, AA_EXPECT_Z, AA_EXPECT_BAND_ROW, AA_EXPECT_BAND_HEAD);
 }
 
 void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {

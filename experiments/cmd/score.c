@@ -26,7 +26,7 @@ static const cli_opt_t opts[] = {
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "expect; torch for fp64 kernels",
      "rules deciding the exit status: expect, fa, torch, sdpa, abs-rel [ATOL RTOL], comma-separated, or all"},
-    {"expect", "RECIPE", "fa2",
+    {"expect", "RECIPE", "fa2; naive-fp32 for fp32 kernels",
      "the expect rule's recipe (a preset, file or NAME:key=value), run on the same inputs in the kernel's format"},
     {"no-fail", NULL, NULL, "exit 0 even when a rule fails (the verdict is still printed)"},
     {"ulp-fmt", "bf16|fp16|fp32", "the data's own", "format ULP distances are counted in"},
@@ -549,9 +549,13 @@ static int score_write_files(score_t *S) {
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
   int rc;
-  S->ex =
-      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_v.variant : NULL,
-                           S->have_rec ? S->rec_v.variant : NULL};
+  S->ex = (cli_report_extra_t){S->layout,
+                               S->qd,
+                               S->kd,
+                               S->rules,
+                               S->nrules,
+                               S->have_snaive ? S->snaive_v.variant : NULL,
+                               S->have_rec ? S->rec_v.variant : NULL};
   cli_set_report_extra(&S->ex);
   S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {

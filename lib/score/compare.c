@@ -253,13 +253,14 @@ static double over(double x, double lim) {
 
 void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec) {
   double sig_s = fmax(s->scale_sigma, rec->scale_sigma), sig_o = fmax(s->offset_sigma, rec->offset_sigma);
-  double got[AA_EXPECT_NSTAT] = {s->m.rel_l2, s->abs_q99, fabs(s->ls_scale), fabs(s->ls_offset), s->row_err_max,
-                                 s->head_rel_l2_max};
-  double ref[AA_EXPECT_NSTAT] = {rec->m.rel_l2, rec->abs_q99, rec->ls_scale, rec->ls_offset, rec->row_err_max,
-                                 rec->head_rel_l2_max};
-  double lim[AA_EXPECT_NSTAT] = {AA_EXPECT_BAND_L2 * rec->m.rel_l2, AA_EXPECT_BAND_Q99 * rec->abs_q99,
-                                 fabs(rec->ls_scale) + AA_EXPECT_Z * sig_s, fabs(rec->ls_offset) + AA_EXPECT_Z * sig_o,
-                                 AA_EXPECT_BAND_ROW * rec->row_err_max, AA_EXPECT_BAND_HEAD * rec->head_rel_l2_max};
+  double got[AA_EXPECT_NSTAT] = {s->m.rel_l2,        s->abs_q99,     fabs(s->ls_scale),
+                                 fabs(s->ls_offset), s->row_err_max, s->head_rel_l2_max};
+  double ref[AA_EXPECT_NSTAT] = {rec->m.rel_l2,  rec->abs_q99,     rec->ls_scale,
+                                 rec->ls_offset, rec->row_err_max, rec->head_rel_l2_max};
+  double lim[AA_EXPECT_NSTAT] = {
+      AA_EXPECT_BAND_L2 * rec->m.rel_l2,         AA_EXPECT_BAND_Q99 * rec->abs_q99,
+      fabs(rec->ls_scale) + AA_EXPECT_Z * sig_s, fabs(rec->ls_offset) + AA_EXPECT_Z * sig_o,
+      AA_EXPECT_BAND_ROW * rec->row_err_max,     AA_EXPECT_BAND_HEAD * rec->head_rel_l2_max};
   aa_rule_result_t *r = &s->rule[AA_RULE_EXPECT];
   int k = 0;
   for (int i = 0; i < AA_EXPECT_NSTAT; i++) {
@@ -270,8 +271,10 @@ void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec) {
   }
   s->expect_stat = k;
   *r = (aa_rule_result_t){1, 0, s->expect_ratio[k], lim[k], 0, 0, NAN, 0, s->worst_abs, s->worst_got, s->worst_ref};
-  if (s->m.nan > 0) r->ratio = NAN;
-  else if (s->m.inf > 0) r->ratio = INFINITY;
+  if (s->m.nan > 0)
+    r->ratio = NAN;
+  else if (s->m.inf > 0)
+    r->ratio = INFINITY;
   r->pass = s->m.nan == 0 && s->m.inf == 0 && r->ratio <= 1;
   r->fail_count = r->pass ? 0 : 1;
 }

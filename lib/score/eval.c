@@ -164,8 +164,8 @@ void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive) {
   }
 }
 
-const char *aa_eval_expect_default(void) {
-  return "fa2";
+const char *aa_eval_expect_default(aa_fmt_t fmt) {
+  return fmt == AA_FMT_FP32 ? "naive-fp32" : "fa2";
 }
 
 int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_error_t *err) {
@@ -173,7 +173,9 @@ int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_err
   if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
     return aa_error_set(err, AA_EINVAL, "the expect rule needs a bf16, fp16 or fp32 kernel, not %s",
                         aa_fmt_info(fmt)->name);
-  if ((rc = aa_recipe_from_spec(r, spec != NULL && spec[0] ? spec : aa_eval_expect_default(), err)) != AA_OK) {
+  /* FA2 has no fp32 build: an fp32 kernel is held to PyTorch's math attention in fp32 */
+  if ((spec == NULL || spec[0] == '\0') && fmt == AA_FMT_FP32) return aa_score_naive_recipe(r, fmt, err);
+  if ((rc = aa_recipe_from_spec(r, spec != NULL && spec[0] ? spec : aa_eval_expect_default(fmt), err)) != AA_OK) {
     aa_error_prefix(err, "expect");
     return rc;
   }
@@ -181,16 +183,19 @@ int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_err
   return r->io_fmt == AA_FMT_BF16 ? aa_score_recipe_to_fmt(r, fmt, err) : AA_OK;
 }
 
-int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
-                   const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
-                   const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err) {
-  int rc = aa_eval_run(rec, rec_res, r, pb, q, k, vt, dO, oracle, NULL, err);
-  if (rc != AA_OK) return rc;
+void aa_eval_apply_expect(aa_eval_variant_t *v, const aa_eval_variant_t *rec) {
   for (int i = 0; i < v->nout; i++) {
     const aa_eval_out_t *n = same_name(rec, &v->out[i]);
     if (n != NULL) aa_score_apply_expect(&v->out[i].s, &n->s);
   }
-  return AA_OK;
+}
+
+int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
+                   const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
+                   const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err) {
+  int rc = aa_eval_run(rec, rec_res, r, pb, q, k, vt, dO, oracle, NULL, err);
+  if (rc == AA_OK) aa_eval_apply_expect(v, rec);
+  return rc;
 }
 
 aa_fmt_t aa_eval_kernel_fmt(const aa_tensor_t *in, size_t nin, const aa_tensor_t *out, size_t nout) {

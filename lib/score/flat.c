@@ -312,9 +312,7 @@ static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, 
   memset(&v, 0, sizeof v);
   rc = aa_eval_given(&v, got, &e->orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, err);
   if (rc == AA_OK && e->naive.nout > 0) aa_eval_apply_naive(&v, &e->naive);
-  for (int i = 0; rc == AA_OK && i < v.nout; i++)
-    for (int j = 0; j < e->rec.nout; j++)
-      if (strcmp(v.out[i].name, e->rec.out[j].name) == 0) aa_score_apply_expect(&v.out[i].s, &e->rec.out[j].s);
+  if (rc == AA_OK) aa_eval_apply_expect(&v, &e->rec);
   if (rc == AA_OK) export_scores(out, &v, gp, &e->orc, p);
   aa_eval_variant_free(&v);
   return rc;
@@ -322,8 +320,7 @@ static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, 
 
 /* The references of a flat score: the oracle, the naive reference in the inputs' format and the expect recipe
    in the kernel's format kf (when asked). */
-static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts,
-                           aa_error_t *err) {
+static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err) {
   int rc;
   if ((rc = run_oracle(&e->orc, p, opts, err)) != AA_OK) return rc;
   /* e->v holds nothing: the naive reference alone, applied per set */
@@ -453,12 +450,9 @@ static int flat_emulate_expect(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, con
                                aa_error_t *err) {
   int rc;
   p->in_fmt = fmt;
-  if (opts->expect == NULL || fmt == AA_FMT_FP64 || (rc = flat_expect_run(e, p, fmt, opts, err)) != AA_OK)
-    return opts->expect == NULL || fmt == AA_FMT_FP64 ? AA_OK : rc;
-  for (int i = 0; i < e->v.nout; i++)
-    for (int j = 0; j < e->rec.nout; j++)
-      if (strcmp(e->v.out[i].name, e->rec.out[j].name) == 0) aa_score_apply_expect(&e->v.out[i].s, &e->rec.out[j].s);
-  return AA_OK;
+  if (opts->expect == NULL || fmt == AA_FMT_FP64) return AA_OK;
+  if ((rc = flat_expect_run(e, p, fmt, opts, err)) == AA_OK) aa_eval_apply_expect(&e->v, &e->rec);
+  return rc;
 }
 
 int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,

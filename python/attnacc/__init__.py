@@ -544,7 +544,8 @@ def _finish(res, info, rules, opts, seconds=None):
     sc = Score(list(res), info, rules, opts.causal, opts.window, seconds)
     for r in rules:
         if any(not t.rules[r].applied for t in sc.outputs.values()):
-            raise ValueError(f"attnacc: rule {r!r} needs a reference in the kernel's dtype, which exists for "
+            raise ValueError(f"attnacc: rule {r!r} needs a {'recipe' if r == 'expect' else 'naive reference'} in "
+                             "the kernel's dtype, which exists for "
                              f"bf16, fp16 and fp32 inputs; these are {sc.problem['input_fmt']} (use 'torch' or "
                              "'abs-rel')")
     return sc
