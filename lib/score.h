@@ -268,10 +268,13 @@ int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_
 /* The expect rule on v's outputs against the recipe's outputs of the same
    name (aa_score_apply_expect). */
 void aa_eval_apply_expect(aa_eval_variant_t *v, const aa_eval_variant_t *rec);
-/* The format a kernel computed in, from the values of its inputs and
-   outputs (data NULL: absent): the narrowest of BF16, FP16, FP32, FP64
-   holding all of them (aa_score_infer_fmt). */
-aa_fmt_t aa_eval_kernel_fmt(const aa_tensor_t *in, size_t nin, const aa_tensor_t *out, size_t nout);
+/* The format a kernel computed in: its storage format (the inputs' widest)
+   when that is bf16 or fp16; for fp32 and fp64 storage the narrowest of
+   BF16, FP16, FP32, FP64 holding every value of its inputs and outputs
+   (data NULL: absent; aa_score_infer_fmt), *inferred = 1 when narrower
+   than the storage (a BF16 kernel's tensors saved as float32). */
+aa_fmt_t aa_eval_kernel_fmt(int *inferred, aa_fmt_t storage, const aa_tensor_t *in, size_t nin,
+                            const aa_tensor_t *out, size_t nout);
 /* Rules as text: a comma- or space-separated list of fa, torch, sdpa,
    expect, abs-rel (optionally followed by ATOL,RTOL, stored in *atol,
    *rtol) or "all", into rules[AA_RULE_COUNT] (each once, *n of them).

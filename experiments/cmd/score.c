@@ -396,8 +396,10 @@ static int score_problem(score_t *S) {
    outputs, with a note when narrower than their storage), then the default rule and the rules' check. */
 static int score_rules(score_t *S) {
   const aa_tensor_t in[4] = {S->in.q, S->in.k, S->in.v, S->in.dO};
-  S->expect_fmt = S->kernel_fmt >= 0 ? (aa_fmt_t)S->kernel_fmt : aa_eval_kernel_fmt(in, 4, S->g, 5);
-  if (S->kernel_fmt < 0 && S->expect_fmt != S->in_fmt && (S->in_fmt == AA_FMT_FP32 || S->in_fmt == AA_FMT_FP64))
+  int inferred = 0;
+  S->expect_fmt =
+      S->kernel_fmt >= 0 ? (aa_fmt_t)S->kernel_fmt : aa_eval_kernel_fmt(&inferred, S->in_fmt, in, 4, S->g, 5);
+  if (inferred)
     fprintf(stderr,
             "attnacc %s: warning: every input and output value is %s though stored as %s: the expect rule judges a "
             "%s kernel; give --kernel-fmt to say which precision the kernel computes in\n",

@@ -198,9 +198,12 @@ int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_
   return rc;
 }
 
-aa_fmt_t aa_eval_kernel_fmt(const aa_tensor_t *in, size_t nin, const aa_tensor_t *out, size_t nout) {
+aa_fmt_t aa_eval_kernel_fmt(int *inferred, aa_fmt_t storage, const aa_tensor_t *in, size_t nin,
+                            const aa_tensor_t *out, size_t nout) {
   aa_fmt_t f = AA_FMT_BF16;
   int fp16 = 0, bf16 = 0;
+  *inferred = 0;
+  if (storage != AA_FMT_FP32 && storage != AA_FMT_FP64) return storage;
   for (size_t i = 0; i < nin + nout; i++) {
     const aa_tensor_t *t = i < nin ? &in[i] : &out[i - nin];
     aa_fmt_t g;
@@ -211,6 +214,7 @@ aa_fmt_t aa_eval_kernel_fmt(const aa_tensor_t *in, size_t nin, const aa_tensor_t
     if (g == AA_FMT_FP64 || (g == AA_FMT_FP32 && f != AA_FMT_FP64)) f = g;
   }
   if (f == AA_FMT_BF16 && fp16) f = bf16 ? AA_FMT_FP32 : AA_FMT_FP16;
+  *inferred = f != storage;
   return f;
 }
 

@@ -291,14 +291,6 @@ static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa
   return rc;
 }
 
-/* The format the kernel computes in: the inputs' tag when the caller declared one narrower than the storage
-   (aa_flat_tensor_t.fmt), else inferred from the values of the inputs and every set's outputs. */
-static aa_fmt_t flat_kernel_fmt(const flat_prob_t *p, const aa_tensor_t *got, size_t nsets, int *inferred) {
-  aa_fmt_t f = aa_eval_kernel_fmt(p->in, 4, got, 5 * nsets);
-  *inferred = f != p->in_fmt && (p->in_fmt == AA_FMT_FP32 || p->in_fmt == AA_FMT_FP64);
-  return *inferred ? f : p->in_fmt;
-}
-
 static void set_msg(char *msg, size_t msg_cap, int rc, const aa_error_t *err) {
   if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err->msg);
 }
@@ -347,7 +339,8 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = import_outputs(&got[5 * i], &p, inputs, &outputs[4 * i], &err);
-  if (rc == AA_OK) kf = flat_kernel_fmt(&p, got, nsets, &inferred);
+  /* the inputs' tag when the caller declared a format narrower than the storage, else inferred from the values */
+  if (rc == AA_OK) kf = aa_eval_kernel_fmt(&inferred, p.in_fmt, p.in, 4, got, 5 * nsets);
   if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = flat_score_set(&out[4 * i], &e, &got[5 * i], &p, opts, &err);
