@@ -28,11 +28,14 @@ extern "C" {
             the gradients, naive = the naive math reference in the inputs' own dtype ([fa2] tests)
    sdpa     PyTorch test_transformers.py: max|a - b| <= max(1e-5, fudge * max|naive - b|), fudge for the
             flash backend: o 4, dq 180, dk 16, dv 4 (dsinks: 4)
+   expect   recipe-relative (the default for bf16, fp16 and fp32 kernels): the kernel's error statistics
+            lie within a band around those of a named recipe (fa2 in the kernel's format unless given)
+            run on the same inputs; see "recipe-relative rule" below
    Every rule reports ratio = (what was measured) / (what the rule allows); the rule passes when
    ratio <= 1 and no element is NaN or Inf. b is the oracle's value (exact to its certified bound). */
-typedef enum { AA_RULE_ABSREL = 0, AA_RULE_TORCH, AA_RULE_FA, AA_RULE_SDPA, AA_RULE_COUNT } aa_rule_t;
+typedef enum { AA_RULE_ABSREL = 0, AA_RULE_TORCH, AA_RULE_FA, AA_RULE_SDPA, AA_RULE_EXPECT, AA_RULE_COUNT } aa_rule_t;
 
-const char *aa_rule_name(aa_rule_t r); /* "abs-rel", "torch", "fa", "sdpa" */
+const char *aa_rule_name(aa_rule_t r); /* "abs-rel", "torch", "fa", "sdpa", "expect" */
 int aa_rule_from_name(aa_rule_t *out, const char *name);
 /* torch.testing.assert_close defaults for data of format fmt (FP8 formats: bf16's). */
 void aa_rule_torch_tol(double *rtol, double *atol, aa_fmt_t fmt);
@@ -64,6 +67,47 @@ typedef struct {
      max_rel_any  max |a_i - b_i| / |b_i| over every element (|b_i| = 0: 0 if a_i = 0, else +Inf):
                   torch.testing.assert_close's "greatest relative difference"
    Non-finite elements of a are counted in nan/inf and left out of the statistics. */
+/* ---- the recipe-relative rule (expect) and the systematic-error statistics ----
+   e = a - b over the finite elements; a row is the tensor's last axis (one query's o or dq, one key's dk or
+   dv: d elements), a head its first axis (the folded B*H). Computed by aa_score_compare for every output:
+     ls_scale       a.b / b.b - 1: the least-squares scale of a against b, minus one (0 for an unbiased kernel)
+     ls_offset      mean(e - ls_scale b) / rms(b): the fit's offset, in units of rms(b)
+     scale_sigma    the standard error of ls_scale when the residual r = e - ls_scale b is independent between
+                    rows (any correlation within a row): sqrt(sum_rows (r_row . b_row)^2) / b.b. For a residual
+                    of relative size rel_l2 spread evenly it is rel_l2 / sqrt(rows) (rel_l2 / sqrt(n) for
+                    independent elements): a scale error of 0.2 % is dozens of sigmas at 1e4 rows
+     offset_sigma   the same for ls_offset: sqrt(sum_rows (sum r_row - ls_offset rms(b) d)^2) / (n rms(b))
+     err_corr       e.b / (|e| |b|): the error's correlation with the reference
+     abs_q99        the 0.99 quantile of |e| (the ceil(0.99 n)-th smallest)
+     row_err_max    max over rows of |e_row|_2 (row_worst: that row, counted over the folded [H*N] rows)
+     head_rel_l2_max  max over heads of |e_head| / |b_head| (head_worst: that head)
+   The expect rule compares them with the same statistics of a recipe's outputs r on the same inputs
+   (aa_score_apply_expect); each gives ratio = measured / limit, the rule's ratio is the largest:
+     rel-l2   rel_l2 / (AA_EXPECT_BAND_L2 rel_l2(r))           one-sided: a kernel more accurate passes
+     q99      abs_q99 / (AA_EXPECT_BAND_Q99 abs_q99(r))        one-sided
+     scale    |ls_scale| / (|ls_scale(r)| + AA_EXPECT_Z max(scale_sigma, scale_sigma(r)))    two-sided
+     offset   |ls_offset| / (|ls_offset(r)| + AA_EXPECT_Z max(offset_sigma, offset_sigma(r))) two-sided
+     row      row_err_max / (AA_EXPECT_BAND_ROW row_err_max(r))     a row of zeros, a wrong row
+     head     head_rel_l2_max / (AA_EXPECT_BAND_HEAD head_rel_l2_max(r))   a head with 10x the error
+   The bands were measured (experiments/README-run.md, "The default verdict"): the spread of each statistic
+   between fa2, its legitimate variations (fa2-atomic's dQ order, fa2-h100's tensor-core accumulation) and
+   correct torch kernels over seeds, shapes, masks and dtypes, and the planted bugs of tests/test_verdict.py. */
+typedef enum {
+  AA_EXPECT_REL_L2 = 0,
+  AA_EXPECT_Q99,
+  AA_EXPECT_SCALE,
+  AA_EXPECT_OFFSET,
+  AA_EXPECT_ROW,
+  AA_EXPECT_HEAD,
+  AA_EXPECT_NSTAT
+} aa_expect_stat_t;
+#define AA_EXPECT_BAND_L2 1.2
+#define AA_EXPECT_BAND_Q99 1.25
+#define AA_EXPECT_Z 8.0
+#define AA_EXPECT_BAND_ROW 2.0
+#define AA_EXPECT_BAND_HEAD 1.5
+const char *aa_expect_stat_name(aa_expect_stat_t s); /* "rel-l2", "q99", "scale", "offset", "row", "head" */
+
 typedef struct {
   const char *name;           /* "o", "dq", "dk", "dv", "dsinks" */
   aa_metrics_t m;             /* rel_l2, max_abs, nan, inf, count (and the legacy abs-rel rule fields) */
@@ -74,6 +118,12 @@ typedef struct {
   size_t first_nonfinite;      /* folded index of the first NaN or Inf of got (m.nan + m.inf > 0), else 0 */
   double worst_got, worst_ref; /* a and b at worst_abs */
   double oracle_relerr_bound;
+  /* systematic-error statistics (above) */
+  double ls_scale, ls_offset, scale_sigma, offset_sigma, err_corr, abs_q99, row_err_max, head_rel_l2_max;
+  size_t row_worst, head_worst;
+  /* the expect rule (aa_score_apply_expect): each statistic's ratio, its limit and the recipe's value */
+  double expect_ratio[AA_EXPECT_NSTAT], expect_limit[AA_EXPECT_NSTAT], expect_ref[AA_EXPECT_NSTAT];
+  int expect_stat; /* the deciding statistic (aa_expect_stat_t) */
   aa_rule_result_t rule[AA_RULE_COUNT];
 } aa_score_out_t;
 
@@ -93,6 +143,12 @@ int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t
 /* Apply the fa and sdpa rules to s, given the naive reference's scores of
    the same output. */
 void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive);
+/* Apply the expect rule to s, given a recipe's scores rec of the same output on the same inputs. */
+void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec);
+/* Every BF16 format key of r (the key table's format keys) set to fmt (BF16, FP16 or FP32), and its name
+   suffixed "-fp16" / "-fp32": the same recipe for a kernel computing in fmt (FA2 rounds P and dS to the
+   inputs' dtype). Nothing changes for BF16. AA_EINVAL for other formats. */
+int aa_score_recipe_to_fmt(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err);
 
 /* The naive math reference in format fmt (BF16, FP16 or FP32): the
    naive-bf16 preset with every BF16 step in fmt instead (named
@@ -194,16 +250,43 @@ void aa_eval_apply_naive(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
 /* The same, and the legacy fa fields of the metrics (factor 2 for o, 3 for
    the gradients; fa_applied set). */
 void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
+/* The expect rule's recipe: spec (a preset name, file or NAME:key=value;
+   NULL or "": aa_eval_expect_default(fmt)), a bf16 one put in the kernel's
+   format fmt (BF16, FP16 or FP32: aa_score_recipe_to_fmt). AA_EINVAL for
+   other formats. */
+int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_error_t *err);
+/* The default recipe of the expect rule for a kernel computing in fmt: "fa2" (FlashAttention-2's recipe,
+   [fa2]) for bf16 and fp16 kernels, "naive-fp32" (PyTorch's math attention in fp32, aa_score_naive_recipe)
+   for fp32 kernels, which FA2 does not build for. */
+const char *aa_eval_expect_default(aa_fmt_t fmt);
+/* The expect recipe r run on inputs already tagged with its io format and
+   compared with the oracle into rec, rec_res (freed by the caller), then
+   the expect rule applied to v's outputs (aa_score_apply_expect). */
+int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
+                   const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
+                   const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err);
+/* The expect rule on v's outputs against the recipe's outputs of the same
+   name (aa_score_apply_expect). */
+void aa_eval_apply_expect(aa_eval_variant_t *v, const aa_eval_variant_t *rec);
+/* The format a kernel computed in: its storage format (the inputs' widest)
+   when that is bf16 or fp16; for fp32 and fp64 storage the narrowest of
+   BF16, FP16, FP32, FP64 holding every value of its inputs and outputs
+   (data NULL: absent; aa_score_infer_fmt), *inferred = 1 when narrower
+   than the storage (a BF16 kernel's tensors saved as float32). */
+aa_fmt_t aa_eval_kernel_fmt(int *inferred, aa_fmt_t storage, const aa_tensor_t *in, size_t nin,
+                            const aa_tensor_t *out, size_t nout);
 /* Rules as text: a comma- or space-separated list of fa, torch, sdpa,
-   abs-rel (optionally followed by ATOL,RTOL, stored in *atol, *rtol) or
-   "all", into rules[AA_RULE_COUNT] (each once, *n of them). AA_EINVAL with
-   a message naming the word. */
+   expect, abs-rel (optionally followed by ATOL,RTOL, stored in *atol,
+   *rtol) or "all", into rules[AA_RULE_COUNT] (each once, *n of them).
+   AA_EINVAL with a message naming the word. */
 int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const char *text, aa_error_t *err);
-/* The rule a score applies when none is given: fa where a naive reference
-   exists (bf16, fp16 and fp32 inputs), torch for fp64 inputs. */
+/* The rule a score applies when none is given: expect for bf16, fp16 and
+   fp32 kernels (the recipe-relative rule, which catches the bugs the fa
+   and sdpa rules pass: experiments/README-run.md), torch for fp64. */
 aa_rule_t aa_eval_default_rule(aa_fmt_t input_fmt);
-/* AA_OK, or AA_EINVAL naming the first rule that needs a naive reference in
-   the inputs' format (fa, sdpa) when there is none (fp64 inputs). */
+/* AA_OK, or AA_EINVAL naming the first rule that needs a naive reference or
+   a recipe in the inputs' format (fa, sdpa, expect) when there is none
+   (fp64 inputs). */
 int aa_eval_rules_usable(const aa_rule_t *rules, int n, aa_fmt_t input_fmt, aa_error_t *err);
 /* 1 when every rule passes on every output of v (a rule that could not be
    applied, fa/sdpa without a naive reference, counts as a failure). */
@@ -266,6 +349,10 @@ typedef struct {
   const size_t *key_len;
   size_t nkey_len;
   double logit_offset;
+  /* The expect rule's recipe (aa_flat_score): NULL runs none (the rule is not applied), "" the default
+     (aa_eval_expect_default of the kernel's format), else a spec as aa_recipe_from_spec takes it, put in
+     the kernel's format (aa_score_recipe_to_fmt). */
+  const char *expect;
 } aa_flat_opts_t;
 
 /* One output's scores, flat for ctypes. Indices are in the caller's layout
@@ -287,6 +374,11 @@ typedef struct {
   size_t rule_fail_count[AA_RULE_COUNT];
   size_t rule_worst_idx[AA_RULE_COUNT][4];
   double rule_worst_got[AA_RULE_COUNT], rule_worst_ref[AA_RULE_COUNT];
+  /* systematic-error statistics and the expect rule's parts (aa_score_out_t) */
+  double ls_scale, ls_offset, scale_sigma, offset_sigma, err_corr, abs_q99, row_err_max, head_rel_l2_max;
+  size_t row_worst, head_worst;
+  double expect_ratio[AA_EXPECT_NSTAT], expect_limit[AA_EXPECT_NSTAT], expect_ref[AA_EXPECT_NSTAT];
+  int expect_stat;
 } aa_flat_out_t;
 
 /* Problem-level facts of a scoring run. */
@@ -299,6 +391,11 @@ typedef struct {
   size_t oracle_recomputed, oracle_uncertified;
   size_t rounded;  /* aa_flat_emulate: input values rounded into the recipe's io format */
   char recipe[64]; /* aa_flat_emulate: the recipe's name */
+  /* aa_flat_score: the format the kernel computes in (the expect recipe's), and 1 when it was inferred as
+     narrower than the storage dtype (every input and output value is BF16 or FP16 though stored wider: give
+     the kernel's dtype to be sure); expect: the expect rule's recipe ("" when not run) */
+  int kernel_fmt, kernel_fmt_inferred;
+  char expect[64];
 } aa_flat_info_t;
 
 /* Score o, dq, dk, dv (out[0..3], in that order) against the oracle of the
@@ -306,6 +403,11 @@ typedef struct {
    holds one line naming the problem. */
 int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
                   const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+/* The same for nsets kernels' outputs on the same inputs (outputs[4 * i + j], out[4 * i + j]: set i's o, dq,
+   dk, dv): the oracle, the naive reference and the expect recipe run once. info from the first set. */
+int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                       const aa_flat_tensor_t *outputs, size_t nsets, const aa_flat_opts_t *opts, char *msg,
+                       size_t msg_cap);
 
 /* The oracle's values (FP64) of o, lse, dq, dk, dv written into caller
    buffers in the layout of the inputs: o and dq have q's shape, dk and dv
@@ -342,8 +444,9 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
    aa_abi_version() and each aa_abi_struct_size with their own before the
    first call. AA_ABI_VERSION grows whenever a flat structure, a flat
    function's arguments or a status code change, or an abi function is
-   added (2: aa_abi_field, aa_abi_measure; 3: the mask fields of aa_flat_opts_t). */
-#define AA_ABI_VERSION 3
+   added (2: aa_abi_field, aa_abi_measure; 3: the mask fields of aa_flat_opts_t; 4: the expect rule, its
+   statistics, opts.expect, info.kernel_fmt, aa_flat_score_sets). */
+#define AA_ABI_VERSION 4
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */

@@ -225,11 +225,11 @@ expect_error "score NaN input" "NaN" score --inputs "$T/nan" --grads "$T/nan"
 mkdir "$T/nang"
 "$A" run --variant fa2 --n 4 --d 4 --save "$T/nang" >/dev/null 2>&1 || FAIL "tcli --save n=4 (2)"
 cp "$T/nan.npy" "$T/nang/dq.npy"
-# The verdict (default rule fa) fails: exit status 1, the JSON still printed, stderr names the NaN count.
+# The verdict (default rule expect) fails: exit status 1, the JSON still printed, stderr names the NaN count.
 "$A" score --inputs "$T/nang" --grads "$T/nang" --json >"$T/jn" 2>"$T/e"
 st=$?
 [ $st -eq 1 ] || FAIL "tcli score NaN grads: exit status $st, want 1: $(cat "$T/e")"
-grep -q "dq fails the fa rule: 16 NaN" "$T/e" || FAIL "tcli score NaN grads: stderr is $(cat "$T/e")"
+grep -q "dq fails the expect rule: 16 NaN" "$T/e" || FAIL "tcli score NaN grads: stderr is $(cat "$T/e")"
 "$A" score --inputs "$T/nang" --grads "$T/nang" --no-fail >/dev/null 2>&1 || FAIL "tcli score NaN grads --no-fail: exit status"
 q=runs.0.outputs.dq
 [ "$("$J" "$T/jn" $q.rel_l2 $q.max_abs $q.nan $q.inf $q.fail_count $q.pass | tr '\n' ' ')" = "null null 16 0 16 false " ] ||

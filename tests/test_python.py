@@ -179,8 +179,9 @@ def test_numpy_bf16_bits_and_to_dict():
     ins, outs = make(torch.bfloat16)
     bits = [t.view(torch.int16).numpy() for t in ins]
     obits = outs[1].view(torch.int16).numpy()
-    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True)
-    ref = attnacc.score(*ins, dq=outs[1], layout="bhnd")
+    # the kernel is torch's BF16 math attention: the naive-bf16 design, named for the expect rule
+    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True, expect="naive-bf16")
+    ref = attnacc.score(*ins, dq=outs[1], layout="bhnd", expect="naive-bf16")
     assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
     d = res.to_dict()
     run = d["runs"][0]
@@ -420,11 +421,18 @@ def test_kernel_dtype():
     inputs is refused."""
     ins, outs = make(torch.bfloat16)
     f32 = [t.float() for t in ins], [t.float() for t in outs]
-    stored = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd")
+    stored = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd",
+                           rule="fa")
     assert not stored.passed and stored.outputs["dq"].rules["fa"].ratio > 100
     as_bf16 = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd",
-                            kernel_dtype=torch.bfloat16)
+                            kernel_dtype=torch.bfloat16, rule="fa")
     assert as_bf16.passed, as_bf16.summary()
+    # the default verdict: the expect rule, here with the kernel's design named (torch's BF16 math attention is
+    # naive-bf16); without kernel_dtype the format is inferred from the values, with a warning
+    with pytest.warns(UserWarning, match="kernel_dtype"):
+        inferred = attnacc.score(*f32[0], o=f32[1][0], dq=f32[1][1], dk=f32[1][2], dv=f32[1][3], layout="bhnd",
+                                 expect="naive-bf16")
+    assert inferred.passed and inferred.problem["kernel_fmt"] == "bf16", inferred.summary()
     q = f32[0][0].clone()
     q[0, 0, 0, 0] = 2.0 ** -30  # BF16 holds it, FP16 does not
     with pytest.raises(ValueError, match="not fp16"):
@@ -438,7 +446,7 @@ def test_default_rule_by_dtype():
     with pytest.raises(ValueError, match="naive reference"):
         attnacc.score(*ins, o=outs[0], layout="bhnd", rule="fa")
     ins, outs = make(torch.float32)
-    assert attnacc.score(*ins, o=outs[0], layout="bhnd").rules == ("fa",)
+    assert attnacc.score(*ins, o=outs[0], layout="bhnd").rules == ("expect",)
 
 
 def test_nhd_layout():

@@ -23,7 +23,8 @@ static void test_rules_parse(void) {
   } cases[] = {
       {"fa", AA_OK, 1, {AA_RULE_FA}, -1, -1},
       {"torch,fa,torch", AA_OK, 2, {AA_RULE_TORCH, AA_RULE_FA}, -1, -1},
-      {"sdpa all", AA_OK, 4, {AA_RULE_SDPA, AA_RULE_ABSREL, AA_RULE_TORCH, AA_RULE_FA}, -1, -1},
+      {"sdpa all", AA_OK, 5, {AA_RULE_SDPA, AA_RULE_ABSREL, AA_RULE_TORCH, AA_RULE_FA, AA_RULE_EXPECT}, -1, -1},
+      {"expect,fa", AA_OK, 2, {AA_RULE_EXPECT, AA_RULE_FA}, -1, -1},
       {"abs-rel,1e-3,2.5e-2", AA_OK, 1, {AA_RULE_ABSREL}, 1e-3, 2.5e-2},
       {"abs-rel 0 .5 fa", AA_OK, 2, {AA_RULE_ABSREL, AA_RULE_FA}, 0, 0.5},
       {"abs-rel,fa", AA_OK, 2, {AA_RULE_ABSREL, AA_RULE_FA}, -1, -1},

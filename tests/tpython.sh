@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: run the Python package's pytest file (tests/test_python.py) on the build tree's libattnacc; 77 when python3-numpy, python3-torch or python3-pytest is missing.
+# attnacc: run the Python package's pytest files (tests/test_python.py, test_verdict.py, ...) on the build tree's libattnacc; 77 when python3-numpy, python3-torch or python3-pytest is missing.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -31,4 +31,4 @@ OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export ATTNACC_LIB ATTNACC_CLI PYTHONPATH OMP_NUM_THREADS
 "$py" -c 'import sys, numpy, torch; print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__)'
 exec "$py" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/test_python.py" "$top_srcdir/tests/test_python_args.py" \
-  "$top_srcdir/tests/test_python_invariance.py" "$top_srcdir/tests/test_python_masks.py"
+  "$top_srcdir/tests/test_python_invariance.py" "$top_srcdir/tests/test_python_masks.py" "$top_srcdir/tests/test_verdict.py"

@@ -363,6 +363,49 @@ static void test_npz_refusals(void) {
 #endif
 }
 
+/* The systematic statistics of lib/score.h on [H = 2, N = 4, d = 4] with b_i = 1 + i/32 (sums exact in double):
+   a = (1 + 2^-6) b gives ls_scale = 2^-6 exactly, a zero residual (sigma 0), offset 0 and correlation 1, and
+   fails expect by its scale against a recipe without bias; a = b with row 5 zeroed gives that row's |b| as
+   row_err_max and head 1's rel_l2 as sqrt(|b_row5|^2 / |b_head1|^2). */
+static void test_systematic(void) {
+  enum { n = 32 };
+  double val[n], row5 = 0, head1 = 0;
+  aa_oracle_out_t ref;
+  aa_tensor_t t;
+  aa_score_out_t s, rec;
+  aa_error_t err = {{0}};
+  size_t shape[3] = {2, 4, 4};
+  for (int i = 0; i < n; i++) {
+    val[i] = 1.0 + i / 32.0;
+    if (i >= 20 && i < 24) row5 += val[i] * val[i];
+    if (i >= 16) head1 += val[i] * val[i];
+  }
+  make_ref(&ref, val, n);
+  aa_tensor_alloc(&t, 3, shape, AA_FMT_FP64);
+  for (int i = 0; i < n; i++)
+    t.data[i] = val[i] * (1 + ldexp(1.0, -6));
+  aa_score_compare(&s, "dq", &t, &ref, AA_FMT_FP64, AA_FMT_FP32, 0.01, 0.01, &err);
+  AA_CHECK(s.ls_scale == ldexp(1.0, -6) && s.scale_sigma == 0 && fabs(s.ls_offset) < 1e-17 && s.err_corr == 1,
+           "tscore systematic: scale %a sigma %a offset %a corr %a, want 2^-6 0 0 1", s.ls_scale, s.scale_sigma,
+           s.ls_offset, s.err_corr);
+  rec = s;
+  rec.ls_scale = 0;
+  aa_score_apply_expect(&s, &rec);
+  AA_CHECK(!s.rule[AA_RULE_EXPECT].pass && s.expect_stat == AA_EXPECT_SCALE && isinf(s.rule[AA_RULE_EXPECT].ratio) &&
+               s.expect_ratio[AA_EXPECT_REL_L2] == 1 / AA_EXPECT_BAND_L2,
+           "tscore expect: stat %d ratio %g rel-l2 ratio %g, want scale, Inf, 1/%g", s.expect_stat,
+           s.rule[AA_RULE_EXPECT].ratio, s.expect_ratio[AA_EXPECT_REL_L2], AA_EXPECT_BAND_L2);
+  for (int i = 0; i < n; i++)
+    t.data[i] = i >= 20 && i < 24 ? 0 : val[i];
+  aa_score_compare(&s, "dq", &t, &ref, AA_FMT_FP64, AA_FMT_FP32, 0.01, 0.01, &err);
+  AA_CHECK(s.row_worst == 5 && s.row_err_max == sqrt(row5) && s.head_worst == 1 &&
+               fabs(s.head_rel_l2_max - sqrt(row5 / head1)) <= 1e-15,
+           "tscore systematic: row %zu |e| %a head %zu rel %a, want 5 %a 1 %a", s.row_worst, s.row_err_max,
+           s.head_worst, s.head_rel_l2_max, sqrt(row5), sqrt(row5 / head1));
+  aa_tensor_free(&t);
+  free_ref(&ref);
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tscore");
   const char *base = getenv("TMPDIR");
@@ -375,6 +418,7 @@ int main(void) {
   test_import();
   test_batch_gqa(seed);
   test_ulp_stats();
+  test_systematic();
   test_rule_constants();
   test_naive(seed);
   test_npy_nd();

@@ -173,10 +173,20 @@ for d, names, ts in ((T + "/f32in", ("q", "k", "v", "do"), (q, k, v, do)),
     for n, t in zip(names, ts):
         np.save(os.path.join(d, n + ".npy"), t.detach().float().numpy())
 PY
-run 1 "bf16 kernel saved as fp32" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd
+run 1 "bf16 kernel saved as fp32" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --rule fa
 grep -q "every value is bf16" "$T/err" || FAIL "tscore kernel-fmt: no note about fp32-stored BF16 values: $(cat "$T/err")"
-run 0 "bf16 kernel saved as fp32, --kernel-fmt bf16" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt bf16
+run 0 "bf16 kernel saved as fp32, --kernel-fmt bf16" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt bf16 \
+  --rule fa
 grep -q "^verdict: external PASS by fa" "$T/out" || FAIL "tscore kernel-fmt bf16: $(grep verdict "$T/out")"
+# The default verdict (expect) judges the kernel's format from the values, with a warning; this kernel is torch's
+# BF16 math attention, the naive-bf16 design, which fa2 (the default recipe) is more accurate than; named with
+# --expect it passes.
+run 1 "bf16 math kernel saved as fp32, expect fa2" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd
+grep -q "warning: every input and output value is bf16" "$T/err" || FAIL "tscore expect: no warning: $(cat "$T/err")"
+grep -q "^verdict: external FAIL by expect" "$T/out" || FAIL "tscore expect fa2: $(grep verdict "$T/out")"
+run 0 "bf16 math kernel saved as fp32, expect naive-bf16" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd \
+  --expect naive-bf16
+grep -q "^expect: against naive-bf16" "$T/out" || FAIL "tscore expect naive-bf16: $(grep expect: "$T/out")"
 run 2 "--kernel-fmt fp16 on bf16 values" --inputs "$T/f32in" --grads "$T/f32out" --layout bhnd --kernel-fmt fp16
 grep -q "are not fp16" "$T/err" || FAIL "tscore kernel-fmt fp16: $(cat "$T/err")"
 

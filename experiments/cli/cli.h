@@ -220,7 +220,8 @@ typedef struct {
   aa_dims_t qdims, kdims;
   const aa_rule_t *verdict_rules;
   int n_verdict;
-  const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
+  const char *naive;  /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
+  const char *expect; /* the expect rule's recipe name, NULL: not run */
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 const cli_report_extra_t *cli_report_extra(void);

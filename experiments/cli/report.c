@@ -57,6 +57,18 @@ void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_
              aa_rule_name(rule), o->s.m.nan, o->s.m.inf, o->s.m.count, first);
     return;
   }
+  if (rule == AA_RULE_EXPECT) {
+    const aa_score_out_t *s = &o->s;
+    snprintf(buf, cap,
+             "%s fails the expect rule: its %s statistic is %.4g x the limit %.6g set by %s (recipe's value %.6g); "
+             "rel_l2 %.6g, scale - 1 %.3g (sigma %.3g), offset %.3g (sigma %.3g), worst row %zu (|e| %.6g), worst "
+             "head %zu (rel_l2 %.6g)",
+             o->name, aa_expect_stat_name((aa_expect_stat_t)s->expect_stat), r->ratio, r->allowed,
+             extra.expect ? extra.expect : "the recipe", s->expect_ref[s->expect_stat], s->m.rel_l2, s->ls_scale,
+             s->scale_sigma, s->ls_offset, s->offset_sigma, s->row_worst, s->row_err_max, s->head_worst,
+             s->head_rel_l2_max);
+    return;
+  }
   if (rule == AA_RULE_ABSREL || rule == AA_RULE_TORCH)
     snprintf(
         buf, cap,
@@ -71,6 +83,30 @@ void cli_failure_line(char *buf, size_t cap, const cli_report_t *rep, const cli_
              o->name, aa_rule_name(rule), o->s.m.max_abs, ix, r->worst_got, r->worst_ref,
              rule == AA_RULE_SDPA ? "max(1e-05, " : "", r->rtol, extra.naive ? extra.naive : "the naive reference",
              r->naive_max_abs, rule == AA_RULE_SDPA ? ")" : "", r->allowed, r->ratio);
+}
+
+/* The expect rule's statistics per output (lib/score.h): each one's ratio to its limit, and the fit. */
+static void print_expect(FILE *f, const cli_variant_t *vs, size_t nv) {
+  fprintf(f, "expect: against %s in the kernel's format (ratio to the limit per statistic, <= 1 passes):\n%-14s %-6s",
+          extra.expect, "variant", "out");
+  for (int k = 0; k < AA_EXPECT_NSTAT; k++)
+    fprintf(f, " %-8s", aa_expect_stat_name((aa_expect_stat_t)k));
+  fprintf(f, " %-11s %-10s %-11s %-10s %-9s\n", "scale-1", "sigma", "offset", "sigma", "corr");
+  for (size_t i = 0; i < nv; i++)
+    for (int j = 0; j < vs[i].nout; j++) {
+      const aa_score_out_t *s = &vs[i].out[j].s;
+      if (!s->rule[AA_RULE_EXPECT].applied) continue;
+      fprintf(f, "%-14s %-6s", vs[i].variant, vs[i].out[j].name);
+      for (int k = 0; k < AA_EXPECT_NSTAT; k++)
+        fprintf(f, " %-8.3g", s->expect_ratio[k]);
+      fprintf(f, " %-11.3g %-10.3g %-11.3g %-10.3g %-9.3g\n", s->ls_scale, s->scale_sigma, s->ls_offset,
+              s->offset_sigma, s->err_corr);
+    }
+  fprintf(
+      f,
+      "limits: rel-l2 <= %g x the recipe's, q99 (0.99 quantile of |e|) <= %g x, |scale-1| and |offset| <= the "
+      "recipe's + %g sigma, worst row |e| <= %g x, worst head rel_l2 <= %g x (README.md, \"The default verdict\")\n",
+      AA_EXPECT_BAND_L2, AA_EXPECT_BAND_Q99, AA_EXPECT_Z, AA_EXPECT_BAND_ROW, AA_EXPECT_BAND_HEAD);
 }
 
 void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, size_t nv) {
@@ -107,6 +143,7 @@ void cli_print_rules(FILE *f, const cli_report_t *rep, const cli_variant_t *vs, 
       "naive's), fudge o 4, dq 180, dk 16, dv 4\n",
       vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].atol : AA_METRICS_ATOL,
       vs[0].nout ? vs[0].out[0].s.rule[AA_RULE_ABSREL].rtol : AA_METRICS_RTOL);
+  if (extra.expect != NULL) print_expect(f, vs, nv);
   if (extra.n_verdict == 0) return;
   for (size_t i = 0; i < nv; i++) {
     int pass = cli_verdict(&vs[i], extra.verdict_rules, extra.n_verdict), nfail = 0;

@@ -25,8 +25,10 @@ static const cli_opt_t opts[] = {
     {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
-    {"rule", "RULES", "fa; torch for fp64 inputs",
-     "rules deciding the exit status: fa, torch, sdpa, abs-rel [ATOL RTOL], comma-separated, or all"},
+    {"rule", "RULES", "expect; torch for fp64 kernels",
+     "rules deciding the exit status: expect, fa, torch, sdpa, abs-rel [ATOL RTOL], comma-separated, or all"},
+    {"expect", "RECIPE", "fa2; naive-fp32 for fp32 kernels",
+     "the expect rule's recipe (a preset, file or NAME:key=value), run on the same inputs in the kernel's format"},
     {"no-fail", NULL, NULL, "exit 0 even when a rule fails (the verdict is still printed)"},
     {"ulp-fmt", "bf16|fp16|fp32", "the data's own", "format ULP distances are counted in"},
     {"kernel-fmt", "bf16|fp16|fp32|fp64", "the inputs' storage dtype",
@@ -58,6 +60,10 @@ static const char description[] =
     "and rules cover all packed elements.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
     "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
+    "The default rule, expect, runs the recipe --expect (fa2) on the same inputs in the\n"
+    "kernel's format and passes when each output's rel_l2, 0.99 quantile of |error|, worst\n"
+    "row and worst head lie within a band of the recipe's and its least-squares scale and\n"
+    "offset against the oracle within 8 standard errors (README.md, \"The default verdict\").\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
     "2 bad usage or input, or a failure while computing or writing." MASKS_CLI_HELP;
 
@@ -168,7 +174,8 @@ typedef struct {
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
   size_t window, threads;
   double scale, oracle_seconds, atol, rtol;
-  int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive;
+  int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive, have_rec;
+  aa_fmt_t expect_fmt; /* the format of the kernel the expect rule judges */
   unsigned flags;
   aa_rule_t rules[AA_RULE_COUNT];
   src_kind_t ik, gk;
@@ -183,8 +190,8 @@ typedef struct {
   aa_problem_t pb;
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
-  cli_variant_t v, naive_v, snaive_v;
-  aa_attn_result_t naive_res, snaive_res;
+  cli_variant_t v, naive_v, snaive_v, rec_v;
+  aa_attn_result_t naive_res, snaive_res, rec_res;
   aa_recipe_t naive_r;
   aa_fmt_t in_fmt;
   char *jtext;
@@ -388,12 +395,50 @@ static int score_problem(score_t *S) {
   if (masks_cli_problem(&S->mc, S->cmd, &S->a, S->qd.b, pb)) return 2;
   if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
   if (cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
-  if (S->nrules == 0) S->rules[S->nrules++] = aa_eval_default_rule(S->in_fmt);
-  if (aa_eval_rules_usable(S->rules, S->nrules, S->in_fmt, &S->err) != AA_OK) {
-    cli_error(S->cmd, "--%s", S->err.msg);
-    return 2;
+  return 0;
+}
+
+/* The kernel's format for the expect rule (--kernel-fmt, else inferred from the values of the inputs and
+   outputs, with a note when narrower than their storage), then the default rule and the rules' check. */
+static int score_rules(score_t *S) {
+  const aa_tensor_t in[4] = {S->in.q, S->in.k, S->in.v, S->in.dO};
+  int inferred = 0;
+  S->expect_fmt =
+      S->kernel_fmt >= 0 ? (aa_fmt_t)S->kernel_fmt : aa_eval_kernel_fmt(&inferred, S->in_fmt, in, 4, S->g, 5);
+  if (inferred)
+    fprintf(stderr,
+            "attnacc %s: warning: every input and output value is %s though stored as %s: the expect rule judges a "
+            "%s kernel; give --kernel-fmt to say which precision the kernel computes in\n",
+            S->cmd, cli_fmt_name(S->expect_fmt), cli_fmt_name(S->in_fmt), cli_fmt_name(S->expect_fmt));
+  if (S->nrules == 0) S->rules[S->nrules++] = aa_eval_default_rule(S->expect_fmt);
+  for (int i = 0; i < S->nrules; i++) {
+    aa_fmt_t f = S->rules[i] == AA_RULE_EXPECT ? S->expect_fmt : S->in_fmt;
+    if (aa_eval_rules_usable(&S->rules[i], 1, f, &S->err) != AA_OK) {
+      cli_error(S->cmd, "--%s", S->err.msg);
+      return 2;
+    }
   }
   return 0;
+}
+
+/* The expect rule: its recipe in the kernel's format run on the inputs (tagged with its io format). */
+static int score_expect(score_t *S) {
+  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  aa_recipe_t r;
+  int rc, want = cli_get(&S->a, "expect") != NULL;
+  for (int i = 0; i < S->nrules; i++)
+    want |= S->rules[i] == AA_RULE_EXPECT;
+  if (!want || S->expect_fmt == AA_FMT_FP64) return 0;
+  if (aa_eval_expect_recipe(&r, cli_get(&S->a, "expect"), S->expect_fmt, &S->err) != AA_OK) return fail(S, NULL);
+  for (int i = 0; i < 5; i++)
+    if (ts[i]->data != NULL) ts[i]->fmt = r.io_fmt;
+  cli_progress(S->cmd, "running the expect recipe",
+               (double)S->pb.heads * (double)S->pb.n_q * (double)S->pb.n_k * (double)S->pb.d / 4);
+  rc = aa_eval_expect(&S->v, &S->rec_v, &S->rec_res, &r, &S->pb, &S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->oracle,
+                      &S->err);
+  cli_progress_end();
+  S->have_rec = 1;
+  return rc != AA_OK ? fail(S, "expect") : 0;
 }
 
 /* The kernel's o (optional), dq, dk, dv and (with sinks) dsinks, in the inputs' layout. */
@@ -512,8 +557,13 @@ static int score_write_files(score_t *S) {
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
   int rc;
-  S->ex =
-      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_v.variant : NULL};
+  S->ex = (cli_report_extra_t){S->layout,
+                               S->qd,
+                               S->kd,
+                               S->rules,
+                               S->nrules,
+                               S->have_snaive ? S->snaive_v.variant : NULL,
+                               S->have_rec ? S->rec_v.variant : NULL};
   cli_set_report_extra(&S->ex);
   S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {
@@ -564,6 +614,8 @@ static void score_free(score_t *S) {
   }
   if (S->have_naive) aa_attn_result_free(&S->naive_res);
   if (S->have_snaive) aa_attn_result_free(&S->snaive_res);
+  if (S->have_rec) aa_attn_result_free(&S->rec_res);
+  cli_variant_free(&S->rec_v);
   cli_variant_free(&S->naive_v);
   cli_variant_free(&S->snaive_v);
   cli_variant_free(&S->v);
@@ -593,8 +645,10 @@ int aa_cmd_score(int argc, char **argv) {
     if (rc == 0) rc = score_kernel_fmt(S);
     if (rc == 0) rc = score_problem(S);
     if (rc == 0) rc = score_read_outputs(S);
+    if (rc == 0) rc = score_rules(S);
     if (rc == 0) rc = score_oracle(S);
     if (rc == 0 && S->in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
+    if (rc == 0) rc = score_expect(S);
     if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
     if (rc == 0) rc = score_write(S);
     if (rc == 0) rc = score_verdict(S);

@@ -84,6 +84,20 @@ static const field_t out_fields[] = {
     ARRAY2(aa_flat_out_t, rule_worst_idx),
     OA(rule_worst_got),
     OA(rule_worst_ref),
+    O(ls_scale),
+    O(ls_offset),
+    O(scale_sigma),
+    O(offset_sigma),
+    O(err_corr),
+    O(abs_q99),
+    O(row_err_max),
+    O(head_rel_l2_max),
+    O(row_worst),
+    O(head_worst),
+    OA(expect_ratio),
+    OA(expect_limit),
+    OA(expect_ref),
+    O(expect_stat),
 };
 
 static const field_t info_fields[] = {
@@ -101,6 +115,9 @@ static const field_t info_fields[] = {
     I(oracle_uncertified),
     I(rounded),
     ARRAY(aa_flat_info_t, recipe),
+    I(kernel_fmt),
+    I(kernel_fmt_inferred),
+    ARRAY(aa_flat_info_t, expect),
 };
 
 const char *aa_abi_field(const char *strct, size_t i, size_t *offset, int *kind, size_t *rows, size_t *cols) {

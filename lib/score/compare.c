@@ -66,6 +66,87 @@ static void elementwise(aa_rule_result_t *r, const aa_tensor_t *got, const doubl
   r->pass = nan == 0 && inf == 0 && r->fail_count == 0;
 }
 
+/* Per-row sums of the systematic statistics (score.h): e.b, b.b, sum e, sum b, e.e and the finite count. */
+typedef struct {
+  double eb, bb, e, b, ee;
+  size_t n;
+} row_sums_t;
+
+/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none). */
+static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
+  double *d = n > 0 ? malloc(n * sizeof *d) : NULL, q = NAN;
+  size_t used = 0, k;
+  if (d == NULL) return NAN;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(got->data[i]) && isfinite(b[i])) d[used++] = fabs(got->data[i] - b[i]);
+  if (used > 0) {
+    qsort(d, used, sizeof *d, cmp_double);
+    k = (size_t)ceil(0.99 * (double)used);
+    q = d[(k > 0 ? k : 1) - 1];
+  }
+  free(d);
+  return q;
+}
+
+/* The worst row (|e_row|) and head (|e_head| / |b_head|) of rows sums r (rows of them, heads equal groups). */
+static void row_head_max(aa_score_out_t *s, const row_sums_t *r, size_t rows, size_t heads) {
+  size_t per = heads > 0 ? rows / heads : rows;
+  s->row_err_max = s->head_rel_l2_max = 0;
+  for (size_t i = 0; i < rows; i++)
+    if (sqrt(r[i].ee) > s->row_err_max) s->row_err_max = sqrt(r[i].ee), s->row_worst = i;
+  for (size_t h = 0; h < heads && per > 0; h++) {
+    double ee = 0, bb = 0, x;
+    for (size_t i = h * per; i < (h + 1) * per; i++)
+      ee += r[i].ee, bb += r[i].bb;
+    x = bb > 0 ? sqrt(ee / bb) : (ee > 0 ? INFINITY : 0);
+    if (x > s->head_rel_l2_max) s->head_rel_l2_max = x, s->head_worst = h;
+  }
+}
+
+/* Scale, offset and their row-blocked standard errors (score.h) from the row sums. */
+static void fit_scale(aa_score_out_t *s, const row_sums_t *r, size_t rows) {
+  row_sums_t t = {0, 0, 0, 0, 0, 0};
+  double rms, vs = 0, vo = 0;
+  for (size_t i = 0; i < rows; i++)
+    t.eb += r[i].eb, t.bb += r[i].bb, t.e += r[i].e, t.b += r[i].b, t.ee += r[i].ee, t.n += r[i].n;
+  if (t.n == 0 || !(t.bb > 0)) {
+    s->ls_scale = s->ls_offset = s->scale_sigma = s->offset_sigma = s->err_corr = t.ee > 0 ? NAN : 0;
+    return;
+  }
+  rms = sqrt(t.bb / (double)t.n);
+  s->ls_scale = t.eb / t.bb; /* a.b / b.b - 1 = (b.b + e.b) / b.b - 1 */
+  s->ls_offset = (t.e - s->ls_scale * t.b) / (double)t.n / rms;
+  for (size_t i = 0; i < rows; i++) {
+    /* the residual after the fit: a scale bug must not widen its own sigma */
+    double xs = r[i].eb - s->ls_scale * r[i].bb;
+    double xo = r[i].e - s->ls_scale * r[i].b - s->ls_offset * rms * (double)r[i].n;
+    vs += xs * xs, vo += xo * xo;
+  }
+  s->scale_sigma = sqrt(vs) / t.bb;
+  s->offset_sigma = sqrt(vo) / (double)t.n / rms;
+  s->err_corr = t.ee > 0 ? t.eb / sqrt(t.ee * t.bb) : 0;
+}
+
+/* The systematic-error statistics of score.h: rows along the last axis, heads along the first (3+ axes). */
+static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, aa_error_t *err) {
+  size_t len = got->ndim > 0 && got->shape[got->ndim - 1] > 0 ? got->shape[got->ndim - 1] : 1;
+  size_t rows = n / len, heads = got->ndim >= 3 ? got->shape[0] : 1;
+  row_sums_t *r = rows > 0 ? calloc(rows, sizeof *r) : NULL;
+  if (rows > 0 && r == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", s->name);
+  for (size_t i = 0; i < rows * len; i++) {
+    double a = got->data[i], e;
+    row_sums_t *x = &r[i / len];
+    if (!isfinite(a) || !isfinite(b[i])) continue;
+    e = a - b[i];
+    x->eb += e * b[i], x->bb += b[i] * b[i], x->e += e, x->b += b[i], x->ee += e * e, x->n++;
+  }
+  fit_scale(s, r, rows);
+  row_head_max(s, r, rows, heads);
+  s->abs_q99 = abs_q99(got, b, n);
+  free(r);
+  return AA_OK;
+}
+
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err) {
   size_t n = aa_tensor_numel(got), used = 0;
@@ -130,6 +211,7 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
     s->ulp_median = s->ulp_p99 = s->ulp_max = s->ulp_mean = s->ulp_normwise = s->max_rel = NAN;
   }
   free(u);
+  if ((rc = systematic(s, got, ref->val.data, n, err)) != AA_OK) return rc;
   elementwise(&s->rule[AA_RULE_ABSREL], got, ref->val.data, n, atol, rtol);
   aa_rule_torch_tol(&trtol, &tatol, data_fmt);
   elementwise(&s->rule[AA_RULE_TORCH], got, ref->val.data, n, tatol, trtol);
@@ -161,6 +243,40 @@ void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive) {
   double ref = naive->m.nan > 0 ? NAN : naive->m.inf > 0 ? INFINITY : naive->m.max_abs;
   against(&s->rule[AA_RULE_FA], s, ref, 0, aa_rule_fa_factor(s->name));
   against(&s->rule[AA_RULE_SDPA], s, ref, AA_RULE_SDPA_ATOL, aa_rule_sdpa_fudge(s->name));
+}
+
+/* measured / limit: 0/0 = 0, x/0 = Inf, NaN stays NaN. */
+static double over(double x, double lim) {
+  if (isnan(x) || isnan(lim)) return NAN;
+  return lim > 0 ? x / lim : (x == 0 ? 0 : INFINITY);
+}
+
+void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec) {
+  double sig_s = fmax(s->scale_sigma, rec->scale_sigma), sig_o = fmax(s->offset_sigma, rec->offset_sigma);
+  double got[AA_EXPECT_NSTAT] = {s->m.rel_l2,        s->abs_q99,     fabs(s->ls_scale),
+                                 fabs(s->ls_offset), s->row_err_max, s->head_rel_l2_max};
+  double ref[AA_EXPECT_NSTAT] = {rec->m.rel_l2,  rec->abs_q99,     rec->ls_scale,
+                                 rec->ls_offset, rec->row_err_max, rec->head_rel_l2_max};
+  double lim[AA_EXPECT_NSTAT] = {
+      AA_EXPECT_BAND_L2 * rec->m.rel_l2,         AA_EXPECT_BAND_Q99 * rec->abs_q99,
+      fabs(rec->ls_scale) + AA_EXPECT_Z * sig_s, fabs(rec->ls_offset) + AA_EXPECT_Z * sig_o,
+      AA_EXPECT_BAND_ROW * rec->row_err_max,     AA_EXPECT_BAND_HEAD * rec->head_rel_l2_max};
+  aa_rule_result_t *r = &s->rule[AA_RULE_EXPECT];
+  int k = 0;
+  for (int i = 0; i < AA_EXPECT_NSTAT; i++) {
+    s->expect_ratio[i] = over(got[i], lim[i]);
+    s->expect_limit[i] = lim[i];
+    s->expect_ref[i] = ref[i];
+    if (isnan(s->expect_ratio[i]) || s->expect_ratio[i] > s->expect_ratio[k]) k = isnan(s->expect_ratio[k]) ? k : i;
+  }
+  s->expect_stat = k;
+  *r = (aa_rule_result_t){1, 0, s->expect_ratio[k], lim[k], 0, 0, NAN, 0, s->worst_abs, s->worst_got, s->worst_ref};
+  if (s->m.nan > 0)
+    r->ratio = NAN;
+  else if (s->m.inf > 0)
+    r->ratio = INFINITY;
+  r->pass = s->m.nan == 0 && s->m.inf == 0 && r->ratio <= 1;
+  r->fail_count = r->pass ? 0 : 1;
 }
 
 int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t data_fmt, aa_error_t *err) {

@@ -164,6 +164,60 @@ void aa_eval_apply_fa(aa_eval_variant_t *v, const aa_eval_variant_t *naive) {
   }
 }
 
+const char *aa_eval_expect_default(aa_fmt_t fmt) {
+  return fmt == AA_FMT_FP32 ? "naive-fp32" : "fa2";
+}
+
+int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_error_t *err) {
+  int rc;
+  if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
+    return aa_error_set(err, AA_EINVAL, "the expect rule needs a bf16, fp16 or fp32 kernel, not %s",
+                        aa_fmt_info(fmt)->name);
+  /* FA2 has no fp32 build: an fp32 kernel is held to PyTorch's math attention in fp32 */
+  if ((spec == NULL || spec[0] == '\0') && fmt == AA_FMT_FP32) return aa_score_naive_recipe(r, fmt, err);
+  if ((rc = aa_recipe_from_spec(r, spec != NULL && spec[0] ? spec : aa_eval_expect_default(fmt), err)) != AA_OK) {
+    aa_error_prefix(err, "expect");
+    return rc;
+  }
+  /* a recipe written for fp16 or fp32 io is taken as it is; a bf16 one is moved into the kernel's format */
+  return r->io_fmt == AA_FMT_BF16 ? aa_score_recipe_to_fmt(r, fmt, err) : AA_OK;
+}
+
+void aa_eval_apply_expect(aa_eval_variant_t *v, const aa_eval_variant_t *rec) {
+  for (int i = 0; i < v->nout; i++) {
+    const aa_eval_out_t *n = same_name(rec, &v->out[i]);
+    if (n != NULL) aa_score_apply_expect(&v->out[i].s, &n->s);
+  }
+}
+
+int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
+                   const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
+                   const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err) {
+  int rc = aa_eval_run(rec, rec_res, r, pb, q, k, vt, dO, oracle, NULL, err);
+  if (rc == AA_OK) aa_eval_apply_expect(v, rec);
+  return rc;
+}
+
+aa_fmt_t aa_eval_kernel_fmt(int *inferred, aa_fmt_t storage, const aa_tensor_t *in, size_t nin,
+                            const aa_tensor_t *out, size_t nout) {
+  aa_fmt_t f = AA_FMT_BF16;
+  int fp16 = 0, bf16 = 0;
+  *inferred = 0;
+  if (storage != AA_FMT_FP32 && storage != AA_FMT_FP64) return storage;
+  for (size_t i = 0; i < nin + nout; i++) {
+    const aa_tensor_t *t = i < nin ? &in[i] : &out[i - nin];
+    aa_fmt_t g;
+    if (t->data == NULL) continue;
+    g = aa_score_infer_fmt(t);
+    /* bf16 and fp16 hold each other's small values: a mix of the two needs fp32 */
+    fp16 |= g == AA_FMT_FP16, bf16 |= g == AA_FMT_BF16;
+    if (g == AA_FMT_FP64 || (g == AA_FMT_FP32 && f != AA_FMT_FP64)) f = g;
+  }
+  if (f == AA_FMT_BF16 && fp16) f = bf16 ? AA_FMT_FP32 : AA_FMT_FP16;
+  *inferred = f != storage;
+  return f;
+}
+
 /* A tolerance of abs-rel: the whole word a number >= 0. */
 static int tolerance(double *out, const char *word, const char *what, aa_error_t *err) {
   char *end;
@@ -200,7 +254,7 @@ int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, co
       continue;
     }
     if (aa_rule_from_name(&r, tok) != AA_OK)
-      return aa_error_set(err, AA_EINVAL, "'%s' is not fa, torch, sdpa, abs-rel or all", tok);
+      return aa_error_set(err, AA_EINVAL, "'%s' is not expect, fa, torch, sdpa, abs-rel or all", tok);
     if (r == AA_RULE_ABSREL && (rc = absrel_tols(atol, rtol, &save, err)) != AA_OK) return rc;
     if (!have[r]++) rules[(*n)++] = r;
   }
@@ -209,16 +263,17 @@ int aa_eval_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, co
 }
 
 aa_rule_t aa_eval_default_rule(aa_fmt_t input_fmt) {
-  return input_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_FA;
+  return input_fmt == AA_FMT_FP64 ? AA_RULE_TORCH : AA_RULE_EXPECT;
 }
 
 int aa_eval_rules_usable(const aa_rule_t *rules, int n, aa_fmt_t input_fmt, aa_error_t *err) {
   for (int i = 0; i < n; i++)
-    if ((rules[i] == AA_RULE_FA || rules[i] == AA_RULE_SDPA) && input_fmt == AA_FMT_FP64)
+    if ((rules[i] == AA_RULE_FA || rules[i] == AA_RULE_SDPA || rules[i] == AA_RULE_EXPECT) &&
+        input_fmt == AA_FMT_FP64)
       return aa_error_set(err, AA_EINVAL,
-                          "rule %s needs a naive reference in the inputs' dtype, which exists for bf16, fp16 and "
-                          "fp32 inputs; these are fp64 (use torch or abs-rel)",
-                          aa_rule_name(rules[i]));
+                          "rule %s needs a %s in the inputs' dtype, which exists for bf16, fp16 and fp32 inputs; "
+                          "these are fp64 (use torch or abs-rel)",
+                          aa_rule_name(rules[i]), rules[i] == AA_RULE_EXPECT ? "recipe" : "naive reference");
   return AA_OK;
 }
 

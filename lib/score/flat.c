@@ -219,6 +219,14 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
   f->worst_ref = s->worst_ref;
   f->worst_rel_got = got->data[s->worst_rel];
   f->worst_rel_ref = ref->val.data[s->worst_rel];
+  f->row_worst = s->row_worst;
+  f->head_worst = s->head_worst;
+  for (int k = 0; k < AA_EXPECT_NSTAT; k++) {
+    f->expect_ratio[k] = s->expect_ratio[k];
+    f->expect_limit[k] = s->expect_limit[k];
+    f->expect_ref[k] = s->expect_ref[k];
+  }
+  f->expect_stat = s->expect_stat;
   for (int r = 0; r < AA_RULE_COUNT; r++) {
     const aa_rule_result_t *x = &s->rule[r];
     f->rule_applied[r] = x->applied;
@@ -280,53 +288,111 @@ static int flat_naive(aa_eval_variant_t *v, aa_eval_variant_t *naive, aa_attn_re
   return rc;
 }
 
-/* What a flat call evaluates: the oracle, the variant scored and the naive reference (zeroed: freed whole). */
+/* What a flat call evaluates: the oracle, the variant scored, the naive reference and the expect recipe
+   (zeroed: freed whole). */
 typedef struct {
   aa_oracle_result_t orc;
-  aa_eval_variant_t v, naive;
-  aa_attn_result_t res, naive_res;
+  aa_eval_variant_t v, naive, rec;
+  aa_attn_result_t res, naive_res, rec_res;
 } flat_eval_t;
 
 static void eval_free(flat_eval_t *e) {
   aa_attn_result_free(&e->res);
   aa_attn_result_free(&e->naive_res);
+  aa_attn_result_free(&e->rec_res);
   aa_eval_variant_free(&e->v);
   aa_eval_variant_free(&e->naive);
+  aa_eval_variant_free(&e->rec);
   if (e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
+}
+
+/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res. */
+static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *o, aa_error_t *err) {
+  aa_recipe_t r;
+  int rc;
+  if ((rc = aa_eval_expect_recipe(&r, o->expect, kf, err)) != AA_OK) return rc;
+  for (int i = 0; i < 4; i++)
+    p->in[i].fmt = r.io_fmt;
+  rc = aa_eval_run(&e->rec, &e->rec_res, &r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &e->orc, NULL, err);
+  for (int i = 0; i < 4; i++)
+    p->in[i].fmt = p->in_fmt;
+  return rc;
 }
 
 static void set_msg(char *msg, size_t msg_cap, int rc, const aa_error_t *err) {
   if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err->msg);
 }
 
-int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
-                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+/* Set i's outputs scored into out[4 i .. 4 i + 3] with the naive and expect references of e. */
+static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, flat_prob_t *p,
+                          const aa_flat_opts_t *opts, aa_error_t *err) {
+  const aa_tensor_t *gp[4] = {&got[0], &got[1], &got[2], &got[3]};
+  aa_eval_variant_t v;
+  int rc;
+  memset(&v, 0, sizeof v);
+  rc = aa_eval_given(&v, got, &e->orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, err);
+  if (rc == AA_OK && e->naive.nout > 0) aa_eval_apply_naive(&v, &e->naive);
+  if (rc == AA_OK) aa_eval_apply_expect(&v, &e->rec);
+  if (rc == AA_OK) export_scores(out, &v, gp, &e->orc, p);
+  aa_eval_variant_free(&v);
+  return rc;
+}
+
+/* The references of a flat score: the oracle, the naive reference in the inputs' format and the expect recipe
+   in the kernel's format kf (when asked). */
+static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err) {
+  int rc;
+  if ((rc = run_oracle(&e->orc, p, opts, err)) != AA_OK) return rc;
+  /* e->v holds nothing: the naive reference alone, applied per set */
+  if ((rc = flat_naive(&e->v, &e->naive, &e->naive_res, p, p->in_fmt, opts, &e->orc, err)) != AA_OK) return rc;
+  return opts->expect != NULL && kf != AA_FMT_FP64 ? flat_expect_run(e, p, kf, opts, err) : AA_OK;
+}
+
+int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                       const aa_flat_tensor_t *outputs, size_t nsets, const aa_flat_opts_t *opts, char *msg,
+                       size_t msg_cap) {
   aa_error_t err = {{0}};
   flat_prob_t p;
   flat_eval_t e;
-  aa_tensor_t got[5];
-  const aa_tensor_t *gp[4] = {&got[0], &got[1], &got[2], &got[3]};
-  int rc;
+  aa_tensor_t *got = nsets > 0 ? calloc(5 * nsets, sizeof *got) : NULL;
+  aa_fmt_t kf = AA_FMT_BF16;
+  int rc = AA_OK, inferred = 0;
 
-  memset(out, 0, 4 * sizeof *out);
-  memset(got, 0, sizeof got);
   memset(&e, 0, sizeof e);
+  if (nsets > 0) memset(out, 0, 4 * nsets * sizeof *out);
+  if (got == NULL) {
+    rc = aa_error_set(&err, nsets == 0 ? AA_EINVAL : AA_ENOMEM, nsets == 0 ? "no output set given" : "out of memory");
+    goto done_noprob;
+  }
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
-  if ((rc = import_outputs(got, &p, inputs, outputs, &err)) == AA_OK &&
-      (rc = run_oracle(&e.orc, &p, opts, &err)) == AA_OK &&
-      (rc = aa_eval_given(&e.v, got, &e.orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) ==
-          AA_OK &&
-      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, p.in_fmt, opts, &e.orc, &err)) == AA_OK) {
-    export_scores(out, &e.v, gp, &e.orc, &p);
+  for (size_t i = 0; i < nsets && rc == AA_OK; i++)
+    rc = import_outputs(&got[5 * i], &p, inputs, &outputs[4 * i], &err);
+  /* the inputs' tag when the caller declared a format narrower than the storage, else inferred from the values */
+  if (rc == AA_OK) kf = aa_eval_kernel_fmt(&inferred, p.in_fmt, p.in, 4, got, 5 * nsets);
+  if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err);
+  for (size_t i = 0; i < nsets && rc == AA_OK; i++)
+    rc = flat_score_set(&out[4 * i], &e, &got[5 * i], &p, opts, &err);
+  if (rc == AA_OK) {
     fill_info(info, &p, &e.orc);
+    if (info != NULL) {
+      info->kernel_fmt = kf;
+      info->kernel_fmt_inferred = inferred;
+      snprintf(info->expect, sizeof info->expect, "%s", e.rec.variant);
+    }
   }
   eval_free(&e);
-  for (int i = 0; i < 4; i++)
+  for (size_t i = 0; i < 5 * nsets; i++)
     aa_tensor_free(&got[i]);
   prob_free(&p);
 done_noprob:
+  free(got);
   set_msg(msg, msg_cap, rc, &err);
   return rc;
+}
+
+int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
+                  const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+  return aa_flat_score_sets(out, info, inputs, outputs, 1, opts, msg, msg_cap);
 }
 
 int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
@@ -400,6 +466,16 @@ static size_t round_inputs(flat_prob_t *p, aa_fmt_t fmt) {
   return rounded;
 }
 
+/* The expect rule on an emulated recipe's scores e->v, when asked and when its format has a recipe. */
+static int flat_emulate_expect(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_flat_opts_t *opts,
+                               aa_error_t *err) {
+  int rc;
+  p->in_fmt = fmt;
+  if (opts->expect == NULL || fmt == AA_FMT_FP64) return AA_OK;
+  if ((rc = flat_expect_run(e, p, fmt, opts, err)) == AA_OK) aa_eval_apply_expect(&e->v, &e->rec);
+  return rc;
+}
+
 int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t *out, aa_flat_info_t *info,
                     const aa_flat_tensor_t *inputs, const char *recipe, const aa_flat_opts_t *opts, char *msg,
                     size_t msg_cap) {
@@ -420,13 +496,15 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
   if ((rc = run_oracle(&e.orc, &p, opts, &err)) == AA_OK &&
       (rc = aa_eval_run(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &e.orc,
                         &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) == AA_OK &&
-      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, r.io_fmt, opts, &e.orc, &err)) == AA_OK) {
+      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, r.io_fmt, opts, &e.orc, &err)) == AA_OK &&
+      (rc = flat_emulate_expect(&e, &p, r.io_fmt, opts, &err)) == AA_OK) {
     export_scores(out, &e.v, got, &e.orc, &p);
     for (int i = 0; i < 4; i++)
       if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
     fill_info(info, &p, &e.orc);
     if (info != NULL) {
-      info->input_fmt = r.io_fmt;
+      info->input_fmt = info->kernel_fmt = r.io_fmt;
+      snprintf(info->expect, sizeof info->expect, "%s", e.rec.variant);
       info->rounded = rounded;
       snprintf(info->recipe, sizeof info->recipe, "%s", r.name);
     }

@@ -25,6 +25,33 @@ static json_t *json_index(const aa_eval_place_t *p, const aa_eval_out_t *o, size
   return a;
 }
 
+/* The expect rule's parts: the deciding statistic, and each statistic's ratio, limit and the recipe's value. */
+static int json_expect(json_t *j, const aa_score_out_t *s) {
+  json_t *st = json_object();
+  int bad = aa_json_set(j, "statistic", aa_json_str(aa_expect_stat_name((aa_expect_stat_t)s->expect_stat)));
+  for (int k = 0; k < AA_EXPECT_NSTAT; k++) {
+    json_t *x = json_object();
+    bad |= aa_json_set(x, "ratio", aa_json_num(s->expect_ratio[k]));
+    bad |= aa_json_set(x, "limit", aa_json_num(s->expect_limit[k]));
+    bad |= aa_json_set(x, "recipe", aa_json_num(s->expect_ref[k]));
+    bad |= aa_json_set(st, aa_expect_stat_name((aa_expect_stat_t)k), x);
+  }
+  return bad | aa_json_set(j, "statistics", st);
+}
+
+/* The systematic-error statistics of one output (score.h), with the worst row and head. */
+static json_t *json_systematic(const aa_score_out_t *s) {
+  json_t *j = json_object();
+  int bad = 0;
+  for (size_t k = 0; k < aa_score_nmeasures; k++)
+    if (aa_score_measures[k].score_offset >= offsetof(aa_score_out_t, ls_scale) &&
+        aa_score_measures[k].score_offset <= offsetof(aa_score_out_t, head_rel_l2_max))
+      bad |= aa_json_set(j, aa_score_measures[k].name, aa_json_num(AA_SCORE_MEASURE(s, k)));
+  bad |= aa_json_set(j, "row_worst", aa_json_u64(s->row_worst));
+  bad |= aa_json_set(j, "head_worst", aa_json_u64(s->head_worst));
+  return bad ? (json_decref(j), NULL) : j;
+}
+
 /* One rule's result: applied, and when applied its ratio, threshold and worst element. */
 static json_t *json_rule(const aa_eval_place_t *p, const aa_eval_out_t *o, aa_rule_t r) {
   const aa_rule_result_t *x = &o->s.rule[r];
@@ -37,6 +64,7 @@ static json_t *json_rule(const aa_eval_place_t *p, const aa_eval_out_t *o, aa_ru
   bad |= aa_json_set(j, "atol", aa_json_num(x->atol));
   bad |= aa_json_set(j, "rtol", aa_json_num(x->rtol));
   if (r == AA_RULE_FA || r == AA_RULE_SDPA) bad |= aa_json_set(j, "naive_max_abs", aa_json_num(x->naive_max_abs));
+  if (r == AA_RULE_EXPECT) bad |= json_expect(j, &o->s);
   bad |= aa_json_set(j, "fail_count", aa_json_u64(x->fail_count));
   bad |= aa_json_set(j, "worst_index", json_index(p, o, x->worst));
   return bad ? (json_decref(j), NULL) : j;
@@ -84,6 +112,7 @@ json_t *aa_eval_json_output(const aa_eval_out_t *o, const aa_eval_place_t *p) {
   bad |= aa_json_set(j, "fa_pass", o->fa_applied ? aa_json_bool(m->fa_pass) : json_null());
   bad |= aa_json_set(j, "data_fmt", json_string(fmt_name(o->s.data_fmt)));
   bad |= aa_json_set(j, "robust", json_robust(p, o));
+  bad |= aa_json_set(j, "systematic", json_systematic(&o->s));
   for (int r = 0; r < AA_RULE_COUNT; r++)
     bad |= aa_json_set(rules, aa_rule_name((aa_rule_t)r), json_rule(p, o, (aa_rule_t)r));
   bad |= aa_json_set(j, "rules", rules);

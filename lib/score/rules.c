@@ -1,11 +1,17 @@
-/* attnacc: names and constants of the pass rules (abs-rel, torch, fa, sdpa) and the naive reference they compare
- * with. */
+/* attnacc: names and constants of the pass rules (abs-rel, torch, fa, sdpa, expect) and the references they
+ * compare with (the naive reference, a recipe in the kernel's format). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <stdio.h>
 #include <string.h>
 
 #include "score.h"
 
-static const char *const names[AA_RULE_COUNT] = {"abs-rel", "torch", "fa", "sdpa"};
+static const char *const names[AA_RULE_COUNT] = {"abs-rel", "torch", "fa", "sdpa", "expect"};
+static const char *const stat_names[AA_EXPECT_NSTAT] = {"rel-l2", "q99", "scale", "offset", "row", "head"};
+
+const char *aa_expect_stat_name(aa_expect_stat_t s) {
+  return (unsigned)s < AA_EXPECT_NSTAT ? stat_names[s] : "?";
+}
 
 const char *aa_rule_name(aa_rule_t r) {
   return (unsigned)r < AA_RULE_COUNT ? names[r] : "?";
@@ -56,16 +62,15 @@ double aa_rule_sdpa_fudge(const char *out_name) {
   return 4.0; /* o, dv, dsinks */
 }
 
-int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
+int aa_score_recipe_to_fmt(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
   int rc;
+  size_t len;
   if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
-    return aa_error_set(err, AA_EINVAL, "the naive reference exists for bf16, fp16 and fp32 inputs only");
-  if (r == NULL) return aa_error_set(err, AA_EINVAL, "aa_score_naive_recipe: NULL recipe");
-  if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK) return rc;
+    return aa_error_set(err, AA_EINVAL, "a recipe is put in bf16, fp16 or fp32 only, not %s", aa_fmt_info(fmt)->name);
   if (fmt == AA_FMT_BF16) return AA_OK;
-  /* Same algorithm, every BF16 rounding step in fmt: PyTorch's math
-     attention run in the inputs' dtype (its *_pt reference). The format
-     keys come from the key table, so that a new one cannot be missed. */
+  /* Same algorithm, every BF16 rounding step in fmt: FA2 and PyTorch's math
+     attention round P and dS to the inputs' dtype. The format keys come
+     from the key table, so that a new one cannot be missed. */
   const char *to = aa_fmt_info(fmt)->name;
   for (size_t i = 0; i < aa_recipe_key_count(); i++) {
     aa_recipe_key_info_t k;
@@ -77,7 +82,20 @@ int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
         (rc = aa_recipe_set(r, k.key, to, err)) != AA_OK)
       return rc;
   }
-  strcpy(r->name, fmt == AA_FMT_FP16 ? "naive-fp16" : "naive-fp32");
+  len = strlen(r->name);
+  if (len + 6 > sizeof r->name) len = sizeof r->name - 6;
+  snprintf(r->name + len, sizeof r->name - len, "-%s", to);
+  return AA_OK;
+}
+
+int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err) {
+  int rc;
+  if (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)
+    return aa_error_set(err, AA_EINVAL, "the naive reference exists for bf16, fp16 and fp32 inputs only");
+  if (r == NULL) return aa_error_set(err, AA_EINVAL, "aa_score_naive_recipe: NULL recipe");
+  if ((rc = aa_recipe_preset(r, "naive-bf16", err)) != AA_OK || (rc = aa_score_recipe_to_fmt(r, fmt, err)) != AA_OK)
+    return rc;
+  if (fmt != AA_FMT_BF16) strcpy(r->name, fmt == AA_FMT_FP16 ? "naive-fp16" : "naive-fp32");
   return AA_OK;
 }
 

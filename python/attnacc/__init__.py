@@ -27,14 +27,15 @@ import math
 import numbers
 import os
 import time
+import warnings
 
 import numpy as np
 
 from . import _lib
-from ._lib import FMTS, LAYOUT_AXES, LAYOUTS, RULES
+from ._lib import EXPECT_STATS, FMTS, LAYOUT_AXES, LAYOUTS, RULES
 from .invariance import InvarianceReport, check_invariance  # noqa: F401
 
-__all__ = ["score", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "LimitError",
+__all__ = ["score", "score_many", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "LimitError",
            "SCHEMA_VERSION", "RULES"]
 
 # Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
@@ -297,6 +298,10 @@ class RuleResult:
         self.worst_index = tuple(f.rule_worst_idx[i][j] for j in range(ndim))
         self.worst_got = f.rule_worst_got[i]
         self.worst_ref = f.rule_worst_ref[i]
+        # expect: the deciding statistic and each statistic's ratio, limit and the recipe's value
+        self.statistic = EXPECT_STATS[f.expect_stat] if rule == "expect" else None
+        self.statistics = {k: {"ratio": f.expect_ratio[j], "limit": f.expect_limit[j], "recipe": f.expect_ref[j]}
+                           for j, k in enumerate(EXPECT_STATS)} if rule == "expect" else None
 
     def to_dict(self):
         d = {"applied": self.applied}
@@ -305,8 +310,16 @@ class RuleResult:
                       "atol": _num(self.atol), "rtol": _num(self.rtol)})
             if self.naive_max_abs is not None:
                 d["naive_max_abs"] = _num(self.naive_max_abs)
+            if self.statistics is not None:
+                d["statistic"] = self.statistic
+                d["statistics"] = {k: {n: _num(x) for n, x in v.items()} for k, v in self.statistics.items()}
             d.update({"fail_count": self.fail_count, "worst_index": list(self.worst_index)})
         return d
+
+
+# the systematic-error statistics (lib/score.h), the document's "systematic" object
+SYSTEMATIC = ("ls_scale", "ls_offset", "scale_sigma", "offset_sigma", "err_corr", "abs_q99", "row_err_max",
+              "head_rel_l2_max")
 
 
 class TensorScore:
@@ -328,6 +341,7 @@ class TensorScore:
         self.worst_got, self.worst_ref = f.worst_got, f.worst_ref
         self.worst_rel_got, self.worst_rel_ref = f.worst_rel_got, f.worst_rel_ref
         self.rules = {r: RuleResult(r, f, i, nd) for i, r in enumerate(RULES)}
+        self.row_worst, self.head_worst = f.row_worst, f.head_worst
 
     def to_dict(self):
         """The output's entry of the JSON schema (experiments/README-json.md), without the CLI-only keys."""
@@ -337,9 +351,11 @@ class TensorScore:
                 robust[k] = _num(getattr(self, k))
         robust["worst_abs"] = {"index": list(self.worst_abs_index), "got": _num(self.worst_got),
                                "oracle": _num(self.worst_ref)}
+        systematic = {k: _num(getattr(self, k)) for k in SYSTEMATIC}
+        systematic.update({"row_worst": self.row_worst, "head_worst": self.head_worst})
         return {"count": self.count, "rel_l2": _num(self.rel_l2), "max_abs": _num(self.max_abs), "nan": self.nan,
                 "inf": self.inf, "oracle_relerr_bound": _num(self.oracle_relerr_bound), "data_fmt": self.data_fmt,
-                "robust": robust, "rules": {r: x.to_dict() for r, x in self.rules.items()}}
+                "robust": robust, "systematic": systematic, "rules": {r: x.to_dict() for r, x in self.rules.items()}}
 
 
 class Score:
@@ -350,7 +366,8 @@ class Score:
         self._causal, self._window = bool(causal), int(window)
         self.layout = LAYOUTS[info.layout]
         self.problem = {"layout": self.layout, "b": info.b, "heads": info.h, "kv_heads": info.h_kv, "n": info.n_q,
-                        "n_k": info.n_k, "d": info.d, "scale": info.scale, "input_fmt": FMTS[info.input_fmt]}
+                        "n_k": info.n_k, "d": info.d, "scale": info.scale, "input_fmt": FMTS[info.input_fmt],
+                        "kernel_fmt": FMTS[info.kernel_fmt], "expect": info.expect.decode() or None}
         self.oracle = {"relerr_bound": info.oracle_relerr_bound, "recomputed": info.oracle_recomputed,
                        "uncertified": info.oracle_uncertified,
                        "seconds": seconds}  # the library reads no clock: the caller timed the call
@@ -450,6 +467,13 @@ def _explain(res, name, rule):
                 f"Worst element against the rule: index {_idx(x.worst_index)}, got {x.worst_got:.9g}, "
                 f"oracle {x.worst_ref:.9g}, error {abs(x.worst_got - x.worst_ref):.6g} "
                 f"= {x.ratio:.4g} x the allowed {x.allowed:.6g}")
+    if rule == "expect":
+        st = x.statistics[x.statistic]
+        return (f"{name} fails the expect rule {where}: its {x.statistic} statistic is {x.ratio:.4g} x the limit "
+                f"{st['limit']:.6g} set by the recipe {res.problem['expect']} (whose value is {st['recipe']:.6g}); "
+                f"rel_l2 {t.rel_l2:.6g}, least-squares scale - 1 {t.ls_scale:.3g} (sigma {t.scale_sigma:.3g}), "
+                f"offset {t.ls_offset:.3g} (sigma {t.offset_sigma:.3g}), worst row {t.row_worst} "
+                f"(|e| {t.row_err_max:.6g}), worst head {t.head_worst} (rel_l2 {t.head_rel_l2_max:.6g})")
     what = f"{x.rtol:g} x naive-{res.problem['input_fmt']}'s max error {x.naive_max_abs:.6g}"
     if rule == "sdpa":
         what = f"max({x.atol:g}, {what})"
@@ -557,14 +581,15 @@ def _rules_arg(rule):
 
 
 def _finish(res, info, rules, opts, seconds=None):
-    """The Score, with the default rule (fa; torch for fp64 inputs) and a refusal of rules that need a naive
-    reference in the inputs' dtype when there is none (fp64 inputs)."""
+    """The Score, with the default rule (expect; torch for fp64 kernels) and a refusal of rules that need a naive
+    reference or a recipe in the inputs' dtype when there is none (fp64 inputs)."""
     if rules is None:
-        rules = (RULES[_lib.lib().aa_eval_default_rule(info.input_fmt)],)
+        rules = (RULES[_lib.lib().aa_eval_default_rule(info.kernel_fmt)],)
     sc = Score(list(res), info, rules, opts.causal, opts.window, seconds)
     for r in rules:
         if any(not t.rules[r].applied for t in sc.outputs.values()):
-            raise ValueError(f"attnacc: rule {r!r} needs a naive reference in the inputs' dtype, which exists for "
+            raise ValueError(f"attnacc: rule {r!r} needs a {'recipe' if r == 'expect' else 'naive reference'} in "
+                             "the kernel's dtype, which exists for "
                              f"bf16, fp16 and fp32 inputs; these are {sc.problem['input_fmt']} (use 'torch' or "
                              "'abs-rel')")
     return sc
@@ -573,7 +598,7 @@ def _finish(res, info, rules, opts, seconds=None):
 def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
           softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
           oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None,
-          max_seconds=None, kernel_dtype=None, attn_mask=None, key_len=None, logit_offset=0.0):
+          max_seconds=None, kernel_dtype=None, expect=None, attn_mask=None, key_len=None, logit_offset=0.0):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
@@ -581,16 +606,22 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     (else ValueError naming the candidates); 3 axes are read as hnd unless "nhd" is given. k, v may have fewer heads (GQA).
     is_causal / causal: top-left causal mask; scale / softmax_scale: default 1/sqrt(d);
     window_size=(left, 0) with causal: flash-attn's sliding window; enable_gqa=False refuses GQA shapes.
-    rule: one of "abs-rel" (|a-b| <= atol + rtol|b|, atol = rtol = 0.01 by default), "torch"
-    (torch.testing.assert_close's defaults for the output's dtype), "fa" (max error <= 2x (o) / 3x (grads)
-    that of the naive reference in the inputs' dtype), "sdpa" (PyTorch SDPA tests' fudge factors), a
-    list of them, or "all". Default: "fa", or "torch" for float64 inputs (fa and sdpa need a naive
-    reference in the inputs' dtype: ValueError for float64 inputs). Every rule's ratio is always
-    reported; `rule` picks which decide Score.passed.
+    rule: one of "expect" (recipe-relative: the error statistics within a band around those of the recipe
+    `expect` run on the same inputs; README.md "The default verdict"), "abs-rel" (|a-b| <= atol + rtol|b|,
+    atol = rtol = 0.01 by default), "torch" (torch.testing.assert_close's defaults for the output's dtype),
+    "fa" (max error <= 2x (o) / 3x (grads) that of the naive reference in the inputs' dtype), "sdpa"
+    (PyTorch SDPA tests' fudge factors), a list of them, or "all". Default: "expect", or "torch" for float64
+    kernels (expect, fa and sdpa need a reference in the kernel's dtype: ValueError for float64). Every rule's
+    ratio is always reported (expect's when it ran: by default, or when chosen); `rule` picks which decide
+    Score.passed.
+    expect: the expect rule's recipe (a preset name such as "fa2-h100", a recipe file or text); None: fa2. It
+    is put in the kernel's format (fa2 for an fp16 kernel rounds P and dS to fp16).
     ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
     kernel_dtype: the format the kernel computes in ("bf16", "fp16", "fp32", "fp64" or a torch dtype) when the
     tensors were stored wider (a BF16 kernel's tensors saved as float32): the fa and sdpa rules then compare with
-    a naive reference in that format and ULPs are counted in it; every input must hold only its values.
+    a naive reference in that format, the expect recipe runs in it and ULPs are counted in it; every input must
+    hold only its values. Without it, the expect recipe's format is inferred from the values (a UserWarning
+    says so when they are all BF16 or FP16 though stored wider).
     threads: 0 (all cores) to 4096, as the command's --threads.
     bf16_bits: int16/uint16 numpy arrays hold BF16 bit patterns.
     max_memory, max_seconds: the limits of the up-front estimate (module docstring; LimitError beyond them).
@@ -605,34 +636,73 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     there is exact, its NaN counts as NaN.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
+    return score_many(q, k, v, do, [dict(o=o, dq=dq, dk=dk, dv=dv)], layout=layout, is_causal=is_causal,
+                      causal=causal, scale=scale, softmax_scale=softmax_scale, window_size=window_size,
+                      enable_gqa=enable_gqa, rule=rule, atol=atol, rtol=rtol, ulp_fmt=ulp_fmt, oracle=oracle,
+                      threads=threads, bf16_bits=bf16_bits, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                      max_memory=max_memory, max_seconds=max_seconds, kernel_dtype=kernel_dtype, expect=expect,
+                      attn_mask=attn_mask, key_len=key_len, logit_offset=logit_offset)[0]
+
+
+def _expect_arg(expect, rules):
+    """opts.expect: None when the expect rule is neither the default nor chosen and no recipe is named."""
+    if expect is not None:
+        if isinstance(expect, os.PathLike):
+            expect = os.fspath(expect)
+        return _str_arg("expect", expect).encode()
+    return b"" if rules is None or "expect" in rules else None
+
+
+def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=None, kernel_dtype=None, expect=None,
+               bf16_bits=False, **kwargs):
+    """score() for several kernels' outputs on the same inputs: sets is a list of dicts with any of o, dq, dk,
+    dv. The oracle, the naive reference and the expect recipe run once for all of them. Returns a list of Score
+    in the order of sets. Keywords as score()."""
     rules = _rules_arg(rule)
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
+    if not isinstance(sets, (list, tuple)) or not sets or not all(isinstance(x, dict) for x in sets):
+        raise TypeError("attnacc: sets must be a non-empty list of dicts of o, dq, dk, dv")
+    for x in sets:
+        if set(x) - set(OUTPUTS) or all(_shape(x.get(n), n, False) is None for n in OUTPUTS):
+            raise ValueError(f"attnacc: each set holds one or more of {', '.join(OUTPUTS)} (got {sorted(x)})")
     shapes = [_shape(x, n) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    if all(_shape(x, n, False) is None for x, n in zip((o, dq, dk, dv), OUTPUTS)):
-        raise ValueError("attnacc: give at least one of o, dq, dk, dv")
-    opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
-                 atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
-    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
-    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
-    _budget(opts, shapes, 3, max_memory, max_seconds)  # the given outputs, the naive reference, our copies
+    kw = dict(layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None, window_size=None,
+              enable_gqa=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast", threads=0, cu_seqlens_q=None,
+              cu_seqlens_k=None, attn_mask=None, key_len=None, logit_offset=0.0)
+    if set(kwargs) - set(kw):
+        raise TypeError(f"attnacc: unknown keyword {sorted(set(kwargs) - set(kw))[0]!r}")
+    kw.update(kwargs)
+    opts = _opts(_layout_arg(kw["layout"], kw["cu_seqlens_q"]), kw["is_causal"], kw["causal"], kw["scale"],
+                 kw["softmax_scale"], kw["window_size"], kw["enable_gqa"], kw["atol"], kw["rtol"], kw["ulp_fmt"],
+                 kw["oracle"], kw["threads"], True, shapes[0], shapes[1])
+    keep = _varlen(opts, kw["cu_seqlens_q"], kw["cu_seqlens_k"])  # noqa: F841 (alive during the call)
+    keep_m = _masks(opts, kw["attn_mask"], kw["key_len"], kw["logit_offset"])  # noqa: F841 (alive during the call)
+    keep_expect = opts.expect = _expect_arg(expect, rules)  # noqa: F841
+    # the given outputs, the naive reference, the expect recipe, our copies
+    _budget(opts, shapes, 3 + len(sets), max_memory, max_seconds)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    outs = [_as_array(x, n, bf16_bits) for x, n in zip((o, dq, dk, dv), OUTPUTS)]
+    outs = [_as_array(x.get(n), n, bf16_bits) for x in sets for n in OUTPUTS]
     kf = _kernel_fmt(kernel_dtype, arrs)
     if kf is not None:
         arrs = [(a, kf) for a, _ in arrs]
-        if ulp_fmt is None and FMTS[kf] != "fp64":
+        if kw["ulp_fmt"] is None and FMTS[kf] != "fp64":
             opts.ulp_fmt = kf
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
-    gs = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in outs])
-    res = (_lib.FlatOut * 4)()
+    gs = (_lib.FlatTensor * len(outs))(*[_flat(a, f) for a, f in outs])
+    res = (_lib.FlatOut * len(outs))()
     info = _lib.FlatInfo()
     msg = ctypes.create_string_buffer(1024)
     t0 = time.perf_counter()
-    rc = _lib.lib().aa_flat_score(res, ctypes.byref(info), ins, gs, ctypes.byref(opts), msg, len(msg))
-    seconds = time.perf_counter() - t0  # the oracle is most of the call
+    rc = _lib.lib().aa_flat_score_sets(res, ctypes.byref(info), ins, gs, len(sets), ctypes.byref(opts), msg,
+                                       len(msg))
+    seconds = time.perf_counter() - t0  # the oracle and the references are most of the call
     if rc != 0:
         _raise(rc, msg.value)
-    return _finish(res, info, rules, opts, seconds)
+    if info.kernel_fmt_inferred:
+        warnings.warn(f"attnacc: every input and output value is {FMTS[info.kernel_fmt]} though stored as "
+                      f"{FMTS[info.input_fmt]}: the expect rule judged a {FMTS[info.kernel_fmt]} kernel; pass "
+                      f"kernel_dtype= to say which precision the kernel computes in", UserWarning, stacklevel=3)
+    return [_finish(res[4 * i:4 * i + 4], info, rules, opts, seconds) for i in range(len(sets))]
 
 
 def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None, msg=None, **kwargs):
@@ -716,7 +786,8 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
                  atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
     keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
     keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
-    _budget(opts, shapes, 3, max_memory, max_seconds)  # the recipe's outputs, the naive reference, our copies
+    opts.expect = _expect_arg(None, rules)
+    _budget(opts, shapes, 4, max_memory, max_seconds)  # the recipe's outputs, the naive and expect ones, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
     ins = (_lib.FlatTensor * 4)(*[_flat(a, f) for a, f in arrs])
     qa, ka = arrs[0][0], arrs[1][0]

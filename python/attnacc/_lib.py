@@ -4,14 +4,15 @@ structures built from the library's own description of them (aa_abi_field)."""
 import ctypes
 import os
 
-RULES = ("abs-rel", "torch", "fa", "sdpa")
+RULES = ("abs-rel", "torch", "fa", "sdpa", "expect")
+EXPECT_STATS = ("rel-l2", "q99", "scale", "offset", "row", "head")  # aa_expect_stat_t
 FMTS = ("bf16", "fp16", "fp32", "fp64")
 LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
 LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -49,6 +50,7 @@ class FlatOpts(ctypes.Structure):
         ("key_len", ctypes.POINTER(ctypes.c_size_t)),
         ("nkey_len", ctypes.c_size_t),
         ("logit_offset", ctypes.c_double),
+        ("expect", ctypes.c_char_p),
     ]
 
 
@@ -183,6 +185,10 @@ def lib():
         ctypes.c_size_t,
     ]
     handle.aa_flat_score.restype = ctypes.c_int
+    handle.aa_flat_score_sets.argtypes = [ctypes.POINTER(FlatOut), ctypes.POINTER(FlatInfo),
+                                          ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatTensor), ctypes.c_size_t,
+                                          ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_score_sets.restype = ctypes.c_int
     dp = ctypes.POINTER(ctypes.c_double)
     handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(FlatInfo), ctypes.POINTER(FlatTensor),
                                       ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
