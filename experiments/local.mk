@@ -48,9 +48,9 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
 EXTRA_DIST += fixtures/h200-flex/flex_witness.py
-# closest: tests/tclosest.sh.
-TESTS += tests/tclosest.sh
-EXTRA_DIST += tests/tclosest.sh
+# closest: tests/tclosest.sh; score with run's problem features: tests/tscore_window.sh.
+TESTS += tests/tclosest.sh tests/tscore_window.sh
+EXTRA_DIST += tests/tclosest.sh tests/tscore_window.sh
 # lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages.
 TESTS += tests/tsignals.sh
 EXTRA_DIST += tests/tsignals.sh

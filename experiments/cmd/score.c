@@ -21,7 +21,8 @@ static const cli_opt_t opts[] = {
     CLI_OPT_CAUSAL,
     {"cu-seqlens", "FILE", NULL,
      "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
-    {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
+    {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
+    FEATURES_CLI_PROBLEM_OPTS,
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "fa; torch for fp64 inputs",
@@ -52,7 +53,8 @@ static const char description[] =
     "may have fewer heads (GQA). Without --layout it is inferred when only one fits.\n"
     "Varlen batches (flash_attn_varlen_func): --cu-seqlens FILE with packed [total, H, d]\n"
     "arrays; each sequence is its own problem (masks apply within it), and the metrics\n"
-    "and rules cover all packed elements.\n"
+    "and rules cover all packed elements. The problem's features are run's: --window W or\n"
+    "L,R, --causal-align, --softcap, --alibi, --alibi-form, --alibi-slopes.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
     "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
@@ -163,7 +165,7 @@ typedef struct {
   cli_args_t a;
   aa_error_t err;
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
-  size_t window, threads;
+  size_t threads;
   double scale, oracle_seconds, atol, rtol;
   int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive;
   unsigned flags;
@@ -211,7 +213,6 @@ static int score_options(score_t *S) {
     cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
     return 2;
   }
-  if ((s = cli_get(a, "window")) && cli_size(&S->window, cmd, "window", s, 0, SIZE_MAX)) return 2;
   if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1)) return 2;
   if ((s = cli_get(a, "threads")) && cli_size(&S->threads, cmd, "threads", s, 0, 4096)) return 2;
   if ((s = cli_get(a, "layout")) && aa_layout_from_name(&S->layout, s) != AA_OK) {
@@ -368,7 +369,7 @@ static int score_problem(score_t *S) {
   aa_problem_t *pb = &S->pb;
   aa_problem_init(pb, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h);
   pb->causal = cli_get(&S->a, "causal") != NULL;
-  pb->window = S->window;
+  if (features_cli_problem(&S->fc, S->cmd, &S->a, pb)) return 2; /* --window W|L,R, alignment, softcap, ALiBi */
   if (cli_get(&S->a, "scale") != NULL) {
     pb->scale_default = 0;
     pb->scale = S->scale;
