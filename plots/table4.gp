@@ -18,9 +18,13 @@ W = 1400
 H = 110 + 330 * nrows + 16 * caplines
 if (strstrt(out, ".svg") > 0) { set terminal svg size W,H dynamic font "sans,13" } else { set terminal pngcairo size W,H font "sans,12" }
 set output out
-# Eight colours and point types without repeats: a row never has more than eight recipes.
+# Eight colours, point types, dash patterns and point sizes without repeats: a row never has more than eight
+# recipes. Curves that coincide (a variant equal to its base on one output) stay visible: each later series is
+# dashed, thinner, with smaller points of another shape (filled and open alternate), so the earlier one shows
+# around it.
 colors = "#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #17becf"
-do for [i=1:8] { set linetype i lc rgb word(colors, i) dt 1 pt (i + 3) ps 1.3 lw 2 }
+pts = "7 4 9 6 5 8 11 10"
+do for [i=1:8] { set linetype i lc rgb word(colors, i) dt i pt (word(pts, i) + 0) ps (2.5 - 0.2 * i) lw (3.2 - 0.3 * i) }
 foot = (20.0 + 16 * caplines) / H   # the provenance footer, inside the canvas
 top = 1 - 45.0 / H                  # below the overall title
 rowh = (top - foot) / nrows

@@ -9,6 +9,7 @@
 #include "cli/limits.h"
 #include "commands.h"
 #include "config.h"
+#include "report/report.h"
 #include "xp/xp.h"
 
 #ifdef AA_HAVE_MPI
@@ -504,6 +505,9 @@ static int declare(sweep_cmd_t *S) {
 
 static int finish(sweep_cmd_t *S) {
   int rc = S->xp->finish(&S->o, S->ctx, &S->err);
+  /* the grids the report aggregates as table4 (recipe x mask x n x output) end with their verdicts */
+  if (rc == AA_OK && (strcmp(S->xp->name, "table4") == 0 || strcmp(S->xp->name, "smoke") == 0))
+    rp_print_verdicts(S->ctx->stdout_owned ? stderr : stdout, S->out);
   if (rc == AA_OK) return 0;
   cli_error(S->cmd, "%s", S->err.msg);
   return cli_exit_status(rc);

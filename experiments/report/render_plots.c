@@ -134,16 +134,16 @@ static size_t published_points(const plot_t *P, cli_sb_t *pd, char *note, size_t
   return npts;
 }
 
+/* One y range for every row of an output, so that rows compare at a glance (a row's curves are not rescaled). */
 static void row_ranges(plot_t *P, double plo, double phi) {
   const rp_t4_t *g = P->g;
-  for (size_t r = 0; r < P->nrows; r++) {
-    double lo = NAN, hi = NAN;
-    for (size_t ri = 0; ri < g->R; ri++)
-      for (size_t mi = 0; mi < g->M && P->row[ri] == r; mi++)
-        for (size_t ni = 0; ni < g->N; ni++)
-          widen(&lo, &hi, rp_t4_mean(g, ri, mi, ni, P->t));
-    widen(&lo, &hi, plo), widen(&lo, &hi, phi);
-    /* whole decades around the data, so that rows compare at a glance */
+  double lo = NAN, hi = NAN;
+  for (size_t ri = 0; ri < g->R; ri++)
+    for (size_t mi = 0; mi < g->M; mi++)
+      for (size_t ni = 0; ni < g->N; ni++)
+        widen(&lo, &hi, rp_t4_mean(g, ri, mi, ni, P->t));
+  widen(&lo, &hi, plo), widen(&lo, &hi, phi);
+  for (size_t r = 0; r < P->nrows; r++) { /* whole decades around the data */
     P->ymin[r] = isnan(lo) ? 1e-4 : pow(10, floor(log10(lo) - 0.05));
     P->ymax[r] = isnan(hi) ? 1e-1 : pow(10, ceil(log10(hi) + 0.05));
   }
@@ -158,8 +158,11 @@ static void plot_vars(const plot_t *P, cli_sb_t *vars, const char *datpath, cons
   rp_gp_str(vars, "tensor", rp_tensors[P->t]);
   for (size_t ni = 0; ni < g->N; ni++)
     cli_sb_printf(&xt, "%s%.0f", ni ? ", " : "", g->ns.v[ni]);
-  for (size_t mi = 0; mi < g->M; mi++)
-    cli_sb_printf(&masks, "%s%s", mi ? " " : "", g->masks.v[mi]);
+  for (size_t mi = 0; mi < g->M; mi++) { /* gnuplot's word() splits at spaces: a panel "dense d=64" is one word */
+    cli_sb_printf(&masks, "%s", mi ? " " : "");
+    for (const char *c = g->masks.v[mi]; *c; c++)
+      cli_sb_printf(&masks, "%c", *c == ' ' ? ',' : *c);
+  }
   rp_gp_str(vars, "xtics", xt.buf ? xt.buf : "");
   rp_gp_str(vars, "masks", masks.buf ? masks.buf : "");
   vars->oom |= xt.oom | masks.oom;
@@ -182,7 +185,8 @@ static void one_plot(cli_sb_t *md, rp_plotter_t *pl, plot_t *P) {
   cli_sb_printf(&dat, "# attnacc report: %s rel_l2 against n; %s; blocks: recipe/mask; columns n mean max\n",
                 rp_tensors[P->t], g->prov.version);
   cli_sb_printf(&pd, "# published %s rel_l2 (REFERENCES.md): mask n value label\n", rp_tensors[P->t]);
-  npub = published_points(P, &pd, note, sizeof note, &plo, &phi);
+  /* the published figures only beside a recipe that models their kernel (rp_t4_has_paper) */
+  npub = rp_t4_has_paper(g) ? published_points(P, &pd, note, sizeof note, &plo, &phi) : (note[0] = '\0', 0);
   row_ranges(P, plo, phi);
   if (!write_data(P, &dat, &vars) || rp_write_file(pl->out, datname, &dat) != AA_OK ||
       (npub && rp_write_file(pl->out, pubname, &pd) != AA_OK))

@@ -134,6 +134,12 @@ void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g) {
     cli_sb_printf(md, "**Flash-attention test rule**: not evaluated (no recipe computes the naive BF16 reference; "
                       "add `naive-bf16` to --variants).\n\n");
   failing_table(md, g, "NaN or Inf in an output", "none.", has_nonfinite, 0);
+  rp_summary_variants(md, g);
+  if (!rp_t4_has_paper(g)) {
+    cli_sb_printf(md, "No recipe of this grid models a kernel with published numbers (`tlx`, `fa4`): the "
+                      "published comparison is left out.\n\n");
+    return;
+  }
   cli_sb_printf(md, "**Ours beside the published numbers** (ratios computed from the published table, only at the "
                     "lengths the source measured):\n\n| published | source | value | ours | our value | ours / "
                     "published |\n| --- | --- | --- | --- | --- | --- |\n");

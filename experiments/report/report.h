@@ -5,6 +5,7 @@
 #define AA_REPORT_REPORT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/cli.h"
 #include "xp/xp.h"
@@ -90,7 +91,9 @@ const rp_pub_t *rp_pub_exp(const char *stat);
 
 /* ---- a table4-shaped sweep, aggregated (aggregate.c) ---- */
 #define RP_NT 4
-extern const char *const rp_tensors[RP_NT]; /* o, dq, dk, dv */
+#define RP_NEXTRA 4
+extern const char *const rp_extra_axes[RP_NEXTRA]; /* d, heads, kv_heads, sigma: folded into the panel name */
+extern const char *const rp_tensors[RP_NT];        /* o, dq, dk, dv */
 typedef struct {
   double sum, max;
   size_t k;
@@ -106,6 +109,7 @@ typedef struct {
   rp_nums_t ns, seeds;
   size_t R, M, N, S;
   rp_cell_t *cell;           /* [R][M][N][RP_NT] */
+  double *rel;               /* [R][M][N][RP_NT][S]: rel_l2 per seed, NaN where no row */
   double *t_oracle, *t_emul; /* [M][N], [R][M][N]: summed seconds */
   size_t *k_oracle, *k_emul;
   int ref; /* the naive same-precision reference (fa rule), -1 when the sweep has none */
@@ -117,6 +121,16 @@ rp_cell_t *rp_t4_cell(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t 
 double rp_t4_mean(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti);            /* NaN when no rows */
 int rp_t4_fails(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, char *what, size_t cap); /* -1 no rows */
 double rp_t4_fa_fraction(const rp_t4_t *g, size_t ri, size_t mi, size_t ni); /* worst of ratio/limit; NaN none */
+double rp_t4_rel(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti, size_t si); /* one seed's rel_l2 */
+/* The recipe a variant `BASE:key=value,...` of this sweep overrides, when BASE is in the sweep; -1 otherwise. */
+int rp_t4_base(const rp_t4_t *g, size_t ri);
+/* 1 when the sweep runs a recipe that models a kernel with published numbers (rp_pub_t.recipe). */
+int rp_t4_has_paper(const rp_t4_t *g);
+/* rel_l2 of variant ri over its base bi per seed: mean, min and max of the ratios (NaN when no seed has both), in
+   one cell (mi, ni) or, with mi = RP_ALL, over every panel and length. */
+#define RP_ALL ((size_t)-1)
+void rp_t4_ratio(double *mean, double *lo, double *hi, const rp_t4_t *g, size_t ri, size_t bi, size_t mi, size_t ni,
+                 size_t ti);
 
 /* ---- gnuplot (gnuplot.c) ---- */
 typedef struct {
@@ -137,8 +151,15 @@ void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g);
 void rp_summary_nanmap(cli_sb_t *md, const char *tag, const aa_results_t *c);
 void rp_summary_table3(cli_sb_t *md, const char *tag, const aa_results_t *c);
 void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
+/* Each variant of the sweep against its base (render_variants.c): ratios of rel_l2 per output, mask and length,
+   with their spread over seeds; the summary's lines, then the section's tables. Nothing without a variant. */
+void rp_summary_variants(cli_sb_t *md, const rp_t4_t *g);
+void rp_render_variants(cli_sb_t *md, const rp_t4_t *g);
+/* The verdicts of the table4-shaped folder dir on f, per recipe (what `attnacc sweep` prints at its end); 0, or -1
+   when its results cannot be read. */
+int rp_print_verdicts(FILE *f, const char *dir);
 void rp_render_table4_plots(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
-/* Ours beside the published values for one recipe (the TLX row: recipe tlx; FA4: fa2), with its reading. */
+/* Ours beside the published values for one recipe (the TLX row: recipe tlx; FA4: fa4), with its reading. */
 void rp_render_published(cli_sb_t *md, const rp_t4_t *g, const char *recipe);
 void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c);
 void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const aa_results_t *c);
