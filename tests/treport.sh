@@ -161,6 +161,18 @@ grep -q '^| ours / published | dense | | | | | | | |$' "$T/r5/report.md" ||
 grep -q 'TLX (the paper.s kernel): dense dq rel_l2 at 32768 .* not run (largest length here: 1024, where ours is ' "$T/r5/report.md" ||
   FAIL "treport lengths: the summary must say that 32768 was not run"
 
+# ---- Table 3: the searched construction is labelled as fitted; its error columns over the published ones
+# ([blackwell-fa] Table 3: max 6.93e-2, mean 5.85e-2), computed here from results.csv ----
+grep -q '^| quadratic-bf16 search best .* (\*\*fitted\*\* to the published ratio range) |' "$T/r1/report.md" ||
+  FAIL "treport table3: the searched construction is not labelled as fitted"
+want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { gsub(/"[^"]*"/, "spec") } # the quoted spec holds commas
+  $h["label"] ~ /^quadratic-bf16 search best/ { printf "| (fitted) | (fitted) | %.3f | %.3f |", $h["s_max_rel_err"] / 6.93e-2, $h["s_mean_rel_err"] / 5.85e-2 }' \
+  "$T/in/table3/results.csv")
+grep '^| \*fitted / published\*' "$T/r1/report.md" | grep -qF -- "$want" ||
+  FAIL "treport table3: want the fitted / published row to end '$want': $(grep '^| \*fitted / published' "$T/r1/report.md")"
+grep -q '^Fitted: `quadratic-bf16 search best' "$T/r1/report.md" || FAIL "treport table3: the summary does not say which row is fitted"
+
 # ---- bad usage ----
 "$A" report >/dev/null 2>&1
 [ $? -eq 2 ] || FAIL "treport: no --in must exit 2"

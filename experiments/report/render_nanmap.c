@@ -129,7 +129,7 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
     rp_gp_str(&vars, "panels", panels);
     rp_gp_str(&vars, "xtic", xt.buf ? xt.buf : "");
     rp_gp_str(&vars, "ytic", yt.buf ? yt.buf : "");
-    cli_sb_printf(&vars, "caption = \"%s\"\ncaplines = %d\n", pv->caption, pv->caption_lines);
+    rp_gp_caption(&vars, pv->caption, 180); /* 1400 pixels at 9 points */
     if (!vars.oom && rp_draw(pl, "nanmap.gp", name, vars.buf))
       cli_sb_printf(md,
                     "![NaN/Inf map](%s.png)\n\n*Figure: class of each cell (worst over o, dq, dk, dv and seeds): "

@@ -143,6 +143,10 @@ void rp_plotter_init(rp_plotter_t *pl, const char *out);
 int rp_draw(rp_plotter_t *pl, const char *script, const char *name, const char *vars); /* 1: PNG and SVG */
 void rp_gp_str(cli_sb_t *sb, const char *name, const char *v);                         /* name = 'v' with ' doubled */
 int rp_write_file(const char *dir, const char *name, const cli_sb_t *sb);
+/* `caption = "..."` and `caplines = N` for a plot's provenance footer: text broken at its newlines (or \n
+   escapes) and, where a line is wider than width characters, at a space, so that no footer runs off the canvas;
+   quotes and backslashes escaped. Returns the line count. */
+int rp_gp_caption(cli_sb_t *sb, const char *text, size_t width);
 
 /* ---- renderers ---- */
 /* The summary (render_summary.c), first in the report: which recipes fail which rule where, and ours beside

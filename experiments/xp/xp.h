@@ -151,6 +151,10 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
    summed over the folder's cells (per recipe), on stdout. */
 int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
 /* The options of the attention grids (table4, nanmap, smoke): --quick, --variants, --seeds, --n, --masks. */
+/* The label prefix of table3's construction whose parameters are searched so that its sampled ratio range matches
+   the published one ([blackwell-fa] Table 3): its ratio columns agree by construction (the report says so). */
+#define XP_TABLE3_FITTED "quadratic-bf16 search best"
+
 /* --d and --kv-heads of table4 and nanmap (xp_axis_dims). */
 #define XP_OPTS_SHAPE                                                                                                \
   {"d", "D[,D...]", "experiment's", "head dimensions (an axis)"}, {                                                  \
