@@ -5,7 +5,7 @@ bin_PROGRAMS += experiments/attnacc
 # output files and text); cmd/ (one file per command, named after it);
 # xp/ (the experiment registry and one file per experiment); report/.
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
-	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c \
+	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c experiments/cli/sources.c experiments/cli/sources.h \
 	experiments/cli/evaluate.c experiments/cli/report.c \
 	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
