@@ -18,7 +18,7 @@ col() { head -1 "$1" | tr , '\n' | grep -n -x "$2" | cut -d: -f1; }
 "$A" sweep --experiment table4 --variants fa2,fa2:bwd.ds_fmt=fp32 --n 32,64 --d 8,16 --seeds 2 --out "$T/in/v" \
   >"$T/out" 2>"$T/err" || FAIL "tvariant: the sweep failed: $(cat "$T/err")"
 R=$T/in/v/results.csv
-grep -q 'added `naive-bf16` to --variants' "$T/err" || FAIL "tvariant: no note that naive-bf16 was added: $(cat "$T/err")"
+grep -q '^note: added naive-bf16 to --variants' "$T/out" || FAIL "tvariant: no note that naive-bf16 was added: $(cat "$T/out")"
 [ "$(awk -F, -v c="$(col "$R" recipe)" '$c == "naive-bf16"' "$R" | wc -l)" -eq 64 ] ||
   FAIL "tvariant: want 64 naive-bf16 rows (2 n x 2 masks x 2 d x 2 seeds x 4 outputs)"
 [ "$(awk -F, -v c="$(col "$R" d)" 'NR > 1 { print $c }' "$R" | sort -u | tr '\n' ' ')" = "16 8 " ] ||

@@ -597,6 +597,11 @@ static int report_run(sweep_cmd_t *S) {
   else
     fprintf(S->info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", S->cmd, label, st->total,
             st->skipped, st->done, cli_now() - S->pr.t0);
+  if (S->ctx->naive_added != NULL)
+    fprintf(S->info,
+            "note: added %s to --variants: the flash-attention rule compares each recipe with it (--no-naive: leave "
+            "it out)\n",
+            S->ctx->naive_added);
   if (st->complete)
     fprintf(S->info, "results: %s/results.csv\n", S->out);
   else if (S->max_cells > 0 && st->skipped + st->done < st->total)

@@ -233,11 +233,8 @@ int xp_add_naive_reference(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
   if ((rc = aa_score_naive_recipe(&naive, AA_FMT_BF16, err)) != AA_OK) return rc;
   for (size_t i = 0; i < ctx->nrecipes; i++)
     if (aa_recipe_equal(&ctx->recipe[i], &naive)) return AA_OK; /* by its numerics, whatever its name */
-  fprintf(stderr,
-          "attnacc %s: added `%s` to --variants: the flash-attention rule compares each recipe with it (--no-naive: "
-          "leave it out)\n",
-          o->cmd, naive.name);
-  return xp_ctx_add_recipe(ctx, &naive, err);
+  if ((rc = xp_ctx_add_recipe(ctx, &naive, err)) == AA_OK) ctx->naive_added = ctx->recipe[ctx->nrecipes - 1].name;
+  return rc;
 }
 
 void xp_cell_threads(const xp_ctx_t *ctx) {

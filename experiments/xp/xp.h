@@ -43,10 +43,11 @@ typedef struct {
   pthread_cond_t cond;
   aa_hash128_t busy[64];
   size_t nbusy;
-  unsigned delay_ms; /* test hook (ATTNACC_SWEEP_CELL_DELAY_MS): sleep after each cell */
-  int stdout_owned;  /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
-                        driver's own lines then go to stderr */
-  void *priv;        /* the experiment's private state (freed by its release hook) */
+  unsigned delay_ms;       /* test hook (ATTNACC_SWEEP_CELL_DELAY_MS): sleep after each cell */
+  const char *naive_added; /* the name of the naive reference xp_add_naive_reference added, or NULL */
+  int stdout_owned;        /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
+                              driver's own lines then go to stderr */
+  void *priv;              /* the experiment's private state (freed by its release hook) */
 } xp_ctx_t;
 
 typedef struct {
@@ -120,7 +121,8 @@ int xp_opt_specs(const char **out, size_t *n, size_t cap, char *buf, size_t bufc
 /* ctx's recipes from --variants (default xp_default_recipes). */
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 /* With --variants and without --no-naive: add lib/score's naive BF16 reference (aa_score_naive_recipe) unless a
-   recipe of ctx computes it already, so that the flash-attention rule can be evaluated; a note on stderr says so. */
+   recipe of ctx computes it already, so that the flash-attention rule can be evaluated (ctx->naive_added names it:
+   the sweep's account says so). */
 int xp_add_naive_reference(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 void xp_ctx_init(xp_ctx_t *ctx);
 void xp_ctx_destroy(xp_ctx_t *ctx);
