@@ -75,10 +75,14 @@ awk -F, -v cs="$(col "$S" sigma)" -v ct="$(col "$S" tensor)" -v cm="$(col "$S" r
 [ -e "$T/k3" ] && FAIL "tvariant: --kv-heads 3 created the folder"
 "$A" sweep --experiment nanmap --variants fa2 --sigma 3 --out "$T/n3" >/dev/null 2>"$T/err"
 [ $? -eq 2 ] && grep -q 'not a power of two' "$T/err" || FAIL "tvariant: nanmap --sigma 3 must exit 2 naming it"
-"$A" sweep --experiment nanmap --variants fa2 --n 16 --masks dense --sigma 0.25,4 --d 8 --out "$T/nm" >/dev/null 2>"$T/err" ||
+"$A" sweep --experiment nanmap --variants fa2 --n 16 --masks dense --sigma 0.25,4 --d 8,16 --out "$T/nm" >/dev/null 2>"$T/err" ||
   FAIL "tvariant nanmap --sigma: exit $? ($(cat "$T/err"))"
 [ "$(awk -F, -v c="$(col "$T/nm/results.csv" log2_sigma)" 'NR > 1 { print $c }' "$T/nm/results.csv" | sort -un | tr '\n' ' ')" = "-2 2 " ] ||
   FAIL "tvariant: nanmap --sigma 0.25,4 is not log2_sigma -2, 2"
+# the map keeps each d apart: one threshold column per (mask, d)
+"$A" report --in "$T/nm" --out "$T/nmr" >/dev/null 2>&1 || FAIL "tvariant: nanmap report failed"
+grep -q '^| recipe | dense d=8 16: fail / Inf-NaN / exact overflow | dense d=16 16: ' "$T/nmr/report.md" ||
+  FAIL "tvariant: the nanmap report does not keep d=8 and d=16 apart"
 
 [ $fails -eq 0 ] && echo "tvariant: ok"
 [ $fails -eq 0 ]

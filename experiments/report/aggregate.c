@@ -14,29 +14,33 @@ const char *const rp_tensors[RP_NT] = {"o", "dq", "dk", "dv"};
 /* Column indices of the rows the aggregation reads. */
 typedef struct {
   int recipe, hash, n, mask, tensor, rel_l2, pass, nan, inf, max_abs, seed, s_oracle, s_emul, error;
-  int extra[RP_NEXTRA]; /* the shape axes beside the mask (rp_extra_axes), -1 where absent or constant */
+  rp_panel_cols_t panel;
 } cols_t;
 
 const char *const rp_extra_axes[RP_NEXTRA] = {"d", "heads", "kv_heads", "sigma"};
 
-/* A shape axis that takes more than one value in the sweep (d, sigma, ...) joins the mask in the panel name
-   ("dense d=64"), so that cells of different shapes are never averaged together. */
-static void find_varying(cols_t *k, const aa_results_t *c) {
+void rp_panel_cols(rp_panel_cols_t *p, const aa_results_t *c) {
+  p->mask = aa_results_col(c, "mask");
   for (int x = 0; x < RP_NEXTRA; x++) {
     int col = aa_results_col(c, rp_extra_axes[x]), varies = 0;
     for (size_t r = 1; col >= 0 && r < c->nrows && !varies; r++)
       varies = strcmp(aa_results_cell(c, r, col), aa_results_cell(c, 0, col)) != 0;
-    k->extra[x] = varies ? col : -1;
+    p->extra[x] = varies ? col : -1;
   }
 }
 
-/* The panel of row r: its mask, then each varying shape axis as name=value. */
-static const char *panel_of(char *buf, size_t cap, const aa_results_t *c, const cols_t *k, size_t r) {
-  size_t used = (size_t)snprintf(buf, cap, "%s", aa_results_cell(c, r, k->mask));
+int rp_panel_folded(const rp_panel_cols_t *p) {
+  for (int x = 0; x < RP_NEXTRA; x++)
+    if (p->extra[x] >= 0) return 1;
+  return 0;
+}
+
+const char *rp_panel_of(char *buf, size_t cap, const aa_results_t *c, const rp_panel_cols_t *p, size_t r) {
+  size_t used = (size_t)snprintf(buf, cap, "%s", aa_results_cell(c, r, p->mask));
   for (int x = 0; x < RP_NEXTRA && used < cap; x++)
-    if (k->extra[x] >= 0)
+    if (p->extra[x] >= 0)
       used +=
-          (size_t)snprintf(buf + used, cap - used, " %s=%s", rp_extra_axes[x], aa_results_cell(c, r, k->extra[x]));
+          (size_t)snprintf(buf + used, cap - used, " %s=%s", rp_extra_axes[x], aa_results_cell(c, r, p->extra[x]));
   return buf;
 }
 
@@ -48,7 +52,7 @@ static void find_cols(cols_t *k, const aa_results_t *c) {
   k->max_abs = aa_results_col(c, "max_abs"), k->seed = aa_results_col(c, "seed");
   k->s_oracle = aa_results_col(c, "seconds_oracle"), k->s_emul = aa_results_col(c, "seconds_emul");
   k->error = aa_results_col(c, "error");
-  find_varying(k, c);
+  rp_panel_cols(&k->panel, c);
 }
 
 static int tensor_index(const char *t) {
@@ -80,10 +84,7 @@ static int find_reference(const rp_t4_t *g) {
 /* First pass: the axes (recipes with their hashes, masks dense and causal first, lengths, seeds). */
 static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
   char panel[160];
-  int folded = 0;
-  for (int x = 0; x < RP_NEXTRA; x++)
-    folded |= k->extra[x] >= 0;
-  if (!folded) rp_strs_add(&g->masks, "dense"), rp_strs_add(&g->masks, "causal");
+  if (!rp_panel_folded(&k->panel)) rp_strs_add(&g->masks, "dense"), rp_strs_add(&g->masks, "causal");
   for (size_t r = 0; r < c->nrows; r++) {
     size_t before = g->rec.n;
     rp_strs_add(&g->rec, aa_results_cell(c, r, k->recipe));
@@ -97,7 +98,7 @@ static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
       g->hash.v = h;
       g->hash.n++;
     }
-    rp_strs_add(&g->masks, panel_of(panel, sizeof panel, c, k, r));
+    rp_strs_add(&g->masks, rp_panel_of(panel, sizeof panel, c, &k->panel, r));
     rp_nums_add(&g->ns, aa_results_num(aa_results_cell(c, r, k->n)));
     rp_nums_add(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed)));
   }
@@ -109,7 +110,7 @@ static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
 static int row_index(const rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r, size_t ix[5]) {
   char panel[160];
   int ri = rp_strs_find(&g->rec, aa_results_cell(c, r, k->recipe)),
-      mi = rp_strs_find(&g->masks, panel_of(panel, sizeof panel, c, k, r)),
+      mi = rp_strs_find(&g->masks, rp_panel_of(panel, sizeof panel, c, &k->panel, r)),
       ni = rp_nums_find(&g->ns, aa_results_num(aa_results_cell(c, r, k->n))),
       si = rp_nums_find(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed))),
       ti = tensor_index(aa_results_cell(c, r, k->tensor));
@@ -168,7 +169,7 @@ int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const aa_resul
   snprintf(g->tag, sizeof g->tag, "%s", tag);
   find_cols(&k, c);
   snprintf(g->d, sizeof g->d, "%s",
-           k.extra[0] >= 0                           ? "per panel"
+           k.panel.extra[0] >= 0                     ? "per panel"
            : aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d"))
                                                      : "?");
   rp_meta_read(&g->meta, dir);

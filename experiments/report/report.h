@@ -93,7 +93,16 @@ const rp_pub_t *rp_pub_exp(const char *stat);
 #define RP_NT 4
 #define RP_NEXTRA 4
 extern const char *const rp_extra_axes[RP_NEXTRA]; /* d, heads, kv_heads, sigma: folded into the panel name */
-extern const char *const rp_tensors[RP_NT];        /* o, dq, dk, dv */
+/* A shape axis that takes more than one value in a sweep (d, sigma, ...) joins the mask in the panel name
+   ("dense d=64"), so that cells of different shapes are never merged. */
+typedef struct {
+  int mask, extra[RP_NEXTRA]; /* columns; extra[x] -1 where absent or constant */
+} rp_panel_cols_t;
+void rp_panel_cols(rp_panel_cols_t *p, const aa_results_t *c);
+int rp_panel_folded(const rp_panel_cols_t *p); /* 1 when some shape axis varies */
+/* The panel of row r: its mask, then each varying shape axis as name=value. */
+const char *rp_panel_of(char *buf, size_t cap, const aa_results_t *c, const rp_panel_cols_t *p, size_t r);
+extern const char *const rp_tensors[RP_NT]; /* o, dq, dk, dv */
 typedef struct {
   double sum, max;
   size_t k;
