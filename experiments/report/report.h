@@ -58,8 +58,8 @@ const char *rp_preset_description(const char *name, const char *hash);
 typedef struct {
   char experiment[64], grid[40], version[160];
   char recipes_md[4096]; /* "name [hash8]", ... on one line; truncated with "..." and a count */
-  char caption[2048];    /* gnuplot footer, lines separated by \n escapes */
-  int caption_lines;
+  char caption[2400];    /* gnuplot footer (rp_gp_caption wraps it), its two parts separated by a \n escape */
+  int caption_lines;     /* lines before wrapping */
   char seeds[256];
 } rp_prov_t;
 void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_results_t *c);
