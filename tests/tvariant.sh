@@ -60,6 +60,16 @@ grep -q "^| dk | causal d=16 | [^|]* | $cell \[" "$M" ||
 # o and dv do not read dS: the variant's error is fa2's, ratio exactly 1
 grep -q '^| o | dense d=8 | 1 \[1..1\] | 1 \[1..1\] |$' "$M" || FAIL "tvariant: o's ratio must be exactly 1"
 
+# the ratio plot's data: one block per output and (variant, panel), 4 x 4 here; the dq dense d=8 block's n = 32
+# line holds the table's mean
+gp=${ATTNACC_GNUPLOT:-$(command -v gnuplot || true)}
+if [ -n "$gp" ] && [ -x "$gp" ]; then
+  [ -s "$T/r/v_variants.png" ] || FAIL "tvariant: no ratio plot v_variants.png"
+  [ "$(grep -c '^# ' "$T/r/v_variants.dat")" -eq 17 ] || FAIL "tvariant: v_variants.dat has not 16 blocks"
+  m=$(awk '/^# dq fa2:bwd.ds_fmt=fp32\/fa2 \(dense d=8\)/ { on = 1; next } on && $1 == 32 { printf "%.3g", $2; exit }' "$T/r/v_variants.dat")
+  grep -q "^| dq | dense d=8 | $m \[" "$M" || FAIL "tvariant: the plot's dq dense d=8 n=32 mean $m is not the table's"
+fi
+
 # ---- --sigma, --kv-heads ----
 "$A" sweep --experiment table4 --variants fa2 --no-naive --n 32 --d 8 --masks dense --sigma 0.001,1000 \
   --heads 4 --kv-heads 2 --out "$T/s" >/dev/null 2>"$T/err" || FAIL "tvariant --sigma: exit $? ($(cat "$T/err"))"

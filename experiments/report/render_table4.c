@@ -189,7 +189,7 @@ void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g) {
                 "output, dq, dk, "
                 "dv the backward gradients.\n\n",
                 g->d, g->S, g->S > 1 ? "s" : "");
-  rp_render_variants(md, g);
+  rp_render_variants(md, pl, g);
   pass_table(md, g);
   for (size_t i = 0; i < rp_pub_count(); i++) {
     const rp_pub_t *p = rp_pub_row(i);

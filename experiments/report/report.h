@@ -167,7 +167,7 @@ void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
 /* Each variant of the sweep against its base (render_variants.c): ratios of rel_l2 per output, mask and length,
    with their spread over seeds; the summary's lines, then the section's tables. Nothing without a variant. */
 void rp_summary_variants(cli_sb_t *md, const rp_t4_t *g);
-void rp_render_variants(cli_sb_t *md, const rp_t4_t *g);
+void rp_render_variants(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g); /* tables, then a ratio plot */
 /* The verdicts of the table4-shaped folder dir on f, per recipe (what `attnacc sweep` prints at its end); 0, or -1
    when its results cannot be read. */
 int rp_print_verdicts(FILE *f, const char *dir);
