@@ -45,10 +45,12 @@ const xp_experiment_t xp_table4 = {
                "causal, every backward recipe",
     .description = "Cells: n (1024..32768; --quick: up to 4096) x mask x d (128; --d) x heads (x kv_heads\n"
                    "with --kv-heads) x sigma (with --sigma) x seed; each cell draws q, k, v, dO ~ sigma N(0,1)\n"
-                   "in BF16 from aa_cell_seed, runs the oracle once and every\n"
-                   "recipe of --variants. Rows: one per recipe and output (o, dq, dk, dv) with rel_l2,\n"
-                   "max_abs, max/mean ULP, NaN/Inf counts, the pass rule |a - b| <= 0.01 + 0.01 |b|, the\n"
-                   "oracle's certified bound, recipe_hash, input_seed, version, error; timings last.",
+                   "in BF16 from aa_cell_seed, runs the oracle once and every recipe of --variants (with\n"
+                   "--variants, naive-bf16 is added for the flash-attention rule unless --no-naive). Rows:\n"
+                   "one per recipe and output (o, dq, dk, dv) with rel_l2, max_abs, max/mean ULP, NaN/Inf\n"
+                   "counts, the pass rule |a - b| <= 0.01 + 0.01 |b|, the oracle's certified bound,\n"
+                   "recipe_hash, input_seed, version, error; timings last. At the end: the verdicts per\n"
+                   "recipe, and each variant NAME:key=value's rel_l2 ratio to NAME when NAME ran too.",
     .params = params,
     .nparams = sizeof params / sizeof params[0],
     .declare = table4_declare,
