@@ -5,7 +5,7 @@ bin_PROGRAMS += experiments/attnacc
 # output files and text); cmd/ (one file per command, named after it);
 # xp/ (the experiment registry and one file per experiment); report/.
 experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
-	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c \
+	experiments/cli/cli.c experiments/cli/cli.h experiments/cli/args.c experiments/cli/inputs.c experiments/cli/sources.c experiments/cli/sources.h \
 	experiments/cli/evaluate.c experiments/cli/report.c \
 	experiments/cli/json_report.c experiments/cli/limits.c experiments/cli/limits.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
@@ -18,7 +18,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/xp/determinism.c experiments/xp/dq_budget.c \
 	experiments/report/report.c experiments/report/report.h experiments/report/sets.c experiments/report/meta.c \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
-	experiments/report/render_summary.c experiments/report/render_table4.c experiments/report/render_published.c \
+	experiments/report/render_summary.c experiments/report/render_variants.c experiments/report/verdicts.c experiments/report/render_table4.c experiments/report/render_published.c \
 	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la $(JANSSON_LIBS) -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
@@ -49,9 +49,9 @@ EXTRA_DIST += tests/tfixture.sh fixtures/MANIFEST \
 	fixtures/causal-gqa/golden/dk.npy fixtures/causal-gqa/golden/dv.npy
 include $(srcdir)/experiments/tables.mk
 EXTRA_DIST += fixtures/h200-flex/flex_witness.py
-# closest: tests/tclosest.sh.
-TESTS += tests/tclosest.sh
-EXTRA_DIST += tests/tclosest.sh
+# closest: tests/tclosest.sh; score with run's problem features: tests/tscore_window.sh.
+TESTS += tests/tclosest.sh tests/tscore_window.sh
+EXTRA_DIST += tests/tclosest.sh tests/tscore_window.sh
 # lost or wrong signals: stdout, score's file set, --allow-nan, escaped messages.
 TESTS += tests/tsignals.sh
 EXTRA_DIST += tests/tsignals.sh

@@ -11,10 +11,10 @@ if HAVE_MPI
 experiments_attnacc_LDADD += lib/sweep/libsweepmpi.la $(MPI_LIBS)
 endif
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudget.gp
+dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudget.gp plots/variants.gp
 EXTRA_DIST += experiments/README-sweep.md
-TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
-EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh
+TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh
+EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh
 # the sweep folder: temporaries, refused shards, busy folders, symlinked journals
 TESTS += tests/tsweepfolder.sh
 EXTRA_DIST += tests/tsweepfolder.sh

@@ -101,7 +101,7 @@ typedef enum {
 /* exp: how the exponential itself is evaluated. */
 typedef enum {
   AA_EXPIMPL_EXACT = 0, /* "exact": exp/exp2 in binary64 of the alu-format argument, rounded to alu_fmt */
-  AA_EXPIMPL_COUNT      /* packed / polynomial constructions are added here by the exp issue */
+  AA_EXPIMPL_COUNT      /* packed / polynomial constructions are added here (lib/exp.h) */
 } aa_exp_impl_t;
 
 /* fwd.checkpoint: what the forward saves for the backward. */

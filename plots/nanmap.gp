@@ -20,14 +20,24 @@ set xrange [-0.5:nx-0.5]
 set yrange [-0.5:ny-0.5]
 eval("set xtics (" . xtic . ") rotate by 90 right font ',9'")
 eval("set ytics (" . ytic . ") font ',9'")
-set xlabel "log2 sigma (inputs sigma * N(0,1), rounded to BF16)"
+set xlabel "log2 sigma"
 set tics noenhanced
 # the provenance footer inside the canvas, below the x labels
 set label 1 caption at screen 0.01, screen (16.0 * caplines) / H left font ",9" noenhanced
-set multiplot layout 1,npanels title "NaN / Inf / overflow map (R: the exact result overflows BF16)" noenhanced
+set multiplot title "NaN / Inf / overflow map: inputs sigma * N(0,1) rounded to BF16 (R: the exact result overflows BF16)" noenhanced
+# panels placed by hand: the recipe labels left of the first, the colour key right of the last, outside the data
+left = 0.13
+right = 0.86
+gap = 0.02
+pw = (right - left - (npanels - 1) * gap) / npanels
 set bmargin at screen (16.0 * caplines + 110) / H
+set tmargin at screen 1 - 75.0 / H
+set colorbox user origin screen 0.885, screen (16.0 * caplines + 110) / H size screen 0.02, screen 0.6
 do for [p=0:npanels-1] {
   set title word(panels, p+1) noenhanced
+  set lmargin at screen left + p * (pw + gap)
+  set rmargin at screen left + p * (pw + gap) + pw
+  if (p > 0) { unset ytics }
   if (p < npanels - 1) { unset colorbox } else { set colorbox }
   plot datafile index p using 1:2:3 with image notitle, \
        ovfile index p using 1:2:("R") with labels font ",9" tc rgb "black" notitle

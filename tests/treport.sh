@@ -16,7 +16,7 @@ export ATTNACC_PLOTS_DIR="${top_srcdir:-.}/plots"
 
 # A small results folder: the smoke grid (table4-shaped), and a table3 sweep (as attnacc main lays them out).
 mkdir -p "$T/in"
-"$A" sweep --experiment smoke --quick --variants fa2,nki,naive-bf16 --out "$T/in/grid" >/dev/null 2>"$T/err" ||
+"$A" sweep --experiment smoke --quick --variants fa2,nki,naive-bf16,fa4 --out "$T/in/grid" >/dev/null 2>"$T/err" ||
   { echo "treport: the sweep failed: $(cat "$T/err")"; exit 1; }
 "$A" table3 --samples 20000 --no-exhaustive --search-samples 1024 --out "$T/in/table3" >/dev/null 2>"$T/err" ||
   FAIL "treport: table3 failed: $(cat "$T/err")"
@@ -114,12 +114,14 @@ awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
 grep -q 'reference: `my-naive`' "$T/r6/report.md" ||
   FAIL "treport swap: the fa reference must be my-naive (the naive numerics), not the recipe named naive-bf16"
 
-# ---- the reading behind the fa2 row: name and text hash from results.csv, description from the preset file ----
-h=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["recipe"] == "fa2" { print $c["recipe_hash"]; exit }' \
+# ---- the reading behind the FA4 row (the fa4 preset): name and text hash from results.csv, description from the
+# preset file ----
+h=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["recipe"] == "fa4" { print $c["recipe_hash"]; exit }' \
   "$T/in/grid/results.csv")
-d=$(sed -n '1s/^# fa2: //p' "${top_srcdir:-.}/lib/recipe/presets/fa2.recipe")
-grep -qF "Reading: recipe \`fa2\`, text hash \`$h\`" "$T/r1/report.md" || FAIL "treport: no reading line for fa2 with hash $h"
-grep -qF ": $d." "$T/r1/report.md" || FAIL "treport: the fa2 reading lacks its preset's description '$d'"
+d=$(sed -n '1s/^# fa4: //p' "${top_srcdir:-.}/lib/recipe/presets/fa4.recipe")
+grep -qF "Reading: recipe \`fa4\`, text hash \`$h\`" "$T/r1/report.md" || FAIL "treport: no reading line for fa4 with hash $h"
+grep -qF ": $d." "$T/r1/report.md" || FAIL "treport: the fa4 reading lacks its preset's description '$d'"
+grep -q '^### `fa4` beside the published FA4' "$T/r1/report.md" || FAIL "treport: FA4's numbers are not beside the fa4 preset"
 
 # ---- no silent cap: a grid of 70 recipes (the smoke rows copied under new names) keeps every one ----
 mkdir -p "$T/big/grid"
@@ -128,7 +130,7 @@ awk -F, 'NR == 1 { print; for (i = 1; i <= NF; i++) h[$i] = i; next }
   $h["recipe"] == "fa2" { for (k = 1; k <= 70; k++) { $h["recipe"] = sprintf("r%03d", k); print } }' OFS=, \
   "$T/in/grid/results.csv" >"$T/big/grid/results.csv"
 "$A" report --in "$T/big" --out "$T/r4" >/dev/null 2>"$T/err" || FAIL "treport 70 recipes: exit $? ($(cat "$T/err"))"
-nrows=$(sed -n '/^### Pass rule/,/^The published rows/p' "$T/r4/report.md" | grep -c '^| r[0-9][0-9][0-9] |')
+nrows=$(sed -n '/^### Pass rule/,/^### rel_l2 of o/p' "$T/r4/report.md" | grep -c '^| r[0-9][0-9][0-9] |')
 [ "$nrows" -eq 70 ] || FAIL "treport 70 recipes: the pass table has $nrows recipe rows, want 70"
 grep -q '^| r065 | dense |' "$T/r4/report.md" || FAIL "treport 70 recipes: the 65th recipe is missing from the rel_l2 tables"
 if [ -n "$gp" ] && [ -x "$gp" ]; then
@@ -158,6 +160,18 @@ grep -q '^| ours / published | dense | | | | | | | |$' "$T/r5/report.md" ||
   FAIL "treport lengths: a ratio where the source did not measure"
 grep -q 'TLX (the paper.s kernel): dense dq rel_l2 at 32768 .* not run (largest length here: 1024, where ours is ' "$T/r5/report.md" ||
   FAIL "treport lengths: the summary must say that 32768 was not run"
+
+# ---- Table 3: the searched construction is labelled as fitted; its error columns over the published ones
+# ([blackwell-fa] Table 3: max 6.93e-2, mean 5.85e-2), computed here from results.csv ----
+grep -q '^| quadratic-bf16 search best .* (\*\*fitted\*\* to the published ratio range) |' "$T/r1/report.md" ||
+  FAIL "treport table3: the searched construction is not labelled as fitted"
+want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  { gsub(/"[^"]*"/, "spec") } # the quoted spec holds commas
+  $h["label"] ~ /^quadratic-bf16 search best/ { printf "| (fitted) | (fitted) | %.3f | %.3f |", $h["s_max_rel_err"] / 6.93e-2, $h["s_mean_rel_err"] / 5.85e-2 }' \
+  "$T/in/table3/results.csv")
+grep '^| \*fitted / published\*' "$T/r1/report.md" | grep -qF -- "$want" ||
+  FAIL "treport table3: want the fitted / published row to end '$want': $(grep '^| \*fitted / published' "$T/r1/report.md")"
+grep -q '^Fitted: `quadratic-bf16 search best' "$T/r1/report.md" || FAIL "treport table3: the summary does not say which row is fitted"
 
 # ---- bad usage ----
 "$A" report >/dev/null 2>&1

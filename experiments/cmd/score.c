@@ -11,6 +11,7 @@
 #include "cli/features.h"
 #include "cli/limits.h"
 #include "cli/masks.h"
+#include "cli/sources.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
@@ -22,7 +23,8 @@ static const cli_opt_t opts[] = {
     CLI_OPT_CAUSAL,
     {"cu-seqlens", "FILE", NULL,
      "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
-    {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
+    {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
+    FEATURES_CLI_PROBLEM_OPTS,
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "expect; torch for fp64 kernels",
@@ -57,7 +59,8 @@ static const char description[] =
     "may have fewer heads (GQA). Without --layout it is inferred when only one fits.\n"
     "Varlen batches (flash_attn_varlen_func): --cu-seqlens FILE with packed [total, H, d]\n"
     "arrays; each sequence is its own problem (masks apply within it), and the metrics\n"
-    "and rules cover all packed elements.\n"
+    "and rules cover all packed elements. The problem's features are run's: --window W or\n"
+    "L,R, --causal-align, --softcap, --alibi, --alibi-form, --alibi-slopes.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
     "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
     "The default rule, expect, runs the recipe --expect (fa2) on the same inputs in the\n"
@@ -66,83 +69,6 @@ static const char description[] =
     "offset against the oracle within 8 standard errors (README.md, \"The default verdict\").\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
     "2 bad usage or input, or a failure while computing or writing." MASKS_CLI_HELP;
-
-typedef enum { SRC_DIR, SRC_NPZ, SRC_ST } src_kind_t;
-
-static int src_kind(src_kind_t *k, const char *path, const char *opt, aa_error_t *err) {
-  struct stat st;
-  size_t n = strlen(path);
-  if (stat(path, &st) != 0) return aa_error_set(err, AA_EIO, "--%s %s: no such file or folder", opt, path);
-  if (S_ISDIR(st.st_mode)) {
-    *k = SRC_DIR;
-    return AA_OK;
-  }
-  if (n >= 4 && strcmp(path + n - 4, ".npz") == 0) {
-    *k = SRC_NPZ;
-    return AA_OK;
-  }
-  if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) {
-    *k = SRC_ST;
-    return AA_OK;
-  }
-  return aa_error_set(err, AA_EFORMAT, "--%s %s: not a folder, an .npz or a .safetensors file", opt, path);
-}
-
-/* One named array of a source; *present = 0 when optional and absent. label gets its name for messages. */
-static int load_arr(aa_ndarray_t *a, char *label, size_t cap, const char *src, src_kind_t kind, const char *name,
-                    int optional, unsigned flags, int *present, aa_error_t *err) {
-  int rc;
-  *present = 0;
-  *a = (aa_ndarray_t){0};
-  if (kind == SRC_DIR) {
-    size_t len = strlen(src) + strlen(name) + 6;
-    char *p = malloc(len);
-    if (p == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
-    snprintf(p, len, "%s/%s.npy", src, name);
-    snprintf(label, cap, "%s.npy", name);
-    if (optional && access(p, F_OK) != 0) {
-      free(p);
-      return AA_OK;
-    }
-    rc = aa_npy_read_nd(a, p, flags, err);
-    free(p);
-  } else {
-    snprintf(label, cap, "%s[%s]", src, name);
-    rc = kind == SRC_NPZ ? aa_npz_read(a, src, name, flags, err) : aa_safetensors_read(a, src, name, flags, err);
-    if (rc == AA_ENOTFOUND && optional) return AA_OK;
-  }
-  if (rc == AA_OK) *present = 1;
-  return rc;
-}
-
-static void nd_str(char *buf, size_t cap, const aa_ndarray_t *a) {
-  size_t used = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < a->ndim && used < cap; i++)
-    used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", a->shape[i]);
-  if (used < cap) snprintf(buf + used, cap - used, "]");
-}
-
-static int same_nd(const aa_ndarray_t *a, const aa_ndarray_t *b) {
-  if (a->ndim != b->ndim) return 0;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i]) return 0;
-  return 1;
-}
-
-/* [N, d] -> [1, N, d], so that one-head arrays mix with [H, N, d] ones as before layouts existed. */
-static void promote_2d(aa_ndarray_t *a) {
-  if (a->data == NULL || a->ndim != 2) return;
-  a->shape[2] = a->shape[1];
-  a->shape[1] = a->shape[0];
-  a->shape[0] = 1;
-  a->ndim = 3;
-}
-
-static int any_3d(const aa_ndarray_t *a, int n) {
-  for (int i = 0; i < n; i++)
-    if (a[i].data != NULL && a[i].ndim == 3) return 1;
-  return 0;
-}
 
 /* --rule "abs-rel ATOL RTOL" spelt as three words: join them into one argument. */
 static char **join_rule_words(int *argc, char **argv, char *joined, size_t cap) {
@@ -172,28 +98,20 @@ typedef struct {
   cli_args_t a;
   aa_error_t err;
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
-  size_t window, threads;
+  size_t threads;
   double scale, oracle_seconds, atol, rtol;
   int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive, have_rec;
   aa_fmt_t expect_fmt; /* the format of the kernel the expect rule judges */
-  unsigned flags;
   aa_rule_t rules[AA_RULE_COUNT];
-  src_kind_t ik, gk;
-  aa_layout_t layout;
   features_cli_t fc;
-  masks_cli_t mc; /* --mask, --key-len, --logit-offset */
-  aa_dims_t qd, kd;
-  aa_ndarray_t raw[5], graw[5];
-  char label[5][320], glabel[5][320];
-  cli_inputs_t in;
-  aa_tensor_t g[5];
+  masks_cli_t mc;    /* --mask, --key-len, --logit-offset */
+  cli_sources_t src; /* the arrays as read, the layout, the inputs and the kernel's outputs */
   aa_problem_t pb;
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v, rec_v;
   aa_attn_result_t naive_res, snaive_res, rec_res;
   aa_recipe_t naive_r;
-  aa_fmt_t in_fmt;
   char *jtext;
   size_t jlen;
   cli_report_t rep;
@@ -222,10 +140,10 @@ static int score_options(score_t *S) {
     cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
     return 2;
   }
-  if ((s = cli_get(a, "window")) && cli_size(&S->window, cmd, "window", s, 0, SIZE_MAX)) return 2;
-  if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1)) return 2;
+  if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1))
+    return 2; /* checked before any file is read */
   if ((s = cli_get(a, "threads")) && cli_size(&S->threads, cmd, "threads", s, 0, 4096)) return 2;
-  if ((s = cli_get(a, "layout")) && aa_layout_from_name(&S->layout, s) != AA_OK) {
+  if ((s = cli_get(a, "layout")) && aa_layout_from_name(&S->src.layout, s) != AA_OK) {
     cli_error(cmd, "--layout: '%s' is not bhnd, bnhd, hnd, nd, nhd or auto", s);
     return 2;
   }
@@ -248,96 +166,34 @@ static int score_options(score_t *S) {
   }
   if (cli_get(a, "cu-seqlens") != NULL) {
     size_t tq = 0, tk = 0;
-    if (S->layout == AA_LAYOUT_AUTO) S->layout = AA_LAYOUT_NHD;
-    if (S->layout != AA_LAYOUT_NHD) {
+    if (S->src.layout == AA_LAYOUT_AUTO) S->src.layout = AA_LAYOUT_NHD;
+    if (S->src.layout != AA_LAYOUT_NHD) {
       cli_error(cmd, "--cu-seqlens needs the packed layout nhd ([total, H, d]), not --layout %s",
-                aa_layout_name(S->layout));
+                aa_layout_name(S->src.layout));
       return 2;
     }
     if (features_cli_lengths(&S->fc, cmd, a, &tq, &tk)) return 2;
   }
   if ((s = cli_get(a, "rule")) && cli_rules_parse(S->rules, &S->nrules, &S->atol, &S->rtol, cmd, s)) return 2;
-  if (cli_get(a, "bf16-bits") != NULL) S->flags |= AA_NPY_BF16_BITS;
+  if (cli_get(a, "bf16-bits") != NULL) S->src.flags |= AA_NPY_BF16_BITS;
   if (cli_oracle_opts(&S->oo, a, cmd)) return 2;
   S->oo.threads = (int)S->threads;
   if ((S->out_file && (rc = cli_check_out_file(S->out_file, &S->err))) ||
-      (S->save_oracle && (rc = cli_check_out_dir(S->save_oracle, &S->err))) ||
-      (rc = src_kind(&S->ik, S->inputs_src, "inputs", &S->err)) ||
-      (rc = src_kind(&S->gk, S->grads_src, "grads", &S->err)))
+      (S->save_oracle && (rc = cli_check_out_dir(S->save_oracle, &S->err))))
     return fail(S, NULL);
-  return 0;
+  return cli_sources_open(&S->src, cmd, S->inputs_src, S->grads_src);
+}
+
+/* The inputs (cli/sources.c), with the resource check between reading and converting them. */
+static int score_read_inputs(score_t *S) {
+  const aa_dims_t *q = &S->src.qd, *k = &S->src.kd;
+  if (cli_sources_read_inputs(&S->src)) return 2;
+  /* two output sets: the given outputs and the naive reference */
+  if (lim_check(S->cmd, &S->a, q->n, k->n, q->d, q->b * q->h, k->b * k->h, 2, S->oo.threads)) return 2;
+  return cli_sources_import_inputs(&S->src);
 }
 
 /* q and k agree in axes, the layout resolves, v matches k and dO matches q; the layout's dims. */
-static int score_resolve_layout(score_t *S) {
-  char sa[96], sb2[96];
-  const aa_ndarray_t *q = &S->raw[0], *k = &S->raw[1];
-  if (q->ndim != k->ndim) {
-    nd_str(sa, sizeof sa, q);
-    nd_str(sb2, sizeof sb2, k);
-    cli_error(S->cmd, "%s: shape %s has %d axes but %s's %s has %d", S->label[1], sb2, k->ndim, S->label[0], sa,
-              q->ndim);
-    return 2;
-  }
-  if (aa_layout_resolve(&S->layout, S->layout, q->ndim, q->shape, k->shape, &S->err) != AA_OK) return fail(S, NULL);
-  for (int i = 2; i < 4; i++)
-    if (!same_nd(&S->raw[i], &S->raw[i == 2 ? 1 : 0])) {
-      nd_str(sa, sizeof sa, &S->raw[i]);
-      nd_str(sb2, sizeof sb2, &S->raw[i == 2 ? 1 : 0]);
-      cli_error(S->cmd, "%s: shape %s does not match %s's %s", S->label[i], sa, S->label[i == 2 ? 1 : 0], sb2);
-      return 2;
-    }
-  aa_layout_dims(&S->qd, S->layout, q->ndim, q->shape);
-  aa_layout_dims(&S->kd, S->layout, k->ndim, k->shape);
-  return 0;
-}
-
-/* The optional sinks [H, K] or [K] (batch 1 only). */
-static int score_sinks(score_t *S) {
-  const aa_ndarray_t *r = &S->raw[4];
-  size_t shp[2] = {r->ndim == 1 ? 1 : r->shape[0], r->shape[r->ndim - 1]};
-  char sa[96];
-  nd_str(sa, sizeof sa, r);
-  if (r->ndim > 2 || shp[0] != S->qd.h || S->qd.b != 1) {
-    cli_error(S->cmd, "%s: shape %s is not [H, K] with H = %zu query heads%s", S->label[4], sa, S->qd.h,
-              S->qd.b != 1 ? " (sinks need batch 1)" : "");
-    return 2;
-  }
-  if (aa_tensor_alloc(&S->in.sinks, 2, shp, r->fmt) != AA_OK) {
-    cli_error(S->cmd, "out of memory");
-    return 2;
-  }
-  memcpy(S->in.sinks.data, r->data, shp[0] * shp[1] * sizeof(double));
-  return 0;
-}
-
-/* Read q, k, v, do (and sinks), resolve the layout, fold into [B*H, N, d]; the widest input format. */
-static int score_read_inputs(score_t *S) {
-  static const char *iname[5] = {"q", "k", "v", "do", "sinks"};
-  aa_tensor_t *dst[4] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO};
-  int present;
-  for (int i = 0; i < 5; i++)
-    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i == 4, S->flags,
-                 &present, &S->err))
-      return fail(S, NULL);
-  if (S->layout != AA_LAYOUT_ND && S->layout != AA_LAYOUT_NHD && any_3d(S->raw, 4))
-    for (int i = 0; i < 4; i++)
-      promote_2d(&S->raw[i]);
-  if (score_resolve_layout(S)) return 2;
-  /* two output sets: the given outputs and the naive reference */
-  if (lim_check(S->cmd, &S->a, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h, 2, S->oo.threads))
-    return 2;
-  for (int i = 0; i < 4; i++) {
-    const aa_ndarray_t *r = &S->raw[i];
-    if (aa_layout_import(dst[i], r->data, r->fmt, S->layout, r->ndim, r->shape, &S->err)) return fail(S, S->label[i]);
-    /* the widest input format: the naive reference's (bf16 < fp16 < fp32 < fp64 by range of values held) */
-    if (r->fmt == AA_FMT_FP64 || (r->fmt == AA_FMT_FP32 && S->in_fmt != AA_FMT_FP64) ||
-        (r->fmt == AA_FMT_FP16 && S->in_fmt == AA_FMT_BF16))
-      S->in_fmt = r->fmt;
-  }
-  return S->raw[4].data != NULL ? score_sinks(S) : 0;
-}
-
 /* The format the kernel computes in: --kernel-fmt (every input must hold only its values), else the storage
    dtype, with a note when wider storage holds only BF16 or FP16 values (the naive reference of fa and sdpa
    follows this format: a BF16 kernel judged against an FP32 naive reference fails by orders of magnitude). */
@@ -349,7 +205,7 @@ static int holds_only(const aa_tensor_t *t, aa_fmt_t fmt) {
 }
 
 static int score_kernel_fmt(score_t *S) {
-  const aa_tensor_t *ts[4] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO};
+  const aa_tensor_t *ts[4] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO};
   static const char *const names[4] = {"q", "k", "v", "do"};
   aa_fmt_t narrow = AA_FMT_BF16;
   for (int i = 0; i < 4; i++) {
@@ -363,56 +219,46 @@ static int score_kernel_fmt(score_t *S) {
     if (f == AA_FMT_FP32 || f == AA_FMT_FP64 || (f == AA_FMT_FP16 && narrow == AA_FMT_BF16)) narrow = f;
   }
   if (S->kernel_fmt >= 0) {
-    S->in_fmt = (aa_fmt_t)S->kernel_fmt;
+    S->src.in_fmt = (aa_fmt_t)S->kernel_fmt;
     if (S->ulp_fmt < 0 && S->kernel_fmt != AA_FMT_FP64) S->ulp_fmt = S->kernel_fmt; /* ULPs of the kernel's format */
-  } else if ((S->in_fmt == AA_FMT_FP32 || S->in_fmt == AA_FMT_FP64) &&
+  } else if ((S->src.in_fmt == AA_FMT_FP32 || S->src.in_fmt == AA_FMT_FP64) &&
              (narrow == AA_FMT_BF16 || narrow == AA_FMT_FP16))
     fprintf(stderr,
             "attnacc %s: note: the inputs are stored as %s but every value is %s; if the kernel computes in %s, "
             "give --kernel-fmt %s (the fa and sdpa rules compare with a naive reference in the kernel's format)\n",
-            S->cmd, cli_fmt_name(S->in_fmt), cli_fmt_name(narrow), cli_fmt_name(narrow), cli_fmt_name(narrow));
+            S->cmd, cli_fmt_name(S->src.in_fmt), cli_fmt_name(narrow), cli_fmt_name(narrow), cli_fmt_name(narrow));
   return 0;
 }
 
 /* The problem (mask, scale, sinks, varlen) and its checks; the default rule. */
 static int score_problem(score_t *S) {
   aa_problem_t *pb = &S->pb;
-  aa_problem_init(pb, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h);
-  pb->causal = cli_get(&S->a, "causal") != NULL;
-  pb->window = S->window;
-  if (cli_get(&S->a, "scale") != NULL) {
-    pb->scale_default = 0;
-    pb->scale = S->scale;
-  }
-  if (S->in.sinks.data != NULL) {
-    pb->num_sinks = S->in.sinks.shape[1];
-    pb->sinks = S->in.sinks.data;
-  }
+  if (cli_sources_problem(pb, &S->fc, &S->src, &S->a)) return 2;
   pb->varlen_batch = S->fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
   pb->cu_seqlens_q = S->fc.cu_q;
   pb->cu_seqlens_k = S->fc.cu_k;
   /* masks: the batch elements are the folded heads' outer index (b H + h) */
-  if (masks_cli_problem(&S->mc, S->cmd, &S->a, S->qd.b, pb)) return 2;
+  if (masks_cli_problem(&S->mc, S->cmd, &S->a, S->src.qd.b, pb)) return 2;
   if (aa_problem_check(pb, &S->err) != AA_OK) return fail(S, NULL);
-  if (cli_inputs_check_finite(&S->in, &S->err) != AA_OK) return fail(S, NULL);
+  if (cli_inputs_check_finite(&S->src.in, &S->err) != AA_OK) return fail(S, NULL);
   return 0;
 }
 
 /* The kernel's format for the expect rule (--kernel-fmt, else inferred from the values of the inputs and
    outputs, with a note when narrower than their storage), then the default rule and the rules' check. */
 static int score_rules(score_t *S) {
-  const aa_tensor_t in[4] = {S->in.q, S->in.k, S->in.v, S->in.dO};
+  const aa_tensor_t in[4] = {S->src.in.q, S->src.in.k, S->src.in.v, S->src.in.dO};
   int inferred = 0;
   S->expect_fmt =
-      S->kernel_fmt >= 0 ? (aa_fmt_t)S->kernel_fmt : aa_eval_kernel_fmt(&inferred, S->in_fmt, in, 4, S->g, 5);
+      S->kernel_fmt >= 0 ? (aa_fmt_t)S->kernel_fmt : aa_eval_kernel_fmt(&inferred, S->src.in_fmt, in, 4, S->src.g, 5);
   if (inferred)
     fprintf(stderr,
             "attnacc %s: warning: every input and output value is %s though stored as %s: the expect rule judges a "
             "%s kernel; give --kernel-fmt to say which precision the kernel computes in\n",
-            S->cmd, cli_fmt_name(S->expect_fmt), cli_fmt_name(S->in_fmt), cli_fmt_name(S->expect_fmt));
+            S->cmd, cli_fmt_name(S->expect_fmt), cli_fmt_name(S->src.in_fmt), cli_fmt_name(S->expect_fmt));
   if (S->nrules == 0) S->rules[S->nrules++] = aa_eval_default_rule(S->expect_fmt);
   for (int i = 0; i < S->nrules; i++) {
-    aa_fmt_t f = S->rules[i] == AA_RULE_EXPECT ? S->expect_fmt : S->in_fmt;
+    aa_fmt_t f = S->rules[i] == AA_RULE_EXPECT ? S->expect_fmt : S->src.in_fmt;
     if (aa_eval_rules_usable(&S->rules[i], 1, f, &S->err) != AA_OK) {
       cli_error(S->cmd, "--%s", S->err.msg);
       return 2;
@@ -423,7 +269,7 @@ static int score_rules(score_t *S) {
 
 /* The expect rule: its recipe in the kernel's format run on the inputs (tagged with its io format). */
 static int score_expect(score_t *S) {
-  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
   aa_recipe_t r;
   int rc, want = cli_get(&S->a, "expect") != NULL;
   for (int i = 0; i < S->nrules; i++)
@@ -434,45 +280,11 @@ static int score_expect(score_t *S) {
     if (ts[i]->data != NULL) ts[i]->fmt = r.io_fmt;
   cli_progress(S->cmd, "running the expect recipe",
                (double)S->pb.heads * (double)S->pb.n_q * (double)S->pb.n_k * (double)S->pb.d / 4);
-  rc = aa_eval_expect(&S->v, &S->rec_v, &S->rec_res, &r, &S->pb, &S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->oracle,
-                      &S->err);
+  rc = aa_eval_expect(&S->v, &S->rec_v, &S->rec_res, &r, &S->pb, &S->src.in.q, &S->src.in.k, &S->src.in.v,
+                      &S->src.in.dO, &S->oracle, &S->err);
   cli_progress_end();
   S->have_rec = 1;
   return rc != AA_OK ? fail(S, "expect") : 0;
-}
-
-/* The kernel's o (optional), dq, dk, dv and (with sinks) dsinks, in the inputs' layout. */
-static int score_read_outputs(score_t *S) {
-  static const char *gname[5] = {"o", "dq", "dk", "dv", "dsinks"};
-  for (int i = 0; i < 5; i++) {
-    int li = i == 0 || i == 1 ? 0 : i == 4 ? 4 : 1, present;
-    const aa_ndarray_t *like = &S->raw[li];
-    aa_ndarray_t *gr = &S->graw[i];
-    char sa[96], sb2[96];
-    if (i == 4 && S->in.sinks.data == NULL) continue;
-    if (load_arr(gr, S->glabel[i], sizeof S->glabel[i], S->grads_src, S->gk, gname[i], i == 0 || i == 4, S->flags,
-                 &present, &S->err))
-      return fail(S, NULL);
-    if (!present) continue;
-    if (i < 4 && like->ndim == 3) promote_2d(gr);
-    if (!same_nd(gr, like)) {
-      nd_str(sa, sizeof sa, gr);
-      nd_str(sb2, sizeof sb2, like);
-      cli_error(S->cmd, "%s: shape %s does not match %s's %s", S->glabel[i], sa, S->label[li], sb2);
-      return 2;
-    }
-    if (i == 4) {
-      size_t shp[2] = {S->in.sinks.shape[0], S->in.sinks.shape[1]};
-      if (aa_tensor_alloc(&S->g[4], 2, shp, gr->fmt) != AA_OK) {
-        cli_error(S->cmd, "out of memory");
-        return 2;
-      }
-      memcpy(S->g[4].data, gr->data, shp[0] * shp[1] * sizeof(double));
-    } else if (aa_layout_import(&S->g[i], gr->data, gr->fmt, S->layout, gr->ndim, gr->shape, &S->err)) {
-      return fail(S, S->glabel[i]);
-    }
-  }
-  return 0;
 }
 
 /* The oracle, then the given outputs compared with it. */
@@ -481,26 +293,26 @@ static int score_oracle(score_t *S) {
   int rc;
   cli_set_threads(S->threads);
   cli_progress(S->cmd, "running the oracle", (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d);
-  rc = cli_oracle_run(&S->oracle, &S->oracle_seconds, S->cmd, pb, &S->in, &S->oo);
+  rc = cli_oracle_run(&S->oracle, &S->oracle_seconds, S->cmd, pb, &S->src.in, &S->oo);
   cli_progress_end();
   if (rc != 0) return 2;
   S->have_oracle = 1;
-  if (aa_eval_given(&S->v, S->g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
+  if (aa_eval_given(&S->v, S->src.g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
   return 0;
 }
 
 /* The naive reference in the inputs' own dtype: the fa and sdpa rules. */
 static int score_naive_own_dtype(score_t *S) {
-  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
   const aa_problem_t *pb = &S->pb;
   int rc;
   for (int i = 0; i < 5; i++)
-    if (ts[i]->data != NULL) ts[i]->fmt = S->in_fmt;
+    if (ts[i]->data != NULL) ts[i]->fmt = S->src.in_fmt;
   cli_progress(S->cmd, "running the naive reference",
                (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
-  rc = aa_eval_naive(&S->snaive_v, &S->snaive_res, S->in_fmt, pb, &S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->oracle,
-                     &S->err);
+  rc = aa_eval_naive(&S->snaive_v, &S->snaive_res, S->src.in_fmt, pb, &S->src.in.q, &S->src.in.k, &S->src.in.v,
+                     &S->src.in.dO, &S->oracle, &S->err);
   cli_progress_end();
   if (rc != AA_OK) return fail(S, NULL);
   S->have_snaive = 1;
@@ -510,14 +322,14 @@ static int score_naive_own_dtype(score_t *S) {
 
 /* --fa (legacy): the fa_* fields from naive-bf16, which needs bf16 inputs; the rules keep the own-dtype naive's. */
 static int score_legacy_fa(score_t *S) {
-  aa_tensor_t *ts[5] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO, &S->in.sinks};
+  aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
   aa_round_opts_t ro = {AA_FMT_BF16, AA_RND_NE, 1, 0};
   aa_score_out_t keep[CLI_MAX_OUT];
   for (int i = 0; i < 5; i++) {
     size_t m = aa_tensor_numel(ts[i]);
     for (size_t j = 0; j < m; j++)
       if (aa_round(ts[i]->data[j], &ro, NULL) != ts[i]->data[j] && ts[i]->data[j] == ts[i]->data[j]) {
-        cli_error(S->cmd, "--fa needs bf16 inputs, but %s holds values that are not bf16", S->label[i]);
+        cli_error(S->cmd, "--fa needs bf16 inputs, but %s holds values that are not bf16", S->src.label[i]);
         return 2;
       }
   }
@@ -525,7 +337,7 @@ static int score_legacy_fa(score_t *S) {
     ts[i]->fmt = AA_FMT_BF16;
   if (aa_recipe_preset(&S->naive_r, "naive-bf16", &S->err) != AA_OK) return fail(S, "--fa");
   S->have_naive = 1;
-  if (cli_run_variant(&S->naive_v, &S->naive_res, &S->naive_r, &S->pb, &S->in, &S->oracle, &S->err) != AA_OK)
+  if (cli_run_variant(&S->naive_v, &S->naive_res, &S->naive_r, &S->pb, &S->src.in, &S->oracle, &S->err) != AA_OK)
     return fail(S, NULL);
   for (int i = 0; i < S->v.nout; i++)
     keep[i] = S->v.out[i].s;
@@ -557,9 +369,9 @@ static int score_write_files(score_t *S) {
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
   int rc;
-  S->ex = (cli_report_extra_t){S->layout,
-                               S->qd,
-                               S->kd,
+  S->ex = (cli_report_extra_t){S->src.layout,
+                               S->src.qd,
+                               S->src.kd,
                                S->rules,
                                S->nrules,
                                S->have_snaive ? S->snaive_v.variant : NULL,
@@ -580,10 +392,10 @@ static int score_write(score_t *S) {
     fwrite(S->jtext, 1, S->jlen, stdout);
   } else {
     cli_print_table(stdout, &S->rep, &S->v, 1);
-    printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(S->layout), aa_layout_axes(S->layout),
-           S->qd.b, S->qd.h, S->kd.h, cli_fmt_name(S->in_fmt));
+    printf("layout: %s %s, B=%zu H=%zu H_kv=%zu, inputs %s\n", aa_layout_name(S->src.layout),
+           aa_layout_axes(S->src.layout), S->src.qd.b, S->src.qd.h, S->src.kd.h, cli_fmt_name(S->src.in_fmt));
     if (S->fc.batch > 0)
-      printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->qd.n, S->kd.n);
+      printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->src.qd.n, S->src.kd.n);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
   }
   /* ferror too: a failed fwrite of the JSON leaves nothing for fflush to fail on */
@@ -597,7 +409,7 @@ static int score_verdict(score_t *S) {
   if (cli_verdict(&S->v, S->rules, S->nrules)) return 0;
   cli_first_failure(line, sizeof line, &S->rep, &S->v);
   fprintf(stderr, "attnacc score: FAIL: %s%s\n", line, no_fail ? " (--no-fail: exit 0)" : "");
-  if (cli_get(&S->a, "layout") == NULL && S->layout == AA_LAYOUT_HND)
+  if (cli_get(&S->a, "layout") == NULL && S->src.layout == AA_LAYOUT_HND)
     fprintf(stderr, "attnacc score: the arrays were read as hnd [H, N, d] (3 axes); if they are flash-attn's "
                     "[N, H, d], give --layout nhd\n");
   return no_fail ? 0 : 1;
@@ -607,11 +419,6 @@ static void score_free(score_t *S) {
   features_cli_free(&S->fc);
   masks_cli_free(&S->mc);
   free(S->jtext);
-  for (int i = 0; i < 5; i++) {
-    aa_tensor_free(&S->g[i]);
-    aa_ndarray_free(&S->raw[i]);
-    aa_ndarray_free(&S->graw[i]);
-  }
   if (S->have_naive) aa_attn_result_free(&S->naive_res);
   if (S->have_snaive) aa_attn_result_free(&S->snaive_res);
   if (S->have_rec) aa_attn_result_free(&S->rec_res);
@@ -620,7 +427,7 @@ static void score_free(score_t *S) {
   cli_variant_free(&S->snaive_v);
   cli_variant_free(&S->v);
   if (S->have_oracle) aa_oracle_result_free(&S->oracle);
-  cli_inputs_free(&S->in);
+  cli_sources_free(&S->src);
 }
 
 int aa_cmd_score(int argc, char **argv) {
@@ -636,18 +443,17 @@ int aa_cmd_score(int argc, char **argv) {
   S->atol = S->rtol = -1;
   S->ulp_fmt = -1;
   S->kernel_fmt = -1;
-  S->layout = AA_LAYOUT_AUTO;
-  S->in_fmt = AA_FMT_BF16;
+  S->src.layout = AA_LAYOUT_AUTO;
   rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
   if (rc < 0) {
     rc = score_options(S);
     if (rc == 0) rc = score_read_inputs(S);
     if (rc == 0) rc = score_kernel_fmt(S);
     if (rc == 0) rc = score_problem(S);
-    if (rc == 0) rc = score_read_outputs(S);
+    if (rc == 0) rc = cli_sources_read_outputs(&S->src);
     if (rc == 0) rc = score_rules(S);
     if (rc == 0) rc = score_oracle(S);
-    if (rc == 0 && S->in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
+    if (rc == 0 && S->src.in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
     if (rc == 0) rc = score_expect(S);
     if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
     if (rc == 0) rc = score_write(S);

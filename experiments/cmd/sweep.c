@@ -9,6 +9,7 @@
 #include "cli/limits.h"
 #include "commands.h"
 #include "config.h"
+#include "report/report.h"
 #include "xp/xp.h"
 
 #ifdef AA_HAVE_MPI
@@ -504,6 +505,9 @@ static int declare(sweep_cmd_t *S) {
 
 static int finish(sweep_cmd_t *S) {
   int rc = S->xp->finish(&S->o, S->ctx, &S->err);
+  /* the grids the report aggregates as table4 (recipe x mask x n x output) end with their verdicts */
+  if (rc == AA_OK && (strcmp(S->xp->name, "table4") == 0 || strcmp(S->xp->name, "smoke") == 0))
+    rp_print_verdicts(S->ctx->stdout_owned ? stderr : stdout, S->out);
   if (rc == AA_OK) return 0;
   cli_error(S->cmd, "%s", S->err.msg);
   return cli_exit_status(rc);
@@ -593,6 +597,11 @@ static int report_run(sweep_cmd_t *S) {
   else
     fprintf(S->info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", S->cmd, label, st->total,
             st->skipped, st->done, cli_now() - S->pr.t0);
+  if (S->ctx->naive_added != NULL)
+    fprintf(S->info,
+            "note: added %s to --variants: the flash-attention rule compares each recipe with it (--no-naive: leave "
+            "it out)\n",
+            S->ctx->naive_added);
   if (st->complete)
     fprintf(S->info, "results: %s/results.csv\n", S->out);
   else if (S->max_cells > 0 && st->skipped + st->done < st->total)

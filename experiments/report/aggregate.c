@@ -14,7 +14,35 @@ const char *const rp_tensors[RP_NT] = {"o", "dq", "dk", "dv"};
 /* Column indices of the rows the aggregation reads. */
 typedef struct {
   int recipe, hash, n, mask, tensor, rel_l2, pass, nan, inf, max_abs, seed, s_oracle, s_emul, error;
+  rp_panel_cols_t panel;
 } cols_t;
+
+const char *const rp_extra_axes[RP_NEXTRA] = {"d", "heads", "kv_heads", "sigma"};
+
+void rp_panel_cols(rp_panel_cols_t *p, const aa_results_t *c) {
+  p->mask = aa_results_col(c, "mask");
+  for (int x = 0; x < RP_NEXTRA; x++) {
+    int col = aa_results_col(c, rp_extra_axes[x]), varies = 0;
+    for (size_t r = 1; col >= 0 && r < c->nrows && !varies; r++)
+      varies = strcmp(aa_results_cell(c, r, col), aa_results_cell(c, 0, col)) != 0;
+    p->extra[x] = varies ? col : -1;
+  }
+}
+
+int rp_panel_folded(const rp_panel_cols_t *p) {
+  for (int x = 0; x < RP_NEXTRA; x++)
+    if (p->extra[x] >= 0) return 1;
+  return 0;
+}
+
+const char *rp_panel_of(char *buf, size_t cap, const aa_results_t *c, const rp_panel_cols_t *p, size_t r) {
+  size_t used = (size_t)snprintf(buf, cap, "%s", aa_results_cell(c, r, p->mask));
+  for (int x = 0; x < RP_NEXTRA && used < cap; x++)
+    if (p->extra[x] >= 0)
+      used +=
+          (size_t)snprintf(buf + used, cap - used, " %s=%s", rp_extra_axes[x], aa_results_cell(c, r, p->extra[x]));
+  return buf;
+}
 
 static void find_cols(cols_t *k, const aa_results_t *c) {
   k->recipe = aa_results_col(c, "recipe"), k->hash = aa_results_col(c, "recipe_hash"), k->n = aa_results_col(c, "n");
@@ -24,6 +52,7 @@ static void find_cols(cols_t *k, const aa_results_t *c) {
   k->max_abs = aa_results_col(c, "max_abs"), k->seed = aa_results_col(c, "seed");
   k->s_oracle = aa_results_col(c, "seconds_oracle"), k->s_emul = aa_results_col(c, "seconds_emul");
   k->error = aa_results_col(c, "error");
+  rp_panel_cols(&k->panel, c);
 }
 
 static int tensor_index(const char *t) {
@@ -54,8 +83,8 @@ static int find_reference(const rp_t4_t *g) {
 
 /* First pass: the axes (recipes with their hashes, masks dense and causal first, lengths, seeds). */
 static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
-  rp_strs_add(&g->masks, "dense");
-  rp_strs_add(&g->masks, "causal");
+  char panel[160];
+  if (!rp_panel_folded(&k->panel)) rp_strs_add(&g->masks, "dense"), rp_strs_add(&g->masks, "causal");
   for (size_t r = 0; r < c->nrows; r++) {
     size_t before = g->rec.n;
     rp_strs_add(&g->rec, aa_results_cell(c, r, k->recipe));
@@ -69,7 +98,7 @@ static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
       g->hash.v = h;
       g->hash.n++;
     }
-    rp_strs_add(&g->masks, aa_results_cell(c, r, k->mask));
+    rp_strs_add(&g->masks, rp_panel_of(panel, sizeof panel, c, &k->panel, r));
     rp_nums_add(&g->ns, aa_results_num(aa_results_cell(c, r, k->n)));
     rp_nums_add(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed)));
   }
@@ -79,8 +108,9 @@ static void collect_axes(rp_t4_t *g, const aa_results_t *c, const cols_t *k) {
 
 /* Where a row belongs: 0 and the indices, or -1 for a row outside the grid (unknown tensor). */
 static int row_index(const rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r, size_t ix[5]) {
+  char panel[160];
   int ri = rp_strs_find(&g->rec, aa_results_cell(c, r, k->recipe)),
-      mi = rp_strs_find(&g->masks, aa_results_cell(c, r, k->mask)),
+      mi = rp_strs_find(&g->masks, rp_panel_of(panel, sizeof panel, c, &k->panel, r)),
       ni = rp_nums_find(&g->ns, aa_results_num(aa_results_cell(c, r, k->n))),
       si = rp_nums_find(&g->seeds, aa_results_num(aa_results_cell(c, r, k->seed))),
       ti = tensor_index(aa_results_cell(c, r, k->tensor));
@@ -107,6 +137,7 @@ static void add_row(rp_t4_t *g, const aa_results_t *c, const cols_t *k, size_t r
   double e = aa_results_num(aa_results_cell(c, r, k->rel_l2)), mx = aa_results_num(aa_results_cell(c, r, k->max_abs));
   size_t rm = (ix[0] * g->M + ix[1]) * g->N + ix[2];
   a->k++;
+  g->rel[(((ix[0] * g->M + ix[1]) * g->N + ix[2]) * RP_NT + ix[3]) * g->S + ix[4]] = e;
   if (aa_results_cell(c, r, k->error)[0] != '\0') a->err = 1;
   if (!isnan(e)) {
     a->sum += e;
@@ -136,23 +167,29 @@ int rp_t4_aggregate(rp_t4_t *g, const char *dir, const char *tag, const aa_resul
   memset(g, 0, sizeof *g);
   g->dir = dir;
   snprintf(g->tag, sizeof g->tag, "%s", tag);
-  snprintf(g->d, sizeof g->d, "%s",
-           aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d")) : "?");
   find_cols(&k, c);
+  snprintf(g->d, sizeof g->d, "%s",
+           k.panel.extra[0] >= 0                     ? "per panel"
+           : aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d"))
+                                                     : "?");
   rp_meta_read(&g->meta, dir);
   rp_provenance(&g->prov, dir, &g->meta, c);
   collect_axes(g, c, &k);
   cells = g->R * g->M * g->N;
   g->cell = calloc(cells * RP_NT + 1, sizeof *g->cell);
+  g->rel = malloc((cells * RP_NT * g->S + 1) * sizeof *g->rel);
   g->t_emul = calloc(cells + 1, sizeof *g->t_emul);
   g->k_emul = calloc(cells + 1, sizeof *g->k_emul);
   g->t_oracle = calloc(g->M * g->N + 1, sizeof *g->t_oracle);
   g->k_oracle = calloc(g->M * g->N + 1, sizeof *g->k_oracle);
-  if (g->oom || !g->cell || !g->t_emul || !g->k_emul || !g->t_oracle || !g->k_oracle) return g->oom = 1, -1;
+  if (g->oom || !g->cell || !g->rel || !g->t_emul || !g->k_emul || !g->t_oracle || !g->k_oracle)
+    return g->oom = 1, -1;
   g->ref = find_reference(g);
   if ((ref = reference_max_abs(g, c, &k)) == NULL) return g->oom = 1, -1;
   for (size_t i = 0; i < cells * RP_NT; i++)
     g->cell[i].fa_worst = NAN;
+  for (size_t i = 0; i < cells * RP_NT * g->S; i++)
+    g->rel[i] = NAN;
   for (size_t r = 0; r < c->nrows; r++)
     if (row_index(g, c, &k, r, ix) == 0)
       add_row(g, c, &k, r, ix, ref[((ix[1] * g->N + ix[2]) * g->S + ix[4]) * RP_NT + ix[3]]);
@@ -167,7 +204,7 @@ void rp_t4_free(rp_t4_t *g) {
   rp_strs_free(&g->masks);
   rp_nums_free(&g->ns);
   rp_nums_free(&g->seeds);
-  free(g->cell), free(g->t_emul), free(g->k_emul), free(g->t_oracle), free(g->k_oracle);
+  free(g->cell), free(g->rel), free(g->t_emul), free(g->k_emul), free(g->t_oracle), free(g->k_oracle);
   memset(g, 0, sizeof *g);
 }
 
@@ -204,4 +241,40 @@ double rp_t4_fa_fraction(const rp_t4_t *g, size_t ri, size_t mi, size_t ni) {
     if (isnan(w) || f > w || isnan(f)) w = f;
   }
   return w;
+}
+
+double rp_t4_rel(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti, size_t si) {
+  return g->rel[(((ri * g->M + mi) * g->N + ni) * RP_NT + ti) * g->S + si];
+}
+
+int rp_t4_base(const rp_t4_t *g, size_t ri) {
+  const char *name = g->rec.v[ri], *colon = strchr(name, ':');
+  for (size_t bi = 0; colon && bi < g->R; bi++)
+    if (bi != ri && strlen(g->rec.v[bi]) == (size_t)(colon - name) && strncmp(g->rec.v[bi], name, colon - name) == 0)
+      return (int)bi;
+  return -1;
+}
+
+int rp_t4_has_paper(const rp_t4_t *g) {
+  for (size_t i = 0; i < rp_pub_count(); i++)
+    if (rp_pub_row(i)->recipe && rp_strs_find(&g->rec, rp_pub_row(i)->recipe) >= 0) return 1;
+  return 0;
+}
+
+void rp_t4_ratio(double *mean, double *lo, double *hi, const rp_t4_t *g, size_t ri, size_t bi, size_t mi, size_t ni,
+                 size_t ti) {
+  double sum = 0;
+  size_t k = 0, m0 = mi == RP_ALL ? 0 : mi, m1 = mi == RP_ALL ? g->M : mi + 1, n0 = mi == RP_ALL ? 0 : ni,
+         n1 = mi == RP_ALL ? g->N : ni + 1;
+  *lo = *hi = NAN;
+  for (size_t m = m0; m < m1; m++)
+    for (size_t n = n0; n < n1; n++)
+      for (size_t si = 0; si < g->S; si++) {
+        double q = rp_t4_rel(g, ri, m, n, ti, si) / rp_t4_rel(g, bi, m, n, ti, si);
+        if (!isfinite(q)) continue; /* a seed one of them lacks, or a zero base error */
+        sum += q, k++;
+        if (!(q >= *lo)) *lo = q;
+        if (!(q <= *hi)) *hi = q;
+      }
+  *mean = k ? sum / (double)k : NAN;
 }

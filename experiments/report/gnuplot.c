@@ -129,3 +129,40 @@ void rp_gp_str(cli_sb_t *sb, const char *name, const char *v) {
     cli_sb_printf(sb, *p == '\'' ? "''" : "%c", *p);
   cli_sb_printf(sb, "'\n");
 }
+
+/* Append one line of the caption (src[0..n)), escaped for a double-quoted gnuplot string. */
+static void caption_line(cli_sb_t *sb, const char *src, size_t n, int first) {
+  if (!first) cli_sb_printf(sb, "\\n");
+  for (size_t i = 0; i < n; i++)
+    cli_sb_printf(sb, src[i] == '"' || src[i] == '\\' ? "\\%c" : "%c", src[i]);
+}
+
+int rp_gp_caption(cli_sb_t *sb, const char *text, size_t width) {
+  int lines = 0;
+  const char *p = text;
+  cli_sb_printf(sb, "caption = \"");
+  while (*p) {
+    /* the hard break ahead: a newline or the two characters of a \n escape */
+    size_t hard = 0, cut;
+    while (p[hard] && p[hard] != '\n' && !(p[hard] == '\\' && p[hard + 1] == 'n'))
+      hard++;
+    cut = hard;
+    if (cut > width) { /* too wide for the canvas: break at the last space that fits, else at the width */
+      cut = width;
+      while (cut > width / 2 && p[cut] != ' ')
+        cut--;
+      if (p[cut] != ' ') cut = width;
+    }
+    caption_line(sb, p, cut, lines == 0);
+    lines++;
+    p += cut;
+    if (*p == ' ' && cut < hard)
+      p++;
+    else if (*p == '\n')
+      p++;
+    else if (*p == '\\' && cut == hard)
+      p += 2;
+  }
+  cli_sb_printf(sb, "\"\ncaplines = %d\n", lines ? lines : 1);
+  return lines;
+}

@@ -124,7 +124,7 @@ void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_
       cv = aa_results_col(c, "version");
   rp_strs_t rec = {0}, hash = {0}, vers = {0};
   rp_nums_t seeds = {0};
-  char gp[1100];
+  char gp[1700]; /* every recipe of up to ~60 fits: about nine footer lines once rp_gp_caption wraps it */
   memset(pv, 0, sizeof *pv);
   snprintf(pv->experiment, sizeof pv->experiment, "%s", m->experiment);
   snprintf(pv->grid, sizeof pv->grid, "%s", m->grid);
@@ -142,7 +142,7 @@ void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_
     if (cs >= 0) rp_nums_add(&seeds, aa_results_num(aa_results_cell(c, r, cs)));
   }
   recipe_list(pv->recipes_md, sizeof pv->recipes_md, &rec, &hash, 1000, 1, 0);
-  int nl = recipe_list(gp, sizeof gp, &rec, &hash, 6, 3, 1);
+  int nl = recipe_list(gp, sizeof gp, &rec, &hash, 1000, 1, 0); /* one line: the plots wrap it to their width */
   if (vers.n > 0)
     snprintf(pv->version, sizeof pv->version, "%s%s", vers.v[0], vers.n > 1 ? " (and others)" : "");
   else

@@ -12,6 +12,7 @@ typedef struct {
   rp_strs_t rec, masks;
   rp_nums_t ns, sg;
   size_t R, M, N, G;
+  int d_varies;  /* d is part of the panel names */
   int *cls, *ov; /* [R][M][N][G]: worst class (0 pass, 1 fails rule, 2 Inf, 3 NaN, 4 refused; -1 none), overflow */
 } map_t;
 
@@ -28,13 +29,17 @@ static int nan_class(const aa_results_t *c, size_t r, int cp, int cna, int ci, i
 }
 
 static int map_build(map_t *m, const aa_results_t *c) {
-  int cr = aa_results_col(c, "recipe"), cn = aa_results_col(c, "n"), cm = aa_results_col(c, "mask"),
-      cg = aa_results_col(c, "log2_sigma"), cp = aa_results_col(c, "pass"), cna = aa_results_col(c, "nan"),
-      ci = aa_results_col(c, "inf"), cer = aa_results_col(c, "error"), cov = aa_results_col(c, "ref_overflow");
+  int cr = aa_results_col(c, "recipe"), cn = aa_results_col(c, "n"), cg = aa_results_col(c, "log2_sigma"),
+      cp = aa_results_col(c, "pass"), cna = aa_results_col(c, "nan"), ci = aa_results_col(c, "inf"),
+      cer = aa_results_col(c, "error"), cov = aa_results_col(c, "ref_overflow");
+  rp_panel_cols_t pc;
+  char panel[160];
   memset(m, 0, sizeof *m);
+  rp_panel_cols(&pc, c); /* a sweep over several d (or heads, kv_heads) maps each apart */
+  m->d_varies = pc.extra[0] >= 0;
   for (size_t r = 0; r < c->nrows; r++) {
     rp_strs_add(&m->rec, aa_results_cell(c, r, cr));
-    rp_strs_add(&m->masks, aa_results_cell(c, r, cm));
+    rp_strs_add(&m->masks, rp_panel_of(panel, sizeof panel, c, &pc, r));
     rp_nums_add(&m->ns, aa_results_num(aa_results_cell(c, r, cn)));
     rp_nums_add(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
   }
@@ -47,7 +52,7 @@ static int map_build(map_t *m, const aa_results_t *c) {
     m->cls[i] = -1;
   for (size_t r = 0; r < c->nrows; r++) {
     int ri = rp_strs_find(&m->rec, aa_results_cell(c, r, cr)),
-        mi = rp_strs_find(&m->masks, aa_results_cell(c, r, cm)),
+        mi = rp_strs_find(&m->masks, rp_panel_of(panel, sizeof panel, c, &pc, r)),
         ni = rp_nums_find(&m->ns, aa_results_num(aa_results_cell(c, r, cn))),
         gi = rp_nums_find(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
     if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;
@@ -104,7 +109,10 @@ static void heatmap_data(const map_t *m, cli_sb_t *dat, cli_sb_t *od, char *pane
           if (m->ov[ix]) cli_sb_printf(od, "%zu %zu\n", gi, ri * m->N + ni), any = 1;
         }
     if (!any) cli_sb_printf(od, "-1 -1\n");
-    if (up < cap) up += (size_t)snprintf(panels + up, cap - up, "%s%s", mi ? " " : "", m->masks.v[mi]);
+    if (mi && up + 2 < cap) panels[up++] = ' ';
+    for (const char *q = m->masks.v[mi]; up + 2 < cap && *q; q++) /* one word per panel: gnuplot's word() */
+      panels[up++] = *q == ' ' ? ',' : *q;
+    panels[up] = '\0';
   }
 }
 
@@ -129,7 +137,7 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
     rp_gp_str(&vars, "panels", panels);
     rp_gp_str(&vars, "xtic", xt.buf ? xt.buf : "");
     rp_gp_str(&vars, "ytic", yt.buf ? yt.buf : "");
-    cli_sb_printf(&vars, "caption = \"%s\"\ncaplines = %d\n", pv->caption, pv->caption_lines);
+    rp_gp_caption(&vars, pv->caption, 180); /* 1400 pixels at 9 points */
     if (!vars.oom && rp_draw(pl, "nanmap.gp", name, vars.buf))
       cli_sb_printf(md,
                     "![NaN/Inf map](%s.png)\n\n*Figure: class of each cell (worst over o, dq, dk, dv and seeds): "
@@ -159,7 +167,9 @@ void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const cha
                 "one recipe, mask and length, the smallest log2 sigma at which the pass rule fails on some output, "
                 "at which an Inf or NaN appears, and at which the exact result itself overflows BF16 (worst over "
                 "o, dq, dk, dv and seeds; '-' never on this grid).\n\n| recipe |",
-                aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d")) : "?");
+                m.d_varies                                ? "as each panel names"
+                : aa_results_col(c, "d") >= 0 && c->nrows ? aa_results_cell(c, 0, aa_results_col(c, "d"))
+                                                          : "?");
   threshold_table(md, &m);
   heatmap(md, pl, &m, tag, &pv);
   map_free(&m);

@@ -111,55 +111,68 @@ static int short_kernel(const rp_pub_t *p) {
   return q ? (int)(q - p->kernel) : (int)strlen(p->kernel);
 }
 
-/* Published points of this output measured inside the plotted lengths (pubfile), and a note on those outside. */
-static size_t published_points(const plot_t *P, cli_sb_t *pd, char *note, size_t cap, double *lo, double *hi) {
-  size_t used = 0, npts = 0;
-  note[0] = '\0';
+/* The facet row of the recipe that models a published kernel, or -1 when the sweep does not run it. */
+static int pub_row(const plot_t *P, const rp_pub_t *p) {
+  int ri = p->recipe ? rp_strs_find(&P->g->rec, p->recipe) : -1;
+  return ri < 0 ? -1 : (int)P->row[ri];
+}
+
+/* Published points of this output measured inside the plotted lengths (pubfile: mask n value label row, drawn in
+   the row of the recipe that models the kernel), and per row a note on those outside (notes[r], beside that
+   row's legend). */
+static size_t published_points(const plot_t *P, cli_sb_t *pd, cli_sb_t *notes, double *lo, double *hi) {
+  size_t npts = 0;
   for (size_t i = 0; i < rp_pub_count(); i++) {
     const rp_pub_t *p = rp_pub_row(i);
-    if (p->metric != RP_PUB_REL_L2 || strcmp(p->what, rp_tensors[P->t]) != 0) continue;
+    int r = pub_row(P, p);
+    if (p->metric != RP_PUB_REL_L2 || strcmp(p->what, rp_tensors[P->t]) != 0 || r < 0) continue;
     for (size_t j = 0; j < p->nns; j++) {
       if (p->ns[j] >= P->xmin && p->ns[j] <= P->xmax) {
-        cli_sb_printf(pd, "%s %.0f %.17g \"%.*s %s\"\n", p->mask, p->ns[j], p->value, short_kernel(p), p->kernel,
-                      p->text);
+        cli_sb_printf(pd, "%s %.0f %.17g \"%.*s %s\" %d\n", p->mask, p->ns[j], p->value, short_kernel(p), p->kernel,
+                      p->text, r + 1);
         widen(lo, hi, p->value);
         npts++;
-      } else if (used < cap) {
-        used += (size_t)snprintf(note + used, cap - used, "%s%.*s %s %s at %.0f",
-                                 used ? "\\n" : "published, beyond these lengths:\\n", short_kernel(p), p->kernel,
-                                 p->mask, p->text, p->ns[j]);
+      } else {
+        cli_sb_printf(&notes[r], "%s%.*s (recipe %s) %s %s at %.0f",
+                      notes[r].len ? "\\n" : "published, beyond these lengths:\\n", short_kernel(p), p->kernel,
+                      p->recipe, p->mask, p->text, p->ns[j]);
       }
     }
   }
   return npts;
 }
 
+/* One y range for every row of an output, so that rows compare at a glance (a row's curves are not rescaled). */
 static void row_ranges(plot_t *P, double plo, double phi) {
   const rp_t4_t *g = P->g;
-  for (size_t r = 0; r < P->nrows; r++) {
-    double lo = NAN, hi = NAN;
-    for (size_t ri = 0; ri < g->R; ri++)
-      for (size_t mi = 0; mi < g->M && P->row[ri] == r; mi++)
-        for (size_t ni = 0; ni < g->N; ni++)
-          widen(&lo, &hi, rp_t4_mean(g, ri, mi, ni, P->t));
-    widen(&lo, &hi, plo), widen(&lo, &hi, phi);
-    /* whole decades around the data, so that rows compare at a glance */
+  double lo = NAN, hi = NAN;
+  for (size_t ri = 0; ri < g->R; ri++)
+    for (size_t mi = 0; mi < g->M; mi++)
+      for (size_t ni = 0; ni < g->N; ni++)
+        widen(&lo, &hi, rp_t4_mean(g, ri, mi, ni, P->t));
+  widen(&lo, &hi, plo), widen(&lo, &hi, phi);
+  for (size_t r = 0; r < P->nrows; r++) { /* whole decades around the data */
     P->ymin[r] = isnan(lo) ? 1e-4 : pow(10, floor(log10(lo) - 0.05));
     P->ymax[r] = isnan(hi) ? 1e-1 : pow(10, ceil(log10(hi) + 0.05));
   }
 }
 
-static void plot_vars(const plot_t *P, cli_sb_t *vars, const char *datpath, const char *pubpath, const char *note) {
+static void plot_vars(const plot_t *P, cli_sb_t *vars, const char *datpath, const char *pubpath,
+                      const cli_sb_t *notes) {
   const rp_t4_t *g = P->g;
   cli_sb_t xt = {0}, masks = {0};
   rp_gp_str(vars, "datafile", datpath);
   rp_gp_str(vars, "pubfile", pubpath);
-  cli_sb_printf(vars, "pubnote = \"%s\"\n", note); /* \\n escapes: one line per value */
+  for (size_t r = 0; r < P->nrows; r++) /* \\n escapes: one line per value */
+    cli_sb_printf(vars, "pubnote%zu = \"%s\"\n", r + 1, notes[r].buf ? notes[r].buf : "");
   rp_gp_str(vars, "tensor", rp_tensors[P->t]);
   for (size_t ni = 0; ni < g->N; ni++)
     cli_sb_printf(&xt, "%s%.0f", ni ? ", " : "", g->ns.v[ni]);
-  for (size_t mi = 0; mi < g->M; mi++)
-    cli_sb_printf(&masks, "%s%s", mi ? " " : "", g->masks.v[mi]);
+  for (size_t mi = 0; mi < g->M; mi++) { /* gnuplot's word() splits at spaces: a panel "dense d=64" is one word */
+    cli_sb_printf(&masks, "%s", mi ? " " : "");
+    for (const char *c = g->masks.v[mi]; *c; c++)
+      cli_sb_printf(&masks, "%c", *c == ' ' ? ',' : *c);
+  }
   rp_gp_str(vars, "xtics", xt.buf ? xt.buf : "");
   rp_gp_str(vars, "masks", masks.buf ? masks.buf : "");
   vars->oom |= xt.oom | masks.oom;
@@ -167,13 +180,14 @@ static void plot_vars(const plot_t *P, cli_sb_t *vars, const char *datpath, cons
   cli_sb_printf(vars, "nrows = %zu\nnmasks = %zu\nxmin = %.17g\nxmax = %.17g\n", P->nrows, g->M, P->xmin, P->xmax);
   for (size_t r = 0; r < P->nrows; r++)
     cli_sb_printf(vars, "ymin%zu = %.17g\nymax%zu = %.17g\n", r + 1, P->ymin[r], r + 1, P->ymax[r]);
-  cli_sb_printf(vars, "caption = \"%s\"\ncaplines = %d\n", g->prov.caption, g->prov.caption_lines);
+  rp_gp_caption(vars, g->prov.caption, 180); /* 1400 pixels at 9 points: about 190 characters */
 }
 
 static void one_plot(cli_sb_t *md, rp_plotter_t *pl, plot_t *P) {
   const rp_t4_t *g = P->g;
   cli_sb_t dat = {0}, pd = {0}, vars = {0};
-  char name[160], datname[200], pubname[200], dp[4300], pp[4300], note[512];
+  cli_sb_t *notes = calloc(P->nrows, sizeof *notes);
+  char name[160], datname[200], pubname[200], dp[4300], pp[4300];
   double plo = NAN, phi = NAN;
   size_t npub;
   snprintf(name, sizeof name, "%.100s_%s", g->tag, rp_tensors[P->t]);
@@ -182,7 +196,9 @@ static void one_plot(cli_sb_t *md, rp_plotter_t *pl, plot_t *P) {
   cli_sb_printf(&dat, "# attnacc report: %s rel_l2 against n; %s; blocks: recipe/mask; columns n mean max\n",
                 rp_tensors[P->t], g->prov.version);
   cli_sb_printf(&pd, "# published %s rel_l2 (REFERENCES.md): mask n value label\n", rp_tensors[P->t]);
-  npub = published_points(P, &pd, note, sizeof note, &plo, &phi);
+  /* the published figures only beside a recipe that models their kernel (rp_t4_has_paper) */
+  if (notes == NULL) goto out;
+  npub = published_points(P, &pd, notes, &plo, &phi); /* only for the rows of recipes that model the kernels */
   row_ranges(P, plo, phi);
   if (!write_data(P, &dat, &vars) || rp_write_file(pl->out, datname, &dat) != AA_OK ||
       (npub && rp_write_file(pl->out, pubname, &pd) != AA_OK))
@@ -190,15 +206,20 @@ static void one_plot(cli_sb_t *md, rp_plotter_t *pl, plot_t *P) {
   snprintf(dp, sizeof dp, "%s/%s", pl->out, datname);
   snprintf(pp, sizeof pp, "%s/%s", pl->out, pubname);
   if (!npub) remove(pp), pp[0] = '\0'; /* no published point inside these lengths: no file (and none left over) */
-  plot_vars(P, &vars, dp, pp, note);
+  plot_vars(P, &vars, dp, pp, notes);
   if (!vars.oom && rp_draw(pl, "table4.gp", name, vars.buf))
     cli_sb_printf(md,
                   "![%s rel_l2 against n](%s.png)\n\n*Figure: rel_l2 of %s against n; one panel per mask, one row "
                   "per recipe family (at most %d recipes each)%s; %s; SVG: [%s.svg](%s.svg), data: [%s](%s).*\n\n",
                   rp_tensors[P->t], name, rp_tensors[P->t], RP_SERIES,
-                  npub ? ", black rings: published values at the lengths their source measured" : "", g->prov.version,
-                  name, name, datname, datname);
+                  npub ? ", black rings: published values at the lengths their source measured, in the row of the "
+                         "recipe that models the kernel"
+                       : "",
+                  g->prov.version, name, name, datname, datname);
 out:
+  for (size_t r = 0; notes && r < P->nrows; r++)
+    cli_sb_free(&notes[r]);
+  free(notes);
   cli_sb_free(&dat), cli_sb_free(&pd), cli_sb_free(&vars);
 }
 

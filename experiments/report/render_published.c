@@ -1,5 +1,5 @@
 /* attnacc: one recipe beside the published values of the kernel it models (the TLX row: recipe tlx and the
- * paper's kernel; fa2 and FA4), with ratios where both were measured and the reading that produced ours. */
+ * paper's kernel; fa4 and FA4), with ratios where both were measured and the reading that produced ours. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>

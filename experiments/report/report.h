@@ -5,6 +5,7 @@
 #define AA_REPORT_REPORT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/cli.h"
 #include "xp/xp.h"
@@ -57,8 +58,8 @@ const char *rp_preset_description(const char *name, const char *hash);
 typedef struct {
   char experiment[64], grid[40], version[160];
   char recipes_md[4096]; /* "name [hash8]", ... on one line; truncated with "..." and a count */
-  char caption[2048];    /* gnuplot footer, lines separated by \n escapes */
-  int caption_lines;
+  char caption[2400];    /* gnuplot footer (rp_gp_caption wraps it), its two parts separated by a \n escape */
+  int caption_lines;     /* lines before wrapping */
   char seeds[256];
 } rp_prov_t;
 void rp_provenance(rp_prov_t *pv, const char *dir, const rp_meta_t *m, const aa_results_t *c);
@@ -90,6 +91,17 @@ const rp_pub_t *rp_pub_exp(const char *stat);
 
 /* ---- a table4-shaped sweep, aggregated (aggregate.c) ---- */
 #define RP_NT 4
+#define RP_NEXTRA 4
+extern const char *const rp_extra_axes[RP_NEXTRA]; /* d, heads, kv_heads, sigma: folded into the panel name */
+/* A shape axis that takes more than one value in a sweep (d, sigma, ...) joins the mask in the panel name
+   ("dense d=64"), so that cells of different shapes are never merged. */
+typedef struct {
+  int mask, extra[RP_NEXTRA]; /* columns; extra[x] -1 where absent or constant */
+} rp_panel_cols_t;
+void rp_panel_cols(rp_panel_cols_t *p, const aa_results_t *c);
+int rp_panel_folded(const rp_panel_cols_t *p); /* 1 when some shape axis varies */
+/* The panel of row r: its mask, then each varying shape axis as name=value. */
+const char *rp_panel_of(char *buf, size_t cap, const aa_results_t *c, const rp_panel_cols_t *p, size_t r);
 extern const char *const rp_tensors[RP_NT]; /* o, dq, dk, dv */
 typedef struct {
   double sum, max;
@@ -106,6 +118,7 @@ typedef struct {
   rp_nums_t ns, seeds;
   size_t R, M, N, S;
   rp_cell_t *cell;           /* [R][M][N][RP_NT] */
+  double *rel;               /* [R][M][N][RP_NT][S]: rel_l2 per seed, NaN where no row */
   double *t_oracle, *t_emul; /* [M][N], [R][M][N]: summed seconds */
   size_t *k_oracle, *k_emul;
   int ref; /* the naive same-precision reference (fa rule), -1 when the sweep has none */
@@ -117,6 +130,16 @@ rp_cell_t *rp_t4_cell(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t 
 double rp_t4_mean(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti);            /* NaN when no rows */
 int rp_t4_fails(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, char *what, size_t cap); /* -1 no rows */
 double rp_t4_fa_fraction(const rp_t4_t *g, size_t ri, size_t mi, size_t ni); /* worst of ratio/limit; NaN none */
+double rp_t4_rel(const rp_t4_t *g, size_t ri, size_t mi, size_t ni, size_t ti, size_t si); /* one seed's rel_l2 */
+/* The recipe a variant `BASE:key=value,...` of this sweep overrides, when BASE is in the sweep; -1 otherwise. */
+int rp_t4_base(const rp_t4_t *g, size_t ri);
+/* 1 when the sweep runs a recipe that models a kernel with published numbers (rp_pub_t.recipe). */
+int rp_t4_has_paper(const rp_t4_t *g);
+/* rel_l2 of variant ri over its base bi per seed: mean, min and max of the ratios (NaN when no seed has both), in
+   one cell (mi, ni) or, with mi = RP_ALL, over every panel and length. */
+#define RP_ALL ((size_t)-1)
+void rp_t4_ratio(double *mean, double *lo, double *hi, const rp_t4_t *g, size_t ri, size_t bi, size_t mi, size_t ni,
+                 size_t ti);
 
 /* ---- gnuplot (gnuplot.c) ---- */
 typedef struct {
@@ -129,6 +152,10 @@ void rp_plotter_init(rp_plotter_t *pl, const char *out);
 int rp_draw(rp_plotter_t *pl, const char *script, const char *name, const char *vars); /* 1: PNG and SVG */
 void rp_gp_str(cli_sb_t *sb, const char *name, const char *v);                         /* name = 'v' with ' doubled */
 int rp_write_file(const char *dir, const char *name, const cli_sb_t *sb);
+/* `caption = "..."` and `caplines = N` for a plot's provenance footer: text broken at its newlines (or \n
+   escapes) and, where a line is wider than width characters, at a space, so that no footer runs off the canvas;
+   quotes and backslashes escaped. Returns the line count. */
+int rp_gp_caption(cli_sb_t *sb, const char *text, size_t width);
 
 /* ---- renderers ---- */
 /* The summary (render_summary.c), first in the report: which recipes fail which rule where, and ours beside
@@ -137,8 +164,15 @@ void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g);
 void rp_summary_nanmap(cli_sb_t *md, const char *tag, const aa_results_t *c);
 void rp_summary_table3(cli_sb_t *md, const char *tag, const aa_results_t *c);
 void rp_render_table4(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
+/* Each variant of the sweep against its base (render_variants.c): ratios of rel_l2 per output, mask and length,
+   with their spread over seeds; the summary's lines, then the section's tables. Nothing without a variant. */
+void rp_summary_variants(cli_sb_t *md, const rp_t4_t *g);
+void rp_render_variants(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g); /* tables, then a ratio plot */
+/* The verdicts of the table4-shaped folder dir on f, per recipe (what `attnacc sweep` prints at its end); 0, or -1
+   when its results cannot be read. */
+int rp_print_verdicts(FILE *f, const char *dir);
 void rp_render_table4_plots(cli_sb_t *md, rp_plotter_t *pl, const rp_t4_t *g);
-/* Ours beside the published values for one recipe (the TLX row: recipe tlx; FA4: fa2), with its reading. */
+/* Ours beside the published values for one recipe (the TLX row: recipe tlx; FA4: fa4), with its reading. */
 void rp_render_published(cli_sb_t *md, const rp_t4_t *g, const char *recipe);
 void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c);
 void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const aa_results_t *c);

@@ -1,6 +1,9 @@
 /* attnacc: the `nanmap` experiment: where each recipe's outputs turn NaN, Inf or overflow, over input scale and
  * length. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <math.h>
+#include <string.h>
+
 #include "xp/xp.h"
 
 /* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores
@@ -32,31 +35,56 @@ static int nanmap_extra_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err
   return aa_sweep_axis_double(sw, "logit_offset", offs, no, 0, err);
 }
 
+/* --sigma S[,S...]: the map's axis is log2_sigma, so each S must be a power of two (2^-1074..2^1023). 0, or 2
+   after a message. */
+static int log2_sigmas(int64_t *sig, size_t *n, const xp_opts_t *o) {
+  double v[64];
+  size_t k;
+  if (xp_opt(o, "sigma") == NULL) return 0;
+  if (xp_opt_doubles(v, &k, 64, o, "sigma", "", 0, 1e308, 1)) return 2;
+  for (size_t i = 0; i < k; i++) {
+    int e;
+    if (frexp(v[i], &e) != 0.5) {
+      cli_error(o->cmd, "--sigma: %g is not a power of two (the nanmap's axis is log2_sigma)", v[i]);
+      return 2;
+    }
+    sig[i] = e - 1;
+  }
+  *n = k;
+  return 0;
+}
+
 static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns_full[] = {32, 128, 512};
   static const int64_t ns_quick[] = {32, 128};
   static const int64_t sig_full[] = {-56, -48, -40, -24, -8, 0, 2, 4, 6, 8, 12, 16, 24, 32, 40, 44, 48, 56, 62, 64};
   static const int64_t sig_quick[] = {-56, -40, 0, 4, 8, 16, 32, 44, 56, 64};
-  int64_t d = 32;
-  size_t seeds = 1;
+  int64_t sig[64];
+  size_t seeds = 1, heads = 1,
+         nsig = o->quick ? sizeof sig_quick / sizeof sig_quick[0] : sizeof sig_full / sizeof sig_full[0];
   int rc;
-  ctx->d = (size_t)d;
-  if (xp_opt_size(&seeds, o, "seeds", 1, 1000000)) return AA_EINVAL;
+  ctx->d = 32;
+  memcpy(sig, o->quick ? sig_quick : sig_full, nsig * sizeof *sig);
+  if (xp_opt_size(&seeds, o, "seeds", 1, 1000000) || xp_opt_size(&heads, o, "heads", 1, 4096) ||
+      log2_sigmas(sig, &nsig, o))
+    return AA_EINVAL;
   if ((rc = nanmap_extra_axes(sw, o, err)) != AA_OK) return rc;
   if ((rc = xp_recipes_from_opts(ctx, o, err)) ||
       (rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
-      (rc = xp_axis_masks(sw, o, err)) ||
-      (rc = aa_sweep_axis_int(
-           sw, "log2_sigma", o->quick ? sig_quick : sig_full,
-           o->quick ? sizeof sig_quick / sizeof sig_quick[0] : sizeof sig_full / sizeof sig_full[0], 0, err)) ||
-      (rc = aa_sweep_axis_int(sw, "d", &d, 1, 0, err)) || (rc = xp_axis_seeds(sw, seeds, err)) ||
-      (rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_attn_columns(sw, err)))
+      (rc = xp_axis_masks(sw, o, err)) || (rc = aa_sweep_axis_int(sw, "log2_sigma", sig, nsig, 0, err)) ||
+      (rc = xp_axis_dims(sw, o, 32, heads, err)) ||
+      /* an axis only when given: the map's folders without it keep their grid hash */
+      (xp_opt(o, "heads") && (rc = xp_axis_fixed_int(sw, "heads", (int64_t)heads, err))) ||
+      (rc = xp_axis_seeds(sw, seeds, err)) || (rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_attn_columns(sw, err)))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);
 }
 
 static const cli_opt_t params[] = {
     XP_OPTS_ATTN,
+    {"heads", "H", "1", "query heads per cell"},
+    XP_OPTS_SHAPE,
+    {"sigma", "S[,S...]", "2^-56..2^64", "input scales replacing the map's, each a power of two"},
     XP_OPTS_ORACLE,
     {"dists", "NAME[,NAME...]", "normal",
      "input distributions as an axis (lib/layout.h: normal, constant, near-constant, huge-keys, massive, ...)"},
@@ -66,7 +94,8 @@ const xp_experiment_t xp_nanmap = {
     .name = "nanmap",
     .summary = "NaN/Inf/overflow regions of each recipe over input scale sigma and length, dense and causal",
     .description = "Cells: n (32, 128, 512; --quick: 32, 128) x mask x log2_sigma (-56..64, 20 values;\n"
-                   "--quick: 10) x d = 32 x seed; inputs sigma * N(0,1) in BF16 from aa_cell_seed; the\n"
+                   "--quick: 10; or --sigma) x d (32; or --d) (x heads, kv_heads with --heads, --kv-heads)\n"
+                   "x seed; inputs sigma * N(0,1) in BF16 from aa_cell_seed; the\n"
                    "rows and columns of table4 (ref_max_abs and ref_overflow say where the exact values\n"
                    "leave the format; error holds a recipe's refusal). --dists and --logit-offsets add the\n"
                    "axes dist and logit_offset (magnitudes where kernels give NaN: ties, huge keys, LSE\n"

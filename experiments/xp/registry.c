@@ -226,6 +226,17 @@ int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
   return rc;
 }
 
+int xp_add_naive_reference(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err) {
+  aa_recipe_t naive;
+  int rc;
+  if (xp_opt(o, "variants") == NULL) return AA_OK; /* the default list holds naive-bf16 */
+  if ((rc = aa_score_naive_recipe(&naive, AA_FMT_BF16, err)) != AA_OK) return rc;
+  for (size_t i = 0; i < ctx->nrecipes; i++)
+    if (aa_recipe_equal(&ctx->recipe[i], &naive)) return AA_OK; /* by its numerics, whatever its name */
+  if ((rc = xp_ctx_add_recipe(ctx, &naive, err)) == AA_OK) ctx->naive_added = ctx->recipe[ctx->nrecipes - 1].name;
+  return rc;
+}
+
 void xp_cell_threads(const xp_ctx_t *ctx) {
   /* the OpenMP thread count is per calling thread: set it in each worker */
   if (ctx->inner_threads > 0) cli_set_threads((size_t)ctx->inner_threads);
@@ -283,6 +294,32 @@ int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t coun
   if (xp_opt(o, "n") == NULL) return aa_sweep_axis_int(sw, "n", ns, count, 0, err);
   if (xp_opt_ints(v, &k, 64, o, "n", "", 1, 1 << 20)) return AA_EINVAL;
   return aa_sweep_axis_int(sw, "n", v, k, 0, err);
+}
+
+/* --d as an axis (the experiment's default d when absent); --kv-heads as an axis only when given, so that a
+   grid without it keeps the hash of its folder. GQA needs every query head count a multiple of the KV heads. */
+int xp_axis_dims(aa_sweep_t *sw, const xp_opts_t *o, int64_t d_default, size_t heads, aa_error_t *err) {
+  int64_t d[64], kv;
+  size_t nd = 1, k = 0;
+  int rc;
+  d[0] = d_default;
+  if (xp_opt(o, "d") != NULL && xp_opt_ints(d, &nd, 64, o, "d", "", 1, 1024)) return AA_EINVAL;
+  if ((rc = aa_sweep_axis_int(sw, "d", d, nd, 0, err)) != AA_OK) return rc;
+  if (xp_opt(o, "kv-heads") == NULL) return AA_OK;
+  if (xp_opt_size(&k, o, "kv-heads", 1, 4096)) return AA_EINVAL;
+  if (heads % k != 0)
+    return aa_error_set(err, AA_EINVAL, "--kv-heads: %zu does not divide the %zu query heads (--heads)", k, heads);
+  kv = (int64_t)k;
+  return aa_sweep_axis_int(sw, "kv_heads", &kv, 1, 0, err);
+}
+
+/* --sigma S[,S...] as the axis "sigma" (inputs sigma * N(0,1)); absent: no axis, sigma 1. */
+int xp_axis_sigma(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
+  double v[64];
+  size_t k;
+  if (xp_opt(o, "sigma") == NULL) return AA_OK;
+  if (xp_opt_doubles(v, &k, 64, o, "sigma", "", 0, 1e300, 1)) return AA_EINVAL;
+  return aa_sweep_axis_double(sw, "sigma", v, k, 0, err);
 }
 
 int xp_axis_fixed_int(aa_sweep_t *sw, const char *name, int64_t v, aa_error_t *err) {
@@ -475,7 +512,8 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   aa_error_t *err = aa_sweep_rows_error(rows);
   const char *mask = aa_cell_str(cell, "mask", "dense");
   size_t n = (size_t)aa_cell_int(cell, "n", 0), d = (size_t)aa_cell_int(cell, "d", (int64_t)ctx->d),
-         heads = (size_t)aa_cell_int(cell, "heads", (int64_t)ctx->heads);
+         heads = (size_t)aa_cell_int(cell, "heads", (int64_t)ctx->heads),
+         kv_heads = (size_t)aa_cell_int(cell, "kv_heads", (int64_t)heads);
   double sigma, t0, t_oracle;
   uint64_t seed = aa_cell_seed(cell);
   cli_inputs_t in = {0};
@@ -490,7 +528,8 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
     sigma = ldexp(1.0, (int)aa_cell_int(cell, "log2_sigma", 0));
   else
     sigma = aa_cell_double(cell, "sigma", ctx->sigma);
-  if (n == 0 || d == 0 || heads == 0) return aa_error_set(err, AA_EINVAL, "cell has n, d or heads 0");
+  if (n == 0 || d == 0 || heads == 0 || kv_heads == 0 || heads % kv_heads)
+    return aa_error_set(err, AA_EINVAL, "cell has n, d or heads 0, or kv_heads not dividing heads");
   snprintf(seedhex, sizeof seedhex, "%llu", (unsigned long long)seed);
   snprintf(version, sizeof version, "%s+%s", AA_VERSION, AA_GIT_HASH);
   xp_cell_threads(ctx);
@@ -504,8 +543,8 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   int dist = aa_cell_find(cell, "outlier") >= 0 && aa_cell_int(cell, "outlier", 0) ? AA_DIST_OUTLIER : ctx->uniform;
   if (aa_cell_find(cell, "dist") >= 0 && (dist = aa_layout_dist_from_name(aa_cell_str(cell, "dist", ""))) < 0)
     return aa_error_set(err, AA_EINVAL, "cell has an unknown dist '%s'", aa_cell_str(cell, "dist", ""));
-  if ((rc = cli_inputs_draw(&in, seed, dist, sigma, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK) goto out;
-  aa_problem_init(&pb, n, n, d, heads, heads);
+  if ((rc = cli_inputs_draw(&in, seed, dist, sigma, n, d, heads, kv_heads, 0, AA_FMT_BF16, err)) != AA_OK) goto out;
+  aa_problem_init(&pb, n, n, d, heads, kv_heads);
   pb.causal = strcmp(mask, "causal") == 0;
   pb.logit_offset = aa_cell_double(cell, "logit_offset", 0.0);
   if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;

@@ -194,7 +194,7 @@ static int t3_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   t0 = cli_now();
   if (con->spec == NULL) {
     if ((rc = search(&e, sr, cx, err)) != AA_OK) goto out;
-    snprintf(label, sizeof label, "quadratic-bf16 search best k=%.3f s=%.4f", e.k, e.s);
+    snprintf(label, sizeof label, XP_TABLE3_FITTED " k=%.3f s=%.4f", e.k, e.s);
   } else {
     if ((rc = aa_exp_parse(&e, con->spec, err)) != AA_OK) goto out;
     snprintf(label, sizeof label, "%s", con->label);

@@ -43,10 +43,11 @@ typedef struct {
   pthread_cond_t cond;
   aa_hash128_t busy[64];
   size_t nbusy;
-  unsigned delay_ms; /* test hook (ATTNACC_SWEEP_CELL_DELAY_MS): sleep after each cell */
-  int stdout_owned;  /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
-                        driver's own lines then go to stderr */
-  void *priv;        /* the experiment's private state (freed by its release hook) */
+  unsigned delay_ms;       /* test hook (ATTNACC_SWEEP_CELL_DELAY_MS): sleep after each cell */
+  const char *naive_added; /* the name of the naive reference xp_add_naive_reference added, or NULL */
+  int stdout_owned;        /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
+                              driver's own lines then go to stderr */
+  void *priv;              /* the experiment's private state (freed by its release hook) */
 } xp_ctx_t;
 
 typedef struct {
@@ -119,6 +120,10 @@ int xp_opt_specs(const char **out, size_t *n, size_t cap, char *buf, size_t bufc
                  const char *name, const char *dflt);
 /* ctx's recipes from --variants (default xp_default_recipes). */
 int xp_recipes_from_opts(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
+/* With --variants and without --no-naive: add lib/score's naive BF16 reference (aa_score_naive_recipe) unless a
+   recipe of ctx computes it already, so that the flash-attention rule can be evaluated (ctx->naive_added names it:
+   the sweep's account says so). */
+int xp_add_naive_reference(xp_ctx_t *ctx, const xp_opts_t *o, aa_error_t *err);
 void xp_ctx_init(xp_ctx_t *ctx);
 void xp_ctx_destroy(xp_ctx_t *ctx);
 /* Set the OpenMP thread count of the calling worker to ctx->inner_threads (when > 0). */
@@ -148,6 +153,16 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
    summed over the folder's cells (per recipe), on stdout. */
 int xp_attn_finish(const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err);
 /* The options of the attention grids (table4, nanmap, smoke): --quick, --variants, --seeds, --n, --masks. */
+/* The label prefix of table3's construction whose parameters are searched so that its sampled ratio range matches
+   the published one ([blackwell-fa] Table 3): its ratio columns agree by construction (the report says so). */
+#define XP_TABLE3_FITTED "quadratic-bf16 search best"
+
+/* --d and --kv-heads of table4 and nanmap (xp_axis_dims). */
+#define XP_OPTS_SHAPE                                                                                                \
+  {"d", "D[,D...]", "experiment's", "head dimensions (an axis)"}, {                                                  \
+    "kv-heads", "K", "heads", "key/value heads (GQA: K divides the query heads)"                                     \
+  }
+
 #define XP_OPTS_ATTN                                                                                                 \
   {"quick", NULL, NULL, "the experiment's short grid"},                                                              \
       {"variants", "SPEC[,SPEC...]", "every BF16 preset without dropout",                                            \
@@ -166,6 +181,11 @@ int xp_axis_masks(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err);
 int xp_axis_seeds(aa_sweep_t *sw, size_t k, aa_error_t *err);
 /* Length axis from --n, else the n values given. */
 int xp_axis_n(aa_sweep_t *sw, const xp_opts_t *o, const int64_t *ns, size_t count, aa_error_t *err);
+/* The problem shape axes of the attention grids: "d" from --d D[,D...] (else d_default) and "kv_heads" from
+   --kv-heads K (K must divide heads; absent: no axis, kv_heads = heads); "sigma" from --sigma S[,S...] (absent:
+   no axis, sigma 1). */
+int xp_axis_dims(aa_sweep_t *sw, const xp_opts_t *o, int64_t d_default, size_t heads, aa_error_t *err);
+int xp_axis_sigma(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err);
 /* A one-value NOSEED axis: a setting that holds for the whole grid. It
    makes the setting part of the grid (a folder of other settings is
    refused on --resume) and a column of every row, without changing any
