@@ -110,7 +110,7 @@ aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t);
    (external) outputs scored, the naive reference's rules applied, rules
    parsed and verdicts formed. Nothing here prints or reads the clock: the
    caller times the emulation into seconds. */
-#define AA_EVAL_MAX_OUT 5
+#define AA_EVAL_MAX_OUT 6 /* o, dq, dk, dv, dsinks, lse */
 /* One compared output: the legacy metrics (lib/metrics.h: ULPs in the
    output's format when bf16, else fp32; the 0.01/0.01 rule) and the robust
    measures and four rules (aa_score_out_t). */
@@ -182,6 +182,24 @@ int aa_eval_run(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
    named "external". */
 int aa_eval_given(aa_eval_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle,
                   const aa_eval_opts_t *o, aa_error_t *err);
+/* A kernel's LSE (natural log, softmax scale included, folded [heads, n_q])
+   made comparable with the oracle's: rows with no visible key and no sink
+   have LSE = -Inf in the oracle (oracle.h) and +Inf in flash-attn
+   (softmax.h:180); there either infinity reads as 0 in both copies, any
+   other value as a NaN (a failure). got and ref are those copies, empty
+   the count of such rows. */
+typedef struct {
+  aa_tensor_t got;
+  aa_oracle_out_t ref;
+  size_t empty;
+} aa_eval_lse_t;
+/* Fill x from the kernel's lse and the oracle's; AA_ESHAPE when the sizes
+   differ. Free with aa_eval_lse_free (also after a failure). */
+int aa_eval_lse_prepare(aa_eval_lse_t *x, const aa_tensor_t *lse, const aa_oracle_out_t *oracle_lse, aa_error_t *err);
+void aa_eval_lse_free(aa_eval_lse_t *x);
+/* x's lse checked (aa_score_exact_finite) and compared as aa_eval_given
+   compares the others, appended to v->out as "lse". */
+int aa_eval_lse(aa_eval_variant_t *v, const aa_eval_lse_t *x, const aa_eval_opts_t *o, aa_error_t *err);
 /* The naive reference in format fmt (aa_score_naive_recipe: BF16, FP16 or
    FP32) run on inputs already tagged fmt, and compared with the oracle,
    into naive and naive_res (freed by the caller on success). */
@@ -215,9 +233,13 @@ typedef struct {
   aa_layout_t layout;
   aa_dims_t qdims, kdims;
   size_t n_q, n_k, d, num_sinks;
+  /* a subsample of query rows (score --rows): row r of o, dq and lse is
+     row row_map[r] of the caller's arrays; NULL: every row */
+  const size_t *row_map;
 } aa_eval_place_t;
 /* The index of folded element i of output o in p's layout into idx ((b, h,
-   n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+   n, d), (h, n, d), (b, h, n) for lse, or (h, k) for dsinks); returns its
+   length. */
 int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i);
 /* The largest certified bound over o, dq, dk, dv, dsinks. */
 double aa_eval_oracle_bound(const aa_oracle_result_t *r);

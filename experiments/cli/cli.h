@@ -219,6 +219,8 @@ typedef struct {
   const aa_rule_t *verdict_rules;
   int n_verdict;
   const char *naive; /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
+  /* score --rows: row r of o, dq and lse is query row row_map[r] of the caller's arrays (NULL: every row) */
+  const size_t *row_map;
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 const cli_report_extra_t *cli_report_extra(void);

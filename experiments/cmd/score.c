@@ -10,18 +10,24 @@
 #include "cli/cli.h"
 #include "cli/features.h"
 #include "cli/limits.h"
+#include "cli/rows.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
     {"inputs", "PATH", NULL,
-     "q, k, v, do [, sinks]: a folder of NAME.npy, an .npz or a .safetensors file (required)"},
-    {"grads", "PATH", NULL, "dq, dk, dv [, o] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
+     "q, k, v, do [, sinks] [, keep]: a folder of NAME.npy, an .npz or a .safetensors file (required)"},
+    {"grads", "PATH", NULL,
+     "dq, dk, dv [, o] [, lse] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
     {"layout", "bhnd|bnhd|hnd|nd|nhd", "inferred",
      "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d], [N,d] or [N,H,d] (3 axes: hnd unless nhd is given)"},
     CLI_OPT_CAUSAL,
     {"cu-seqlens", "FILE", NULL,
      "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
-    {"window", "W", "0 = none", "sliding window of W keys (needs --causal)"},
+    {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
+    FEATURES_CLI_PROBLEM_OPTS,
+    {"dropout", "P", "0 = off",
+     "the kernel's dropout: its keep mask is the array keep of --inputs (q's axes with d replaced by the n_k keys: "
+     "[B, H, Nq, Nk] for bhnd and bnhd; 0 drop, 1 keep), kept weights scaled by 1/(1-P)"},
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "fa; torch for fp64 inputs",
@@ -37,6 +43,10 @@ static const cli_opt_t opts[] = {
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
+    {"rows", "K", "all",
+     "score K query rows drawn at random (pcg64, --rows-seed): o, lse and dq of those rows exactly; dk and dv "
+     "are not scored (each needs every row's P)"},
+    {"rows-seed", "S", "1", "seed of the --rows draw"},
 };
 
 static const char usage_line[] = "--inputs PATH --grads PATH [OPTIONS]";
@@ -53,8 +63,17 @@ static const char description[] =
     "Varlen batches (flash_attn_varlen_func): --cu-seqlens FILE with packed [total, H, d]\n"
     "arrays; each sequence is its own problem (masks apply within it), and the metrics\n"
     "and rules cover all packed elements.\n"
+    "Problem features are run's: --causal-align, --window W or L,R, --softcap, --alibi,\n"
+    "--alibi-form, --alibi-slopes (H slopes of q's heads, the same for every batch), the\n"
+    "sinks array, and --dropout P with the kernel's keep mask (array keep, [B, H, Nq, Nk]\n"
+    "of 0 and 1, head-major as flash-attn returns it). An lse array in --grads ([B, H, Nq],\n"
+    "natural log with the softmax scale, flash-attn's softmax_lse) is scored too; where\n"
+    "a row sees no key the oracle's -Inf and flash-attn's +Inf are both accepted.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
-    "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
+    "measures and every rule's ratio to what it allows, then the verdict by --rule. The\n"
+    "naive reference in the inputs' dtype runs only for the rules that read it (fa, sdpa).\n"
+    "--rows K scores K query rows drawn at random (o, lse, dq; not dk, dv), at about K/Nq\n"
+    "of the oracle's cost.\n"
     "Exit status: 0 every chosen rule passes, 1 one fails (0 with --no-fail),\n"
     "2 bad usage or input, or a failure while computing or writing.";
 
@@ -163,8 +182,9 @@ typedef struct {
   cli_args_t a;
   aa_error_t err;
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
-  size_t window, threads;
-  double scale, oracle_seconds, atol, rtol;
+  size_t threads, nrows;
+  uint64_t rows_seed;
+  double scale, oracle_seconds, atol, rtol, dropout_p;
   int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive;
   unsigned flags;
   aa_rule_t rules[AA_RULE_COUNT];
@@ -172,11 +192,15 @@ typedef struct {
   aa_layout_t layout;
   features_cli_t fc;
   aa_dims_t qd, kd;
-  aa_ndarray_t raw[5], graw[5];
-  char label[5][320], glabel[5][320];
+  aa_ndarray_t raw[6], graw[6]; /* q, k, v, do, sinks, keep; o, dq, dk, dv, dsinks, lse */
+  char label[6][320], glabel[6][320];
+  uint8_t *keep;    /* the kernel's dropout keep mask, folded [B*H][Nq][Nk] */
+  aa_tensor_t glse; /* the kernel's lse, folded [B*H, Nq] */
+  aa_eval_lse_t lse, naive_lse;
+  rows_cli_t rows;
   cli_inputs_t in;
   aa_tensor_t g[5];
-  aa_problem_t pb;
+  aa_problem_t pb, pb_full; /* the problem scored, and the whole one (they differ with --rows) */
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v;
@@ -207,11 +231,21 @@ static int score_options(score_t *S) {
   S->grads_src = cli_get(a, "grads");
   S->out_file = cli_get(a, "out");
   S->save_oracle = cli_get(a, "save-oracle");
+  if (cli_get(a, "rows") != NULL && S->save_oracle != NULL) {
+    cli_error(cmd, "--rows: --save-oracle would hold the drawn rows' problem only; leave one out");
+    return 2;
+  }
   if (S->inputs_src == NULL || S->grads_src == NULL) {
     cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
     return 2;
   }
-  if ((s = cli_get(a, "window")) && cli_size(&S->window, cmd, "window", s, 0, SIZE_MAX)) return 2;
+  if ((s = cli_get(a, "dropout")) && cli_double(&S->dropout_p, cmd, "dropout", s, 0, 1, 1)) return 2;
+  if (S->dropout_p >= 1) {
+    cli_error(cmd, "--dropout: %s is not a probability below 1", s);
+    return 2;
+  }
+  if ((s = cli_get(a, "rows")) && cli_size(&S->nrows, cmd, "rows", s, 1, INT32_MAX)) return 2;
+  if ((s = cli_get(a, "rows-seed")) && cli_u64(&S->rows_seed, cmd, "rows-seed", s)) return 2;
   if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1)) return 2;
   if ((s = cli_get(a, "threads")) && cli_size(&S->threads, cmd, "threads", s, 0, 4096)) return 2;
   if ((s = cli_get(a, "layout")) && aa_layout_from_name(&S->layout, s) != AA_OK) {
@@ -300,13 +334,62 @@ static int score_sinks(score_t *S) {
   return 0;
 }
 
-/* Read q, k, v, do (and sinks), resolve the layout, fold into [B*H, N, d]; the widest input format. */
+/* An array of the folded heads followed by the axes rest[0..nrest-1]: [B, H, rest] (4-axis layouts: flash-attn's
+   softmax_lse and dropout mask are head-major whatever q's layout), [H, rest] or [rest] (one head); 0, or 2 after a
+   message naming what it should be. */
+static int check_headmajor(score_t *S, const aa_ndarray_t *r, const char *label, const size_t *rest, int nrest,
+                           const char *what) {
+  int np = r->ndim - nrest, ok = np >= 0 && np <= 2;
+  char sa[96];
+  for (int i = 0; ok && i < nrest; i++)
+    ok = r->shape[np + i] == rest[i];
+  if (ok)
+    ok = np == 2   ? r->shape[0] == S->qd.b && r->shape[1] == S->qd.h
+         : np == 1 ? S->qd.b == 1 && r->shape[0] == S->qd.h
+                   : S->qd.b * S->qd.h == 1;
+  if (ok) return 0;
+  nd_str(sa, sizeof sa, r);
+  cli_error(S->cmd, "%s: shape %s is not %s = [%zu, %zu, %zu%s] (B, H of q; [H, ...] with one batch)", label, sa,
+            what, S->qd.b, S->qd.h, rest[0], nrest > 1 ? ", Nk" : "");
+  return 2;
+}
+
+/* The keep mask of --dropout P: 0/1 values [B, H, Nq, Nk], folded into [B*H][Nq][Nk] for the problem. */
+static int score_keep(score_t *S) {
+  const aa_ndarray_t *r = &S->raw[5];
+  size_t rest[2] = {S->qd.n, S->kd.n}, n;
+  if ((r->data != NULL) != (S->dropout_p > 0)) {
+    cli_error(S->cmd,
+              r->data != NULL ? "%s: a keep mask needs --dropout P (the kernel's dropout probability)"
+                              : "--dropout needs the kernel's keep mask: the array keep in %s",
+              r->data != NULL ? S->label[5] : S->inputs_src);
+    return 2;
+  }
+  if (r->data == NULL) return 0;
+  if (check_headmajor(S, r, S->label[5], rest, 2, "[B, H, Nq, Nk]")) return 2;
+  n = S->qd.b * S->qd.h * rest[0] * rest[1];
+  if ((S->keep = malloc(n)) == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (r->data[i] != 0 && r->data[i] != 1) {
+      cli_error(S->cmd, "%s: element %zu is %g; a keep mask holds 0 (dropped) and 1 (kept)", S->label[5], i,
+                r->data[i]);
+      return 2;
+    }
+    S->keep[i] = r->data[i] == 1;
+  }
+  return 0;
+}
+
+/* Read q, k, v, do (and sinks, keep), resolve the layout, fold into [B*H, N, d]; the widest input format. */
 static int score_read_inputs(score_t *S) {
-  static const char *iname[5] = {"q", "k", "v", "do", "sinks"};
+  static const char *iname[6] = {"q", "k", "v", "do", "sinks", "keep"};
   aa_tensor_t *dst[4] = {&S->in.q, &S->in.k, &S->in.v, &S->in.dO};
   int present;
-  for (int i = 0; i < 5; i++)
-    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i == 4, S->flags,
+  for (int i = 0; i < 6; i++)
+    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i >= 4, S->flags,
                  &present, &S->err))
       return fail(S, NULL);
   if (S->layout != AA_LAYOUT_ND && S->layout != AA_LAYOUT_NHD && any_3d(S->raw, 4))
@@ -324,6 +407,7 @@ static int score_read_inputs(score_t *S) {
         (r->fmt == AA_FMT_FP16 && S->in_fmt == AA_FMT_BF16))
       S->in_fmt = r->fmt;
   }
+  if (score_keep(S)) return 2;
   return S->raw[4].data != NULL ? score_sinks(S) : 0;
 }
 
@@ -363,12 +447,37 @@ static int score_kernel_fmt(score_t *S) {
   return 0;
 }
 
-/* The problem (mask, scale, sinks, varlen) and its checks; the default rule. */
+/* run's problem features (--causal-align, --window W|L,R, --softcap, --alibi...; features_cli_problem) on the
+   folded heads: ALiBi slopes are per head of q (flash-attn's alibi_slopes [H]), the same for every batch. */
+static int score_features(score_t *S) {
+  aa_problem_t *pb = &S->pb;
+  size_t heads = pb->heads, h = S->qd.h;
+  double *all;
+  pb->heads = h;
+  int rc = features_cli_problem(&S->fc, S->cmd, &S->a, pb);
+  pb->heads = heads;
+  if (rc || S->fc.slopes == NULL || heads == h) return rc;
+  if ((all = realloc(S->fc.slopes, heads * sizeof *all)) == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  for (size_t i = h; i < heads; i++)
+    all[i] = all[i % h];
+  S->fc.slopes = all;
+  pb->alibi_slopes = all;
+  return 0;
+}
+
+/* The problem (mask, features, dropout, scale, sinks, varlen) and its checks; the default rule. */
 static int score_problem(score_t *S) {
   aa_problem_t *pb = &S->pb;
   aa_problem_init(pb, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h);
   pb->causal = cli_get(&S->a, "causal") != NULL;
-  pb->window = S->window;
+  if (score_features(S)) return 2;
+  if (S->keep != NULL) {
+    pb->keep = S->keep;
+    pb->keep_scale = 1 / (1 - S->dropout_p);
+  }
   if (cli_get(&S->a, "scale") != NULL) {
     pb->scale_default = 0;
     pb->scale = S->scale;
@@ -387,6 +496,23 @@ static int score_problem(score_t *S) {
     cli_error(S->cmd, "--%s", S->err.msg);
     return 2;
   }
+  return 0;
+}
+
+/* The kernel's optional lse [B, H, Nq] (natural log, softmax scale included: flash-attn's softmax_lse), folded. */
+static int score_read_lse(score_t *S) {
+  aa_ndarray_t *gr = &S->graw[5];
+  size_t shp[2] = {S->qd.b * S->qd.h, S->qd.n};
+  int present;
+  if (load_arr(gr, S->glabel[5], sizeof S->glabel[5], S->grads_src, S->gk, "lse", 1, S->flags, &present, &S->err))
+    return fail(S, NULL);
+  if (!present) return 0;
+  if (check_headmajor(S, gr, S->glabel[5], &shp[1], 1, "[B, H, Nq]")) return 2;
+  if (aa_tensor_alloc(&S->glse, 2, shp, gr->fmt) != AA_OK) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  memcpy(S->glse.data, gr->data, shp[0] * shp[1] * sizeof(double));
   return 0;
 }
 
@@ -421,6 +547,29 @@ static int score_read_outputs(score_t *S) {
       return fail(S, S->glabel[i]);
     }
   }
+  return score_read_lse(S);
+}
+
+/* --rows K: the problem and the arrays cut down to K drawn query rows; dk, dv and dsinks (sums over every row) are
+   dropped from the scoring, with a note. */
+static int score_rows(score_t *S) {
+  aa_tensor_t *cut[5] = {&S->in.q, &S->in.dO, &S->g[0], &S->g[1], &S->glse};
+  if (S->nrows >= S->pb.n_q) { /* every row: the whole problem */
+    S->nrows = 0;
+    return 0;
+  }
+  S->pb_full = S->pb;
+  if (rows_cli_draw(&S->rows, S->nrows, S->rows_seed, S->pb.n_q, &S->err) ||
+      rows_cli_problem(&S->rows, &S->pb, &S->err))
+    return fail(S, NULL);
+  for (int i = 0; i < 5; i++)
+    if (rows_cli_cut(&S->rows, cut[i], &S->err)) return fail(S, NULL);
+  if (S->g[2].data != NULL || S->g[3].data != NULL || S->g[4].data != NULL)
+    fprintf(stderr, "attnacc %s: note: --rows %zu: dk, dv%s are not scored (each sums over every query row)\n",
+            S->cmd, S->nrows, S->g[4].data != NULL ? " and dsinks" : "");
+  for (int i = 2; i < 5; i++)
+    aa_tensor_free(&S->g[i]);
+  S->qd.n = S->nrows;
   return 0;
 }
 
@@ -435,6 +584,10 @@ static int score_oracle(score_t *S) {
   if (rc != 0) return 2;
   S->have_oracle = 1;
   if (aa_eval_given(&S->v, S->g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
+    return fail(S, NULL);
+  if (S->glse.data != NULL &&
+      (aa_eval_lse_prepare(&S->lse, &S->glse, &S->oracle.lse, &S->err) != AA_OK ||
+       aa_eval_lse(&S->v, &S->lse, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK))
     return fail(S, NULL);
   return 0;
 }
@@ -453,7 +606,17 @@ static int score_naive_own_dtype(score_t *S) {
   cli_progress_end();
   if (rc != AA_OK) return fail(S, NULL);
   S->have_snaive = 1;
+  if (S->glse.data != NULL && (aa_eval_lse_prepare(&S->naive_lse, &S->snaive_res.lse, &S->oracle.lse, &S->err) ||
+                               aa_eval_lse(&S->snaive_v, &S->naive_lse, NULL, &S->err)))
+    return fail(S, "the naive reference's lse");
   aa_eval_apply_naive(&S->v, &S->snaive_v);
+  return 0;
+}
+
+/* The naive reference runs only for the rules that read it (fa, sdpa), and exists only below fp64. */
+static int needs_naive(const score_t *S) {
+  for (int i = 0; i < S->nrules; i++)
+    if (S->rules[i] == AA_RULE_FA || S->rules[i] == AA_RULE_SDPA) return S->in_fmt != AA_FMT_FP64;
   return 0;
 }
 
@@ -503,15 +666,36 @@ static int score_write_files(score_t *S) {
   return what != NULL ? fail(S, what) : 0;
 }
 
+/* The "rows" member of --rows: how many, of how many, the seed and the rows; what is scored. */
+static json_t *rows_json(const score_t *S) {
+  json_t *j = json_object(), *idx = json_array(), *sc = json_array();
+  int bad = aa_json_set(j, "k", aa_json_u64(S->nrows));
+  bad |= aa_json_set(j, "n_q", aa_json_u64(S->rows.n_q));
+  bad |= aa_json_set(j, "seed", aa_json_u64(S->rows_seed));
+  bad |= aa_json_set(j, "draw", json_string("pcg32 (seed, 0x726f7773), partial Fisher-Yates, sorted"));
+  for (size_t i = 0; i < S->nrows; i++)
+    bad |= aa_json_push(idx, aa_json_u64(S->rows.rows[i]));
+  bad |= aa_json_set(j, "rows", idx);
+  for (int i = 0; i < S->v.nout; i++)
+    bad |= aa_json_push(sc, json_string(S->v.out[i].name));
+  bad |= aa_json_set(j, "scored", sc);
+  return bad ? (json_decref(j), NULL) : j;
+}
+
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
   int rc;
-  S->ex =
-      (cli_report_extra_t){S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_v.variant : NULL};
+  S->ex = (cli_report_extra_t){
+      S->layout, S->qd, S->kd, S->rules, S->nrules, S->have_snaive ? S->snaive_v.variant : NULL, S->rows.rows};
   cli_set_report_extra(&S->ex);
-  S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
+  S->rep = (cli_report_t){
+      S->cmd, 0, 0, NULL, 0, S->inputs_src, S->nrows ? &S->pb_full : &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {
     json_t *doc = cli_json_doc(&S->rep, &S->v, 1);
+    if (S->nrows > 0 && aa_json_set(doc, "rows", rows_json(S)) != 0) {
+      json_decref(doc);
+      doc = NULL;
+    }
     S->jtext = aa_json_text(doc, 0, &S->jlen);
     json_decref(doc);
     if (S->jtext == NULL) {
@@ -528,6 +712,12 @@ static int score_write(score_t *S) {
            S->qd.b, S->qd.h, S->kd.h, cli_fmt_name(S->in_fmt));
     if (S->fc.batch > 0)
       printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->qd.n, S->kd.n);
+    if (S->nrows > 0)
+      printf("rows: %zu of %zu query rows drawn (--rows-seed %llu); o, lse and dq of those rows scored, dk and dv "
+             "not (they sum over every row)\n",
+             S->nrows, S->rows.n_q, (unsigned long long)S->rows_seed);
+    if (S->lse.empty > 0)
+      printf("lse: %zu rows see no key (oracle -Inf, flash-attn +Inf: either accepted there)\n", S->lse.empty);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
   }
   /* ferror too: a failed fwrite of the JSON leaves nothing for fflush to fail on */
@@ -549,9 +739,14 @@ static int score_verdict(score_t *S) {
 
 static void score_free(score_t *S) {
   features_cli_free(&S->fc);
+  rows_cli_free(&S->rows);
   free(S->jtext);
-  for (int i = 0; i < 5; i++) {
-    aa_tensor_free(&S->g[i]);
+  free(S->keep);
+  aa_tensor_free(&S->glse);
+  aa_eval_lse_free(&S->lse);
+  aa_eval_lse_free(&S->naive_lse);
+  for (int i = 0; i < 6; i++) {
+    if (i < 5) aa_tensor_free(&S->g[i]);
     aa_ndarray_free(&S->raw[i]);
     aa_ndarray_free(&S->graw[i]);
   }
@@ -577,6 +772,7 @@ int aa_cmd_score(int argc, char **argv) {
   S->atol = S->rtol = -1;
   S->ulp_fmt = -1;
   S->kernel_fmt = -1;
+  S->rows_seed = 1;
   S->layout = AA_LAYOUT_AUTO;
   S->in_fmt = AA_FMT_BF16;
   rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
@@ -586,8 +782,9 @@ int aa_cmd_score(int argc, char **argv) {
     if (rc == 0) rc = score_kernel_fmt(S);
     if (rc == 0) rc = score_problem(S);
     if (rc == 0) rc = score_read_outputs(S);
+    if (rc == 0 && S->nrows > 0) rc = score_rows(S);
     if (rc == 0) rc = score_oracle(S);
-    if (rc == 0 && S->in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
+    if (rc == 0 && needs_naive(S)) rc = score_naive_own_dtype(S);
     if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
     if (rc == 0) rc = score_write(S);
     if (rc == 0) rc = score_verdict(S);
