@@ -276,7 +276,32 @@ typedef struct {
      caller keeps them alive during the call; cu_seqlens_k NULL: = _q). */
   size_t varlen_batch;
   const int32_t *cu_seqlens_q, *cu_seqlens_k;
+  /* Problem features (problem.h), as `attnacc run` and `score` take them: */
+  int align;                        /* aa_align_t of causal and the windows (0 top-left, 1 bottom-right) */
+  int local;                        /* 1: flash-attn's window_size (window_left, window_right) applies */
+  size_t window_left, window_right; /* AA_WINDOW_INF: an unbounded side */
+  double softcap;                   /* 0: off */
+  int alibi;                        /* aa_alibi_t: 0 off, 1 flash's form, 2 torch's */
+  const double *alibi_slopes;       /* [n_slopes]: one per head of q (repeated over the batch), or [B * H];
+                                       NULL: the geometric slopes of q's heads (aa_problem_alibi_geometric) */
+  size_t n_slopes;
+  const double *sinks; /* [H, num_sinks] sink logits (batch 1), or NULL */
+  size_t num_sinks;
+  size_t sinks_numel;  /* the elements sinks holds: must be H num_sinks */
+  const uint8_t *keep; /* the kernel's dropout keep mask [B, H, n_q, n_k] (0/1), or NULL */
+  double keep_scale;   /* the rescale of kept weights, 1 / (1 - p) */
+  size_t keep_numel;   /* the elements keep holds: must be B H n_q n_k */
+  /* The oracle: computed, read from the on-disk cache cache_dir (NULL: none; lib/sweep.h's format, shared with
+     run, score and the sweeps), or taken from a result kept by aa_flat_oracle (NULL: none), refused unless it
+     was computed for the same problem, input values and oracle settings. */
+  const char *cache_dir;
+  const struct aa_flat_kept_s *oracle;
 } aa_flat_opts_t;
+
+/* An oracle result kept in memory for reuse by later calls (aa_flat_oracle
+   fills one, aa_flat_kept_free releases it). */
+typedef struct aa_flat_kept_s aa_flat_kept_t;
+void aa_flat_kept_free(aa_flat_kept_t *kept);
 
 /* One output's scores, flat for ctypes. Indices are in the caller's layout
    (idx_ndim axes). */
@@ -311,18 +336,25 @@ typedef struct {
   char recipe[64]; /* aa_flat_emulate: the recipe's name */
 } aa_flat_info_t;
 
-/* Score o, dq, dk, dv (out[0..3], in that order) against the oracle of the
-   problem (q, k, v, dO). Returns a status; on failure msg (msg_cap bytes)
-   holds one line naming the problem. */
+/* Score o, dq, dk, dv, dsinks, lse (outputs and out [0..5], in that order;
+   dsinks [H, num_sinks], lse [B, H, N] for 4-axis layouts, [H, N] or [N],
+   natural log with the softmax scale: flash-attn's softmax_lse, whose +Inf
+   for rows that see no key is accepted as aa_eval_lse_prepare says)
+   against the oracle of the problem (q, k, v, dO). The naive reference runs
+   only when opts->naive is set. Returns a status; on failure msg (msg_cap
+   bytes) holds one line naming the problem. */
+#define AA_FLAT_NOUT 6
 int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
                   const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
 
 /* The oracle's values (FP64) of o, lse, dq, dk, dv written into caller
    buffers in the layout of the inputs: o and dq have q's shape, dk and dv
    k's, lse is [B, H, N] (both 4-axis layouts, as SDPA and flash-attn return
-   it), [H, N] or [N]. Any buffer may be NULL. */
-int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
-                   const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+   it), [H, N] or [N]. Any buffer may be NULL. kept (optional): the result,
+   kept for opts->oracle of later calls. */
+int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_kept_t **kept,
+                   aa_flat_info_t *info, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg,
+                   size_t msg_cap);
 
 /* Emulate a recipe on the inputs and score it: recipe is a preset name
    (`attnacc list`), a recipe file's path, or recipe text (it holds '=').
@@ -352,8 +384,10 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
    aa_abi_version() and each aa_abi_struct_size with their own before the
    first call. AA_ABI_VERSION grows whenever a flat structure, a flat
    function's arguments or a status code change, or an abi function is
-   added (2: aa_abi_field, aa_abi_measure). */
-#define AA_ABI_VERSION 2
+   added (2: aa_abi_field, aa_abi_measure; 3: the problem features, sinks,
+   keep mask, oracle cache and kept oracle of aa_flat_opts_t, dsinks and lse
+   scored, aa_flat_kept_free). */
+#define AA_ABI_VERSION 3
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */
