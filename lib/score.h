@@ -206,6 +206,16 @@ int aa_eval_lse(aa_eval_variant_t *v, const aa_eval_lse_t *x, const aa_eval_opts
 int aa_eval_naive(aa_eval_variant_t *naive, aa_attn_result_t *naive_res, aa_fmt_t fmt, const aa_problem_t *pb,
                   const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                   const aa_oracle_result_t *oracle, aa_error_t *err);
+/* aa_eval_naive (inputs tagged fmt) reduced to what the fa and sdpa rules
+   read (each output's m.max_abs, m.nan, m.inf, also in s.m), its lse
+   always among them (aa_eval_lse), through an on-disk cache dir (NULL:
+   none): entries DIR/<key>.naive beside the oracle cache's, the key that of
+   the oracle cache (lib/sweep.h) for the problem, the inputs as tagged and
+   oo, with the naive recipe's text and the library version. On a hit
+   (*hit = 1, optional) nothing is emulated and naive has no recipe text. */
+int aa_eval_naive_cached(aa_eval_variant_t *naive, int *hit, aa_fmt_t fmt, const aa_problem_t *pb,
+                         const aa_tensor_t *const in[4], const aa_oracle_result_t *oracle, const aa_oracle_opts_t *oo,
+                         const char *dir, aa_error_t *err);
 /* The fa and sdpa rules of v against the naive reference's outputs of the
    same name (aa_score_apply_naive). */
 void aa_eval_apply_naive(aa_eval_variant_t *v, const aa_eval_variant_t *naive);

@@ -86,6 +86,8 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
        "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
       CLI_OPTS_LIMITS
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
+/* --cache DIR of the last cli_oracle_opts (NULL: none), for the naive reference's entries beside the oracle's. */
+const char *cli_oracle_cache(void);
 
 /* ---- the problem options, declared once ----
    Rows for the commands that draw one attention problem (run, explain,

@@ -326,38 +326,35 @@ static void export_scores(aa_flat_out_t *out, const aa_eval_variant_t *v, const 
 }
 
 /* What a flat call evaluates: the oracle (borrowed: a kept one, not freed), the variant scored, the naive reference
-   and the LSE copies of both (zeroed: freed whole). */
+   and the LSE copies (zeroed: freed whole). */
 typedef struct {
   aa_oracle_result_t orc;
   int borrowed;
   aa_eval_variant_t v, naive;
-  aa_attn_result_t res, naive_res;
-  aa_eval_lse_t lse, naive_lse;
+  aa_attn_result_t res;
+  aa_eval_lse_t lse;
 } flat_eval_t;
 
 /* The fa and sdpa rules of v against the naive reference in format fmt (the inputs are tagged fmt), when asked
-   and when one exists in that format; its lse too when the kernel's is scored. */
+   and when one exists in that format, through the options' cache. */
 static int flat_naive(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_flat_opts_t *o, aa_error_t *err) {
+  const aa_tensor_t *in[4] = {&p->in[0], &p->in[1], &p->in[2], &p->in[3]};
+  aa_oracle_opts_t oo;
   int rc;
   if (!o->naive || (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)) return AA_OK;
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = fmt;
-  rc = aa_eval_naive(&e->naive, &e->naive_res, fmt, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &e->orc, err);
-  if (rc == AA_OK && e->lse.got.data != NULL &&
-      ((rc = aa_eval_lse_prepare(&e->naive_lse, &e->naive_res.lse, &e->orc.lse, err)) != AA_OK ||
-       (rc = aa_eval_lse(&e->naive, &e->naive_lse, NULL, err)) != AA_OK))
-    return rc;
+  oracle_opts(&oo, o);
+  rc = aa_eval_naive_cached(&e->naive, NULL, fmt, &p->pb, in, &e->orc, &oo, o->cache_dir, err);
   if (rc == AA_OK) aa_eval_apply_naive(&e->v, &e->naive);
   return rc;
 }
 
 static void eval_free(flat_eval_t *e) {
   aa_attn_result_free(&e->res);
-  aa_attn_result_free(&e->naive_res);
   aa_eval_variant_free(&e->v);
   aa_eval_variant_free(&e->naive);
   aa_eval_lse_free(&e->lse);
-  aa_eval_lse_free(&e->naive_lse);
   if (!e->borrowed && e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
 }
 
