@@ -183,3 +183,21 @@ def test_naive_reference_only_for_its_rules():
     assert not res["o"].rules["fa"].applied and not res["o"].rules["sdpa"].applied
     res = attnacc.score(q, k, v, do, o=o, layout="bhnd", rule=["abs-rel", "sdpa"], oracle=orc)
     assert res["o"].rules["fa"].applied and res["o"].rules["sdpa"].applied
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    (dict(causal_align="diagonal"), ValueError, "causal_align"),
+    (dict(softcap=-1.0), ValueError, "softcap"),
+    (dict(softcap="5"), TypeError, "softcap"),
+    (dict(alibi=True, alibi_form="linear"), ValueError, "alibi_form"),
+    (dict(window_size=(4,)), TypeError, "window_size"),
+    (dict(window_size=(-2, 0)), ValueError, "window_size"),
+    (dict(keep=np.ones((B, H, N, N)), dropout_p=1.0), ValueError, "dropout_p"),
+    (dict(keep=np.full((B, H, N, N), 2.0), dropout_p=0.1), ValueError, "keep holds values"),
+    (dict(sinks=np.zeros((1, 2, 3))), ValueError, "sinks"),
+    (dict(oracle=3), TypeError, "attnacc.Oracle"),
+])
+def test_new_arguments_refused_before_c(kw, err, match):
+    q, k, v, do = draw(9)
+    with pytest.raises(err, match=match):
+        attnacc.oracle(q, k, v, do, layout="bhnd", **kw)

@@ -342,6 +342,9 @@ def _oracle_arg(oracle):
         if oracle._kept is None:
             raise ValueError("attnacc: oracle= holds no kept result (it was released)")
         return oracle.path, oracle
+    if not isinstance(oracle, str):
+        raise TypeError(f"attnacc: oracle must be \"fast\", \"mpfr\" or an attnacc.Oracle (what oracle() returns), "
+                        f"got {type(oracle).__name__} {oracle!r}")
     return oracle, None
 
 
