@@ -713,7 +713,10 @@ class Oracle(dict):
             self._kept = None
 
     def __del__(self):
-        self.release()
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown: the module's globals may be gone; the process frees it anyway
+            pass
 
 
 def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, causal_align=None, scale=None,
