@@ -24,6 +24,14 @@ AA_BENCHES += bench/bench_oracle
 bench_bench_oracle_SOURCES = bench/bench_oracle.c
 bench_bench_oracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 CLEANFILES += bench/bench_oracle
+# `attnacc score` cold (oracle computed), warm (oracle from --cache), with and without the naive reference, and
+# --rows K, at [2, 8, 1024, 128] and [1, 16, 4096, 64] by default (medians of --reps R runs): run from the build
+# root, `bench/bench_score --reps 3 --phases 2,8,1024,128` (--phases: where a cold score's time goes).
+EXTRA_PROGRAMS += bench/bench_score
+AA_BENCHES += bench/bench_score
+bench_bench_score_SOURCES = bench/bench_score.c
+bench_bench_score_LDADD = $(LDADD) -lmpfr -lgmp -lm
+CLEANFILES += bench/bench_score
 EXTRA_PROGRAMS += bench/bench_exp
 AA_BENCHES += bench/bench_exp
 

@@ -11,6 +11,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cli/dropout.c experiments/cli/dropout.h \
 	experiments/cli/features.c experiments/cli/features.h \
 	experiments/cli/masks.c experiments/cli/masks.h \
+	experiments/cli/rows.c experiments/cli/rows.h \
 	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c experiments/cmd/invariance.c experiments/cmd/closest.c \
 	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \
 	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
@@ -27,11 +28,11 @@ EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experimen
 check_PROGRAMS += tests/jget
 tests_jget_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 tests_jget_LDADD = $(JANSSON_LIBS)
-TESTS += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh tests/tmask_cli.sh
+TESTS += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh tests/tmask_cli.sh tests/tscore_parity.sh
 # the up-front resource estimate of run and score
 TESTS += tests/testimate.sh
 EXTRA_DIST += tests/testimate.sh
-EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh tests/tmask_cli.sh
+EXTRA_DIST += tests/tcli.sh tests/tfeatures_cli.sh tests/tjson.sh tests/tmask_cli.sh tests/tscore_parity.sh
 TESTS += tests/tedges.sh tests/tnospace.sh
 # explain and variant specs (run, sweep --variants): tests/texplain.sh.
 TESTS += tests/texplain.sh

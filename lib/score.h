@@ -166,7 +166,7 @@ aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t);
    (external) outputs scored, the naive reference's rules applied, rules
    parsed and verdicts formed. Nothing here prints or reads the clock: the
    caller times the emulation into seconds. */
-#define AA_EVAL_MAX_OUT 5
+#define AA_EVAL_MAX_OUT 6 /* o, dq, dk, dv, dsinks, lse */
 /* One compared output: the legacy metrics (lib/metrics.h: ULPs in the
    output's format when bf16, else fp32; the 0.01/0.01 rule) and the robust
    measures and four rules (aa_score_out_t). */
@@ -238,12 +238,46 @@ int aa_eval_run(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *
    named "external". */
 int aa_eval_given(aa_eval_variant_t *v, const aa_tensor_t g[5], const aa_oracle_result_t *oracle,
                   const aa_eval_opts_t *o, aa_error_t *err);
+/* A kernel's LSE (natural log, softmax scale included, folded [heads, n_q])
+   made comparable with the oracle's: rows with no visible key and no sink
+   have LSE = -Inf in the oracle (oracle.h) and +Inf in flash-attn
+   (softmax.h:180); there either infinity reads as 0 in both copies, any
+   other value as a NaN (a failure). got and ref are those copies, empty
+   the count of such rows. */
+typedef struct {
+  aa_tensor_t got;
+  aa_oracle_out_t ref;
+  size_t empty;
+} aa_eval_lse_t;
+/* Fill x from the kernel's lse and the oracle's; AA_ESHAPE when the sizes
+   differ. Free with aa_eval_lse_free (also after a failure). */
+int aa_eval_lse_prepare(aa_eval_lse_t *x, const aa_tensor_t *lse, const aa_oracle_out_t *oracle_lse, aa_error_t *err);
+void aa_eval_lse_free(aa_eval_lse_t *x);
+/* x's lse checked (aa_score_exact_finite) and compared as aa_eval_given
+   compares the others, appended to v->out as "lse". */
+int aa_eval_lse(aa_eval_variant_t *v, const aa_eval_lse_t *x, const aa_eval_opts_t *o, aa_error_t *err);
+/* An emulation's lse (res->lse) compared with the oracle's and appended to
+   v->out as "lse" (aa_eval_lse on copies freed here): the reference
+   variants' lse (naive, expect), which their rules read when a kernel's lse
+   is scored. */
+int aa_eval_result_lse(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_oracle_result_t *oracle,
+                       aa_error_t *err);
 /* The naive reference in format fmt (aa_score_naive_recipe: BF16, FP16 or
    FP32) run on inputs already tagged fmt, and compared with the oracle,
    into naive and naive_res (freed by the caller on success). */
 int aa_eval_naive(aa_eval_variant_t *naive, aa_attn_result_t *naive_res, aa_fmt_t fmt, const aa_problem_t *pb,
                   const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                   const aa_oracle_result_t *oracle, aa_error_t *err);
+/* aa_eval_naive (inputs tagged fmt) reduced to what the fa and sdpa rules
+   read (each output's m.max_abs, m.nan, m.inf, also in s.m), its lse
+   always among them (aa_eval_lse), through an on-disk cache dir (NULL:
+   none): entries DIR/<key>.naive beside the oracle cache's, the key that of
+   the oracle cache (lib/sweep.h) for the problem, the inputs as tagged and
+   oo, with the naive recipe's text and the library version. On a hit
+   (*hit = 1, optional) nothing is emulated and naive has no recipe text. */
+int aa_eval_naive_cached(aa_eval_variant_t *naive, int *hit, aa_fmt_t fmt, const aa_problem_t *pb,
+                         const aa_tensor_t *const in[4], const aa_oracle_result_t *oracle, const aa_oracle_opts_t *oo,
+                         const char *dir, aa_error_t *err);
 /* The fa and sdpa rules of v against the naive reference's outputs of the
    same name (aa_score_apply_naive). */
 void aa_eval_apply_naive(aa_eval_variant_t *v, const aa_eval_variant_t *naive);
@@ -260,7 +294,7 @@ int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_err
    for fp32 kernels, which FA2 does not build for. */
 const char *aa_eval_expect_default(aa_fmt_t fmt);
 /* The expect recipe r run on inputs already tagged with its io format and
-   compared with the oracle into rec, rec_res (freed by the caller), then
+   compared with the oracle (its lse too) into rec, rec_res (freed by the caller), then
    the expect rule applied to v's outputs (aa_score_apply_expect). */
 int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
                    const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
@@ -298,9 +332,13 @@ typedef struct {
   aa_layout_t layout;
   aa_dims_t qdims, kdims;
   size_t n_q, n_k, d, num_sinks;
+  /* a subsample of query rows (score --rows): row r of o, dq and lse is
+     row row_map[r] of the caller's arrays; NULL: every row */
+  const size_t *row_map;
 } aa_eval_place_t;
 /* The index of folded element i of output o in p's layout into idx ((b, h,
-   n, d), (h, n, d), or (h, k) for dsinks); returns its length. */
+   n, d), (h, n, d), (b, h, n) for lse, or (h, k) for dsinks); returns its
+   length. */
 int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i);
 /* The largest certified bound over o, dq, dk, dv, dsinks. */
 double aa_eval_oracle_bound(const aa_oracle_result_t *r);
@@ -353,7 +391,32 @@ typedef struct {
      (aa_eval_expect_default of the kernel's format), else a spec as aa_recipe_from_spec takes it, put in
      the kernel's format (aa_score_recipe_to_fmt). */
   const char *expect;
+  /* Problem features (problem.h), as `attnacc run` and `score` take them (ABI 5): */
+  int align;                        /* aa_align_t of causal and the windows (0 top-left, 1 bottom-right) */
+  int local;                        /* 1: flash-attn's window_size (window_left, window_right) applies */
+  size_t window_left, window_right; /* AA_WINDOW_INF: an unbounded side */
+  double softcap;                   /* 0: off */
+  int alibi;                        /* aa_alibi_t: 0 off, 1 flash's form, 2 torch's */
+  const double *alibi_slopes;       /* [n_slopes]: one per head of q (repeated over the batch), or [B * H];
+                                       NULL: the geometric slopes of q's heads (aa_problem_alibi_geometric) */
+  size_t n_slopes;
+  const double *sinks; /* [H, num_sinks] sink logits (batch 1), or NULL */
+  size_t num_sinks;
+  size_t sinks_numel;  /* the elements sinks holds: must be H num_sinks */
+  const uint8_t *keep; /* the kernel's dropout keep mask [B, H, n_q, n_k] (0/1), or NULL */
+  double keep_scale;   /* the rescale of kept weights, 1 / (1 - p) */
+  size_t keep_numel;   /* the elements keep holds: must be B H n_q n_k */
+  /* The oracle: computed, read from the on-disk cache cache_dir (NULL: none; lib/sweep.h's format, shared with
+     run, score and the sweeps), or taken from a result kept by aa_flat_oracle (NULL: none), refused unless it
+     was computed for the same problem, input values and oracle settings. */
+  const char *cache_dir;
+  const struct aa_flat_kept_s *oracle;
 } aa_flat_opts_t;
+
+/* An oracle result kept in memory for reuse by later calls (aa_flat_oracle
+   fills one, aa_flat_kept_free releases it). */
+typedef struct aa_flat_kept_s aa_flat_kept_t;
+void aa_flat_kept_free(aa_flat_kept_t *kept);
 
 /* One output's scores, flat for ctypes. Indices are in the caller's layout
    (idx_ndim axes). */
@@ -398,13 +461,19 @@ typedef struct {
   char expect[64];
 } aa_flat_info_t;
 
-/* Score o, dq, dk, dv (out[0..3], in that order) against the oracle of the
-   problem (q, k, v, dO). Returns a status; on failure msg (msg_cap bytes)
-   holds one line naming the problem. */
+/* Score o, dq, dk, dv, dsinks, lse (outputs and out [0..5], in that order;
+   dsinks [H, num_sinks], lse [B, H, N] for 4-axis layouts, [H, N] or [N],
+   natural log with the softmax scale: flash-attn's softmax_lse, whose +Inf
+   for rows that see no key is accepted as aa_eval_lse_prepare says)
+   against the oracle of the problem (q, k, v, dO). The naive reference runs
+   only when opts->naive is set. Returns a status; on failure msg (msg_cap
+   bytes) holds one line naming the problem. */
+#define AA_FLAT_NOUT 6
 int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
                   const aa_flat_tensor_t *outputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
-/* The same for nsets kernels' outputs on the same inputs (outputs[4 * i + j], out[4 * i + j]: set i's o, dq,
-   dk, dv): the oracle, the naive reference and the expect recipe run once. info from the first set. */
+/* The same for nsets kernels' outputs on the same inputs (outputs[AA_FLAT_NOUT * i + j], out[AA_FLAT_NOUT * i +
+   j]: set i's o, dq, dk, dv, dsinks, lse): the oracle, the naive reference and the expect recipe run once. info
+   from the first set. */
 int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
                        const aa_flat_tensor_t *outputs, size_t nsets, const aa_flat_opts_t *opts, char *msg,
                        size_t msg_cap);
@@ -412,9 +481,11 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
 /* The oracle's values (FP64) of o, lse, dq, dk, dv written into caller
    buffers in the layout of the inputs: o and dq have q's shape, dk and dv
    k's, lse is [B, H, N] (both 4-axis layouts, as SDPA and flash-attn return
-   it), [H, N] or [N]. Any buffer may be NULL. */
-int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
-                   const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap);
+   it), [H, N] or [N]. Any buffer may be NULL. kept (optional): the result,
+   kept for opts->oracle of later calls. */
+int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_kept_t **kept,
+                   aa_flat_info_t *info, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg,
+                   size_t msg_cap);
 
 /* Emulate a recipe on the inputs and score it: recipe is a preset name
    (`attnacc list`), a recipe file's path, or recipe text (it holds '=').
@@ -445,8 +516,10 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
    first call. AA_ABI_VERSION grows whenever a flat structure, a flat
    function's arguments or a status code change, or an abi function is
    added (2: aa_abi_field, aa_abi_measure; 3: the mask fields of aa_flat_opts_t; 4: the expect rule, its
-   statistics, opts.expect, info.kernel_fmt, aa_flat_score_sets). */
-#define AA_ABI_VERSION 4
+   statistics, opts.expect, info.kernel_fmt, aa_flat_score_sets; 5: the problem features, sinks, keep mask,
+   oracle cache and kept oracle of aa_flat_opts_t, dsinks and lse scored (AA_FLAT_NOUT outputs per set),
+   aa_flat_oracle's kept argument, aa_flat_kept_free). */
+#define AA_ABI_VERSION 5
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */

@@ -31,4 +31,5 @@ OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export ATTNACC_LIB ATTNACC_CLI PYTHONPATH OMP_NUM_THREADS
 "$py" -c 'import sys, numpy, torch; print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__)'
 exec "$py" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/test_python.py" "$top_srcdir/tests/test_python_args.py" \
-  "$top_srcdir/tests/test_python_invariance.py" "$top_srcdir/tests/test_python_masks.py" "$top_srcdir/tests/test_verdict.py"
+  "$top_srcdir/tests/test_python_invariance.py" "$top_srcdir/tests/test_python_masks.py" "$top_srcdir/tests/test_verdict.py" \
+  "$top_srcdir/tests/test_python_parity.py"

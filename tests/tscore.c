@@ -215,6 +215,45 @@ static void test_ulp_stats(void) {
   free_ref(&ref);
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The ULP order statistics against a full sort written here, over seeded sizes 1..400 and ULP offsets 0..15 drawn
+   with many ties (the selection of compare.c must give a sort's median, ceil(0.99 n)-th smallest and largest). */
+static void test_ulp_order(uint64_t seed) {
+  aa_pcg32_t rng;
+  aa_pcg32_seed(&rng, seed, 77);
+  for (int trial = 0; trial < 200 * aa_test_multiplier(); trial++) {
+    size_t n = 1 + aa_pcg32_bounded(&rng, 400), shape[1] = {n}, k99 = (size_t)ceil(0.99 * (double)n);
+    double *val = malloc(n * sizeof *val), *u = malloc(n * sizeof *u), med;
+    unsigned top = 1 + aa_pcg32_bounded(&rng, 15);
+    aa_oracle_out_t ref;
+    aa_tensor_t t;
+    aa_score_out_t s;
+    for (size_t i = 0; i < n; i++)
+      val[i] = 1.0 + (double)(i % 64) / 64.0;
+    make_ref(&ref, val, n);
+    aa_tensor_alloc(&t, 1, shape, AA_FMT_FP16);
+    for (size_t i = 0; i < n; i++) {
+      u[i] = aa_pcg32_bounded(&rng, top + 1);
+      t.data[i] = val[i] + u[i] * ldexp(1.0, -10); /* u[i] fp16 ULPs above, in [1, 2.02) */
+    }
+    aa_score_compare(&s, "o", &t, &ref, AA_FMT_FP16, AA_FMT_FP16, 0.01, 0.01, NULL);
+    qsort(u, n, sizeof *u, cmp_dbl);
+    med = n % 2 ? u[n / 2] : 0.5 * (u[n / 2 - 1] + u[n / 2]);
+    AA_CHECK(s.ulp_median == med && s.ulp_p99 == u[(k99 ? k99 : 1) - 1] && s.ulp_max == u[n - 1],
+             "tscore ulp order (seed %llu, trial %d, n %zu): median %g p99 %g max %g, sorted %g %g %g",
+             (unsigned long long)seed, trial, n, s.ulp_median, s.ulp_p99, s.ulp_max, med, u[(k99 ? k99 : 1) - 1],
+             u[n - 1]);
+    free_ref(&ref);
+    aa_tensor_free(&t);
+    free(val);
+    free(u);
+  }
+}
+
 static void test_rule_constants(void) {
   double rt, at;
   aa_fmt_t f[4] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32, AA_FMT_FP64};
@@ -419,6 +458,7 @@ int main(void) {
   test_batch_gqa(seed);
   test_ulp_stats();
   test_systematic();
+  test_ulp_order(seed);
   test_rule_constants();
   test_naive(seed);
   test_npy_nd();

@@ -86,6 +86,8 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
        "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
       CLI_OPTS_LIMITS
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
+/* --cache DIR of the last cli_oracle_opts (NULL: none), for the naive reference's entries beside the oracle's. */
+const char *cli_oracle_cache(void);
 
 /* ---- the problem options, declared once ----
    Rows for the commands that draw one attention problem (run, explain,
@@ -222,6 +224,8 @@ typedef struct {
   int n_verdict;
   const char *naive;  /* the naive reference's recipe name (fa, sdpa), NULL: "the naive reference" */
   const char *expect; /* the expect rule's recipe name, NULL: not run */
+  /* score --rows: row r of o, dq and lse is query row row_map[r] of the caller's arrays (NULL: every row) */
+  const size_t *row_map;
 } cli_report_extra_t;
 void cli_set_report_extra(const cli_report_extra_t *x);
 const cli_report_extra_t *cli_report_extra(void);

@@ -46,6 +46,10 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   return 0;
 }
 
+const char *cli_oracle_cache(void) {
+  return oracle_cache;
+}
+
 int cli_oracle_run(aa_oracle_result_t *res, double *seconds, const char *cmd, const aa_problem_t *pb,
                    const cli_inputs_t *in, const aa_oracle_opts_t *oo) {
   aa_error_t err = {{0}};

@@ -21,8 +21,8 @@ const cli_report_extra_t *cli_report_extra(void) {
 }
 
 void cli_place(aa_eval_place_t *p, const cli_report_t *rep) {
-  *p = (aa_eval_place_t){extra.layout, extra.qdims, extra.kdims,       rep->pb->n_q,
-                         rep->pb->n_k, rep->pb->d,  rep->pb->num_sinks};
+  *p = (aa_eval_place_t){extra.layout, extra.qdims, extra.kdims,        rep->pb->n_q,
+                         rep->pb->n_k, rep->pb->d,  rep->pb->num_sinks, extra.row_map};
 }
 
 int cli_index(size_t idx[4], const cli_report_t *rep, const cli_out_t *o, size_t i) {

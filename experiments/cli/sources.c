@@ -137,10 +137,10 @@ static int read_sinks(cli_sources_t *S) {
 }
 
 int cli_sources_read_inputs(cli_sources_t *S) {
-  static const char *iname[5] = {"q", "k", "v", "do", "sinks"};
+  static const char *iname[6] = {"q", "k", "v", "do", "sinks", "keep"};
   int present;
-  for (int i = 0; i < 5; i++)
-    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i == 4, S->flags,
+  for (int i = 0; i < 6; i++)
+    if (load_arr(&S->raw[i], S->label[i], sizeof S->label[i], S->inputs_src, S->ik, iname[i], i >= 4, S->flags,
                  &present, &S->err))
       return src_fail(S, NULL);
   if (S->layout != AA_LAYOUT_ND && S->layout != AA_LAYOUT_NHD && any_3d(S->raw, 4))
@@ -163,7 +163,73 @@ int cli_sources_import_inputs(cli_sources_t *S) {
   return S->raw[4].data != NULL ? read_sinks(S) : 0;
 }
 
-/* The kernel's o (optional), dq, dk, dv and (with sinks) dsinks, in the inputs' layout. */
+/* An array of the folded heads followed by the axes rest[0..nrest-1]: [B, H, rest] (4-axis layouts: flash-attn's
+   softmax_lse and dropout mask are head-major whatever q's layout), [H, rest] or [rest] (one head); 0, or 2 after a
+   message naming what it should be. */
+static int check_headmajor(const cli_sources_t *S, const aa_ndarray_t *r, const char *label, const size_t *rest,
+                           int nrest, const char *what) {
+  int np = r->ndim - nrest, ok = np >= 0 && np <= 2;
+  char sa[96];
+  for (int i = 0; ok && i < nrest; i++)
+    ok = r->shape[np + i] == rest[i];
+  if (ok)
+    ok = np == 2   ? r->shape[0] == S->qd.b && r->shape[1] == S->qd.h
+         : np == 1 ? S->qd.b == 1 && r->shape[0] == S->qd.h
+                   : S->qd.b * S->qd.h == 1;
+  if (ok) return 0;
+  nd_str(sa, sizeof sa, r);
+  cli_error(S->cmd, "%s: shape %s is not %s = [%zu, %zu, %zu%s] (B, H of q; [H, ...] with one batch)", label, sa,
+            what, S->qd.b, S->qd.h, rest[0], nrest > 1 ? ", Nk" : "");
+  return 2;
+}
+
+int cli_sources_keep(cli_sources_t *S, double dropout_p, uint8_t **keep) {
+  const aa_ndarray_t *r = &S->raw[5];
+  size_t rest[2] = {S->qd.n, S->kd.n}, n;
+  *keep = NULL;
+  if ((r->data != NULL) != (dropout_p > 0)) {
+    cli_error(S->cmd,
+              r->data != NULL ? "%s: a keep mask needs --dropout P (the kernel's dropout probability)"
+                              : "--dropout needs the kernel's keep mask: the array keep in %s",
+              r->data != NULL ? S->label[5] : S->inputs_src);
+    return 2;
+  }
+  if (r->data == NULL) return 0;
+  if (check_headmajor(S, r, S->label[5], rest, 2, "[B, H, Nq, Nk]")) return 2;
+  n = S->qd.b * S->qd.h * rest[0] * rest[1];
+  if ((*keep = malloc(n)) == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (r->data[i] != 0 && r->data[i] != 1) {
+      cli_error(S->cmd, "%s: element %zu is %g; a keep mask holds 0 (dropped) and 1 (kept)", S->label[5], i,
+                r->data[i]);
+      return 2;
+    }
+    (*keep)[i] = r->data[i] == 1;
+  }
+  return 0;
+}
+
+/* The kernel's optional lse [B, H, Nq] (natural log, softmax scale included: flash-attn's softmax_lse), folded. */
+static int read_lse(cli_sources_t *S) {
+  aa_ndarray_t *gr = &S->graw[5];
+  size_t shp[2] = {S->qd.b * S->qd.h, S->qd.n};
+  int present;
+  if (load_arr(gr, S->glabel[5], sizeof S->glabel[5], S->grads_src, S->gk, "lse", 1, S->flags, &present, &S->err))
+    return src_fail(S, NULL);
+  if (!present) return 0;
+  if (check_headmajor(S, gr, S->glabel[5], &shp[1], 1, "[B, H, Nq]")) return 2;
+  if (aa_tensor_alloc(&S->lse, 2, shp, gr->fmt) != AA_OK) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  memcpy(S->lse.data, gr->data, shp[0] * shp[1] * sizeof(double));
+  return 0;
+}
+
+/* The kernel's o (optional), dq, dk, dv and (with sinks) dsinks, in the inputs' layout; the optional lse. */
 int cli_sources_read_outputs(cli_sources_t *S) {
   static const char *gname[5] = {"o", "dq", "dk", "dv", "dsinks"};
   for (int i = 0; i < 5; i++) {
@@ -194,7 +260,7 @@ int cli_sources_read_outputs(cli_sources_t *S) {
       return src_fail(S, S->glabel[i]);
     }
   }
-  return 0;
+  return read_lse(S);
 }
 
 int cli_sources_open(cli_sources_t *S, const char *cmd, const char *inputs, const char *grads) {
@@ -208,19 +274,41 @@ int cli_sources_open(cli_sources_t *S, const char *cmd, const char *inputs, cons
 }
 
 void cli_sources_free(cli_sources_t *S) {
-  for (int i = 0; i < 5; i++) {
-    aa_tensor_free(&S->g[i]);
+  for (int i = 0; i < 6; i++) {
+    if (i < 5) aa_tensor_free(&S->g[i]);
     aa_ndarray_free(&S->raw[i]);
     aa_ndarray_free(&S->graw[i]);
   }
+  aa_tensor_free(&S->lse);
   cli_inputs_free(&S->in);
+}
+
+/* run's problem features (features_cli_problem) on the folded heads: ALiBi slopes are per head of q (flash-attn's
+   alibi_slopes [H]), the same for every batch element. */
+static int problem_features(aa_problem_t *pb, features_cli_t *fc, const cli_sources_t *S, const cli_args_t *a) {
+  size_t heads = pb->heads, h = S->qd.h;
+  double *all;
+  int rc;
+  pb->heads = h;
+  rc = features_cli_problem(fc, S->cmd, a, pb);
+  pb->heads = heads;
+  if (rc || fc->slopes == NULL || heads == h) return rc;
+  if ((all = realloc(fc->slopes, heads * sizeof *all)) == NULL) {
+    cli_error(S->cmd, "out of memory");
+    return 2;
+  }
+  for (size_t i = h; i < heads; i++)
+    all[i] = all[i % h];
+  fc->slopes = all;
+  pb->alibi_slopes = all;
+  return 0;
 }
 
 int cli_sources_problem(aa_problem_t *pb, features_cli_t *fc, cli_sources_t *S, const cli_args_t *a) {
   const char *sc = cli_get(a, "scale");
   aa_problem_init(pb, S->qd.n, S->kd.n, S->qd.d, S->qd.b * S->qd.h, S->kd.b * S->kd.h);
   pb->causal = cli_get(a, "causal") != NULL;
-  if (features_cli_problem(fc, S->cmd, a, pb)) return 2; /* --window W|L,R, alignment, softcap, ALiBi */
+  if (problem_features(pb, fc, S, a)) return 2; /* --window W|L,R, alignment, softcap, ALiBi */
   if (sc != NULL) {
     if (cli_double(&pb->scale, S->cmd, "scale", sc, 0, 1e300, 1)) return 2;
     pb->scale_default = 0;

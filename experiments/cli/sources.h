@@ -9,7 +9,8 @@
 
 typedef enum { CLI_SRC_DIR, CLI_SRC_NPZ, CLI_SRC_ST } cli_src_kind_t;
 
-/* The arrays of --inputs (q, k, v, do [, sinks]) and --grads (o [optional], dq, dk, dv [, dsinks with sinks]): a
+/* The arrays of --inputs (q, k, v, do [, sinks] [, keep]) and --grads (o [optional], dq, dk, dv [, dsinks with
+   sinks] [, lse]): a
    folder of NAME.npy, an .npz archive or a .safetensors file each; dtypes '<u2' BF16 bits, '<f2', '<f4', '<f8'
    (flags AA_NPY_BF16_BITS: '<i2' too). The layout is given (layout) or inferred when only one fits; [B, H, N, d]
    arrays are folded into [B*H, N, d] tensors. */
@@ -18,12 +19,13 @@ typedef struct {
   unsigned flags;     /* set before reading: AA_NPY_BF16_BITS */
   aa_layout_t layout; /* set before reading: AA_LAYOUT_AUTO or the given one; then the resolved one */
   cli_src_kind_t ik, gk;
-  aa_dims_t qd, kd; /* the resolved dims of q and k */
-  aa_ndarray_t raw[5], graw[5];
-  char label[5][320], glabel[5][320]; /* "q.npy" or "in.npz[q]", for messages */
+  aa_dims_t qd, kd;                   /* the resolved dims of q and k */
+  aa_ndarray_t raw[6], graw[6];       /* q, k, v, do, sinks, keep; o, dq, dk, dv, dsinks, lse */
+  char label[6][320], glabel[6][320]; /* "q.npy" or "in.npz[q]", for messages */
   aa_fmt_t in_fmt;                    /* the widest storage format of the inputs */
   cli_inputs_t in;                    /* q, k, v, dO as [B*H, N, d] tensors, sinks [H, K] */
   aa_tensor_t g[5];                   /* o (data NULL when absent), dq, dk, dv, dsinks */
+  aa_tensor_t lse;                    /* the kernel's lse, folded [B*H, Nq] (data NULL when absent) */
   aa_error_t err;
 } cli_sources_t;
 
@@ -34,10 +36,16 @@ int cli_sources_open(cli_sources_t *s, const char *cmd, const char *inputs, cons
 int cli_sources_read_inputs(cli_sources_t *s);
 /* Fold the inputs into s->in (after a resource check on qd, kd); in_fmt. */
 int cli_sources_import_inputs(cli_sources_t *s);
-/* Read the kernel's outputs into g[], in the inputs' layout. */
+/* Read the kernel's outputs into g[], in the inputs' layout, and the optional lse [B, H, Nq] (natural log with the
+   softmax scale: flash-attn's softmax_lse, head-major whatever q's layout) into lse. */
 int cli_sources_read_outputs(cli_sources_t *s);
+/* The keep mask of --dropout P > 0 (the array keep of the inputs: 0/1 values [B, H, Nq, Nk], head-major as
+   flash-attn returns it), folded into *keep [B*H][Nq][Nk] (malloc'd; NULL when P = 0); a keep array without
+   --dropout, or --dropout without one, is refused. */
+int cli_sources_keep(cli_sources_t *s, double dropout_p, uint8_t **keep);
 /* The problem of the inputs: dims, --causal, run's features (--window W|L,R, --causal-align, --softcap, --alibi*,
-   features_cli_problem), --scale, the sinks; before aa_problem_check. */
+   features_cli_problem; --alibi-slopes gives one slope per head of q, the same for every batch element, as
+   flash-attn's alibi_slopes [H]), --scale, the sinks; before aa_problem_check. */
 int cli_sources_problem(aa_problem_t *pb, features_cli_t *fc, cli_sources_t *s, const cli_args_t *a);
 void cli_sources_free(cli_sources_t *s);
 

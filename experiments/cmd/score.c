@@ -11,13 +11,15 @@
 #include "cli/features.h"
 #include "cli/limits.h"
 #include "cli/masks.h"
+#include "cli/rows.h"
 #include "cli/sources.h"
 #include "commands.h"
 
 static const cli_opt_t opts[] = {
     {"inputs", "PATH", NULL,
-     "q, k, v, do [, sinks]: a folder of NAME.npy, an .npz or a .safetensors file (required)"},
-    {"grads", "PATH", NULL, "dq, dk, dv [, o] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
+     "q, k, v, do [, sinks] [, keep]: a folder of NAME.npy, an .npz or a .safetensors file (required)"},
+    {"grads", "PATH", NULL,
+     "dq, dk, dv [, o] [, lse] [, dsinks], the same kinds of PATH (required; may equal --inputs)"},
     {"layout", "bhnd|bnhd|hnd|nd|nhd", "inferred",
      "axes of every array: [B,H,N,d], [B,N,H,d], [H,N,d], [N,d] or [N,H,d] (3 axes: hnd unless nhd is given)"},
     CLI_OPT_CAUSAL,
@@ -25,6 +27,9 @@ static const cli_opt_t opts[] = {
      "varlen batch: packed [total, H, d] arrays; FILE line 1 cu_seqlens_q, optional line 2 cu_seqlens_k"},
     {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
     FEATURES_CLI_PROBLEM_OPTS,
+    {"dropout", "P", "0 = off",
+     "the kernel's dropout: its keep mask is the array keep of --inputs (q's axes with d replaced by the n_k keys: "
+     "[B, H, Nq, Nk] for bhnd and bnhd; 0 drop, 1 keep), kept weights scaled by 1/(1-P)"},
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "expect; torch for fp64 kernels",
@@ -42,6 +47,10 @@ static const cli_opt_t opts[] = {
     {"out", "FILE", NULL, "also write the JSON document to FILE (atomically)"},
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
+    {"rows", "K", "all",
+     "score K query rows drawn at random (pcg64, --rows-seed): o, lse and dq of those rows exactly; dk and dv "
+     "are not scored (each needs every row's P)"},
+    {"rows-seed", "S", "1", "seed of the --rows draw"},
     /* masks (experiments/cli/masks.c) */
     MASKS_CLI_OPTS,
 };
@@ -59,10 +68,19 @@ static const char description[] =
     "may have fewer heads (GQA). Without --layout it is inferred when only one fits.\n"
     "Varlen batches (flash_attn_varlen_func): --cu-seqlens FILE with packed [total, H, d]\n"
     "arrays; each sequence is its own problem (masks apply within it), and the metrics\n"
-    "and rules cover all packed elements. The problem's features are run's: --window W or\n"
-    "L,R, --causal-align, --softcap, --alibi, --alibi-form, --alibi-slopes.\n"
+    "and rules cover all packed elements.\n"
+    "Problem features are run's: --causal-align, --window W or L,R, --softcap, --alibi,\n"
+    "--alibi-form, --alibi-slopes (H slopes of q's heads, the same for every batch), the\n"
+    "sinks array, and --dropout P with the kernel's keep mask (array keep, [B, H, Nq, Nk]\n"
+    "of 0 and 1, head-major as flash-attn returns it). An lse array in --grads ([B, H, Nq],\n"
+    "natural log with the softmax scale, flash-attn's softmax_lse) is scored too; where\n"
+    "a row sees no key the oracle's -Inf and flash-attn's +Inf are both accepted.\n"
     "Runs the oracle, prints the metrics of `attnacc run` (variant \"external\"), the robust\n"
-    "measures and every rule's ratio to what it allows, then the verdict by --rule.\n"
+    "measures and every rule's ratio to what it allows, then the verdict by --rule. The\n"
+    "naive reference in the inputs' dtype runs only without --rule or for the rules that\n"
+    "read it (fa, sdpa).\n"
+    "--rows K scores K query rows drawn at random (o, lse, dq; not dk, dv), at about K/Nq\n"
+    "of the oracle's cost.\n"
     "The default rule, expect, runs the recipe --expect (fa2) on the same inputs in the\n"
     "kernel's format and passes when each output's rel_l2, 0.99 quantile of |error|, worst\n"
     "row and worst head lie within a band of the recipe's and its least-squares scale and\n"
@@ -98,19 +116,23 @@ typedef struct {
   cli_args_t a;
   aa_error_t err;
   const char *inputs_src, *grads_src, *out_file, *save_oracle;
-  size_t threads;
-  double scale, oracle_seconds, atol, rtol;
+  size_t threads, nrows;
+  uint64_t rows_seed;
+  double scale, oracle_seconds, atol, rtol, dropout_p;
   int ulp_fmt, kernel_fmt, nrules, have_oracle, have_naive, have_snaive, have_rec;
   aa_fmt_t expect_fmt; /* the format of the kernel the expect rule judges */
   aa_rule_t rules[AA_RULE_COUNT];
   features_cli_t fc;
   masks_cli_t mc;    /* --mask, --key-len, --logit-offset */
-  cli_sources_t src; /* the arrays as read, the layout, the inputs and the kernel's outputs */
-  aa_problem_t pb;
+  cli_sources_t src; /* the arrays as read, the layout, the inputs and the kernel's outputs (lse, keep too) */
+  uint8_t *keep;     /* the kernel's dropout keep mask, folded [B*H][Nq][Nk] */
+  aa_eval_lse_t lse;
+  rows_cli_t rows;
+  aa_problem_t pb, pb_full; /* the problem scored, and the whole one (they differ with --rows) */
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v, rec_v;
-  aa_attn_result_t naive_res, snaive_res, rec_res;
+  aa_attn_result_t naive_res, rec_res;
   aa_recipe_t naive_r;
   char *jtext;
   size_t jlen;
@@ -136,10 +158,21 @@ static int score_options(score_t *S) {
   S->grads_src = cli_get(a, "grads");
   S->out_file = cli_get(a, "out");
   S->save_oracle = cli_get(a, "save-oracle");
+  if (cli_get(a, "rows") != NULL && S->save_oracle != NULL) {
+    cli_error(cmd, "--rows: --save-oracle would hold the drawn rows' problem only; leave one out");
+    return 2;
+  }
   if (S->inputs_src == NULL || S->grads_src == NULL) {
     cli_error(cmd, "give --inputs PATH and --grads PATH (see attnacc score --help)");
     return 2;
   }
+  if ((s = cli_get(a, "dropout")) && cli_double(&S->dropout_p, cmd, "dropout", s, 0, 1, 1)) return 2;
+  if (S->dropout_p >= 1) {
+    cli_error(cmd, "--dropout: %s is not a probability below 1", s);
+    return 2;
+  }
+  if ((s = cli_get(a, "rows")) && cli_size(&S->nrows, cmd, "rows", s, 1, INT32_MAX)) return 2;
+  if ((s = cli_get(a, "rows-seed")) && cli_u64(&S->rows_seed, cmd, "rows-seed", s)) return 2;
   if ((s = cli_get(a, "scale")) && cli_double(&S->scale, cmd, "scale", s, 0, 1e300, 1))
     return 2; /* checked before any file is read */
   if ((s = cli_get(a, "threads")) && cli_size(&S->threads, cmd, "threads", s, 0, 4096)) return 2;
@@ -190,10 +223,10 @@ static int score_read_inputs(score_t *S) {
   if (cli_sources_read_inputs(&S->src)) return 2;
   /* two output sets: the given outputs and the naive reference */
   if (lim_check(S->cmd, &S->a, q->n, k->n, q->d, q->b * q->h, k->b * k->h, 2, S->oo.threads)) return 2;
-  return cli_sources_import_inputs(&S->src);
+  if (cli_sources_import_inputs(&S->src)) return 2;
+  return cli_sources_keep(&S->src, S->dropout_p, &S->keep);
 }
 
-/* q and k agree in axes, the layout resolves, v matches k and dO matches q; the layout's dims. */
 /* The format the kernel computes in: --kernel-fmt (every input must hold only its values), else the storage
    dtype, with a note when wider storage holds only BF16 or FP16 values (the naive reference of fa and sdpa
    follows this format: a BF16 kernel judged against an FP32 naive reference fails by orders of magnitude). */
@@ -230,10 +263,14 @@ static int score_kernel_fmt(score_t *S) {
   return 0;
 }
 
-/* The problem (mask, scale, sinks, varlen) and its checks; the default rule. */
+/* The problem (mask, features, dropout, scale, sinks, varlen, attention masks) and its checks. */
 static int score_problem(score_t *S) {
   aa_problem_t *pb = &S->pb;
   if (cli_sources_problem(pb, &S->fc, &S->src, &S->a)) return 2;
+  if (S->keep != NULL) {
+    pb->keep = S->keep;
+    pb->keep_scale = 1 / (1 - S->dropout_p);
+  }
   pb->varlen_batch = S->fc.batch; /* aa_problem_check matches the offsets with the packed lengths */
   pb->cu_seqlens_q = S->fc.cu_q;
   pb->cu_seqlens_k = S->fc.cu_k;
@@ -287,6 +324,29 @@ static int score_expect(score_t *S) {
   return rc != AA_OK ? fail(S, "expect") : 0;
 }
 
+/* --rows K: the problem and the arrays cut down to K drawn query rows; dk, dv and dsinks (sums over every row) are
+   dropped from the scoring, with a note. */
+static int score_rows(score_t *S) {
+  aa_tensor_t *g = S->src.g, *cut[5] = {&S->src.in.q, &S->src.in.dO, &g[0], &g[1], &S->src.lse};
+  if (S->nrows >= S->pb.n_q) { /* every row: the whole problem */
+    S->nrows = 0;
+    return 0;
+  }
+  S->pb_full = S->pb;
+  if (rows_cli_draw(&S->rows, S->nrows, S->rows_seed, S->pb.n_q, &S->err) ||
+      rows_cli_problem(&S->rows, &S->pb, &S->err))
+    return fail(S, NULL);
+  for (int i = 0; i < 5; i++)
+    if (rows_cli_cut(&S->rows, cut[i], &S->err)) return fail(S, NULL);
+  if (g[2].data != NULL || g[3].data != NULL || g[4].data != NULL)
+    fprintf(stderr, "attnacc %s: note: --rows %zu: dk, dv%s are not scored (each sums over every query row)\n",
+            S->cmd, S->nrows, g[4].data != NULL ? " and dsinks" : "");
+  for (int i = 2; i < 5; i++)
+    aa_tensor_free(&g[i]);
+  S->src.qd.n = S->nrows;
+  return 0;
+}
+
 /* The oracle, then the given outputs compared with it. */
 static int score_oracle(score_t *S) {
   const aa_problem_t *pb = &S->pb;
@@ -299,24 +359,40 @@ static int score_oracle(score_t *S) {
   S->have_oracle = 1;
   if (aa_eval_given(&S->v, S->src.g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
+  if (S->src.lse.data != NULL &&
+      (aa_eval_lse_prepare(&S->lse, &S->src.lse, &S->oracle.lse, &S->err) != AA_OK ||
+       aa_eval_lse(&S->v, &S->lse, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK))
+    return fail(S, NULL);
   return 0;
 }
 
-/* The naive reference in the inputs' own dtype: the fa and sdpa rules. */
+/* The naive reference in the inputs' own dtype, through --cache when given: the fa and sdpa rules. */
 static int score_naive_own_dtype(score_t *S) {
-  aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
+  cli_inputs_t *in = &S->src.in;
+  aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
+  const aa_tensor_t *tin[4] = {&in->q, &in->k, &in->v, &in->dO};
   const aa_problem_t *pb = &S->pb;
-  int rc;
+  int rc, hit = 0;
   for (int i = 0; i < 5; i++)
     if (ts[i]->data != NULL) ts[i]->fmt = S->src.in_fmt;
   cli_progress(S->cmd, "running the naive reference",
                (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
-  rc = aa_eval_naive(&S->snaive_v, &S->snaive_res, S->src.in_fmt, pb, &S->src.in.q, &S->src.in.k, &S->src.in.v,
-                     &S->src.in.dO, &S->oracle, &S->err);
+  rc = aa_eval_naive_cached(&S->snaive_v, &hit, S->src.in_fmt, pb, tin, &S->oracle, &S->oo, cli_oracle_cache(),
+                            &S->err);
   cli_progress_end();
   if (rc != AA_OK) return fail(S, NULL);
+  if (hit) fprintf(stderr, "attnacc %s: note: the naive reference's errors read from the cache\n", S->cmd);
   S->have_snaive = 1;
   aa_eval_apply_naive(&S->v, &S->snaive_v);
+  return 0;
+}
+
+/* The naive reference runs only for the rules that read it (fa, sdpa) or without --rule (the report then gives
+   every rule's ratio), and exists only below fp64. */
+static int needs_naive(const score_t *S) {
+  if (cli_get(&S->a, "rule") == NULL) return S->src.in_fmt != AA_FMT_FP64;
+  for (int i = 0; i < S->nrules; i++)
+    if (S->rules[i] == AA_RULE_FA || S->rules[i] == AA_RULE_SDPA) return S->src.in_fmt != AA_FMT_FP64;
   return 0;
 }
 
@@ -366,6 +442,22 @@ static int score_write_files(score_t *S) {
   return what != NULL ? fail(S, what) : 0;
 }
 
+/* The "rows" member of --rows: how many, of how many, the seed and the rows; what is scored. */
+static json_t *rows_json(const score_t *S) {
+  json_t *j = json_object(), *idx = json_array(), *sc = json_array();
+  int bad = aa_json_set(j, "k", aa_json_u64(S->nrows));
+  bad |= aa_json_set(j, "n_q", aa_json_u64(S->rows.n_q));
+  bad |= aa_json_set(j, "seed", aa_json_u64(S->rows_seed));
+  bad |= aa_json_set(j, "draw", json_string("pcg32 (seed, 0x726f7773), partial Fisher-Yates, sorted"));
+  for (size_t i = 0; i < S->nrows; i++)
+    bad |= aa_json_push(idx, aa_json_u64(S->rows.rows[i]));
+  bad |= aa_json_set(j, "rows", idx);
+  for (int i = 0; i < S->v.nout; i++)
+    bad |= aa_json_push(sc, json_string(S->v.out[i].name));
+  bad |= aa_json_set(j, "scored", sc);
+  return bad ? (json_decref(j), NULL) : j;
+}
+
 /* The JSON (for --json and --out), --out and --save-oracle, then the table or the JSON on stdout. */
 static int score_write(score_t *S) {
   int rc;
@@ -375,11 +467,17 @@ static int score_write(score_t *S) {
                                S->rules,
                                S->nrules,
                                S->have_snaive ? S->snaive_v.variant : NULL,
-                               S->have_rec ? S->rec_v.variant : NULL};
+                               S->have_rec ? S->rec_v.variant : NULL,
+                               S->rows.rows};
   cli_set_report_extra(&S->ex);
-  S->rep = (cli_report_t){S->cmd, 0, 0, NULL, 0, S->inputs_src, &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
+  S->rep = (cli_report_t){
+      S->cmd, 0, 0, NULL, 0, S->inputs_src, S->nrows ? &S->pb_full : &S->pb, &S->oo, &S->oracle, S->oracle_seconds};
   if (cli_get(&S->a, "json") != NULL || S->out_file != NULL) {
     json_t *doc = cli_json_doc(&S->rep, &S->v, 1);
+    if (S->nrows > 0 && aa_json_set(doc, "rows", rows_json(S)) != 0) {
+      json_decref(doc);
+      doc = NULL;
+    }
     S->jtext = aa_json_text(doc, 0, &S->jlen);
     json_decref(doc);
     if (S->jtext == NULL) {
@@ -396,6 +494,12 @@ static int score_write(score_t *S) {
            aa_layout_axes(S->src.layout), S->src.qd.b, S->src.qd.h, S->src.kd.h, cli_fmt_name(S->src.in_fmt));
     if (S->fc.batch > 0)
       printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->src.qd.n, S->src.kd.n);
+    if (S->nrows > 0)
+      printf("rows: %zu of %zu query rows drawn (--rows-seed %llu); o, lse and dq of those rows scored, dk and dv "
+             "not (they sum over every row)\n",
+             S->nrows, S->rows.n_q, (unsigned long long)S->rows_seed);
+    if (S->lse.empty > 0)
+      printf("lse: %zu rows see no key (oracle -Inf, flash-attn +Inf: either accepted there)\n", S->lse.empty);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
   }
   /* ferror too: a failed fwrite of the JSON leaves nothing for fflush to fail on */
@@ -418,9 +522,11 @@ static int score_verdict(score_t *S) {
 static void score_free(score_t *S) {
   features_cli_free(&S->fc);
   masks_cli_free(&S->mc);
+  rows_cli_free(&S->rows);
   free(S->jtext);
+  free(S->keep);
+  aa_eval_lse_free(&S->lse);
   if (S->have_naive) aa_attn_result_free(&S->naive_res);
-  if (S->have_snaive) aa_attn_result_free(&S->snaive_res);
   if (S->have_rec) aa_attn_result_free(&S->rec_res);
   cli_variant_free(&S->rec_v);
   cli_variant_free(&S->naive_v);
@@ -443,6 +549,7 @@ int aa_cmd_score(int argc, char **argv) {
   S->atol = S->rtol = -1;
   S->ulp_fmt = -1;
   S->kernel_fmt = -1;
+  S->rows_seed = 1;
   S->src.layout = AA_LAYOUT_AUTO;
   rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
   if (rc < 0) {
@@ -452,8 +559,9 @@ int aa_cmd_score(int argc, char **argv) {
     if (rc == 0) rc = score_problem(S);
     if (rc == 0) rc = cli_sources_read_outputs(&S->src);
     if (rc == 0) rc = score_rules(S);
+    if (rc == 0 && S->nrows > 0) rc = score_rows(S);
     if (rc == 0) rc = score_oracle(S);
-    if (rc == 0 && S->src.in_fmt != AA_FMT_FP64) rc = score_naive_own_dtype(S);
+    if (rc == 0 && needs_naive(S)) rc = score_naive_own_dtype(S);
     if (rc == 0) rc = score_expect(S);
     if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
     if (rc == 0) rc = score_write(S);

@@ -7,9 +7,50 @@
 
 #include "score.h"
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+/* The k-th smallest of u[0..n-1] (k < n), u reordered so that u[0..k-1] <= u[k] <= u[k+1..n-1] (Hoare's
+   selection, middle pivot): the order statistics a full sort would give, in linear expected time. */
+static double select_kth(double *u, size_t n, size_t k) {
+  size_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = u[lo + (hi - lo) / 2], t;
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (u[i] < pivot)
+        i++;
+      while (u[j] > pivot)
+        j--;
+      if (i <= j) {
+        t = u[i], u[i] = u[j], u[j] = t;
+        i++;
+        if (j == 0) break;
+        j--;
+      }
+    }
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return u[k];
+  }
+  return u[k];
+}
+
+/* The median, the ceil(0.99 n)-th smallest and the largest of u[0..n-1] (n > 0; u is reordered). */
+static void order_stats(double *med, double *p99, double *max, double *u, size_t n) {
+  size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2;
+  double m = u[0];
+  for (size_t i = 1; i < n; i++)
+    if (u[i] > m) m = u[i];
+  *max = m;
+  *p99 = select_kth(u, n, (k99 > 0 ? k99 : 1) - 1);
+  *med = select_kth(u, n, h);
+  if (n % 2 == 0) { /* the largest of the lower half: u[0..h-1] <= u[h] after the selection */
+    double lo = u[0];
+    for (size_t i = 1; i < h; i++)
+      if (u[i] > lo) lo = u[i];
+    *med = 0.5 * (lo + *med);
+  }
 }
 
 /* ulp(x) of the binary format fmt: 2^(max(floor(log2 |x|), emin) - p + 1). */
@@ -79,10 +120,9 @@ static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
   if (d == NULL) return NAN;
   for (size_t i = 0; i < n; i++)
     if (isfinite(got->data[i]) && isfinite(b[i])) d[used++] = fabs(got->data[i] - b[i]);
-  if (used > 0) {
-    qsort(d, used, sizeof *d, cmp_double);
+  if (used > 0) { /* the order statistic by selection (select_kth), as the ULP quantiles */
     k = (size_t)ceil(0.99 * (double)used);
-    q = d[(k > 0 ? k : 1) - 1];
+    q = select_kth(d, used, (k > 0 ? k : 1) - 1);
   }
   free(d);
   return q;
@@ -200,11 +240,7 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
     s->max_rel_any = worst_rel < 0 ? NAN : worst_rel;
   }
   if (used > 0) {
-    size_t k99 = (size_t)ceil(0.99 * (double)used);
-    qsort(u, used, sizeof *u, cmp_double);
-    s->ulp_median = used % 2 ? u[used / 2] : 0.5 * (u[used / 2 - 1] + u[used / 2]);
-    s->ulp_p99 = u[(k99 > 0 ? k99 : 1) - 1];
-    s->ulp_max = u[used - 1];
+    order_stats(&s->ulp_median, &s->ulp_p99, &s->ulp_max, u, used);
     s->ulp_mean = usum / (double)used;
     s->ulp_normwise = s->m.max_abs / fmt_ulp(max_b, ulp_fmt);
   } else {

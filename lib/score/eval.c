@@ -131,6 +131,60 @@ int aa_eval_given(aa_eval_variant_t *v, const aa_tensor_t g[5], const aa_oracle_
   return AA_OK;
 }
 
+/* A copy of t (or an empty tensor of t's shape when copy is 0). */
+static int clone(aa_tensor_t *dst, const aa_tensor_t *t, int copy) {
+  if (aa_tensor_alloc(dst, t->ndim, t->shape, t->fmt) != AA_OK) return AA_ENOMEM;
+  if (copy) memcpy(dst->data, t->data, aa_tensor_numel(t) * sizeof *t->data);
+  return AA_OK;
+}
+
+int aa_eval_lse_prepare(aa_eval_lse_t *x, const aa_tensor_t *lse, const aa_oracle_out_t *oracle_lse,
+                        aa_error_t *err) {
+  const aa_oracle_out_t *r = oracle_lse;
+  size_t n = aa_tensor_numel(&r->val);
+  memset(x, 0, sizeof *x);
+  if (aa_tensor_numel(lse) != n)
+    return aa_error_set(err, AA_ESHAPE, "lse: %zu elements, the oracle's LSE has %zu (one per head and query row)",
+                        aa_tensor_numel(lse), n);
+  if (clone(&x->got, &r->val, 0) || clone(&x->ref.val, &r->val, 1) || clone(&x->ref.fp32, &r->fp32, 1) ||
+      clone(&x->ref.bf16, &r->bf16, 1))
+    return aa_error_set(err, AA_ENOMEM, "out of memory");
+  x->got.fmt = lse->fmt;
+  x->ref.relerr_bound = r->relerr_bound;
+  for (size_t i = 0; i < n; i++) {
+    x->got.data[i] = lse->data[i];
+    if (r->val.data[i] != -INFINITY) continue;
+    x->empty++; /* no visible key: flash-attn's +Inf and the oracle's -Inf are one convention each */
+    x->ref.val.data[i] = x->ref.fp32.data[i] = x->ref.bf16.data[i] = 0;
+    x->got.data[i] = isinf(lse->data[i]) ? 0 : NAN;
+  }
+  return AA_OK;
+}
+
+void aa_eval_lse_free(aa_eval_lse_t *x) {
+  aa_tensor_free(&x->got);
+  aa_tensor_free(&x->ref.val);
+  aa_tensor_free(&x->ref.fp32);
+  aa_tensor_free(&x->ref.bf16);
+}
+
+int aa_eval_lse(aa_eval_variant_t *v, const aa_eval_lse_t *x, const aa_eval_opts_t *o, aa_error_t *err) {
+  const aa_eval_opts_t def = AA_EVAL_OPTS_DEFAULT;
+  int rc;
+  if (v->nout >= AA_EVAL_MAX_OUT) return aa_error_set(err, AA_EINVAL, "lse: no room for another output");
+  if ((rc = aa_score_exact_finite(&x->ref, "lse", x->got.fmt, err)) != AA_OK) return rc;
+  return compare(&v->out[v->nout++], "lse", &x->got, &x->ref, o != NULL ? o : &def, err);
+}
+
+int aa_eval_result_lse(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_oracle_result_t *oracle,
+                       aa_error_t *err) {
+  aa_eval_lse_t x;
+  int rc = aa_eval_lse_prepare(&x, &res->lse, &oracle->lse, err);
+  if (rc == AA_OK) rc = aa_eval_lse(v, &x, NULL, err);
+  aa_eval_lse_free(&x);
+  return rc;
+}
+
 int aa_eval_naive(aa_eval_variant_t *naive, aa_attn_result_t *naive_res, aa_fmt_t fmt, const aa_problem_t *pb,
                   const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                   const aa_oracle_result_t *oracle, aa_error_t *err) {
@@ -194,6 +248,7 @@ int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_
                    const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,
                    const aa_tensor_t *dO, const aa_oracle_result_t *oracle, aa_error_t *err) {
   int rc = aa_eval_run(rec, rec_res, r, pb, q, k, vt, dO, oracle, NULL, err);
+  if (rc == AA_OK) rc = aa_eval_result_lse(rec, rec_res, oracle, err); /* a kernel's lse is judged too */
   if (rc == AA_OK) aa_eval_apply_expect(v, rec);
   return rc;
 }
@@ -300,8 +355,32 @@ void aa_eval_variant_free(aa_eval_variant_t *v) {
   v->recipe_text = NULL;
 }
 
+static int index_of(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i);
+
 int aa_eval_index(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i) {
+  int nd = index_of(idx, p, o, i), lse = !strcmp(o->name, "lse");
+  if (p->row_map != NULL && (lse || !strcmp(o->name, "o") || !strcmp(o->name, "dq"))) {
+    /* the query-row axis: lse's last, else the layout's N ([B, H, N, d], [B, N, H, d], [H, N, d], [N, H, d], [N, d])
+     */
+    int ax = lse                                                       ? nd - 1
+             : p->layout == AA_LAYOUT_BHND                             ? 2
+             : p->layout == AA_LAYOUT_NHD || p->layout == AA_LAYOUT_ND ? 0
+                                                                       : 1;
+    idx[ax] = p->row_map[idx[ax]];
+  }
+  return nd;
+}
+
+static int index_of(size_t idx[4], const aa_eval_place_t *p, const aa_eval_out_t *o, size_t i) {
   int kv = strcmp(o->name, "dk") == 0 || strcmp(o->name, "dv") == 0;
+  if (strcmp(o->name, "lse") == 0) { /* [B, H, N] for 4-axis layouts (flash-attn's softmax_lse), [H, N], [N] */
+    size_t h = p->qdims.h ? p->qdims.h : 1, n = p->layout == AA_LAYOUT_AUTO ? p->n_q : p->qdims.n;
+    int ax = p->layout == AA_LAYOUT_ND ? 1 : p->layout == AA_LAYOUT_BHND || p->layout == AA_LAYOUT_BNHD ? 3 : 2;
+    idx[0] = i / (h * n), idx[1] = (i / n) % h, idx[2] = i % n;
+    if (ax == 2) idx[0] = i / n, idx[1] = i % n;
+    if (ax == 1) idx[0] = i % n;
+    return ax;
+  }
   if (strcmp(o->name, "dsinks") == 0) {
     size_t k = p->num_sinks ? p->num_sinks : 1;
     idx[0] = i / k, idx[1] = i % k;

@@ -32,7 +32,8 @@ typedef struct {
   aa_tensor_t in[4];
   aa_problem_t pb;
   aa_fmt_t in_fmt;
-  double *bias; /* pb.bias: the caller's mask over the folded heads (prob_mask) */
+  double *bias;   /* pb.bias: the caller's mask over the folded heads (prob_mask) */
+  double *slopes; /* [B * H] ALiBi slopes of the folded heads */
 } flat_prob_t;
 
 static void prob_free(flat_prob_t *p) {
@@ -40,6 +41,8 @@ static void prob_free(flat_prob_t *p) {
     aa_tensor_free(&p->in[i]);
   free(p->bias);
   p->bias = NULL;
+  free(p->slopes);
+  p->slopes = NULL;
 }
 
 /* The mask options into p->pb (aa_problem_mask_expand over the folded heads b H + h). */
@@ -64,6 +67,49 @@ static int prob_mask(flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
   aa_problem_mask_expand(p->bias, o->attn_mask, o->mask_b, o->mask_h, B, H, nq, nk, o->key_len, o->nkey_len);
   p->pb.bias = p->bias;
   p->pb.mask_hstride = nq * nk;
+  return AA_OK;
+}
+
+/* The problem features, sinks and keep mask of the options (problem.h; aa_problem_check checks their values). */
+static int prob_features(flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
+  aa_problem_t *pb = &p->pb;
+  size_t heads = pb->heads, h = p->dq.h;
+  pb->align = (aa_align_t)o->align;
+  pb->local = o->local != 0;
+  pb->window_left = o->window_left;
+  pb->window_right = o->window_right;
+  pb->softcap = o->softcap;
+  pb->alibi = (aa_alibi_t)o->alibi;
+  if (o->alibi != AA_ALIBI_NONE) {
+    size_t n = o->alibi_slopes != NULL ? o->n_slopes : h;
+    if (n != h && n != heads)
+      return aa_error_set(err, AA_ESHAPE,
+                          "alibi_slopes: %zu slopes; need one per head of q (%zu) or per batch and head (%zu)", n, h,
+                          heads);
+    if ((p->slopes = malloc(heads * sizeof *p->slopes)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+    if (o->alibi_slopes == NULL)
+      aa_problem_alibi_geometric(p->slopes, h);
+    else
+      memcpy(p->slopes, o->alibi_slopes, n * sizeof *p->slopes);
+    for (size_t i = n; i < heads; i++) /* flash-attn's [H] slopes are the same for every batch */
+      p->slopes[i] = p->slopes[i % n];
+    pb->alibi_slopes = p->slopes;
+  }
+  if (o->sinks != NULL) {
+    if (p->dq.b != 1) return aa_error_set(err, AA_ESHAPE, "sinks need batch 1 (the inputs have B = %zu)", p->dq.b);
+    if (o->sinks_numel != heads * o->num_sinks)
+      return aa_error_set(err, AA_ESHAPE, "sinks holds %zu values, not [H, K] = [%zu, %zu]", o->sinks_numel, heads,
+                          o->num_sinks);
+    pb->num_sinks = o->num_sinks;
+    pb->sinks = o->sinks;
+  }
+  if (o->keep != NULL) {
+    if (o->keep_numel != heads * pb->n_q * pb->n_k)
+      return aa_error_set(err, AA_ESHAPE, "keep holds %zu values, not [B, H, n_q, n_k] = [%zu, %zu, %zu, %zu]",
+                          o->keep_numel, p->dq.b, h, pb->n_q, pb->n_k);
+    pb->keep = o->keep;
+    pb->keep_scale = o->keep_scale;
+  }
   return AA_OK;
 }
 
@@ -163,7 +209,8 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
   p->pb.varlen_batch = o->varlen_batch; /* the check matches the offsets with the packed lengths */
   p->pb.cu_seqlens_q = o->cu_seqlens_q;
   p->pb.cu_seqlens_k = o->cu_seqlens_k != NULL ? o->cu_seqlens_k : o->cu_seqlens_q;
-  if ((rc = prob_mask(p, o, err)) != AA_OK || (rc = aa_problem_check(&p->pb, err)) != AA_OK) {
+  if ((rc = prob_features(p, o, err)) != AA_OK || (rc = prob_mask(p, o, err)) != AA_OK ||
+      (rc = aa_problem_check(&p->pb, err)) != AA_OK) {
     prob_free(p);
     return rc;
   }
@@ -189,19 +236,31 @@ static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracl
   info->oracle_uncertified = r->n_uncertified;
 }
 
-static int run_oracle(aa_oracle_result_t *r, const flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
-  aa_oracle_opts_t oo;
-  aa_oracle_opts_init(&oo);
-  if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
-    return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
-  oo.path = (aa_oracle_path_t)o->oracle_path;
-  oo.threads = o->threads;
-  if (o->oracle_target != 0) oo.target = o->oracle_target;
-  return aa_oracle_run(r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &oo, err);
+static void oracle_opts(aa_oracle_opts_t *oo, const aa_flat_opts_t *o) {
+  aa_oracle_opts_init(oo);
+  oo->path = (aa_oracle_path_t)o->oracle_path;
+  oo->threads = o->threads;
+  if (o->oracle_target != 0) oo->target = o->oracle_target;
 }
 
-static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t *got, const aa_oracle_out_t *ref,
-                    aa_layout_t l, const aa_dims_t *dims) {
+/* The oracle: kept (*borrowed = 1: not to be freed), cached or computed. */
+static int run_oracle(aa_oracle_result_t *r, int *borrowed, const flat_prob_t *p, const aa_flat_opts_t *o,
+                      aa_error_t *err) {
+  aa_oracle_opts_t oo;
+  if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
+  oracle_opts(&oo, o);
+  return aa_score_oracle_get(r, borrowed, &p->pb, p->in, &oo, o->cache_dir, o->oracle, err);
+}
+
+/* Where the scored outputs' elements sit in the caller's arrays (aa_eval_index: o, dq, dk, dv, dsinks, lse). */
+static aa_eval_place_t place_of(const flat_prob_t *p) {
+  return (aa_eval_place_t){p->layout, p->dq, p->dk, p->pb.n_q, p->pb.n_k, p->pb.d, p->pb.num_sinks, NULL};
+}
+
+static void to_flat(aa_flat_out_t *f, const aa_eval_out_t *eo, const aa_tensor_t *got, const aa_oracle_out_t *ref,
+                    const aa_eval_place_t *pl) {
+  const aa_score_out_t *s = &eo->s;
   snprintf(f->name, sizeof f->name, "%s", s->name);
   f->present = 1;
   f->data_fmt = s->data_fmt;
@@ -213,8 +272,8 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
   f->max_abs = s->m.max_abs;
   for (size_t k = 0; k < aa_score_nmeasures; k++)
     AA_FLAT_MEASURE(f, k) = AA_SCORE_MEASURE(s, k);
-  f->idx_ndim = aa_layout_index(f->worst_abs_idx, l, dims, s->worst_abs);
-  aa_layout_index(f->worst_rel_idx, l, dims, s->worst_rel);
+  f->idx_ndim = aa_eval_index(f->worst_abs_idx, pl, eo, s->worst_abs);
+  aa_eval_index(f->worst_rel_idx, pl, eo, s->worst_rel);
   f->worst_got = s->worst_got;
   f->worst_ref = s->worst_ref;
   f->worst_rel_got = got->data[s->worst_rel];
@@ -237,24 +296,48 @@ static void to_flat(aa_flat_out_t *f, const aa_score_out_t *s, const aa_tensor_t
     f->rule_rtol[r] = x->rtol;
     f->rule_naive_max_abs[r] = x->naive_max_abs;
     f->rule_fail_count[r] = x->fail_count;
-    aa_layout_index(f->rule_worst_idx[r], l, dims, x->worst);
+    aa_eval_index(f->rule_worst_idx[r], pl, eo, x->worst);
     f->rule_worst_got[r] = x->worst_got;
     f->rule_worst_ref[r] = x->worst_ref;
   }
 }
 
-/* The given outputs (o, dq of q's shape, dk, dv of k's) imported into got[0..3] in the problem's layout; got[4]
-   (dsinks) stays empty. */
-static int import_outputs(aa_tensor_t got[5], const flat_prob_t *p, const aa_flat_tensor_t *inputs,
+/* One given output t of n elements, refused unless its last axis has last elements (the shapes of dsinks and lse
+   vary with the layout: their counts and last axes decide). */
+static int import_flat(aa_tensor_t *dst, const aa_flat_tensor_t *t, const char *name, size_t rows, size_t last,
+                       aa_error_t *err) {
+  size_t n = 1, shp[2] = {rows, last};
+  char a[96];
+  for (int i = 0; i < t->ndim; i++)
+    n *= t->shape[i];
+  if (t->ndim < 1 || t->ndim > 3 || n != rows * last || t->shape[t->ndim - 1] != last) {
+    shape_str(a, sizeof a, t);
+    return aa_error_set(err, AA_ESHAPE, "%s %s does not hold %zu x %zu elements ending in an axis of %zu", name, a,
+                        rows, last, last);
+  }
+  if (aa_tensor_alloc(dst, 2, shp, (aa_fmt_t)t->fmt) != AA_OK) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  memcpy(dst->data, t->data, n * sizeof *dst->data);
+  return AA_OK;
+}
+
+/* The given outputs (o, dq of q's shape, dk, dv of k's, dsinks [H, K], lse [B, H, N]) imported into got[0..5] in
+   the problem's layout (folded). */
+static int import_outputs(aa_tensor_t got[AA_FLAT_NOUT], const flat_prob_t *p, const aa_flat_tensor_t *inputs,
                           const aa_flat_tensor_t *outputs, aa_error_t *err) {
-  static const char *nm[4] = {"o", "dq", "dk", "dv"};
+  static const char *nm[AA_FLAT_NOUT] = {"o", "dq", "dk", "dv", "dsinks", "lse"};
   char a[96], b[96];
   int rc;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < AA_FLAT_NOUT; i++) {
     const aa_flat_tensor_t *like = &inputs[i == 0 || i == 1 ? 0 : 1];
     if (outputs[i].data == NULL) continue;
     if (!valid_fmt(outputs[i].fmt))
       return aa_error_set(err, AA_EINVAL, "%s: format %d is not bf16/fp16/fp32/fp64", nm[i], outputs[i].fmt);
+    if (i == 4 && p->pb.num_sinks == 0) return aa_error_set(err, AA_EINVAL, "dsinks given without sinks");
+    if (i >= 4) {
+      rc = import_flat(&got[i], &outputs[i], nm[i], p->pb.heads, i == 4 ? p->pb.num_sinks : p->pb.n_q, err);
+      if (rc != AA_OK) return rc;
+      continue;
+    }
     if (!same_shape(&outputs[i], like)) {
       shape_str(a, sizeof a, &outputs[i]);
       shape_str(b, sizeof b, like);
@@ -267,46 +350,52 @@ static int import_outputs(aa_tensor_t got[5], const flat_prob_t *p, const aa_fla
   return AA_OK;
 }
 
-/* The scored outputs of v (those of got[0..3] that are present, in that order) into out[0..3]. */
-static void export_scores(aa_flat_out_t *out, const aa_eval_variant_t *v, const aa_tensor_t *const got[4],
-                          const aa_oracle_result_t *orc, const flat_prob_t *p) {
-  const aa_oracle_out_t *ref[4] = {&orc->o, &orc->dq, &orc->dk, &orc->dv};
-  for (int i = 0, j = 0; i < 4 && j < v->nout; i++)
-    if (got[i]->data != NULL) to_flat(&out[i], &v->out[j++].s, got[i], ref[i], p->layout, i < 2 ? &p->dq : &p->dk);
+/* The scored outputs of v (those of got[0..n-1] that are present, in that order) into out[0..n-1]; lse (NULL when
+   n < 6): the copies the lse was compared on. */
+static void export_scores(aa_flat_out_t *out, const aa_eval_variant_t *v, const aa_tensor_t *const *got, int n,
+                          const aa_oracle_result_t *orc, const aa_eval_lse_t *lse, const flat_prob_t *p) {
+  const aa_oracle_out_t *ref[AA_FLAT_NOUT] = {&orc->o,  &orc->dq,     &orc->dk,
+                                              &orc->dv, &orc->dsinks, lse != NULL ? &lse->ref : NULL};
+  aa_eval_place_t pl = place_of(p);
+  for (int i = 0, j = 0; i < n && j < v->nout; i++)
+    if (got[i]->data != NULL) {
+      to_flat(&out[i], &v->out[j], i == 5 ? &lse->got : got[i], ref[i], &pl);
+      j++;
+    }
 }
 
-/* The fa and sdpa rules of v against the naive reference in format fmt (the inputs are tagged fmt), when asked
-   and when one exists in that format. */
-static int flat_naive(aa_eval_variant_t *v, aa_eval_variant_t *naive, aa_attn_result_t *naive_res, flat_prob_t *p,
-                      aa_fmt_t fmt, const aa_flat_opts_t *o, const aa_oracle_result_t *orc, aa_error_t *err) {
-  int rc;
+/* What a flat call evaluates: the oracle (borrowed: a kept one, not freed), the variant scored (emulate), the naive
+   reference and the expect recipe (zeroed: freed whole). */
+typedef struct {
+  aa_oracle_result_t orc;
+  int borrowed;
+  aa_eval_variant_t v, naive, rec;
+  aa_attn_result_t res, rec_res;
+} flat_eval_t;
+
+/* The naive reference in format fmt (the inputs are tagged fmt) into e->naive, when asked and when one exists in
+   that format, through the options' cache; the caller applies its fa and sdpa rules. */
+static int flat_naive(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_flat_opts_t *o, aa_error_t *err) {
+  const aa_tensor_t *in[4] = {&p->in[0], &p->in[1], &p->in[2], &p->in[3]};
+  aa_oracle_opts_t oo;
   if (!o->naive || (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)) return AA_OK;
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = fmt;
-  rc = aa_eval_naive(naive, naive_res, fmt, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], orc, err);
-  if (rc == AA_OK) aa_eval_apply_naive(v, naive);
-  return rc;
+  oracle_opts(&oo, o);
+  return aa_eval_naive_cached(&e->naive, NULL, fmt, &p->pb, in, &e->orc, &oo, o->cache_dir, err);
 }
-
-/* What a flat call evaluates: the oracle, the variant scored, the naive reference and the expect recipe
-   (zeroed: freed whole). */
-typedef struct {
-  aa_oracle_result_t orc;
-  aa_eval_variant_t v, naive, rec;
-  aa_attn_result_t res, naive_res, rec_res;
-} flat_eval_t;
 
 static void eval_free(flat_eval_t *e) {
   aa_attn_result_free(&e->res);
-  aa_attn_result_free(&e->naive_res);
   aa_attn_result_free(&e->rec_res);
   aa_eval_variant_free(&e->v);
   aa_eval_variant_free(&e->naive);
   aa_eval_variant_free(&e->rec);
-  if (e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
+  if (!e->borrowed && e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
 }
 
-/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res. */
+/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res, its lse
+   among the outputs (the rule then judges a kernel's lse too). */
 static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *o, aa_error_t *err) {
   aa_recipe_t r;
   int rc;
@@ -314,6 +403,7 @@ static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = r.io_fmt;
   rc = aa_eval_run(&e->rec, &e->rec_res, &r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &e->orc, NULL, err);
+  if (rc == AA_OK) rc = aa_eval_result_lse(&e->rec, &e->rec_res, &e->orc, err);
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = p->in_fmt;
   return rc;
@@ -323,18 +413,32 @@ static void set_msg(char *msg, size_t msg_cap, int rc, const aa_error_t *err) {
   if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err->msg);
 }
 
-/* Set i's outputs scored into out[4 i .. 4 i + 3] with the naive and expect references of e. */
+/* The given outputs against the oracle into v: o .. dsinks as aa_eval_given, then the lse (got[5]) on the copies
+   lse (zeroed by the caller, freed by it). */
+static int score_given(aa_eval_variant_t *v, aa_eval_lse_t *lse, const aa_tensor_t got[AA_FLAT_NOUT],
+                       const aa_oracle_result_t *orc, const aa_flat_opts_t *opts, aa_error_t *err) {
+  aa_eval_opts_t eo = {opts->ulp_fmt, opts->atol, opts->rtol};
+  int rc = aa_eval_given(v, got, orc, &eo, err);
+  if (rc != AA_OK || got[5].data == NULL) return rc;
+  if ((rc = aa_eval_lse_prepare(lse, &got[5], &orc->lse, err)) != AA_OK) return rc;
+  return aa_eval_lse(v, lse, &eo, err);
+}
+
+/* One set's outputs got[0..5] scored into out[0..5] with the naive and expect references of e. */
 static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, flat_prob_t *p,
                           const aa_flat_opts_t *opts, aa_error_t *err) {
-  const aa_tensor_t *gp[4] = {&got[0], &got[1], &got[2], &got[3]};
+  const aa_tensor_t *gp[AA_FLAT_NOUT] = {&got[0], &got[1], &got[2], &got[3], &got[4], &got[5]};
   aa_eval_variant_t v;
+  aa_eval_lse_t lse;
   int rc;
   memset(&v, 0, sizeof v);
-  rc = aa_eval_given(&v, got, &e->orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, err);
+  memset(&lse, 0, sizeof lse);
+  rc = score_given(&v, &lse, got, &e->orc, opts, err);
   if (rc == AA_OK && e->naive.nout > 0) aa_eval_apply_naive(&v, &e->naive);
   if (rc == AA_OK) aa_eval_apply_expect(&v, &e->rec);
-  if (rc == AA_OK) export_scores(out, &v, gp, &e->orc, p);
+  if (rc == AA_OK) export_scores(out, &v, gp, AA_FLAT_NOUT, &e->orc, &lse, p);
   aa_eval_variant_free(&v);
+  aa_eval_lse_free(&lse);
   return rc;
 }
 
@@ -342,10 +446,22 @@ static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, 
    in the kernel's format kf (when asked). */
 static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err) {
   int rc;
-  if ((rc = run_oracle(&e->orc, p, opts, err)) != AA_OK) return rc;
-  /* e->v holds nothing: the naive reference alone, applied per set */
-  if ((rc = flat_naive(&e->v, &e->naive, &e->naive_res, p, p->in_fmt, opts, &e->orc, err)) != AA_OK) return rc;
+  if ((rc = run_oracle(&e->orc, &e->borrowed, p, opts, err)) != AA_OK) return rc;
+  if ((rc = flat_naive(e, p, p->in_fmt, opts, err)) != AA_OK) return rc;
   return opts->expect != NULL && kf != AA_FMT_FP64 ? flat_expect_run(e, p, kf, opts, err) : AA_OK;
+}
+
+/* The kernel's format from the inputs and every set's o, dq, dk, dv, dsinks (aa_eval_kernel_fmt; not the lse,
+   which flash-attn keeps in FP32 whatever the kernel's dtype). */
+static aa_fmt_t flat_kernel_fmt(int *inferred, const flat_prob_t *p, const aa_tensor_t *got, size_t nsets) {
+  aa_tensor_t *outs = malloc((AA_FLAT_NOUT - 1) * nsets * sizeof *outs);
+  aa_fmt_t kf;
+  if (outs == NULL) return aa_eval_kernel_fmt(inferred, p->in_fmt, p->in, 4, got, AA_FLAT_NOUT - 1);
+  for (size_t i = 0; i < nsets; i++)
+    memcpy(&outs[(AA_FLAT_NOUT - 1) * i], &got[AA_FLAT_NOUT * i], (AA_FLAT_NOUT - 1) * sizeof *outs);
+  kf = aa_eval_kernel_fmt(inferred, p->in_fmt, p->in, 4, outs, (AA_FLAT_NOUT - 1) * nsets);
+  free(outs);
+  return kf;
 }
 
 int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor_t *inputs,
@@ -354,24 +470,24 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   aa_error_t err = {{0}};
   flat_prob_t p;
   flat_eval_t e;
-  aa_tensor_t *got = nsets > 0 ? calloc(5 * nsets, sizeof *got) : NULL;
+  aa_tensor_t *got = nsets > 0 ? calloc(AA_FLAT_NOUT * nsets, sizeof *got) : NULL;
   aa_fmt_t kf = AA_FMT_BF16;
   int rc = AA_OK, inferred = 0;
 
   memset(&e, 0, sizeof e);
-  if (nsets > 0) memset(out, 0, 4 * nsets * sizeof *out);
+  if (nsets > 0) memset(out, 0, AA_FLAT_NOUT * nsets * sizeof *out);
   if (got == NULL) {
     rc = aa_error_set(&err, nsets == 0 ? AA_EINVAL : AA_ENOMEM, nsets == 0 ? "no output set given" : "out of memory");
     goto done_noprob;
   }
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
-    rc = import_outputs(&got[5 * i], &p, inputs, &outputs[4 * i], &err);
+    rc = import_outputs(&got[AA_FLAT_NOUT * i], &p, inputs, &outputs[AA_FLAT_NOUT * i], &err);
   /* the inputs' tag when the caller declared a format narrower than the storage, else inferred from the values */
-  if (rc == AA_OK) kf = aa_eval_kernel_fmt(&inferred, p.in_fmt, p.in, 4, got, 5 * nsets);
+  if (rc == AA_OK) kf = flat_kernel_fmt(&inferred, &p, got, nsets);
   if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
-    rc = flat_score_set(&out[4 * i], &e, &got[5 * i], &p, opts, &err);
+    rc = flat_score_set(&out[AA_FLAT_NOUT * i], &e, &got[AA_FLAT_NOUT * i], &p, opts, &err);
   if (rc == AA_OK) {
     fill_info(info, &p, &e.orc);
     if (info != NULL) {
@@ -381,7 +497,7 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
     }
   }
   eval_free(&e);
-  for (size_t i = 0; i < 5 * nsets; i++)
+  for (size_t i = 0; i < AA_FLAT_NOUT * nsets; i++)
     aa_tensor_free(&got[i]);
   prob_free(&p);
 done_noprob:
@@ -395,26 +511,31 @@ int aa_flat_score(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_tensor
   return aa_flat_score_sets(out, info, inputs, outputs, 1, opts, msg, msg_cap);
 }
 
-int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_info_t *info,
-                   const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg, size_t msg_cap) {
+int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, aa_flat_kept_t **kept,
+                   aa_flat_info_t *info, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, char *msg,
+                   size_t msg_cap) {
   aa_error_t err = {{0}};
   flat_prob_t p;
   aa_oracle_result_t orc;
-  int rc;
+  aa_oracle_opts_t oo;
+  int rc, borrowed = 0;
   memset(&orc, 0, sizeof orc);
+  if (kept != NULL) *kept = NULL;
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto out;
-  if ((rc = run_oracle(&orc, &p, opts, &err)) == AA_OK) {
+  if ((rc = run_oracle(&orc, &borrowed, &p, opts, &err)) == AA_OK) {
     if (o) aa_layout_export(o, &orc.o.val, p.layout, &p.dq);
     if (dq) aa_layout_export(dq, &orc.dq.val, p.layout, &p.dq);
     if (dk) aa_layout_export(dk, &orc.dk.val, p.layout, &p.dk);
     if (dv) aa_layout_export(dv, &orc.dv.val, p.layout, &p.dk);
     if (lse) memcpy(lse, orc.lse.val.data, aa_tensor_numel(&orc.lse.val) * sizeof(double)); /* [B*H, N] = [B, H, N] */
     fill_info(info, &p, &orc);
-    aa_oracle_result_free(&orc);
+    oracle_opts(&oo, opts);
+    if (kept != NULL && !borrowed) rc = aa_score_oracle_keep(kept, &orc, &p.pb, p.in, &oo, &err);
+    if (!borrowed) aa_oracle_result_free(&orc);
   }
   prob_free(&p);
 out:
-  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  set_msg(msg, msg_cap, rc, &err);
   return rc;
 }
 
@@ -466,10 +587,12 @@ static size_t round_inputs(flat_prob_t *p, aa_fmt_t fmt) {
   return rounded;
 }
 
-/* The expect rule on an emulated recipe's scores e->v, when asked and when its format has a recipe. */
-static int flat_emulate_expect(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_flat_opts_t *opts,
-                               aa_error_t *err) {
+/* The naive reference's rules (when it ran) and the expect rule (when asked and when its format has a recipe) on an
+   emulated recipe's scores e->v. */
+static int flat_emulate_rules(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_flat_opts_t *opts,
+                              aa_error_t *err) {
   int rc;
+  if (e->naive.nout > 0) aa_eval_apply_naive(&e->v, &e->naive);
   p->in_fmt = fmt;
   if (opts->expect == NULL || fmt == AA_FMT_FP64) return AA_OK;
   if ((rc = flat_expect_run(e, p, fmt, opts, err)) == AA_OK) aa_eval_apply_expect(&e->v, &e->rec);
@@ -493,12 +616,12 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
   if ((rc = load_recipe(&r, recipe, &err)) != AA_OK) goto done_noprob;
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
   rounded = round_inputs(&p, r.io_fmt);
-  if ((rc = run_oracle(&e.orc, &p, opts, &err)) == AA_OK &&
+  if ((rc = run_oracle(&e.orc, &e.borrowed, &p, opts, &err)) == AA_OK &&
       (rc = aa_eval_run(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &e.orc,
                         &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) == AA_OK &&
-      (rc = flat_naive(&e.v, &e.naive, &e.naive_res, &p, r.io_fmt, opts, &e.orc, &err)) == AA_OK &&
-      (rc = flat_emulate_expect(&e, &p, r.io_fmt, opts, &err)) == AA_OK) {
-    export_scores(out, &e.v, got, &e.orc, &p);
+      (rc = flat_naive(&e, &p, r.io_fmt, opts, &err)) == AA_OK &&
+      (rc = flat_emulate_rules(&e, &p, r.io_fmt, opts, &err)) == AA_OK) {
+    export_scores(out, &e.v, got, 4, &e.orc, NULL, &p);
     for (int i = 0; i < 4; i++)
       if (dst[i] != NULL) aa_layout_export(dst[i], got[i], p.layout, i < 2 ? &p.dq : &p.dk);
     fill_info(info, &p, &e.orc);

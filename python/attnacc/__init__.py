@@ -35,12 +35,13 @@ from . import _lib
 from ._lib import EXPECT_STATS, FMTS, LAYOUT_AXES, LAYOUTS, RULES
 from .invariance import InvarianceReport, check_invariance  # noqa: F401
 
-__all__ = ["score", "score_many", "assert_accurate", "oracle", "emulate", "Score", "TensorScore", "RuleResult", "LimitError",
-           "SCHEMA_VERSION", "RULES"]
+__all__ = ["score", "score_many", "assert_accurate", "oracle", "emulate", "Oracle", "Score", "TensorScore",
+           "RuleResult", "LimitError", "SCHEMA_VERSION", "RULES"]
 
 # Version of the JSON object written by Score.to_dict() and `attnacc score --json` (experiments/README-json.md).
 SCHEMA_VERSION = 2
 OUTPUTS = ("o", "dq", "dk", "dv")
+SCORED = OUTPUTS + ("dsinks", "lse")  # what score() takes: aa_flat_score's outputs, in its order
 THREADS_MAX = 4096  # the command's --threads bound: more would only make OpenMP spawn threads until it fails
 MAX_SECONDS = 3600.0  # default time limit, as the command's --max-seconds
 
@@ -204,6 +205,17 @@ def _flat(arr, fmt):
     return t
 
 
+def _as_out(x, name):
+    """(float64 array, format) of dsinks or lse, which may hold infinities (lse of rows that see no key) and are
+    refused only for their dtype and size here; their shapes are checked against the problem in C."""
+    if x is None:
+        return None, None
+    a, f = _as_array(x, name)
+    if a.ndim < 1 or a.ndim > 3:
+        raise ValueError(f"attnacc: {name} has {a.ndim} axes (need 1 to 3)")
+    return a, f
+
+
 def _kernel_fmt(kernel_dtype, arrs):
     """The format index the kernel computes in (kernel_dtype: "bf16", "fp16", "fp32", "fp64" or a torch dtype),
     checked against every input's values: the inputs are then tagged with it, so the naive reference of the fa
@@ -244,14 +256,14 @@ def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_g
         if isinstance(window_size, (str, bytes)) or not hasattr(window_size, "__len__") or len(window_size) != 2:
             raise TypeError(f"attnacc: window_size must be a pair (left, right) of integers, got "
                             f"{type(window_size).__name__} {window_size!r}")
-        # size_t window = left + 1 below: no wrap in ctypes
-        left, right = (_int_arg("window_size[%d]" % i, w, -1, 2 ** 63 - 2) for i, w in enumerate(window_size))
-        # flash-attn: query i sees keys i - left .. i + right; attnacc's window W keys ending at i (causal).
+        left, right = (_int_arg("window_size[%d]" % i, w, -1, 2 ** 31 - 1) for i, w in enumerate(window_size))
+        # flash-attn's window_size: query i sees keys c(i) - left .. c(i) + right (-1: unbounded), bottom-right
+        # aligned unless causal_align says otherwise (as `attnacc run --window L,R`)
         if (left, right) != (-1, -1):
-            if not c or right not in (0, -1) or left < 0:
-                raise ValueError(
-                    f"attnacc: window_size={tuple(window_size)} is supported only as (left, 0) with causal=True")
-            o.window = left + 1
+            o.local = 1
+            o.window_left = _lib.WINDOW_INF if left < 0 else left
+            o.window_right = _lib.WINDOW_INF if right < 0 else right
+            o.align = 1
     if enable_gqa is not None:
         _flag_arg("enable_gqa", enable_gqa)
     if enable_gqa is False and q_shape is not None and k_shape is not None and tuple(q_shape) != tuple(k_shape):
@@ -266,6 +278,75 @@ def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_g
     o.threads = _int_arg("threads", threads, 0, THREADS_MAX)
     o.naive = int(bool(naive))
     return o
+
+
+def _f64(x, name):
+    """A float64 C-order copy of a numpy array or torch tensor (any float dtype)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"attnacc: {name} has dtype {a.dtype} (need numbers)")
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _features(o, causal_align=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash", sinks=None,
+              keep=None, dropout_p=None, cache=None, kept=None):
+    """Set the problem features (lib/problem.h, as `attnacc run` takes them), the oracle cache and a kept oracle on
+    opts o. Returns the arrays the C call reads, which the caller keeps alive during it."""
+    alive = []
+    if causal_align is not None:
+        o.align = ("top-left", "bottom-right").index(
+            _str_arg("causal_align", causal_align, ("top-left", "bottom-right")).lower())
+    if softcap is not None:
+        o.softcap = _real_arg("softcap", softcap)
+    if alibi_slopes is not None or _flag_arg("alibi", alibi):
+        o.alibi = ("flash", "torch").index(_str_arg("alibi_form", alibi_form, ("flash", "torch")).lower()) + 1
+        if alibi_slopes is not None:  # [H] (flash-attn's), or [B, H]; None: the geometric slopes of q's heads
+            a = _f64(alibi_slopes, "alibi_slopes").reshape(-1)
+            alive.append(a)
+            o.alibi_slopes = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+            o.n_slopes = a.size
+    if sinks is not None:
+        a = _f64(sinks, "sinks")
+        if a.ndim not in (1, 2):
+            raise ValueError(f"attnacc: sinks has shape {a.shape} (need [H, K], or [K] for one head)")
+        alive.append(a)
+        o.sinks = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        o.num_sinks = a.shape[-1]
+        o.sinks_numel = a.size
+    if (keep is None) != (dropout_p is None):
+        raise ValueError("attnacc: dropout needs both keep (the kernel's keep mask) and dropout_p")
+    if keep is not None:
+        p = _real_arg("dropout_p", dropout_p)
+        if not p < 1:
+            raise ValueError(f"attnacc: dropout_p = {dropout_p!r} is not below 1")
+        k = _f64(keep, "keep")
+        if not np.isin(k, (0, 1)).all():
+            raise ValueError("attnacc: keep holds values other than 0 (dropped) and 1 (kept)")
+        k = np.ascontiguousarray(k, dtype=np.uint8)
+        alive.append(k)
+        o.keep = k.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        o.keep_scale = 1.0 / (1.0 - p)
+        o.keep_numel = k.size
+    if cache is not None:
+        o.cache_dir = os.fsencode(os.fspath(cache))
+    if kept is not None:
+        o.oracle = kept._kept
+        o.oracle_path = _lib.ORACLE_PATHS.index(kept.path)
+    return alive
+
+
+def _oracle_arg(oracle):
+    """(path name, kept Oracle or None) of score's oracle=: "fast", "mpfr", or an Oracle to reuse."""
+    if isinstance(oracle, Oracle):
+        if oracle._kept is None:
+            raise ValueError("attnacc: oracle= holds no kept result (it was released)")
+        return oracle.path, oracle
+    if not isinstance(oracle, str):
+        raise TypeError(f"attnacc: oracle must be \"fast\", \"mpfr\" or an attnacc.Oracle (what oracle() returns), "
+                        f"got {type(oracle).__name__} {oracle!r}")
+    return oracle, None
 
 
 def _raise(rc, msg):
@@ -595,28 +676,42 @@ def _finish(res, info, rules, opts, seconds=None):
     return sc
 
 
-def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_causal=False, causal=None, scale=None,
-          softmax_scale=None, window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
-          oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None,
-          max_seconds=None, kernel_dtype=None, expect=None, attn_mask=None, key_len=None, logit_offset=0.0):
+def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, lse=None, dsinks=None, layout=None, is_causal=False,
+          causal=None, causal_align=None, scale=None, softmax_scale=None, window_size=None, softcap=None, alibi=None,
+          alibi_slopes=None, alibi_form="flash", sinks=None, keep=None, dropout_p=None, enable_gqa=None, rule=None,
+          atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast", cache=None, threads=0, bf16_bits=False,
+          cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None, kernel_dtype=None, expect=None,
+          attn_mask=None, key_len=None, logit_offset=0.0):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
     "nhd" [N, H, d] (flash-attn without batch); None infers it where only one of the 4-axis layouts fits
     (else ValueError naming the candidates); 3 axes are read as hnd unless "nhd" is given. k, v may have fewer heads (GQA).
-    is_causal / causal: top-left causal mask; scale / softmax_scale: default 1/sqrt(d);
-    window_size=(left, 0) with causal: flash-attn's sliding window; enable_gqa=False refuses GQA shapes.
+    is_causal / causal: causal mask, top-left aligned (SDPA) unless causal_align="bottom-right" (flash-attn,
+    n_q != n_k); scale / softmax_scale: default 1/sqrt(d);
+    window_size=(left, right): flash-attn's window (-1: unbounded side), bottom-right aligned unless causal_align
+    says otherwise; softcap: flash-attn's logit softcap; alibi_slopes ([H], flash-attn's, or [B, H]) or alibi=True
+    (the geometric slopes): ALiBi, alibi_form "flash" (-slope |i + n_k - n_q - j|) or "torch" (slope (j - i));
+    sinks [H, K]: attention-sink logits (batch 1), scored with dsinks; keep [B, H, n_q, n_k] (0/1) with
+    dropout_p: the kernel's dropout mask, kept weights scaled by 1 / (1 - dropout_p) (the oracle applies exactly
+    that mask). enable_gqa=False refuses GQA shapes.
+    lse: the kernel's log-sum-exp [B, H, n_q] (natural log with the softmax scale, flash-attn's softmax_lse);
+    where a row sees no key the oracle's -inf and flash-attn's +inf are both accepted.
     rule: one of "expect" (recipe-relative: the error statistics within a band around those of the recipe
     `expect` run on the same inputs; README.md "The default verdict"), "abs-rel" (|a-b| <= atol + rtol|b|,
     atol = rtol = 0.01 by default), "torch" (torch.testing.assert_close's defaults for the output's dtype),
     "fa" (max error <= 2x (o) / 3x (grads) that of the naive reference in the inputs' dtype), "sdpa"
     (PyTorch SDPA tests' fudge factors), a list of them, or "all". Default: "expect", or "torch" for float64
     kernels (expect, fa and sdpa need a reference in the kernel's dtype: ValueError for float64). Every rule's
-    ratio is always reported (expect's when it ran: by default, or when chosen); `rule` picks which decide
-    Score.passed.
+    ratio is reported when its reference ran: expect's by default or when chosen (or expect= given), fa's and
+    sdpa's by default or when one of them is chosen (the naive reference runs only then); `rule` picks which
+    decide Score.passed.
     expect: the expect rule's recipe (a preset name such as "fa2-h100", a recipe file or text); None: fa2. It
     is put in the kernel's format (fa2 for an fp16 kernel rounds P and dS to fp16).
-    ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr".
+    ulp_fmt: count ULPs in this format instead of each output's own. oracle: "fast" or "mpfr", or the Oracle
+    that oracle() returned for the same inputs and problem (reused, not recomputed; ValueError when it was
+    computed for others). cache: a folder of the on-disk oracle cache shared with `attnacc run/score --cache` and
+    the sweeps (read when it holds these inputs' oracle, else computed and stored).
     kernel_dtype: the format the kernel computes in ("bf16", "fp16", "fp32", "fp64" or a torch dtype) when the
     tensors were stored wider (a BF16 kernel's tensors saved as float32): the fa and sdpa rules then compare with
     a naive reference in that format, the expect recipe runs in it and ULPs are counted in it; every input must
@@ -636,12 +731,15 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, layout=None, is_cau
     there is exact, its NaN counts as NaN.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
-    return score_many(q, k, v, do, [dict(o=o, dq=dq, dk=dk, dv=dv)], layout=layout, is_causal=is_causal,
-                      causal=causal, scale=scale, softmax_scale=softmax_scale, window_size=window_size,
+    return score_many(q, k, v, do, [dict(o=o, dq=dq, dk=dk, dv=dv, dsinks=dsinks, lse=lse)], layout=layout,
+                      is_causal=is_causal, causal=causal, causal_align=causal_align, scale=scale,
+                      softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, alibi=alibi,
+                      alibi_slopes=alibi_slopes, alibi_form=alibi_form, sinks=sinks, keep=keep, dropout_p=dropout_p,
                       enable_gqa=enable_gqa, rule=rule, atol=atol, rtol=rtol, ulp_fmt=ulp_fmt, oracle=oracle,
-                      threads=threads, bf16_bits=bf16_bits, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                      max_memory=max_memory, max_seconds=max_seconds, kernel_dtype=kernel_dtype, expect=expect,
-                      attn_mask=attn_mask, key_len=key_len, logit_offset=logit_offset)[0]
+                      cache=cache, threads=threads, bf16_bits=bf16_bits, cu_seqlens_q=cu_seqlens_q,
+                      cu_seqlens_k=cu_seqlens_k, max_memory=max_memory, max_seconds=max_seconds,
+                      kernel_dtype=kernel_dtype, expect=expect, attn_mask=attn_mask, key_len=key_len,
+                      logit_offset=logit_offset)[0]
 
 
 def _expect_arg(expect, rules):
@@ -656,32 +754,40 @@ def _expect_arg(expect, rules):
 def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=None, kernel_dtype=None, expect=None,
                bf16_bits=False, **kwargs):
     """score() for several kernels' outputs on the same inputs: sets is a list of dicts with any of o, dq, dk,
-    dv. The oracle, the naive reference and the expect recipe run once for all of them. Returns a list of Score
-    in the order of sets. Keywords as score()."""
+    dv, dsinks, lse. The oracle, the naive reference and the expect recipe run once for all of them. Returns a list
+    of Score in the order of sets. Keywords as score()."""
     rules = _rules_arg(rule)
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     if not isinstance(sets, (list, tuple)) or not sets or not all(isinstance(x, dict) for x in sets):
-        raise TypeError("attnacc: sets must be a non-empty list of dicts of o, dq, dk, dv")
+        raise TypeError("attnacc: sets must be a non-empty list of dicts of o, dq, dk, dv, dsinks, lse")
     for x in sets:
-        if set(x) - set(OUTPUTS) or all(_shape(x.get(n), n, False) is None for n in OUTPUTS):
-            raise ValueError(f"attnacc: each set holds one or more of {', '.join(OUTPUTS)} (got {sorted(x)})")
+        if set(x) - set(SCORED) or all(x.get(n) is None for n in SCORED):
+            raise ValueError(f"attnacc: each set holds one or more of {', '.join(SCORED)} (got {sorted(x)})")
     shapes = [_shape(x, n) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    kw = dict(layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None, window_size=None,
-              enable_gqa=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast", threads=0, cu_seqlens_q=None,
-              cu_seqlens_k=None, attn_mask=None, key_len=None, logit_offset=0.0)
+    kw = dict(layout=None, is_causal=False, causal=None, causal_align=None, scale=None, softmax_scale=None,
+              window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash", sinks=None,
+              keep=None, dropout_p=None, enable_gqa=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
+              cache=None, threads=0, cu_seqlens_q=None, cu_seqlens_k=None, attn_mask=None, key_len=None,
+              logit_offset=0.0)
     if set(kwargs) - set(kw):
         raise TypeError(f"attnacc: unknown keyword {sorted(set(kwargs) - set(kw))[0]!r}")
     kw.update(kwargs)
+    path, kept = _oracle_arg(kw["oracle"])
+    # the naive reference only for its rules, and by default (the report then gives every rule's ratio)
+    naive = rules is None or any(r in ("fa", "sdpa") for r in rules)
     opts = _opts(_layout_arg(kw["layout"], kw["cu_seqlens_q"]), kw["is_causal"], kw["causal"], kw["scale"],
                  kw["softmax_scale"], kw["window_size"], kw["enable_gqa"], kw["atol"], kw["rtol"], kw["ulp_fmt"],
-                 kw["oracle"], kw["threads"], True, shapes[0], shapes[1])
-    keep = _varlen(opts, kw["cu_seqlens_q"], kw["cu_seqlens_k"])  # noqa: F841 (alive during the call)
-    keep_m = _masks(opts, kw["attn_mask"], kw["key_len"], kw["logit_offset"])  # noqa: F841 (alive during the call)
-    keep_expect = opts.expect = _expect_arg(expect, rules)  # noqa: F841
+                 path, kw["threads"], naive, shapes[0], shapes[1])
+    alive = _features(opts, kw["causal_align"], kw["softcap"], kw["alibi"], kw["alibi_slopes"], kw["alibi_form"],
+                      kw["sinks"], kw["keep"], kw["dropout_p"], kw["cache"], kept)
+    alive.append(_varlen(opts, kw["cu_seqlens_q"], kw["cu_seqlens_k"]))  # alive during the call
+    alive.append(_masks(opts, kw["attn_mask"], kw["key_len"], kw["logit_offset"]))
+    alive.append(_expect_arg(expect, rules))
+    opts.expect = alive[-1]
     # the given outputs, the naive reference, the expect recipe, our copies
     _budget(opts, shapes, 3 + len(sets), max_memory, max_seconds)
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
-    outs = [_as_array(x.get(n), n, bf16_bits) for x in sets for n in OUTPUTS]
+    outs = [_as_array(x.get(n), n, bf16_bits) if n in OUTPUTS else _as_out(x.get(n), n) for x in sets for n in SCORED]
     kf = _kernel_fmt(kernel_dtype, arrs)
     if kf is not None:
         arrs = [(a, kf) for a, _ in arrs]
@@ -702,7 +808,8 @@ def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=Non
         warnings.warn(f"attnacc: every input and output value is {FMTS[info.kernel_fmt]} though stored as "
                       f"{FMTS[info.input_fmt]}: the expect rule judged a {FMTS[info.kernel_fmt]} kernel; pass "
                       f"kernel_dtype= to say which precision the kernel computes in", UserWarning, stacklevel=3)
-    return [_finish(res[4 * i:4 * i + 4], info, rules, opts, seconds) for i in range(len(sets))]
+    n = _lib.NOUT
+    return [_finish(res[n * i:n * i + n], info, rules, opts, seconds) for i in range(len(sets))]
 
 
 def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None, msg=None, **kwargs):
@@ -717,21 +824,51 @@ def assert_accurate(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, rule=None
     return res
 
 
-def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
-           window_size=None, enable_gqa=None, oracle="fast", threads=0, bf16_bits=False, cu_seqlens_q=None,
-           cu_seqlens_k=None, max_memory=None, max_seconds=None, attn_mask=None, key_len=None, logit_offset=0.0):
+class Oracle(dict):
+    """What oracle() returns: a dict of "o", "lse", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout),
+    "relerr_bound" and "layout", which also keeps the library's certified result (with its FP32 and BF16
+    roundings) for score(..., oracle=this) and emulate(..., oracle=this) to reuse on the same inputs and problem
+    instead of computing it again. path: the oracle path it ran on. release() frees the kept result early."""
+
+    def __init__(self, values, kept, path):
+        super().__init__(values)
+        self._kept = kept
+        self.path = path
+
+    def release(self):
+        if self._kept is not None:
+            _lib.lib().aa_flat_kept_free(self._kept)
+            self._kept = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown: the module's globals may be gone; the process frees it anyway
+            pass
+
+
+def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, causal_align=None, scale=None,
+           softmax_scale=None, window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash",
+           sinks=None, keep=None, dropout_p=None, enable_gqa=None, oracle="fast", cache=None, threads=0,
+           bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None, attn_mask=None,
+           key_len=None, logit_offset=0.0):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
-    batch of packed [total, H, d] tensors, as in score(). threads, max_memory, max_seconds, attn_mask, key_len,
-    logit_offset: as in score()."""
+    batch of packed [total, H, d] tensors, as in score(). The problem features (causal_align, window_size,
+    softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p), cache, threads, max_memory, max_seconds:
+    as in score(). attn_mask, key_len, logit_offset: as in score(). Returns an Oracle (a dict) that
+    score(..., oracle=it) reuses."""
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     shapes = [_shape(x, n) for x, n in zip((q, k, v), ("q", "k", "v"))]
     shapes.append(shapes[0] if do is None else _shape(do, "do"))
+    path, kept = _oracle_arg(oracle)
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
-                 None, None, None, oracle, threads, False, shapes[0], shapes[1])
-    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
-    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
+                 None, None, None, path, threads, False, shapes[0], shapes[1])
+    alive = _features(opts, causal_align, softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p, cache,
+                      kept)
+    alive.append(_varlen(opts, cu_seqlens_q, cu_seqlens_k))  # alive during the call
+    alive.append(_masks(opts, attn_mask, key_len, logit_offset))
     _budget(opts, shapes, 1, max_memory, max_seconds)  # our copies and the result arrays
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v), ("q", "k", "v"))]
     if do is None:
@@ -748,9 +885,10 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
     info = _lib.FlatInfo()
     msg = ctypes.create_string_buffer(1024)
     dp = ctypes.POINTER(ctypes.c_double)
+    handle = ctypes.c_void_p()
     rc = _lib.lib().aa_flat_oracle(o.ctypes.data_as(dp), lse.ctypes.data_as(dp), dq.ctypes.data_as(dp),
-                                   dk.ctypes.data_as(dp), dv.ctypes.data_as(dp), ctypes.byref(info), ins,
-                                   ctypes.byref(opts), msg, len(msg))
+                                   dk.ctypes.data_as(dp), dv.ctypes.data_as(dp), ctypes.byref(handle),
+                                   ctypes.byref(info), ins, ctypes.byref(opts), msg, len(msg))
     if rc != 0:
         _raise(rc, msg.value)
     lay = LAYOUTS[info.layout]
@@ -758,14 +896,16 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, scale
         lse = lse.reshape(info.b, info.h, info.n_q)
     elif lay in ("hnd", "nhd"):
         lse = lse.reshape(info.h, info.n_q)
-    return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv, "relerr_bound": info.oracle_relerr_bound,
-            "layout": lay}
+    values = {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv, "relerr_bound": info.oracle_relerr_bound,
+              "layout": lay}
+    return Oracle(values, handle.value, path)  # nothing kept when it reused a kept one (oracle=)
 
 
-def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, scale=None, softmax_scale=None,
-            window_size=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
-            threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None,
-            attn_mask=None, key_len=None, logit_offset=0.0):
+def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, causal_align=None, scale=None,
+            softmax_scale=None, window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash",
+            sinks=None, keep=None, dropout_p=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
+            oracle="fast", cache=None, threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None,
+            max_memory=None, max_seconds=None, attn_mask=None, key_len=None, logit_offset=0.0):
     """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
     with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
 
@@ -773,19 +913,24 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, s
     rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
     name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
-    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. threads, max_memory,
-    max_seconds, attn_mask, key_len, logit_offset: as in score() (the recipe's mask.* keys say how the emulated
-    kernel treats masked keys and fully masked rows)."""
+    of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. The problem features,
+    oracle (a path or an Oracle to reuse), cache, threads, max_memory, max_seconds, attn_mask, key_len, logit_offset:
+    as in score() (the recipe's mask.* keys say how the emulated kernel treats masked keys and fully masked
+    rows)."""
     rules = _rules_arg(rule)
     if isinstance(recipe, os.PathLike):
         recipe = os.fspath(recipe)
     recipe = _str_arg("recipe", recipe)
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     shapes = [_shape(x, n) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]
+    path, kept = _oracle_arg(oracle)
+    naive = rules is None or any(r in ("fa", "sdpa") for r in rules)
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
-                 atol, rtol, ulp_fmt, oracle, threads, True, shapes[0], shapes[1])
-    keep = _varlen(opts, cu_seqlens_q, cu_seqlens_k)  # noqa: F841 (alive during the call)
-    keep_m = _masks(opts, attn_mask, key_len, logit_offset)  # noqa: F841 (alive during the call)
+                 atol, rtol, ulp_fmt, path, threads, naive, shapes[0], shapes[1])
+    alive = _features(opts, causal_align, softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p, cache,
+                      kept)
+    alive.append(_varlen(opts, cu_seqlens_q, cu_seqlens_k))  # alive during the call
+    alive.append(_masks(opts, attn_mask, key_len, logit_offset))
     opts.expect = _expect_arg(None, rules)
     _budget(opts, shapes, 4, max_memory, max_seconds)  # the recipe's outputs, the naive and expect ones, our copies
     arrs = [_as_array(x, n, bf16_bits) for x, n in zip((q, k, v, do), ("q", "k", "v", "do"))]

@@ -12,7 +12,7 @@ LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]
 ORACLE_PATHS = ("mpfr", "fast")
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -51,7 +51,28 @@ class FlatOpts(ctypes.Structure):
         ("nkey_len", ctypes.c_size_t),
         ("logit_offset", ctypes.c_double),
         ("expect", ctypes.c_char_p),
+        # problem features, sinks, keep mask, oracle cache, kept oracle (ABI 5)
+        ("align", ctypes.c_int),
+        ("local", ctypes.c_int),
+        ("window_left", ctypes.c_size_t),
+        ("window_right", ctypes.c_size_t),
+        ("softcap", ctypes.c_double),
+        ("alibi", ctypes.c_int),
+        ("alibi_slopes", ctypes.POINTER(ctypes.c_double)),
+        ("n_slopes", ctypes.c_size_t),
+        ("sinks", ctypes.POINTER(ctypes.c_double)),
+        ("num_sinks", ctypes.c_size_t),
+        ("sinks_numel", ctypes.c_size_t),
+        ("keep", ctypes.POINTER(ctypes.c_uint8)),
+        ("keep_scale", ctypes.c_double),
+        ("keep_numel", ctypes.c_size_t),
+        ("cache_dir", ctypes.c_char_p),
+        ("oracle", ctypes.c_void_p),
     ]
+
+
+NOUT = 6  # aa_flat_score's outputs: o, dq, dk, dv, dsinks, lse (AA_FLAT_NOUT)
+WINDOW_INF = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1  # AA_WINDOW_INF (SIZE_MAX): an unbounded window side
 
 
 class Cost(ctypes.Structure):
@@ -190,9 +211,12 @@ def lib():
                                           ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
     handle.aa_flat_score_sets.restype = ctypes.c_int
     dp = ctypes.POINTER(ctypes.c_double)
-    handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(FlatInfo), ctypes.POINTER(FlatTensor),
-                                      ctypes.POINTER(FlatOpts), ctypes.c_char_p, ctypes.c_size_t]
+    handle.aa_flat_oracle.argtypes = [dp, dp, dp, dp, dp, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(FlatInfo),
+                                      ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatOpts), ctypes.c_char_p,
+                                      ctypes.c_size_t]
     handle.aa_flat_oracle.restype = ctypes.c_int
+    handle.aa_flat_kept_free.argtypes = [ctypes.c_void_p]
+    handle.aa_flat_kept_free.restype = None
     handle.aa_flat_emulate.argtypes = [dp, dp, dp, dp, ctypes.POINTER(FlatOut), ctypes.POINTER(FlatInfo),
                                        ctypes.POINTER(FlatTensor), ctypes.c_char_p, ctypes.POINTER(FlatOpts),
                                        ctypes.c_char_p, ctypes.c_size_t]

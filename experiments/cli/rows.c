@@ -1,0 +1,110 @@
+/* attnacc: score --rows K: K query rows drawn at random, and the problem and folded arrays cut down to them. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/rows.h"
+
+void rows_cli_free(rows_cli_t *r) {
+  free(r->rows);
+  free(r->lo);
+  free(r->hi);
+  free(r->keep);
+  *r = (rows_cli_t){0};
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int rows_cli_draw(rows_cli_t *r, size_t k, uint64_t seed, size_t n_q, aa_error_t *err) {
+  aa_pcg32_t rng;
+  size_t *perm;
+  if (k == 0 || k >= n_q || n_q > UINT32_MAX)
+    return aa_error_set(err, AA_EINVAL, "--rows %zu: need 1 <= K < %zu (the query rows)", k, n_q);
+  perm = malloc(n_q * sizeof *perm);
+  r->rows = malloc(k * sizeof *r->rows);
+  if (perm == NULL || r->rows == NULL) {
+    free(perm);
+    return aa_error_set(err, AA_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n_q; i++)
+    perm[i] = i;
+  aa_pcg32_seed(&rng, seed, 0x726f7773u); /* "rows" */
+  for (size_t i = 0; i < k; i++) {        /* the first k of a Fisher-Yates shuffle: a uniform k-subset */
+    size_t j = i + aa_pcg32_bounded(&rng, (uint32_t)(n_q - i)), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  memcpy(r->rows, perm, k * sizeof *r->rows);
+  free(perm);
+  qsort(r->rows, k, sizeof *r->rows, cmp_size);
+  r->k = k;
+  r->seed = seed;
+  r->n_q = n_q;
+  return AA_OK;
+}
+
+/* The keep mask's rows [heads][k][n_k]. */
+static int cut_keep(rows_cli_t *r, const aa_problem_t *pb) {
+  size_t nk = pb->n_k;
+  r->keep = malloc(pb->heads * r->k * nk);
+  if (r->keep == NULL) return AA_ENOMEM;
+  for (size_t h = 0; h < pb->heads; h++)
+    for (size_t i = 0; i < r->k; i++)
+      memcpy(r->keep + (h * r->k + i) * nk, pb->keep + (h * r->n_q + r->rows[i]) * nk, nk);
+  return AA_OK;
+}
+
+int rows_cli_problem(rows_cli_t *r, aa_problem_t *pb, aa_error_t *err) {
+  if (pb->alibi != AA_ALIBI_NONE || pb->varlen_batch > 0 || pb->bound_min != NULL)
+    return aa_error_set(err, AA_EINVAL, "--rows: not available with %s (%s)",
+                        pb->alibi != AA_ALIBI_NONE ? "ALiBi"
+                        : pb->varlen_batch         ? "--cu-seqlens"
+                                                   : "packing bounds",
+                        pb->alibi != AA_ALIBI_NONE ? "its bias depends on the row index" : "score every row");
+  if (pb->mask != NULL || pb->bias != NULL) /* problem.h: a mask does not combine with packing bounds */
+    return aa_error_set(err, AA_EINVAL,
+                        "--rows: not available with --mask (the drawn rows are packing bounds, which an attention "
+                        "mask does not combine with); score every row");
+  r->lo = malloc(r->k * sizeof *r->lo);
+  r->hi = malloc(r->k * sizeof *r->hi);
+  if (r->lo == NULL || r->hi == NULL || (pb->keep != NULL && cut_keep(r, pb) != AA_OK))
+    return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t i = 0; i < r->k; i++) {
+    size_t lo, hi;
+    aa_problem_row_keys(pb, r->rows[i], &lo, &hi);
+    r->lo[i] = (int32_t)lo;
+    r->hi[i] = (int32_t)hi;
+  }
+  /* the bounds carry every mask: causal, windows and alignment are then off */
+  pb->n_q = r->k;
+  pb->causal = 0;
+  pb->window = 0;
+  pb->local = 0;
+  pb->align = AA_ALIGN_TOP_LEFT;
+  pb->bound_min = r->lo;
+  pb->bound_max = r->hi;
+  if (pb->keep != NULL) pb->keep = r->keep;
+  return AA_OK;
+}
+
+int rows_cli_cut(const rows_cli_t *r, aa_tensor_t *t, aa_error_t *err) {
+  size_t heads = t->shape[0], inner = 1, shp[3];
+  aa_tensor_t out;
+  if (t->data == NULL) return AA_OK;
+  if (t->ndim < 2 || t->shape[1] != r->n_q)
+    return aa_error_set(err, AA_ESHAPE, "--rows: an array has no axis of the %zu query rows", r->n_q);
+  for (int a = 2; a < t->ndim; a++)
+    inner *= t->shape[a];
+  memcpy(shp, t->shape, (size_t)t->ndim * sizeof *shp);
+  shp[1] = r->k;
+  if (aa_tensor_alloc(&out, t->ndim, shp, t->fmt) != AA_OK) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  for (size_t h = 0; h < heads; h++)
+    for (size_t i = 0; i < r->k; i++)
+      memcpy(out.data + (h * r->k + i) * inner, t->data + (h * r->n_q + r->rows[i]) * inner, inner * sizeof *t->data);
+  aa_tensor_free(t);
+  *t = out;
+  return AA_OK;
+}
