@@ -507,6 +507,13 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
 int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const aa_flat_opts_t *opts, size_t sets,
                      char *msg, size_t msg_cap);
 
+/* The seeded input draw of `attnacc run` (aa_layout_draw, lib/layout.h:
+   tensor id 0 q, 1 k, 2 v, 3 dO; distribution dist an AA_DIST_*; values of
+   format fmt) into out [heads][rows][cols], so that a caller draws the
+   inputs run draws for one seed. A status; msg as the entry points. */
+int aa_flat_draw(double *out, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols, int dist,
+                 double sigma, int fmt, char *msg, size_t msg_cap);
+
 /* ---- ABI of the flat entry points (lib/score/abi.c) ----
    Foreign callers mirror the input structures above (aa_flat_tensor_t,
    aa_flat_opts_t, aa_problem_cost_t) and build the result structures
@@ -518,7 +525,7 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
    added (2: aa_abi_field, aa_abi_measure; 3: the mask fields of aa_flat_opts_t; 4: the expect rule, its
    statistics, opts.expect, info.kernel_fmt, aa_flat_score_sets; 5: the problem features, sinks, keep mask,
    oracle cache and kept oracle of aa_flat_opts_t, dsinks and lse scored (AA_FLAT_NOUT outputs per set),
-   aa_flat_oracle's kept argument, aa_flat_kept_free). */
+   aa_flat_oracle's kept argument, aa_flat_kept_free, aa_flat_draw). */
 #define AA_ABI_VERSION 5
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",

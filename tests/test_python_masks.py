@@ -1,6 +1,9 @@
 """attnacc: tests of attn_mask, key_len and logit_offset in the Python package against a float64 numpy reference
 written here, torch's math attention with a mask, and the causal problem (run by tests/tpython.sh)."""
 # SPDX-License-Identifier: LGPL-3.0-or-later
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -107,3 +110,20 @@ def test_mask_errors():
         attnacc.oracle(q, k, v, do, layout="bhnd", key_len=[3, 4, 5])
     with pytest.raises(TypeError, match="attn_mask"):
         attnacc.oracle(q, k, v, do, layout="bhnd", attn_mask=np.zeros((NQ, NK), dtype=np.int32))
+
+
+@pytest.mark.parametrize("dist", ["huge-keys", "massive", "constant"])
+def test_draw_is_runs_draw(tmp_path, dist):
+    """attnacc.draw gives the inputs `attnacc run --save` draws for the same options, bit for bit."""
+    cli = os.environ.get("ATTNACC_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("ATTNACC_CLI (the attnacc command) is not set")
+    subprocess.run([cli, "run", "--variant", "fa2", "--n", "64", "--d", "8", "--heads", "2", "--kv-heads", "1",
+                    "--seed", "5", "--dist", dist, "--sigma", "3", "--save", str(tmp_path)], check=True,
+                   stdout=subprocess.DEVNULL)
+    got = attnacc.draw(64, 8, heads=2, kv_heads=1, seed=5, dist=dist, sigma=3)
+    for name in ("q", "k", "v", "do"):
+        bits = np.load(tmp_path / f"{name}.npy").astype(np.uint32) << 16
+        assert np.array_equal(bits.view(np.float32).astype(np.float64), got[name]), name
+    if dist == "constant":
+        assert np.all(got["q"] == 3)

@@ -565,6 +565,21 @@ int aa_flat_estimate(aa_problem_cost_t *c, const aa_flat_tensor_t *inputs, const
   return rc;
 }
 
+int aa_flat_draw(double *out, uint64_t seed, uint64_t id, size_t heads, size_t rows, size_t cols, int dist,
+                 double sigma, int fmt, char *msg, size_t msg_cap) {
+  aa_error_t err = {{0}};
+  aa_tensor_t t = {0};
+  int rc = AA_OK;
+  if (!valid_fmt(fmt) || !(sigma > 0 && isfinite(sigma)))
+    rc = aa_error_set(&err, AA_EINVAL, "draw: format %d or sigma %g is not valid", fmt, sigma);
+  if (rc == AA_OK &&
+      (rc = aa_layout_draw(&t, seed, id, heads, rows, cols, dist, sigma, (aa_fmt_t)fmt, &err)) == AA_OK)
+    memcpy(out, t.data, heads * rows * cols * sizeof *out);
+  aa_tensor_free(&t);
+  if (msg != NULL && msg_cap > 0) snprintf(msg, msg_cap, "%s", rc == AA_OK ? "" : err.msg);
+  return rc;
+}
+
 /* A variant spec in the command's grammar (aa_recipe_from_spec). */
 static int load_recipe(aa_recipe_t *r, const char *spec, aa_error_t *err) {
   if (spec == NULL || spec[0] == '\0') return aa_error_set(err, AA_EINVAL, "no recipe given");

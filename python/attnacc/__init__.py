@@ -954,4 +954,32 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, c
     return out
 
 
+# The input distributions of lib/layout.h (AA_DIST_* in this order).
+DISTS = ("normal", "uniform", "outlier", "constant", "near-constant", "huge-keys", "massive")
+
+
+def draw(n, d, *, heads=1, kv_heads=None, n_k=None, seed=1, dist="normal", sigma=1.0, dtype="bf16"):
+    """The inputs `attnacc run --n N --n-q N --d D --heads H --kv-heads HKV --seed S --dist DIST --sigma X` draws
+    (lib/layout.h), as float64 numpy arrays holding values of dtype ("bf16", "fp16", "fp32", "fp64"): a dict with
+    q and do [H, n, d], k and v [HKV, n_k, d] (n_k defaults to n). dist: one of DISTS; "constant" (every value
+    sigma: ties at the row max), "near-constant", "huge-keys" and "massive" aim at the magnitudes where kernels
+    give NaN or Inf."""
+    dist = _str_arg("dist", dist, DISTS).lower()
+    dt = _str_arg("dtype", dtype, FMTS).lower()
+    n, d, heads = (_int_arg(nm, x, 1, 2 ** 31 - 1) for nm, x in (("n", n), ("d", d), ("heads", heads)))
+    kvh = heads if kv_heads is None else _int_arg("kv_heads", kv_heads, 1, heads)
+    nk = n if n_k is None else _int_arg("n_k", n_k, 1, 2 ** 31 - 1)
+    seed = _int_arg("seed", seed, 0, 2 ** 64 - 1)
+    sigma = _real_arg("sigma", sigma, positive=True)
+    out, msg = {}, ctypes.create_string_buffer(1024)
+    for i, (name, h, rows) in enumerate((("q", heads, n), ("k", kvh, nk), ("v", kvh, nk), ("do", heads, n))):
+        a = np.empty((h, rows, d))
+        rc = _lib.lib().aa_flat_draw(a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), seed, i, h, rows, d,
+                                     DISTS.index(dist), sigma, FMTS.index(dt), msg, len(msg))
+        if rc != 0:
+            _raise(rc, msg.value)
+        out[name] = a
+    return out
+
+
 _lib.lib()  # load libattnacc and check its ABI now: a mismatch is an ImportError of `import attnacc`

@@ -226,6 +226,10 @@ def lib():
     handle.aa_flat_estimate.argtypes = [ctypes.POINTER(Cost), ctypes.POINTER(FlatTensor), ctypes.POINTER(FlatOpts),
                                         ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
     handle.aa_flat_estimate.restype = ctypes.c_int
+    handle.aa_flat_draw.argtypes = [dp, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t,
+                                    ctypes.c_size_t, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_char_p,
+                                    ctypes.c_size_t]
+    handle.aa_flat_draw.restype = ctypes.c_int
     handle.aa_eval_default_rule.argtypes = [ctypes.c_int]
     handle.aa_eval_default_rule.restype = ctypes.c_int
     handle.aa_problem_mem_default.argtypes = []
