@@ -25,6 +25,7 @@ static json_t *json_verdict(const cli_report_t *rep, const cli_variant_t *v) {
       bad |= aa_json_push(fails, aa_json_str(line));
     }
   bad |= aa_json_set(j, "failures", fails);
+  bad |= aa_json_set(j, "expect", x->expect != NULL ? aa_json_str(x->expect) : json_null());
   return bad ? (json_decref(j), NULL) : j;
 }
 

@@ -521,7 +521,8 @@ class Score:
                 "recipe": None,
                 "outputs": {n: t.to_dict() for n, t in self.outputs.items()},
                 "verdict": {"rules": list(self.rules), "pass": self.passed,
-                            "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()]},
+                            "failures": [_explain(self, n, r).split("\n")[0] for n, r in self.failures()],
+                            "expect": self.problem["expect"]},
             }],
         }
 
