@@ -24,7 +24,7 @@ set output out
 # around it.
 colors = "#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #17becf"
 pts = "7 4 9 6 5 8 11 10"
-do for [i=1:8] { set linetype i lc rgb word(colors, i) dt i pt (word(pts, i) + 0) ps (2.5 - 0.2 * i) lw (3.2 - 0.3 * i) }
+do for [i=1:8] { set linetype i lc rgb word(colors, i) dt i pt (word(pts, i) + 0) ps (2.5 - 0.15 * i) lw (2.8 - 0.2 * i) }
 foot = (20.0 + 16 * caplines) / H   # the provenance footer, inside the canvas
 top = 1 - 45.0 / H                  # below the overall title
 rowh = (top - foot) / nrows

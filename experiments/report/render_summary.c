@@ -118,9 +118,10 @@ static void published_pass(cli_sb_t *md, const rp_t4_t *g, const rp_pub_t *p) {
 }
 
 void rp_summary_grid(cli_sb_t *md, const rp_t4_t *g) {
-  cli_sb_printf(md, "### Grid `%s`: n = %.0f..%.0f, %s%s, %zu recipes, %zu seed%s, d = %s\n\n", g->tag,
-                g->N ? g->ns.v[0] : 0, g->N ? g->ns.v[g->N - 1] : 0, g->M ? g->masks.v[0] : "",
-                g->M > 1 ? " and causal" : "", g->R, g->S, g->S > 1 ? "s" : "", g->d);
+  cli_sb_printf(md, "### Grid `%s`: n = %.0f..%.0f, ", g->tag, g->N ? g->ns.v[0] : 0, g->N ? g->ns.v[g->N - 1] : 0);
+  for (size_t mi = 0; mi < g->M; mi++) /* the panels: masks, with the shape axes that vary */
+    cli_sb_printf(md, "%s%s", mi == 0 ? "" : mi + 1 == g->M ? " and " : ", ", g->masks.v[mi]);
+  cli_sb_printf(md, ", %zu recipes, %zu seed%s, d = %s\n\n", g->R, g->S, g->S > 1 ? "s" : "", g->d);
   failing_table(md, g,
                 "Pass rule |a - b| <= 0.01 + 0.01 |b| on o, dq, dk, dv (the Blackwell FlashAttention paper's rule, "
                 "REFERENCES.md [blackwell-fa] section 5.3); failing",

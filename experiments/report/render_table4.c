@@ -133,7 +133,7 @@ static void timing_totals(cli_sb_t *md, const rp_t4_t *g) {
       if (!g->k_oracle[mi * g->N + ni]) continue;
       double cs = cell_seconds(g, mi, ni);
       run_s += cs * (double)g->S;
-      if (ni == g->N - 1)
+      if (ni == g->N - 1 && rp_t4_has_paper(g)) /* the paper's lengths: for a grid shaped like its Table 4 */
         for (double n2 = 2 * g->ns.v[ni]; n2 <= 32768; n2 *= 2)
           full_s += cs * (double)g->S * (n2 / g->ns.v[ni]) * (n2 / g->ns.v[ni]);
     }

@@ -383,7 +383,8 @@ static void det_release(xp_ctx_t *ctx) {
 
 const xp_experiment_t xp_determinism = {
     .name = "determinism",
-    .summary = "run one cell R times with different dQ order seeds: distinct bit patterns, ULP spread",
+    .summary =
+        "run one cell R times with different dQ order seeds: distinct bit patterns, the spread (rel_l2, mean ULP)",
     .description = description,
     .inputs = "the draws of attnacc run --seed S (the seed coordinate), the same for every run",
     .params = params,

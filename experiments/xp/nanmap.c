@@ -6,16 +6,6 @@
 
 #include "xp/xp.h"
 
-/* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores
-   S = q.k / sqrt(d) grow like sigma^2 and the gradients dQ, dK like
-   sigma^3 (dS = P (dP - D) with dP ~ sigma^2, times K ~ sigma), so FP32/BF16
-   (largest finite 2^128) overflow the gradients near sigma = 2^42 and the
-   scores near 2^62; tiny sigma underflows dQ (~sigma^3) below 2^-149 near
-   sigma = 2^-50. The grid spans both ends with a dense middle where the
-   softmax turns one-hot (sigma 4..256). The oracle is exact whatever the
-   scale, so rel_l2 stays meaningful where the recipes fail (its certified
-   bound and uncertified count are in the rows). Small d and n keep the
-   oracle cheap: near one-hot rows fall back to MPFR for most elements. */
 /* --dists and --logit-offsets: axes only when given, so the default grid stays as it was. */
 static int nanmap_extra_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
   const char *names[AA_DIST_COUNT];
@@ -54,6 +44,16 @@ static int log2_sigmas(int64_t *sig, size_t *n, const xp_opts_t *o) {
   return 0;
 }
 
+/* Inputs are sigma * N(0,1) rounded to BF16, sigma = 2^log2_sigma. Scores
+   S = q.k / sqrt(d) grow like sigma^2 and the gradients dQ, dK like
+   sigma^3 (dS = P (dP - D) with dP ~ sigma^2, times K ~ sigma), so FP32/BF16
+   (largest finite 2^128) overflow the gradients near sigma = 2^42 and the
+   scores near 2^62; tiny sigma underflows dQ (~sigma^3) below 2^-149 near
+   sigma = 2^-50. The grid spans both ends with a dense middle where the
+   softmax turns one-hot (sigma 4..256). The oracle is exact whatever the
+   scale, so rel_l2 stays meaningful where the recipes fail (its certified
+   bound and uncertified count are in the rows). Small d and n keep the
+   oracle cheap: near one-hot rows fall back to MPFR for most elements. */
 static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns_full[] = {32, 128, 512};
   static const int64_t ns_quick[] = {32, 128};
