@@ -28,8 +28,8 @@ static const cli_opt_t opts[] = {
     {"window", "W|L,R", "0 = none", "sliding window of W keys (needs --causal), or flash-attn window_size L,R"},
     FEATURES_CLI_PROBLEM_OPTS,
     {"dropout", "P", "0 = off",
-     "the kernel's dropout: its keep mask is the array keep of --inputs (q's axes with d replaced by the n_k keys: "
-     "[B, H, Nq, Nk] for bhnd and bnhd; 0 drop, 1 keep), kept weights scaled by 1/(1-P)"},
+     "the kernel's dropout: its keep mask is the array keep of --inputs ([B, H, Nq, Nk] whatever the layout, "
+     "[H, Nq, Nk] with one batch; 0 drop, 1 keep), kept weights scaled by 1/(1-P)"},
     CLI_OPT_SCALE,
     CLI_OPTS_ORACLE,
     {"rule", "RULES", "expect; torch for fp64 kernels",
@@ -48,7 +48,7 @@ static const cli_opt_t opts[] = {
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
     {"rows", "K", "all",
-     "score K query rows drawn at random (pcg64, --rows-seed): o, lse and dq of those rows exactly; dk and dv "
+     "score K query rows drawn at random (pcg32, --rows-seed): o, lse and dq of those rows exactly; dk and dv "
      "are not scored (each needs every row's P)"},
     {"rows-seed", "S", "1", "seed of the --rows draw"},
     /* masks (experiments/cli/masks.c) */

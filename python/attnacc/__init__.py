@@ -344,8 +344,8 @@ def _oracle_arg(oracle):
             raise ValueError("attnacc: oracle= holds no kept result (it was released)")
         return oracle.path, oracle
     if not isinstance(oracle, str):
-        raise TypeError(f"attnacc: oracle must be \"fast\", \"mpfr\" or an attnacc.Oracle (what oracle() returns), "
-                        f"got {type(oracle).__name__} {oracle!r}")
+        raise TypeError(f"attnacc: oracle must be a string (\"fast\", \"mpfr\") or an attnacc.Oracle (what oracle() "
+                        f"returns), got {type(oracle).__name__} {oracle!r}")
     return oracle, None
 
 
