@@ -1,6 +1,6 @@
 # attnacc: build fragment of the Python package (python/attnacc, ctypes over libattnacc) and its test.
 # SPDX-License-Identifier: LGPL-3.0-or-later
-EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py python/attnacc/invariance.py tests/test_python_invariance.py tests/test_python_masks.py tests/test_python_parity.py tests/test_python.py tests/test_verdict.py tests/verdict_kernels.py tests/tpython.sh tests/tscore_verdict.sh
+EXTRA_DIST += python/attnacc/__init__.py python/attnacc/_lib.py python/attnacc/invariance.py tests/test_python_invariance.py tests/test_python_masks.py tests/test_python_parity.py tests/test_python.py tests/test_verdict.py tests/verdict_kernels.py experiments/verdict_bands.py tests/tpython.sh tests/tscore_verdict.sh
 TESTS += tests/tpython.sh tests/tscore_verdict.sh
 if HAVE_PYTHON
 attnaccpydir = $(pythondir)/attnacc
