@@ -145,6 +145,11 @@ int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t
 void aa_score_apply_naive(aa_score_out_t *s, const aa_score_out_t *naive);
 /* Apply the expect rule to s, given a recipe's scores rec of the same output on the same inputs. */
 void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec);
+/* The expect rule on an output it has no band for (the lse: the bands were measured on o, dq, dk, dv, and a
+   correct kernel's LSE differs systematically from the recipe's by its exp2 and log2, e.g. the H200's from
+   fa2's by 40 sigmas in scale): applied, passing unless the output holds a NaN or Inf, ratio 0, every
+   statistic's limit and recipe value NaN. The fa, sdpa, torch and abs-rel rules judge an lse's values. */
+void aa_score_apply_expect_finite(aa_score_out_t *s);
 /* Every BF16 format key of r (the key table's format keys) set to fmt (BF16, FP16 or FP32), and its name
    suffixed "-fp16" / "-fp32": the same recipe for a kernel computing in fmt (FA2 rounds P and dS to the
    inputs' dtype). Nothing changes for BF16. AA_EINVAL for other formats. */
@@ -257,9 +262,9 @@ void aa_eval_lse_free(aa_eval_lse_t *x);
    compares the others, appended to v->out as "lse". */
 int aa_eval_lse(aa_eval_variant_t *v, const aa_eval_lse_t *x, const aa_eval_opts_t *o, aa_error_t *err);
 /* An emulation's lse (res->lse) compared with the oracle's and appended to
-   v->out as "lse" (aa_eval_lse on copies freed here): the reference
-   variants' lse (naive, expect), which their rules read when a kernel's lse
-   is scored. */
+   v->out as "lse" (aa_eval_lse on copies freed here): the naive
+   reference's lse, which the fa and sdpa rules read when a kernel's lse is
+   scored. */
 int aa_eval_result_lse(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_oracle_result_t *oracle,
                        aa_error_t *err);
 /* The naive reference in format fmt (aa_score_naive_recipe: BF16, FP16 or
@@ -294,7 +299,7 @@ int aa_eval_expect_recipe(aa_recipe_t *r, const char *spec, aa_fmt_t fmt, aa_err
    for fp32 kernels, which FA2 does not build for. */
 const char *aa_eval_expect_default(aa_fmt_t fmt);
 /* The expect recipe r run on inputs already tagged with its io format and
-   compared with the oracle (its lse too) into rec, rec_res (freed by the caller), then
+   compared with the oracle into rec, rec_res (freed by the caller), then
    the expect rule applied to v's outputs (aa_score_apply_expect). */
 int aa_eval_expect(aa_eval_variant_t *v, aa_eval_variant_t *rec, aa_attn_result_t *rec_res, const aa_recipe_t *r,
                    const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt,

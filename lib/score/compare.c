@@ -315,6 +315,19 @@ void aa_score_apply_expect(aa_score_out_t *s, const aa_score_out_t *rec) {
   r->fail_count = r->pass ? 0 : 1;
 }
 
+void aa_score_apply_expect_finite(aa_score_out_t *s) {
+  aa_rule_result_t *r = &s->rule[AA_RULE_EXPECT];
+  for (int i = 0; i < AA_EXPECT_NSTAT; i++) {
+    s->expect_ratio[i] = 0;
+    s->expect_limit[i] = s->expect_ref[i] = NAN; /* no band: nothing to compare with */
+  }
+  s->expect_stat = AA_EXPECT_REL_L2;
+  *r = (aa_rule_result_t){1, 0, 0, NAN, 0, 0, NAN, 0, s->worst_abs, s->worst_got, s->worst_ref};
+  r->ratio = s->m.nan > 0 ? NAN : s->m.inf > 0 ? INFINITY : 0;
+  r->pass = s->m.nan == 0 && s->m.inf == 0;
+  r->fail_count = r->pass ? 0 : 1;
+}
+
 int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t data_fmt, aa_error_t *err) {
   size_t n = aa_tensor_numel(&ref->val), bad = 0;
   double big = 0;

@@ -394,8 +394,7 @@ static void eval_free(flat_eval_t *e) {
   if (!e->borrowed && e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
 }
 
-/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res, its lse
-   among the outputs (the rule then judges a kernel's lse too). */
+/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res. */
 static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *o, aa_error_t *err) {
   aa_recipe_t r;
   int rc;
@@ -403,7 +402,6 @@ static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = r.io_fmt;
   rc = aa_eval_run(&e->rec, &e->rec_res, &r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &e->orc, NULL, err);
-  if (rc == AA_OK) rc = aa_eval_result_lse(&e->rec, &e->rec_res, &e->orc, err);
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = p->in_fmt;
   return rc;
