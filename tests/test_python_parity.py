@@ -201,3 +201,20 @@ def test_new_arguments_refused_before_c(kw, err, match):
     q, k, v, do = draw(9)
     with pytest.raises(err, match=match):
         attnacc.oracle(q, k, v, do, layout="bhnd", **kw)
+
+
+def test_expect_rule_requires_a_finite_lse_only():
+    """The default rule (expect) has no band for the lse: an lse off by a constant passes it while torch's
+    tolerance fails it, and a NaN in the lse fails it (lib/score.h, aa_score_apply_expect_finite)."""
+    q, k, v, do = draw(9)
+    orc = attnacc.oracle(q, k, v, do, layout="bhnd")
+    o = torch.from_numpy(orc["o"]).bfloat16()
+    off = (orc["lse"] + 0.5).astype(np.float32)
+    res = attnacc.score(q, k, v, do, o=o, lse=off, layout="bhnd", oracle=orc)
+    x = res["lse"].rules["expect"]
+    assert res.rules == ("expect",) and x.applied and x.passed and x.ratio == 0
+    assert not res["lse"].rules["torch"].passed
+    bad = off.copy()
+    bad[0, 0, 0] = np.nan
+    res = attnacc.score(q, k, v, do, o=o, lse=bad, layout="bhnd", oracle=orc)
+    assert not res.passed and not res["lse"].rules["expect"].passed
