@@ -207,12 +207,12 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                   inner RNE fp16, fp16 result): the FP8 mma.sync m16n8k32
                   of sm_90, which compiles to two HMMA.16816 on FP16
                   operands from zero, over k mod 4 in {0, 1} and then
-                  {2, 3}, and an FADD/HADD2 of C (fixtures/h200-fp8,
-                  experiments/README-gpu.md section 10: every one of 2.1
-                  million steps of each form); tc-fp8-k32-f13-p128 (K 32,
+                  {2, 3}, and an FADD/HADD2 of C ([h200-fp8]: every one
+                  of 2.1 million steps of each form); tc-fp8-k32-f13-p128 (K 32,
                   F 13, inner RZ e8m13, P 128, g 32): torch._scaled_mm
                   (cuBLASLt) FP8 without use_fast_accum, whose wgmma
-                  partial sums are added into fp32 every 128 k (with
+                  partial sums are added into fp32 every 128 k
+                  ([cublas-fp8], [h200-fp8]; with
                   use_fast_accum it is tc-fp8-k32-f13 itself). One path
                   (the literal loop) serves aa_gemm and aa_gemm_ref.
 

@@ -262,8 +262,8 @@ static double pairwise_elem(const tmodel_t *tm, double cin, int accumulate, cons
 }
 
 /* The promoted rows' own parameters (gemm.h, AA_SUM_PROMOTED), written
-   from the H200 fits (fixtures/h200-fp8, experiments/README-gpu.md section
-   10): chunk P, granule g, the inner blocks' result bits and rounding, the
+   from the H200 fits ([h200-fp8]: fixtures/h200-fp8 and its section of
+   experiments/README-gpu.md): chunk P, granule g, the inner blocks' result bits and rounding, the
    result's exponent bits (0 fp32, 5 fp16). */
 typedef struct {
   const char *name;

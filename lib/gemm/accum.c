@@ -48,24 +48,24 @@ const aa_accum_info_t aa_accum_table[AA_ACC_COUNT] = {
      "AMD MI300 (CDNA3) bf16/fp16 MFMA: groups of 8 products truncated to 24 bits below the largest e_a+e_b, "
      "then sum and acc rounded down to 31/24 bits below the larger exponent, RNE to fp32 (MMA-Sim amd.py:39-43)",
      "mma-sim", NOT_PROMOTED},
-    /* The promoted rows: fitted to H200 data (fixtures/h200-fp8, experiments/README-gpu.md section 10). The
-       sm90 mma.sync rows follow the SASS ([ptx-isa] has no FP8 mma.sync on sm_90 hardware: F2FP unpacks to
-       FP16, two HMMA.16816 from zero over k mod 4 in {0, 1} then {2, 3}, then an FADD/HADD2 of C), each HMMA
-       being tc-k16-f25 (fp32) or its fp16 result rounded to nearest ([mma-sim] nv_ptx.py:17-26, arithmetic.py
-       :183-188); the p128 row is MMA-Sim's Hopper FP8 wgmma (nv_ptx.py:147-159) with cuBLAS's promotion of the
-       partial sums into fp32 ([cublas-fp8]), every 128 k as the H200 data fix it. */
+    /* The promoted rows, fitted to H200 data ([h200-fp8]: fixtures/h200-fp8, experiments/README-gpu.md "FP8 on
+       the H200"). The sm90 mma.sync rows follow the SASS (F2FP unpacks E4M3 to FP16; two HMMA.16816 from zero
+       over k mod 4 in {0, 1} then {2, 3}; an FADD/HADD2 of C), each HMMA being tc-k16-f25 ([mma-sim]
+       nv_ptx.py:17-26) or, for the f16 form, its sum rounded to nearest fp16 (arithmetic.py:183-188); the p128
+       row is MMA-Sim's Hopper FP8 wgmma (nv_ptx.py:147-159) with the promotion of the partial sums into fp32
+       every 128 k that [cublas-fp8] describes and the H200 data fix. */
     {AA_ACC_SM90_FP8_MMA_F32, "sm90-fp8-mma-f32", AA_SUM_PROMOTED, 16, 25, 23, AA_RND_NE,
      "H100/H200 FP8 mma.sync m16n8k32 (f32): two tc-k16-f25 HMMAs from +0 over k mod 4 in {0,1} then {2,3}, "
      "then C + D by an fp32 add (RNE)",
-     "mma-sim", 32, 2, 23, AA_RND_Z, 0},
+     "h200-fp8", 32, 2, 23, AA_RND_Z, 0},
     {AA_ACC_SM90_FP8_MMA_F16, "sm90-fp8-mma-f16", AA_SUM_PROMOTED, 16, 25, 10, AA_RND_NE,
      "H100/H200 FP8 mma.sync m16n8k32 (f16 accumulate): two HMMA.F16 (25 fractional bits, RNE to fp16) from +0 "
      "over k mod 4 in {0,1} then {2,3}, then C + D by an fp16 add (RNE); fp16 result",
-     "mma-sim", 32, 2, 10, AA_RND_NE, 5},
+     "h200-fp8", 32, 2, 10, AA_RND_NE, 5},
     {AA_ACC_TC_FP8_K32_F13_P128, "tc-fp8-k32-f13-p128", AA_SUM_PROMOTED, 32, 13, 23, AA_RND_NE,
      "cuBLASLt FP8 GEMM without fast accumulation (torch._scaled_mm, H100/H200): chunks of 128 k summed by "
      "tc-fp8-k32-f13 from +0, each added into an fp32 accumulator (RNE)",
-     "mma-sim", 128, 32, 13, AA_RND_Z, 0},
+     "cublas-fp8", 128, 32, 13, AA_RND_Z, 0},
 };
 
 const aa_accum_info_t *aa_accum_info(aa_accum_t model) {
