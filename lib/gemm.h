@@ -27,6 +27,10 @@ typedef enum {
   AA_ACC_TC_FP8_K32_F13,
   AA_ACC_TC_FP8_K32_F25,
   AA_ACC_CDNA3_K8_F24,
+  /* the promoted models (AA_SUM_PROMOTED), checked on the H200 (fixtures/h200-fp8) */
+  AA_ACC_SM90_FP8_MMA_F32,
+  AA_ACC_SM90_FP8_MMA_F16,
+  AA_ACC_TC_FP8_K32_F13_P128,
   AA_ACC_COUNT
 } aa_accum_t;
 
@@ -39,6 +43,8 @@ typedef enum {
                        exponent, truncated to F fractional bits, summed exactly, then rounded once */
   AA_SUM_BLOCK2,    /* cdna3-k8-f24: groups of K products aligned and truncated to F bits, then the group sum and
                        the accumulator aligned again (two stages) */
+  AA_SUM_PROMOTED,  /* sm90-fp8-mma-*, tc-fp8-k32-f13-p128: chunks of k summed from +0 by tc blocks, each chunk sum
+                       then added into the accumulator by an IEEE add (RNE) of the result format */
   AA_SUM_COUNT
 } aa_sum_t;
 
@@ -56,6 +62,12 @@ typedef struct {
   aa_rnd_t rnd;     /* rounding of the result: AA_RND_NE or AA_RND_Z */
   const char *description; /* one line for `attnacc list` */
   const char *cite;        /* REFERENCES.md key of the source ("mma-sim"), or "" for IEEE 754 operations alone */
+  /* AA_SUM_PROMOTED only (0 in the other rows): */
+  int promote_k;      /* P: k per chunk summed from +0 before it is added into the accumulator */
+  int k_granule;      /* g: position q in the chunk goes to inner block (q / g) mod (P / K) */
+  int inner_bits;     /* fractional bits of an inner block's result */
+  aa_rnd_t inner_rnd; /* its rounding: AA_RND_Z (fp32's exponent range) or AA_RND_NE (the result format) */
+  int out_ebits;      /* exponent bits of the result format: 0 = fp32's range (fp64's for out_bits 52), 5 = fp16 */
 } aa_accum_info_t;
 
 /* The models, AA_ACC_COUNT rows in enum order. */
@@ -63,7 +75,8 @@ extern const aa_accum_info_t aa_accum_table[AA_ACC_COUNT];
 /* The row of a model, or NULL for a value outside the enum. */
 const aa_accum_info_t *aa_accum_info(aa_accum_t model);
 /* 1 when every result of the model is already a value of format f (the
-   fp32 results, e8m13 included, in FP32; the fp64 ones in FP64), so that
+   fp32 results, e8m13 included, in FP32; the fp64 ones in FP64; the fp16
+   ones in FP16 and FP32), so that
    rounding a product to f is the identity and may be skipped. */
 int aa_accum_native(aa_accum_t model, aa_fmt_t f);
 
@@ -165,6 +178,44 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                   of those terms. (MMA-Sim gives a zero operand the
                   exponent -126 in e_p; here zero products take no part.)
 
+   sm90-fp8-mma-f32, sm90-fp8-mma-f16, tc-fp8-k32-f13-p128 (AA_SUM_PROMOTED)
+                  chunks of the k axis summed from zero by tensor-core
+                  blocks, then added into the accumulator by an IEEE add
+                  (the FADD/HADD2 of a compiled mma.sync, the promotion of
+                  cuBLAS's FP8 GEMMs). Row parameters: block length K,
+                  fractional bits F, the inner blocks' result (inner_bits,
+                  inner_rnd), the chunk P (promote_k), the granule g
+                  (k_granule), the result format (out_bits 23 with
+                  out_ebits 0: fp32; out_bits 10 with out_ebits 5: fp16,
+                  emin -14, subnormals kept, overflow to +-Inf) with RNE.
+                  Operands are rounded to fp32 (RNE) as above;
+                  acc = accumulate ? RNE_out(C) : +0. The k axis is cut into
+                  chunks of P consecutive indices (the last may be shorter).
+                  In a chunk starting at k0, index k goes to inner block
+                  b = ((k - k0) / g) mod (P / K); then, from d = +0, for
+                  b = 0, 1, ... in order (a block holding no index is
+                  skipped): d = the block of the tc-kK-fF definition above
+                  with d as its accumulator term and its products, the
+                  exact sum S rounded to inner_bits: RZ in fp32's range as
+                  the tc rows (23: fp32, 13: e8m13), or RNE to the result
+                  format (the fp16 of HMMA.F16; overflow to +-Inf, an exact
+                  zero sum +0). Then acc = RNE_out(acc + d), the IEEE add
+                  of the result format (fp32: binary32 addition).
+                  C = acc; for K = 0, C = accumulate ? RNE_out(C) : +0.
+                  Rows (lib/gemm/accum.c): sm90-fp8-mma-f32 (K 16, F 25,
+                  inner RZ fp32, P 32, g 2) and sm90-fp8-mma-f16 (the same,
+                  inner RNE fp16, fp16 result): the FP8 mma.sync m16n8k32
+                  of sm_90, which compiles to two HMMA.16816 on FP16
+                  operands from zero, over k mod 4 in {0, 1} and then
+                  {2, 3}, and an FADD/HADD2 of C ([h200-fp8]: every one
+                  of 2.1 million steps of each form); tc-fp8-k32-f13-p128 (K 32,
+                  F 13, inner RZ e8m13, P 128, g 32): torch._scaled_mm
+                  (cuBLASLt) FP8 without use_fast_accum, whose wgmma
+                  partial sums are added into fp32 every 128 k
+                  ([cublas-fp8], [h200-fp8]; with
+                  use_fast_accum it is tc-fp8-k32-f13 itself). One path
+                  (the literal loop) serves aa_gemm and aa_gemm_ref.
+
    NaN payloads are not part of the model (paths may propagate different
    NaNs); everything else, including signed zeros, subnormals and
    infinities, is bitwise identical whatever vector path and thread count. */
@@ -175,7 +226,7 @@ int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFO
 const char *aa_accum_describe(aa_accum_t model);           /* one line for `attnacc list` */
 
 /* Block length K and fractional bits F of a block model (AA_SUM_BLOCK,
-   AA_SUM_BLOCK2); AA_ENOTFOUND for the other models (either output may be
+   AA_SUM_BLOCK2, AA_SUM_PROMOTED: its inner blocks); AA_ENOTFOUND for the other models (either output may be
    NULL). */
 int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits);
 

@@ -44,10 +44,19 @@ static long op_exp(mpfr_srcptr x) {
 
 /* s rounded (rnd) into r (precision ob + 1) with fp32's exponent range:
    subnormals in multiples of 2^(-126-ob), overflow as rnd gives it */
+static float mpfr_round_range(mpfr_t r, mpfr_srcptr s, long lo, long hi, mpfr_rnd_t rnd);
 static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
+  return mpfr_round_range(r, s, -125 - ob, 128, rnd); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
+}
+/* binary16 (r of precision 11): subnormals in multiples of 2^-24, 65520 and above overflow */
+static float mpfr_round16(mpfr_t r, mpfr_srcptr s, mpfr_rnd_t rnd) {
+  return mpfr_round_range(r, s, -23, 16, rnd);
+}
+/* s rounded (rnd) into r with MPFR's exponent range [lo, hi] */
+static float mpfr_round_range(mpfr_t r, mpfr_srcptr s, long lo, long hi, mpfr_rnd_t rnd) {
   mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-  mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
-  mpfr_set_emax(128);
+  mpfr_set_emin(lo);
+  mpfr_set_emax(hi);
   int inex = mpfr_set(r, s, rnd);
   inex = mpfr_check_range(r, inex, rnd);
   mpfr_subnormalize(r, inex, rnd);
@@ -57,7 +66,13 @@ static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
   return out;
 }
 
+/* One block; its exact sum rounded toward zero to ob fractional bits in
+   fp32's range, or with fp16 set to nearest (ties to even) in binary16's. */
+static float mpfr_block_r(const float *acc, const float *a, const float *b, size_t n, int F, int ob, int fp16);
 static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
+  return mpfr_block_r(acc, a, b, n, F, ob, 0);
+}
+static float mpfr_block_r(const float *acc, const float *a, const float *b, size_t n, int F, int ob, int fp16) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
   int special = 0;
@@ -105,7 +120,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
         mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^(F+8): exact */
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
-    out = mpfr_round32(r, s, ob, MPFR_RNDZ);
+    out = fp16 ? mpfr_round16(r, s, MPFR_RNDN) : mpfr_round32(r, s, ob, MPFR_RNDZ);
     if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
   }
   for (size_t i = 0; i < n + 1; i++)
@@ -246,6 +261,65 @@ static double pairwise_elem(const tmodel_t *tm, double cin, int accumulate, cons
   return out;
 }
 
+/* The promoted rows' own parameters (gemm.h, AA_SUM_PROMOTED), written
+   from the H200 fits ([h200-fp8]: fixtures/h200-fp8 and its section of
+   experiments/README-gpu.md): chunk P, granule g, the inner blocks' result bits and rounding, the
+   result's exponent bits (0 fp32, 5 fp16). */
+typedef struct {
+  const char *name;
+  int P, g, ib;
+  aa_rnd_t irnd;
+  int ebits;
+} tpromo_t;
+static const tpromo_t tpromos[] = {
+    {"sm90-fp8-mma-f32", 32, 2, 23, AA_RND_Z, 0},
+    {"sm90-fp8-mma-f16", 32, 2, 10, AA_RND_NE, 5},
+    {"tc-fp8-k32-f13-p128", 128, 32, 13, AA_RND_Z, 0},
+};
+static const tpromo_t *tpromo_of(const char *name) {
+  for (size_t i = 0; i < sizeof tpromos / sizeof tpromos[0]; i++)
+    if (strcmp(tpromos[i].name, name) == 0) return &tpromos[i];
+  return NULL;
+}
+
+/* RNE(x + y) into binary32 or binary16 (fp16): the exact sum (precision
+   2200 holds any two doubles' sum) rounded once by MPFR. */
+static double mpfr_add_out(double x, double y, int fp16) {
+  mpfr_t s, r;
+  mpfr_init2(s, 2200);
+  mpfr_init2(r, fp16 ? 11 : 24);
+  mpfr_set_d(s, x, MPFR_RNDN);
+  mpfr_add_d(s, s, y, MPFR_RNDN);
+  double out = fp16 ? mpfr_round16(r, s, MPFR_RNDN) : mpfr_round32(r, s, 23, MPFR_RNDN);
+  mpfr_clears(s, r, (mpfr_ptr)0);
+  return out;
+}
+
+/* Promoted: chunks of P k from d = +0, inner block b taking the chunk
+   positions q with (q / g) mod (P / K) == b, then acc = RNE(acc + d). */
+static double promo_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  const tpromo_t *tp = tpromo_of(tm->name);
+  if (tp == NULL) exit(99);
+  const int fp16 = tp->ebits == 5;
+  const size_t P = (size_t)tp->P, nb = P / (size_t)tm->k;
+  double acc = accumulate ? mpfr_add_out(cin, 0.0, fp16) : 0.0;
+  for (size_t k0 = 0; k0 < K; k0 += P) {
+    float d = 0.0f, a[32], b[32];
+    for (size_t blk = 0; blk < nb; blk++) {
+      size_t n = 0;
+      for (size_t q = 0; q < P && k0 + q < K; q++)
+        if ((q / (size_t)tp->g) % nb == blk) {
+          a[n] = opa32(A, lda, tA, i, k0 + q);
+          b[n++] = opb32(B, ldb, tB, k0 + q, j);
+        }
+      if (n > 0) d = mpfr_block_r(&d, a, b, n, tm->F, tp->ib, tp->irnd == AA_RND_NE);
+    }
+    acc = mpfr_add_out(acc, d, fp16);
+  }
+  return acc;
+}
+
 static const tmodel_t tmodels[] = {
     {"fp32-seq", AA_SUM_CHAIN, 0, 0, 23, AA_RND_NE, chain_elem},
     {"fp32-pairwise", AA_SUM_PAIRWISE, 0, 0, 23, AA_RND_NE, pairwise_elem},
@@ -256,6 +330,9 @@ static const tmodel_t tmodels[] = {
     {"tc-fp8-k32-f13", AA_SUM_BLOCK, 32, 13, 13, AA_RND_Z, tc_elem},
     {"tc-fp8-k32-f25", AA_SUM_BLOCK, 32, 25, 23, AA_RND_Z, tc_elem},
     {"cdna3-k8-f24", AA_SUM_BLOCK2, 8, 24, 23, AA_RND_NE, cdna3_elem},
+    {"sm90-fp8-mma-f32", AA_SUM_PROMOTED, 16, 25, 23, AA_RND_NE, promo_elem},
+    {"sm90-fp8-mma-f16", AA_SUM_PROMOTED, 16, 25, 10, AA_RND_NE, promo_elem},
+    {"tc-fp8-k32-f13-p128", AA_SUM_PROMOTED, 32, 13, 23, AA_RND_NE, promo_elem},
 };
 #define NTM ((int)(sizeof tmodels / sizeof tmodels[0]))
 
@@ -915,7 +992,9 @@ static void test_table(aa_pcg64_t *rng, int iters) {
              "tgemm_tc table: row %d lacks a name, description or citation", m);
     if (r->name == NULL || r->cite == NULL) continue;
     /* a block model cites its source, a key of REFERENCES.md; the IEEE models cite none */
-    AA_CHECK((r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2) == (r->cite[0] != '\0') && ref_key(r->cite),
+    const int promoted = r->sum == AA_SUM_PROMOTED;
+    AA_CHECK((r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2 || promoted) == (r->cite[0] != '\0') &&
+                 ref_key(r->cite),
              "tgemm_tc table: %s cites '%s', not a key of REFERENCES.md", r->name, r->cite);
     const tmodel_t *tm = tmodel_of((aa_accum_t)m);
     AA_CHECK(tm != NULL, "tgemm_tc table: model %s has no MPFR test row in tests/tgemm_tc.c", r->name);
@@ -926,7 +1005,12 @@ static void test_table(aa_pcg64_t *rng, int iters) {
              "%d, %d) in its test row",
              r->name, (int)r->sum, r->block_k, r->frac_bits, r->out_bits, (int)r->rnd, (int)tm->sum, tm->k, tm->F,
              tm->ob, (int)tm->rnd);
-    int k = -1, f = -1, blocked = r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2;
+    const tpromo_t *tp = tpromo_of(r->name);
+    AA_CHECK(promoted ? tp != NULL && tp->P == r->promote_k && tp->g == r->k_granule && tp->ib == r->inner_bits &&
+                            tp->irnd == r->inner_rnd && tp->ebits == r->out_ebits
+                      : r->promote_k == 0 && r->k_granule == 0 && r->inner_bits == 0 && r->out_ebits == 0,
+             "tgemm_tc table: the promotion fields of %s differ from its test row", r->name);
+    int k = -1, f = -1, blocked = r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2 || promoted;
     AA_CHECK((aa_accum_tc_params((aa_accum_t)m, &k, &f) == AA_OK) == blocked &&
                  (!blocked || (k == r->block_k && f == r->frac_bits)),
              "tgemm_tc table: aa_accum_tc_params of %s", r->name);
@@ -941,6 +1025,19 @@ static void test_table(aa_pcg64_t *rng, int iters) {
   for (int i = 0; i < NTM; i++)
     AA_CHECK(aa_accum_from_name(NULL, tmodels[i].name) == AA_OK, "tgemm_tc table: test row %s names no model",
              tmodels[i].name);
+}
+
+/* The promoted rows against their MPFR models on shapes of several chunks
+   (K up to 300: three chunks of 128, ten of 32), every operand kind. */
+static void test_promoted(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++)
+    for (int m = 0; m < AA_ACC_COUNT; m++) {
+      if (aa_accum_table[m].sum != AA_SUM_PROMOTED) continue;
+      size_t M = 1 + aa_pcg64_next(rng) % 5, N = 1 + aa_pcg64_next(rng) % 9, K = 1 + aa_pcg64_next(rng) % 300;
+      case_t c;
+      case_make(&c, rng, M, N, K, (aa_accum_t)m, it % 3);
+      check_mpfr(&c);
+    }
 }
 
 /* The int32 sums of the fp32 path at their limit: 32 equal FP8 products 1.875^2 = 3.515625 align to E = 0
@@ -993,6 +1090,9 @@ int main(void) {
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   test_fast_large(&rng);
   test_int32_edge();
+  aa_pcg64_t rng_promo; /* a stream of its own, as rng_table */
+  aa_pcg64_seed(&rng_promo, seed, 15);
+  test_promoted(&rng_promo, (int)(30 * aa_test_multiplier()));
   test_attn_e2e(&rng);
   return aa_test_finish("tgemm_tc");
 }
