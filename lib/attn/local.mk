@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
-	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c
+	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
@@ -40,3 +40,8 @@ TESTS += tests/tattn_run
 tests_tattn_run_SOURCES = tests/tattn_run.c
 # NaN and Inf of the H200 backends over masks and magnitudes (experiments/README-gpu.md section 8; raw data).
 EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json
+# The quant.* keys: operands quantised as the test does, where P and dS quantisation act.
+check_PROGRAMS += tests/tattn_quant
+TESTS += tests/tattn_quant
+tests_tattn_quant_SOURCES = tests/tattn_quant.c
+tests_tattn_quant_LDADD = $(LDADD) -lm
