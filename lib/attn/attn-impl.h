@@ -159,6 +159,13 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
    K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the
    caller frees; all NULL (and AA_OK) when it does neither. */
+/* quant.q, quant.k, quant.v, quant.do (lib/attn/quant.c): quantised copies
+   of the context's Q, K, V, dO, which then point at them; owned[0..3]
+   receives the copies (NULL where the key is none), freed by the caller. */
+int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[4], aa_error_t *err);
+/* quant.p, quant.ds: the rows x cols tile x (row stride ld) quantised in
+   place, blocks along each row, NVFP4's tensor scale from the tile's amax. */
+void aa_attn_quant_rows(const aa_recipe_t *r, int kind, double *x, size_t rows, size_t cols, size_t ld);
 int aa_attn_fwd_operands(const aa_attn_ctx_t *cx, double **qf, double **kf, double **vf, aa_error_t *err);
 /* One (head, q tile) of the online-LSE forward (forward.c): O rows and LSE. */
 int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,

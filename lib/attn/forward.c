@@ -173,6 +173,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
     row_weights(cx, prow, l + a * AA_ATTN_ROWSUM_LANES, srow, vrow, krow, tk, bb);
   }
+  aa_attn_quant_rows(r, r->quant_p, P, tq, tk, tk);
   /* O accumulator continues across K tiles (chained MMA into acc_o). */
   st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;
@@ -257,6 +258,7 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
         prow[b] = krow[b] ? aa_attn_rnd(aa_attn_alu(prow[b] * cx->ks, r->alu_fmt), r->fwd_p_fmt) : 0.0;
     }
   }
+  aa_attn_quant_rows(r, r->quant_p, P, tq, n_k, n_k);
   st = aa_gemm(acc, d, P, n_k, 0, V, d, 0, tq, d, n_k, 0, r->fwd_acc_pv);
   if (st != AA_OK) return st;
   double *o = out->o.data + (h * cx->n_q + i0) * d;

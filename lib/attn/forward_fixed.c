@@ -142,6 +142,7 @@ static int row_group(shifted_t *t, size_t s0, size_t sr, size_t j0, size_t tk) {
   aa_attn_score_mod(cx, t->S + s0 * tk, NULL, t->h, t->i0 + s0, sr, j0, tk);
   for (size_t a = s0; a < s0 + sr; a++)
     shifted_row_weights(t, a, j0, tk);
+  aa_attn_quant_rows(r, r->quant_p, t->P + s0 * tk, sr, tk, tk);
   /* No accumulator rescaling (section 3.1): O keeps accumulating P V. */
   st = aa_gemm(t->acc + s0 * d, d, t->P + s0 * tk, tk, 0, V + j0 * d, d, 0, sr, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;

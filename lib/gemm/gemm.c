@@ -41,6 +41,9 @@ static int gemm_row(double *C, size_t ldc, const double *A, size_t lda, int tran
     if (!ref) return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
     aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
     return AA_OK;
+  case AA_SUM_SCALED: /* one loop serves both: these rows have no packed path */
+    aa_gemm_ref_scaled(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
+    return AA_OK;
   default:
     return AA_EINVAL;
   }

@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/gemm.h
 lib_libattnacc_core_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
 	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c
-lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c lib/gemm/tc32.c lib/gemm/promo.c
+lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c lib/gemm/tc32.c lib/gemm/promo.c lib/gemm/scaled.c
 
 check_PROGRAMS += tests/tgemm
 TESTS += tests/tgemm
