@@ -159,6 +159,17 @@ static void test_fp8_satfinite(void) {
                    got, want);
         }
     }
+  /* specials: NaN stays NaN; +-Inf saturates to +-max under satfinite (PTX cvt .satfinite), else stays Inf (e5m2)
+     or becomes NaN (e4m3, which has no Inf) */
+  double sp[] = {NAN, -NAN, INFINITY, -INFINITY};
+  for (int f = 0; f < 2; f++)
+    for (size_t k = 0; k < 4; k++)
+      for (int sat = 0; sat <= 1; sat++) {
+        aa_round_opts_t ro = {fm[f], AA_RND_NE, 1, sat};
+        double got = aa_round(sp[k], &ro, NULL), want = mpfr_small(sp[k], sf[f], MPFR_RNDN, sat);
+        AA_CHECK(same(got, want) && (isnan(sp[k]) || signbit(got) == signbit(sp[k])),
+                 "%s satfinite=%d round(%a) = %a, want %a", aa_fmt_info(fm[f])->name, sat, sp[k], got, want);
+      }
 }
 
 /* ---- an independent block quantiser: every FP32 operation and element

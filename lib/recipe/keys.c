@@ -33,7 +33,7 @@ static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
 static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
-/* aa_bq_kind_t and aa_bq_scale_rnd_t of lib/fmt.h, in enum order (tests/tattn_quant checks them against aa_bq_kind_name) */
+/* aa_bq_kind_t and aa_bq_scale_rnd_t of lib/fmt.h, in enum order (tests/tattn_quant checks the kinds) */
 static const char *const bq_names[] = {"none",       "mxfp8-e4m3",  "mxfp8-e5m2",  "mxfp4",      "nvfp4",
                                        "int8-block", "int8-thread", "int4-thread", "fp8-tensor", NULL};
 static const char *const bq_scale_names[] = {"rceil", "floor", NULL};
