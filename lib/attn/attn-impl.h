@@ -85,7 +85,23 @@ typedef struct {
   int mod;
   double sc_mul, cap_out, dt_mul;
   const double *slope_e; /* [heads] or NULL */
+  /* The forward's P-cast counters (aa_attn_result_t p_cast, p_over,
+     p_max), shared by its threads (updated once per row in a critical
+     section); NULL outside aa_attn_forward. */
+  aa_attn_result_t *pcast;
 } aa_attn_ctx_t;
+
+/* P's cast to fwd.p_fmt. An FP8 p_fmt saturates under quant.satfinite: the
+   PTX conversion from f32 to e4m3x2 / e5m2x2 exists only as
+   cvt.rn.satfinite (the CUTLASS converter FA3 uses and the CuTe DSL's
+   .to(Float8E4M3FN) of FA4's softmax.py:401 at 0251105a both lower to it). */
+static inline double aa_attn_p_rnd(const aa_recipe_t *r, double x) {
+  if ((r->fwd_p_fmt == AA_FMT_E4M3 || r->fwd_p_fmt == AA_FMT_E5M2) && r->quant_satfinite) {
+    aa_round_opts_t o = {r->fwd_p_fmt, AA_RND_NE, 1, 1};
+    return aa_round(x, &o, NULL);
+  }
+  return aa_attn_rnd(x, r->fwd_p_fmt);
+}
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
    argument, then rounded to the ALU format. Binary64 exp has error below

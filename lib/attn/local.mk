@@ -53,3 +53,8 @@ check_PROGRAMS += tests/tattn_quant
 TESTS += tests/tattn_quant
 tests_tattn_quant_SOURCES = tests/tattn_quant.c
 tests_tattn_quant_LDADD = $(LDADD) -lm
+# The FP8 P cast of fa4-fp8 (satfinite, the stale-max overflow) against closed forms.
+check_PROGRAMS += tests/tattn_fp8_sat
+TESTS += tests/tattn_fp8_sat
+tests_tattn_fp8_sat_SOURCES = tests/tattn_fp8_sat.c
+tests_tattn_fp8_sat_LDADD = $(LDADD) -lm
