@@ -84,6 +84,10 @@ int main(void) {
   test_threshold("fa4-fp8:fwd.rescale_threshold=0.75", 0); /* flash-attention 4f3b9be2 */
   test_threshold("fa4-fp8:fwd.rescale_threshold=2.8", 0);  /* just below the jump */
   test_threshold("fa4-fp8:fwd.rescale_threshold=2.9", 1);  /* just above */
+  /* PR 2582's MXFP8 mode keeps threshold 4: the inputs are exact in MXFP8 (1 and 2 are 2^8 and 2^8 times
+     their E8M0 scales) and V's 448 / amax scale leaves 1 within an FP32 rounding. */
+  test_threshold("fa4-mxfp8", 1);
+  test_threshold("fa4-mxfp8:fwd.rescale_threshold=0", 0);
   test_nonsat();
   return aa_test_finish("tattn_fp8_sat");
 }
