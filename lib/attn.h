@@ -39,6 +39,15 @@ typedef struct {
   size_t tiles_flagged;        /* guarded: tiles recomputed online; fixed-shift: tiles that failed the checks */
   size_t rows_recovered;       /* rows whose checkpoint is the recovered LSE */
   size_t contractions_skipped; /* guarded: fully masked (sub-tile, key block) contractions skipped (3.4) */
+  /* The forward's casts of P to fwd.p_fmt on the online-LSE paths (plain and
+     split; not two-pass, fixed-shift or guarded): weights cast, the largest
+     value presented to the cast (times 2^fwd.p_scale_exp, before rounding)
+     and how many exceeded p_fmt's largest finite value (saturated under
+     quant.satfinite, else NaN/Inf). With fwd.rescale_threshold > 0 a
+     weight can reach 2^(p_scale_exp + threshold) ([fa4] Note [Low Precision
+     Scaling], flash_fwd_sm100.py:84-89 at 0251105a). */
+  size_t p_cast, p_over;
+  double p_max;
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0

@@ -27,6 +27,14 @@ typedef enum {
   AA_ACC_TC_FP8_K32_F13,
   AA_ACC_TC_FP8_K32_F25,
   AA_ACC_CDNA3_K8_F24,
+  /* the promoted models (AA_SUM_PROMOTED), checked on the H200 (fixtures/h200-fp8) */
+  AA_ACC_SM90_FP8_MMA_F32,
+  AA_ACC_SM90_FP8_MMA_F16,
+  AA_ACC_TC_FP8_K32_F13_P128,
+  /* block-scaled MMA (Blackwell kind::mxf8f6f4 and kind::mxf4nvf4), rule AA_SUM_SCALED */
+  AA_ACC_TC_MXFP8_K32_F25,
+  AA_ACC_TC_MXFP4_K64_F35,
+  AA_ACC_TC_NVFP4_K64_F35,
   AA_ACC_COUNT
 } aa_accum_t;
 
@@ -39,6 +47,9 @@ typedef enum {
                        exponent, truncated to F fractional bits, summed exactly, then rounded once */
   AA_SUM_BLOCK2,    /* cdna3-k8-f24: groups of K products aligned and truncated to F bits, then the group sum and
                        the accumulator aligned again (two stages) */
+  AA_SUM_PROMOTED,  /* sm90-fp8-mma-*, tc-fp8-k32-f13-p128: chunks of k summed from +0 by tc blocks, each chunk sum
+                       then added into the accumulator by an IEEE add (RNE) of the result format */
+  AA_SUM_SCALED, /* tc-mxfp8/mxfp4/nvfp4: block-scaled MMA, the scales' exponents in the alignment (aa_gemm_scaled) */
   AA_SUM_COUNT
 } aa_sum_t;
 
@@ -50,12 +61,21 @@ typedef struct {
   aa_accum_t model; /* its own index in aa_accum_table */
   const char *name; /* the recipe value, e.g. "tc-k16-f25" */
   aa_sum_t sum;     /* alignment rule */
-  int block_k;      /* K: products per block (1 .. 32) for AA_SUM_BLOCK*, else 0 */
+  int block_k;      /* K: products per block (1 .. 32) for AA_SUM_BLOCK*, the instruction's k (32, 64) for
+                       AA_SUM_SCALED, else 0 */
   int frac_bits;    /* F: fractional bits kept below the block exponent, else 0 */
   int out_bits;     /* fractional bits of the result: 23 (fp32), 13 (e8m13, fp32's exponent range), 52 (fp64) */
   aa_rnd_t rnd;     /* rounding of the result: AA_RND_NE or AA_RND_Z */
   const char *description; /* one line for `attnacc list` */
   const char *cite;        /* REFERENCES.md key of the source ("mma-sim"), or "" for IEEE 754 operations alone */
+  /* AA_SUM_PROMOTED only (0 in the other rows): */
+  int promote_k;      /* P: k per chunk summed from +0 before it is added into the accumulator */
+  int k_granule;      /* g: position q in the chunk goes to inner block (q / g) mod (P / K) */
+  int inner_bits;     /* fractional bits of an inner block's result */
+  aa_rnd_t inner_rnd; /* its rounding: AA_RND_Z (fp32's exponent range) or AA_RND_NE (the result format) */
+  int out_ebits;      /* exponent bits of the result format: 0 = fp32's range (fp64's for out_bits 52), 5 = fp16 */
+  int scale_block;    /* AA_SUM_SCALED: k-values per scale (32 MX, 16 NVFP4); else 0 */
+  int scale_emin;     /* AA_SUM_SCALED: the scale format's smallest exponent (-127 E8M0, -6 UE4M3); else 0 */
 } aa_accum_info_t;
 
 /* The models, AA_ACC_COUNT rows in enum order. */
@@ -63,7 +83,8 @@ extern const aa_accum_info_t aa_accum_table[AA_ACC_COUNT];
 /* The row of a model, or NULL for a value outside the enum. */
 const aa_accum_info_t *aa_accum_info(aa_accum_t model);
 /* 1 when every result of the model is already a value of format f (the
-   fp32 results, e8m13 included, in FP32; the fp64 ones in FP64), so that
+   fp32 results, e8m13 included, in FP32; the fp64 ones in FP64; the fp16
+   ones in FP16 and FP32), so that
    rounding a product to f is the identity and may be skipped. */
 int aa_accum_native(aa_accum_t model, aa_fmt_t f);
 
@@ -165,6 +186,78 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                   of those terms. (MMA-Sim gives a zero operand the
                   exponent -126 in e_p; here zero products take no part.)
 
+   sm90-fp8-mma-f32, sm90-fp8-mma-f16, tc-fp8-k32-f13-p128 (AA_SUM_PROMOTED)
+                  chunks of the k axis summed from zero by tensor-core
+                  blocks, then added into the accumulator by an IEEE add
+                  (the FADD/HADD2 of a compiled mma.sync, the promotion of
+                  cuBLAS's FP8 GEMMs). Row parameters: block length K,
+                  fractional bits F, the inner blocks' result (inner_bits,
+                  inner_rnd), the chunk P (promote_k), the granule g
+                  (k_granule), the result format (out_bits 23 with
+                  out_ebits 0: fp32; out_bits 10 with out_ebits 5: fp16,
+                  emin -14, subnormals kept, overflow to +-Inf) with RNE.
+                  Operands are rounded to fp32 (RNE) as above;
+                  acc = accumulate ? RNE_out(C) : +0. The k axis is cut into
+                  chunks of P consecutive indices (the last may be shorter).
+                  In a chunk starting at k0, index k goes to inner block
+                  b = ((k - k0) / g) mod (P / K); then, from d = +0, for
+                  b = 0, 1, ... in order (a block holding no index is
+                  skipped): d = the block of the tc-kK-fF definition above
+                  with d as its accumulator term and its products, the
+                  exact sum S rounded to inner_bits: RZ in fp32's range as
+                  the tc rows (23: fp32, 13: e8m13), or RNE to the result
+                  format (the fp16 of HMMA.F16; overflow to +-Inf, an exact
+                  zero sum +0). Then acc = RNE_out(acc + d), the IEEE add
+                  of the result format (fp32: binary32 addition).
+                  C = acc; for K = 0, C = accumulate ? RNE_out(C) : +0.
+                  Rows (lib/gemm/accum.c): sm90-fp8-mma-f32 (K 16, F 25,
+                  inner RZ fp32, P 32, g 2) and sm90-fp8-mma-f16 (the same,
+                  inner RNE fp16, fp16 result): the FP8 mma.sync m16n8k32
+                  of sm_90, which compiles to two HMMA.16816 on FP16
+                  operands from zero, over k mod 4 in {0, 1} and then
+                  {2, 3}, and an FADD/HADD2 of C ([h200-fp8]: every one
+                  of 2.1 million steps of each form); tc-fp8-k32-f13-p128 (K 32,
+                  F 13, inner RZ e8m13, P 128, g 32): torch._scaled_mm
+                  (cuBLASLt) FP8 without use_fast_accum, whose wgmma
+                  partial sums are added into fp32 every 128 k
+                  ([cublas-fp8], [h200-fp8]; with
+                  use_fast_accum it is tc-fp8-k32-f13 itself). One path
+                  (the literal loop) serves aa_gemm and aa_gemm_ref.
+   tc-mxfp8-k32-f25, tc-mxfp4-k64-f35, tc-nvfp4-k64-f35   (AA_SUM_SCALED)
+                  Blackwell block-scaled MMA as MMA-Sim models it
+                  (microsoft/MMA-Sim c785138, mmasim/simulator/nv_ptx.py:
+                  100-144 mma_block_scale and 220-260
+                  tcgen05mma_block_scale: 35 fractional bits for k = 64,
+                  25 for k = 32; arithmetic.py:115-224). Elements and scales
+                  are given apart (aa_gemm_scaled); aa_gemm runs these rows
+                  with every scale 1 and e() clamped at fp32's -126.
+                  acc = accumulate ? fl32(C) : +0; k cut into instructions
+                  of block_k (the last may be shorter). e(x) =
+                  max(floor(log2 |x|), emin of x's format) (MMA-Sim's
+                  extract_significand_exponent). In each instruction the
+                  terms are acc (exponent e(acc), emin -126) and
+                    k = 32 (mxf8f6f4, E8M0 scales sa_i, sb_j of the block):
+                      each product a_k b_k sa sb, exponent
+                      e(a_k) + e(b_k) + e(sa) + e(sb) (elements' emin
+                      aa_gemm_scales_t.emin_a / emin_b: -6 E4M3, -14 E5M2);
+                    k = 64 (mxf4nvf4): per 16 consecutive k the sum
+                      g = sum a_k b_k (exact for E2M1 elements; binary64
+                      in k order otherwise) times |sa| |sb| of those k
+                      (one scale per scale_block k: E8M0 for mxfp4, UE4M3
+                      for nvfp4, MMA-Sim taking their absolute values),
+                      exponent e(sa) + e(sb) alone, whatever g is;
+                  E = the largest exponent of a nonzero term, every term
+                  truncated toward zero to a multiple of 2^(E - F), summed
+                  exactly, and the sum rounded toward zero to fp32
+                  (subnormals kept, an exact zero +0); a NaN or infinite
+                  term gives the IEEE sum of those terms. Where this
+                  differs from MMA-Sim: a zero term takes no part in E
+                  (MMA-Sim gives a zero accumulator or operand the exponent
+                  -126 and a zero group its scales' exponent), and an
+                  overflow gives +-FLT_MAX (RZ; MMA-Sim's conversion of the
+                  truncated double gives +-Inf). Both need sums at the
+                  edges of the range or groups that cancel exactly.
+
    NaN payloads are not part of the model (paths may propagate different
    NaNs); everything else, including signed zeros, subnormals and
    infinities, is bitwise identical whatever vector path and thread count. */
@@ -175,7 +268,7 @@ int aa_accum_from_name(aa_accum_t *out, const char *name); /* AA_OK or AA_ENOTFO
 const char *aa_accum_describe(aa_accum_t model);           /* one line for `attnacc list` */
 
 /* Block length K and fractional bits F of a block model (AA_SUM_BLOCK,
-   AA_SUM_BLOCK2); AA_ENOTFOUND for the other models (either output may be
+   AA_SUM_BLOCK2, AA_SUM_PROMOTED: its inner blocks); AA_ENOTFOUND for the other models (either output may be
    NULL). */
 int aa_accum_tc_params(aa_accum_t model, int *block_k, int *frac_bits);
 
@@ -200,6 +293,22 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
    tested against). Same arguments and checks as aa_gemm. */
 int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                 int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+
+/* Scales of a block-scaled product (AA_SUM_SCALED rows). */
+typedef struct {
+  const double *sa; /* M x (K / scale_block), row-major: the scale of A's row i for k-block kb at sa[i (K/sb) + kb] */
+  const double *sb; /* (K / scale_block) x N, row-major: B's scale of k-block kb, column j at sb[kb N + j] */
+  int emin_a, emin_b; /* smallest normal exponent of A's and B's element format (k = 32 rows): -6 E4M3, -14 E5M2 */
+} aa_gemm_scales_t;
+
+/* C[i][j] (+)= the block-scaled product of A (M x K elements, row stride
+   lda) and B (K x N, row stride ldb) as the AA_SUM_SCALED row says, the
+   elements passed as their values (E4M3/E5M2 for k = 32, E2M1 for
+   k = 64) and the scales decoded. sa and sb both NULL: every scale 1.
+   AA_EINVAL for a row of another rule, K not a multiple of the row's
+   scale_block (with scales), or the argument errors of aa_gemm. */
+int aa_gemm_scaled(double *C, size_t ldc, const double *A, size_t lda, const double *B, size_t ldb, size_t M,
+                   size_t N, size_t K, int accumulate, aa_accum_t model, const aa_gemm_scales_t *s);
 
 /* Name of the kernel family the fp32-seq and fp64-seq fast paths dispatch
    to on this CPU ("avx512f", "avx2-fma" or "scalar"), for benchmark and

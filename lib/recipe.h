@@ -378,6 +378,20 @@ struct aa_recipe {
   aa_mask_enter_t mask_enter;
   int mask_empty_nan;
   aa_empty_lse_t mask_empty_lse;
+  /* Block-scaled and low-precision quantisation of the operands (keys
+     quant.q, quant.k, quant.v, quant.do, quant.p, quant.ds, quant.block,
+     quant.scale_rnd, quant.satfinite; values aa_bq_kind_t of lib/fmt.h;
+     lib/attn/quant.c). Q, K, V and dO are quantised once, before both
+     passes, in blocks along the head dimension (the contraction axis of
+     QK^T and of dP = dO V^T); P before the forward's PV product and dS
+     before the dQ and dK products, in blocks along the key axis of each
+     tile row. Values are held dequantised (element times scale, exact in
+     binary64), so the products see the kernel's operands. Written in the
+     recipe text only when not the defaults (none, 0, rceil, on). */
+  int quant_q, quant_k, quant_v, quant_do, quant_p, quant_ds; /* aa_bq_kind_t */
+  size_t quant_block;  /* values per scale; 0: the kind's own (32, 16; SageAttention's 128 rows of Q, 64 of K) */
+  int quant_scale_rnd; /* aa_bq_scale_rnd_t of the MX kinds' E8M0 scales */
+  int quant_satfinite; /* FP8 elements saturate (1) or overflow to NaN/Inf (0) */
 
   /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
      written after every other key by aa_recipe_format; aa_attn_run

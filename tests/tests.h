@@ -69,6 +69,14 @@ static inline char *aa_test_slurp(const char *path) {
   return p;
 }
 
+/* Bitwise equality of doubles, any NaN equal to any NaN (signed zeros differ). */
+static inline int aa_test_same(double a, double b) {
+  uint64_t u, v;
+  memcpy(&u, &a, sizeof u);
+  memcpy(&v, &b, sizeof v);
+  return (a != a && b != b) || u == v;
+}
+
 static inline int aa_test_finish(const char *prog) {
   if (aa_test_failures) {
     printf("%s: %d failure(s)\n", prog, aa_test_failures);

@@ -44,10 +44,19 @@ static long op_exp(mpfr_srcptr x) {
 
 /* s rounded (rnd) into r (precision ob + 1) with fp32's exponent range:
    subnormals in multiples of 2^(-126-ob), overflow as rnd gives it */
+static float mpfr_round_range(mpfr_t r, mpfr_srcptr s, long lo, long hi, mpfr_rnd_t rnd);
 static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
+  return mpfr_round_range(r, s, -125 - ob, 128, rnd); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
+}
+/* binary16 (r of precision 11): subnormals in multiples of 2^-24, 65520 and above overflow */
+static float mpfr_round16(mpfr_t r, mpfr_srcptr s, mpfr_rnd_t rnd) {
+  return mpfr_round_range(r, s, -23, 16, rnd);
+}
+/* s rounded (rnd) into r with MPFR's exponent range [lo, hi] */
+static float mpfr_round_range(mpfr_t r, mpfr_srcptr s, long lo, long hi, mpfr_rnd_t rnd) {
   mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
-  mpfr_set_emin(-125 - ob); /* smallest subnormal 2^(-126-ob) = 0.5 2^emin */
-  mpfr_set_emax(128);
+  mpfr_set_emin(lo);
+  mpfr_set_emax(hi);
   int inex = mpfr_set(r, s, rnd);
   inex = mpfr_check_range(r, inex, rnd);
   mpfr_subnormalize(r, inex, rnd);
@@ -57,7 +66,13 @@ static float mpfr_round32(mpfr_t r, mpfr_srcptr s, int ob, mpfr_rnd_t rnd) {
   return out;
 }
 
+/* One block; its exact sum rounded toward zero to ob fractional bits in
+   fp32's range, or with fp16 set to nearest (ties to even) in binary16's. */
+static float mpfr_block_r(const float *acc, const float *a, const float *b, size_t n, int F, int ob, int fp16);
 static float mpfr_block(const float *acc, const float *a, const float *b, size_t n, int F, int ob) {
+  return mpfr_block_r(acc, a, b, n, F, ob, 0);
+}
+static float mpfr_block_r(const float *acc, const float *a, const float *b, size_t n, int F, int ob, int fp16) {
   mpfr_t t[40], s, r;
   size_t nt = 0;
   int special = 0;
@@ -105,7 +120,7 @@ static float mpfr_block(const float *acc, const float *a, const float *b, size_t
         mpfr_add(s, s, t[i], MPFR_RNDN); /* integers below 2^(F+8): exact */
       }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
-    out = mpfr_round32(r, s, ob, MPFR_RNDZ);
+    out = fp16 ? mpfr_round16(r, s, MPFR_RNDN) : mpfr_round32(r, s, ob, MPFR_RNDZ);
     if (mpfr_zero_p(s)) out = 0.0f; /* an exact zero sum is +0; a nonzero one truncated to 0 keeps its sign */
   }
   for (size_t i = 0; i < n + 1; i++)
@@ -246,6 +261,171 @@ static double pairwise_elem(const tmodel_t *tm, double cin, int accumulate, cons
   return out;
 }
 
+/* The promoted rows' own parameters (gemm.h, AA_SUM_PROMOTED), written
+   from the H200 fits ([h200-fp8]: fixtures/h200-fp8 and its section of
+   experiments/README-gpu.md): chunk P, granule g, the inner blocks' result bits and rounding, the
+   result's exponent bits (0 fp32, 5 fp16). */
+typedef struct {
+  const char *name;
+  int P, g, ib;
+  aa_rnd_t irnd;
+  int ebits;
+} tpromo_t;
+static const tpromo_t tpromos[] = {
+    {"sm90-fp8-mma-f32", 32, 2, 23, AA_RND_Z, 0},
+    {"sm90-fp8-mma-f16", 32, 2, 10, AA_RND_NE, 5},
+    {"tc-fp8-k32-f13-p128", 128, 32, 13, AA_RND_Z, 0},
+};
+static const tpromo_t *tpromo_of(const char *name) {
+  for (size_t i = 0; i < sizeof tpromos / sizeof tpromos[0]; i++)
+    if (strcmp(tpromos[i].name, name) == 0) return &tpromos[i];
+  return NULL;
+}
+
+/* RNE(x + y) into binary32 or binary16 (fp16): the exact sum (precision
+   2200 holds any two doubles' sum) rounded once by MPFR. */
+static double mpfr_add_out(double x, double y, int fp16) {
+  mpfr_t s, r;
+  mpfr_init2(s, 2200);
+  mpfr_init2(r, fp16 ? 11 : 24);
+  mpfr_set_d(s, x, MPFR_RNDN);
+  mpfr_add_d(s, s, y, MPFR_RNDN);
+  double out = fp16 ? mpfr_round16(r, s, MPFR_RNDN) : mpfr_round32(r, s, 23, MPFR_RNDN);
+  mpfr_clears(s, r, (mpfr_ptr)0);
+  return out;
+}
+
+/* Promoted: chunks of P k from d = +0, inner block b taking the chunk
+   positions q with (q / g) mod (P / K) == b, then acc = RNE(acc + d). */
+static double promo_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                         const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  const tpromo_t *tp = tpromo_of(tm->name);
+  if (tp == NULL) exit(99);
+  const int fp16 = tp->ebits == 5;
+  const size_t P = (size_t)tp->P, nb = P / (size_t)tm->k;
+  double acc = accumulate ? mpfr_add_out(cin, 0.0, fp16) : 0.0;
+  for (size_t k0 = 0; k0 < K; k0 += P) {
+    float d = 0.0f, a[32], b[32];
+    for (size_t blk = 0; blk < nb; blk++) {
+      size_t n = 0;
+      for (size_t q = 0; q < P && k0 + q < K; q++)
+        if ((q / (size_t)tp->g) % nb == blk) {
+          a[n] = opa32(A, lda, tA, i, k0 + q);
+          b[n++] = opb32(B, ldb, tB, k0 + q, j);
+        }
+      if (n > 0) d = mpfr_block_r(&d, a, b, n, tm->F, tp->ib, tp->irnd == AA_RND_NE);
+    }
+    acc = mpfr_add_out(acc, d, fp16);
+  }
+  return acc;
+}
+
+/* ---- block-scaled rows (AA_SUM_SCALED), written from MMA-Sim c785138 ----
+   arithmetic.py:76-95 (extract_significand_exponent: the exponent of a
+   nonzero value, at least its format's emin), 115-129 (fused_sum), 132-193
+   (nv_fused_dot_add with scales: k = 32, one term per product, exponent
+   ea + eb + esa + esb), 196-224 (nv_fused_dot_add_with_block_scale: k = 64,
+   one term per 16 products, exponent esa + esb alone, abs of UE4M3
+   scales, final RZ to fp32); nv_ptx.py:103 and 223 (F = 35 for k = 64,
+   else 25). Zero terms take no part (gemm.h says where MMA-Sim differs). */
+typedef struct {
+  int k, F, emin_a, emin_b, semin;
+} sparams_t;
+
+static long clamp_exp(double x, int emin) {
+  int e;
+  frexp(x, &e);
+  return e - 1 < emin ? emin : e - 1;
+}
+
+/* one instruction: acc, then n k-values with per-k scales */
+static float mpfr_scaled(float acc, const double *a, const double *b, const double *sa, const double *sb, size_t n,
+                         const sparams_t *p) {
+  mpfr_t t[34], g, s, r;
+  long et[34];
+  size_t nt = 0;
+  double sp = 0;
+  int special = 0;
+  mpfr_inits2(400, g, s, (mpfr_ptr)0);
+  mpfr_init2(r, 24);
+  for (size_t i = 0; i < 34; i++)
+    mpfr_init2(t[i], 400);
+  mpfr_set_flt(t[nt], acc, MPFR_RNDN);
+  et[nt++] = acc != 0 ? clamp_exp(acc, -126) : 0;
+  for (size_t k = 0; k < n; k += p->k == 32 ? 1 : 16) {
+    double s0 = fabs(sa[k]), s1 = fabs(sb[k]);
+    long es = clamp_exp(s0, p->semin) + clamp_exp(s1, p->semin);
+    if (p->k == 32) {
+      mpfr_set_d(t[nt], a[k], MPFR_RNDN);
+      mpfr_mul_d(t[nt], t[nt], b[k], MPFR_RNDN);
+      et[nt] = a[k] != 0 && b[k] != 0 ? clamp_exp(a[k], p->emin_a) + clamp_exp(b[k], p->emin_b) + es : 0;
+    } else { /* the group sum in binary64, k order (exact for E2M1 values) */
+      mpfr_set_prec(g, 53);
+      mpfr_set_zero(g, 1);
+      for (size_t u = k; u < k + 16 && u < n; u++) {
+        mpfr_t pr;
+        mpfr_init2(pr, 53);
+        mpfr_set_d(pr, a[u], MPFR_RNDN);
+        mpfr_mul_d(pr, pr, b[u], MPFR_RNDN); /* exact: fp32 operands */
+        mpfr_add(g, g, pr, MPFR_RNDN);
+        mpfr_clear(pr);
+      }
+      mpfr_set(t[nt], g, MPFR_RNDN);
+      et[nt] = es;
+    }
+    mpfr_mul_d(t[nt], t[nt], s0, MPFR_RNDN);
+    mpfr_mul_d(t[nt], t[nt], s1, MPFR_RNDN);
+    nt++;
+  }
+  for (size_t i = 0; i < nt; i++)
+    if (!mpfr_number_p(t[i])) special = 1, sp += mpfr_get_d(t[i], MPFR_RNDN);
+  float out = (float)sp;
+  if (!special) {
+    long E = 0;
+    int any = 0;
+    for (size_t i = 0; i < nt; i++)
+      if (!mpfr_zero_p(t[i]) && (!any || et[i] > E)) E = et[i], any = 1;
+    mpfr_set_zero(s, 1);
+    for (size_t i = 0; any && i < nt; i++) {
+      mpfr_mul_2si(t[i], t[i], p->F - E, MPFR_RNDN);
+      mpfr_trunc(t[i], t[i]);
+      mpfr_add(s, s, t[i], MPFR_RNDN);
+    }
+    mpfr_mul_2si(s, s, E - p->F, MPFR_RNDN);
+    out = mpfr_zero_p(s) ? 0.0f : mpfr_round32(r, s, 23, MPFR_RNDZ);
+  }
+  for (size_t i = 0; i < 34; i++)
+    mpfr_clear(t[i]);
+  mpfr_clears(g, s, r, (mpfr_ptr)0);
+  return out;
+}
+
+/* A whole output element: instructions of p->k along K; sa/sb the per-k scales (NULL: 1) */
+static float scaled_chain(float acc, const double *a, const double *b, const double *sa, const double *sb, size_t K,
+                          const sparams_t *p) {
+  double one[64];
+  for (size_t k = 0; k < 64; k++)
+    one[k] = 1.0;
+  for (size_t k0 = 0; k0 < K; k0 += (size_t)p->k) {
+    size_t n = K - k0 < (size_t)p->k ? K - k0 : (size_t)p->k;
+    acc = mpfr_scaled(acc, a + k0, b + k0, sa ? sa + k0 : one, sb ? sb + k0 : one, n, p);
+  }
+  return acc;
+}
+
+static double scaled_elem(const tmodel_t *tm, double cin, int accumulate, const double *A, size_t lda, int tA,
+                          const double *B, size_t ldb, int tB, size_t i, size_t j, size_t K) {
+  sparams_t p = {tm->k, tm->F, -126, -126, -127}; /* aa_gemm: every scale 1, fp32's clamp */
+  double *a = malloc(K * sizeof *a), *b = malloc(K * sizeof *b);
+  if (a == NULL || b == NULL) exit(1);
+  for (size_t k = 0; k < K; k++)
+    a[k] = opa32(A, lda, tA, i, k), b[k] = opb32(B, ldb, tB, k, j);
+  float out = scaled_chain(accumulate ? (float)cin : 0.0f, a, b, NULL, NULL, K, &p);
+  free(a);
+  free(b);
+  return out;
+}
+
 static const tmodel_t tmodels[] = {
     {"fp32-seq", AA_SUM_CHAIN, 0, 0, 23, AA_RND_NE, chain_elem},
     {"fp32-pairwise", AA_SUM_PAIRWISE, 0, 0, 23, AA_RND_NE, pairwise_elem},
@@ -256,6 +436,12 @@ static const tmodel_t tmodels[] = {
     {"tc-fp8-k32-f13", AA_SUM_BLOCK, 32, 13, 13, AA_RND_Z, tc_elem},
     {"tc-fp8-k32-f25", AA_SUM_BLOCK, 32, 25, 23, AA_RND_Z, tc_elem},
     {"cdna3-k8-f24", AA_SUM_BLOCK2, 8, 24, 23, AA_RND_NE, cdna3_elem},
+    {"sm90-fp8-mma-f32", AA_SUM_PROMOTED, 16, 25, 23, AA_RND_NE, promo_elem},
+    {"sm90-fp8-mma-f16", AA_SUM_PROMOTED, 16, 25, 10, AA_RND_NE, promo_elem},
+    {"tc-fp8-k32-f13-p128", AA_SUM_PROMOTED, 32, 13, 23, AA_RND_NE, promo_elem},
+    {"tc-mxfp8-k32-f25", AA_SUM_SCALED, 32, 25, 23, AA_RND_Z, scaled_elem},
+    {"tc-mxfp4-k64-f35", AA_SUM_SCALED, 64, 35, 23, AA_RND_Z, scaled_elem},
+    {"tc-nvfp4-k64-f35", AA_SUM_SCALED, 64, 35, 23, AA_RND_Z, scaled_elem},
 };
 #define NTM ((int)(sizeof tmodels / sizeof tmodels[0]))
 
@@ -915,7 +1101,10 @@ static void test_table(aa_pcg64_t *rng, int iters) {
              "tgemm_tc table: row %d lacks a name, description or citation", m);
     if (r->name == NULL || r->cite == NULL) continue;
     /* a block model cites its source, a key of REFERENCES.md; the IEEE models cite none */
-    AA_CHECK((r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2) == (r->cite[0] != '\0') && ref_key(r->cite),
+    const int promoted = r->sum == AA_SUM_PROMOTED;
+    AA_CHECK((r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2 || r->sum == AA_SUM_SCALED || promoted) ==
+                     (r->cite[0] != '\0') &&
+                 ref_key(r->cite),
              "tgemm_tc table: %s cites '%s', not a key of REFERENCES.md", r->name, r->cite);
     const tmodel_t *tm = tmodel_of((aa_accum_t)m);
     AA_CHECK(tm != NULL, "tgemm_tc table: model %s has no MPFR test row in tests/tgemm_tc.c", r->name);
@@ -926,7 +1115,12 @@ static void test_table(aa_pcg64_t *rng, int iters) {
              "%d, %d) in its test row",
              r->name, (int)r->sum, r->block_k, r->frac_bits, r->out_bits, (int)r->rnd, (int)tm->sum, tm->k, tm->F,
              tm->ob, (int)tm->rnd);
-    int k = -1, f = -1, blocked = r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2;
+    const tpromo_t *tp = tpromo_of(r->name);
+    AA_CHECK(promoted ? tp != NULL && tp->P == r->promote_k && tp->g == r->k_granule && tp->ib == r->inner_bits &&
+                            tp->irnd == r->inner_rnd && tp->ebits == r->out_ebits
+                      : r->promote_k == 0 && r->k_granule == 0 && r->inner_bits == 0 && r->out_ebits == 0,
+             "tgemm_tc table: the promotion fields of %s differ from its test row", r->name);
+    int k = -1, f = -1, blocked = r->sum == AA_SUM_BLOCK || r->sum == AA_SUM_BLOCK2 || promoted;
     AA_CHECK((aa_accum_tc_params((aa_accum_t)m, &k, &f) == AA_OK) == blocked &&
                  (!blocked || (k == r->block_k && f == r->frac_bits)),
              "tgemm_tc table: aa_accum_tc_params of %s", r->name);
@@ -941,6 +1135,19 @@ static void test_table(aa_pcg64_t *rng, int iters) {
   for (int i = 0; i < NTM; i++)
     AA_CHECK(aa_accum_from_name(NULL, tmodels[i].name) == AA_OK, "tgemm_tc table: test row %s names no model",
              tmodels[i].name);
+}
+
+/* The promoted rows against their MPFR models on shapes of several chunks
+   (K up to 300: three chunks of 128, ten of 32), every operand kind. */
+static void test_promoted(aa_pcg64_t *rng, int iters) {
+  for (int it = 0; it < iters; it++)
+    for (int m = 0; m < AA_ACC_COUNT; m++) {
+      if (aa_accum_table[m].sum != AA_SUM_PROMOTED) continue;
+      size_t M = 1 + aa_pcg64_next(rng) % 5, N = 1 + aa_pcg64_next(rng) % 9, K = 1 + aa_pcg64_next(rng) % 300;
+      case_t c;
+      case_make(&c, rng, M, N, K, (aa_accum_t)m, it % 3);
+      check_mpfr(&c);
+    }
 }
 
 /* The int32 sums of the fp32 path at their limit: 32 equal FP8 products 1.875^2 = 3.515625 align to E = 0
@@ -974,6 +1181,134 @@ static void test_int32_edge(void) {
   AA_CHECK(bad == 0, "int32 edge: tc-k16-f25 gives %zu elements other than %a (first %a)", bad, want, C[0]);
 }
 
+/* ---- block-scaled products with their scales (aa_gemm_scaled) ---- */
+/* The scale formats per row, from the PTX ISA (kind::mxf8f6f4: E8M0 per
+   32; kind::mxf4nvf4: E8M0 per 32 for MXFP4, UE4M3 per 16 for NVFP4),
+   written here, not read from the library's rows. */
+static sparams_t sparams_of(const char *name, int *sblock) {
+  if (strcmp(name, "tc-nvfp4-k64-f35") == 0) return *sblock = 16, (sparams_t){64, 35, 0, 0, -6};
+  if (strcmp(name, "tc-mxfp4-k64-f35") == 0) return *sblock = 32, (sparams_t){64, 35, 0, 0, -127};
+  return *sblock = 32, (sparams_t){32, 25, -6, -14, -127}; /* A E4M3, B E5M2 */
+}
+
+static double draw_elem(aa_pcg64_t *rng, const sparams_t *p, int b_side) {
+  static const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  uint64_t u = aa_pcg64_next(rng);
+  if (p->k == 64) return (u & 8 ? -1 : 1) * e2m1[u & 7];
+  double v = aa_fmt_decode(u & 0xff, b_side ? AA_FMT_E5M2 : AA_FMT_E4M3);
+  return isfinite(v) ? v : 0.0;
+}
+
+static double draw_scale(aa_pcg64_t *rng, const sparams_t *p) {
+  uint64_t u = aa_pcg64_next(rng);
+  if (p->semin == -6) { /* UE4M3: any finite code, a negative one now and then (MMA-Sim takes |s|) */
+    double v = aa_fmt_decode(u & 0x7e, AA_FMT_E4M3);
+    return u & 0x100 && u & 0x200 ? -v : v;
+  }
+  int k = (int)(u % 41) - 20; /* E8M0: mostly near 1, sometimes at the range's ends */
+  if (u % 17 == 0) k = (int)((u >> 8) % 2 ? 100 : -110);
+  return ldexp(1.0, k);
+}
+
+static void test_scaled(aa_pcg64_t *rng, int iters) {
+  static const char *const rows[] = {"tc-mxfp8-k32-f25", "tc-mxfp4-k64-f35", "tc-nvfp4-k64-f35"};
+  for (int it = 0; it < iters; it++) {
+    aa_accum_t model;
+    int sbk;
+    if (aa_accum_from_name(&model, rows[it % 3]) != AA_OK) {
+      AA_FAIL("tgemm_tc scaled: no row %s", rows[it % 3]);
+      return;
+    }
+    sparams_t p = sparams_of(rows[it % 3], &sbk);
+    size_t M = 1 + aa_pcg64_next(rng) % 4, N = 1 + aa_pcg64_next(rng) % 5, K = sbk * (1 + aa_pcg64_next(rng) % 6);
+    size_t nkb = K / (size_t)sbk;
+    double A[4 * 192], B[192 * 5], sa[4 * 12], sb[12 * 5], C[4 * 5], C0[4 * 5];
+    for (size_t x = 0; x < M * K; x++)
+      A[x] = draw_elem(rng, &p, 0);
+    for (size_t x = 0; x < K * N; x++)
+      B[x] = draw_elem(rng, &p, 1);
+    for (size_t x = 0; x < M * nkb; x++)
+      sa[x] = draw_scale(rng, &p);
+    for (size_t x = 0; x < nkb * N; x++)
+      sb[x] = draw_scale(rng, &p);
+    for (size_t x = 0; x < M * N; x++)
+      C[x] = C0[x] = it % 4 ? (float)ldexp(aa_pcg64_normal(rng), (int)(aa_pcg64_next(rng) % 30) - 10) : 0.0;
+    aa_gemm_scales_t sc = {sa, sb, p.emin_a, p.emin_b};
+    int acc = it % 5 != 0;
+    AA_CHECK(aa_gemm_scaled(C, N, A, K, B, N, M, N, K, acc, model, &sc) == AA_OK, "tgemm_tc scaled: status");
+    for (size_t i = 0; i < M; i++)
+      for (size_t j = 0; j < N; j++) {
+        double a[192], b[192], ka[192], kb[192];
+        for (size_t k = 0; k < K; k++)
+          a[k] = A[i * K + k], b[k] = B[k * N + j], ka[k] = sa[i * nkb + k / sbk], kb[k] = sb[k / sbk * N + j];
+        float want = scaled_chain(acc ? (float)C0[i * N + j] : 0.0f, a, b, ka, kb, K, &p);
+        if (bits32((float)C[i * N + j]) != bits32(want))
+          AA_FAIL("tgemm_tc scaled %s M=%zu N=%zu K=%zu acc=%d C[%zu][%zu] = %a, MPFR %a (seed %llu)", rows[it % 3],
+                  M, N, K, acc, i, j, C[i * N + j], want, (unsigned long long)seed);
+      }
+  }
+}
+
+/* Worked examples, derived by hand from MMA-Sim's source (arithmetic.py
+   lines above), where the model differs from the exact sum rounded
+   toward zero. */
+static float scaled1(const char *row, const double *a, const double *b, size_t K, const double *sa, const double *sb,
+                     double c, int emin) {
+  aa_accum_t m;
+  double C = c;
+  aa_gemm_scales_t s = {sa, sb, emin, emin};
+  if (aa_accum_from_name(&m, row) != AA_OK || aa_gemm_scaled(&C, 1, a, K, b, 1, 1, 1, K, 1, m, &s) != AA_OK)
+    return NAN;
+  return (float)C;
+}
+
+static void test_scaled_cases(void) {
+  double a[64] = {0}, b[64] = {0}, sa[4], sb[4];
+  /* NVFP4: 6 x 6 with UE4M3 scales 448 x 448 (exponent 8 + 8 = 16): the term 36 * 448^2 = 7225344 sets
+     E = 16, so the accumulator -2^-20 is truncated toward zero on the grid 2^(16-35) = 2^-19, to 0: the
+     result is 7225344, where the exact sum rounded toward zero is 7225343.5 */
+  a[0] = b[0] = 6;
+  for (int x = 0; x < 4; x++)
+    sa[x] = sb[x] = x == 0 ? 448 : 1;
+  float got = scaled1("tc-nvfp4-k64-f35", a, b, 64, sa, sb, -0x1p-20, 0);
+  AA_CHECK(got == 7225344.0f, "scaled case nvfp4: %a, want 7225344 (exact RZ would give 7225343.5)", got);
+  /* MXFP4: group 0 (k 0..15) holds 16 products -6 x 6 = -576 with scales 1 x 1 (exponent 0); group 2
+     (k 32..47) holds 0.5 x 0.5 with scales 2^30 x 2^30, the term 2^58 with exponent 60 alone (not the
+     group sum's): E = 60, the grid 2^25 truncates -576 to 0 and the result is 2^58; the exact sum 2^58 -
+     576 rounds toward zero to 2^58 - 2^34 */
+  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+  for (int k = 0; k < 16; k++)
+    a[k] = -6, b[k] = 6;
+  a[32] = b[32] = 0.5;
+  sa[0] = sb[0] = 1, sa[1] = sb[1] = 0x1p30;
+  got = scaled1("tc-mxfp4-k64-f35", a, b, 64, sa, sb, 0, 0);
+  AA_CHECK(got == 0x1p58f, "scaled case mxfp4: %a, want 0x1p58 (exact RZ would give 0x1.fffffep57)", got);
+  /* MXFP8: E4M3's smallest subnormal 2^-9 squared is 2^-18, but its exponent is taken as -6 + -6 = -12
+     (E4M3's emin): E = -12, grid 2^-37, and the accumulator 2^-30 + 2^-40 loses its 2^-40: 2^-18 + 2^-30.
+     With fp32's clamp (aa_gemm, emin -126) E = -18, grid 2^-43, and 2^-40 stays */
+  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+  a[0] = b[0] = 0x1p-9;
+  sa[0] = sb[0] = 1;
+  got = scaled1("tc-mxfp8-k32-f25", a, b, 32, sa, sb, 0x1p-30 + 0x1p-40, -6);
+  AA_CHECK(got == 0x1p-18f + 0x1p-30f, "scaled case mxfp8 e4m3: %a, want %a", got, 0x1p-18 + 0x1p-30);
+  got = scaled1("tc-mxfp8-k32-f25", a, b, 32, sa, sb, 0x1p-30 + 0x1p-40, -126);
+  AA_CHECK(got == (float)(0x1p-18 + 0x1p-30 + 0x1p-40), "scaled case mxfp8 fp32 clamp: %a", got);
+  /* aa_gemm with every scale 1 on the MXFP8 row is tc-fp8-k32-f25 (same k, F, RZ; scales 2^0) */
+  double A[3 * 40], B[40 * 2], C1[6], C2[6];
+  for (int x = 0; x < 120; x++)
+    A[x] = aa_fmt_decode((unsigned)(x * 37 + 11) & 0x77, AA_FMT_E4M3);
+  for (int x = 0; x < 80; x++)
+    B[x] = aa_fmt_decode((unsigned)(x * 53 + 5) & 0xf7, AA_FMT_E4M3);
+  int st1 = aa_gemm(C1, 2, A, 40, 0, B, 2, 0, 3, 2, 40, 0, AA_ACC_TC_MXFP8_K32_F25);
+  int st2 = aa_gemm(C2, 2, A, 40, 0, B, 2, 0, 3, 2, 40, 0, AA_ACC_TC_FP8_K32_F25);
+  AA_CHECK(st1 == AA_OK && st2 == AA_OK && memcmp(C1, C2, sizeof C1) == 0,
+           "scaled: tc-mxfp8-k32-f25 with unit scales differs from tc-fp8-k32-f25");
+  /* NaN scale: the output is NaN (arithmetic.py:204-205) */
+  sa[0] = NAN;
+  got = scaled1("tc-nvfp4-k64-f35", a, b, 64, sa, sb, 1.0, 0);
+  AA_CHECK(isnan(got), "scaled case NaN scale: %a, want NaN", got);
+}
+
 int main(void) {
   seed = aa_test_seed("tgemm_tc");
   aa_pcg64_t rng;
@@ -993,6 +1328,13 @@ int main(void) {
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   test_fast_large(&rng);
   test_int32_edge();
+  aa_pcg64_t rng_promo; /* a stream of its own, as rng_table */
+  aa_pcg64_seed(&rng_promo, seed, 15);
+  test_promoted(&rng_promo, (int)(30 * aa_test_multiplier()));
+  aa_pcg64_t rng_scaled; /* its own stream too */
+  aa_pcg64_seed(&rng_scaled, seed, 16);
+  test_scaled(&rng_scaled, (int)(60 * aa_test_multiplier()));
+  test_scaled_cases();
   test_attn_e2e(&rng);
   return aa_test_finish("tgemm_tc");
 }

@@ -200,6 +200,6 @@ int xp_columns(aa_sweep_t *sw, const char *const *names, size_t n, aa_error_t *e
 
 /* The experiments (one file each; smoke, the tests' tiny grid, in xp/registry.c). */
 extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,
-    xp_dropout_map, xp_fp8;
+    xp_dropout_map, xp_fp8, xp_fp8_rescale;
 
 #endif

@@ -91,7 +91,23 @@ typedef struct {
      with mask.score = lowest or zero. */
   int masked;
   double mask_div, mask_mul, mask_low;
+  /* The forward's P-cast counters (aa_attn_result_t p_cast, p_over,
+     p_max), shared by its threads (updated once per row in a critical
+     section); NULL outside aa_attn_forward. */
+  aa_attn_result_t *pcast;
 } aa_attn_ctx_t;
+
+/* P's cast to fwd.p_fmt. An FP8 p_fmt saturates under quant.satfinite: the
+   PTX conversion from f32 to e4m3x2 / e5m2x2 exists only as
+   cvt.rn.satfinite (the CUTLASS converter FA3 uses and the CuTe DSL's
+   .to(Float8E4M3FN) of FA4's softmax.py:401 at 0251105a both lower to it). */
+static inline double aa_attn_p_rnd(const aa_recipe_t *r, double x) {
+  if ((r->fwd_p_fmt == AA_FMT_E4M3 || r->fwd_p_fmt == AA_FMT_E5M2) && r->quant_satfinite) {
+    aa_round_opts_t o = {r->fwd_p_fmt, AA_RND_NE, 1, 1};
+    return aa_round(x, &o, NULL);
+  }
+  return aa_attn_rnd(x, r->fwd_p_fmt);
+}
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
    argument, then rounded to the ALU format. Binary64 exp has error below
@@ -170,6 +186,13 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
    K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the
    caller frees; all NULL (and AA_OK) when it does neither. */
+/* quant.q, quant.k, quant.v, quant.do (lib/attn/quant.c): quantised copies
+   of the context's Q, K, V, dO, which then point at them; owned[0..3]
+   receives the copies (NULL where the key is none), freed by the caller. */
+int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[4], aa_error_t *err);
+/* quant.p, quant.ds: the rows x cols tile x (row stride ld) quantised in
+   place, blocks along each row, NVFP4's tensor scale from the tile's amax. */
+void aa_attn_quant_rows(const aa_recipe_t *r, int kind, double *x, size_t rows, size_t cols, size_t ld);
 int aa_attn_fwd_operands(const aa_attn_ctx_t *cx, double **qf, double **kf, double **vf, aa_error_t *err);
 /* One (head, q tile) of the online-LSE forward (forward.c): O rows and LSE. */
 int aa_attn_fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,

@@ -270,6 +270,7 @@ static void pair_ds(const bwd_pair_t *p) {
       tb->dS[e] = v;
     }
   }
+  aa_attn_quant_rows(r, r->quant_ds, tb->dS, rows, tkc, tkc);
 }
 
 /* Step 3.1 dV = P^T dO and Step 5.1 dK = Q^T dS into the rows of K tile kt

@@ -174,21 +174,21 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
   double b = aa_attn_alu(m * cx->c, alu);
   for (size_t s = 0; s < ns; s++) {
     double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_in_s_units(cx, sinks[s]), cx->c, -b, alu));
-    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_p_rnd(r, p) : p), r->fwd_rowsum_fmt);
   }
   for (size_t j = 0; j < n; j++) {
     /* the backward recomputes the forward's P with this same row (fwd.exp) */
     double p = vis[j] ? aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_exparg(cx, S[j], b)) : 0.0;
     P[j] = p;
-    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+    l = aa_attn_rnd(l + (r->fwd_rowsum_rounded ? aa_attn_p_rnd(r, p) : p), r->fwd_rowsum_fmt);
   }
   if (r->fwd_o_norm == AA_NORM_RECIPROCAL) {
     double rr = aa_attn_alu(1.0 / l, alu);
     for (size_t j = 0; j < n; j++)
-      P[j] = aa_attn_rnd(aa_attn_alu(P[j] * rr, alu), r->fwd_p_fmt);
+      P[j] = aa_attn_p_rnd(r, aa_attn_alu(P[j] * rr, alu));
   } else {
     for (size_t j = 0; j < n; j++)
-      P[j] = aa_attn_rnd(aa_attn_alu(P[j] / l, alu), r->fwd_p_fmt);
+      P[j] = aa_attn_p_rnd(r, aa_attn_alu(P[j] / l, alu));
   }
   *m_out = m;
   *l_out = l;

@@ -108,6 +108,8 @@ static void rescale_row(const aa_attn_ctx_t *cx, double *la, double *arow, doubl
 static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const double *srow, const uint8_t *vrow,
                         const uint8_t *krow, size_t tk, double bb) {
   const aa_recipe_t *r = cx->r;
+  double top = aa_fmt_info(r->fwd_p_fmt)->max_finite, pmax = 0;
+  size_t cast = 0, over = 0;
   for (size_t b = 0; b < tk; b++) {
     if (!vrow[b]) {
       size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
@@ -121,12 +123,19 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
        carry the power of two exactly and finalize divides it out,
        softmax.h:146-150), modelled by scaling back */
     int pk = (int)r->fwd_p_scale_exp;
-    double pr = pk ? ldexp(aa_attn_rnd(ldexp(p, pk), r->fwd_p_fmt), -pk) : aa_attn_rnd(p, r->fwd_p_fmt);
+    double pc = ldexp(p, pk), pr = ldexp(aa_attn_p_rnd(r, pc), -pk);
+    cast++, over += pc > top, pmax = pc > pmax ? pc : pmax;
     size_t t = rowsum_lane(r, b);
     la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
     /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
        into the final normalisation (FA2). The row sum keeps them. */
     prow[b] = (krow != NULL && !krow[b]) ? 0.0 : pr;
+  }
+  if (cx->pcast == NULL) return;
+#pragma omp critical(aa_attn_pcast)
+  {
+    cx->pcast->p_cast += cast, cx->pcast->p_over += over;
+    if (pmax > cx->pcast->p_max) cx->pcast->p_max = pmax;
   }
 }
 
@@ -173,6 +182,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     const uint8_t *krow = cx->keep_fwd != NULL ? cx->keep_fwd + ((h * cx->n_q + i0 + a) * n_k + j0) : NULL;
     row_weights(cx, prow, l + a * AA_ATTN_ROWSUM_LANES, srow, vrow, krow, tk, bb);
   }
+  aa_attn_quant_rows(r, r->quant_p, P, tq, tk, tk);
   /* O accumulator continues across K tiles (chained MMA into acc_o). */
   st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;
@@ -210,7 +220,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     for (size_t s = 0; s < pb->num_sinks; s++) {
       double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, alu));
       double *l0 = l + a * AA_ATTN_ROWSUM_LANES; /* sinks join lane 0 */
-      *l0 = aa_attn_rnd(*l0 + (r->fwd_rowsum_rounded ? aa_attn_rnd(p, r->fwd_p_fmt) : p), r->fwd_rowsum_fmt);
+      *l0 = aa_attn_rnd(*l0 + (r->fwd_rowsum_rounded ? aa_attn_p_rnd(r, p) : p), r->fwd_rowsum_fmt);
     }
   }
   for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
@@ -254,9 +264,10 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
     if (cx->keep_fwd != NULL) {
       const uint8_t *krow = cx->keep_fwd + (h * cx->n_q + i0 + a) * n_k;
       for (size_t b = 0; b < n_k; b++)
-        prow[b] = krow[b] ? aa_attn_rnd(aa_attn_alu(prow[b] * cx->ks, r->alu_fmt), r->fwd_p_fmt) : 0.0;
+        prow[b] = krow[b] ? aa_attn_p_rnd(r, aa_attn_alu(prow[b] * cx->ks, r->alu_fmt)) : 0.0;
     }
   }
+  aa_attn_quant_rows(r, r->quant_p, P, tq, n_k, n_k);
   st = aa_gemm(acc, d, P, n_k, 0, V, d, 0, tq, d, n_k, 0, r->fwd_acc_pv);
   if (st != AA_OK) return st;
   double *o = out->o.data + (h * cx->n_q + i0) * d;
@@ -265,8 +276,11 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
   return AA_OK;
 }
 
-int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+int aa_attn_forward(const aa_attn_ctx_t *cx0, aa_attn_result_t *out) {
+  aa_attn_ctx_t cxl = *cx0; /* with the P-cast counters */
+  const aa_attn_ctx_t *cx = &cxl;
   const aa_recipe_t *r = cx->r;
+  cxl.pcast = out;
   size_t n_q = cx->n_q, n_k = cx->n_k, d = cx->d;
   size_t tq = r->fwd_tile_q ? r->fwd_tile_q : n_q;
   if (tq > n_q) tq = n_q;

@@ -51,7 +51,7 @@ static void add_sink_weights(shifted_t *t, size_t a) {
   const aa_recipe_t *r = cx->r;
   for (size_t s = 0; s < cx->pb->num_sinks; s++) {
     double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, t->sinks[s]), cx->c, -t->m[a], r->alu_fmt));
-    double pr = aa_attn_rnd(p, r->fwd_p_fmt);
+    double pr = aa_attn_p_rnd(r, p);
     t->l[a] = aa_attn_rnd(t->l[a] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
   }
 }
@@ -108,7 +108,7 @@ static void shifted_row_weights(shifted_t *t, size_t a, size_t j0, size_t tk) {
     /* Section 3.5: the scale folded into the FP32 QK result by the
        exp2 FFMA, exp2(fma(S, scale*log2e, -shift)), K unscaled. */
     double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
-    double pr = aa_attn_rnd(p, r->fwd_p_fmt); /* BF16 weight, the PV operand */
+    double pr = aa_attn_p_rnd(r, p); /* BF16 weight, the PV operand */
     if (!in_range(pr, t->lo2, t->hi2)) t->ok = 0;
     /* Section 3.5: the denominator sums the BF16-rounded weights in
        FP32 (fwd.rowsum_rounded), so the rounded weights times 1/l sum
@@ -142,6 +142,7 @@ static int row_group(shifted_t *t, size_t s0, size_t sr, size_t j0, size_t tk) {
   aa_attn_score_mod(cx, t->S + s0 * tk, NULL, t->h, t->i0 + s0, sr, j0, tk);
   for (size_t a = s0; a < s0 + sr; a++)
     shifted_row_weights(t, a, j0, tk);
+  aa_attn_quant_rows(r, r->quant_p, t->P + s0 * tk, sr, tk, tk);
   /* No accumulator rescaling (section 3.1): O keeps accumulating P V. */
   st = aa_gemm(t->acc + s0 * d, d, t->P + s0 * tk, tk, 0, V + j0 * d, d, 0, sr, d, tk, 1, r->fwd_acc_pv);
   if (st != AA_OK) return st;

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
-	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c
+	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
@@ -48,3 +48,13 @@ fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
 # FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).
 EXTRA_DIST += fixtures/h200-fp8/fp8_gen.h fixtures/h200-fp8/mma_chain_fp8.cu fixtures/h200-fp8/run.sh \
 	fixtures/h200-fp8/scaled_mm.py fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/sass.txt
+# The quant.* keys: operands quantised as the test does, where P and dS quantisation act.
+check_PROGRAMS += tests/tattn_quant
+TESTS += tests/tattn_quant
+tests_tattn_quant_SOURCES = tests/tattn_quant.c
+tests_tattn_quant_LDADD = $(LDADD) -lm
+# The FP8 P cast of fa4-fp8 (satfinite, the stale-max overflow) against closed forms.
+check_PROGRAMS += tests/tattn_fp8_sat
+TESTS += tests/tattn_fp8_sat
+tests_tattn_fp8_sat_SOURCES = tests/tattn_fp8_sat.c
+tests_tattn_fp8_sat_LDADD = $(LDADD) -lm

@@ -40,6 +40,8 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   free(res->tile_flagged);
   res->row_ckpt = res->tile_flagged = NULL;
   res->fwd_q_tiles = res->tiles_flagged = res->rows_recovered = res->contractions_skipped = 0;
+  res->p_cast = res->p_over = 0;
+  res->p_max = 0;
 }
 
 static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
@@ -106,6 +108,7 @@ typedef struct {
   double *slope_e, *sinks;        /* cx.slope_e, cx.sinks */
   uint8_t *drawn_fwd, *drawn_bwd; /* recipe dropout: the redrawn keep masks (cx.keep_fwd, cx.keep_bwd) */
   double *dO_eff, *bias;          /* bwd.norm = recip: cx.dO, cx.bias */
+  double *quant[4];               /* quant.q/k/v/do: the quantised Q, K, V, dO */
 } run_t;
 
 static void run_free(run_t *rn) {
@@ -115,6 +118,8 @@ static void run_free(run_t *rn) {
   free(rn->drawn_bwd);
   free(rn->dO_eff);
   free(rn->bias);
+  for (int i = 0; i < 4; i++)
+    free(rn->quant[i]);
 }
 
 /* Step 1, check: the problem, the recipe and the rules between them. */
@@ -305,6 +310,8 @@ static int run_context(run_t *rn, const aa_problem_t *pb, const aa_recipe_t *r, 
   cx->K = k->data;
   cx->V = v->data;
   cx->dO = dO != NULL ? dO->data : NULL;
+  st = aa_attn_quant_operands(cx, rn->quant, err);
+  if (st != AA_OK) return st;
   return ctx_sinks(rn, pb, r, err);
 }
 

@@ -34,6 +34,9 @@ static void put_seq(aa_attn_result_t *out, const aa_attn_result_t *r, size_t q0,
   out->tiles_flagged += r->tiles_flagged;
   out->rows_recovered += r->rows_recovered;
   out->contractions_skipped += r->contractions_skipped;
+  out->p_cast += r->p_cast;
+  out->p_over += r->p_over;
+  if (r->p_max > out->p_max) out->p_max = r->p_max;
 }
 
 /* Sequence b: slice the inputs, run the recipe, pack. */

@@ -34,4 +34,8 @@ static inline double aa_pow2(int k) {
 extern const int aa_fmt_bias_[AA_FMT_COUNT];
 extern const aa_fmt_info_t aa_fmt_infos_[AA_FMT_COUNT];
 
+/* aa_round on a format given by its description (the block formats'
+   elements, e2m1, are not in aa_fmt_t); rnd is not AA_RND_S. */
+double aa_round_info(double x, const aa_fmt_info_t *f, aa_rnd_t rnd, int subnormals, int saturate);
+
 #endif

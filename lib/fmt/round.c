@@ -145,6 +145,11 @@ double aa_round(double x, const aa_round_opts_t *opts, aa_pcg32_t *rng) {
   return round_one(x, f, opts->rnd, opts->subnormals, opts->saturate, aa_pow2(f->emin), rng);
 }
 
+double aa_round_info(double x, const aa_fmt_info_t *f, aa_rnd_t rnd, int subnormals, int saturate) {
+  if ((unsigned)rnd >= AA_RND_COUNT || rnd == AA_RND_S) return NAN;
+  return round_one(x, f, rnd, subnormals, saturate, aa_pow2(f->emin), NULL);
+}
+
 /* The loop is specialised per rounding mode so that the mode switch inside
    round_one folds away. */
 int aa_round_n(double *out, const double *x, size_t n, const aa_round_opts_t *opts, aa_pcg32_t *rng) {

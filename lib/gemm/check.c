@@ -27,6 +27,16 @@ static int row_supported(const aa_accum_info_t *m) {
            m->out_bits >= 1 && m->out_bits <= 23;
   case AA_SUM_BLOCK2:
     return m->rnd == AA_RND_NE && m->block_k == 8 && m->frac_bits == 24 && m->out_bits == 23;
+  case AA_SUM_PROMOTED: /* fp32 or fp16 results; inner blocks as AA_SUM_BLOCK's, or RNE to the result format */
+    return m->rnd == AA_RND_NE && m->block_k >= 1 && m->block_k <= 32 && m->frac_bits >= 1 && m->frac_bits <= 25 &&
+           ((m->out_bits == 23 && m->out_ebits == 0) || (m->out_bits == 10 && m->out_ebits == 5)) &&
+           m->promote_k >= m->block_k && m->promote_k % m->block_k == 0 && m->k_granule >= 1 &&
+           ((m->inner_rnd == AA_RND_Z && m->inner_bits >= 1 && m->inner_bits <= 23) ||
+            (m->inner_rnd == AA_RND_NE && m->inner_bits == m->out_bits));
+  case AA_SUM_SCALED: /* MMA-Sim's two instruction shapes; scales per 16 or 32 (a divisor of 64, 32 for k = 32) */
+    return m->rnd == AA_RND_Z && m->out_bits == 23 &&
+           ((m->block_k == 32 && m->frac_bits == 25 && m->scale_block == 32) ||
+            (m->block_k == 64 && m->frac_bits == 35 && (m->scale_block == 16 || m->scale_block == 32)));
   default:
     return 0;
   }

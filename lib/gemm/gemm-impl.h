@@ -7,6 +7,10 @@
 
 #include "gemm.h"
 
+/* The AA_SUM_SCALED rows with every scale 1 (lib/gemm/scaled.c). M, N, K > 0. */
+void aa_gemm_ref_scaled(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                        int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
+
 /* op(A)[i][k] and op(B)[k][j] for the layouts documented in gemm.h. */
 static inline double aa_gemm_opa(const double *A, size_t lda, int transA, size_t i, size_t k) {
   return transA ? A[k * lda + i] : A[i * lda + k];

@@ -11,6 +11,10 @@ static int gemm_row(double *C, size_t ldc, const double *A, size_t lda, int tran
   int st = aa_gemm_check(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, model);
   if (st != AA_OK || M == 0 || N == 0) return st;
   const aa_accum_info_t *m = aa_accum_info(model);
+  if (m->sum == AA_SUM_PROMOTED) { /* one path; K = 0 included (an fp16 result rounds C to fp16) */
+    aa_gemm_promoted(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
+    return AA_OK;
+  }
   if (K == 0) { /* the accumulator is fp32 unless the result is fp64 */
     aa_gemm_k0(C, ldc, M, N, accumulate, m->out_bits < 52);
     return AA_OK;
@@ -36,6 +40,9 @@ static int gemm_row(double *C, size_t ldc, const double *A, size_t lda, int tran
   case AA_SUM_BLOCK2:
     if (!ref) return aa_gemm_fast_tc(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
     aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
+    return AA_OK;
+  case AA_SUM_SCALED: /* one loop serves both: these rows have no packed path */
+    aa_gemm_ref_scaled(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate, m);
     return AA_OK;
   default:
     return AA_EINVAL;

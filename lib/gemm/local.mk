@@ -3,7 +3,7 @@
 attnaccinclude_HEADERS += lib/gemm.h
 lib_libattnacc_core_la_SOURCES += lib/gemm/gemm-impl.h lib/gemm/accum.c lib/gemm/check.c lib/gemm/gemm.c lib/gemm/ref.c \
 	lib/gemm/pair32.c lib/gemm/blocked.c lib/gemm/seq32.c lib/gemm/seq64.c
-lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c lib/gemm/tc32.c
+lib_libattnacc_core_la_SOURCES += lib/gemm/tc-impl.h lib/gemm/tc.c lib/gemm/tc32.c lib/gemm/promo.c lib/gemm/scaled.c
 
 check_PROGRAMS += tests/tgemm
 TESTS += tests/tgemm
@@ -37,3 +37,13 @@ tests_tmma_sm90_LDADD = $(LDADD) -lm
 EXTRA_DIST += fixtures/h200-fa2/mma.npy fixtures/h200-fa2/mma_gen.h fixtures/h200-fa2/mma_chain.cu \
 	fixtures/h200-fa2/mma_fit.c fixtures/h200-fa2/ckpt_diag.py \
 	fixtures/h200-fa2/run_diag.sh fixtures/h200-fa2/run3.sh
+
+check_PROGRAMS += tests/tmma_fp8
+TESTS += tests/tmma_fp8
+tests_tmma_fp8_SOURCES = tests/tmma_fp8.c
+tests_tmma_fp8_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/fixtures/h200-fp8
+tests_tmma_fp8_LDADD = $(LDADD) -lm
+EXTRA_DIST += fixtures/h200-fp8/mma_f32.npy fixtures/h200-fp8/mma_f16.npy fixtures/h200-fp8/scaled_mm_ops.npy \
+	fixtures/h200-fp8/scaled_mm_out.npy fixtures/h200-fp8/fp8_gen.h fixtures/h200-fp8/mma_chain_fp8.cu \
+	fixtures/h200-fp8/pack.py fixtures/h200-fp8/run.sh fixtures/h200-fp8/sass.txt fixtures/h200-fp8/scaled_mm.py \
+	fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/fit_fp8.c fixtures/h200-fp8/fit_scaled_mm.py

@@ -16,6 +16,12 @@
 int aa_gemm_tc_exp(double x);
 float aa_gemm_tc_block(const double *t, const int *et, size_t n, int frac_bits);
 /* The same with the result truncated to out_bits fractional bits (23: fp32; 13: e8m13). */
+/* The block's exact sum before its final rounding (a double: |sum| < 2^(E+8), a multiple of 2^(E-F));
+   +0 when no term is nonzero; the IEEE sum of the non-finite terms when there are any. */
+double aa_gemm_tc_block_sum(const double *t, const int *et, size_t n, int frac_bits);
+/* AA_SUM_PROMOTED rows (promo.c), the literal loop; K = 0 allowed. */
+void aa_gemm_promoted(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                      int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);
 float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bits, int out_bits);
 
 /* cdna3-k8-f24, literally. M, N, K > 0. One group: the incoming fp32

@@ -54,6 +54,13 @@ float aa_gemm_tc_block(const double *t, const int *et, size_t n, int frac_bits) 
 }
 
 float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bits, int out_bits) {
+  double s = aa_gemm_tc_block_sum(t, et, n, frac_bits);
+  if (!(fabs(s) <= DBL_MAX)) return (float)s; /* Inf/NaN terms: their IEEE sum */
+  if (s == 0) return 0.0f;                    /* an exact zero sum is +0 */
+  return rz_narrow(s, out_bits);
+}
+
+double aa_gemm_tc_block_sum(const double *t, const int *et, size_t n, int frac_bits) {
   int nonfinite = 0, any = 0, E = 0;
   for (size_t i = 0; i < n; i++) {
     double a = fabs(t[i]);
@@ -68,9 +75,9 @@ float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bi
     double s = 0;
     for (size_t i = 0; i < n; i++)
       if (!(fabs(t[i]) <= DBL_MAX)) s += t[i];
-    return (float)s;
+    return s;
   }
-  if (!any) return 0.0f; /* every term is a zero of either sign: +0 */
+  if (!any) return 0.0; /* every term is a zero of either sign: +0 */
   /* E = max et_i over the nonzero terms (a zero accumulator or product
      takes no part). A product's et is the sum of its operands' exponents,
      so it lies below 2^(E+2), the accumulator below 2^(E+1): every term
@@ -86,8 +93,7 @@ float aa_gemm_tc_block_out(const double *t, const int *et, size_t n, int frac_bi
   for (size_t i = 0; i < n; i++)
     s += (int64_t)(t[i] * up);
   /* |s| < n 2^(F+2) < 2^53: exact as a double, and so is the scaling back. */
-  if (s == 0) return 0.0f;
-  return rz_narrow((double)s * down, out_bits);
+  return (double)s * down;
 }
 
 /* One block of the definition (gemm.h): the accumulator, then the exact

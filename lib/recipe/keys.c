@@ -37,6 +37,10 @@ static const char *const maskscore_names[] = {"neginf", "lowest", "zero", NULL};
 static const char *const maskenter_names[] = {"after-cap", "before-cap", "before-scale", NULL};
 static const char *const emptyo_names[] = {"zero", "nan", NULL};
 static const char *const emptylse_names[] = {"neginf", "posinf", "zero", NULL};
+/* aa_bq_kind_t and aa_bq_scale_rnd_t of lib/fmt.h, in enum order (tests/tattn_quant checks the kinds) */
+static const char *const bq_names[] = {"none",       "mxfp8-e4m3",  "mxfp8-e5m2",  "mxfp4",      "nvfp4",
+                                       "int8-block", "int8-thread", "int4-thread", "fp8-tensor", NULL};
+static const char *const bq_scale_names[] = {"rceil", "floor", NULL};
 
 static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
@@ -224,6 +228,24 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "a row with no visible key: O = 0 and no gradient, or NaN in O, dQ and its head's dK, dV (softmax of all -inf)", .cite = "flash-attn softmax.h:180; PyTorch sdpa_math"},
     {.key = "mask.empty_lse", .type = AA_KEY_ENUM, .offset = F_(mask_empty_lse), .names = emptylse_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,
      .desc = "the LSE stored for a row with no visible key: -inf, +inf (flash-attn) or 0", .cite = "flash-attn softmax.h:180"},
+    {.key = "quant.q", .type = AA_KEY_ENUM, .offset = F_(quant_q), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "Q quantised before both passes, blocks along d (MX: E8M0 per 32; nvfp4: E4M3 per 16 and an FP32 tensor scale; int: SageAttention)", .cite = "[ocp-mx] 6.3; [te-nvfp4]; [sage]"},
+    {.key = "quant.k", .type = AA_KEY_ENUM, .offset = F_(quant_k), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "K quantised before both passes, blocks along d", .cite = "[ocp-mx] 6.3; [te-nvfp4]; [sage]"},
+    {.key = "quant.v", .type = AA_KEY_ENUM, .offset = F_(quant_v), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "V quantised before both passes, blocks along d", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
+    {.key = "quant.do", .type = AA_KEY_ENUM, .offset = F_(quant_do), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "dO quantised before the backward, blocks along d", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
+    {.key = "quant.p", .type = AA_KEY_ENUM, .offset = F_(quant_p), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "the forward's P quantised (after fwd.p_fmt) before the PV product, blocks along each tile row's keys", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
+    {.key = "quant.ds", .type = AA_KEY_ENUM, .offset = F_(quant_ds), .names = bq_names, .def = "none", .omit = AA_OMIT_DEFAULT, .exact = "none",
+     .desc = "dS quantised (after bwd.ds_fmt) before the dQ and dK products, blocks along each tile row's keys", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
+    {.key = "quant.block", .type = AA_KEY_SIZE, .offset = F_(quant_block), .max = 1 << 20, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "values per scale of the quant.* keys; 0: each kind's own", .cite = "[ocp-mx] table 1"},
+    {.key = "quant.scale_rnd", .type = AA_KEY_ENUM, .offset = F_(quant_scale_rnd), .names = bq_scale_names, .def = "rceil", .omit = AA_OMIT_DEFAULT,
+     .desc = "E8M0 scale of the MX kinds: rceil (NVIDIA cvt.rp.satfinite.ue8m0x2) or floor (OCP MX 6.3, elements clamped)", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
+    {.key = "quant.satfinite", .type = AA_KEY_BOOL, .offset = F_(quant_satfinite), .def = "on", .omit = AA_OMIT_DEFAULT,
+     .desc = "FP8 elements of the quant.* keys saturate (cvt .satfinite) or overflow to NaN (e4m3) / Inf (e5m2)", .cite = "[ocp-mx]"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
