@@ -378,6 +378,15 @@ struct aa_recipe {
   aa_mask_enter_t mask_enter;
   int mask_empty_nan;
   aa_empty_lse_t mask_empty_lse;
+  /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
+     mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
+     the last T-key tile enter dQ's backward with score 0 and K = V = 0, so
+     their P = exp(0 - LSE) is +Inf in FP32 where a row's LSE is below
+     -ln(FLT_MAX) (about -88.72; -Inf for a fully masked row), and that row
+     of dQ is NaN (Inf times the zero K); dK and dV of those slots are never
+     stored. Inferred for cuDNN from H200 data (fixtures/h200-nan) and the
+     report of pytorch 196678 ("padded keys scored 0 instead of -inf"). */
+  size_t mask_phantom_tile;
 
   /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
      written after every other key by aa_recipe_format; aa_attn_run

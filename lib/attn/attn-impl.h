@@ -160,6 +160,8 @@ size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i
 /* The fully masked rows as the recipe's mask.empty_o and mask.empty_lse finish them (after the backward; a no-op
    at the defaults, which are the problem's definition). */
 void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* mask.phantom_tile (recipe.h): dQ rows NaN where the last key tile's phantom slots overflow exp(-LSE). */
+void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for
    visible j (0 elsewhere); returns m and l (l = 0 for an empty row). */
 void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,

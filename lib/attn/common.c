@@ -145,6 +145,14 @@ void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     }
 }
 
+void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  size_t T = cx->r->mask_phantom_tile, rem = T != 0 ? cx->n_k % T : 0, d = cx->d, n_q = cx->n_q;
+  if (rem == 0 || rem > T / 2 || out->dq.data == NULL || !aa_problem_has_mask(cx->pb)) return;
+  for (size_t h = 0; h < cx->pb->heads; h++)
+    for (size_t i = 0; i < n_q; i++) /* P = exp(0 - LSE) of a phantom slot, in FP32 (LSE = -Inf: +Inf) */
+      if (isinf((float)exp(-out->lse.data[h * n_q + i]))) fill_nan(&out->dq, (h * n_q + i) * d, d);
+}
+
 /* Sink logit in the units of S: with scale_fold = exp, S is unscaled, so the
    sink (a scaled logit) is divided by the scale in the ALU format. */
 static double sink_in_s_units(const aa_attn_ctx_t *cx, double sink) {

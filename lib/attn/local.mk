@@ -38,5 +38,13 @@ tests_tdispatch_SOURCES = tests/tdispatch.c
 check_PROGRAMS += tests/tattn_run
 TESTS += tests/tattn_run
 tests_tattn_run_SOURCES = tests/tattn_run.c
-# NaN and Inf of the H200 backends over masks and magnitudes (experiments/README-gpu.md section 8; raw data).
-EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json
+# NaN and Inf of the H200 backends over masks and magnitudes (experiments/README-gpu.md section 8; raw data: a
+# first grid and a held-out one), and the presets' census of the same cells (predict.py runs nan_census, built on
+# demand: make fixtures/h200-nan/nan_census).
+EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h200-nan/nan_heldout.json \
+	fixtures/h200-nan/predict.py
+EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
+fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
+# FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).
+EXTRA_DIST += fixtures/h200-fp8/fp8_gen.h fixtures/h200-fp8/mma_chain_fp8.cu fixtures/h200-fp8/run.sh \
+	fixtures/h200-fp8/scaled_mm.py fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/sass.txt

@@ -391,6 +391,7 @@ static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t
   int st = run_forward(&rn->cx, out, err);
   if (st == AA_OK && backward) st = run_backward(rn, out);
   if (st == AA_OK) aa_attn_finish_empty(&rn->cx, out);
+  if (st == AA_OK && backward) aa_attn_phantom_keys(&rn->cx, out);
   if (st != AA_OK)
     return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", rn->cx.r->name, aa_status_str(st));
   return AA_OK;

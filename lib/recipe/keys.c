@@ -224,6 +224,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "a row with no visible key: O = 0 and no gradient, or NaN in O, dQ and its head's dK, dV (softmax of all -inf)", .cite = "flash-attn softmax.h:180; PyTorch sdpa_math"},
     {.key = "mask.empty_lse", .type = AA_KEY_ENUM, .offset = F_(mask_empty_lse), .names = emptylse_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,
      .desc = "the LSE stored for a row with no visible key: -inf, +inf (flash-attn) or 0", .cite = "flash-attn softmax.h:180"},
+    {.key = "mask.phantom_tile", .type = AA_KEY_SIZE, .offset = F_(mask_phantom_tile), .max = SIZE_MAX_KEY, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "with a mask, n_k mod T in (0, T/2]: the key slots past n_k in the last T-key tile score 0 in dQ's backward, NaN dQ rows where exp(-LSE) overflows FP32 (0: off)", .cite = "inferred: fixtures/h200-nan, pytorch 196678"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
