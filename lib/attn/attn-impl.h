@@ -91,7 +91,14 @@ typedef struct {
      with mask.score = lowest or zero. */
   int masked;
   double mask_div, mask_mul, mask_low;
+  aa_attn_first_t *first; /* the result's record of the first non-finite value (NULL: not recorded) */
 } aa_attn_ctx_t;
+
+/* Record a non-finite value created at site (h, i, j) with its operands when it comes before the one recorded
+   (attn.h's order; thread-safe). aa_attn_first_fwd records the first non-finite output of the forward. */
+void aa_attn_first_note(const aa_attn_ctx_t *cx, aa_first_site_t site, size_t h, size_t i, size_t j, double value,
+                        double a, double b, double c);
+void aa_attn_first_fwd(const aa_attn_ctx_t *cx, const aa_attn_result_t *out);
 
 /* exp_impl = exact: exp or exp2 evaluated in binary64 on the ALU-format
    argument, then rounded to the ALU format. Binary64 exp has error below
