@@ -49,3 +49,7 @@ fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
 # FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).
 EXTRA_DIST += fixtures/h200-fp8/fp8_gen.h fixtures/h200-fp8/mma_chain_fp8.cu fixtures/h200-fp8/run.sh \
 	fixtures/h200-fp8/scaled_mm.py fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/sass.txt
+# Where a run's first NaN or Inf is created (aa_attn_result_t.first, lib/attn/first.c).
+check_PROGRAMS += tests/tattn_first
+TESTS += tests/tattn_first
+tests_tattn_first_SOURCES = tests/tattn_first.c
