@@ -14,6 +14,42 @@
 extern "C" {
 #endif
 
+/* The first non-finite value a run created and the operands that met there
+   (aa_attn_run fills it; found = 0: every value stayed finite). "First" is
+   a fixed order, not a thread's: the earliest pipeline step (site order
+   below) and within it the smallest (h, i, j), so the record does not
+   depend on the thread count. Sites and their operands a, b, c:
+     AA_FIRST_FWD    forward output O[h, i, j] (j a column) non-finite or
+                     LSE NaN/+Inf: a = O, b = the row's LSE
+     AA_FIRST_EMPTY  mask.empty_nan: a row with no visible key (0 / 0):
+                     a = the row's LSE
+     AA_FIRST_SCORE  backward score s[h, i, j] non-finite: a = s
+     AA_FIRST_EXP    exp of s - LSE overflowed (or met Inf - Inf): a = s, b =
+                     LSE, c = the exp argument; j >= n_k: a phantom key slot
+                     of mask.phantom_tile (s = 0)
+     AA_FIRST_DS     dS = (dP - D) P non-finite: a = dP, b = D, c = P
+   value is the non-finite value created. */
+typedef enum {
+  AA_FIRST_FWD,
+  AA_FIRST_EMPTY,
+  AA_FIRST_SCORE,
+  AA_FIRST_EXP,
+  AA_FIRST_DS,
+  AA_FIRST_COUNT
+} aa_first_site_t;
+typedef struct {
+  int found;
+  aa_first_site_t site;
+  size_t h, i, j;
+  double value, a, b, c;
+  int phantom; /* AA_FIRST_EXP at a phantom key slot */
+} aa_attn_first_t;
+/* The site's name ("fwd.o", "empty-row", "bwd.score", "bwd.exp", "bwd.ds") and a sentence naming what met
+   there with the values, e.g. "exp of s - LSE overflowed at (h 0, i 5, j 130): s = 1, LSE = -200, argument =
+   288.5 -> inf"; written into buf (cap bytes). */
+const char *aa_attn_first_site_name(aa_first_site_t s);
+void aa_attn_first_format(char *buf, size_t cap, const aa_attn_first_t *f);
+
 typedef struct {
   aa_tensor_t o;        /* [heads, n_q, d], stored format of the recipe */
   aa_tensor_t lse;      /* [heads, n_q], the checkpoint the backward read (natural-log LSE) */
@@ -48,6 +84,7 @@ typedef struct {
      Scaling], flash_fwd_sm100.py:84-89 at 0251105a). */
   size_t p_cast, p_over;
   double p_max;
+  aa_attn_first_t first;       /* where the first NaN or Inf was created (above) */
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0

@@ -392,6 +392,15 @@ struct aa_recipe {
   size_t quant_block;  /* values per scale; 0: the kind's own (32, 16; SageAttention's 128 rows of Q, 64 of K) */
   int quant_scale_rnd; /* aa_bq_scale_rnd_t of the MX kinds' E8M0 scales */
   int quant_satfinite; /* FP8 elements saturate (1) or overflow to NaN/Inf (0) */
+  /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
+     mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
+     the last T-key tile enter dQ's backward with score 0 and K = V = 0, so
+     their P = exp(0 - LSE) is +Inf in FP32 where a row's LSE is below
+     -ln(FLT_MAX) (about -88.72; -Inf for a fully masked row), and that row
+     of dQ is NaN (Inf times the zero K); dK and dV of those slots are never
+     stored. Inferred for cuDNN from H200 data (fixtures/h200-nan) and the
+     report of pytorch 196678 ("padded keys scored 0 instead of -inf"). */
+  size_t mask_phantom_tile;
 
   /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
      written after every other key by aa_recipe_format; aa_attn_run

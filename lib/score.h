@@ -200,6 +200,7 @@ typedef struct {
   char softmax[24]; /* fwd.softmax name ("" for external outputs) */
   size_t fwd_tiles, tiles_flagged, rows_recovered;
   int nonfinite;
+  aa_attn_first_t first; /* the recipe's run: where its first NaN or Inf was created (attn.h); found 0 otherwise */
   /* The emulation's own message when the recipe refused the problem (a NaN
      it detects, a range it cannot hold); "" when it ran. */
   char refused[512]; /* the size of aa_error_t's msg (checked in lib/score/eval.c) */

@@ -209,6 +209,11 @@ static int report(void *ctx, const cli_report_t *rep, const aa_recipe_t *recipes
   print_table(x, rep, recipes, vs, n, sum2, tot, flo);
   print_notes(x, recipes, vs, tot, flo);
   print_verdicts(x, vs, sum2, tot, flo);
+  if (vs[0].first.found) { /* where the first NaN/Inf was created, not only where it lands */
+    char text[400];
+    aa_attn_first_format(text, sizeof text, &vs[0].first);
+    printf("first NaN/Inf (%s): %s\n", aa_attn_first_site_name(vs[0].first.site), text);
+  }
   return fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -23,6 +23,9 @@ static const char description[] =
     "     (the packed-exp table, one cell per exp construction)\n"
     "  3. attnacc expmap --curve DIR/expratio.csv (ratio curves of three exp constructions)\n"
     "  4. with --nanmap: attnacc sweep --experiment nanmap --quick --out DIR/nanmap-quick\n"
+    "     and always a small NaN map of fa2, cudnn-h100 and tlx into DIR/nanmap-regions\n"
+    "     (n 128, 192; d 128; sigma 1, 2^17; normal and constant inputs; logit offsets 0,\n"
+    "     -200; 32 padded keys; with and without a fully masked row)\n"
     "  5. attnacc report --in DIR --out DIR/report\n"
     "The output of each step goes to DIR/<step>.log; the last line printed is the path of\n"
     "the report. Rerunning it continues an interrupted run (the sweeps resume; finished\n"
@@ -48,6 +51,43 @@ static int step(const char *dir, const char *log, int (*fn)(int, char **), int a
   dup2(saved, 1);
   close(saved);
   return rc;
+}
+
+/* The NaN map of fa2, cudnn-h100 and tlx on a small grid where their NaN regions show: cuDNN's phantom key slots
+   (n_k mod 128 = 64, a key padding with every LSE below -88.7 or a fully masked row) and constant inputs of
+   2^17 at d = 128 (FA2's 133120 inputs of experiments/README-gpu.md section 8). */
+static int nan_regions(const char *dir, const char *jobs) {
+  char out[4300];
+  snprintf(out, sizeof out, "%s/nanmap-regions", dir);
+  fprintf(stderr, "attnacc main: NaN regions of fa2, cudnn-h100, tlx into %s\n", out);
+  char *v[] = {"sweep",
+               "--experiment",
+               "nanmap",
+               "--variants",
+               "fa2,cudnn-h100,tlx",
+               "--n",
+               "128,192",
+               "--masks",
+               "dense",
+               "--log2-sigmas",
+               "0,17",
+               "--dists",
+               "normal,constant",
+               "--logit-offsets",
+               "0,-200",
+               "--key-pads",
+               "32",
+               "--empty-row",
+               "0,1",
+               "--d",
+               "128",
+               "--out",
+               out,
+               "--jobs",
+               (char *)jobs,
+               "--resume",
+               NULL};
+  return step(dir, "nanmap-regions.log", aa_cmd_sweep, 26, v);
 }
 
 int aa_cmd_main(int argc, char **argv) {
@@ -112,6 +152,7 @@ int aa_cmd_main(int argc, char **argv) {
     char *v[] = {"sweep", "--experiment", "nanmap", "--quick", "--out", nm, "--jobs", (char *)jobs, "--resume", NULL};
     if ((rc = step(dir, "nanmap-quick.log", aa_cmd_sweep, 9, v)) != 0) return rc;
   }
+  if ((rc = nan_regions(dir, jobs)) != 0) return rc;
   fprintf(stderr, "attnacc main: 4/4 report into %s (%.0f s so far)\n", rep, cli_now() - t0);
   {
     char *v[] = {"report", "--in", (char *)dir, "--out", rep, NULL};

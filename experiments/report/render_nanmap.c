@@ -64,6 +64,25 @@ static int map_build(map_t *m, const aa_results_t *c) {
   return 0;
 }
 
+/* "a b a c" -> "a 2, b 1, c 1" in order of first appearance (static buffer: the report is single-threaded). */
+static const char *site_counts(const char *words) {
+  static char out[256];
+  char seen[8][24];
+  size_t cnt[8] = {0}, k = 0, used = 0;
+  for (const char *p = words; *p;) {
+    size_t len = strcspn(p, " "), i;
+    for (i = 0; i < k && !(strlen(seen[i]) == len && strncmp(seen[i], p, len) == 0); i++)
+      ;
+    if (i == k && k < 8) snprintf(seen[k++], sizeof seen[0], "%.*s", (int)len, p);
+    if (i < k) cnt[i]++;
+    p += len + (p[len] == ' ');
+  }
+  out[0] = '\0';
+  for (size_t i = 0; i < k && used < sizeof out; i++)
+    used += (size_t)snprintf(out + used, sizeof out - used, "%s%s %zu", i ? ", " : "", seen[i], cnt[i]);
+  return out;
+}
+
 static void map_free(map_t *m) {
   rp_strs_free(&m->rec), rp_strs_free(&m->masks), rp_nums_free(&m->ns), rp_nums_free(&m->sg);
   free(m->cls), free(m->ov);
@@ -148,6 +167,32 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
   cli_sb_free(&dat), cli_sb_free(&od), cli_sb_free(&vars), cli_sb_free(&xt), cli_sb_free(&yt);
 }
 
+/* Per recipe: the cells whose run created a NaN or Inf, by site, and the first of them in results order with its
+   sentence (columns first_* of nanmap's map options; absent: nothing). */
+static void first_table(cli_sb_t *md, const map_t *m, const aa_results_t *c) {
+  int cs = aa_results_col(c, "first_site"), ct = aa_results_col(c, "first_text"), cr = aa_results_col(c, "recipe"),
+      cten = aa_results_col(c, "tensor");
+  if (cs < 0 || ct < 0 || cr < 0 || cten < 0) return;
+  cli_sb_printf(md, "Where the first NaN or Inf of a run was created (one run per cell and recipe; the first "
+                    "site in pipeline order, then the smallest (h, i, j)):\n\n| recipe | runs with a NaN/Inf by "
+                    "site | first such run |\n|---|---|---|\n");
+  for (size_t ri = 0; ri < m->R; ri++) {
+    cli_sb_t sites = {0};
+    const char *ex = NULL;
+    for (size_t r = 0; r < c->nrows; r++) {
+      const char *s = aa_results_cell(c, r, cs);
+      if (strcmp(aa_results_cell(c, r, cr), m->rec.v[ri]) != 0 || strcmp(aa_results_cell(c, r, cten), "o") != 0 ||
+          s[0] == '\0')
+        continue;
+      if (ex == NULL) ex = aa_results_cell(c, r, ct);
+      cli_sb_printf(&sites, "%s ", s);
+    }
+    cli_sb_printf(md, "| %s | %s | %s |\n", m->rec.v[ri], sites.buf ? site_counts(sites.buf) : "none", ex ? ex : "-");
+    cli_sb_free(&sites);
+  }
+  cli_sb_printf(md, "\n");
+}
+
 void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c) {
   map_t m;
   rp_meta_t meta;
@@ -172,5 +217,6 @@ void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const cha
                                                           : "?");
   threshold_table(md, &m);
   heatmap(md, pl, &m, tag, &pv);
+  first_table(md, &m, c);
   map_free(&m);
 }

@@ -2,9 +2,47 @@
  * length. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xp/xp.h"
+
+static const char *const first_cols[] = {"first_site", "first_h", "first_i", "first_j",   "first_value",
+                                         "first_a",    "first_b", "first_c", "first_text"};
+
+int xp_first_columns(aa_sweep_t *sw, aa_error_t *err) {
+  return xp_columns(sw, first_cols, sizeof first_cols / sizeof first_cols[0], err);
+}
+
+void xp_first_set(aa_sweep_rows_t *rows, const aa_attn_first_t *f) {
+  char text[400];
+  if (!f->found) return;
+  aa_attn_first_format(text, sizeof text, f);
+  aa_sweep_set_str(rows, "first_site", aa_attn_first_site_name(f->site));
+  aa_sweep_set_int(rows, "first_h", (int64_t)f->h);
+  aa_sweep_set_int(rows, "first_i", (int64_t)f->i);
+  aa_sweep_set_int(rows, "first_j", (int64_t)f->j);
+  aa_sweep_set_double(rows, "first_value", f->value);
+  aa_sweep_set_double(rows, "first_a", f->a);
+  aa_sweep_set_double(rows, "first_b", f->b);
+  aa_sweep_set_double(rows, "first_c", f->c);
+  aa_sweep_set_str(rows, "first_text", text);
+}
+
+int xp_cell_masks(aa_problem_t *pb, uint8_t **mask, const aa_cell_t *cell, aa_error_t *err) {
+  int64_t pad = aa_cell_int(cell, "key_pad", 0);
+  *mask = NULL;
+  if (pad < 0 || (size_t)pad >= pb->n_k)
+    return aa_error_set(err, AA_EINVAL, "cell's key_pad %lld leaves no key of %zu", (long long)pad, pb->n_k);
+  pb->key_pad = (size_t)pad;
+  if (aa_cell_int(cell, "empty_row", 0) == 0) return AA_OK;
+  if ((*mask = malloc(pb->n_q * pb->n_k)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  memset(*mask, 1, pb->n_q * pb->n_k);
+  memset(*mask, 0, pb->n_k); /* row 0 attends to nothing: softmax over no key */
+  pb->mask = *mask;
+  pb->mask_hstride = 0;
+  return AA_OK;
+}
 
 /* --dists and --logit-offsets: axes only when given, so the default grid stays as it was. */
 static int nanmap_extra_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
@@ -54,6 +92,33 @@ static int log2_sigmas(int64_t *sig, size_t *n, const xp_opts_t *o) {
    scale, so rel_l2 stays meaningful where the recipes fail (its certified
    bound and uncertified count are in the rows). Small d and n keep the
    oracle cheap: near one-hot rows fall back to MPFR for most elements. */
+/* The map's axes (--key-pads, --n-q, --empty-row, --log2-sigmas, --d): only when given, as above. An integer list
+   option as an axis; *given = 0 when the option is absent. */
+static int nanmap_int_axis(aa_sweep_t *sw, const xp_opts_t *o, const char *opt, const char *axis, int64_t lo,
+                           int64_t hi, aa_error_t *err) {
+  int64_t v[32];
+  size_t k = 0;
+  if (xp_opt(o, opt) == NULL) return AA_OK;
+  if (xp_opt_ints(v, &k, 32, o, opt, NULL, lo, hi)) return AA_EINVAL;
+  return aa_sweep_axis_int(sw, axis, v, k, 0, err);
+}
+
+static int nanmap_map_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err) {
+  int rc;
+  if ((rc = nanmap_int_axis(sw, o, "key-pads", "key_pad", 0, 1 << 20, err)) ||
+      (rc = nanmap_int_axis(sw, o, "n-q", "n_q", 0, 1 << 20, err)))
+    return rc;
+  return nanmap_int_axis(sw, o, "empty-row", "empty_row", 0, 1, err);
+}
+
+/* The first-offence columns (xp_first_columns) change the grid's hash: only with --first or a map option. */
+static int nanmap_wants_first(const xp_opts_t *o) {
+  static const char *const opts[] = {"first", "key-pads", "n-q", "empty-row", "log2-sigmas"};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (xp_opt(o, opts[i]) != NULL) return 1;
+  return 0;
+}
+
 static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_error_t *err) {
   static const int64_t ns_full[] = {32, 128, 512};
   static const int64_t ns_quick[] = {32, 128};
@@ -68,14 +133,19 @@ static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_
   if (xp_opt_size(&seeds, o, "seeds", 1, 1000000) || xp_opt_size(&heads, o, "heads", 1, 4096) ||
       log2_sigmas(sig, &nsig, o))
     return AA_EINVAL;
+  if (xp_opt(o, "log2-sigmas") != NULL && xp_opt_ints(sig, &nsig, 64, o, "log2-sigmas", NULL, -140, 140))
+    return AA_EINVAL;
   if ((rc = nanmap_extra_axes(sw, o, err)) != AA_OK) return rc;
+  if ((rc = nanmap_map_axes(sw, o, err)) != AA_OK) return rc;
+  ctx->first_cols = nanmap_wants_first(o);
   if ((rc = xp_recipes_from_opts(ctx, o, err)) ||
       (rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
       (rc = xp_axis_masks(sw, o, err)) || (rc = aa_sweep_axis_int(sw, "log2_sigma", sig, nsig, 0, err)) ||
       (rc = xp_axis_dims(sw, o, 32, heads, err)) ||
       /* an axis only when given: the map's folders without it keep their grid hash */
       (xp_opt(o, "heads") && (rc = xp_axis_fixed_int(sw, "heads", (int64_t)heads, err))) ||
-      (rc = xp_axis_seeds(sw, seeds, err)) || (rc = xp_axis_recipes(sw, ctx, err)) || (rc = xp_attn_columns(sw, err)))
+      (rc = xp_axis_seeds(sw, seeds, err)) || (rc = xp_axis_recipes(sw, ctx, err)) ||
+      (rc = xp_attn_columns(sw, err)) || (ctx->first_cols && (rc = xp_first_columns(sw, err))))
     return rc;
   return aa_sweep_build(sw, NULL, NULL, err);
 }
@@ -88,7 +158,14 @@ static const cli_opt_t params[] = {
     XP_OPTS_ORACLE,
     {"dists", "NAME[,NAME...]", "normal",
      "input distributions as an axis (lib/layout.h: normal, constant, near-constant, huge-keys, massive, ...)"},
-    {"logit-offsets", "C[,C...]", "0", "constants added to every score as an axis (problem.h): LSE far from 0"}};
+    {"logit-offsets", "C[,C...]", "0", "constants added to every score as an axis (problem.h): LSE far from 0"},
+    {"key-pads", "P[,P...]", "0", "padded keys at the end of every sequence as an axis (problem.h key_pad)"},
+    {"n-q", "M[,M...]", "n", "query rows as an axis (0: n_q = n; 1: decode)"},
+    {"empty-row", "0|1|0,1", "0", "1: query row 0 of every head masked out entirely (a boolean mask)"},
+    {"log2-sigmas", "E[,E...]", "experiment's", "input scales 2^E replacing the experiment's"},
+    {"first", NULL, NULL,
+     "columns first_*: where each output's first NaN/Inf was created (on with --key-pads, --n-q, --empty-row, "
+     "--log2-sigmas)"}};
 
 const xp_experiment_t xp_nanmap = {
     .name = "nanmap",

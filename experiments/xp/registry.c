@@ -429,7 +429,7 @@ static void set_common(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
    score (cli_run_variant): rows for o, dq, dk, dv. */
 static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *rhash, const aa_problem_t *pb,
                        const cli_inputs_t *in, const aa_oracle_result_t *oracle, double t_oracle, const char *seedhex,
-                       const char *version, aa_error_t *err) {
+                       const char *version, int first_cols, aa_error_t *err) {
   const aa_oracle_out_t *refs[4] = {&oracle->o, &oracle->dq, &oracle->dk, &oracle->dv};
   static const char *const outs[4] = {"o", "dq", "dk", "dv"};
   aa_attn_result_t res;
@@ -465,6 +465,7 @@ static int eval_recipe(aa_sweep_rows_t *rows, const aa_recipe_t *r, const char *
     aa_sweep_set_double(rows, "mean_ulp", m->mean_ulp);
     aa_sweep_set_int(rows, "fail_count", (int64_t)m->fail_count);
     aa_sweep_set_int(rows, "pass", m->pass);
+    if (first_cols) xp_first_set(rows, &res.first);
   }
   aa_attn_result_free(&res);
   cli_variant_free(&v);
@@ -522,6 +523,7 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   aa_oracle_result_t oracle;
   int rc, have_oracle = 0;
   char seedhex[24], version[96];
+  uint8_t *cmask = NULL;
 
   memset(&oracle, 0, sizeof oracle);
   if (aa_cell_find(cell, "log2_sigma") >= 0)
@@ -543,10 +545,14 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   int dist = aa_cell_find(cell, "outlier") >= 0 && aa_cell_int(cell, "outlier", 0) ? AA_DIST_OUTLIER : ctx->uniform;
   if (aa_cell_find(cell, "dist") >= 0 && (dist = aa_layout_dist_from_name(aa_cell_str(cell, "dist", ""))) < 0)
     return aa_error_set(err, AA_EINVAL, "cell has an unknown dist '%s'", aa_cell_str(cell, "dist", ""));
-  if ((rc = cli_inputs_draw(&in, seed, dist, sigma, n, d, heads, kv_heads, 0, AA_FMT_BF16, err)) != AA_OK) goto out;
-  aa_problem_init(&pb, n, n, d, heads, kv_heads);
+  /* nanmap's n_q (0: n), key_pad and empty_row (xp_cell_masks) */
+  size_t n_q = aa_cell_int(cell, "n_q", 0) > 0 ? (size_t)aa_cell_int(cell, "n_q", 0) : n;
+  if ((rc = cli_inputs_draw_qk(&in, seed, dist, sigma, n_q, n, d, heads, kv_heads, 0, AA_FMT_BF16, err)) != AA_OK)
+    goto out;
+  aa_problem_init(&pb, n_q, n, d, heads, kv_heads);
   pb.causal = strcmp(mask, "causal") == 0;
   pb.logit_offset = aa_cell_double(cell, "logit_offset", 0.0);
+  if ((rc = xp_cell_masks(&pb, &cmask, cell, err)) != AA_OK) goto out;
   if ((rc = aa_problem_check(&pb, err)) != AA_OK) goto out;
   xp_oracle_opts(&oo, ctx);
 
@@ -557,7 +563,7 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   have_oracle = 1;
   for (size_t i = 0; i < ctx->nrecipes; i++)
     if ((rc = eval_recipe(rows, &ctx->recipe[i], ctx->recipe_hash[i], &pb, &in, &oracle, t_oracle, seedhex, version,
-                          err)) != AA_OK)
+                          ctx->first_cols, err)) != AA_OK)
       goto out;
   if (ctx->delay_ms > 0) {
     struct timespec ts = {(time_t)(ctx->delay_ms / 1000), (long)(ctx->delay_ms % 1000) * 1000000L};
@@ -566,6 +572,7 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
 out:
   if (have_oracle) aa_oracle_result_free(&oracle);
   cli_inputs_free(&in);
+  free(cmask);
   return rc;
 }
 

@@ -48,6 +48,7 @@ typedef struct {
   int stdout_owned;        /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
                               driver's own lines then go to stderr */
   void *priv;              /* the experiment's private state (freed by its release hook) */
+  int first_cols;            /* xp_attn_eval fills the columns of xp_first_columns */
 } xp_ctx_t;
 
 typedef struct {
@@ -148,6 +149,15 @@ int xp_oracle(aa_oracle_result_t *res, int *hit, xp_ctx_t *ctx, const aa_problem
    every recipe of ctx (the NOSEED axis "recipes" names them), one row per
    recipe and output o, dq, dk, dv (column "recipe" says which). */
 int xp_attn_columns(aa_sweep_t *sw, aa_error_t *err);
+/* The first-offence columns (ctx->first_cols): per recipe and output, the site where the run's first NaN or Inf
+   was created (aa_attn_first_t: first_site, first_h, first_i, first_j, first_value, first_a, first_b, first_c)
+   and first_text, its sentence; empty when every value stayed finite. The cell coordinates n_q (0: n), key_pad
+   and empty_row (1: query row 0 of every head fully masked) shape the problem (xp_cell_masks). */
+int xp_first_columns(aa_sweep_t *sw, aa_error_t *err);
+void xp_first_set(aa_sweep_rows_t *rows, const aa_attn_first_t *f);
+/* The cell's n_q, key_pad and empty_row into pb (already initialised with n_q = n_k = n and whose inputs have
+   n_q query rows); *mask receives the boolean mask to free after the run (NULL: none). */
+int xp_cell_masks(aa_problem_t *pb, uint8_t **mask, const aa_cell_t *cell, aa_error_t *err);
 int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *ctx);
 /* finish of the attention grids: the oracle's and the emulation's seconds
    summed over the folder's cells (per recipe), on stdout. */

@@ -95,7 +95,14 @@ typedef struct {
      p_max), shared by its threads (updated once per row in a critical
      section); NULL outside aa_attn_forward. */
   aa_attn_result_t *pcast;
+  aa_attn_first_t *first; /* the result's record of the first non-finite value (NULL: not recorded) */
 } aa_attn_ctx_t;
+
+/* Record a non-finite value created at site (h, i, j) with its operands when it comes before the one recorded
+   (attn.h's order; thread-safe). aa_attn_first_fwd records the first non-finite output of the forward. */
+void aa_attn_first_note(const aa_attn_ctx_t *cx, aa_first_site_t site, size_t h, size_t i, size_t j, double value,
+                        double a, double b, double c);
+void aa_attn_first_fwd(const aa_attn_ctx_t *cx, const aa_attn_result_t *out);
 
 /* P's cast to fwd.p_fmt. An FP8 p_fmt saturates under quant.satfinite: the
    PTX conversion from f32 to e4m3x2 / e5m2x2 exists only as
@@ -176,6 +183,8 @@ size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i
 /* The fully masked rows as the recipe's mask.empty_o and mask.empty_lse finish them (after the backward; a no-op
    at the defaults, which are the problem's definition). */
 void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* mask.phantom_tile (recipe.h): dQ rows NaN where the last key tile's phantom slots overflow exp(-LSE). */
+void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for
    visible j (0 elsewhere); returns m and l (l = 0 for an empty row). */
 void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,

@@ -171,6 +171,26 @@ typedef struct {
   const double *K, *V, *dO; /* the kv head's K and V; the q tile's dO rows */
 } bwd_pair_t;
 
+/* The first visible score or weight of the pair that is not finite, recorded with the operands that met
+   (attn.h aa_attn_first_t); bb: the exp bias of each row (NULL: two-pass, no LSE). One note per pair. */
+static void pair_p_first(const bwd_pair_t *p, const double *bb) {
+  const aa_attn_ctx_t *cx = p->cx;
+  const tile_buf_t *tb = p->tb;
+  size_t tkc = p->tkc;
+  for (size_t a = 0; a < p->qt->rows; a++)
+    for (size_t x = 0; x < tkc; x++) {
+      double s = tb->S[a * tkc + x], w = tb->dS[a * tkc + x];
+      if (!tb->vis[a * tkc + x] || (isfinite(s) && isfinite(w))) continue;
+      size_t h = p->qt->h, i = p->qt->i0 + a, j = p->j0 + x;
+      if (!isfinite(s))
+        aa_attn_first_note(cx, AA_FIRST_SCORE, h, i, j, s, s, 0, 0);
+      else
+        aa_attn_first_note(cx, AA_FIRST_EXP, h, i, j, w, s, bb ? p->qt->lse[a] : NAN,
+                           bb ? aa_attn_exparg(cx, s, bb[a]) : NAN);
+      return;
+    }
+}
+
 /* Step 2: recompute P of the pair into tb->Pds (rounded for dS) and
    tb->Pdv (dropped and rounded for dV). */
 static void pair_p(const bwd_pair_t *p) {
@@ -181,6 +201,8 @@ static void pair_p(const bwd_pair_t *p) {
   size_t n_q = cx->n_q, n_k = cx->n_k, h = p->qt->h, i0 = p->qt->i0, tkc = p->tkc, j0 = p->j0;
   const double *lse = p->qt->lse;
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * cx->pb->num_sinks : NULL;
+  double bbs[512]; /* each row's exp bias, for pair_p_first */
+  int two_pass = r->fwd_softmax == AA_SOFTMAX_TWO_PASS, keep_bb = p->qt->rows <= 512;
   for (size_t a = 0; a < p->qt->rows; a++) {
     double *srow = tb->S + a * tkc, *prow = tb->dS + a * tkc; /* dS doubles as scratch for p */
     const uint8_t *vrow = tb->vis + a * tkc;
@@ -200,6 +222,7 @@ static void pair_p(const bwd_pair_t *p) {
       /* bwd.norm = recip: the row's saved shift, unnormalised weights (seed
          003 section 3.5; backward_recip.c); LSE rows get the same bb. */
       if (cx->bias != NULL) bb = cx->bias[h * n_q + i0 + a];
+      if (keep_bb) bbs[a] = bb;
       for (size_t x = 0; x < tkc; x++)
         prow[x] = vrow[x] ? aa_attn_wexp(cx, cx->wexp_bwd, aa_attn_exparg(cx, srow[x], bb)) : 0.0;
     }
@@ -210,7 +233,9 @@ static void pair_p(const bwd_pair_t *p) {
          rescale is applied to the dV accumulator at the end. */
       tb->Pdv[a * tkc + x] = (krow != NULL && !krow[x]) ? 0.0 : aa_attn_rnd(prow[x], r->bwd_p_dv_fmt);
     }
+    if (lse[a] == -INFINITY && !two_pass && keep_bb) bbs[a] = -INFINITY;
   }
+  if (cx->first != NULL && keep_bb) pair_p_first(p, two_pass ? NULL : bbs);
 }
 
 /* Step 3.2: dP = dO V^T (L1019-1025), rounded to dp_fmt, the dropout mask
@@ -247,6 +272,7 @@ static void pair_ds(const bwd_pair_t *p) {
   aa_fmt_t alu = r->alu_fmt;
   size_t rows = p->qt->rows, tkc = p->tkc;
   double *Drow = p->b->D + p->qt->hh * cx->n_q + p->qt->i0;
+  int first = cx->first != NULL; /* one note per pair: the first in row-major order is its smallest (i, j) */
   if (r->bwd_d_source == AA_DSRC_P_DP)
     for (size_t a = 0; a < rows; a++) {
       double D = 0;
@@ -268,6 +294,9 @@ static void pair_ds(const bwd_pair_t *p) {
       v = aa_attn_rnd(v, r->bwd_ds_fmt);
       if (r->bwd_ds_scale == AA_DS_SCALE_ON) v = aa_attn_rnd(aa_attn_alu(v * cx->scale, alu), r->bwd_ds_fmt);
       tb->dS[e] = v;
+      if (!isfinite(v) && isfinite(tb->Pds[e]) && first)
+        first = 0,
+        aa_attn_first_note(cx, AA_FIRST_DS, p->qt->h, p->qt->i0 + a, p->j0 + x, v, tb->dP[e], D, tb->Pds[e]);
     }
   }
   aa_attn_quant_rows(r, r->quant_ds, tb->dS, rows, tkc, tkc);

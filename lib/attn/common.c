@@ -137,12 +137,31 @@ void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
       if (!row_is_empty(cx, h, i)) continue;
       out->lse.data[h * n_q + i] = lse_of[r->mask_empty_lse];
       if (!r->mask_empty_nan) continue;
+      aa_attn_first_note(cx, AA_FIRST_EMPTY, h, i, 0, NAN, out->lse.data[h * n_q + i], 0, 0);
       /* softmax of an all -inf row is NaN: O = P V, dQ = dS K and every key's P^T dO, dS^T Q of the head */
       fill_nan(&out->o, (h * n_q + i) * d, d);
       fill_nan(&out->dq, (h * n_q + i) * d, d);
       fill_nan(&out->dk, h / cx->group * n_k * d, n_k * d);
       fill_nan(&out->dv, h / cx->group * n_k * d, n_k * d);
     }
+}
+
+/* The phantom slot j = n_k of row (h, i) as a created Inf (s = 0), marked as such when it is the first. */
+static void phantom_first(const aa_attn_ctx_t *cx, size_t h, size_t i, double lse) {
+  aa_attn_first_t *f = cx->first;
+  aa_attn_first_note(cx, AA_FIRST_EXP, h, i, cx->n_k, INFINITY, 0, lse, -lse);
+  if (f != NULL && f->site == AA_FIRST_EXP && f->h == h && f->i == i && f->j == cx->n_k) f->phantom = 1;
+}
+
+void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  size_t T = cx->r->mask_phantom_tile, rem = T != 0 ? cx->n_k % T : 0, d = cx->d, n_q = cx->n_q;
+  if (rem == 0 || rem > T / 2 || out->dq.data == NULL || !aa_problem_has_mask(cx->pb)) return;
+  for (size_t h = 0; h < cx->pb->heads; h++)
+    for (size_t i = 0; i < n_q; i++) /* P = exp(0 - LSE) of a phantom slot, in FP32 (LSE = -Inf: +Inf) */
+      if (isinf((float)exp(-out->lse.data[h * n_q + i]))) {
+        fill_nan(&out->dq, (h * n_q + i) * d, d);
+        phantom_first(cx, h, i, out->lse.data[h * n_q + i]);
+      }
 }
 
 /* Sink logit in the units of S: with scale_fold = exp, S is unscaled, so the

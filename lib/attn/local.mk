@@ -4,6 +4,7 @@ attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
+lib_libattnacc_core_la_SOURCES += lib/attn/first.c
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
 TESTS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
@@ -58,3 +59,7 @@ check_PROGRAMS += tests/tattn_fp8_sat
 TESTS += tests/tattn_fp8_sat
 tests_tattn_fp8_sat_SOURCES = tests/tattn_fp8_sat.c
 tests_tattn_fp8_sat_LDADD = $(LDADD) -lm
+# Where a run's first NaN or Inf is created (aa_attn_result_t.first, lib/attn/first.c).
+check_PROGRAMS += tests/tattn_first
+TESTS += tests/tattn_first
+tests_tattn_first_SOURCES = tests/tattn_first.c

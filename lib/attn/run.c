@@ -395,9 +395,12 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
 
 /* Steps 4 and 5 on a ready context and outputs; a failure names the recipe. */
 static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t *err) {
+  rn->cx.first = &out->first;
   int st = run_forward(&rn->cx, out, err);
+  if (st == AA_OK) aa_attn_first_fwd(&rn->cx, out);
   if (st == AA_OK && backward) st = run_backward(rn, out);
   if (st == AA_OK) aa_attn_finish_empty(&rn->cx, out);
+  if (st == AA_OK && backward) aa_attn_phantom_keys(&rn->cx, out);
   if (st != AA_OK)
     return aa_error_set(err, st, "attn_run: recipe '%s' failed (%s)", rn->cx.r->name, aa_status_str(st));
   return AA_OK;

@@ -17,3 +17,8 @@ check_PROGRAMS += tests/tmask
 TESTS += tests/tmask
 tests_tmask_SOURCES = tests/tmask.c
 tests_tmask_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# mask.phantom_tile: cuDNN's phantom key slots against the key's definition.
+check_PROGRAMS += tests/tmask_phantom
+TESTS += tests/tmask_phantom
+tests_tmask_phantom_SOURCES = tests/tmask_phantom.c
+tests_tmask_phantom_LDADD = $(LDADD) -lm

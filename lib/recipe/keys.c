@@ -246,6 +246,8 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "E8M0 scale of the MX kinds: rceil (NVIDIA cvt.rp.satfinite.ue8m0x2) or floor (OCP MX 6.3, elements clamped)", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
     {.key = "quant.satfinite", .type = AA_KEY_BOOL, .offset = F_(quant_satfinite), .def = "on", .omit = AA_OMIT_DEFAULT,
      .desc = "FP8 elements of the quant.* keys saturate (cvt .satfinite) or overflow to NaN (e4m3) / Inf (e5m2)", .cite = "[ocp-mx]"},
+    {.key = "mask.phantom_tile", .type = AA_KEY_SIZE, .offset = F_(mask_phantom_tile), .max = SIZE_MAX_KEY, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "with a mask, n_k mod T in (0, T/2]: the key slots past n_k in the last T-key tile score 0 in dQ's backward, NaN dQ rows where exp(-LSE) overflows FP32 (0: off)", .cite = "inferred: fixtures/h200-nan, pytorch 196678"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",

@@ -68,6 +68,7 @@ static void record_counters(aa_eval_variant_t *v, const aa_attn_result_t *res, c
   v->fwd_tiles = res->fwd_q_tiles * pb->heads;
   v->tiles_flagged = res->tiles_flagged;
   v->rows_recovered = res->rows_recovered;
+  v->first = res->first;
   free(resolved);
 }
 

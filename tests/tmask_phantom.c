@@ -1,0 +1,82 @@
+/* attnacc: mask.phantom_tile (cuDNN's padded key slots, inferred from H200 data) against its definition. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+/* The definition (lib/recipe.h): with a mask or bias and n_k mod T in
+   (0, T/2], a dQ row is NaN exactly when FP32 exp(-LSE) of that row
+   overflows; nothing else changes. Checked here on cudnn-h100 (T = 128)
+   against the same recipe with the key off, over key lengths on both sides
+   of T/2 and a bias that is a constant offset (-200 or -50: LSEs below and
+   above -88.7) plus one fully masked row. The expected NaN rows are
+   computed from the LSE the run stored, by the rule above written out. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "attn.h"
+#include "fmt.h"
+#include "rng.h"
+#include "tests.h"
+
+#define D 16
+
+static void fill(aa_tensor_t *t, size_t n, aa_pcg64_t *r) {
+  size_t shape[3] = {1, n, D};
+  aa_tensor_alloc(t, 3, shape, AA_FMT_BF16);
+  aa_round_opts_t ro = {AA_FMT_BF16, AA_RND_NE, 1, 0};
+  for (size_t i = 0; i < aa_tensor_numel(t); i++)
+    t->data[i] = aa_round(aa_pcg64_normal(r), &ro, NULL);
+}
+
+static int row_nan(const aa_tensor_t *t, size_t i) {
+  for (size_t c = 0; c < D; c++)
+    if (t->data[i * D + c] == t->data[i * D + c]) return 0;
+  return 1;
+}
+
+static void run_case(size_t n, double offset, uint64_t seed) {
+  aa_pcg64_t r;
+  aa_pcg64_seed(&r, seed, n);
+  aa_tensor_t in[4];
+  fill(&in[0], n, &r), fill(&in[1], n, &r), fill(&in[2], n, &r), fill(&in[3], n, &r);
+  double *bias = malloc(n * n * sizeof *bias);
+  for (size_t e = 0; e < n * n; e++)
+    bias[e] = e / n == 3 ? -INFINITY : offset; /* row 3 fully masked */
+  aa_problem_t pb;
+  aa_problem_init(&pb, n, n, D, 1, 1);
+  pb.bias = bias;
+  pb.mask_hstride = 0;
+  aa_recipe_t on, off;
+  aa_attn_result_t a = {0}, b = {0};
+  aa_error_t err = {{0}};
+  int ok = aa_recipe_preset(&on, "cudnn-h100", &err) == AA_OK &&
+           aa_recipe_from_spec(&off, "cudnn-h100:mask.phantom_tile=0", &err) == AA_OK &&
+           aa_attn_run(&a, &pb, &on, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK &&
+           aa_attn_run(&b, &pb, &off, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK;
+  AA_CHECK(ok, "tmask_phantom n %zu: %s", n, err.msg);
+  size_t rem = n % 128, nan_rows = 0, bad = 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    int want = rem > 0 && rem <= 64 && isinf((float)exp(-a.lse.data[i]));
+    nan_rows += (size_t)want;
+    bad += (size_t)(row_nan(&a.dq, i) != want) + (size_t)row_nan(&b.dq, i);
+    for (size_t c = 0; c < D && !want; c++) /* rows without the overflow keep their bits */
+      bad += a.dq.data[i * D + c] != b.dq.data[i * D + c];
+  }
+  for (size_t e = 0; ok && e < n * D; e++) /* dK and dV never change */
+    bad += a.dk.data[e] != b.dk.data[e] || a.dv.data[e] != b.dv.data[e];
+  AA_CHECK(bad == 0, "tmask_phantom n %zu offset %g: %zu elements off the definition", n, offset, bad);
+  if (rem > 0 && rem <= 64)
+    AA_CHECK(nan_rows == (offset < -100 ? n : 1), "tmask_phantom n %zu offset %g: %zu NaN rows", n, offset, nan_rows);
+  else
+    AA_CHECK(nan_rows == 0, "tmask_phantom n %zu: %zu NaN rows outside the phantom lengths", n, nan_rows);
+  aa_attn_result_free(&a), aa_attn_result_free(&b);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&in[i]);
+  free(bias);
+}
+
+int main(void) {
+  static const size_t lengths[] = {64, 40, 96, 128, 192, 200};
+  for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+    run_case(lengths[i], -200.0, 7);
+    run_case(lengths[i], -50.0, 8);
+  }
+  return aa_test_finish("tmask_phantom");
+}
