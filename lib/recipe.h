@@ -98,6 +98,17 @@ typedef enum {
   AA_EXPFORM_COUNT
 } aa_exp_form_t;
 
+/* fwd.lse_form: how the forward forms the natural-log LSE it saves (fwd.checkpoint = lse). */
+typedef enum {
+  AA_LSE_FMA = 0,   /* "fma": fl(m*se + log l), one FFMA (FA2 softmax.h:180) */
+  AA_LSE_LOG2_MAX,  /* "log2-max": the running max kept in log2 units m' = fl(m*c) (exp2 forms): rescale
+                       exp2(fl(m'_old - m'_new)), LSE = fl(fl(m' / log2e) + log l) (xformers kernel_forward.h
+                       iterative_softmax, `mi / kLog2e + fast_log(s_prime)`) */
+  AA_LSE_LOG2_TRIP, /* "log2-trip": the fma LSE through base 2 and back, fl(fl(lse * fl(1/fl(ln2))) * fl(ln2)):
+                       FlexAttention's dense path stores logsumexp / log(2), its backward multiplies by log(2) */
+  AA_LSE_COUNT
+} aa_lse_form_t;
+
 /* exp: how the exponential itself is evaluated. */
 typedef enum {
   AA_EXPIMPL_EXACT = 0, /* "exact": exp/exp2 in binary64 of the alu-format argument, rounded to alu_fmt */
@@ -268,6 +279,16 @@ struct aa_recipe {
      K' = io(alu(K * alu(scale * log2 e))) in place of K for the recomputed scores (the exp argument is then
      S' - LSE log2 e) and for the dQ product, whose end scale is alu(ln 2) instead of the softmax scale. */
   int bwd_k_prescale;
+  /* How the LSE checkpoint is formed and how the backward recomputes the
+     weights from it, where a kernel differs from FA2 (keys fwd.lse_form,
+     bwd.exp_form, bwd.twopass_p; written only when not the defaults). These
+     roundings decide whether exp(S*c - LSE) of the row maximum is exactly 1
+     or overflows when S is huge (all-constant inputs: the ulp of S*scale
+     exceeds the exp range; experiments/README-gpu.md section 8). */
+  int fwd_lse_form;    /* aa_lse_form_t */
+  int bwd_exp_form;    /* 0 ("fwd"): the forward's exp_form; else aa_exp_form_t + 1 (the backward's own) */
+  int bwd_twopass_lse; /* fwd.softmax = two-pass: 0 ("saved") the backward reuses the forward's P; 1 ("lse")
+                          it recomputes exp(S*c - LSE) from the checkpoint */
 
   /* Normalisation variants of [blackwell-fa] (fixed shift, guarded causal, saved
      reciprocal; keys in KEYS.md). The shift is in exp-argument units

@@ -206,9 +206,9 @@ static void pair_p(const bwd_pair_t *p) {
   for (size_t a = 0; a < p->qt->rows; a++) {
     double *srow = tb->S + a * tkc, *prow = tb->dS + a * tkc; /* dS doubles as scratch for p */
     const uint8_t *vrow = tb->vis + a * tkc;
-    if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS) {
+    if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS && !r->bwd_twopass_lse) {
       /* Naive keeps the forward's P: recomputing it with the same two-pass
-         row gives the identical values. */
+         row gives the identical values (bwd.twopass_p = lse: from the LSE below). */
       double m, l;
       aa_attn_twopass_row(cx, prow, srow, vrow, tkc, sinks, &m, &l);
     } else if (lse[a] == -INFINITY) {

@@ -10,16 +10,37 @@ static double sink_s(const aa_attn_ctx_t *cx, double sink) {
   return cx->r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(sink / cx->scale, cx->r->alu_fmt) : sink;
 }
 
+/* The LSE checkpoint by fwd.lse_form (lib/recipe.h aa_lse_form_t). */
+static double lse_formed(const aa_attn_ctx_t *cx, double m, double l) {
+  const aa_recipe_t *r = cx->r;
+  aa_fmt_t alu = r->alu_fmt;
+  double lg = aa_attn_lse_log(cx, l);
+  if (r->fwd_lse_form == AA_LSE_LOG2_MAX) {
+    /* xformers kernel_forward.h (attention_kernel, step 7): accum_t(mi / kLog2e) + fast_log(s_prime), mi the
+       row max of S*scale*kLog2e (iterative_softmax), kLog2e a float constant */
+    double mi = aa_attn_alu(m * cx->c, alu);
+    return aa_attn_rnd(aa_attn_alu(aa_attn_alu(mi / cx->l2e, alu) + lg, alu), r->fwd_lse_fmt);
+  }
+  /* [fa2]: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
+  double lse = aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
+  if (r->fwd_lse_form == AA_LSE_LOG2_TRIP) {
+    /* FlexAttention's dense path: math_attention returns logsumexp / math.log(2) (a CUDA division by a CPU
+       scalar is a multiply by the float reciprocal of the float divisor, BinaryDivTrueKernel.cu
+       div_true_kernel_cuda), sdpa_dense_backward multiplies it by math.log(2) (held in float) */
+    double ln2 = aa_attn_rnd(AA_ATTN_LN2, alu), inv = aa_attn_alu(1.0 / ln2, alu);
+    lse =
+        aa_attn_rnd(aa_attn_alu(aa_attn_rnd(aa_attn_alu(lse * inv, alu), r->fwd_lse_fmt) * ln2, alu), r->fwd_lse_fmt);
+  }
+  return lse;
+}
+
 /* Natural-log LSE from the row state (m in S units, l the row sum), through
    the recipe's checkpoint. */
 static double checkpoint_lse(const aa_attn_ctx_t *cx, double m, double l) {
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
   if (l == 0 || m == -INFINITY) return -INFINITY; /* empty row: the oracle's convention */
-  if (r->fwd_checkpoint == AA_CKPT_LSE) {
-    /* [fa2]: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
-    return aa_attn_rnd(aa_attn_fma(m, cx->se, aa_attn_lse_log(cx, l), alu), r->fwd_lse_fmt);
-  }
+  if (r->fwd_checkpoint == AA_CKPT_LSE) return lse_formed(cx, m, l);
   /* [nki-bwd] "The single-exp and the LSE sign chain": the forward emits
      (neg_max, 1/sum); the host forms lse = -(neg_max + log(recip)). */
   double neg_max = aa_attn_rnd(-aa_attn_alu(m * cx->se, alu), r->fwd_lse_fmt);
@@ -92,6 +113,10 @@ static void rescale_row(const aa_attn_ctx_t *cx, double *la, double *arow, doubl
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
   double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
+  /* fwd.lse_form = log2-max: the maxima are held in log2 units (kernel_forward.h iterative_softmax:
+     exp2f(m_prime - mi)) */
+  if (r->fwd_lse_form == AA_LSE_LOG2_MAX)
+    arg = aa_attn_alu(aa_attn_alu(m_old * cx->c, alu) - aa_attn_alu(m_new * cx->c, alu), alu);
   double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
   /* fwd.rowsum_rescale = fma: the product is left exact (fp32 x fp32 fits binary64) and rounded by
      the lane's next add, or by its next masked column (p = 0): one FFMA, as nvcc contracts

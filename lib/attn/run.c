@@ -192,6 +192,14 @@ static int check_working_set(const aa_problem_t *pb, const aa_recipe_t *r, aa_er
   return AA_OK;
 }
 
+/* The exp coefficient c of S for the recipe's exp_form (aa_attn_exparg), from cx's se and l2e: FA2's
+   scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on the host and stored as float with
+   scale_fold = exp, log2(e) alone on scaled scores, se for the natural form. */
+static double exp_coef(const aa_attn_ctx_t *cx, const aa_recipe_t *r) {
+  if (!aa_attn_exp2form(r)) return cx->se;
+  return r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(cx->se * AA_ATTN_LOG2E, r->alu_fmt) : cx->l2e;
+}
+
 /* The context's shapes, scale and exp coefficient. */
 static void ctx_scales(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_t *r) {
   aa_fmt_t alu = r->alu_fmt;
@@ -210,12 +218,7 @@ static void ctx_scales(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recip
   cx->wexp_fwd = aa_recipe_exp_is_default(&r->fwd_exp) ? NULL : &r->fwd_exp; /* fwd.exp, bwd.exp */
   cx->wexp_bwd = aa_recipe_exp_is_default(&r->bwd_exp) ? NULL : &r->bwd_exp;
   cx->wexp_emu = r->fwd_exp_emu_freq > 0 ? &r->fwd_exp_emu : NULL;
-  if (aa_attn_exp2form(r))
-    /* FA2: scale_softmax_log2 = softmax_scale * M_LOG2E formed in double on
-       the host and stored as float. */
-    cx->c = r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(scale * AA_ATTN_LOG2E, alu) : cx->l2e;
-  else
-    cx->c = cx->se;
+  cx->c = exp_coef(cx, r);
 }
 
 /* Score modifiers (problem.h). Softcap with scale_fold = exp, as FA2
@@ -237,7 +240,7 @@ static void ctx_softcap(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_reci
     cx->dt_mul = cx->sc_mul;
     cx->scale = cap;
     cx->se = cap;
-    cx->c = aa_attn_exp2form(r) ? aa_attn_rnd(cap * AA_ATTN_LOG2E, alu) : cap;
+    cx->c = exp_coef(cx, r);
   } else {
     cx->sc_mul = aa_attn_alu(1.0 / cap, alu);
     cx->cap_out = cap;
@@ -378,6 +381,22 @@ static int run_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out, aa_error_
   return st;
 }
 
+/* bwd.exp_form: a backward whose weights take another exp form than the forward's (xformers: the forward's
+   exp2f(S*scale*kLog2e - mi), the backward's expf(S*scale - LSE), kernel_backward.h processBlockIJ and
+   mma_from_smem.h accumApplyLSEToSmem) runs on a copy of the recipe with that exp_form and its coefficient. */
+static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  aa_recipe_t *rb = malloc(sizeof *rb);
+  if (rb == NULL) return AA_ENOMEM;
+  *rb = *cx->r;
+  rb->exp_form = (aa_exp_form_t)(cx->r->bwd_exp_form - 1);
+  aa_attn_ctx_t cb = *cx;
+  cb.r = rb;
+  cb.c = exp_coef(cx, rb);
+  int st = aa_attn_backward(&cb, out);
+  free(rb);
+  return st;
+}
+
 /* Step 5, backward. Reciprocal backward ([blackwell-fa] section 3.5): dO
    scaled once in the linear preprocessing pass, the saved shifts as exp
    biases. */
@@ -390,6 +409,7 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
     if (st != AA_OK) return st;
   }
   cx->dq_mul = cx->scale;
+  if (cx->r->bwd_exp_form) return backward_own_exp_form(cx, out);
   return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : aa_attn_backward(cx, out);
 }
 

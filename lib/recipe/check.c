@@ -4,6 +4,30 @@
 
 #include "recipe-impl.h"
 
+/* fwd.lse_form, bwd.exp_form, bwd.twopass_p (lib/recipe.h): the paths that read them. */
+static int check_lse_chain(const aa_recipe_t *r, aa_error_t *err) {
+  int exp2 = r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB;
+  int split = r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0;
+  if (r->fwd_lse_form != AA_LSE_FMA &&
+      (r->fwd_checkpoint != AA_CKPT_LSE || split ||
+       (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE && r->fwd_softmax != AA_SOFTMAX_TWO_PASS)))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.lse_form other than fma needs fwd.checkpoint = lse, fwd.softmax = "
+                        "online-lse or two-pass and no split-KV forward",
+                        r->name);
+  if (r->fwd_lse_form == AA_LSE_LOG2_MAX && !exp2)
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.lse_form = log2-max needs exp_form exp2-fma or exp2-mul-sub", r->name);
+  if (r->bwd_exp_form != 0 && (r->bwd_norm != AA_BWDNORM_LSE || r->bwd_k_prescale))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.exp_form other than fwd needs bwd.norm = lse and "
+                        "bwd.k_prescale = off",
+                        r->name);
+  if (r->bwd_twopass_lse && r->fwd_softmax != AA_SOFTMAX_TWO_PASS)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.twopass_p = lse needs fwd.softmax = two-pass", r->name);
+  return AA_OK;
+}
+
 int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
   if (r == NULL) return aa_error_set(err, AA_EINVAL, "recipe_check: NULL recipe");
   if (r->nwhen > AA_RECIPE_WHEN_MAX)
@@ -70,6 +94,10 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
         "recipe '%s': bwd.k_prescale = on needs exp_form = exp2-fma or exp2-mul-sub, scale_fold = exp, "
         "bwd.dq_scale = end, bwd.norm = lse and fwd.softmax = online-lse",
         r->name);
+  {
+    int st = check_lse_chain(r, err);
+    if (st != AA_OK) return st;
+  }
   if (r->bwd_q_group == 0) return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.q_group must be >= 1", r->name);
   if (!(r->fwd_rescale_threshold >= 0))
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.rescale_threshold must be >= 0", r->name);

@@ -13,6 +13,9 @@ static const char *const softmax_names[] = {"online-lse", "two-pass", "fixed-shi
 static const char *const bwdnorm_names[] = {"lse", "recip", NULL};
 static const char *const fold_names[] = {"q", "s", "exp", NULL};
 static const char *const expform_names[] = {"natural", "exp2-fma", "exp2-mul-sub", NULL};
+static const char *const bwd_expform_names[] = {"fwd", "natural", "exp2-fma", "exp2-mul-sub", NULL};
+static const char *const lseform_names[] = {"fma", "log2-max", "log2-trip", NULL};
+static const char *const twopass_p_names[] = {"saved", "lse", NULL};
 static const char *const tiling_names[] = {"fixed", "fa2", NULL};
 static const char *const sfu_names[] = {"exact", "sm90", NULL};
 static const char *const expimpl_names[] = {"exact", NULL};
@@ -175,6 +178,15 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "bwd.k_prescale", .type = AA_KEY_ENUM, .offset = F_(bwd_k_prescale), .names = onoff_names, .def = "off", .omit = AA_OMIT_DEFAULT,
      .desc = "on: the backward reads K * scale * log2(e) rounded to io for the scores and dQ, dQ scaled by ln 2 at the end",
      .cite = "triton python/tutorials/06-fused-attention.py@003da478: _attention.backward arg_k, _attn_bwd_dq, _attn_bwd dq *= LN2"},
+    {.key = "fwd.lse_form", .type = AA_KEY_ENUM, .offset = F_(fwd_lse_form), .names = lseform_names, .def = "fma", .omit = AA_OMIT_DEFAULT,
+     .desc = "the saved LSE: fma fl(m*se + log l); log2-max fl(fl(m'/log2e) + log l) from the max m' = fl(m*c) kept in log2 units (also the rescale argument m'_old - m'_new); log2-trip the fma LSE times fl(1/fl(ln2)), then times fl(ln2)",
+     .cite = "FA2 softmax.h:180; PyTorch mem_eff_attention/kernel_forward.h iterative_softmax and `mi / kLog2e + fast_log(s_prime)`; torch/_higher_order_ops/flex_attention.py math_attention `logsumexp / math.log(2)`, sdpa_dense_backward `logsumexp * math.log(2)`"},
+    {.key = "bwd.exp_form", .type = AA_KEY_ENUM, .offset = F_(bwd_exp_form), .names = bwd_expform_names, .def = "fwd", .omit = AA_OMIT_DEFAULT,
+     .desc = "exp form of the backward's recomputed weights when it differs from the forward's (fwd: the exp_form key)",
+     .cite = "PyTorch mem_eff_attention/kernel_backward.h (accum = scale * QK^T) and gemm/mma_from_smem.h accumApplyLSEToSmem `expf(accum[idx] - lse)`"},
+    {.key = "bwd.twopass_p", .type = AA_KEY_ENUM, .offset = F_(bwd_twopass_lse), .names = twopass_p_names, .def = "saved", .omit = AA_OMIT_DEFAULT,
+     .desc = "fwd.softmax = two-pass: the backward reuses the forward's normalised P (saved, autograd of softmax) or recomputes exp(S*c - LSE) from the checkpoint (lse)",
+     .cite = "torch/_higher_order_ops/flex_attention.py sdpa_dense_backward `torch.exp(post_mod_scores - logsumexp)`"},
     {.key = "dropout_*", .type = AA_KEY_DROPOUT, .offset = F_(dropout), .def = "none", .omit = AA_OMIT_DEFAULT,
      .desc = "dropout scheme (dropout_scheme) and its parameters: the backward's mask redraw", .cite = "lib/dropout.h, [nki-bwd] twin attention.py:974-981"},
     {.key = "dq_reduce", .type = AA_KEY_REDUCE, .offset = F_(bwd_dq_reduce), .def = "fp32-ordered", .exact = "fp32-ordered", .omit = AA_OMIT_DEFAULT,

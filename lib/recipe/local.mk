@@ -13,6 +13,7 @@ AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.reci
 	lib/recipe/presets/tlx-dq-causal.recipe lib/recipe/presets/tlx-exp.recipe lib/recipe/presets/tlx.recipe \
 	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe \
 	lib/recipe/presets/efficient-h100.recipe lib/recipe/presets/cudnn-h100.recipe lib/recipe/presets/flex-h100.recipe \
+	lib/recipe/presets/flex-eager-h100.recipe \
 	lib/recipe/presets/fa3-fp8.recipe lib/recipe/presets/fa4.recipe lib/recipe/presets/fa4-fp8.recipe lib/recipe/presets/fa4-mxfp8.recipe \
 	lib/recipe/presets/triton-tutorial.recipe
 EXTRA_DIST += $(AA_PRESET_FILES) lib/recipe/presets-gen.awk
@@ -46,6 +47,10 @@ tests_tpresets_SOURCES = tests/tpresets.c
 check_PROGRAMS += tests/tpreset_bits
 TESTS += tests/tpreset_bits
 tests_tpreset_bits_SOURCES = tests/tpreset_bits.c
+# ... and where the H200 presets make NaN and Inf: all-constant inputs, counts of fixtures/h200-nan/nan.json cells.
+check_PROGRAMS += tests/tnan_presets
+TESTS += tests/tnan_presets
+tests_tnan_presets_SOURCES = tests/tnan_presets.c
 EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
