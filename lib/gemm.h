@@ -68,7 +68,8 @@ typedef struct {
   aa_rnd_t rnd;     /* rounding of the result: AA_RND_NE or AA_RND_Z */
   const char *description; /* one line for `attnacc list` */
   const char *cite;        /* REFERENCES.md key of the source ("mma-sim"), or "" for IEEE 754 operations alone */
-  /* AA_SUM_PROMOTED only (0 in the other rows): */
+  /* AA_SUM_PROMOTED only (0 in the other rows: NOT_PROMOTED in lib/gemm/accum.c); such a row also uses
+     block_k and frac_bits (its inner blocks) and out_bits 10 for an fp16 result (with out_ebits 5): */
   int promote_k;      /* P: k per chunk summed from +0 before it is added into the accumulator */
   int k_granule;      /* g: position q in the chunk goes to inner block (q / g) mod (P / K) */
   int inner_bits;     /* fractional bits of an inner block's result */
