@@ -84,7 +84,7 @@ typedef struct {
      Scaling], flash_fwd_sm100.py:84-89 at 0251105a). */
   size_t p_cast, p_over;
   double p_max;
-  aa_attn_first_t first;       /* where the first NaN or Inf was created (above) */
+  aa_attn_first_t first; /* where the first NaN or Inf was created (above) */
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0

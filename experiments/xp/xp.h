@@ -48,7 +48,7 @@ typedef struct {
   int stdout_owned;        /* set by declare when finish prints a machine-readable text (JSON) on stdout: the
                               driver's own lines then go to stderr */
   void *priv;              /* the experiment's private state (freed by its release hook) */
-  int first_cols;            /* xp_attn_eval fills the columns of xp_first_columns */
+  int first_cols;          /* xp_attn_eval fills the columns of xp_first_columns */
 } xp_ctx_t;
 
 typedef struct {
