@@ -418,8 +418,8 @@ struct aa_recipe {
   int quant_satfinite; /* FP8 elements saturate (1) or overflow to NaN/Inf (0) */
   /* SageAttention's additions (keys quant.smooth_k, quant.fp8_scope,
      quant.fp8_max, quant.p_scale, quant.pv_buffer; lib/attn/quant.c). */
-  int quant_smooth_k;  /* K minus its mean over tokens before quant.k; the LSE corrected, the backward's K restored */
-  int quant_fp8_scope; /* aa_quant_scope_t: fp8-tensor's scale per tensor or per (KV head, column) */
+  int quant_smooth_k;   /* K minus its mean over tokens before quant.k; the stored LSE corrected */
+  int quant_fp8_scope;  /* aa_quant_scope_t: fp8-tensor's scale per tensor or per (KV head, column) */
   double quant_fp8_max; /* fp8-tensor maps amax to this (448; SageAttention2++'s V: 2.25) */
   double quant_p_scale; /* P times this (after 2^fwd.p_scale_exp) before its fwd.p_fmt cast (Sage: 2^0.807) */
   int quant_pv_buffer;  /* each key tile's P V summed from zero, then added into O (Sage RO_temp, inst_buf) */

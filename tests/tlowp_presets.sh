@@ -19,12 +19,26 @@ STD="--n 512 --d 64 --heads 4"
 # per-row constant -q.km to S, which softmax ignores; the LSE gets it back
 # and the backward reads K again, so every output is the oracle's to
 # binary64 rounding (measured about 1e-15). A missing LSE correction would
-# leave LSE off by scale q.km (about 1e-2 here) and dQ, dK, dV with it.
+# leave LSE off by scale q.km (about 1e-2 here); a backward that read a
+# K other than the forward's with that LSE would move dQ, dK, dV.
 run x1 --variant exact-fp64:quant.smooth_k=on --n 256 --d 64 --heads 2 --kv-heads 1
 for o in o dq dk dv; do
   e=$(field "$T/x1" exact-fp64:quant.smooth_k=on "$o" 4)
   le "$e" 1e-12 || FAIL "tlowp_presets: smoothed K changes $o: rel_l2 '$e' > 1e-12"
 done
+
+# The LSE itself (run's table has none): the saved one against the oracle's, by NumPy where there is one.
+PY=
+for p in /usr/bin/python3 python3; do "$p" -c 'import numpy' 2>/dev/null && PY=$p && break; done
+if [ -n "$PY" ]; then
+  "$A" run --variant exact-fp64:quant.smooth_k=on --n 256 --d 64 --heads 2 --kv-heads 1 --threads 2 \
+    --save "$T/s1" --save-oracle "$T/o1" >/dev/null 2>&1 || FAIL "tlowp_presets: smooth_k --save"
+  e=$("$PY" -c 'import numpy as n, sys; a = n.load(sys.argv[1]); b = n.load(sys.argv[2]); print(abs(a - b).max() / abs(b).max())' \
+    "$T/s1/lse.npy" "$T/o1/lse.npy" 2>&1)
+  le "$e" 1e-12 || FAIL "tlowp_presets: smoothed K changes the LSE: relative max error '$e' > 1e-12"
+else
+  echo "tlowp_presets: no Python with NumPy, the LSE comparison is skipped"
+fi
 
 # 2. The normalised Hadamard matrix H is orthogonal: (Q H)(K H)^T = Q K^T,
 # so the rotation alone leaves O exact (FA3 paper section 3.3).
@@ -97,6 +111,17 @@ done
 [ "$(col quant.v dv)" = "0.0000e+00" ] || FAIL "tlowp_presets: explain sage2: quant.v has a part of dv ($(col quant.v dv))"
 r=$(awk '/^sum \/ total/ { print $(NF - 3) }' "$T/x7")
 awk -v r="$r" 'BEGIN { exit !(r > 0.9 && r < 1.1) }' || FAIL "tlowp_presets: explain sage2: o sum / total = '$r'"
+
+# 8. What smoothing is for: --dist massive adds 32 sigma to channel 0 of
+# head 0's K (and Q). Per-thread INT8 then takes K's scale from ~35 / 127
+# instead of ~3 / 127 in that head, ten times the rounding error; the
+# token mean removes the offset (Q keeps its own). o's error must drop by
+# at least 10 % with the smoothing (measured 21 %; dQ's by 54 %).
+run x8 --variant sage2,sage2:quant.smooth_k=off $STD --dist massive
+a=$(field "$T/x8" sage2 o 4)
+b=$(field "$T/x8" sage2:quant.smooth_k=off o 4)
+awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && a + 0 < 0.9 * b) }' ||
+  FAIL "tlowp_presets: K smoothing on a K channel offset: rel_l2(o) $a not 10 % below the unsmoothed $b"
 
 [ "$fails" -eq 0 ] && echo "tlowp_presets: ok" && exit 0
 echo "tlowp_presets: $fails failure(s)"

@@ -201,8 +201,8 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
    receives the copies (NULL where the key is none), freed by the caller. */
 #define AA_ATTN_QUANT_OWNED 6 /* the quantised Q, K, V, dO, quant.smooth_k's means, V's FP8 descales */
 int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_error_t *err);
-/* quant.smooth_k after the forward: the LSE corrected by the lost q.km, the backward's K made K again. */
-void aa_attn_quant_unsmooth(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out);
+/* quant.smooth_k after both passes: the stored LSE gets the lost scale q.km back. */
+void aa_attn_quant_smooth_lse(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out);
 /* One key tile's P V into acc: chained by fwd.acc_pv, or through quant.pv_buffer's zeroed buffer. */
 int aa_attn_quant_pv(const aa_attn_ctx_t *cx, size_t kvh, double *acc, const double *P, const double *V, size_t tq,
                      size_t tk);

@@ -129,7 +129,9 @@ static int quant_copy(double **out, const double *src, size_t heads, size_t rows
 /* quant.smooth_k: SageAttention subtracts km = k.mean(dim=seq) (a BF16 tensor op: io-rounded mean, core.py:772-773)
    as k = k - km in io (quant_per_thread.py:158-159) before quantising K; softmax is invariant to the per-row
    constant q.km that S loses, the LSE is not: lse + sm_scale * io(q km^T) (core.py:785-797, 829-830). owned[4]
-   keeps km [kv_heads][d] then those io(q.km) [heads][n_q] for aa_attn_quant_unsmooth. */
+   keeps km [kv_heads][d] then those io(q.km) [heads][n_q] for aa_attn_quant_smooth_lse. Both passes read the
+   smoothed K: the backward's P = exp(S - LSE) needs the forward's own LSE, and dQ = dS K loses nothing with
+   the smoothing since the rows of dS sum to 0 (dK = dS^T Q does not read K). */
 static int smooth_k(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, nk = cx->n_k, group = cx->heads / cx->kv_heads;
@@ -157,23 +159,16 @@ static int smooth_k(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]) {
   return r->quant_k == AA_BQ_NONE ? AA_OK : quant_tensor(owned[1], cx->kv_heads, nk, d, r, r->quant_k, 0);
 }
 
-void aa_attn_quant_unsmooth(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out) {
+void aa_attn_quant_smooth_lse(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out) {
   const aa_recipe_t *r = cx->r;
   if (!r->quant_smooth_k || owned[4] == NULL) return;
-  size_t d = cx->d, nk = cx->n_k;
-  const double *km = owned[4], *corr = km + cx->kv_heads * d;
+  const double *corr = owned[4] + cx->kv_heads * cx->d;
   for (size_t x = 0; x < cx->heads * cx->n_q; x++) {
     double *lse = &out->lse.data[x];
     if (isfinite(*lse))
       *lse =
           aa_attn_rnd(aa_attn_alu(*lse + aa_attn_alu(corr[x] * cx->scale, r->alu_fmt), r->alu_fmt), r->fwd_lse_fmt);
   }
-  /* The backward recomputes P from K and this LSE: it reads the smoothed K plus the mean, which is K up to
-     the quantisation (no kernel has a smoothed backward). */
-  for (size_t h = 0; h < cx->kv_heads; h++)
-    for (size_t j = 0; j < nk; j++)
-      for (size_t c = 0; c < d; c++)
-        owned[1][(h * nk + j) * d + c] += km[h * d + c];
 }
 
 /* quant.pv_buffer's PV runs on the kernel's operands (P x 2^p_scale_exp x p_scale, the FP8 V elements), whose

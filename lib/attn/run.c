@@ -418,8 +418,8 @@ static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t
   rn->cx.first = &out->first;
   int st = run_forward(&rn->cx, out, err);
   if (st == AA_OK) aa_attn_first_fwd(&rn->cx, out);
-  if (st == AA_OK) aa_attn_quant_unsmooth(&rn->cx, rn->quant, out);
   if (st == AA_OK && backward) st = run_backward(rn, out);
+  if (st == AA_OK) aa_attn_quant_smooth_lse(&rn->cx, rn->quant, out);
   if (st == AA_OK) aa_attn_finish_empty(&rn->cx, out);
   if (st == AA_OK && backward) aa_attn_phantom_keys(&rn->cx, out);
   if (st != AA_OK)

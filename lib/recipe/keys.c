@@ -260,7 +260,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "quant.satfinite", .type = AA_KEY_BOOL, .offset = F_(quant_satfinite), .def = "on", .omit = AA_OMIT_DEFAULT,
      .desc = "FP8 elements of the quant.* keys saturate (cvt .satfinite) or overflow to NaN (e4m3) / Inf (e5m2)", .cite = "[ocp-mx]"},
     {.key = "quant.smooth_k", .type = AA_KEY_BOOL, .offset = F_(quant_smooth_k), .def = "off", .omit = AA_OMIT_DEFAULT,
-     .desc = "K minus its io-rounded mean over tokens (per KV head) before quant.k; LSE += scale io(q.mean); the backward reads the smoothed K plus the mean", .cite = "[sage] sageattention/core.py:772-797, triton/quant_per_thread.py:158-159"},
+     .desc = "K minus its io-rounded mean over tokens (per KV head) before quant.k; LSE += scale io(q.mean) after both passes, which read the smoothed K", .cite = "[sage] sageattention/core.py:772-797, triton/quant_per_thread.py:158-159"},
     {.key = "quant.fp8_scope", .type = AA_KEY_ENUM, .offset = F_(quant_fp8_scope), .names = quant_scope_names, .def = "tensor", .omit = AA_OMIT_DEFAULT,
      .desc = "scale of the fp8-tensor kind: one per tensor, or one per (KV head, column) over the tokens", .cite = "[sage] sageattention/quant.py:224-293, csrc/fused/fused.cu:316-420"},
     {.key = "quant.fp8_max", .type = AA_KEY_DOUBLE, .offset = F_(quant_fp8_max), .def = "448", .omit = AA_OMIT_DEFAULT,
