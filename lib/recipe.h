@@ -152,6 +152,12 @@ typedef enum { AA_QKV_SCALE_HEAD = 0, AA_QKV_SCALE_TENSOR, AA_QKV_SCALE_COUNT } 
 /* quant.fp8_scope: the scale of quant.* = fp8-tensor, one per tensor or one per (KV head, column of d) over the
    tokens (SageAttention per_channel_fp8). */
 typedef enum { AA_QUANT_SCOPE_TENSOR = 0, AA_QUANT_SCOPE_CHANNEL, AA_QUANT_SCOPE_COUNT } aa_quant_scope_t;
+/* quant.v_axis: V's quantisation blocks along the head dimension or along the keys (the PV product's
+   contraction axis; SageAttention3's scaled_fp4_quant_trans). */
+typedef enum { AA_QUANT_AXIS_D = 0, AA_QUANT_AXIS_KEYS, AA_QUANT_AXIS_COUNT } aa_quant_axis_t;
+/* quant.nvfp4_global: NVFP4's FP32 tensor scale 448 x 6 / amax (TransformerEngine), or fixed: 1 for the operands
+   and 448 x 6 for P against its running max (SageAttention3). */
+typedef enum { AA_NVFP4_GLOBAL_TENSOR = 0, AA_NVFP4_GLOBAL_FIXED, AA_NVFP4_GLOBAL_COUNT } aa_nvfp4_global_t;
 
 /* fwd.qk_rotate: an orthogonal rotation of Q and K applied before the cast. */
 typedef enum { AA_ROTATE_NONE = 0, AA_ROTATE_HADAMARD, AA_ROTATE_COUNT } aa_qk_rotate_t;
@@ -424,6 +430,10 @@ struct aa_recipe {
   double quant_p_scale; /* P times this (after 2^fwd.p_scale_exp) before its fwd.p_fmt cast (Sage: 2^0.807) */
   int quant_pv_buffer;  /* each key tile's P V summed from zero, then added into O (Sage RO_temp, inst_buf) */
   size_t quant_warp_q, quant_warp_k; /* rows per warp block of the int*-thread kinds (0: 32 for Q, 64 for K) */
+  /* SageAttention3's (keys quant.smooth_q, quant.v_axis, quant.nvfp4_global). */
+  size_t quant_smooth_q;  /* Q minus the mean of each group of this many rows before quant.q, held plus it (0: off) */
+  int quant_v_axis;       /* aa_quant_axis_t: V's blocks along d or along the keys */
+  int quant_nvfp4_global; /* aa_nvfp4_global_t: NVFP4's FP32 scale from the amax, or fixed (operands 1, P 448 x 6) */
   /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
      mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
      the last T-key tile enter dQ's backward with score 0 and K = V = 0, so

@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: the SageAttention2/2++ and FA3 FP8 presets: exact invariances of K smoothing and the Hadamard rotation, error ranges derived beforehand, the FP16 range of 2++, reproducibility, explain.
+# attnacc: the SageAttention2/2++/3 and FA3 FP8 presets: exact invariances of K smoothing and the Hadamard rotation, error ranges derived beforehand, the FP16 range of 2++, reproducibility, explain.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 set -u
 A=${top_builddir:-.}/experiments/attnacc
@@ -122,6 +122,22 @@ a=$(field "$T/x8" sage2 o 4)
 b=$(field "$T/x8" sage2:quant.smooth_k=off o 4)
 awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && a + 0 < 0.9 * b) }' ||
   FAIL "tlowp_presets: K smoothing on a K channel offset: rel_l2(o) $a not 10 % below the unsmoothed $b"
+
+# 9. sage3. Q smoothing in exact arithmetic: Q = (Q - qm) + qm, so
+# exact-fp64 with 128-row groups (n 300: a partial last group) stays at
+# the oracle. Its error, derived: E2M1 with a block scale amax16 / 6 puts a
+# block of 16 N(0,1) values on the grid {0, .5, 1, 1.5, 2, 3, 4, 6} x ~0.3,
+# an rms rounding error of ~0.3 grid units, ~0.1 relative per operand; S
+# gets sqrt(2 64) 0.09 / 8 ~ 0.13 logits, P and V ~0.1 each: rel_l2(o) ~
+# sqrt(0.13^2 + 0.1^2 + 0.12^2) ~ 0.2, range [8e-2, 4e-1].
+run x9 --variant exact-fp64:quant.smooth_q=128 --n 300 --d 64 --heads 2
+for o in o dq dk dv; do
+  e=$(field "$T/x9" exact-fp64:quant.smooth_q=128 "$o" 4)
+  le "$e" 1e-12 || FAIL "tlowp_presets: Q smoothing changes $o: rel_l2 '$e' > 1e-12"
+done
+run x9b --variant sage3 $STD
+e=$(field "$T/x9b" sage3 o 4)
+le 8e-2 "$e" && le "$e" 4e-1 || FAIL "tlowp_presets: sage3 rel_l2(o) '$e' outside [8e-2, 4e-1]"
 
 [ "$fails" -eq 0 ] && echo "tlowp_presets: ok" && exit 0
 echo "tlowp_presets: $fails failure(s)"

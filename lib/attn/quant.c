@@ -86,7 +86,8 @@ static int quant_fp8_sage(double *x, size_t heads, size_t rows, size_t d, const 
 
 /* One tensor [heads][rows][d] in place: blocks along d (rows of d values),
    INT kinds by head as above, fp8-tensor one scale for all. */
-static int quant_tensor(double *x, size_t heads, size_t rows, size_t d, const aa_recipe_t *r, int kind, int is_q) {
+static int quant_tensor(double *x, size_t heads, size_t rows, size_t d, const aa_recipe_t *r, int kind, int is_q,
+                        int along_keys) {
   aa_bq_opts_t o = quant_opts(r, kind);
   size_t n = heads * rows * d;
   if (kind == AA_BQ_FP8_TENSOR && quant_fp8_sage(x, heads, rows, d, r)) return AA_OK;
@@ -101,7 +102,14 @@ static int quant_tensor(double *x, size_t heads, size_t rows, size_t d, const aa
     free(buf);
     return AA_OK;
   }
-  double tamax = amax_of(x, n); /* NVFP4's FP32 tensor scale: the tensor's amax */
+  /* NVFP4's FP32 tensor scale: the tensor's amax, or quant.nvfp4_global = fixed: 448 x 6, a scale of 1 */
+  double tamax = r->quant_nvfp4_global == AA_NVFP4_GLOBAL_FIXED ? 448.0 * 6.0 : amax_of(x, n);
+  if (along_keys) { /* quant.v_axis = keys: blocks of each (head, column) over the keys, from key 0 */
+    if (o.block == 0) o.block = aa_bq_default_block(o.kind);
+    for (size_t c = 0; c < heads * d; c++)
+      aa_bq_quantize(x + c / d * rows * d + c % d, NULL, x + c / d * rows * d + c % d, rows, d, &o, tamax);
+    return AA_OK;
+  }
   if (o.block == 0 || o.block > d) o.block = o.block ? d : aa_bq_default_block(o.kind);
   for (size_t row = 0; row < heads * rows; row++)
     aa_bq_quantize(x + row * d, NULL, x + row * d, d, 1, &o, tamax);
@@ -110,20 +118,20 @@ static int quant_tensor(double *x, size_t heads, size_t rows, size_t d, const aa
 
 /* A copy of src quantised by kind (none: a plain copy). */
 static int quant_copy_always(double **out, const double *src, size_t heads, size_t rows, size_t d,
-                             const aa_recipe_t *r, int kind, int is_q) {
+                             const aa_recipe_t *r, int kind, int is_q, int along_keys) {
   size_t n = heads * rows * d;
   *out = malloc((n ? n : 1) * sizeof **out);
   if (*out == NULL) return AA_ENOMEM;
   memcpy(*out, src, n * sizeof **out);
-  return kind == AA_BQ_NONE ? AA_OK : quant_tensor(*out, heads, rows, d, r, kind, is_q);
+  return kind == AA_BQ_NONE ? AA_OK : quant_tensor(*out, heads, rows, d, r, kind, is_q, along_keys);
 }
 
 /* A quantised copy of src, or NULL (and AA_OK) when kind is none. */
 static int quant_copy(double **out, const double *src, size_t heads, size_t rows, size_t d, const aa_recipe_t *r,
-                      int kind, int is_q) {
+                      int kind, int is_q, int along_keys) {
   *out = NULL;
   if (kind == AA_BQ_NONE || src == NULL) return AA_OK;
-  return quant_copy_always(out, src, heads, rows, d, r, kind, is_q);
+  return quant_copy_always(out, src, heads, rows, d, r, kind, is_q, along_keys);
 }
 
 /* quant.smooth_k: SageAttention subtracts km = k.mean(dim=seq) (a BF16 tensor op: io-rounded mean, core.py:772-773)
@@ -136,7 +144,7 @@ static int smooth_k(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, nk = cx->n_k, group = cx->heads / cx->kv_heads;
   double *km = malloc((cx->kv_heads * d + cx->heads * cx->n_q + 1) * sizeof *km), *corr = km + cx->kv_heads * d;
-  int st = km == NULL ? AA_ENOMEM : quant_copy_always(&owned[1], cx->K, cx->kv_heads, nk, d, r, AA_BQ_NONE, 0);
+  int st = km == NULL ? AA_ENOMEM : quant_copy_always(&owned[1], cx->K, cx->kv_heads, nk, d, r, AA_BQ_NONE, 0, 0);
   owned[4] = km;
   if (st != AA_OK) return AA_ENOMEM;
   for (size_t h = 0; h < cx->kv_heads; h++)
@@ -156,7 +164,37 @@ static int smooth_k(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]) {
         dot += q[c] * m[c];
       corr[h * cx->n_q + i] = aa_attn_rnd(dot, r->io_fmt); /* a BF16 matmul's output */
     }
-  return r->quant_k == AA_BQ_NONE ? AA_OK : quant_tensor(owned[1], cx->kv_heads, nk, d, r, r->quant_k, 0);
+  return r->quant_k == AA_BQ_NONE ? AA_OK : quant_tensor(owned[1], cx->kv_heads, nk, d, r, r->quant_k, 0, 0);
+}
+
+/* quant.smooth_q (SageAttention3, api.py:27-72, 86-91): qm = the FP32 mean of each group of G rows of Q (the
+   rows past n_q padded with zeros count: the sum is divided by G), stored in io, and Q - qm in io; quant.q
+   quantises Q - qm, which is held plus qm. The kernel adds delta_s = io(qm K^T) of the smoothed, unquantised K
+   as the initial S (mainloop_tma_ws.h:691-718); here qm meets the quantised K: an uncalibrated approximation. */
+static int smooth_q(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]) {
+  const aa_recipe_t *r = cx->r;
+  size_t d = cx->d, nq = cx->n_q, G = r->quant_smooth_q, ng = (nq + G - 1) / G;
+  int st = quant_copy_always(&owned[0], cx->Q, cx->heads, nq, d, r, AA_BQ_NONE, 1, 0);
+  double *qm = st == AA_OK ? malloc((cx->heads * ng * d + 1) * sizeof *qm) : NULL;
+  if (qm == NULL) return AA_ENOMEM;
+  for (size_t h = 0; h < cx->heads; h++)
+    for (size_t g0 = 0; g0 < nq; g0 += G)
+      for (size_t c = 0; c < d; c++) {
+        double *q = owned[0] + h * nq * d + c, sum = 0;
+        for (size_t i = g0; i < g0 + G && i < nq; i++)
+          sum += q[i * d];
+        double mf = aa_attn_rnd(aa_attn_rnd(sum, AA_FMT_FP32) / (double)G, AA_FMT_FP32);
+        qm[(h * ng + g0 / G) * d + c] = aa_attn_rnd(mf, r->io_fmt);
+        for (size_t i = g0; i < g0 + G && i < nq; i++)
+          q[i * d] = aa_attn_rnd(q[i * d] - mf, r->io_fmt);
+      }
+  if (r->quant_q != AA_BQ_NONE) st = quant_tensor(owned[0], cx->heads, nq, d, r, r->quant_q, 1, 0);
+  for (size_t h = 0; st == AA_OK && h < cx->heads; h++)
+    for (size_t i = 0; i < nq; i++)
+      for (size_t c = 0; c < d; c++)
+        owned[0][(h * nq + i) * d + c] += qm[(h * ng + i / G) * d + c];
+  free(qm);
+  return st;
 }
 
 void aa_attn_quant_smooth_lse(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out) {
@@ -199,11 +237,15 @@ int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED]
   size_t d = cx->d;
   int st = r->quant_smooth_k ? smooth_k(cx, owned) : AA_OK;
   if (st == AA_OK) st = v_descales(cx, owned);
-  if (st == AA_OK) st = quant_copy(&owned[0], cx->Q, cx->heads, cx->n_q, d, r, r->quant_q, 1);
+  if (st == AA_OK && r->quant_smooth_q) st = smooth_q(cx, owned);
+  if (st == AA_OK && !r->quant_smooth_q)
+    st = quant_copy(&owned[0], cx->Q, cx->heads, cx->n_q, d, r, r->quant_q, 1, 0);
   if (st == AA_OK && !r->quant_smooth_k)
-    st = quant_copy(&owned[1], cx->K, cx->kv_heads, cx->n_k, d, r, r->quant_k, 0);
-  if (st == AA_OK) st = quant_copy(&owned[2], cx->V, cx->kv_heads, cx->n_k, d, r, r->quant_v, 0);
-  if (st == AA_OK) st = quant_copy(&owned[3], cx->dO, cx->heads, cx->n_q, d, r, r->quant_do, 0);
+    st = quant_copy(&owned[1], cx->K, cx->kv_heads, cx->n_k, d, r, r->quant_k, 0, 0);
+  if (st == AA_OK)
+    st = quant_copy(&owned[2], cx->V, cx->kv_heads, cx->n_k, d, r, r->quant_v, 0,
+                    r->quant_v_axis == AA_QUANT_AXIS_KEYS);
+  if (st == AA_OK) st = quant_copy(&owned[3], cx->dO, cx->heads, cx->n_q, d, r, r->quant_do, 0, 0);
   if (st != AA_OK) return aa_error_set(err, st, "attn_run: cannot allocate the quantised operands");
   if (owned[0]) cx->Q = owned[0];
   if (owned[1]) cx->K = owned[1];
@@ -220,6 +262,7 @@ void aa_attn_quant_rows(const aa_recipe_t *r, int kind, double *x, size_t rows, 
     double m = amax_of(x + a * ld, cols);
     if (m > tamax) tamax = m;
   }
+  if (r->quant_nvfp4_global == AA_NVFP4_GLOBAL_FIXED) tamax = 1.0; /* P <= 1 at the running max maps to 448 x 6 */
   for (size_t a = 0; a < rows; a++)
     aa_bq_quantize(x + a * ld, NULL, x + a * ld, cols, 1, &o, tamax);
 }
