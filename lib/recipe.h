@@ -149,6 +149,15 @@ typedef enum { AA_QKV_NONE = 0, AA_QKV_E4M3, AA_QKV_E5M2, AA_QKV_COUNT } aa_fwd_
 
 /* fwd.qkv_scale: one power-of-two scale per KV head (Q: per KV-head group) or per tensor. */
 typedef enum { AA_QKV_SCALE_HEAD = 0, AA_QKV_SCALE_TENSOR, AA_QKV_SCALE_COUNT } aa_qkv_scale_t;
+/* quant.fp8_scope: the scale of quant.* = fp8-tensor, one per tensor or one per (KV head, column of d) over the
+   tokens (SageAttention per_channel_fp8). */
+typedef enum { AA_QUANT_SCOPE_TENSOR = 0, AA_QUANT_SCOPE_CHANNEL, AA_QUANT_SCOPE_COUNT } aa_quant_scope_t;
+/* quant.v_axis: V's quantisation blocks along the head dimension or along the keys (the PV product's
+   contraction axis; SageAttention3's scaled_fp4_quant_trans). */
+typedef enum { AA_QUANT_AXIS_D = 0, AA_QUANT_AXIS_KEYS, AA_QUANT_AXIS_COUNT } aa_quant_axis_t;
+/* quant.nvfp4_global: NVFP4's FP32 tensor scale 448 x 6 / amax (TransformerEngine), or fixed: 1 for the operands
+   and 448 x 6 for P against its running max (SageAttention3). */
+typedef enum { AA_NVFP4_GLOBAL_TENSOR = 0, AA_NVFP4_GLOBAL_FIXED, AA_NVFP4_GLOBAL_COUNT } aa_nvfp4_global_t;
 
 /* fwd.qk_rotate: an orthogonal rotation of Q and K applied before the cast. */
 typedef enum { AA_ROTATE_NONE = 0, AA_ROTATE_HADAMARD, AA_ROTATE_COUNT } aa_qk_rotate_t;
@@ -413,6 +422,18 @@ struct aa_recipe {
   size_t quant_block;  /* values per scale; 0: the kind's own (32, 16; SageAttention's 128 rows of Q, 64 of K) */
   int quant_scale_rnd; /* aa_bq_scale_rnd_t of the MX kinds' E8M0 scales */
   int quant_satfinite; /* FP8 elements saturate (1) or overflow to NaN/Inf (0) */
+  /* SageAttention's additions (keys quant.smooth_k, quant.fp8_scope,
+     quant.fp8_max, quant.p_scale, quant.pv_buffer; lib/attn/quant.c). */
+  int quant_smooth_k;   /* K minus its mean over tokens before quant.k; the stored LSE corrected */
+  int quant_fp8_scope;  /* aa_quant_scope_t: fp8-tensor's scale per tensor or per (KV head, column) */
+  double quant_fp8_max; /* fp8-tensor maps amax to this (448; SageAttention2++'s V: 2.25) */
+  double quant_p_scale; /* P times this (after 2^fwd.p_scale_exp) before its fwd.p_fmt cast (Sage: 2^0.807) */
+  int quant_pv_buffer;  /* each key tile's P V summed from zero, then added into O (Sage RO_temp, inst_buf) */
+  size_t quant_warp_q, quant_warp_k; /* rows per warp block of the int*-thread kinds (0: 32 for Q, 64 for K) */
+  /* SageAttention3's (keys quant.smooth_q, quant.v_axis, quant.nvfp4_global). */
+  size_t quant_smooth_q;  /* Q minus the mean of each group of this many rows before quant.q, held plus it (0: off) */
+  int quant_v_axis;       /* aa_quant_axis_t: V's blocks along d or along the keys */
+  int quant_nvfp4_global; /* aa_nvfp4_global_t: NVFP4's FP32 scale from the amax, or fixed (operands 1, P 448 x 6) */
   /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
      mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
      the last T-key tile enter dQ's backward with score 0 and K = V = 0, so

@@ -65,6 +65,7 @@ typedef struct {
   const uint8_t *keep_fwd, *keep_bwd;
   const double *sinks; /* [heads][num_sinks], rounded to alu, or NULL */
   const double *Q, *K, *V, *dO;
+  const double *v_scale; /* quant.pv_buffer: V's FP8 descale per (KV head, column), or NULL (1) */
   /* bwd.norm = recip (lib/attn/backward_recip.c): the exp bias of every row
      [heads][n_q] (the saved shift for reciprocal rows, the LSE bias for LSE
      rows); NULL: the backward forms it from the LSE. */
@@ -198,7 +199,13 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* quant.q, quant.k, quant.v, quant.do (lib/attn/quant.c): quantised copies
    of the context's Q, K, V, dO, which then point at them; owned[0..3]
    receives the copies (NULL where the key is none), freed by the caller. */
-int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[4], aa_error_t *err);
+#define AA_ATTN_QUANT_OWNED 6 /* the quantised Q, K, V, dO, quant.smooth_k's means, V's FP8 descales */
+int aa_attn_quant_operands(aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_error_t *err);
+/* quant.smooth_k after both passes: the stored LSE gets the lost scale q.km back. */
+void aa_attn_quant_smooth_lse(const aa_attn_ctx_t *cx, double *owned[AA_ATTN_QUANT_OWNED], aa_attn_result_t *out);
+/* One key tile's P V into acc: chained by fwd.acc_pv, or through quant.pv_buffer's zeroed buffer. */
+int aa_attn_quant_pv(const aa_attn_ctx_t *cx, size_t kvh, double *acc, const double *P, const double *V, size_t tq,
+                     size_t tk);
 /* quant.p, quant.ds: the rows x cols tile x (row stride ld) quantised in
    place, blocks along each row, NVFP4's tensor scale from the tile's amax. */
 void aa_attn_quant_rows(const aa_recipe_t *r, int kind, double *x, size_t rows, size_t cols, size_t ld);

@@ -148,7 +148,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
        carry the power of two exactly and finalize divides it out,
        softmax.h:146-150), modelled by scaling back */
     int pk = (int)r->fwd_p_scale_exp;
-    double pc = ldexp(p, pk), pr = ldexp(aa_attn_p_rnd(r, pc), -pk);
+    double pc = ldexp(p, pk) * r->quant_p_scale, pr = ldexp(aa_attn_p_rnd(r, pc) / r->quant_p_scale, -pk);
     cast++, over += pc > top, pmax = pc > pmax ? pc : pmax;
     size_t t = rowsum_lane(r, b);
     la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
@@ -208,13 +208,8 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
     row_weights(cx, prow, l + a * AA_ATTN_ROWSUM_LANES, srow, vrow, krow, tk, bb);
   }
   aa_attn_quant_rows(r, r->quant_p, P, tq, tk, tk);
-  /* O accumulator continues across K tiles (chained MMA into acc_o). */
-  st = aa_gemm(acc, d, P, tk, 0, V + j0 * d, d, 0, tq, d, tk, 1, r->fwd_acc_pv);
-  if (st != AA_OK) return st;
-  if (!aa_accum_native(r->fwd_acc_pv, r->fwd_o_acc_fmt))
-    for (size_t x = 0; x < tq * d; x++)
-      acc[x] = aa_attn_rnd(acc[x], r->fwd_o_acc_fmt);
-  return AA_OK;
+  /* O accumulator continues across K tiles (chained MMA into acc_o; quant.pv_buffer: lib/attn/quant.c). */
+  return aa_attn_quant_pv(cx, kvh, acc, P, V + j0 * d, tq, tk);
 }
 
 /* One (head, q tile) of the online-LSE forward. */

@@ -144,12 +144,7 @@ static int row_group(shifted_t *t, size_t s0, size_t sr, size_t j0, size_t tk) {
     shifted_row_weights(t, a, j0, tk);
   aa_attn_quant_rows(r, r->quant_p, t->P + s0 * tk, sr, tk, tk);
   /* No accumulator rescaling (section 3.1): O keeps accumulating P V. */
-  st = aa_gemm(t->acc + s0 * d, d, t->P + s0 * tk, tk, 0, V + j0 * d, d, 0, sr, d, tk, 1, r->fwd_acc_pv);
-  if (st != AA_OK) return st;
-  if (!aa_accum_native(r->fwd_acc_pv, r->fwd_o_acc_fmt))
-    for (size_t x = s0 * d; x < (s0 + sr) * d; x++)
-      t->acc[x] = aa_attn_rnd(t->acc[x], r->fwd_o_acc_fmt);
-  return AA_OK;
+  return aa_attn_quant_pv(t->cx, t->h / t->cx->group, t->acc + s0 * d, t->P + s0 * tk, V + j0 * d, sr, tk);
 }
 
 /* Every key block in order, each in row groups of t->sub rows. */

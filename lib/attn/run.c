@@ -105,10 +105,10 @@ static int check_k_prescale(const aa_problem_t *pb, const aa_recipe_t *r, aa_err
 typedef struct {
   aa_recipe_t tiled; /* tiling = fa2: the recipe with FA2's dispatched tiles */
   aa_attn_ctx_t cx;
-  double *slope_e, *sinks;        /* cx.slope_e, cx.sinks */
-  uint8_t *drawn_fwd, *drawn_bwd; /* recipe dropout: the redrawn keep masks (cx.keep_fwd, cx.keep_bwd) */
-  double *dO_eff, *bias;          /* bwd.norm = recip: cx.dO, cx.bias */
-  double *quant[4];               /* quant.q/k/v/do: the quantised Q, K, V, dO */
+  double *slope_e, *sinks;            /* cx.slope_e, cx.sinks */
+  uint8_t *drawn_fwd, *drawn_bwd;     /* recipe dropout: the redrawn keep masks (cx.keep_fwd, cx.keep_bwd) */
+  double *dO_eff, *bias;              /* bwd.norm = recip: cx.dO, cx.bias */
+  double *quant[AA_ATTN_QUANT_OWNED]; /* quant.q/k/v/do: the quantised Q, K, V, dO; quant.smooth_k's means */
 } run_t;
 
 static void run_free(run_t *rn) {
@@ -118,7 +118,7 @@ static void run_free(run_t *rn) {
   free(rn->drawn_bwd);
   free(rn->dO_eff);
   free(rn->bias);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < AA_ATTN_QUANT_OWNED; i++)
     free(rn->quant[i]);
 }
 
@@ -419,6 +419,7 @@ static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t
   int st = run_forward(&rn->cx, out, err);
   if (st == AA_OK) aa_attn_first_fwd(&rn->cx, out);
   if (st == AA_OK && backward) st = run_backward(rn, out);
+  if (st == AA_OK) aa_attn_quant_smooth_lse(&rn->cx, rn->quant, out);
   if (st == AA_OK) aa_attn_finish_empty(&rn->cx, out);
   if (st == AA_OK && backward) aa_attn_phantom_keys(&rn->cx, out);
   if (st != AA_OK)

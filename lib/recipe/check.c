@@ -60,6 +60,11 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         r->name);
   if (r->fwd_p_scale_exp != 0 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.p_scale_exp needs fwd.softmax = online-lse", r->name);
+  if (!(r->quant_p_scale > 0 && isfinite(r->quant_p_scale)) || !(r->quant_fp8_max > 0 && r->quant_fp8_max <= 448))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': quant.p_scale must be > 0 and finite, quant.fp8_max in (0, 448]", r->name);
+  if (r->quant_p_scale != 1 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': quant.p_scale needs fwd.softmax = online-lse", r->name);
   if (r->bwd_dk_scale == AA_GSCALE_TILE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.dk_scale = tile is not supported (use end or none)",
                         r->name);

@@ -44,6 +44,9 @@ static const char *const emptylse_names[] = {"neginf", "posinf", "zero", NULL};
 static const char *const bq_names[] = {"none",       "mxfp8-e4m3",  "mxfp8-e5m2",  "mxfp4",      "nvfp4",
                                        "int8-block", "int8-thread", "int4-thread", "fp8-tensor", NULL};
 static const char *const bq_scale_names[] = {"rceil", "floor", NULL};
+static const char *const quant_scope_names[] = {"tensor", "channel", NULL};
+static const char *const quant_axis_names[] = {"d", "keys", NULL};
+static const char *const nvfp4_global_names[] = {"tensor", "fixed", NULL};
 
 static int set_mixed_precision(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
 static int set_base(aa_recipe_t *r, const char *key, const char *value, aa_error_t *err);
@@ -258,6 +261,26 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "E8M0 scale of the MX kinds: rceil (NVIDIA cvt.rp.satfinite.ue8m0x2) or floor (OCP MX 6.3, elements clamped)", .cite = "[ocp-mx] 6.3; [te-nvfp4]"},
     {.key = "quant.satfinite", .type = AA_KEY_BOOL, .offset = F_(quant_satfinite), .def = "on", .omit = AA_OMIT_DEFAULT,
      .desc = "FP8 elements of the quant.* keys saturate (cvt .satfinite) or overflow to NaN (e4m3) / Inf (e5m2)", .cite = "[ocp-mx]"},
+    {.key = "quant.smooth_k", .type = AA_KEY_BOOL, .offset = F_(quant_smooth_k), .def = "off", .omit = AA_OMIT_DEFAULT,
+     .desc = "K minus its io-rounded mean over tokens (per KV head) before quant.k; LSE += scale io(q.mean) after both passes, which read the smoothed K", .cite = "[sage] sageattention/core.py:772-797, triton/quant_per_thread.py:158-159"},
+    {.key = "quant.fp8_scope", .type = AA_KEY_ENUM, .offset = F_(quant_fp8_scope), .names = quant_scope_names, .def = "tensor", .omit = AA_OMIT_DEFAULT,
+     .desc = "scale of the fp8-tensor kind: one per tensor, or one per (KV head, column) over the tokens", .cite = "[sage] sageattention/quant.py:224-293, csrc/fused/fused.cu:316-420"},
+    {.key = "quant.fp8_max", .type = AA_KEY_DOUBLE, .offset = F_(quant_fp8_max), .def = "448", .omit = AA_OMIT_DEFAULT,
+     .desc = "the value fp8-tensor maps amax to; other than 448 (or with fp8_scope = channel): scale = amax / max, elements e4m3(x * (max / amax))", .cite = "[sage] sageattention/core.py:807-811, csrc/fused/fused.cu:393-399"},
+    {.key = "quant.p_scale", .type = AA_KEY_DOUBLE, .offset = F_(quant_p_scale), .def = "1", .omit = AA_OMIT_DEFAULT,
+     .desc = "P times this (after 2^fwd.p_scale_exp) before its fwd.p_fmt cast; the row sum carries it and the final 1/l divides it out", .cite = "[sage] csrc/qattn/attn_utils.cuh:30, 379"},
+    {.key = "quant.pv_buffer", .type = AA_KEY_BOOL, .offset = F_(quant_pv_buffer), .def = "off", .omit = AA_OMIT_DEFAULT,
+     .desc = "each key tile's P V summed from zero with fwd.acc_pv, then added into O's fwd.o_acc_fmt accumulator (online and split forwards)", .cite = "[sage] csrc/qattn/qk_int_sv_f8_cuda_sm90.cu:328-353, attn_utils.cuh:899-975"},
+    {.key = "quant.warp_q", .type = AA_KEY_SIZE, .offset = F_(quant_warp_q), .max = 1 << 16, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "rows per warp block of Q's int8-thread/int4-thread scales (WARPQ; 0: 32)", .cite = "[sage] sageattention/core.py:793, 969"},
+    {.key = "quant.warp_k", .type = AA_KEY_SIZE, .offset = F_(quant_warp_k), .max = 1 << 16, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "rows per warp block of K's int8-thread/int4-thread scales (WARPK; 0: 64)", .cite = "[sage] sageattention/core.py:793, 969"},
+    {.key = "quant.smooth_q", .type = AA_KEY_SIZE, .offset = F_(quant_smooth_q), .max = 1 << 20, .def = "0", .omit = AA_OMIT_DEFAULT,
+     .desc = "Q minus the FP32 mean of each group of this many rows (io-rounded, as is Q minus it) before quant.q, held plus the mean (0: off)", .cite = "[sage] sageattention3_blackwell/sageattn3/api.py:27-72, 86-91"},
+    {.key = "quant.v_axis", .type = AA_KEY_ENUM, .offset = F_(quant_v_axis), .names = quant_axis_names, .def = "d", .omit = AA_OMIT_DEFAULT,
+     .desc = "V's quantisation blocks along d, or along the keys (P V's contraction axis)", .cite = "[sage] sageattention3_blackwell/sageattn3/quantization/fp4_quantization_4d.cu:261-350"},
+    {.key = "quant.nvfp4_global", .type = AA_KEY_ENUM, .offset = F_(quant_nvfp4_global), .names = nvfp4_global_names, .def = "tensor", .omit = AA_OMIT_DEFAULT,
+     .desc = "NVFP4's FP32 scale: 448 x 6 / amax of the tensor or tile, or fixed: 1 for Q K V dO, 448 x 6 for P and dS (P <= 1 maps to 2688)", .cite = "[te-nvfp4]; [sage] fp4_quantization_4d.cu:196-204, softmax_fused.h:32-34"},
     {.key = "mask.phantom_tile", .type = AA_KEY_SIZE, .offset = F_(mask_phantom_tile), .max = SIZE_MAX_KEY, .def = "0", .omit = AA_OMIT_DEFAULT,
      .desc = "with a mask, n_k mod T in (0, T/2]: the key slots past n_k in the last T-key tile score 0 in dQ's backward, NaN dQ rows where exp(-LSE) overflows FP32 (0: off)", .cite = "inferred: fixtures/h200-nan, pytorch 196678"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
