@@ -134,7 +134,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
                         const uint8_t *krow, size_t tk, double bb) {
   const aa_recipe_t *r = cx->r;
   double top = aa_fmt_info(r->fwd_p_fmt)->max_finite, pmax = 0;
-  size_t cast = 0, over = 0;
+  size_t cast = 0, over = 0, under = 0;
   for (size_t b = 0; b < tk; b++) {
     if (!vrow[b]) {
       size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
@@ -149,7 +149,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
        softmax.h:146-150), modelled by scaling back */
     int pk = (int)r->fwd_p_scale_exp;
     double pc = ldexp(p, pk), pr = ldexp(aa_attn_p_rnd(r, pc), -pk);
-    cast++, over += pc > top, pmax = pc > pmax ? pc : pmax;
+    cast++, over += pc > top, under += pc > 0 && pr == 0, pmax = pc > pmax ? pc : pmax;
     size_t t = rowsum_lane(r, b);
     la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
     /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
@@ -159,7 +159,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
   if (cx->pcast == NULL) return;
 #pragma omp critical(aa_attn_pcast)
   {
-    cx->pcast->p_cast += cast, cx->pcast->p_over += over;
+    cx->pcast->p_cast += cast, cx->pcast->p_over += over, cx->pcast->p_under += under;
     if (pmax > cx->pcast->p_max) cx->pcast->p_max = pmax;
   }
 }
@@ -228,7 +228,11 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
   int st;
 
-  if (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0) /* forward_split.c */
+  /* forward_split.c runs desc orders and splits; it refuses sinks, so one split in desc order with sinks walks the
+     blocks here (the sinks still open the row) */
+  int desc_here =
+      r->fwd_k_desc && sinks != NULL && r->fwd_splits <= 1 && r->fwd_split_sms == 0 && r->fwd_split_keys == 0;
+  if (!desc_here && (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0))
     return aa_attn_fwd_tile_split(cx, out, h, i0, tq, qe, S, P, vis, acc, m, l);
   aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
   memset(acc, 0, tq * d * sizeof *acc);
@@ -248,8 +252,9 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
       *l0 = aa_attn_rnd(*l0 + (r->fwd_rowsum_rounded ? aa_attn_p_rnd(r, p) : p), r->fwd_rowsum_fmt);
     }
   }
-  for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
-    size_t tk = n_k - j0 < tkk ? n_k - j0 : tkk;
+  size_t nblocks = (n_k + tkk - 1) / tkk;
+  for (size_t bi = 0; bi < nblocks; bi++) {
+    size_t j0 = (desc_here ? nblocks - 1 - bi : bi) * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
     if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) return st;
   }
   for (size_t a = 0; a < tq; a++) {
