@@ -20,7 +20,7 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/report/report.c experiments/report/report.h experiments/report/sets.c experiments/report/meta.c \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
 	experiments/report/render_summary.c experiments/report/render_variants.c experiments/report/verdicts.c experiments/report/render_table4.c experiments/report/render_published.c \
-	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
+	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c experiments/report/render_lowp.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la $(JANSSON_LIBS) -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md
