@@ -21,6 +21,12 @@ maps = ""
 present = values("map", "1")
 do for [m in allmaps] { if (strstrt(" ".present, " ".m." ") > 0) { maps = maps.m." " } }
 recipes = values("recipe", "$0 !~ /pcast/")
+# a recipe's colour is its base's (the part before "/": the lsink map's NAME/open and NAME/end), its dash the suffix
+bases = values("recipe", "$0 !~ /pcast/ && $0 !~ /\\//")
+base(w) = strstrt(w, "/") ? w[1:strstrt(w, "/") - 1] : w
+bindex(w) = sum [i = 1:words(bases)] (word(bases, i) eq base(w) ? i : 0)
+kcolor(k) = word(colors, 1 + (bindex(word(recipes, k)) + 7) % 8)
+kdash(k) = strstrt(word(recipes, k), "/end") ? 2 : 1
 nm = words(maps)
 nr = words(recipes)
 colors = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf"
@@ -44,7 +50,7 @@ do for [j = 1:nm] {
   set format y "%.0e"
   set ylabel (j == 1 ? "rel_l2(o)" : "") noenhanced
   set title m noenhanced
-  plot for [k = 1:nr] rows(m, k) using "x":"rel_l2_o" with linespoints lw 2 pt (4 + 2 * k) ps 1.2 dt k lc rgb word(colors, k) title (j == 1 ? word(recipes, k) : "")
+  plot for [k = 1:nr] rows(m, k) using "x":"rel_l2_o" with linespoints lw 2 pt (4 + 2 * bindex(word(recipes, k))) ps 1.2 dt kdash(k) lc rgb kcolor(k) title word(recipes, k)
 }
 xlog(m) = m eq "std" || m eq "outlier" || m eq "qblock"
 do for [j = 1:nm] {
@@ -56,7 +62,7 @@ do for [j = 1:nm] {
   set format y "%g"
   set ylabel (j == 1 ? "fraction of P casts saturated (> max)" : "") noenhanced
   unset title
-  plot for [k = 1:nr] rows(m, k) using "x":"over_fraction" with linespoints lw 2 pt (4 + 2 * k) ps 1.2 dt k lc rgb word(colors, k) notitle
+  plot for [k = 1:nr] rows(m, k) using "x":"over_fraction" with linespoints lw 2 pt (4 + 2 * bindex(word(recipes, k))) ps 1.2 dt kdash(k) lc rgb kcolor(k) notitle
 }
 xlog(m) = m eq "std" || m eq "outlier" || m eq "qblock"
 do for [j = 1:nm] {
@@ -64,6 +70,6 @@ do for [j = 1:nm] {
   set xlabel xlab(m) noenhanced
   if (xlog(m)) { set logscale x 2 } else { unset logscale x }
   set ylabel (j == 1 ? "fraction of P casts underflowed (to 0)" : "") noenhanced
-  plot for [k = 1:nr] rows(m, k) using "x":"under_fraction" with linespoints lw 2 pt (4 + 2 * k) ps 1.2 dt k lc rgb word(colors, k) notitle
+  plot for [k = 1:nr] rows(m, k) using "x":"under_fraction" with linespoints lw 2 pt (4 + 2 * bindex(word(recipes, k))) ps 1.2 dt kdash(k) lc rgb kcolor(k) notitle
 }
 unset multiplot

@@ -1,5 +1,6 @@
-/* attnacc: the FP8 P cast under a sink token, forward against reverse key-block order (fwd.k_order, fwd.p_scale_exp):
- * equal in exact arithmetic, P underflow counted against a second algorithm, and reverse order's lower error. */
+/* attnacc: the FP8 P cast under a sink, forward against reverse key-block order (fwd.k_order, fwd.p_scale_exp) and a
+ * learned sink at the row's start or end (fwd.sink_at): equal in exact arithmetic, P underflow counted against a
+ * second algorithm, and the error each order and position predicts. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <stdio.h>
@@ -59,12 +60,13 @@ static int run(aa_attn_result_t *res, fixture_t *f, const char *spec) {
   return st;
 }
 
-/* The second algorithm: scores in double, the running max over the blocks in the given order (every increase
-   rescales), and the weights whose P x 2^k is at most half e4m3's least subnormal 2^-9 (RNE: rounds to zero). */
-static size_t underflows(const fixture_t *f, int desc, int k) {
+/* The second algorithm: scores in double, the running max from m0 over the blocks in the given order (every
+   increase rescales), and the weights whose P x 2^k is at most half e4m3's least subnormal 2^-9 (RNE: rounds to
+   zero). */
+static size_t underflows(const fixture_t *f, int desc, int k, double m0) {
   size_t count = 0, nb = NK / TILE;
   for (size_t i = 0; i < NQ; i++) {
-    double m = -INFINITY, s[NK];
+    double m = m0, s[NK];
     for (size_t j = 0; j < NK; j++) {
       double dot = 0;
       for (size_t c = 0; c < D; c++)
@@ -108,7 +110,7 @@ static double cast_run(fixture_t *f, const aa_attn_result_t *ref, int desc, int 
   snprintf(spec, sizeof spec, "fwd.tile_k=128,fwd.p_fmt=e4m3,fwd.k_order=%s,fwd.p_scale_exp=%d",
            desc ? "desc" : "asc", k);
   if (run(&res, f, spec) != AA_OK) return NAN;
-  size_t want = underflows(f, desc, k);
+  size_t want = underflows(f, desc, k, -INFINITY);
   /* a weight within a rounding of the threshold may land on either side: allow 2 */
   AA_CHECK(res.p_under + 2 >= want && res.p_under <= want + 2, "%s: p_under = %zu, the second algorithm %zu", spec,
            res.p_under, want);
@@ -116,6 +118,38 @@ static double cast_run(fixture_t *f, const aa_attn_result_t *ref, int desc, int 
   printf("%-62s p_under %6zu (predicted %6zu)  mse(o) %.3e\n", spec, res.p_under, want, e);
   aa_attn_result_free(&res);
   return e;
+}
+
+/* A learned sink logit SINK instead of the sink token (no bias): fwd.sink_at = open lets it set every row's first
+   max, so the weights underflow as under the first-met token (the second algorithm from m0 = SINK); end adds it to
+   the row sum after the keys (FA4's finalize), so the keys' weights keep their own max (m0 = -inf), and O is the
+   exact result to within the e4m3 cast of P, far closer than open's. Both are exact without the cast. */
+static void test_sink_at(fixture_t *f) {
+  double sink = SINK, e[2];
+  aa_attn_result_t ref, res;
+  memset(f->bias, 0, sizeof f->bias);
+  f->pb.num_sinks = 1, f->pb.sinks = &sink;
+  if (run(&ref, f, "fwd.tile_k=128") != AA_OK) return;
+  if (run(&res, f, "fwd.tile_k=128,fwd.sink_at=end") == AA_OK) {
+    double worst = 0;
+    for (size_t i = 0; i < NQ * D; i++)
+      worst = fmax(worst, fabs(res.o.data[i] - ref.o.data[i]));
+    AA_CHECK(worst <= 1e-13, "exact-fp64 sink_at open vs end: max |o difference| %a, want <= 1e-13", worst);
+    aa_attn_result_free(&res);
+  }
+  for (int end = 0; end < 2; end++) {
+    char spec[96];
+    snprintf(spec, sizeof spec, "fwd.tile_k=128,fwd.p_fmt=e4m3,fwd.sink_at=%s", end ? "end" : "open");
+    if (run(&res, f, spec) != AA_OK) return;
+    size_t want = underflows(f, 0, 0, end ? -INFINITY : SINK);
+    AA_CHECK(res.p_under + 2 >= want && res.p_under <= want + 2, "%s: p_under = %zu, the second algorithm %zu", spec,
+             res.p_under, want);
+    e[end] = mse(&res.o, &ref.o);
+    printf("%-62s p_under %6zu (predicted %6zu)  mse(o) %.3e\n", spec, res.p_under, want, e[end]);
+    aa_attn_result_free(&res);
+  }
+  AA_CHECK(e[0] > 10 * e[1], "learned sink: mse open %.3e not > 10 x end %.3e", e[0], e[1]);
+  aa_attn_result_free(&ref);
 }
 
 int main(void) {
@@ -138,6 +172,7 @@ int main(void) {
   AA_CHECK(rev8 <= rev0 && fwd8 <= fwd0, "the 2^8 scale raised the error: %.3e %.3e %.3e %.3e", fwd0, rev0, fwd8,
            rev8);
   aa_attn_result_free(&ref);
+  test_sink_at(&f);
   aa_tensor_free(&f.q), aa_tensor_free(&f.k), aa_tensor_free(&f.v);
   return aa_test_finish("tattn_pcast");
 }

@@ -20,8 +20,10 @@
      each per-tensor or per-head FP8 scale);
    - sink: a sink token, key 0 with X added to its scaled logit for every
      query (an additive bias; the BOS sink of arXiv 2606.06521);
-   - lsink: a learned sink logit X per head (lib/problem.h sinks; the
-     emulation lets it open the row, it sets the first running max);
+   - lsink: a learned sink logit X per head (lib/problem.h sinks), each
+     recipe run as NAME/open (fwd.sink_at = open: the sink sets the row's
+     first running max) and NAME/end (added to the row sum after the keys,
+     as FA4's finalize does);
    - tile: fwd.tile_k = X;
    - qblock: quant.block = X (recipes quantising Q, K or V by blocks only);
    - kvmod: n_k = 4 fwd.tile_k + X (flash-attention issues 2577, 2131);
@@ -138,6 +140,10 @@ static int lp_point_recipe(aa_recipe_t *r, char *name, size_t cap, size_t *n_k, 
     snprintf(name, cap, "%s/%s", r->name, lp_pcast[way][0]);
     return lp_pcast_recipe(r, way, err) == AA_OK ? 1 : -1;
   }
+  if (strcmp(map, "lsink") == 0) { /* the emulation's default (open) and FA4's finalize (end) */
+    snprintf(name, cap, "%s/%s", r->name, way ? "end" : "open");
+    return aa_recipe_set(r, "fwd.sink_at", way ? "end" : "open", err) == AA_OK ? 1 : -1;
+  }
   if (strcmp(map, "tile") == 0) return aa_recipe_set(r, "fwd.tile_k", v, err) == AA_OK ? 1 : -1;
   if (strcmp(map, "qblock") == 0) {
     if (r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0) return 0;
@@ -194,7 +200,7 @@ static int lp_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   memset(&f, 0, sizeof f);
   xp_cell_threads(ctx);
   if ((rc = aa_recipe_preset(&exact, "exact-fp64", err)) != AA_OK) return rc;
-  size_t ways = strcmp(map, "pcast") == 0 ? sizeof lp_pcast / sizeof lp_pcast[0] : 1;
+  size_t ways = strcmp(map, "pcast") == 0 ? sizeof lp_pcast / sizeof lp_pcast[0] : strcmp(map, "lsink") == 0 ? 2 : 1;
   for (size_t i = 0; i < ctx->nrecipes * ways && rc == AA_OK; i++) {
     aa_recipe_t r = ctx->recipe[i / ways];
     aa_attn_result_t res;
@@ -291,8 +297,9 @@ const xp_experiment_t xp_lowpmap = {
     .description = "Cells: point (MAP=X for each map of --maps: std, outlier, sink, lsink, tile, qblock, kvmod,\n"
                    "pcast) x seed; n_q 128 queries against n_k 1024 keys (kvmod: 4 tiles + X), d 128, 1 head;\n"
                    "inputs N(0,1) BF16 with q calibrated to the logit std (1 except on the std map), shared by\n"
-                   "every point of a seed. Recipes fa4-fp8, fa4-mxfp8, fa3-fp8 (or --variants); the pcast map runs\n"
-                   "each as NAME/fwd-0, rev-0, fwd-8, rev-8. Columns: rel_l2 of o, dq, dk, dv and the MSE of o\n"
+                   "every point of a seed. Recipes fa4-fp8, fa4-mxfp8, fa3-fp8 (or --variants); the lsink map runs\n"
+                   "each as NAME/open and NAME/end (fwd.sink_at), pcast as NAME/fwd-0, rev-0, fwd-8, rev-8. Columns: "
+                   "rel_l2 of o, dq, dk, dv and the MSE of o\n"
                    "against exact-fp64 on the same BF16 inputs; p_max, p_cast, p_over (P x 2^offset above p_fmt's\n"
                    "max: saturated), p_under (positive P rounded to zero) and their fractions.",
     .params = lp_params,

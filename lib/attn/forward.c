@@ -217,6 +217,22 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
   return AA_OK;
 }
 
+/* fwd.sink_at = end: after the last key block each sink adds exp(sink - m) to lane 0 of the row sum, against the
+   row's final max m, which it never raises ([fa4] flash_fwd_sm100.py:2731-2742 at 0251105a: row_sum +=
+   exp2(sink log2(e) - row_max scale_log2 + max_offset); the 2^max_offset is divided out here as everywhere). A row
+   with no visible key takes the largest sink as its max (:2734-2736: row_max = sink, row_sum = 2^max_offset). */
+static void add_sinks_at_end(const aa_attn_ctx_t *cx, double *l0, double *m, const double *sinks) {
+  const aa_recipe_t *r = cx->r;
+  if (*m == -INFINITY)
+    for (size_t s = 0; s < cx->pb->num_sinks; s++)
+      *m = fmax(*m, sink_s(cx, sinks[s]));
+  double b = aa_attn_alu(*m * cx->c, r->alu_fmt);
+  for (size_t s = 0; s < cx->pb->num_sinks; s++) {
+    double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, r->alu_fmt));
+    *l0 = aa_attn_rnd(*l0 + p, r->fwd_rowsum_fmt);
+  }
+}
+
 /* One (head, q tile) of the online-LSE forward. */
 static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
@@ -240,7 +256,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     m[a] = -INFINITY;
     for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
       l[a * AA_ATTN_ROWSUM_LANES + t] = 0;
-    if (sinks == NULL) continue;
+    if (sinks == NULL || r->fwd_sink_end) continue;
     /* Sinks open the row: they set the first max and row sum (they join the
        softmax denominator, REFERENCES/[nki-bwd] "Attention-sink gradient"). */
     for (size_t s = 0; s < pb->num_sinks; s++)
@@ -257,6 +273,9 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     size_t j0 = (desc_here ? nblocks - 1 - bi : bi) * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
     if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) return st;
   }
+  if (sinks != NULL && r->fwd_sink_end)
+    for (size_t a = 0; a < tq; a++)
+      add_sinks_at_end(cx, l + a * AA_ATTN_ROWSUM_LANES, m + a, sinks);
   for (size_t a = 0; a < tq; a++) {
     size_t i = i0 + a;
     double la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);

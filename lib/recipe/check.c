@@ -60,6 +60,10 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         r->name);
   if (r->fwd_p_scale_exp != 0 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.p_scale_exp needs fwd.softmax = online-lse", r->name);
+  if (r->fwd_sink_end &&
+      (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.sink_at = end needs fwd.softmax = online-lse without splits", r->name);
   if (r->bwd_dk_scale == AA_GSCALE_TILE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.dk_scale = tile is not supported (use end or none)",
                         r->name);
