@@ -12,7 +12,7 @@ set datafile separator ","
 set datafile columnheaders
 if (strstrt(out, ".svg") > 0) { set terminal svg size 2100,1060 dynamic font "sans,12" } else { set terminal pngcairo size 2100,1060 font "sans,11" }
 set output out
-set label 99 caption at screen 0.01, screen 0.01 + 0.012 * caplines left font ",8" noenhanced
+set label 99 caption at screen 0.01, screen 0.004 + 0.012 * caplines left font ",8" noenhanced
 # the column index of a header name, and the distinct values of a column in file order (awk; no commas in them)
 col(n) = sprintf("c = 0; for (i = 1; i <= NF; i++) if ($i == \"%s\") c = i", n)
 values(n, extra) = system(sprintf("awk -F, 'NR == 1 { %s; next } %s { if (!s[$c]++) printf \"%%s \", $c }' '%s'", col(n), extra, file))
@@ -38,7 +38,7 @@ rows(m, k) = sprintf("< awk -F, 'NR == 1 { %s; %s; print; next } $c == \"%s\" &&
                      "r = 0; for (i = 1; i <= NF; i++) if ($i == \"recipe\") r = i", m, word(recipes, k), file)
 set multiplot layout 3, nm title "FP8 attention maps (emulated; exact-fp64 on the same BF16 inputs is the reference)" noenhanced
 set grid
-set bmargin 4
+set bmargin 5
 set key top left font ",8" noenhanced
 xlog(m) = m eq "std" || m eq "outlier" || m eq "qblock"
 do for [j = 1:nm] {
