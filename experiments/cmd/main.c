@@ -28,7 +28,7 @@ static const char description[] =
     "     -200; 32 padded keys; with and without a fully masked row)\n"
     "     and the FP8 steps: attnacc sweep --experiment fp8-rescale --n 512 --heads 2\n"
     "     --out DIR/fp8-rescale (flash-attention issue 2716) and attnacc sweep --experiment\n"
-    "     lowpmap --out DIR/lowpmap (FP8 error, saturation and underflow maps; about 1.5 minutes)\n"
+    "     lowpmap --out DIR/lowpmap (FP8 error, saturation and underflow maps; about a minute)\n"
     "  5. attnacc report --in DIR --out DIR/report\n"
     "The output of each step goes to DIR/<step>.log; the last line printed is the path of\n"
     "the report. Rerunning it continues an interrupted run (the sweeps resume; finished\n"
@@ -95,7 +95,7 @@ static int nan_regions(const char *dir, const char *jobs) {
 
 /* FP8 attention: flash-attention issue 2716 reproduced (fa4-fp8's stale running max, n 512 and 2 heads instead of
    the test's 4096 and 4: the same failing stds, experiments/README-fp8.md) and the lowpmap maps on their default
-   grid (about 35 s and 50 s on two cores). */
+   grid (36 s and 29 s of a 1643 s main run on two cores under a load of ~15: 4 %). */
 static int fp8_maps(const char *dir, const char *jobs) {
   char rs[4300], lp[4300];
   int rc;
