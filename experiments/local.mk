@@ -15,12 +15,12 @@ experiments_attnacc_SOURCES = experiments/attnacc.c experiments/commands.h \
 	experiments/cmd/list.c experiments/cmd/run.c experiments/cmd/run_varlen.c experiments/cmd/explain.c experiments/cmd/invariance.c experiments/cmd/closest.c \
 	experiments/cmd/score.c experiments/cmd/sweep.c experiments/cmd/main.c \
 	experiments/xp/xp.h experiments/xp/registry.c experiments/xp/expmap.c experiments/xp/table3.c \
-	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/fp8.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
+	experiments/xp/table4.c experiments/xp/nanmap.c experiments/xp/fp8.c experiments/xp/lowpmap.c experiments/xp/normmap.c experiments/xp/dropout_map.c \
 	experiments/xp/determinism.c experiments/xp/dq_budget.c \
 	experiments/report/report.c experiments/report/report.h experiments/report/sets.c experiments/report/meta.c \
 	experiments/report/published.c experiments/report/aggregate.c experiments/report/gnuplot.c \
 	experiments/report/render_summary.c experiments/report/render_variants.c experiments/report/verdicts.c experiments/report/render_table4.c experiments/report/render_published.c \
-	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c
+	experiments/report/render_plots.c experiments/report/render_nanmap.c experiments/report/render_table3.c experiments/report/render_lowp.c
 experiments_attnacc_LDADD = lib/libattnacc_core.la $(JANSSON_LIBS) -lmpfr -lgmp -lm
 EXTRA_DIST += experiments/README-json.md
 EXTRA_DIST += experiments/README-run.md experiments/README-exp-attn.md experiments/RESULTS.md

@@ -11,10 +11,10 @@ if HAVE_MPI
 experiments_attnacc_LDADD += lib/sweep/libsweepmpi.la $(MPI_LIBS)
 endif
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudget.gp plots/variants.gp plots/fp8rescale.gp
+dist_plots_DATA = plots/table4.gp plots/nanmap.gp plots/expratio.gp plots/dqbudget.gp plots/variants.gp plots/fp8rescale.gp plots/lowpmap.gp plots/lowpcast.gp
 EXTRA_DIST += experiments/README-sweep.md experiments/README-fp8.md
-TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh tests/tfp8_rescale.sh
-EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh tests/tfp8_rescale.sh
+TESTS += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh tests/tfp8_rescale.sh tests/tlowpmap.sh
+EXTRA_DIST += tests/tsweepcmd.sh tests/treport.sh tests/tsweepxp.sh tests/tvariant.sh tests/tfp8_rescale.sh tests/tlowpmap.sh
 # the sweep folder: temporaries, refused shards, busy folders, symlinked journals
 TESTS += tests/tsweepfolder.sh
 EXTRA_DIST += tests/tsweepfolder.sh

@@ -81,8 +81,11 @@ typedef struct {
      and how many exceeded p_fmt's largest finite value (saturated under
      quant.satfinite, else NaN/Inf). With fwd.rescale_threshold > 0 a
      weight can reach 2^(p_scale_exp + threshold) ([fa4] Note [Low Precision
-     Scaling], flash_fwd_sm100.py:84-89 at 0251105a). */
-  size_t p_cast, p_over;
+     Scaling], flash_fwd_sm100.py:84-89 at 0251105a). p_under counts the
+     positive weights the cast rounded to zero (P x 2^fwd.p_scale_exp below
+     half p_fmt's least subnormal: the P underflow of arXiv 2606.06521 under
+     attention sinks). */
+  size_t p_cast, p_over, p_under;
   double p_max;
   aa_attn_first_t first; /* where the first NaN or Inf was created (above) */
 } aa_attn_result_t;

@@ -362,6 +362,10 @@ struct aa_recipe {
   int fwd_qkv_scale;      /* aa_qkv_scale_t: per-head (FA3 descale per batch and KV head) or per-tensor */
   int fwd_qk_rotate;      /* aa_qk_rotate_t: none, hadamard (incoherent processing, outside the kernel) */
   size_t fwd_p_scale_exp; /* P times 2^k before its fwd.p_fmt rounding (FA3/FA4 FP8 Max_offset = 8) */
+  /* fwd.sink_at: where the problem's sink logits join the online softmax: open (0) sets the row's first max and
+     row sum with them; end (1) adds exp(sink - m) to the row sum after the last key block against the row's final
+     max m, which the sink never raises (FA4 at 0251105a, flash_fwd_sm100.py:2731-2742, softmax.py finalize). */
+  int fwd_sink_end;
 
   /* Exp constructions of the weights (keys fwd.exp and bwd.exp, value a
      lib/exp.h spec "name[:key=value,...]"): fwd_exp for the forward weights,

@@ -7,11 +7,12 @@
 if (!exists("file")) file = 'results.csv'
 if (!exists("out")) out = 'fp8rescale.png'
 if (!exists("caption")) caption = ""
+if (!exists("caplines")) caplines = 1
 set datafile separator ","
 set datafile columnheaders
-set terminal pngcairo size 1500,520 font "sans,11"
+if (strstrt(out, ".svg") > 0) { set terminal svg size 1500,560 dynamic font "sans,12" } else { set terminal pngcairo size 1500,560 font "sans,11" }
 set output out
-set label 99 caption at screen 0.01, screen 0.02 left font ",8" noenhanced
+set label 99 caption at screen 0.01, screen 0.01 + 0.02 * caplines left font ",8" noenhanced
 set bmargin 5
 names = "stock-4 fix-0.75 offset4-4 head-0"
 titles = "'thr 4, off 8 (b65ae6b1)' 'thr 0.75 (4f3b9be2)' 'thr 4, off 4 (2409214a)' 'thr 0, off 8 (0251105a)'"

@@ -26,6 +26,9 @@ static const char description[] =
     "     and always a small NaN map of fa2, cudnn-h100 and tlx into DIR/nanmap-regions\n"
     "     (n 128, 192; d 128; sigma 1, 2^17; normal and constant inputs; logit offsets 0,\n"
     "     -200; 32 padded keys; with and without a fully masked row)\n"
+    "     and the FP8 steps: attnacc sweep --experiment fp8-rescale --n 512 --heads 2\n"
+    "     --out DIR/fp8-rescale (flash-attention issue 2716) and attnacc sweep --experiment\n"
+    "     lowpmap --out DIR/lowpmap (FP8 error, saturation and underflow maps; about a minute)\n"
     "  5. attnacc report --in DIR --out DIR/report\n"
     "The output of each step goes to DIR/<step>.log; the last line printed is the path of\n"
     "the report. Rerunning it continues an interrupted run (the sweeps resume; finished\n"
@@ -88,6 +91,25 @@ static int nan_regions(const char *dir, const char *jobs) {
                "--resume",
                NULL};
   return step(dir, "nanmap-regions.log", aa_cmd_sweep, 26, v);
+}
+
+/* FP8 attention: flash-attention issue 2716 reproduced (fa4-fp8's stale running max, n 512 and 2 heads instead of
+   the test's 4096 and 4: the same failing stds, experiments/README-fp8.md) and the lowpmap maps on their default
+   grid (36 s and 29 s of a 1643 s main run on two cores under a load of ~15: 4 %). */
+static int fp8_maps(const char *dir, const char *jobs) {
+  char rs[4300], lp[4300];
+  int rc;
+  snprintf(rs, sizeof rs, "%s/fp8-rescale", dir);
+  snprintf(lp, sizeof lp, "%s/lowpmap", dir);
+  fprintf(stderr, "attnacc main: FP8 stale-max saturation (issue 2716) into %s\n", rs);
+  {
+    char *v[] = {"sweep", "--experiment", "fp8-rescale", "--n",      "512", "--heads", "2", "--out",
+                 rs,      "--jobs",       (char *)jobs,  "--resume", NULL};
+    if ((rc = step(dir, "fp8-rescale.log", aa_cmd_sweep, 12, v)) != 0) return rc;
+  }
+  fprintf(stderr, "attnacc main: FP8 maps (lowpmap) into %s\n", lp);
+  char *v[] = {"sweep", "--experiment", "lowpmap", "--out", lp, "--jobs", (char *)jobs, "--resume", NULL};
+  return step(dir, "lowpmap.log", aa_cmd_sweep, 8, v);
 }
 
 int aa_cmd_main(int argc, char **argv) {
@@ -153,6 +175,7 @@ int aa_cmd_main(int argc, char **argv) {
     if ((rc = step(dir, "nanmap-quick.log", aa_cmd_sweep, 9, v)) != 0) return rc;
   }
   if ((rc = nan_regions(dir, jobs)) != 0) return rc;
+  if ((rc = fp8_maps(dir, jobs)) != 0) return rc;
   fprintf(stderr, "attnacc main: 4/4 report into %s (%.0f s so far)\n", rep, cli_now() - t0);
   {
     char *v[] = {"report", "--in", (char *)dir, "--out", rep, NULL};

@@ -156,6 +156,10 @@ static void sections(cli_sb_t *md, rp_plotter_t *pl, const item_t *items, size_t
         rp_render_nanmap(md, pl, it->dir, it->tag, &it->csv);
       else if (kind == K_TABLE3)
         rp_render_table3(md, it->path, it->dir, &it->csv);
+      else if (strcmp(it->xname, "fp8-rescale") == 0)
+        rp_render_fp8_rescale(md, pl, it->path, it->dir, it->tag, &it->csv);
+      else if (strcmp(it->xname, "lowpmap") == 0)
+        rp_render_lowpmap(md, pl, it->path, it->dir, it->tag, &it->csv);
       else if (it->xname[0])
         cli_sb_printf(md,
                       "## `%s`\n\nA sweep of the %s experiment (%zu rows; `attnacc sweep --experiment %s --help` "

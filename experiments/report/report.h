@@ -177,5 +177,10 @@ void rp_render_published(cli_sb_t *md, const rp_t4_t *g, const char *recipe);
 void rp_render_nanmap(cli_sb_t *md, rp_plotter_t *pl, const char *dir, const char *tag, const aa_results_t *c);
 void rp_render_table3(cli_sb_t *md, const char *path, const char *dir, const aa_results_t *c);
 void rp_render_expratio(cli_sb_t *md, rp_plotter_t *pl, const char *path);
+/* The FP8 experiments' sections (render_lowp.c): fp8-rescale (issue 2716) and lowpmap, tables and plots. */
+void rp_render_fp8_rescale(cli_sb_t *md, rp_plotter_t *pl, const char *path, const char *dir, const char *tag,
+                           const aa_results_t *c);
+void rp_render_lowpmap(cli_sb_t *md, rp_plotter_t *pl, const char *path, const char *dir, const char *tag,
+                       const aa_results_t *c);
 
 #endif

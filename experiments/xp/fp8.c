@@ -115,17 +115,18 @@ static int rs_recipes(xp_ctx_t *ctx, aa_error_t *err) {
 }
 
 /* The test's calibration (:51-53): the sample std (n - 1) of the scaled
-   logits of the first min(256, n) queries and keys of every head, then q
-   times the BF16 factor, rounded to BF16. */
-static void rs_calibrate(aa_tensor_t *q, const aa_tensor_t *k, double logit_std) {
-  size_t h = q->shape[0], n = q->shape[1], d = q->shape[2], m = n < 256 ? n : 256;
-  double sum = 0, sq = 0, cnt = (double)(h * m * m), sc = 1 / sqrt((double)d);
+   logits of the first min(256, n_q) queries and min(256, n_k) keys of every
+   head, then q times the BF16 factor, rounded to BF16. */
+void xp_fp8_calibrate(aa_tensor_t *q, const aa_tensor_t *k, double logit_std) {
+  size_t h = q->shape[0], nq = q->shape[1], nk = k->shape[1], d = q->shape[2];
+  size_t mq = nq < 256 ? nq : 256, mk = nk < 256 ? nk : 256;
+  double sum = 0, sq = 0, cnt = (double)(h * mq * mk), sc = 1 / sqrt((double)d);
   for (size_t a = 0; a < h; a++)
-    for (size_t i = 0; i < m; i++)
-      for (size_t j = 0; j < m; j++) {
+    for (size_t i = 0; i < mq; i++)
+      for (size_t j = 0; j < mk; j++) {
         double s = 0;
         for (size_t c = 0; c < d; c++)
-          s += q->data[(a * n + i) * d + c] * k->data[(a * n + j) * d + c];
+          s += q->data[(a * nq + i) * d + c] * k->data[(a * nk + j) * d + c];
         sum += s * sc, sq += s * sc * s * sc;
       }
   double sd = sqrt((sq - sum * sum / cnt) / (cnt - 1));
@@ -135,7 +136,7 @@ static void rs_calibrate(aa_tensor_t *q, const aa_tensor_t *k, double logit_std)
     q->data[i] = aa_round(q->data[i] * f, &bf, NULL);
 }
 
-static double rs_pearson(const aa_tensor_t *a, const aa_tensor_t *b, double *rel_l2) {
+double xp_fp8_pearson(const aa_tensor_t *a, const aa_tensor_t *b, double *rel_l2) {
   size_t n = aa_tensor_numel(a);
   double ma = 0, mb = 0, ab = 0, aa = 0, bb = 0, e = 0, r = 0;
   for (size_t i = 0; i < n; i++)
@@ -150,7 +151,7 @@ static double rs_pearson(const aa_tensor_t *a, const aa_tensor_t *b, double *rel
 }
 
 static int rs_row(aa_sweep_rows_t *rows, const char *name, const aa_attn_result_t *res, const aa_tensor_t *ref) {
-  double rel, p = rs_pearson(&res->o, ref, &rel);
+  double rel, p = xp_fp8_pearson(&res->o, ref, &rel);
   aa_sweep_row_new(rows);
   aa_sweep_set_str(rows, "recipe", name);
   aa_sweep_set_double(rows, "pearson", p);
@@ -173,7 +174,7 @@ static int rs_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   xp_cell_threads(ctx);
   if ((rc = cli_inputs_draw(&inp, aa_cell_seed(cell), 0, 1.0, n, d, heads, heads, 0, AA_FMT_BF16, err)) != AA_OK)
     return rc;
-  rs_calibrate(&inp.q, &inp.k, aa_cell_double(cell, "logit_std", 1));
+  xp_fp8_calibrate(&inp.q, &inp.k, aa_cell_double(cell, "logit_std", 1));
   aa_problem_init(&pb, n, n, d, heads, heads);
   if ((rc = aa_attn_run(&ref, &pb, &ctx->recipe[0], &inp.q, &inp.k, &inp.v, NULL, err)) == AA_OK)
     for (size_t i = 1; i < ctx->nrecipes && rc == AA_OK; i++) {

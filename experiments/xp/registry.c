@@ -11,7 +11,7 @@
 
 const xp_experiment_t *const xp_experiments[] = {&xp_table4,      &xp_nanmap,      &xp_normmap,     &xp_dqbudget,
                                                  &xp_table3,      &xp_determinism, &xp_dropout_map, &xp_fp8,
-                                                 &xp_fp8_rescale, &xp_smoke};
+                                                 &xp_fp8_rescale, &xp_lowpmap,     &xp_smoke};
 const size_t xp_experiment_count = sizeof xp_experiments / sizeof xp_experiments[0];
 
 const xp_experiment_t *xp_find(const char *name) {

@@ -208,8 +208,13 @@ int xp_columns(aa_sweep_t *sw, const char *const *names, size_t n, aa_error_t *e
 
 /* results.csv is read back with the library's reader (aa_results_*, aa_sweep_results_open in lib/sweep.h). */
 
+/* The FP8 experiments' shared steps (fp8.c): q scaled so the scaled logits of the first 256 queries and keys have
+   the sample std logit_std (flash-attention 4f3b9be2 tests/cute/test_fp8_rescale_saturation.py:51-53), and
+   Pearson's correlation of a against the reference b with *rel_l2 = ||a - b|| / ||b||. */
+void xp_fp8_calibrate(aa_tensor_t *q, const aa_tensor_t *k, double logit_std);
+double xp_fp8_pearson(const aa_tensor_t *a, const aa_tensor_t *b, double *rel_l2);
 /* The experiments (one file each; smoke, the tests' tiny grid, in xp/registry.c). */
 extern const xp_experiment_t xp_table4, xp_nanmap, xp_smoke, xp_normmap, xp_dqbudget, xp_table3, xp_determinism,
-    xp_dropout_map, xp_fp8, xp_fp8_rescale;
+    xp_dropout_map, xp_fp8, xp_fp8_rescale, xp_lowpmap;
 
 #endif

@@ -134,7 +134,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
                         const uint8_t *krow, size_t tk, double bb) {
   const aa_recipe_t *r = cx->r;
   double top = aa_fmt_info(r->fwd_p_fmt)->max_finite, pmax = 0;
-  size_t cast = 0, over = 0;
+  size_t cast = 0, over = 0, under = 0;
   for (size_t b = 0; b < tk; b++) {
     if (!vrow[b]) {
       size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
@@ -149,7 +149,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
        softmax.h:146-150), modelled by scaling back */
     int pk = (int)r->fwd_p_scale_exp;
     double pc = ldexp(p, pk) * r->quant_p_scale, pr = ldexp(aa_attn_p_rnd(r, pc) / r->quant_p_scale, -pk);
-    cast++, over += pc > top, pmax = pc > pmax ? pc : pmax;
+    cast++, over += pc > top, under += pc > 0 && pr == 0, pmax = pc > pmax ? pc : pmax;
     size_t t = rowsum_lane(r, b);
     la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
     /* Dropout: dropped weights are zeroed; the 1/keep rescale is folded
@@ -159,7 +159,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
   if (cx->pcast == NULL) return;
 #pragma omp critical(aa_attn_pcast)
   {
-    cx->pcast->p_cast += cast, cx->pcast->p_over += over;
+    cx->pcast->p_cast += cast, cx->pcast->p_over += over, cx->pcast->p_under += under;
     if (pmax > cx->pcast->p_max) cx->pcast->p_max = pmax;
   }
 }
@@ -212,6 +212,22 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
   return aa_attn_quant_pv(cx, kvh, acc, P, V + j0 * d, tq, tk);
 }
 
+/* fwd.sink_at = end: after the last key block each sink adds exp(sink - m) to lane 0 of the row sum, against the
+   row's final max m, which it never raises ([fa4] flash_fwd_sm100.py:2731-2742 at 0251105a: row_sum +=
+   exp2(sink log2(e) - row_max scale_log2 + max_offset); the 2^max_offset is divided out here as everywhere). A row
+   with no visible key takes the largest sink as its max (:2734-2736: row_max = sink, row_sum = 2^max_offset). */
+static void add_sinks_at_end(const aa_attn_ctx_t *cx, double *l0, double *m, const double *sinks) {
+  const aa_recipe_t *r = cx->r;
+  if (*m == -INFINITY)
+    for (size_t s = 0; s < cx->pb->num_sinks; s++)
+      *m = fmax(*m, sink_s(cx, sinks[s]));
+  double b = aa_attn_alu(*m * cx->c, r->alu_fmt);
+  for (size_t s = 0; s < cx->pb->num_sinks; s++) {
+    double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(sink_s(cx, sinks[s]), cx->c, -b, r->alu_fmt));
+    *l0 = aa_attn_rnd(*l0 + p, r->fwd_rowsum_fmt);
+  }
+}
+
 /* One (head, q tile) of the online-LSE forward. */
 static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq, double *qe,
                            double *S, double *P, uint8_t *vis, double *acc, double *m, double *l) {
@@ -223,7 +239,11 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
   int st;
 
-  if (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0) /* forward_split.c */
+  /* forward_split.c runs desc orders and splits; it refuses sinks, so one split in desc order with sinks walks the
+     blocks here (the sinks still open the row) */
+  int desc_here =
+      r->fwd_k_desc && sinks != NULL && r->fwd_splits <= 1 && r->fwd_split_sms == 0 && r->fwd_split_keys == 0;
+  if (!desc_here && (r->fwd_k_desc || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0))
     return aa_attn_fwd_tile_split(cx, out, h, i0, tq, qe, S, P, vis, acc, m, l);
   aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
   memset(acc, 0, tq * d * sizeof *acc);
@@ -231,7 +251,7 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
     m[a] = -INFINITY;
     for (size_t t = 0; t < AA_ATTN_ROWSUM_LANES; t++)
       l[a * AA_ATTN_ROWSUM_LANES + t] = 0;
-    if (sinks == NULL) continue;
+    if (sinks == NULL || r->fwd_sink_end) continue;
     /* Sinks open the row: they set the first max and row sum (they join the
        softmax denominator, REFERENCES/[nki-bwd] "Attention-sink gradient"). */
     for (size_t s = 0; s < pb->num_sinks; s++)
@@ -243,10 +263,14 @@ static int fwd_tile_online(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_
       *l0 = aa_attn_rnd(*l0 + (r->fwd_rowsum_rounded ? aa_attn_p_rnd(r, p) : p), r->fwd_rowsum_fmt);
     }
   }
-  for (size_t j0 = 0; j0 < n_k; j0 += tkk) {
-    size_t tk = n_k - j0 < tkk ? n_k - j0 : tkk;
+  size_t nblocks = (n_k + tkk - 1) / tkk;
+  for (size_t bi = 0; bi < nblocks; bi++) {
+    size_t j0 = (desc_here ? nblocks - 1 - bi : bi) * tkk, tk = n_k - j0 < tkk ? n_k - j0 : tkk;
     if ((st = aa_attn_fwd_block(cx, h, i0, tq, qe, j0, tk, S, P, vis, acc, m, l)) != AA_OK) return st;
   }
+  if (sinks != NULL && r->fwd_sink_end)
+    for (size_t a = 0; a < tq; a++)
+      add_sinks_at_end(cx, l + a * AA_ATTN_ROWSUM_LANES, m + a, sinks);
   for (size_t a = 0; a < tq; a++) {
     size_t i = i0 + a;
     double la = aa_attn_row_sum(cx, l + a * AA_ATTN_ROWSUM_LANES);

@@ -59,6 +59,10 @@ check_PROGRAMS += tests/tattn_fp8_sat
 TESTS += tests/tattn_fp8_sat
 tests_tattn_fp8_sat_SOURCES = tests/tattn_fp8_sat.c
 tests_tattn_fp8_sat_LDADD = $(LDADD) -lm
+check_PROGRAMS += tests/tattn_pcast
+TESTS += tests/tattn_pcast
+tests_tattn_pcast_SOURCES = tests/tattn_pcast.c
+tests_tattn_pcast_LDADD = $(LDADD) -lm
 # Where a run's first NaN or Inf is created (aa_attn_result_t.first, lib/attn/first.c).
 check_PROGRAMS += tests/tattn_first
 TESTS += tests/tattn_first

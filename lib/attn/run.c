@@ -40,7 +40,7 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   free(res->tile_flagged);
   res->row_ckpt = res->tile_flagged = NULL;
   res->fwd_q_tiles = res->tiles_flagged = res->rows_recovered = res->contractions_skipped = 0;
-  res->p_cast = res->p_over = 0;
+  res->p_cast = res->p_over = res->p_under = 0;
   res->p_max = 0;
 }
 

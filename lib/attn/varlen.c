@@ -36,6 +36,7 @@ static void put_seq(aa_attn_result_t *out, const aa_attn_result_t *r, size_t q0,
   out->contractions_skipped += r->contractions_skipped;
   out->p_cast += r->p_cast;
   out->p_over += r->p_over;
+  out->p_under += r->p_under;
   if (r->p_max > out->p_max) out->p_max = r->p_max;
 }
 

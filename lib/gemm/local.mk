@@ -46,4 +46,7 @@ tests_tmma_fp8_LDADD = $(LDADD) -lm
 EXTRA_DIST += fixtures/h200-fp8/mma_f32.npy fixtures/h200-fp8/mma_f16.npy fixtures/h200-fp8/scaled_mm_ops.npy \
 	fixtures/h200-fp8/scaled_mm_out.npy fixtures/h200-fp8/fp8_gen.h fixtures/h200-fp8/mma_chain_fp8.cu \
 	fixtures/h200-fp8/pack.py fixtures/h200-fp8/run.sh fixtures/h200-fp8/sass.txt fixtures/h200-fp8/scaled_mm.py \
-	fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/fit_fp8.c fixtures/h200-fp8/fit_scaled_mm.py
+	fixtures/h200-fp8/scaled_mm.json fixtures/h200-fp8/fit_fp8.c fixtures/h200-fp8/fit_scaled_mm.py \
+	fixtures/h200-fp8/splitk_chain.npy fixtures/h200-fp8/splitk_ops.npy fixtures/h200-fp8/splitk_out.npy \
+	fixtures/h200-fp8/splitk_probe.py fixtures/h200-fp8/pack_splitk.py fixtures/h200-fp8/fit_splitk.py \
+	fixtures/h200-fp8/splitk.json fixtures/h200-fp8/splitk_n32.json

@@ -65,6 +65,10 @@ int aa_recipe_check(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': quant.p_scale must be > 0 and finite, quant.fp8_max in (0, 448]", r->name);
   if (r->quant_p_scale != 1 && r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': quant.p_scale needs fwd.softmax = online-lse", r->name);
+  if (r->fwd_sink_end &&
+      (r->fwd_softmax != AA_SOFTMAX_ONLINE_LSE || r->fwd_splits > 1 || r->fwd_split_sms > 0 || r->fwd_split_keys > 0))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': fwd.sink_at = end needs fwd.softmax = online-lse without splits", r->name);
   if (r->bwd_dk_scale == AA_GSCALE_TILE)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.dk_scale = tile is not supported (use end or none)",
                         r->name);

@@ -31,6 +31,7 @@ static const char *const rotate_names[] = {"none", "hadamard", NULL};
 static const char *const gqa_names[] = {"accumulate", "sum-rounded", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
+static const char *const sink_at_names[] = {"open", "end", NULL};
 static const char *const rowsum_split_names[] = {"none", "quad", NULL};
 static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
 static const char *const rescale_names[] = {"mul", "fma", NULL};
@@ -231,6 +232,9 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "FA4 ex2_emu_res: emulated keys at the end of each period", .cite = "[fa4] flash_attn/cute/softmax.py apply_exp2_convert"},
     {.key = "fwd.exp_emu_start", .type = AA_KEY_SIZE, .offset = F_(fwd_exp_emu_start), .max = 64, .def = "0", .omit = AA_OMIT_GROUP, .group = 4,
      .desc = "FA4 ex2_emu_start_frg: first fragment with emulated pairs", .cite = "[fa4] flash_attn/cute/flash_fwd_sm100.py:79, 526"},
+    {.key = "fwd.sink_at", .type = AA_KEY_ENUM, .offset = F_(fwd_sink_end), .names = sink_at_names, .def = "open", .omit = AA_OMIT_DEFAULT,
+     .desc = "where sink logits join the online softmax: open (first max and row sum) or end (exp(sink - final max) added to the row sum; the max is kept)",
+     .cite = "[fa4] flash_attn/cute/flash_fwd_sm100.py:2731-2742, softmax.py:207-214 at 0251105a"},
     {.key = "softcap.tanh", .type = AA_KEY_ENUM, .offset = F_(softcap_tanh), .names = tanh_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
      .desc = "the softcap's tanh: exact, or a model of tanh.approx.f32", .cite = "flash-attn utils.h:399"},
     {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,
