@@ -341,12 +341,15 @@ int aa_sweep_progress_line(char *buf, size_t size, const aa_sweep_progress_t *p,
 
 /* ------------------------------------------------------------------------
    Oracle cache: a folder of files <32 hex key>.aaoc, one per oracle result.
-   File: "AAORACLE" magic, u32 version (2), the 16-byte key, then for each
+   File: "AAORACLE" magic, u32 version (3), the 16-byte key, then for each
    output (o, lse, dq, dk, dv, dsinks) its relerr_bound and its three
-   tensors (val, fp32, bf16: u32 ndim, u32 fmt, 3 x u64 shape, u8 present,
-   then the doubles), then n_recomputed and n_uncertified (u64; version 1
-   held two timings here), and a trailing FNV-1a 128 of everything before
-   it. All integers and doubles little endian. Writes go through
+   tensors (val, fp32, bf16: u32 ndim, u32 fmt, 3 x u64 shape, u8 present;
+   val's doubles as raw words; fp32 and bf16 each a u8 coding, 0: the
+   doubles, 1: the elements that differ from val rounded to nearest even at
+   24 or 8 significant bits with an unbounded exponent, as a u64 count and
+   (u64 index, u64 bits) pairs), then n_recomputed and n_uncertified (u64),
+   and a trailing 128-bit checksum (xxHash64 rounds on 4 lanes) of
+   everything before it. All integers and doubles little endian. Writes go through
    aa_file_write (a temporary unique per thread, renamed), so readers see
    a whole entry or none; an entry that is truncated, corrupt, of another
    version or whose key differs is treated as a miss.
