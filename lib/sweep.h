@@ -357,8 +357,9 @@ int aa_sweep_progress_line(char *buf, size_t size, const aa_sweep_progress_t *p,
 
 /* Key: FNV-1a 128 over the problem settings (shapes, scale, masks, bounds,
    the features beyond masks, a varlen batch's offsets, sinks, keep mask
-   and scale), the four input tensors (shape, format tag, bits of every
-   value) and the oracle settings that change the result (path, precision
+   and scale), the four input tensors (shape, format tag, and the bits of
+   every value through the checksum's 128-bit lane hash, whose digest FNV
+   takes: 10x faster than FNV over the values) and the oracle settings that change the result (path, precision
    and target; not the thread count, nor the device: the GPU's certified
    roundings equal the CPU's). */
 int aa_oracle_cache_key(aa_hash128_t *key, const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k,
