@@ -17,6 +17,8 @@ static const char *const usage =
     "  times `attnacc score` on BF16 standard-normal q, k, v, do and outputs ([B*H, N, D], hnd: the problem of\n"
     "  [B, H, N, D]; no mask; --no-fail:\n"
     "  the values only set the time of the comparison) in a temporary folder, R times each (medians):\n"
+    "    cold-def  --cache in a fresh folder, the default rule (expect: the oracle, the expect recipe and the naive\n"
+    "              reference run and are stored); warm-def the same read from the --cache folder\n"
     "    cold      --cache in a fresh folder (the oracle computed and stored), rule fa (the naive reference runs)\n"
     "    cold-ar   the same with --rule abs-rel (no naive reference)\n"
     "    warm      the oracle read from the --cache folder, rule fa; warm-ar with --rule abs-rel\n"
@@ -115,13 +117,15 @@ static double score_median(const bench_t *b, const char *extra, int fresh, doubl
   return median(v, n);
 }
 
-/* The library's steps of a cold score in this process: oracle, cache key, cache put and get, naive, comparison. */
+/* The library's steps of a cold score in this process: oracle, cache key, cache put and get, naive, the default
+   rule's recipe (fa2, emulated and compared), comparison. */
 static void phases(const aa_tensor_t t[4], const size_t shp[4], const char *cache) {
   aa_problem_t pb;
   aa_oracle_opts_t oo;
   aa_oracle_result_t r, hit;
-  aa_eval_variant_t v = {0}, nv = {0};
-  aa_attn_result_t nres;
+  aa_eval_variant_t v = {0}, nv = {0}, ev = {0};
+  aa_attn_result_t nres, eres;
+  aa_recipe_t er;
   aa_hash128_t key;
   aa_error_t err = {{0}};
   aa_tensor_t g[5] = {t[0], t[0], t[1], t[2], {0}};
@@ -148,10 +152,16 @@ static void phases(const aa_tensor_t t[4], const size_t shp[4], const char *cach
     aa_attn_result_free(&nres);
   printf("  phase naive ref     %8.3f s\n", now() - t0);
   t0 = now();
+  if (aa_eval_expect_recipe(&er, NULL, AA_FMT_BF16, NULL) == AA_OK &&
+      aa_eval_run(&ev, &eres, &er, &pb, &t[0], &t[1], &t[2], &t[3], &r, NULL, NULL) == AA_OK)
+    aa_attn_result_free(&eres);
+  printf("  phase expect recipe %8.3f s (%s emulated and compared)\n", now() - t0, ev.variant);
+  t0 = now();
   aa_eval_given(&v, g, &r, NULL, NULL);
   printf("  phase compare       %8.3f s (o, dq, dk, dv)\n", now() - t0);
   aa_eval_variant_free(&v);
   aa_eval_variant_free(&nv);
+  aa_eval_variant_free(&ev);
   aa_oracle_result_free(&r);
 }
 
@@ -165,27 +175,36 @@ static int bench_shape(bench_t *b, const size_t shp[4], int with_phases) {
   snprintf(b->cache, sizeof b->cache, "%s/cache", dir);
   printf("[%zu, %zu, %zu, %zu] (%d reps, medians; OMP_NUM_THREADS=%s)\n", shp[0], shp[1], shp[2], shp[3], b->reps,
          getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "unset");
-  /* cold-ar first: its empty cache would otherwise drop the naive entry that cold (rule fa) leaves for warm */
-  static const char *const what[5] = {"cold-ar ", "cold    ", "warm    ", "warm-ar ", "rows    "};
-  static const char *const why[5] = {"rule abs-rel: no naive reference", "rule fa: oracle + naive reference",
-                                     "oracle and naive errors from --cache, rule fa",
-                                     "oracle from --cache, rule abs-rel", "no cache, rule fa"};
+  /* the default rule (expect, no --rule) first, as the headline; then cold-ar before cold: its empty cache would
+     otherwise drop the naive entry that cold (rule fa) leaves for warm */
+  static const struct {
+    const char *what, *rule, *why;
+    int fresh; /* 1: an empty cache before each run (cold); -1: no cache (--rows) */
+  } runs[] = {
+      {"cold-def", NULL, "default rule (expect): oracle + expect recipe + naive reference", 1},
+      {"warm-def", NULL, "default rule, everything from --cache", 0},
+      {"cold-ar ", "abs-rel", "rule abs-rel: no naive reference", 1},
+      {"cold    ", "fa", "rule fa: oracle + naive reference", 1},
+      {"warm    ", "fa", "oracle and naive errors from --cache, rule fa", 0},
+      {"warm-ar ", "abs-rel", "oracle from --cache, rule abs-rel", 0},
+      {"rows    ", "fa", "no cache, rule fa", -1},
+  };
   rc = 0;
-  for (int i = 0; i < 5 && rc == 0; i++) {
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0] && rc == 0; i++) {
     double wall, cpu;
-    /* --rule fa named: the default rule (expect) would run its recipe too */
-    if (i == 4)
-      snprintf(extra, sizeof extra, "--rows %zu --rule fa", b->rows);
+    char rule[64] = "";
+    if (runs[i].rule != NULL) snprintf(rule, sizeof rule, "--rule %s", runs[i].rule);
+    if (runs[i].fresh < 0)
+      snprintf(extra, sizeof extra, "--rows %zu %s", b->rows, rule);
     else
-      snprintf(extra, sizeof extra, "--cache '%s' --rule %s", b->cache, i == 0 || i == 3 ? "abs-rel" : "fa");
-    /* cold: an empty cache before each run; warm: the entries the cold runs before it left */
-    if ((wall = score_median(b, extra, i < 2, &cpu)) < 0)
+      snprintf(extra, sizeof extra, "--cache '%s' %s", b->cache, rule);
+    if ((wall = score_median(b, extra, runs[i].fresh > 0, &cpu)) < 0)
       rc = 1;
-    else if (i == 4)
-      printf("  %s %8.3f s wall %8.3f s cpu   (--rows %zu of %zu, %s)\n", what[i], wall, cpu, b->rows, shp[2],
-             why[i]);
+    else if (runs[i].fresh < 0)
+      printf("  %s %8.3f s wall %8.3f s cpu   (--rows %zu of %zu, %s)\n", runs[i].what, wall, cpu, b->rows, shp[2],
+             runs[i].why);
     else
-      printf("  %s %8.3f s wall %8.3f s cpu   (%s)\n", what[i], wall, cpu, why[i]);
+      printf("  %s %8.3f s wall %8.3f s cpu   (%s)\n", runs[i].what, wall, cpu, runs[i].why);
   }
   if (with_phases) phases(t, shp, b->cache);
   for (int i = 0; i < 4; i++)

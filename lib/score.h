@@ -274,13 +274,21 @@ int aa_eval_result_lse(aa_eval_variant_t *v, const aa_attn_result_t *res, const 
 int aa_eval_naive(aa_eval_variant_t *naive, aa_attn_result_t *naive_res, aa_fmt_t fmt, const aa_problem_t *pb,
                   const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                   const aa_oracle_result_t *oracle, aa_error_t *err);
-/* aa_eval_naive (inputs tagged fmt) reduced to what the fa and sdpa rules
-   read (each output's m.max_abs, m.nan, m.inf, also in s.m), its lse
-   always among them (aa_eval_lse), through an on-disk cache dir (NULL:
-   none): entries DIR/<key>.naive beside the oracle cache's, the key that of
-   the oracle cache (lib/sweep.h) for the problem, the inputs as tagged and
-   oo, with the naive recipe's text and the library version. On a hit
-   (*hit = 1, optional) nothing is emulated and naive has no recipe text. */
+/* Recipe r run on inputs already tagged with its io format and compared
+   with the oracle (aa_eval_run; with_lse: its lse too, aa_eval_result_lse),
+   through an on-disk cache dir (NULL: none) that keeps what the fa, sdpa
+   and expect rules read of each output (m.max_abs, m.nan, m.inf, also in
+   s.m; m.rel_l2, abs_q99, ls_scale, ls_offset, scale_sigma, offset_sigma,
+   row_err_max, head_rel_l2_max, err_corr): entries DIR/<key>.ref beside the
+   oracle cache's, the key that of the oracle cache (lib/sweep.h) for the
+   problem, the inputs as tagged and oo, with the recipe's text, with_lse
+   and the library version. On a hit (*hit = 1, optional) nothing is
+   emulated, v is named r->name, has no recipe text and only those fields. */
+int aa_eval_recipe_cached(aa_eval_variant_t *v, int *hit, const aa_recipe_t *r, int with_lse, const aa_problem_t *pb,
+                          const aa_tensor_t *const in[4], const aa_oracle_result_t *oracle,
+                          const aa_oracle_opts_t *oo, const char *dir, aa_error_t *err);
+/* aa_eval_recipe_cached of the naive reference in format fmt (inputs tagged
+   fmt), its lse always scored: what the fa and sdpa rules read. */
 int aa_eval_naive_cached(aa_eval_variant_t *naive, int *hit, aa_fmt_t fmt, const aa_problem_t *pb,
                          const aa_tensor_t *const in[4], const aa_oracle_result_t *oracle, const aa_oracle_opts_t *oo,
                          const char *dir, aa_error_t *err);

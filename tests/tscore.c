@@ -445,6 +445,42 @@ static void test_systematic(void) {
   free_ref(&ref);
 }
 
+/* aa_score_infer_fmt of one value against the definition by aa_round (a value belongs to a format when its RNE
+   rounding, subnormals kept, overflow to Inf, returns it): every BF16 pattern, and each one moved by one FP32 ulp
+   and by one double ulp either way (FP32 values that are not BF16, values of no format), in FP16's range too. */
+static aa_fmt_t infer_by_round(double x) {
+  static const aa_fmt_t order[3] = {AA_FMT_BF16, AA_FMT_FP16, AA_FMT_FP32};
+  int ok[3];
+  for (int k = 0; k < 3; k++) {
+    aa_round_opts_t ro = {order[k], AA_RND_NE, 1, 0};
+    ok[k] = x != x || aa_round(x, &ro, NULL) == x;
+  }
+  if (ok[0] && !ok[1]) return AA_FMT_BF16;
+  if (ok[1] && !ok[0]) return AA_FMT_FP16;
+  return ok[0] ? AA_FMT_BF16 : ok[2] ? AA_FMT_FP32 : AA_FMT_FP64;
+}
+
+static void test_infer_fmt(void) {
+  size_t one = 1;
+  aa_tensor_t t;
+  int bad = 0;
+  if (aa_tensor_alloc(&t, 1, &one, AA_FMT_FP64) != AA_OK) return;
+  for (uint32_t p = 0; p < 0x10000u && bad < 5; p++) {
+    uint32_t u = p << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    double xs[5] = {f, nextafterf(f, INFINITY), nextafterf(f, -INFINITY), nextafter(f, INFINITY),
+                    nextafter(f, -INFINITY)};
+    for (int j = 0; j < 5; j++) {
+      t.data[0] = xs[j];
+      aa_fmt_t got = aa_score_infer_fmt(&t), want = infer_by_round(xs[j]);
+      if (got != want && bad++ < 5)
+        AA_FAIL("infer_fmt: %a (bf16 pattern 0x%04x, case %d): %d, by aa_round %d", xs[j], (unsigned)p, j, got, want);
+    }
+  }
+  aa_tensor_free(&t);
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tscore");
   const char *base = getenv("TMPDIR");
@@ -458,6 +494,7 @@ int main(void) {
   test_batch_gqa(seed);
   test_ulp_stats();
   test_systematic();
+  test_infer_fmt();
   test_ulp_order(seed);
   test_rule_constants();
   test_naive(seed);

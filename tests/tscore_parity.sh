@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: `attnacc score` expresses run's problems: the same oracle bits for softcap, ALiBi, bottom-right, windows and sinks, one shared --cache entry (naive reference included), the kernel's keep mask and lse, and --rows K against the full score.
+# attnacc: `attnacc score` expresses run's problems: the same oracle bits for softcap, ALiBi, bottom-right, windows and sinks, one shared --cache entry (naive reference and expect recipe included), the kernel's keep mask and lse, and --rows K against the full score.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -185,21 +185,24 @@ r = json.load(open('$T/nf.json'))['runs'][0]['outputs']['dq']['rules']
 sys.exit(0 if not r['fa']['applied'] and not r['sdpa']['applied'] and r['abs-rel']['applied'] else 1)" ||
   FAIL "naive: --rule abs-rel still ran the naive reference"
 
-# 7. --cache keeps the naive reference's errors too: a second score of the same inputs reads both entries and prints
-# the same document (but the timings).
+# 7. --cache keeps the naive reference's errors and the expect recipe's statistics too: a second score of the same
+# inputs reads the three entries, emulates nothing and prints the same document (but the timings).
 for i in 1 2; do
   "$A" score --inputs "$T/big" --grads "$T/big" --causal --cache "$T/nc" --json >"$T/nc$i.json" 2>"$T/nc$i.err" ||
     FAIL "naive cache: score $i failed"
 done
 grep -q "naive reference's errors read from the cache" "$T/nc2.err" || FAIL "naive cache: the second score emulated"
 grep -q "naive reference's errors read" "$T/nc1.err" && FAIL "naive cache: the first score found an entry"
+grep -q "expect recipe's statistics read from the cache" "$T/nc2.err" || FAIL "expect cache: the second score emulated"
+grep -q "expect recipe's statistics read" "$T/nc1.err" && FAIL "expect cache: the first score found an entry"
 "$py" -c "
 import json, sys
 a, b = (json.load(open('$T/nc%d.json' % i)) for i in (1, 2))
 for d in (a, b):
     d['oracle'].pop('seconds')
     d['runs'][0].pop('emulation_seconds')
-sys.exit(0 if a == b and a['runs'][0]['outputs']['dq']['rules']['fa']['applied'] else 1)" ||
+r = a['runs'][0]['outputs']['dq']['rules']
+sys.exit(0 if a == b and r['fa']['applied'] and r['expect']['applied'] else 1)" ||
   FAIL "naive cache: the warm document differs from the cold one"
 
 [ "$fails" = 0 ] || exit 1

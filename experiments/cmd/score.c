@@ -132,7 +132,7 @@ typedef struct {
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
   cli_variant_t v, naive_v, snaive_v, rec_v;
-  aa_attn_result_t naive_res, rec_res;
+  aa_attn_result_t naive_res;
   aa_recipe_t naive_r;
   char *jtext;
   size_t jlen;
@@ -304,11 +304,13 @@ static int score_rules(score_t *S) {
   return 0;
 }
 
-/* The expect rule: its recipe in the kernel's format run on the inputs (tagged with its io format). */
+/* The expect rule: its recipe in the kernel's format run on the inputs (tagged with its io format), through --cache
+   when given (the statistics the rule reads). */
 static int score_expect(score_t *S) {
   aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
+  const aa_tensor_t *tin[4] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO};
   aa_recipe_t r;
-  int rc, want = cli_get(&S->a, "expect") != NULL;
+  int rc, hit = 0, want = cli_get(&S->a, "expect") != NULL;
   for (int i = 0; i < S->nrules; i++)
     want |= S->rules[i] == AA_RULE_EXPECT;
   if (!want || S->expect_fmt == AA_FMT_FP64) return 0;
@@ -317,11 +319,13 @@ static int score_expect(score_t *S) {
     if (ts[i]->data != NULL) ts[i]->fmt = r.io_fmt;
   cli_progress(S->cmd, "running the expect recipe",
                (double)S->pb.heads * (double)S->pb.n_q * (double)S->pb.n_k * (double)S->pb.d / 4);
-  rc = aa_eval_expect(&S->v, &S->rec_v, &S->rec_res, &r, &S->pb, &S->src.in.q, &S->src.in.k, &S->src.in.v,
-                      &S->src.in.dO, &S->oracle, &S->err);
+  rc = aa_eval_recipe_cached(&S->rec_v, &hit, &r, 0, &S->pb, tin, &S->oracle, &S->oo, cli_oracle_cache(), &S->err);
   cli_progress_end();
   S->have_rec = 1;
-  return rc != AA_OK ? fail(S, "expect") : 0;
+  if (rc != AA_OK) return fail(S, "expect");
+  if (hit) fprintf(stderr, "attnacc %s: note: the expect recipe's statistics read from the cache\n", S->cmd);
+  aa_eval_apply_expect(&S->v, &S->rec_v);
+  return 0;
 }
 
 /* --rows K: the problem and the arrays cut down to K drawn query rows; dk, dv and dsinks (sums over every row) are
@@ -527,7 +531,6 @@ static void score_free(score_t *S) {
   free(S->keep);
   aa_eval_lse_free(&S->lse);
   if (S->have_naive) aa_attn_result_free(&S->naive_res);
-  if (S->have_rec) aa_attn_result_free(&S->rec_res);
   cli_variant_free(&S->rec_v);
   cli_variant_free(&S->naive_v);
   cli_variant_free(&S->snaive_v);

@@ -370,7 +370,7 @@ typedef struct {
   aa_oracle_result_t orc;
   int borrowed;
   aa_eval_variant_t v, naive, rec;
-  aa_attn_result_t res, rec_res;
+  aa_attn_result_t res;
 } flat_eval_t;
 
 /* The naive reference in format fmt (the inputs are tagged fmt) into e->naive, when asked and when one exists in
@@ -387,21 +387,24 @@ static int flat_naive(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_fla
 
 static void eval_free(flat_eval_t *e) {
   aa_attn_result_free(&e->res);
-  aa_attn_result_free(&e->rec_res);
   aa_eval_variant_free(&e->v);
   aa_eval_variant_free(&e->naive);
   aa_eval_variant_free(&e->rec);
   if (!e->borrowed && e->orc.o.val.data != NULL) aa_oracle_result_free(&e->orc);
 }
 
-/* The expect recipe in the kernel's format kf run on the inputs (tagged kf) into e->rec, e->rec_res. */
+/* The expect recipe in the kernel's format kf run on the inputs (tagged with its io format) into e->rec, through the
+   options' cache. */
 static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *o, aa_error_t *err) {
+  const aa_tensor_t *in[4] = {&p->in[0], &p->in[1], &p->in[2], &p->in[3]};
+  aa_oracle_opts_t oo;
   aa_recipe_t r;
   int rc;
   if ((rc = aa_eval_expect_recipe(&r, o->expect, kf, err)) != AA_OK) return rc;
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = r.io_fmt;
-  rc = aa_eval_run(&e->rec, &e->rec_res, &r, &p->pb, &p->in[0], &p->in[1], &p->in[2], &p->in[3], &e->orc, NULL, err);
+  oracle_opts(&oo, o);
+  rc = aa_eval_recipe_cached(&e->rec, NULL, &r, 0, &p->pb, in, &e->orc, &oo, o->cache_dir, err);
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = p->in_fmt;
   return rc;
