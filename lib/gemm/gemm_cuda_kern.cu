@@ -1,10 +1,19 @@
 /* attnacc: CUDA kernels of aa_gemm's fp32-seq and tensor-core block models (tc-kK-fF), bit-identical to the CPU's. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
+#ifndef AA_GEMM_CUDA_EMULATE /* tests/tgemm_cuda_emu.cpp runs the device code below on CPU threads */
 #include <cuda_runtime.h>
+#endif
 #include <stdint.h>
 
 #include "gemm-cuda.h"
 #include "tc-core.h"
+
+/* #pragma unroll, silent where tests/tgemm_cuda_emu.cpp compiles this file with the host compiler */
+#ifdef AA_GEMM_CUDA_EMULATE
+#define GM_UNROLL(n)
+#else
+#define GM_UNROLL(n) _Pragma(#n)
+#endif
 
 /* aa_status_t values of lib/common.h (not included: it is C, and only three are needed). */
 #define GM_OK 0
@@ -135,7 +144,7 @@ __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col)
 __device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb, int bk,
                                        int row, int col) {
   float s = aa_tc_unpack(aa_tc_f2u(acc)).spec ? acc : 0.0f;
-#pragma unroll 1
+  GM_UNROLL(unroll 1)
   for (int k = kb; k < kb + bk; k++) {
     float a = gm_special_operand(sa, k, row), b = gm_special_operand(sb, k, col);
     if (aa_tc_spec_pair(a, b)) s += a * b;
@@ -160,7 +169,7 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
       aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
       E[r][q] = c.spec ? GM_ESPEC : c.e;
     }
-#pragma unroll 8
+  GM_UNROLL(unroll 8)
   for (int k = kb; k < kb + BK; k++) {
     const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
     for (int r = 0; r < GM_R; r++)
@@ -170,9 +179,9 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
   int64_t S[GM_R][GM_R] = {};
   int32_t s32[GM_R][GM_R] = {};
   constexpr int G = BK < 8 ? BK : 8; /* terms per int32 partial sum */
-#pragma unroll
+  GM_UNROLL(unroll)
   for (int k8 = kb; k8 < kb + BK; k8 += G) {
-#pragma unroll
+    GM_UNROLL(unroll)
     for (int k = k8; k < k8 + G; k++) {
       const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
       const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
@@ -225,6 +234,7 @@ template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 1) g
 }
 
 /* ---- host side ---- */
+#ifndef AA_GEMM_CUDA_EMULATE
 
 extern "C" int aa_gmcu_devices(void) {
   int n = 0;
@@ -296,3 +306,4 @@ extern "C" int aa_gmcu_run(const aa_gmcu_job_t *j, int on_device) {
   cudaFree(dC);
   return st;
 }
+#endif

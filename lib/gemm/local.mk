@@ -27,6 +27,13 @@ tests_tgemm_cuda_SOURCES = tests/tgemm_cuda.c
 tests_tgemm_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_tgemm_cuda_LDADD = $(LDADD) -lm
 
+# The kernels' device code run on CPU threads against aa_gemm (every build: the logic checked without a GPU).
+check_PROGRAMS += tests/tgemm_cuda_emu
+TESTS += tests/tgemm_cuda_emu
+tests_tgemm_cuda_emu_SOURCES = tests/tgemm_cuda_emu.cpp
+tests_tgemm_cuda_emu_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/lib/gemm
+tests_tgemm_cuda_emu_LDADD = $(LDADD) -lpthread -lm
+
 # GPU model throughput beside cuBLAS's BF16 rate (`bench/bench_gemm_cuda [M N K [REPS]]`; default 4096 4096 128 and
 # the attention shapes); CUDA builds only.
 if HAVE_CUDA
