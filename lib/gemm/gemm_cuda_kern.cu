@@ -210,7 +210,9 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     }
 }
 
-template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 1) gm_tc(gm_args g) {
+/* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
+   the other's arithmetic. */
+template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) gm_tc(gm_args g) {
   __shared__ gm_unpacked sa, sb;
   const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
   const size_t bi = (size_t)blockIdx.y * GM_TILE, bj = (size_t)blockIdx.x * GM_TILE;
