@@ -295,6 +295,25 @@ int aa_gemm(double *C, size_t ldc, const double *A, size_t lda, int transA, cons
 int aa_gemm_ref(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                 int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
 
+/* aa_gemm on an NVIDIA GPU (configure --with-cuda): the same arguments,
+   checks and bits as aa_gemm (signed zeros, subnormals, infinities; NaN
+   payloads aside) for the models aa_gemm_cuda_supports accepts: fp32-seq
+   and the AA_SUM_BLOCK rows (tc-*). Operands and C are host pointers,
+   copied to the GPU and C back. AA_EUNSUPPORTED for a build without CUDA
+   ("not built with CUDA"), a machine without a usable GPU, or a model with
+   no GPU path; AA_ENOMEM when the GPU cannot hold the arrays; the argument
+   errors of aa_gemm. Runs on the calling thread's current CUDA device. */
+int aa_gemm_cuda(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                 int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+/* The same on device pointers (C, A, B in GPU memory, same layouts), for
+   pipelines that keep their arrays on the GPU; returns once C is written. */
+int aa_gemm_cuda_dev(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
+                     int transB, size_t M, size_t N, size_t K, int accumulate, aa_accum_t model);
+/* 1 when this build has a GPU path for the model (whether or not a GPU is present), else 0. */
+int aa_gemm_cuda_supports(aa_accum_t model);
+/* Number of usable CUDA devices: 0 without CUDA built, a driver or a GPU. */
+int aa_gemm_cuda_devices(void);
+
 /* Scales of a block-scaled product (AA_SUM_SCALED rows). */
 typedef struct {
   const double *sa; /* M x (K / scale_block), row-major: the scale of A's row i for k-block kb at sa[i (K/sb) + kb] */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gemm-impl.h"
+#include "tc-core.h"
 
 void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                           int transB, size_t M, size_t N, size_t K, int accumulate) {
@@ -12,7 +13,7 @@ void aa_gemm_ref_fp32_seq(double *C, size_t ldc, const double *A, size_t lda, in
     for (size_t j = 0; j < N; j++) {
       float acc = accumulate ? (float)C[i * ldc + j] : 0.0f;
       for (size_t k = 0; k < K; k++)
-        acc = fmaf((float)aa_gemm_opa(A, lda, transA, i, k), (float)aa_gemm_opb(B, ldb, transB, k, j), acc);
+        acc = aa_seq32_step(acc, (float)aa_gemm_opa(A, lda, transA, i, k), (float)aa_gemm_opb(B, ldb, transB, k, j));
       C[i * ldc + j] = acc;
     }
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm-impl.h"
+#include "tc-core.h"
 #include "tc-impl.h"
 
 /* Round a double toward zero to binary32 (subnormals kept, overflow to
@@ -98,18 +99,10 @@ double aa_gemm_tc_block_sum(const double *t, const int *et, size_t n, int frac_b
 
 /* One block of the definition (gemm.h): the accumulator, then the exact
    products a[k] b[k sb] for k < n, aligned, truncated to fb fractional
-   bits, summed and truncated to ob. */
+   bits, summed and truncated to ob; by the integer core the GPU kernels
+   share (tc-core.h). */
 static float tc_step(float acc, const float *a, const float *b, size_t sb, size_t n, int fb, int ob) {
-  double t[33];
-  int et[33];
-  t[0] = acc;
-  et[0] = acc != 0 ? aa_gemm_tc_exp(acc) : 0;
-  for (size_t k = 0; k < n; k++) {
-    double x = a[k], y = b[k * sb];
-    t[1 + k] = x * y;
-    et[1 + k] = t[1 + k] != 0 && isfinite(t[1 + k]) ? aa_gemm_tc_exp(x) + aa_gemm_tc_exp(y) : 0;
-  }
-  return aa_gemm_tc_block_out(t, et, n + 1, fb, ob);
+  return aa_tc_block(acc, a, b, sb, n, fb, ob);
 }
 
 /* The definition of gemm.h, literally: per output, blocks of k consecutive

@@ -1,0 +1,311 @@
+/* attnacc: CUDA kernels of aa_gemm's fp32-seq and tensor-core block models (tc-kK-fF), bit-identical to the CPU's. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#ifndef AA_GEMM_CUDA_EMULATE /* tests/tgemm_cuda_emu.cpp runs the device code below on CPU threads */
+#include <cuda_runtime.h>
+#endif
+#include <stdint.h>
+
+#include "gemm-cuda.h"
+#include "tc-core.h"
+
+/* #pragma unroll, silent where tests/tgemm_cuda_emu.cpp compiles this file with the host compiler */
+#ifdef AA_GEMM_CUDA_EMULATE
+#define GM_UNROLL(n)
+#else
+#define GM_UNROLL(n) _Pragma(#n)
+#endif
+
+/* aa_status_t values of lib/common.h (not included: it is C, and only three are needed). */
+#define GM_OK 0
+#define GM_ENOMEM 2
+#define GM_EUNSUPPORTED 7
+
+/* A block of GM_THREADS x GM_THREADS threads computes a GM_TILE x GM_TILE
+   tile of C, each thread a GM_R x GM_R sub-tile (rows ty*GM_R.., columns
+   tx*GM_R..), so that a thread's operands are 4 consecutive words of shared
+   memory (one 128-bit load). k advances by GM_KT, a multiple of every block
+   length, so a tc block never straddles two loads of shared memory. */
+#define GM_R 4
+#define GM_THREADS 16
+#define GM_TILE (GM_R * GM_THREADS)
+#define GM_KT 32
+/* An operand's alignment exponent in shared memory: Inf and NaN get
+   GM_ESPEC, so that any block holding one (0 * Inf included: GM_ESPEC +
+   AA_TC_ENONE) has a block exponent of at least GM_ESPEC_MIN, which no
+   finite block reaches (their exponents are at most 254). */
+#define GM_ESPEC 8192
+#define GM_ESPEC_MIN 1024
+
+struct gm_args {
+  double *C;
+  const double *A, *B;
+  size_t ldc, lda, ldb, M, N, K;
+  int transA, transB, accumulate, frac_bits, out_bits;
+};
+
+/* op(A)[i][k] and op(B)[k][j] as fp32 (RNE, the identity for the values callers pass); 0 outside the arrays. */
+__device__ static float gm_opa(const gm_args &g, size_t i, size_t k) {
+  if (i >= g.M || k >= g.K) return 0.0f;
+  return (float)(g.transA ? g.A[k * g.lda + i] : g.A[i * g.lda + k]);
+}
+__device__ static float gm_opb(const gm_args &g, size_t k, size_t j) {
+  if (j >= g.N || k >= g.K) return 0.0f;
+  return (float)(g.transB ? g.B[j * g.ldb + k] : g.B[k * g.ldb + j]);
+}
+
+/* Element e (0 .. GM_TILE * GM_KT) of this k-step's tile of op(A) (rows i0.., k0..) or op(B): where the array is
+   k-contiguous in global memory, a warp takes 8 consecutive k of 4 rows (whole 32-byte sectors), else 32
+   consecutive rows of one k; with the swizzle of gm_slot, both store to 32 distinct banks. */
+__device__ static void gm_index(int kcontig, int e, int *r, int *k) {
+  if (kcontig) {
+    int w = e / 32, l = e % 32;
+    *r = (w % 16) * 4 + l / 8, *k = (w / 16) * 8 + l % 8;
+  } else
+    *r = e % GM_TILE, *k = e / GM_TILE;
+}
+/* Word of row r in shared row k: groups of 4 (one thread's 128-bit load) permuted by k, so the stores above are
+   conflict-free and a load by every thread of one k stays a permutation (gm_quad). */
+__device__ static int gm_slot(int k, int r) {
+  return ((r / 4) ^ (k & 7)) * 4 + (r & 3);
+}
+__device__ static int gm_quad(int k, int t) {
+  return t ^ (k & 7);
+}
+
+/* The initial accumulators of a thread's sub-tile: fl32(C) or +0. */
+__device__ __forceinline__ static void gm_acc_init(const gm_args &g, float acc[GM_R][GM_R], size_t i0, size_t j0) {
+  for (int r = 0; r < GM_R; r++)
+    for (int c = 0; c < GM_R; c++)
+      acc[r][c] = g.accumulate && i0 + r < g.M && j0 + c < g.N ? (float)g.C[(i0 + r) * g.ldc + j0 + c] : 0.0f;
+}
+__device__ __forceinline__ static void gm_acc_store(const gm_args &g, float acc[GM_R][GM_R], size_t i0, size_t j0) {
+  for (int r = 0; r < GM_R; r++)
+    for (int c = 0; c < GM_R; c++)
+      if (i0 + r < g.M && j0 + c < g.N) g.C[(i0 + r) * g.ldc + j0 + c] = acc[r][c];
+}
+
+/* ---- fp32-seq: acc = fmaf(a_k, b_k, acc) in k order (aa_seq32_step); only k < K, since fmaf(0, 0, -0) is +0 ---- */
+
+__global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
+  __shared__ float4 sa[GM_KT][GM_THREADS], sb[GM_KT][GM_THREADS];
+  const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
+  const size_t bi = (size_t)blockIdx.y * GM_TILE, bj = (size_t)blockIdx.x * GM_TILE;
+  float acc[GM_R][GM_R];
+  gm_acc_init(g, acc, bi + ty * GM_R, bj + tx * GM_R);
+  for (size_t k0 = 0; k0 < g.K; k0 += GM_KT) {
+    for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
+      int r, k;
+      gm_index(!g.transA, e, &r, &k);
+      ((float *)sa[k])[gm_slot(k, r)] = gm_opa(g, bi + r, k0 + k);
+      gm_index(g.transB, e, &r, &k);
+      ((float *)sb[k])[gm_slot(k, r)] = gm_opb(g, k0 + k, bj + r);
+    }
+    __syncthreads();
+    const int kn = g.K - k0 < GM_KT ? (int)(g.K - k0) : GM_KT;
+    for (int k = 0; k < kn; k++) {
+      float4 a4 = sa[k][gm_quad(k, ty)], b4 = sb[k][gm_quad(k, tx)];
+      const float a[GM_R] = {a4.x, a4.y, a4.z, a4.w}, b[GM_R] = {b4.x, b4.y, b4.z, b4.w};
+      for (int r = 0; r < GM_R; r++)
+        for (int c = 0; c < GM_R; c++)
+          acc[r][c] = aa_seq32_step(acc[r][c], a[r], b[c]);
+    }
+    __syncthreads();
+  }
+  gm_acc_store(g, acc, bi + ty * GM_R, bj + tx * GM_R);
+}
+
+/* ---- tc-kK-fF: the integer core of tc-core.h on operands unpacked once into shared memory ---- */
+
+/* One operand tile, unpacked (aa_tc_unpack): significands m 2^8, alignment exponents (GM_ESPEC for Inf/NaN,
+   AA_TC_ENONE for zeros), sign masks. */
+struct gm_unpacked {
+  uint4 m8[GM_KT][GM_THREADS];
+  int4 e[GM_KT][GM_THREADS], neg[GM_KT][GM_THREADS];
+};
+
+__device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
+  aa_tc_op_t o = aa_tc_unpack(aa_tc_f2u(x));
+  ((uint32_t *)&s.m8[k][0])[col] = o.m8;
+  ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
+  ((int32_t *)&s.neg[k][0])[col] = o.neg;
+}
+
+/* An operand back from its unpacked form, as far as a product with Inf or NaN can tell: Inf and NaN themselves, a
+   zero of its sign, and +-1 for any finite nonzero value (its magnitude cannot change an infinite product). */
+__device__ static float gm_special_operand(const gm_unpacked &s, int k, int col) {
+  const int w = gm_slot(k, col);
+  int32_t e = ((const int32_t *)&s.e[k][0])[w], neg = ((const int32_t *)&s.neg[k][0])[w];
+  uint32_t sign = neg ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
+  if (e == GM_ESPEC) return aa_tc_u2f(sign | 0x7f800000u | ((m8 >> 8) & 0x7fffffu));
+  return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
+}
+
+/* A block that holds an Inf or NaN term (rare): the IEEE sum of the non-finite terms, as aa_tc_block. */
+__device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb, int bk,
+                                       int row, int col) {
+  float s = aa_tc_unpack(aa_tc_f2u(acc)).spec ? acc : 0.0f;
+  GM_UNROLL(unroll 1)
+  for (int k = kb; k < kb + bk; k++) {
+    float a = gm_special_operand(sa, k, row), b = gm_special_operand(sb, k, col);
+    if (aa_tc_spec_pair(a, b)) s += a * b;
+  }
+  return s;
+}
+
+/* Words of a 128-bit shared load as an array. */
+#define GM_SPLIT4(v)                                                                                                 \
+  { (v).x, (v).y, (v).z, (v).w }
+
+/* One block of BK k-indices from shared k = kb for the thread's sub-tile (definition in gemm.h): the block
+   exponent E over the accumulator and the products, then the exact sum of the truncated terms (int32 partial sums of
+   at most 8 terms below 2^27 each, F <= 25), then the RZ rounding; zero-padded k beyond K are zero products, which
+   take no part (the last, shorter block of the definition). */
+template <int BK>
+__device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
+                                                   int kb, int ty, int tx, float acc[GM_R][GM_R]) {
+  int32_t E[GM_R][GM_R];
+  for (int r = 0; r < GM_R; r++)
+    for (int q = 0; q < GM_R; q++) {
+      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
+      E[r][q] = c.spec ? GM_ESPEC : c.e;
+    }
+  GM_UNROLL(unroll 8)
+  for (int k = kb; k < kb + BK; k++) {
+    const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
+    for (int r = 0; r < GM_R; r++)
+      for (int q = 0; q < GM_R; q++)
+        E[r][q] = max(E[r][q], ea[r] + eb[q]);
+  }
+  int64_t S[GM_R][GM_R] = {};
+  int32_t s32[GM_R][GM_R] = {};
+  constexpr int G = BK < 8 ? BK : 8; /* terms per int32 partial sum */
+  GM_UNROLL(unroll)
+  for (int k8 = kb; k8 < kb + BK; k8 += G) {
+    GM_UNROLL(unroll)
+    for (int k = k8; k < k8 + G; k++) {
+      const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
+      const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
+      const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
+      const int32_t na[GM_R] = GM_SPLIT4(sa.neg[k][qa]), nb[GM_R] = GM_SPLIT4(sb.neg[k][qb]);
+      for (int r = 0; r < GM_R; r++)
+        for (int q = 0; q < GM_R; q++) {
+          uint32_t t = aa_tc_prod_term(ma[r], mb[q], aa_tc_prod_shift(E[r][q], g.frac_bits, ea[r] + eb[q]));
+          int32_t n = na[r] ^ nb[q];
+          s32[r][q] += (int32_t)(t ^ (uint32_t)n) - n; /* +t or -t */
+        }
+    }
+    for (int r = 0; r < GM_R; r++)
+      for (int q = 0; q < GM_R; q++)
+        S[r][q] += s32[r][q], s32[r][q] = 0;
+  }
+  for (int r = 0; r < GM_R; r++)
+    for (int q = 0; q < GM_R; q++) {
+      if (E[r][q] >= GM_ESPEC_MIN) {
+        acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
+        continue;
+      }
+      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
+      S[r][q] += aa_tc_signed(aa_tc_acc_term(c.m8 >> 8, aa_tc_acc_shift(E[r][q], g.frac_bits, c.e)), c.neg);
+      acc[r][q] = aa_tc_u2f(aa_tc_round_bits(S[r][q], E[r][q] - g.frac_bits, g.out_bits));
+    }
+}
+
+/* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
+   the other's arithmetic. */
+template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) gm_tc(gm_args g) {
+  __shared__ gm_unpacked sa, sb;
+  const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
+  const size_t bi = (size_t)blockIdx.y * GM_TILE, bj = (size_t)blockIdx.x * GM_TILE;
+  const size_t i0 = bi + ty * GM_R, j0 = bj + tx * GM_R;
+  float acc[GM_R][GM_R];
+  gm_acc_init(g, acc, i0, j0);
+  for (size_t k0 = 0; k0 < g.K; k0 += GM_KT) {
+    for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
+      int r, k;
+      gm_index(!g.transA, e, &r, &k);
+      gm_put(sa, k, gm_slot(k, r), gm_opa(g, bi + r, k0 + k));
+      gm_index(g.transB, e, &r, &k);
+      gm_put(sb, k, gm_slot(k, r), gm_opb(g, k0 + k, bj + r));
+    }
+    __syncthreads();
+    for (int kb = 0; kb < GM_KT && k0 + kb < g.K; kb += BK)
+      gm_tc_block<BK>(g, sa, sb, kb, ty, tx, acc);
+    __syncthreads();
+  }
+  gm_acc_store(g, acc, i0, j0);
+}
+
+/* ---- host side ---- */
+#ifndef AA_GEMM_CUDA_EMULATE
+
+extern "C" int aa_gmcu_devices(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError(); /* clear the sticky "no device" error */
+    return 0;
+  }
+  return n;
+}
+
+/* Elements spanned by a rows x cols array of row stride ld (0 when empty). */
+static size_t gm_extent(size_t ld, size_t rows, size_t cols) {
+  return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
+static int gm_launch(const aa_gmcu_job_t *j, double *C, const double *A, const double *B) {
+  gm_args g = {C,    A,    B,         j->ldc,    j->lda,        j->ldb,       j->M,
+               j->N, j->K, j->transA, j->transB, j->accumulate, j->frac_bits, j->out_bits};
+  dim3 block(GM_THREADS, GM_THREADS),
+      grid((unsigned)((j->N + GM_TILE - 1) / GM_TILE), (unsigned)((j->M + GM_TILE - 1) / GM_TILE));
+  switch (j->block_k) {
+  case 0:
+    gm_seq32<<<grid, block>>>(g);
+    break;
+  case 4:
+    gm_tc<4><<<grid, block>>>(g);
+    break;
+  case 8:
+    gm_tc<8><<<grid, block>>>(g);
+    break;
+  case 16:
+    gm_tc<16><<<grid, block>>>(g);
+    break;
+  case 32:
+    gm_tc<32><<<grid, block>>>(g);
+    break;
+  default:
+    return GM_EUNSUPPORTED;
+  }
+  if (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return GM_EUNSUPPORTED;
+  return GM_OK;
+}
+
+extern "C" int aa_gmcu_run(const aa_gmcu_job_t *j, int on_device) {
+  if (aa_gmcu_devices() == 0) return GM_EUNSUPPORTED;
+  if ((j->M + GM_TILE - 1) / GM_TILE > 65535) return GM_EUNSUPPORTED; /* the grid's y limit: M > 4194240 */
+  if (on_device) return gm_launch(j, j->C, j->A, j->B);
+  size_t na = j->transA ? gm_extent(j->lda, j->K, j->M) : gm_extent(j->lda, j->M, j->K);
+  size_t nb = j->transB ? gm_extent(j->ldb, j->N, j->K) : gm_extent(j->ldb, j->K, j->N);
+  size_t nc = gm_extent(j->ldc, j->M, j->N);
+  double *dA = NULL, *dB = NULL, *dC = NULL;
+  int st = GM_ENOMEM;
+  if ((na == 0 || cudaMalloc(&dA, na * sizeof(double)) == cudaSuccess) &&
+      (nb == 0 || cudaMalloc(&dB, nb * sizeof(double)) == cudaSuccess) &&
+      cudaMalloc(&dC, nc * sizeof(double)) == cudaSuccess) {
+    st = GM_EUNSUPPORTED;
+    /* C goes in whole (the gaps between rows when ldc > N come back unchanged) */
+    if ((na == 0 || cudaMemcpy(dA, j->A, na * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess) &&
+        (nb == 0 || cudaMemcpy(dB, j->B, nb * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess) &&
+        cudaMemcpy(dC, j->C, nc * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess) {
+      st = gm_launch(j, dC, dA, dB);
+      if (st == GM_OK && cudaMemcpy(j->C, dC, nc * sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess)
+        st = GM_EUNSUPPORTED;
+    }
+  }
+  cudaGetLastError();
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dC);
+  return st;
+}
+#endif
