@@ -14,7 +14,7 @@ AA_PRESET_FILES = lib/recipe/presets/nki.recipe lib/recipe/presets/nki-bf16.reci
 	lib/recipe/presets/tlx-causal.recipe lib/recipe/presets/naive-bf16.recipe lib/recipe/presets/exact-fp64.recipe \
 	lib/recipe/presets/efficient-h100.recipe lib/recipe/presets/cudnn-h100.recipe lib/recipe/presets/flex-h100.recipe \
 	lib/recipe/presets/flex-eager-h100.recipe \
-	lib/recipe/presets/fa3-fp8.recipe lib/recipe/presets/fa4.recipe lib/recipe/presets/fa4-fp8.recipe lib/recipe/presets/fa4-mxfp8.recipe lib/recipe/presets/sage2.recipe lib/recipe/presets/sage2pp.recipe lib/recipe/presets/sage3.recipe \
+	lib/recipe/presets/fa3-fp8.recipe lib/recipe/presets/fa4.recipe lib/recipe/presets/fa4-fp8.recipe lib/recipe/presets/fa4-mxfp8.recipe lib/recipe/presets/fa4-nvfp4.recipe lib/recipe/presets/sage2.recipe lib/recipe/presets/sage2pp.recipe lib/recipe/presets/sage3.recipe \
 	lib/recipe/presets/triton-tutorial.recipe
 EXTRA_DIST += $(AA_PRESET_FILES) lib/recipe/presets-gen.awk
 
