@@ -93,6 +93,11 @@ typedef struct {
 #define AA_ROW_CKPT_LSE 0
 #define AA_ROW_CKPT_RECIP 1
 
+/* The case a recipe's conditional keys are resolved on (lib/recipe.h): the
+   problem's mask kind, sizes, and whether it has an attention mask, bias,
+   key padding or logit offset (`masked`). */
+aa_recipe_case_t aa_attn_case(const aa_problem_t *pb);
+
 /* Run the recipe's forward (producing O and its checkpoint) and backward
    on the inputs (values must be representable in recipe io_fmt, else
    AA_EINVAL; NaN/Inf give AA_ENAN). dO may be NULL: forward only (dq, dk,

@@ -190,7 +190,9 @@ typedef enum {
    for the problems COND holds for, so that one recipe holds a kernel's mask-
    and length-dependent routes (e.g. `when causal and n >= 32768: dq_reduce =
    fp32-ordered`). COND is terms joined by `and`: `causal`, `dense` (not
-   causal), or VAR OP INTEGER with VAR one of n (= n_k, the key length), n_q,
+   causal), `masked` (the problem has an attention mask, an additive bias,
+   key padding or a logit offset: what SDPA receives as an attn_mask),
+   `unmasked` (none of these), or VAR OP INTEGER with VAR one of n (= n_k, the key length), n_q,
    n_k, d and OP one of >=, >, <=, <, ==, !=. The key and value are checked
    when the file is parsed (on a copy of the recipe as it stands at that
    line; `base`, `name` and nested `when` are refused); the same key under
@@ -217,6 +219,7 @@ typedef struct {
 } aa_recipe_when_term_t;
 typedef struct {
   int mask;      /* -1: either mask; 0: dense only; 1: causal only */
+  int masked;    /* -1: either; 0: no attn_mask only; 1: with one only (aa_recipe_case_t.masked) */
   size_t nterms; /* comparisons, all of which must hold */
   aa_recipe_when_term_t term[AA_RECIPE_WHEN_TERMS];
   char key[64];    /* the key it sets (a key of the table, or a dq_reduce_ / dropout_ family key) */
@@ -227,6 +230,7 @@ typedef struct {
 typedef struct {
   int causal;
   size_t n_q, n_k, d;
+  int masked; /* 1: an attention mask, bias, key padding or logit offset (attn.h: aa_attn_case) */
 } aa_recipe_case_t;
 
 /* ---- fields ---- */

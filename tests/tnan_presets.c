@@ -20,6 +20,7 @@ typedef struct {
   size_t n_q, n_k, d;    /* the cell */
   int causal, presence;  /* presence: compare only whether each output has a non-finite element */
   size_t nan[4], inf[4]; /* o, dq, dk, dv on the H200 */
+  double offset;         /* a logit offset (nan.json's offset-200 cells: an additive -200 attn_mask); 0: none */
 } nan_cell_t;
 
 #define ALLNAN(n)                                                                                                    \
@@ -38,28 +39,35 @@ typedef struct {
 
 static const nan_cell_t cells[] = {
     /* d = 64 (scale 1/8, a power of two): every chain cancels; nan.json cells 64/64/64 none, 1/1024/64 none */
-    {"fa2-h100", 64, 64, 64, 0, 0, NONE},
-    {"efficient-h100", 64, 64, 64, 0, 0, NONE},
-    {"cudnn-h100", 64, 64, 64, 0, 0, NONE},
-    {"flex-eager-h100", 64, 64, 64, 0, 0, NONE},
-    {"naive-bf16", 64, 64, 64, 0, 0, NONE},
-    {"efficient-h100", 1, 1024, 64, 0, 0, NONE},
+    {"fa2-h100", 64, 64, 64, 0, 0, NONE, 0},
+    {"efficient-h100", 64, 64, 64, 0, 0, NONE, 0},
+    {"cudnn-h100", 64, 64, 64, 0, 0, NONE, 0},
+    {"flex-eager-h100", 64, 64, 64, 0, 0, NONE, 0},
+    {"naive-bf16", 64, 64, 64, 0, 0, NONE, 0},
+    {"efficient-h100", 1, 1024, 64, 0, 0, NONE, 0},
     /* d = 128: flash, efficient and FlexAttention overflow, cuDNN does not (64/64/128 none) */
-    {"fa2-h100", 64, 64, 128, 0, 0, ALLNAN(65536)},
-    {"efficient-h100", 64, 64, 128, 0, 0, ALLNAN(65536)},
-    {"flex-eager-h100", 64, 64, 128, 0, 0, ALLNAN(65536)},
-    {"cudnn-h100", 64, 64, 128, 0, 0, NONE},
-    {"naive-bf16", 64, 64, 128, 0, 0, NONE},
+    {"fa2-h100", 64, 64, 128, 0, 0, ALLNAN(65536), 0},
+    {"efficient-h100", 64, 64, 128, 0, 0, ALLNAN(65536), 0},
+    {"flex-eager-h100", 64, 64, 128, 0, 0, ALLNAN(65536), 0},
+    {"cudnn-h100", 64, 64, 128, 0, 0, NONE, 0},
+    {"naive-bf16", 64, 64, 128, 0, 0, NONE, 0},
     /* decode, 1/1024/128 none: cuDNN overflows too */
-    {"fa2-h100", 1, 1024, 128, 0, 0, DECODE},
-    {"efficient-h100", 1, 1024, 128, 0, 0, DECODE},
-    {"cudnn-h100", 1, 1024, 128, 0, 0, DECODE},
-    {"flex-eager-h100", 1, 1024, 128, 0, 0, DECODE},
-    {"naive-bf16", 1, 1024, 128, 0, 0, NONE},
+    {"fa2-h100", 1, 1024, 128, 0, 0, DECODE, 0},
+    {"efficient-h100", 1, 1024, 128, 0, 0, DECODE, 0},
+    {"cudnn-h100", 1, 1024, 128, 0, 0, DECODE, 0},
+    {"flex-eager-h100", 1, 1024, 128, 0, 0, DECODE, 0},
+    {"naive-bf16", 1, 1024, 128, 0, 0, NONE, 0},
     /* causal 64/64/128: NaN and Inf in dq, dk, dv for efficient and FlexAttention, none for cuDNN */
-    {"efficient-h100", 64, 64, 128, 1, 1, ALLNAN(1)},
-    {"flex-eager-h100", 64, 64, 128, 1, 1, ALLNAN(1)},
-    {"cudnn-h100", 64, 64, 128, 1, 1, NONE},
+    {"efficient-h100", 64, 64, 128, 1, 1, ALLNAN(1), 0},
+    {"flex-eager-h100", 64, 64, 128, 1, 1, ALLNAN(1), 0},
+    {"cudnn-h100", 64, 64, 128, 1, 1, NONE, 0},
+    /* masked (offset-200) at d = 128: cuDNN's masked graph overflows as the efficient backend does, the decode row
+       as the unmasked decode (cudnn-h100's `when masked` lines); nan.json cells 64/64/128, 192/192/128, 1/1024/128
+       offset-200 */
+    {"cudnn-h100", 64, 64, 128, 0, 0, ALLNAN(65536), -200},
+    {"cudnn-h100", 192, 192, 128, 0, 0, ALLNAN(196608), -200},
+    {"efficient-h100", 64, 64, 128, 0, 0, ALLNAN(65536), -200},
+    {"cudnn-h100", 1, 1024, 128, 0, 0, DECODE, -200},
 };
 
 /* The census of one spec on one cell: counts[o][0] NaN, counts[o][1] Inf; -1 when the run fails. */
@@ -80,6 +88,7 @@ static int census(size_t counts[4][2], const char *spec, const nan_cell_t *c) {
   if (st == AA_OK) st = aa_layout_draw(&t[3], 7, 3, 8, c->n_q, c->d, AA_DIST_NORMAL, 1.0, r.io_fmt, &err);
   aa_problem_init(&pb, c->n_q, c->n_k, c->d, 8, 8);
   pb.causal = c->causal;
+  pb.logit_offset = c->offset;
   memset(&res, 0, sizeof res);
   if (st == AA_OK) st = aa_attn_run(&res, &pb, &r, &t[0], &t[1], &t[2], &t[3], &err);
   if (st == AA_OK) {
@@ -105,8 +114,8 @@ static void check_cell(const nan_cell_t *c) {
   for (int o = 0; o < 4; o++) {
     int ok = c->presence ? ((n[o][0] + n[o][1] > 0) == (c->nan[o] + c->inf[o] > 0))
                          : (n[o][0] == c->nan[o] && n[o][1] == c->inf[o]);
-    AA_CHECK(ok, "%s %zu/%zu/%zu %s %s: NaN %zu Inf %zu, the H200 %zu %zu%s", c->spec, c->n_q, c->n_k, c->d,
-             c->causal ? "causal" : "none", names[o], n[o][0], n[o][1], c->nan[o], c->inf[o],
+    AA_CHECK(ok, "%s %zu/%zu/%zu %s offset %g %s: NaN %zu Inf %zu, the H200 %zu %zu%s", c->spec, c->n_q, c->n_k, c->d,
+             c->causal ? "causal" : "none", c->offset, names[o], n[o][0], n[o][1], c->nan[o], c->inf[o],
              c->presence ? " (presence)" : "");
   }
 }
@@ -114,10 +123,16 @@ static void check_cell(const nan_cell_t *c) {
 /* The census tells the chains apart: efficient-h100 with FA2's exp2 FFMA of S * scale * log2 e (the chain these
    presets had before) overflows in the forward at d = 64, where the H200's efficient backend gives no NaN. */
 static void check_sensitive(void) {
-  nan_cell_t c = {"efficient-h100:scale_fold=exp,exp_form=exp2-fma", 64, 64, 64, 0, 1, ALLNAN(1)};
+  nan_cell_t c = {"efficient-h100:scale_fold=exp,exp_form=exp2-fma", 64, 64, 64, 0, 1, ALLNAN(1), 0};
   size_t n[4][2];
   AA_CHECK(census(n, c.spec, &c) == 0 && n[0][0] + n[0][1] > 0, "%s 64/64/64: no NaN in o (the check is blind)",
            c.spec);
+  /* and the masked cells tell cuDNN's masked chain from its unmasked one (scale on the FP32 scores, natural exp in
+     both passes, written here on efficient-h100's base): at 64/64/128 offset -200 that chain cancels and leaves dk
+     finite, where the H200 has it NaN */
+  nan_cell_t m = {"efficient-h100:exp_form=natural,fwd.lse_form=fma", 64, 64, 128, 0, 0, NONE, -200};
+  AA_CHECK(census(n, m.spec, &m) == 0 && n[2][0] + n[2][1] == 0,
+           "%s 64/64/128 offset -200: dk not finite (the masked cells cannot tell the chains apart)", m.spec);
 }
 
 int main(void) {

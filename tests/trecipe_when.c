@@ -206,8 +206,45 @@ static void test_override_inherited(void) {
   AA_CHECK(aa_recipe_equal(&r, &back), "format then parse changed the recipe");
 }
 
+/* `masked` and `unmasked`: parsed, written back, matched on the case's masked flag, which aa_attn_case sets for
+   each of the four ways a problem receives an attn_mask (a boolean mask, a bias, key padding, a logit offset) and
+   for none of them; a contradiction is refused. */
+static void test_masked(void) {
+  aa_recipe_t r, back, res;
+  aa_error_t err = {{0}};
+  char buf[1 << 14];
+  parse_ok(&r, "base = fa2\nname = w\nwhen masked and n_q > 1: fwd.tile_k = 64\nwhen unmasked and causal: "
+               "fwd.tile_q = 64\n");
+  aa_recipe_format(buf, sizeof buf, &r);
+  AA_CHECK(strstr(buf, "when masked and n_q > 1: fwd.tile_k = 64\nwhen causal and unmasked: fwd.tile_q = 64\n"),
+           "canonical text of masked/unmasked lines:\n%s", buf);
+  parse_ok(&back, buf);
+  AA_CHECK(aa_recipe_equal(&r, &back), "masked: format -> parse does not give the same recipe back");
+  bad("when masked and unmasked: fwd.tile_k = 64\n", 1, "never true", AA_EFORMAT);
+  aa_problem_t pb;
+  uint8_t keep[4] = {1, 1, 1, 0};
+  double bias[4] = {0, 0, 0, -INFINITY};
+  for (int way = 0; way < 5; way++) {
+    aa_problem_init(&pb, 2, 2, 8, 1, 1);
+    pb.causal = 1;
+    if (way == 1) pb.mask = keep;
+    if (way == 2) pb.bias = bias;
+    if (way == 3) pb.key_pad = 1;
+    if (way == 4) pb.logit_offset = -200;
+    aa_recipe_case_t c = aa_attn_case(&pb);
+    AA_CHECK(c.masked == (way > 0) && c.causal == 1 && c.n_q == 2 && c.d == 8, "aa_attn_case way %d: masked %d", way,
+             c.masked);
+    AA_CHECK(aa_recipe_resolve(&res, &r, &c, &err) == AA_OK, "resolve way %d: %s", way, err.msg);
+    AA_CHECK(res.fwd_tile_k == (way > 0 ? 64u : 128u) && res.fwd_tile_q == (way > 0 ? 128u : 64u),
+             "way %d resolved to tile_q %zu tile_k %zu", way, res.fwd_tile_q, res.fwd_tile_k);
+    c.n_q = 1; /* the second term of the masked line fails */
+    AA_CHECK(aa_recipe_resolve(&res, &r, &c, &err) == AA_OK && res.fwd_tile_k == 128, "n_q = 1 way %d", way);
+  }
+}
+
 int main(void) {
   test_parse();
+  test_masked();
   test_override_inherited();
   test_resolve();
   test_run();

@@ -88,6 +88,23 @@ if [ -n "$gp" ] && [ -x "$gp" ]; then
   [ -s "$T/r3/map_map.png" ] && [ -s "$T/r3/map_map.svg" ] || FAIL "treport nanmap: heatmap PNG/SVG missing"
 fi
 
+# ---- nanmap's map axes: a scale that is not a power of two (133120, pytorch 121558) is drawn exactly, and the
+# heatmap has one column per (sigma, distribution) condition, not the worst over the distributions ----
+"$A" sweep --experiment nanmap --n 16 --d 16 --masks dense --variants fa2 --sigma 1,133120 --dists normal,constant \
+  --out "$T/in4/cond" >/dev/null 2>"$T/err" || FAIL "treport nanmap conditions: the sweep failed: $(cat "$T/err")"
+# every element 133120: O is the mean of equal values of v, exactly 133120 (a closed form, not the program's output)
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  $h["dist"] == "constant" && $h["tensor"] == "o" && $h["log2_sigma"] > 17 { n++; if ($h["ref_max_abs"] != 133120) bad++ }
+  END { exit !(n == 1 && bad == 0) }' "$T/in4/cond/results.csv" ||
+  FAIL "treport nanmap conditions: the constant 133120 cell's exact O is not 133120"
+"$A" report --in "$T/in4" --out "$T/r4" >/dev/null 2>"$T/err" || FAIL "treport nanmap conditions: exit $? ($(cat "$T/err"))"
+want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } { c[$h["log2_sigma"] " " $h["dist"]] = 1 }
+  END { print length(c) }' "$T/in4/cond/results.csv")
+got=$(awk 'NF == 3 && $1 !~ /^#/ { x[$1] = 1 } END { print length(x) }' "$T/r4/cond_map.dat")
+[ "$want" = 4 ] && [ "$got" = "$want" ] || FAIL "treport nanmap conditions: $got heatmap columns, $want conditions (want 4)"
+grep -q '"17.02 constant"' "$T/r4/cond_map.dat" "$T"/r4/*.gp 2>/dev/null || grep -rq '17.02 constant' "$T/r4" ||
+  FAIL "treport nanmap conditions: no column labelled '17.02 constant'"
+
 # ---- the summary comes first: the first section after the title is the summary, before any grid ----
 first=$(grep -n '^## ' "$T/r1/report.md" | head -1)
 case "$first" in *'## Summary') ;; *) FAIL "treport: the first section is '$first', not the summary" ;; esac

@@ -23,9 +23,10 @@ static const char description[] =
     "     (the packed-exp table, one cell per exp construction)\n"
     "  3. attnacc expmap --curve DIR/expratio.csv (ratio curves of three exp constructions)\n"
     "  4. with --nanmap: attnacc sweep --experiment nanmap --quick --out DIR/nanmap-quick\n"
-    "     and always a small NaN map of fa2, cudnn-h100 and tlx into DIR/nanmap-regions\n"
-    "     (n 128, 192; d 128; sigma 1, 2^17; normal and constant inputs; logit offsets 0,\n"
-    "     -200; 32 padded keys; with and without a fully masked row)\n"
+    "     and always a small NaN map of fa2, fa2-h100, cudnn-h100 and tlx into\n"
+    "     DIR/nanmap-regions (n 128, 192; d 128; sigma 1, 2^17, 133120 (pytorch 121558);\n"
+    "     normal and constant inputs; logit offsets 0, -200; 32 padded keys; with and\n"
+    "     without a fully masked row)\n"
     "     and the FP8 steps: attnacc sweep --experiment fp8-rescale --n 512 --heads 2\n"
     "     --out DIR/fp8-rescale (flash-attention issue 2716) and attnacc sweep --experiment\n"
     "     lowpmap --out DIR/lowpmap (FP8 error, saturation and underflow maps; about a minute)\n"
@@ -58,7 +59,8 @@ static int step(const char *dir, const char *log, int (*fn)(int, char **), int a
 
 /* The NaN map of fa2, cudnn-h100 and tlx on a small grid where their NaN regions show: cuDNN's phantom key slots
    (n_k mod 128 = 64, a key padding with every LSE below -88.7 or a fully masked row) and constant inputs of
-   2^17 at d = 128 (FA2's 133120 inputs of experiments/README-gpu.md section 8). */
+   133120 at d = 128 (pytorch 121558; experiments/README-gpu.md section 8), beside 2^17, where no chain overflows.
+   fa2-h100 is PyTorch's build of FA2 (UNFUSE_FMA), the kernel of that report; fa2 upstream's FFMA forward. */
 static int nan_regions(const char *dir, const char *jobs) {
   char out[4300];
   snprintf(out, sizeof out, "%s/nanmap-regions", dir);
@@ -67,13 +69,13 @@ static int nan_regions(const char *dir, const char *jobs) {
                "--experiment",
                "nanmap",
                "--variants",
-               "fa2,cudnn-h100,tlx",
+               "fa2,fa2-h100,cudnn-h100,tlx",
                "--n",
                "128,192",
                "--masks",
                "dense",
-               "--log2-sigmas",
-               "0,17",
+               "--sigma",
+               "1,131072,133120",
                "--dists",
                "normal,constant",
                "--logit-offsets",

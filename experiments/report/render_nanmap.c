@@ -8,9 +8,18 @@
 
 #include "report/report.h"
 
+/* The map options of nanmap (--dists, --logit-offsets, --key-pads, --empty-row, --n-q): the axes that vary become
+   part of each column's label, next to sigma, so that every condition has a column of its own instead of being
+   folded into the worst class of its sigma. */
+static const char *const map_axes[] = {"dist", "logit_offset", "key_pad", "empty_row", "n_q"};
+#define NMAP_AXES (sizeof map_axes / sizeof map_axes[0])
+
 typedef struct {
   rp_strs_t rec, masks;
-  rp_nums_t ns, sg;
+  rp_nums_t ns;
+  rp_strs_t xs;        /* column labels: log2 sigma, then the varying map axes */
+  double *xsig;        /* [G]: the log2 sigma of each column */
+  int axis[NMAP_AXES]; /* column of each map axis that varies, else -1 */
   size_t R, M, N, G;
   int d_varies;  /* d is part of the panel names */
   int *cls, *ov; /* [R][M][N][G]: worst class (0 pass, 1 fails rule, 2 Inf, 3 NaN, 4 refused; -1 none), overflow */
@@ -28,34 +37,61 @@ static int nan_class(const aa_results_t *c, size_t r, int cp, int cna, int ci, i
   return 0;
 }
 
+/* The label of row r's column: "0", "17" without map axes; "17 constant off-200 row" with them (a short word per
+   varying axis: the distribution, off=C, pad=P, row for a fully masked row, nq=M). */
+static const char *x_label(char *buf, size_t cap, const aa_results_t *c, const map_t *m, int cg, size_t r) {
+  double g = aa_results_num(aa_results_cell(c, r, cg)); /* 17.02 for 133120; integers as they are */
+  size_t used = (size_t)snprintf(buf, cap, g == floor(g) ? "%.0f" : "%.2f", g);
+  static const char *const fmt[NMAP_AXES] = {" %s", " off%s", " pad%s", " row%s", " nq%s"};
+  for (size_t x = 0; x < NMAP_AXES && used < cap; x++) {
+    if (m->axis[x] < 0) continue;
+    const char *v = aa_results_cell(c, r, m->axis[x]);
+    if (x == 3) v = strcmp(v, "0") ? "" : NULL; /* empty_row: the word "row" when 1, nothing when 0 */
+    if (v != NULL) used += (size_t)snprintf(buf + used, cap - used, fmt[x], v);
+  }
+  return buf;
+}
+
+static void find_map_axes(map_t *m, const aa_results_t *c) {
+  for (size_t x = 0; x < NMAP_AXES; x++) {
+    int col = aa_results_col(c, map_axes[x]), varies = 0;
+    for (size_t r = 1; col >= 0 && r < c->nrows && !varies; r++)
+      varies = strcmp(aa_results_cell(c, r, col), aa_results_cell(c, 0, col)) != 0;
+    m->axis[x] = varies ? col : -1;
+  }
+}
+
 static int map_build(map_t *m, const aa_results_t *c) {
   int cr = aa_results_col(c, "recipe"), cn = aa_results_col(c, "n"), cg = aa_results_col(c, "log2_sigma"),
       cp = aa_results_col(c, "pass"), cna = aa_results_col(c, "nan"), ci = aa_results_col(c, "inf"),
       cer = aa_results_col(c, "error"), cov = aa_results_col(c, "ref_overflow");
   rp_panel_cols_t pc;
-  char panel[160];
+  char panel[160], xl[160];
   memset(m, 0, sizeof *m);
   rp_panel_cols(&pc, c); /* a sweep over several d (or heads, kv_heads) maps each apart */
   m->d_varies = pc.extra[0] >= 0;
+  find_map_axes(m, c);
   for (size_t r = 0; r < c->nrows; r++) {
     rp_strs_add(&m->rec, aa_results_cell(c, r, cr));
     rp_strs_add(&m->masks, rp_panel_of(panel, sizeof panel, c, &pc, r));
     rp_nums_add(&m->ns, aa_results_num(aa_results_cell(c, r, cn)));
-    rp_nums_add(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
+    rp_strs_add(&m->xs, x_label(xl, sizeof xl, c, m, cg, r));
   }
-  m->R = m->rec.n, m->M = m->masks.n, m->N = m->ns.n, m->G = m->sg.n;
+  m->R = m->rec.n, m->M = m->masks.n, m->N = m->ns.n, m->G = m->xs.n;
   size_t total = m->R * m->M * m->N * m->G;
   m->cls = malloc((total + 1) * sizeof *m->cls);
   m->ov = calloc(total + 1, sizeof *m->ov);
-  if (m->rec.oom || m->masks.oom || m->ns.oom || m->sg.oom || !m->cls || !m->ov) return -1;
+  m->xsig = calloc(m->G + 1, sizeof *m->xsig);
+  if (m->rec.oom || m->masks.oom || m->ns.oom || m->xs.oom || !m->cls || !m->ov || !m->xsig) return -1;
   for (size_t i = 0; i < total; i++)
     m->cls[i] = -1;
   for (size_t r = 0; r < c->nrows; r++) {
     int ri = rp_strs_find(&m->rec, aa_results_cell(c, r, cr)),
         mi = rp_strs_find(&m->masks, rp_panel_of(panel, sizeof panel, c, &pc, r)),
         ni = rp_nums_find(&m->ns, aa_results_num(aa_results_cell(c, r, cn))),
-        gi = rp_nums_find(&m->sg, aa_results_num(aa_results_cell(c, r, cg)));
+        gi = rp_strs_find(&m->xs, x_label(xl, sizeof xl, c, m, cg, r));
     if (ri < 0 || mi < 0 || ni < 0 || gi < 0) continue;
+    m->xsig[gi] = aa_results_num(aa_results_cell(c, r, cg));
     size_t ix = mx(m, (size_t)ri, (size_t)mi, (size_t)ni, (size_t)gi);
     int k = nan_class(c, r, cp, cna, ci, cer);
     if (k > m->cls[ix]) m->cls[ix] = k;
@@ -84,8 +120,8 @@ static const char *site_counts(const char *words) {
 }
 
 static void map_free(map_t *m) {
-  rp_strs_free(&m->rec), rp_strs_free(&m->masks), rp_nums_free(&m->ns), rp_nums_free(&m->sg);
-  free(m->cls), free(m->ov);
+  rp_strs_free(&m->rec), rp_strs_free(&m->masks), rp_nums_free(&m->ns), rp_strs_free(&m->xs);
+  free(m->cls), free(m->ov), free(m->xsig);
 }
 
 static void threshold_table(cli_sb_t *md, const map_t *m) {
@@ -94,12 +130,13 @@ static void threshold_table(cli_sb_t *md, const map_t *m) {
     cli_sb_printf(md, "| %s |", m->rec.v[ri]);
     for (size_t mi = 0; mi < m->M; mi++)
       for (size_t ni = 0; ni < m->N; ni++) {
-        double f = NAN, nf = NAN, o = NAN;
+        double f = NAN, nf = NAN, o = NAN; /* the smallest log2 sigma of a column in each class */
         for (size_t gi = 0; gi < m->G; gi++) {
           int k = m->cls[mx(m, ri, mi, ni, gi)];
-          if (k >= 1 && isnan(f)) f = m->sg.v[gi];
-          if (k >= 2 && isnan(nf)) nf = m->sg.v[gi];
-          if (m->ov[mx(m, ri, mi, ni, gi)] && isnan(o)) o = m->sg.v[gi];
+          double x = m->xsig[gi];
+          if (k >= 1 && !(f <= x)) f = x;
+          if (k >= 2 && !(nf <= x)) nf = x;
+          if (m->ov[mx(m, ri, mi, ni, gi)] && !(o <= x)) o = x;
         }
         char a[16] = "-", b[16] = "-", d[16] = "-";
         if (!isnan(f)) snprintf(a, sizeof a, "%.0f", f);
@@ -135,6 +172,17 @@ static void heatmap_data(const map_t *m, cli_sb_t *dat, cli_sb_t *od, char *pane
   }
 }
 
+/* The x axis's title: log2 sigma, and the map axes that label its columns. */
+static const char *x_name(const map_t *m) {
+  static char buf[160]; /* the report is single-threaded */
+  static const char *const words[NMAP_AXES] = {"distribution", "logit offset", "padded keys",
+                                               "row: one query row fully masked", "n_q"};
+  size_t used = (size_t)snprintf(buf, sizeof buf, "log2 sigma");
+  for (size_t x = 0; x < NMAP_AXES && used < sizeof buf; x++)
+    if (m->axis[x] >= 0) used += (size_t)snprintf(buf + used, sizeof buf - used, ", %s", words[x]);
+  return buf;
+}
+
 static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *tag, const rp_prov_t *pv) {
   cli_sb_t dat = {0}, od = {0}, vars = {0}, xt = {0}, yt = {0};
   char name[160], dn[200], on[200], dp[4300], op[4300], panels[512] = "";
@@ -143,7 +191,7 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
   snprintf(on, sizeof on, "%s_overflow.dat", name);
   heatmap_data(m, &dat, &od, panels, sizeof panels);
   for (size_t gi = 0; gi < m->G; gi++)
-    cli_sb_printf(&xt, "%s\"%.0f\" %zu", gi ? ", " : "", m->sg.v[gi], gi);
+    cli_sb_printf(&xt, "%s\"%s\" %zu", gi ? ", " : "", m->xs.v[gi], gi);
   for (size_t ri = 0; ri < m->R; ri++)
     for (size_t ni = 0; ni < m->N; ni++)
       cli_sb_printf(&yt, "%s\"%s n=%.0f\" %zu", ri + ni ? ", " : "", m->rec.v[ri], m->ns.v[ni], ri * m->N + ni);
@@ -153,6 +201,7 @@ static void heatmap(cli_sb_t *md, rp_plotter_t *pl, const map_t *m, const char *
     rp_gp_str(&vars, "datafile", dp);
     rp_gp_str(&vars, "ovfile", op);
     cli_sb_printf(&vars, "npanels = %zu\nnx = %zu\nny = %zu\n", m->M, m->G, m->R * m->N);
+    rp_gp_str(&vars, "xname", x_name(m));
     rp_gp_str(&vars, "panels", panels);
     rp_gp_str(&vars, "xtic", xt.buf ? xt.buf : "");
     rp_gp_str(&vars, "ytic", yt.buf ? yt.buf : "");

@@ -63,20 +63,20 @@ static int nanmap_extra_axes(aa_sweep_t *sw, const xp_opts_t *o, aa_error_t *err
   return aa_sweep_axis_double(sw, "logit_offset", offs, no, 0, err);
 }
 
-/* --sigma S[,S...]: the map's axis is log2_sigma, so each S must be a power of two (2^-1074..2^1023). 0, or 2
-   after a message. */
-static int log2_sigmas(int64_t *sig, size_t *n, const xp_opts_t *o) {
+/* --sigma S[,S...]: the map's axis is log2_sigma, integers when every S is a power of two (the grid, and its hash,
+   as before); otherwise the axis holds log2 S as doubles, so that the all-133120 input of pytorch 121558 (2^17 +
+   2^11: exp2 of its log2 rounds back to 133120 in BF16) has a column. *frac = 1 then. 0, or 2 after a message. */
+static int log2_sigmas(int64_t *sig, double *lsig, size_t *n, int *frac, const xp_opts_t *o) {
   double v[64];
   size_t k;
+  *frac = 0;
   if (xp_opt(o, "sigma") == NULL) return 0;
   if (xp_opt_doubles(v, &k, 64, o, "sigma", "", 0, 1e308, 1)) return 2;
   for (size_t i = 0; i < k; i++) {
     int e;
-    if (frexp(v[i], &e) != 0.5) {
-      cli_error(o->cmd, "--sigma: %g is not a power of two (the nanmap's axis is log2_sigma)", v[i]);
-      return 2;
-    }
+    *frac |= frexp(v[i], &e) != 0.5;
     sig[i] = e - 1;
+    lsig[i] = log2(v[i]);
   }
   *n = k;
   return 0;
@@ -125,22 +125,27 @@ static int nanmap_declare(aa_sweep_t *sw, const xp_opts_t *o, xp_ctx_t *ctx, aa_
   static const int64_t sig_full[] = {-56, -48, -40, -24, -8, 0, 2, 4, 6, 8, 12, 16, 24, 32, 40, 44, 48, 56, 62, 64};
   static const int64_t sig_quick[] = {-56, -40, 0, 4, 8, 16, 32, 44, 56, 64};
   int64_t sig[64];
+  double lsig[64];
+  int frac;
   size_t seeds = 1, heads = 1,
          nsig = o->quick ? sizeof sig_quick / sizeof sig_quick[0] : sizeof sig_full / sizeof sig_full[0];
   int rc;
   ctx->d = 32;
   memcpy(sig, o->quick ? sig_quick : sig_full, nsig * sizeof *sig);
   if (xp_opt_size(&seeds, o, "seeds", 1, 1000000) || xp_opt_size(&heads, o, "heads", 1, 4096) ||
-      log2_sigmas(sig, &nsig, o))
+      log2_sigmas(sig, lsig, &nsig, &frac, o))
     return AA_EINVAL;
   if (xp_opt(o, "log2-sigmas") != NULL && xp_opt_ints(sig, &nsig, 64, o, "log2-sigmas", NULL, -140, 140))
     return AA_EINVAL;
+  if (xp_opt(o, "log2-sigmas") != NULL) frac = 0; /* integers replacing --sigma's */
   if ((rc = nanmap_extra_axes(sw, o, err)) != AA_OK) return rc;
   if ((rc = nanmap_map_axes(sw, o, err)) != AA_OK) return rc;
   ctx->first_cols = nanmap_wants_first(o);
   if ((rc = xp_recipes_from_opts(ctx, o, err)) ||
       (rc = xp_axis_n(sw, o, o->quick ? ns_quick : ns_full, o->quick ? 2 : 3, err)) ||
-      (rc = xp_axis_masks(sw, o, err)) || (rc = aa_sweep_axis_int(sw, "log2_sigma", sig, nsig, 0, err)) ||
+      (rc = xp_axis_masks(sw, o, err)) ||
+      (rc = frac ? aa_sweep_axis_double(sw, "log2_sigma", lsig, nsig, 0, err)
+                 : aa_sweep_axis_int(sw, "log2_sigma", sig, nsig, 0, err)) ||
       (rc = xp_axis_dims(sw, o, 32, heads, err)) ||
       /* an axis only when given: the map's folders without it keep their grid hash */
       (xp_opt(o, "heads") && (rc = xp_axis_fixed_int(sw, "heads", (int64_t)heads, err))) ||
@@ -154,7 +159,8 @@ static const cli_opt_t params[] = {
     XP_OPTS_ATTN,
     {"heads", "H", "1", "query heads per cell"},
     XP_OPTS_SHAPE,
-    {"sigma", "S[,S...]", "2^-56..2^64", "input scales replacing the map's, each a power of two"},
+    {"sigma", "S[,S...]", "2^-56..2^64",
+     "input scales replacing the map's (powers of two, or any: the log2_sigma axis then holds doubles)"},
     XP_OPTS_ORACLE,
     {"dists", "NAME[,NAME...]", "normal",
      "input distributions as an axis (lib/layout.h: normal, constant, near-constant, huge-keys, massive, ...)"},

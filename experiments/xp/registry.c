@@ -526,8 +526,8 @@ int xp_attn_eval(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *vctx) {
   uint8_t *cmask = NULL;
 
   memset(&oracle, 0, sizeof oracle);
-  if (aa_cell_find(cell, "log2_sigma") >= 0)
-    sigma = ldexp(1.0, (int)aa_cell_int(cell, "log2_sigma", 0));
+  if (aa_cell_find(cell, "log2_sigma") >= 0) /* an integer axis, or nanmap's doubles for sigmas like 133120 */
+    sigma = exp2(aa_cell_double(cell, "log2_sigma", 0));
   else
     sigma = aa_cell_double(cell, "sigma", ctx->sigma);
   if (n == 0 || d == 0 || heads == 0 || kv_heads == 0 || heads % kv_heads)

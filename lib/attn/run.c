@@ -44,6 +44,12 @@ void aa_attn_result_free(aa_attn_result_t *res) {
   res->p_max = 0;
 }
 
+aa_recipe_case_t aa_attn_case(const aa_problem_t *pb) {
+  aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+  c.masked = aa_problem_has_mask(pb) || aa_problem_has_bias(pb);
+  return c;
+}
+
 static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                         const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 
@@ -57,7 +63,7 @@ int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t
   if (r->nwhen == 0 || pb->varlen_batch > 0) return run_resolved(out, pb, r, q, k, v, dO, err);
   aa_recipe_t *res = malloc(sizeof *res);
   if (res == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
-  aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+  aa_recipe_case_t c = aa_attn_case(pb);
   int st = aa_recipe_resolve(res, r, &c, err);
   if (st == AA_OK) st = run_resolved(out, pb, res, q, k, v, dO, err);
   free(res);

@@ -74,7 +74,7 @@ static int resolve(const aa_recipe_t **out, aa_recipe_t **owned, const aa_proble
   *out = r, *owned = NULL;
   if (r->nwhen == 0) return AA_OK;
   if ((*owned = malloc(sizeof **owned)) == NULL) return aa_error_set(err, AA_ENOMEM, "batch: out of memory");
-  aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+  aa_recipe_case_t c = aa_attn_case(pb);
   *out = *owned;
   return aa_recipe_resolve(*owned, r, &c, err);
 }

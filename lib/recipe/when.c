@@ -37,10 +37,11 @@ static int parse_term(aa_recipe_when_term_t *t, const char *s, const char *e, co
   for (int i = 0; i < AA_WHEN_VAR_COUNT; i++)
     if (strlen(var_names[i]) == v && !strncmp(buf, var_names[i], v)) var = i;
   if (var < 0)
-    return aa_error_set(err, AA_EINVAL,
-                        "condition '%s': unknown term '%s' (expected causal, dense, or n, n_q, n_k, d compared "
-                        "with >=, >, <=, <, ==, != to an integer)",
-                        cond, buf);
+    return aa_error_set(
+        err, AA_EINVAL,
+        "condition '%s': unknown term '%s' (expected causal, dense, masked, unmasked, or n, n_q, n_k, d compared "
+        "with >=, >, <=, <, ==, != to an integer)",
+        cond, buf);
   char *p = buf + v;
   while (isspace((unsigned char)*p))
     p++;
@@ -62,11 +63,24 @@ static int parse_term(aa_recipe_when_term_t *t, const char *s, const char *e, co
   return AA_OK;
 }
 
+/* A two-way word term (`causal`/`dense`, `masked`/`unmasked`) into *flag (1 for yes, 0 for no): 1 when [s, e) is
+   one of the two words, *st set to an error when the condition already holds the other. */
+static int flag_word(int *flag, const char *s, const char *e, const char *yes, const char *no, const char *cond,
+                     int *st, aa_error_t *err) {
+  if (!word_is(s, e, yes) && !word_is(s, e, no)) return 0;
+  int m = word_is(s, e, yes);
+  if (*flag >= 0 && *flag != m)
+    *st = aa_error_set(err, AA_EINVAL, "condition '%s': both %s and %s (never true)", cond, yes, no);
+  *flag = m;
+  return 1;
+}
+
 /* Split "TERM and TERM ..." at the word `and`; a comparison may be written
    with blanks around its operator, so a term runs up to the next `and`. */
 int aa_recipe_when_parse(aa_recipe_when_t *w, const char *cond, aa_error_t *err) {
   memset(w, 0, sizeof *w);
   w->mask = -1;
+  w->masked = -1;
   const char *s = cond, *e;
   int expect_term = 1;
   for (;;) {
@@ -80,11 +94,10 @@ int aa_recipe_when_parse(aa_recipe_when_t *w, const char *cond, aa_error_t *err)
     }
     if (!expect_term) return aa_error_set(err, AA_EINVAL, "condition '%s': terms must be joined by 'and'", cond);
     expect_term = 0;
-    if (word_is(s, e, "causal") || word_is(s, e, "dense")) {
-      int m = word_is(s, e, "causal");
-      if (w->mask >= 0 && w->mask != m)
-        return aa_error_set(err, AA_EINVAL, "condition '%s': both causal and dense (never true)", cond);
-      w->mask = m;
+    int st = AA_OK;
+    if (flag_word(&w->masked, s, e, "masked", "unmasked", cond, &st, err) ||
+        flag_word(&w->mask, s, e, "causal", "dense", cond, &st, err)) {
+      if (st != AA_OK) return st;
       s = e;
       continue;
     }
@@ -98,14 +111,14 @@ int aa_recipe_when_parse(aa_recipe_when_t *w, const char *cond, aa_error_t *err)
     }
     if (w->nterms == AA_RECIPE_WHEN_TERMS)
       return aa_error_set(err, AA_EINVAL, "condition '%s': more than %d comparisons", cond, AA_RECIPE_WHEN_TERMS);
-    int st = parse_term(&w->term[w->nterms], t0, t1, cond, err);
+    st = parse_term(&w->term[w->nterms], t0, t1, cond, err);
     if (st != AA_OK) return st;
     w->nterms++;
     s = t1;
   }
   if (expect_term)
     return aa_error_set(err, AA_EINVAL, "condition '%s': %s", cond,
-                        w->mask < 0 && w->nterms == 0 ? "empty condition" : "ends with 'and'");
+                        w->mask < 0 && w->masked < 0 && w->nterms == 0 ? "empty condition" : "ends with 'and'");
   return AA_OK;
 }
 
@@ -116,6 +129,12 @@ size_t aa_recipe_when_cond_text(char *buf, size_t len, const aa_recipe_when_t *w
   if (w->mask >= 0) {
     n = snprintf(buf != NULL && need < len ? buf + need : NULL, need < len ? len - need : 0, "%s",
                  w->mask ? "causal" : "dense");
+    need += n > 0 ? (size_t)n : 0;
+    sep = " and ";
+  }
+  if (w->masked >= 0) {
+    n = snprintf(buf != NULL && need < len ? buf + need : NULL, need < len ? len - need : 0, "%s%s", sep,
+                 w->masked ? "masked" : "unmasked");
     need += n > 0 ? (size_t)n : 0;
     sep = " and ";
   }
@@ -157,6 +176,7 @@ static int compare(uint64_t a, aa_recipe_when_op_t op, uint64_t b) {
 
 int aa_recipe_when_matches(const aa_recipe_when_t *w, const aa_recipe_case_t *c) {
   if (w->mask >= 0 && w->mask != (c->causal != 0)) return 0;
+  if (w->masked >= 0 && w->masked != (c->masked != 0)) return 0;
   for (size_t i = 0; i < w->nterms; i++) {
     uint64_t x = w->term[i].var == AA_WHEN_N || w->term[i].var == AA_WHEN_NK ? c->n_k
                  : w->term[i].var == AA_WHEN_NQ                              ? c->n_q

@@ -59,7 +59,7 @@ static void record_counters(aa_eval_variant_t *v, const aa_attn_result_t *res, c
   static const char *const sm[] = {"online-lse", "two-pass", "fixed-shift", "guarded"};
   aa_recipe_t *resolved = NULL;
   if (r->nwhen > 0 && (resolved = malloc(sizeof *resolved)) != NULL) {
-    aa_recipe_case_t c = {.causal = pb->causal, .n_q = pb->n_q, .n_k = pb->n_k, .d = pb->d};
+    aa_recipe_case_t c = aa_attn_case(pb);
     if (aa_recipe_resolve(resolved, r, &c, NULL) == AA_OK) r = resolved;
   }
   snprintf(v->dq_reduce, sizeof v->dq_reduce, "%s", aa_reduce_kind_name(r->bwd_dq_reduce.kind));
