@@ -83,8 +83,10 @@ awk -F, -v cs="$(col "$S" sigma)" -v ct="$(col "$S" tensor)" -v cm="$(col "$S" r
 "$A" sweep --experiment table4 --variants fa2 --n 32 --heads 4 --kv-heads 3 --out "$T/k3" >/dev/null 2>"$T/err"
 [ $? -eq 2 ] && grep -q 'does not divide' "$T/err" || FAIL "tvariant: --kv-heads 3 with 4 heads must exit 2 naming it"
 [ -e "$T/k3" ] && FAIL "tvariant: --kv-heads 3 created the folder"
-"$A" sweep --experiment nanmap --variants fa2 --sigma 3 --out "$T/n3" >/dev/null 2>"$T/err"
-[ $? -eq 2 ] && grep -q 'not a power of two' "$T/err" || FAIL "tvariant: nanmap --sigma 3 must exit 2 naming it"
+# any positive sigma is a cell (133120, pytorch 121558, is not a power of two); zero is refused
+"$A" sweep --experiment nanmap --variants fa2 --sigma 0 --out "$T/n0" >/dev/null 2>"$T/err"
+[ $? -eq 2 ] && grep -q -- '--sigma: 0 is out of range' "$T/err" || FAIL "tvariant: nanmap --sigma 0 must exit 2 naming it"
+[ -e "$T/n0" ] && FAIL "tvariant: --sigma 0 created the folder"
 "$A" sweep --experiment nanmap --variants fa2 --n 16 --masks dense --sigma 0.25,4 --d 8,16 --out "$T/nm" >/dev/null 2>"$T/err" ||
   FAIL "tvariant nanmap --sigma: exit $? ($(cat "$T/err"))"
 [ "$(awk -F, -v c="$(col "$T/nm/results.csv" log2_sigma)" 'NR > 1 { print $c }' "$T/nm/results.csv" | sort -un | tr '\n' ' ')" = "-2 2 " ] ||
