@@ -117,32 +117,35 @@ __global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
 /* ---- tc-kK-fF: the integer core of tc-core.h on operands unpacked once into shared memory ---- */
 
 /* One operand tile, unpacked (aa_tc_unpack): significands m 2^8, alignment exponents (GM_ESPEC for Inf/NaN,
-   AA_TC_ENONE for zeros), sign masks. */
+   AA_TC_ENONE for zeros), signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one
+   multiply-add: both on the FMA pipe, which the integer ALU does not share). */
 struct gm_unpacked {
   uint4 m8[GM_KT][GM_THREADS];
-  int4 e[GM_KT][GM_THREADS], neg[GM_KT][GM_THREADS];
+  int4 e[GM_KT][GM_THREADS], sgn[GM_KT][GM_THREADS];
 };
 
 __device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
   aa_tc_op_t o = aa_tc_unpack(aa_tc_f2u(x));
   ((uint32_t *)&s.m8[k][0])[col] = o.m8;
   ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
-  ((int32_t *)&s.neg[k][0])[col] = o.neg;
+  ((int32_t *)&s.sgn[k][0])[col] = o.neg | 1;
 }
 
 /* An operand back from its unpacked form, as far as a product with Inf or NaN can tell: Inf and NaN themselves, a
    zero of its sign, and +-1 for any finite nonzero value (its magnitude cannot change an infinite product). */
 __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col) {
   const int w = gm_slot(k, col);
-  int32_t e = ((const int32_t *)&s.e[k][0])[w], neg = ((const int32_t *)&s.neg[k][0])[w];
-  uint32_t sign = neg ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
+  int32_t e = ((const int32_t *)&s.e[k][0])[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
+  uint32_t sign = sgn < 0 ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
   if (e == GM_ESPEC) return aa_tc_u2f(sign | 0x7f800000u | ((m8 >> 8) & 0x7fffffu));
   return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
 }
 
-/* A block that holds an Inf or NaN term (rare): the IEEE sum of the non-finite terms, as aa_tc_block. */
-__device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb, int bk,
-                                       int row, int col) {
+/* A block that holds an Inf or NaN term (rare): the IEEE sum of the non-finite terms, as aa_tc_block. Not inlined,
+   so that the loop over a thread's outputs that calls it unrolls (a rolled loop indexes acc, E and S dynamically,
+   which puts them in local memory) without 16 copies of this loop. */
+__device__ __noinline__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb,
+                                                    int bk, int row, int col) {
   float s = aa_tc_unpack(aa_tc_f2u(acc)).spec ? acc : 0.0f;
   GM_UNROLL(unroll 1)
   for (int k = kb; k < kb + bk; k++) {
@@ -157,57 +160,72 @@ __device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const g
   { (v).x, (v).y, (v).z, (v).w }
 
 /* One block of BK k-indices from shared k = kb for the thread's sub-tile (definition in gemm.h): the block
-   exponent E over the accumulator and the products, then the exact sum of the truncated terms (int32 partial sums of
-   at most 8 terms below 2^27 each, F <= 25), then the RZ rounding; zero-padded k beyond K are zero products, which
-   take no part (the last, shorter block of the definition). */
+   exponent E over the accumulator and the products, then the exact sum of the truncated terms, then the RZ
+   rounding; zero-padded k beyond K are zero products, which take no part (the last, shorter block of the
+   definition). The terms are below 2^(F + 2) <= 2^27 (F <= 25), so up to 16 of them sum exactly in an int32
+   (|sum| <= 16 (2^27 - 1) < 2^31); a block of 32 adds two such partial sums in 64 bits. Every loop is unrolled
+   whole: the arrays indexed by r, q and k stay in registers. Per product: the exponent sum and maximum, then the
+   high word of the significands' product, the shift (one three-input add from E - F + 30), the shift itself, the
+   sign (sa sb) and the signed multiply-add into the partial sum. */
 template <int BK>
 __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
   int32_t E[GM_R][GM_R];
+  GM_UNROLL(unroll)
   for (int r = 0; r < GM_R; r++)
-    for (int q = 0; q < GM_R; q++) {
-      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-      E[r][q] = c.spec ? GM_ESPEC : c.e;
-    }
-  GM_UNROLL(unroll 8)
+    GM_UNROLL(unroll)
+  for (int q = 0; q < GM_R; q++) {
+    aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
+    E[r][q] = c.spec ? GM_ESPEC : c.e;
+  }
+  GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
   for (int k = kb; k < kb + BK; k++) {
     const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
-    for (int r = 0; r < GM_R; r++)
-      for (int q = 0; q < GM_R; q++)
-        E[r][q] = max(E[r][q], ea[r] + eb[q]);
-  }
-  int64_t S[GM_R][GM_R] = {};
-  int32_t s32[GM_R][GM_R] = {};
-  constexpr int G = BK < 8 ? BK : 8; /* terms per int32 partial sum */
-  GM_UNROLL(unroll)
-  for (int k8 = kb; k8 < kb + BK; k8 += G) {
     GM_UNROLL(unroll)
-    for (int k = k8; k < k8 + G; k++) {
-      const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
-      const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
-      const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
-      const int32_t na[GM_R] = GM_SPLIT4(sa.neg[k][qa]), nb[GM_R] = GM_SPLIT4(sb.neg[k][qb]);
-      for (int r = 0; r < GM_R; r++)
-        for (int q = 0; q < GM_R; q++) {
-          uint32_t t = aa_tc_prod_term(ma[r], mb[q], aa_tc_prod_shift(E[r][q], g.frac_bits, ea[r] + eb[q]));
-          int32_t n = na[r] ^ nb[q];
-          s32[r][q] += (int32_t)(t ^ (uint32_t)n) - n; /* +t or -t */
-        }
-    }
     for (int r = 0; r < GM_R; r++)
-      for (int q = 0; q < GM_R; q++)
-        S[r][q] += s32[r][q], s32[r][q] = 0;
+      GM_UNROLL(unroll)
+    for (int q = 0; q < GM_R; q++)
+      E[r][q] = max(E[r][q], ea[r] + eb[q]);
   }
+  int32_t Eq[GM_R][GM_R]; /* E - F + 30: a product's shift is Eq - (ea + eb) (aa_tc_prod_shift) */
+  GM_UNROLL(unroll)
   for (int r = 0; r < GM_R; r++)
+    GM_UNROLL(unroll)
+  for (int q = 0; q < GM_R; q++)
+    Eq[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
+  constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
+  int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end (fewer registers than S) */
+  GM_UNROLL(unroll)
+  for (int p = 0; p < BK / G; p++)
+    GM_UNROLL(unroll)
+  for (int k = kb + p * G; k < kb + p * G + G; k++) {
+    const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
+    const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
+    const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
+    const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
+    GM_UNROLL(unroll)
+    for (int r = 0; r < GM_R; r++)
+      GM_UNROLL(unroll)
     for (int q = 0; q < GM_R; q++) {
-      if (E[r][q] >= GM_ESPEC_MIN) {
-        acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
-        continue;
-      }
-      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-      S[r][q] += aa_tc_signed(aa_tc_acc_term(c.m8 >> 8, aa_tc_acc_shift(E[r][q], g.frac_bits, c.e)), c.neg);
-      acc[r][q] = aa_tc_u2f(aa_tc_round_bits(S[r][q], E[r][q] - g.frac_bits, g.out_bits));
+      int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], Eq[r][q] - (ea[r] + eb[q]));
+      P[p][r][q] += t * (na[r] * nb[q]);
     }
+  }
+  GM_UNROLL(unroll)
+  for (int r = 0; r < GM_R; r++)
+    GM_UNROLL(unroll)
+  for (int q = 0; q < GM_R; q++) {
+    if (E[r][q] >= GM_ESPEC_MIN) {
+      acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
+    } else {
+      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
+      int64_t s = aa_tc_signed(aa_tc_acc_term(c.m8 >> 8, aa_tc_acc_shift(E[r][q], g.frac_bits, c.e)), c.neg);
+      GM_UNROLL(unroll)
+      for (int p = 0; p < BK / G; p++)
+        s += P[p][r][q];
+      acc[r][q] = aa_tc_u2f(aa_tc_round_bits(s, E[r][q] - g.frac_bits, g.out_bits));
+    }
+  }
 }
 
 /* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
