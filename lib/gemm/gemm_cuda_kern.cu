@@ -155,6 +155,57 @@ __device__ __noinline__ static float gm_special_sum(float acc, const gm_unpacked
   return s;
 }
 
+/* The end of a block in binary64 (see gm_tc_block), and the exponent maximum: instructions with host twins for
+   the emulation, each giving the instruction's result. __dadd_rz's twin corrects the RNE sum by the sign of its exact
+   error (TwoSum);
+   __double2float_rz's corrects the RNE conversion when it rounded away from zero (Inf included: it steps back to
+   the largest finite value, as RZ gives). */
+#ifdef AA_GEMM_CUDA_EMULATE
+static double gm_hilo(uint32_t hi, uint32_t lo) {
+  uint64_t u = (uint64_t)hi << 32 | lo;
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+static double gm_dadd_rz(double a, double b) {
+  double s = a + b, bb = s - a, err = (a - (s - bb)) + (b - bb);
+  return (s > 0 && err < 0) || (s < 0 && err > 0) ? nextafter(s, 0.0) : s;
+}
+static float gm_d2f_rz(double x) {
+  float f = (float)x;
+  return fabs((double)f) > fabs(x) ? nextafterf(f, 0.0f) : f;
+}
+static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
+  return max(a + b, c);
+}
+#else
+/* max(a + b, c): one VIADDMNMX, a DPX instruction of sm_90 (emulated in several on older GPUs) */
+__device__ __forceinline__ static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
+  return __viaddmax_s32(a, b, c);
+}
+__device__ __forceinline__ static double gm_hilo(uint32_t hi, uint32_t lo) {
+  return __hiloint2double((int)hi, (int)lo);
+}
+__device__ __forceinline__ static double gm_dadd_rz(double a, double b) {
+  return __dadd_rz(a, b);
+}
+__device__ __forceinline__ static float gm_d2f_rz(double x) {
+  return __double2float_rz(x);
+}
+#endif
+/* An int32 as a double without a conversion instruction (a quarter-rate pipe): 2^52 + 2^31 + p built from its bits,
+   less 2^52 + 2^31 (both exact). */
+__device__ __forceinline__ static double gm_i2d(int32_t p) {
+  return gm_hilo(0x43300000u, (uint32_t)p ^ 0x80000000u) - 0x1.00000800p52;
+}
+
+/* The accumulator's part in the block exponent: its alignment exponent (aa_tc_unpack's e: max(biased, 1) - 127,
+   AA_TC_ENONE for a zero), GM_ESPEC for Inf or NaN; in fewer instructions than the whole unpacking. */
+__device__ __forceinline__ static int32_t gm_acc_e(uint32_t bits) {
+  const int32_t be = (bits >> 23) & 255, e = (bits & 0x7fffffffu) == 0 ? AA_TC_ENONE : max(be, 1) - 127;
+  return be == 255 ? GM_ESPEC : e;
+}
+
 /* Words of a 128-bit shared load as an array. */
 #define GM_SPLIT4(v)                                                                                                 \
   { (v).x, (v).y, (v).z, (v).w }
@@ -171,28 +222,20 @@ template <int BK>
 __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
   int32_t E[GM_R][GM_R];
-  GM_UNROLL(unroll)
   for (int r = 0; r < GM_R; r++)
-    GM_UNROLL(unroll)
-  for (int q = 0; q < GM_R; q++) {
-    aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-    E[r][q] = c.spec ? GM_ESPEC : c.e;
-  }
+    for (int q = 0; q < GM_R; q++)
+      E[r][q] = gm_acc_e(aa_tc_f2u(acc[r][q]));
   GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
   for (int k = kb; k < kb + BK; k++) {
     const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
-    GM_UNROLL(unroll)
     for (int r = 0; r < GM_R; r++)
-      GM_UNROLL(unroll)
-    for (int q = 0; q < GM_R; q++)
-      E[r][q] = max(E[r][q], ea[r] + eb[q]);
+      for (int q = 0; q < GM_R; q++)
+        E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
   }
   int32_t Eq[GM_R][GM_R]; /* E - F + 30: a product's shift is Eq - (ea + eb) (aa_tc_prod_shift) */
-  GM_UNROLL(unroll)
   for (int r = 0; r < GM_R; r++)
-    GM_UNROLL(unroll)
-  for (int q = 0; q < GM_R; q++)
-    Eq[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
+    for (int q = 0; q < GM_R; q++)
+      Eq[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
   constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
   int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end (fewer registers than S) */
   GM_UNROLL(unroll)
@@ -203,29 +246,35 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
     const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
     const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
-    GM_UNROLL(unroll)
     for (int r = 0; r < GM_R; r++)
-      GM_UNROLL(unroll)
-    for (int q = 0; q < GM_R; q++) {
-      int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], Eq[r][q] - (ea[r] + eb[q]));
-      P[p][r][q] += t * (na[r] * nb[q]);
-    }
+      for (int q = 0; q < GM_R; q++) {
+        int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], Eq[r][q] - (ea[r] + eb[q]));
+        P[p][r][q] += t * (na[r] * nb[q]);
+      }
   }
-  GM_UNROLL(unroll)
   for (int r = 0; r < GM_R; r++)
-    GM_UNROLL(unroll)
-  for (int q = 0; q < GM_R; q++) {
-    if (E[r][q] >= GM_ESPEC_MIN) {
-      acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
-    } else {
-      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-      int64_t s = aa_tc_signed(aa_tc_acc_term(c.m8 >> 8, aa_tc_acc_shift(E[r][q], g.frac_bits, c.e)), c.neg);
-      GM_UNROLL(unroll)
-      for (int p = 0; p < BK / G; p++)
-        s += P[p][r][q];
-      acc[r][q] = aa_tc_u2f(aa_tc_round_bits(s, E[r][q] - g.frac_bits, g.out_bits));
+    for (int q = 0; q < GM_R; q++) {
+      if (E[r][q] >= GM_ESPEC_MIN) {
+        acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
+      } else {
+        /* qe = E - F, kept >= -1000 so that 2^qe and 2^(qe + 52) are normal doubles (a lower E means that every
+           term is zero: the result is then +0 whatever the scale) */
+        const int32_t qe = max(E[r][q] - g.frac_bits, -1000);
+        /* acc truncated to a multiple of 2^qe (aa_tc_acc_term): |acc| < 2^(E + 1) <= 2^(qe + 26), so adding
+           +-2^(qe + 52) of acc's sign lands where the unit in the last place is 2^qe, and RZ there truncates |acc| */
+        const double big = gm_hilo((aa_tc_f2u(acc[r][q]) & 0x80000000u) | (uint32_t)(qe + 52 + 1023) << 20, 0);
+        const double tacc = gm_dadd_rz((double)acc[r][q], big) - big;
+        double sum = gm_i2d(P[0][r][q]);
+        GM_UNROLL(unroll)
+        for (int p = 1; p < BK / G; p++)
+          sum += gm_i2d(P[p][r][q]);
+        /* S 2^qe, exact (|S| < 2^33 and tacc a multiple of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and
+           overflow to the largest finite value, as aa_tc_round_bits), then to out_bits fractional bits: RZ onto a
+           grid of powers of two after RZ onto a finer one is RZ onto the coarser one. */
+        const double exact = sum * gm_hilo((uint32_t)(qe + 1023) << 20, 0) + tacc;
+        acc[r][q] = aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
+      }
     }
-  }
 }
 
 /* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
