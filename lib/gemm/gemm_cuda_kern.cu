@@ -268,10 +268,11 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
         GM_UNROLL(unroll)
         for (int p = 1; p < BK / G; p++)
           sum += gm_i2d(P[p][r][q]);
-        /* S 2^qe, exact (|S| < 2^33 and tacc a multiple of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and
-           overflow to the largest finite value, as aa_tc_round_bits), then to out_bits fractional bits: RZ onto a
-           grid of powers of two after RZ onto a finer one is RZ onto the coarser one. */
-        const double exact = sum * gm_hilo((uint32_t)(qe + 1023) << 20, 0) + tacc;
+        /* S 2^qe + tacc in one DFMA (written out: the build has -fmad=false), exact (|S| < 2^33 and tacc a multiple
+           of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and overflow to the largest finite value, as
+           aa_tc_round_bits), then to out_bits fractional bits: RZ onto a grid of powers of two after RZ onto a finer
+           one is RZ onto the coarser one. */
+        const double exact = fma(sum, gm_hilo((uint32_t)(qe + 1023) << 20, 0), tacc);
         acc[r][q] = aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
       }
     }
