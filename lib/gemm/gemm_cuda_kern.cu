@@ -232,10 +232,11 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
       for (int q = 0; q < GM_R; q++)
         E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
   }
-  int32_t Eq[GM_R][GM_R]; /* E - F + 30: a product's shift is Eq - (ea + eb) (aa_tc_prod_shift) */
+  /* From here E holds E - F + 30, so that a product's shift is E - (ea + eb) (aa_tc_prod_shift) in one IADD3 (a
+     second array for it would take 16 more registers, and the kernel is at 128). */
   for (int r = 0; r < GM_R; r++)
     for (int q = 0; q < GM_R; q++)
-      Eq[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
+      E[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
   constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
   int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end (fewer registers than S) */
   GM_UNROLL(unroll)
@@ -248,18 +249,18 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
     for (int r = 0; r < GM_R; r++)
       for (int q = 0; q < GM_R; q++) {
-        int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], Eq[r][q] - (ea[r] + eb[q]));
+        int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], E[r][q] - (ea[r] + eb[q]));
         P[p][r][q] += t * (na[r] * nb[q]);
       }
   }
   for (int r = 0; r < GM_R; r++)
     for (int q = 0; q < GM_R; q++) {
-      if (E[r][q] >= GM_ESPEC_MIN) {
+      if (E[r][q] >= GM_ESPEC_MIN - g.frac_bits + 30) {
         acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
       } else {
-        /* qe = E - F, kept >= -1000 so that 2^qe and 2^(qe + 52) are normal doubles (a lower E means that every
-           term is zero: the result is then +0 whatever the scale) */
-        const int32_t qe = max(E[r][q] - g.frac_bits, -1000);
+        /* qe = E - F (E holding E - F + 30), kept >= -1000 so that 2^qe and 2^(qe + 52) are normal doubles (a lower E
+           means that every term is zero: the result is then +0 whatever the scale) */
+        const int32_t qe = max(E[r][q] - 30, -1000);
         /* acc truncated to a multiple of 2^qe (aa_tc_acc_term): |acc| < 2^(E + 1) <= 2^(qe + 26), so adding
            +-2^(qe + 52) of acc's sign lands where the unit in the last place is 2^qe, and RZ there truncates |acc| */
         const double big = gm_hilo((aa_tc_f2u(acc[r][q]) & 0x80000000u) | (uint32_t)(qe + 52 + 1023) << 20, 0);
