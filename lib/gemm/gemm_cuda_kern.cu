@@ -117,32 +117,35 @@ __global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
 /* ---- tc-kK-fF: the integer core of tc-core.h on operands unpacked once into shared memory ---- */
 
 /* One operand tile, unpacked (aa_tc_unpack): significands m 2^8, alignment exponents (GM_ESPEC for Inf/NaN,
-   AA_TC_ENONE for zeros), sign masks. */
+   AA_TC_ENONE for zeros), signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one
+   multiply-add: both on the FMA pipe, which the integer ALU does not share). */
 struct gm_unpacked {
   uint4 m8[GM_KT][GM_THREADS];
-  int4 e[GM_KT][GM_THREADS], neg[GM_KT][GM_THREADS];
+  int4 e[GM_KT][GM_THREADS], sgn[GM_KT][GM_THREADS];
 };
 
 __device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
   aa_tc_op_t o = aa_tc_unpack(aa_tc_f2u(x));
   ((uint32_t *)&s.m8[k][0])[col] = o.m8;
   ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
-  ((int32_t *)&s.neg[k][0])[col] = o.neg;
+  ((int32_t *)&s.sgn[k][0])[col] = o.neg | 1;
 }
 
 /* An operand back from its unpacked form, as far as a product with Inf or NaN can tell: Inf and NaN themselves, a
    zero of its sign, and +-1 for any finite nonzero value (its magnitude cannot change an infinite product). */
 __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col) {
   const int w = gm_slot(k, col);
-  int32_t e = ((const int32_t *)&s.e[k][0])[w], neg = ((const int32_t *)&s.neg[k][0])[w];
-  uint32_t sign = neg ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
+  int32_t e = ((const int32_t *)&s.e[k][0])[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
+  uint32_t sign = sgn < 0 ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
   if (e == GM_ESPEC) return aa_tc_u2f(sign | 0x7f800000u | ((m8 >> 8) & 0x7fffffu));
   return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
 }
 
-/* A block that holds an Inf or NaN term (rare): the IEEE sum of the non-finite terms, as aa_tc_block. */
-__device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb, int bk,
-                                       int row, int col) {
+/* A block that holds an Inf or NaN term (rare): the IEEE sum of the non-finite terms, as aa_tc_block. Not inlined,
+   so that the loop over a thread's outputs that calls it unrolls (a rolled loop indexes acc, E and S dynamically,
+   which puts them in local memory) without 16 copies of this loop. */
+__device__ __noinline__ static float gm_special_sum(float acc, const gm_unpacked &sa, const gm_unpacked &sb, int kb,
+                                                    int bk, int row, int col) {
   float s = aa_tc_unpack(aa_tc_f2u(acc)).spec ? acc : 0.0f;
   GM_UNROLL(unroll 1)
   for (int k = kb; k < kb + bk; k++) {
@@ -152,61 +155,127 @@ __device__ static float gm_special_sum(float acc, const gm_unpacked &sa, const g
   return s;
 }
 
+/* The end of a block in binary64 (see gm_tc_block), and the exponent maximum: instructions with host twins for
+   the emulation, each giving the instruction's result. __dadd_rz's twin corrects the RNE sum by the sign of its exact
+   error (TwoSum);
+   __double2float_rz's corrects the RNE conversion when it rounded away from zero (Inf included: it steps back to
+   the largest finite value, as RZ gives). */
+#ifdef AA_GEMM_CUDA_EMULATE
+static double gm_hilo(uint32_t hi, uint32_t lo) {
+  uint64_t u = (uint64_t)hi << 32 | lo;
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+static double gm_dadd_rz(double a, double b) {
+  double s = a + b, bb = s - a, err = (a - (s - bb)) + (b - bb);
+  return (s > 0 && err < 0) || (s < 0 && err > 0) ? nextafter(s, 0.0) : s;
+}
+static float gm_d2f_rz(double x) {
+  float f = (float)x;
+  return fabs((double)f) > fabs(x) ? nextafterf(f, 0.0f) : f;
+}
+static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
+  return max(a + b, c);
+}
+#else
+/* max(a + b, c): one VIADDMNMX, a DPX instruction of sm_90 (emulated in several on older GPUs) */
+__device__ __forceinline__ static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
+  return __viaddmax_s32(a, b, c);
+}
+__device__ __forceinline__ static double gm_hilo(uint32_t hi, uint32_t lo) {
+  return __hiloint2double((int)hi, (int)lo);
+}
+__device__ __forceinline__ static double gm_dadd_rz(double a, double b) {
+  return __dadd_rz(a, b);
+}
+__device__ __forceinline__ static float gm_d2f_rz(double x) {
+  return __double2float_rz(x);
+}
+#endif
+/* An int32 as a double without a conversion instruction (a quarter-rate pipe): 2^52 + 2^31 + p built from its bits,
+   less 2^52 + 2^31 (both exact). */
+__device__ __forceinline__ static double gm_i2d(int32_t p) {
+  return gm_hilo(0x43300000u, (uint32_t)p ^ 0x80000000u) - 0x1.00000800p52;
+}
+
+/* The accumulator's part in the block exponent: its alignment exponent (aa_tc_unpack's e: max(biased, 1) - 127,
+   AA_TC_ENONE for a zero), GM_ESPEC for Inf or NaN; in fewer instructions than the whole unpacking. */
+__device__ __forceinline__ static int32_t gm_acc_e(uint32_t bits) {
+  const int32_t be = (bits >> 23) & 255, e = (bits & 0x7fffffffu) == 0 ? AA_TC_ENONE : max(be, 1) - 127;
+  return be == 255 ? GM_ESPEC : e;
+}
+
 /* Words of a 128-bit shared load as an array. */
 #define GM_SPLIT4(v)                                                                                                 \
   { (v).x, (v).y, (v).z, (v).w }
 
 /* One block of BK k-indices from shared k = kb for the thread's sub-tile (definition in gemm.h): the block
-   exponent E over the accumulator and the products, then the exact sum of the truncated terms (int32 partial sums of
-   at most 8 terms below 2^27 each, F <= 25), then the RZ rounding; zero-padded k beyond K are zero products, which
-   take no part (the last, shorter block of the definition). */
+   exponent E over the accumulator and the products, then the exact sum of the truncated terms, then the RZ
+   rounding; zero-padded k beyond K are zero products, which take no part (the last, shorter block of the
+   definition). The terms are below 2^(F + 2) <= 2^27 (F <= 25), so up to 16 of them sum exactly in an int32
+   (|sum| <= 16 (2^27 - 1) < 2^31); a block of 32 adds two such partial sums in 64 bits. Every loop is unrolled
+   whole: the arrays indexed by r, q and k stay in registers. Per product: the exponent sum and maximum, then the
+   high word of the significands' product, the shift (one three-input add from E - F + 30), the shift itself, the
+   sign (sa sb) and the signed multiply-add into the partial sum. */
 template <int BK>
 __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
   int32_t E[GM_R][GM_R];
   for (int r = 0; r < GM_R; r++)
-    for (int q = 0; q < GM_R; q++) {
-      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-      E[r][q] = c.spec ? GM_ESPEC : c.e;
-    }
-  GM_UNROLL(unroll 8)
+    for (int q = 0; q < GM_R; q++)
+      E[r][q] = gm_acc_e(aa_tc_f2u(acc[r][q]));
+  GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
   for (int k = kb; k < kb + BK; k++) {
     const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
     for (int r = 0; r < GM_R; r++)
       for (int q = 0; q < GM_R; q++)
-        E[r][q] = max(E[r][q], ea[r] + eb[q]);
+        E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
   }
-  int64_t S[GM_R][GM_R] = {};
-  int32_t s32[GM_R][GM_R] = {};
-  constexpr int G = BK < 8 ? BK : 8; /* terms per int32 partial sum */
+  /* From here E holds E - F + 30, so that a product's shift is E - (ea + eb) (aa_tc_prod_shift) in one IADD3 (a
+     second array for it would take 16 more registers, and the kernel is at 128). */
+  for (int r = 0; r < GM_R; r++)
+    for (int q = 0; q < GM_R; q++)
+      E[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
+  constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
+  int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end (fewer registers than S) */
   GM_UNROLL(unroll)
-  for (int k8 = kb; k8 < kb + BK; k8 += G) {
+  for (int p = 0; p < BK / G; p++)
     GM_UNROLL(unroll)
-    for (int k = k8; k < k8 + G; k++) {
-      const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
-      const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
-      const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
-      const int32_t na[GM_R] = GM_SPLIT4(sa.neg[k][qa]), nb[GM_R] = GM_SPLIT4(sb.neg[k][qb]);
-      for (int r = 0; r < GM_R; r++)
-        for (int q = 0; q < GM_R; q++) {
-          uint32_t t = aa_tc_prod_term(ma[r], mb[q], aa_tc_prod_shift(E[r][q], g.frac_bits, ea[r] + eb[q]));
-          int32_t n = na[r] ^ nb[q];
-          s32[r][q] += (int32_t)(t ^ (uint32_t)n) - n; /* +t or -t */
-        }
-    }
+  for (int k = kb + p * G; k < kb + p * G + G; k++) {
+    const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
+    const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
+    const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
+    const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
     for (int r = 0; r < GM_R; r++)
-      for (int q = 0; q < GM_R; q++)
-        S[r][q] += s32[r][q], s32[r][q] = 0;
+      for (int q = 0; q < GM_R; q++) {
+        int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], E[r][q] - (ea[r] + eb[q]));
+        P[p][r][q] += t * (na[r] * nb[q]);
+      }
   }
   for (int r = 0; r < GM_R; r++)
     for (int q = 0; q < GM_R; q++) {
-      if (E[r][q] >= GM_ESPEC_MIN) {
+      if (E[r][q] >= GM_ESPEC_MIN - g.frac_bits + 30) {
         acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
-        continue;
+      } else {
+        /* qe = E - F (E holding E - F + 30), kept >= -1000 so that 2^qe and 2^(qe + 52) are normal doubles (a lower E
+           means that every term is zero: the result is then +0 whatever the scale) */
+        const int32_t qe = max(E[r][q] - 30, -1000);
+        /* acc truncated to a multiple of 2^qe (aa_tc_acc_term): |acc| < 2^(E + 1) <= 2^(qe + 26), so adding
+           +-2^(qe + 52) of acc's sign lands where the unit in the last place is 2^qe, and RZ there truncates |acc| */
+        const double big = gm_hilo((aa_tc_f2u(acc[r][q]) & 0x80000000u) | (uint32_t)(qe + 52 + 1023) << 20, 0);
+        const double tacc = gm_dadd_rz((double)acc[r][q], big) - big;
+        double sum = gm_i2d(P[0][r][q]);
+        GM_UNROLL(unroll)
+        for (int p = 1; p < BK / G; p++)
+          sum += gm_i2d(P[p][r][q]);
+        /* S 2^qe + tacc in one DFMA (written out: the build has -fmad=false), exact (|S| < 2^33 and tacc a multiple
+           of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and overflow to the largest finite value, as
+           aa_tc_round_bits), then to out_bits fractional bits: RZ onto a grid of powers of two after RZ onto a finer
+           one is RZ onto the coarser one. */
+        const double exact = fma(sum, gm_hilo((uint32_t)(qe + 1023) << 20, 0), tacc);
+        acc[r][q] = aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
       }
-      aa_tc_op_t c = aa_tc_unpack(aa_tc_f2u(acc[r][q]));
-      S[r][q] += aa_tc_signed(aa_tc_acc_term(c.m8 >> 8, aa_tc_acc_shift(E[r][q], g.frac_bits, c.e)), c.neg);
-      acc[r][q] = aa_tc_u2f(aa_tc_round_bits(S[r][q], E[r][q] - g.frac_bits, g.out_bits));
     }
 }
 
