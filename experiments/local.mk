@@ -39,7 +39,8 @@ TESTS += tests/texplain.sh
 EXTRA_DIST += tests/texplain.sh
 # recipes/lowp/: the quant.* keys in user recipe files, explained (tests/tlowp_recipes.sh).
 TESTS += tests/tlowp_recipes.sh tests/tlowp_presets.sh
-EXTRA_DIST += tests/tlowp_recipes.sh tests/tlowp_presets.sh recipes/lowp/README.md recipes/lowp/mxfp8-bwd.recipe recipes/lowp/fa3-fp8-hadamard.recipe
+EXTRA_DIST += tests/tlowp_recipes.sh tests/tlowp_presets.sh recipes/lowp/README.md recipes/lowp/mxfp8-bwd.recipe recipes/lowp/fa3-fp8-hadamard.recipe \
+	recipes/lowp/sagebwd-paper.recipe
 TESTS += tests/twhen_cli.sh
 EXTRA_DIST += tests/twhen_cli.sh
 EXTRA_DIST += tests/tedges.sh tests/tnospace.sh
