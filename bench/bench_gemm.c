@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include "bench-util.h"
 #include "config.h"
 #include "gemm.h"
 #include "rng.h"
@@ -37,24 +38,6 @@ typedef struct {
   size_t M, N, K;
   int tA, tB;
 } shape_t;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n) {
-  double t[MAXREPS];
-  memcpy(t, x, (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 /* bf16-representable values of a unit normal (as attention operands are) */
 static void fill(double *x, size_t n, aa_pcg64_t *rng) {
@@ -117,10 +100,10 @@ static double time_sgemm(const operands_t *op, const shape_t *sh) {
 #ifdef AA_HAVE_OPENBLAS
   const float *Af = sh->K == op->d ? op->Xf : op->Pf;
   size_t lda = sh->tA ? sh->M : sh->K, ldb = sh->tB ? sh->K : sh->N;
-  double t0 = now();
+  double t0 = bench_now();
   cblas_sgemm(CblasRowMajor, sh->tA ? CblasTrans : CblasNoTrans, sh->tB ? CblasTrans : CblasNoTrans, (int)sh->M,
               (int)sh->N, (int)sh->K, 1.0f, Af, (int)lda, op->Yf, (int)ldb, 0.0f, op->Cf, (int)sh->N);
-  return now() - t0;
+  return bench_now() - t0;
 #else
   (void)op, (void)sh;
   return NAN;
@@ -132,13 +115,13 @@ static double time_model(const operands_t *op, const shape_t *sh, aa_accum_t mod
   /* operands: n x d shapes take X and Y; the n x n operand is P */
   const double *A = sh->K == op->d ? op->Xd : op->Pd;
   size_t lda = sh->tA ? sh->M : sh->K, ldb = sh->tB ? sh->K : sh->N;
-  double t0 = now();
+  double t0 = bench_now();
   int st = aa_gemm(op->Cd, sh->N, A, lda, sh->tA, op->Yd, ldb, sh->tB, sh->M, sh->N, sh->K, 0, model);
   if (st != AA_OK) {
     fprintf(stderr, "bench_gemm: aa_gemm failed: %s\n", aa_status_str(st));
     return -1;
   }
-  return now() - t0;
+  return bench_now() - t0;
 }
 
 static int alloc_operands(operands_t *op, size_t n, size_t d) {
@@ -179,7 +162,7 @@ static void print_ratios(const char *title, const shape_t *shapes, int nshapes, 
       double r[MAXREPS];
       for (int i = 0; i < reps; i++)
         r[i] = t[s][vs + 1][i] / t[s][m + 1][i];
-      printf(" %14.3f", median(r, reps));
+      printf(" %14.3f", bench_median(r, reps));
     }
     printf("\n");
   }
@@ -212,7 +195,7 @@ static int run(size_t n, size_t d, int reps, const aa_accum_t *ms, char names[][
         if ((t_all[s][m + 1][r] = time_model(&op, sh, ms[m])) < 0) return 1;
     }
     for (int m = -1; m < nm; m++) {
-      double med = median(t_all[s][m + 1], reps);
+      double med = bench_median(t_all[s][m + 1], reps);
       printf("%-12s %6zu %6zu %6zu  %-14s %10.4f %10.1f\n", sh->name, sh->M, sh->N, sh->K, m < 0 ? "sgemm" : names[m],
              med, flops / med * 1e-9);
     }

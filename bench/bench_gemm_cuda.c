@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench-util.h"
 #include "gemm.h"
 #include "rng.h"
 
@@ -28,21 +29,6 @@ typedef struct {
   size_t M, N, K;
   int tA, tB;
 } shape_t;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return t[n / 2];
-}
 
 /* A device array of n BF16 values (as doubles) drawn from the normal distribution. */
 static double *device_bf16(size_t n, uint64_t stream) {
@@ -70,11 +56,11 @@ static double time_model(const shape_t *s, double *C, const double *A, const dou
   size_t lda = s->tA ? s->M : s->K, ldb = s->tB ? s->K : s->N;
   double t[64];
   for (int r = -1; r < reps; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     if (aa_gemm_cuda_dev(C, s->N, A, lda, s->tA, B, ldb, s->tB, s->M, s->N, s->K, 0, m) != AA_OK) return -1;
-    if (r >= 0) t[r] = now() - t0;
+    if (r >= 0) t[r] = bench_now() - t0;
   }
-  return median(t, reps);
+  return bench_median(t, reps);
 }
 
 /* cuBLAS through dlopen: the three functions the rate needs. */
@@ -110,14 +96,14 @@ static double time_cublas(const cublas_t *cb, const shape_t *s, int reps) {
       cudaMemset(b, 0x3f, s->K * s->N * 2) == cudaSuccess && cb->create(&h) == CUBLAS_STATUS_SUCCESS) {
     int r;
     for (r = -1; r < reps; r++) {
-      double t0 = now();
+      double t0 = bench_now();
       if (cb->gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, CUDA_R_16BF, m, b, CUDA_R_16BF, k, &zero, c,
                    CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
           cudaDeviceSynchronize() != cudaSuccess)
         break;
-      if (r >= 0) t[r] = now() - t0;
+      if (r >= 0) t[r] = bench_now() - t0;
     }
-    if (r == reps) res = median(t, reps);
+    if (r == reps) res = bench_median(t, reps);
   }
   if (h) cb->destroy(h);
   cudaFree(a), cudaFree(b), cudaFree(c);

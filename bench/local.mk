@@ -1,5 +1,7 @@
 # attnacc: build fragment of the benchmark programs (make bench); add a program to EXTRA_PROGRAMS and AA_BENCHES.
 # SPDX-License-Identifier: LGPL-3.0-or-later
+# bench/bench-util.h: the clock and the median the benchmarks share.
+EXTRA_DIST += bench/bench-util.h
 AA_BENCHES =
 
 # aa_gemm on the five attention-backward shapes (n = 8192, d = 128 by default;
