@@ -51,9 +51,10 @@ const char *aa_attn_first_site_name(aa_first_site_t s);
 void aa_attn_first_format(char *buf, size_t cap, const aa_attn_first_t *f);
 
 /* Where a pass of the emulation runs. auto and cuda: on the GPU when this build has CUDA, a device is present and
-   the GPU emulation implements the recipe and problem (today: the FA2 split-KV forward of fa2-h100 and its kind on
-   plain problems, lib/attn/cuda.c lists what), else on the CPU, with the same bits either way. cuda-emu: the GPU
-   path's per-row code run on host threads (tests without a GPU). aa_attn_result_t says where each pass ran. */
+   the GPU emulation implements the recipe and problem (today the online-LSE forwards, split-KV or not, of fa2-h100,
+   fa2, efficient-h100, cudnn-h100, flex-h100 and their kind on plain problems; lib/attn/cuda.c lists what), else on
+   the CPU, with the same bits either way. cuda-emu: the GPU path's per-row code run on host threads (tests without
+   a GPU). aa_attn_result_t says where each pass ran. */
 typedef enum {
   AA_ATTN_DEVICE_AUTO = 0,
   AA_ATTN_DEVICE_CPU,
@@ -103,6 +104,9 @@ typedef struct {
   aa_attn_first_t first; /* where the first NaN or Inf was created (above) */
   /* Where the forward and the backward ran: AA_ATTN_DEVICE_CPU, _CUDA or _CUDA_EMU (aa_attn_run_device). */
   aa_attn_device_t fwd_device, bwd_device;
+  /* GPU forward with the exact (binary64 libm) exp: rows the host redid because a value of the GPU's libm lay too
+     close to an FP32 rounding boundary to be sure of the CPU's rounding (lib/attn/attn-core.h aa_core_libm). */
+  size_t fwd_rows_redone;
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0

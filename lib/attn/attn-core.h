@@ -31,12 +31,19 @@ typedef struct {
   float *Os, *Ls;               /* nsplit > 1: [nsplit][heads][n_q][d] and [...][n_q], the splits' partials */
   unsigned long long *counters; /* [3]: P casts, casts above p_fmt's largest finite, positive casts to zero */
   unsigned long long *pmax;     /* the largest P cast, as the bits of a nonnegative double */
+  unsigned char *doubt;         /* [nsplit][heads][n_q]: 1 where a libm value was too close to call (aa_core_libm) */
   size_t n_q, n_k, d, heads, group;
   size_t tq, tk, nsplit, per; /* forward tiles, splits and key blocks per split (forward_split.c) */
   int k_desc, quad, rs_fma, rs_rounded, mulsub, o_recip;
+  int sm90;    /* 1: the weights, rescale and LSE log by the sm90 SFU models; 0: binary64 libm (exp = exact) */
+  int natural; /* exp_form = natural: exp, else exp2 (exact exp only) */
+  int scale_s; /* scale_fold = s: S = fl(S scale) after the product */
+  int log2max; /* fwd.lse_form = log2-max (one split only) */
   int p_fmt, io_fmt;
-  int qk_bk, qk_fb, qk_ob, pv_bk, pv_fb, pv_ob; /* tc-kK-fF models of fwd.acc_qk and fwd.acc_pv */
+  int qk_bk, qk_fb, qk_ob, pv_bk, pv_fb, pv_ob; /* tc-kK-fF models of fwd.acc_qk and fwd.acc_pv (K = 0: fp32-seq) */
   double c, se, threshold, p_top;               /* exp coefficient, LSE scale, fwd.rescale_threshold, max finite */
+  double scale, l2e;                            /* the softmax scale and log2(e) in the ALU format */
+  int doubt_log2; /* aa_core_libm's margin: 2^doubt_log2 ulps (3 on the GPU; more on host threads, to test it) */
 } aa_core_fwd_t;
 
 /* An FP32 value rounded to BF16 or FP16 (RNE, subnormals, Inf on overflow): aa_attn_rnd's result for it. Scaling
@@ -60,9 +67,31 @@ static inline AA_HD double aa_core_r32(double x) {
   return (double)(float)x;
 }
 
-/* One product chain of a tc model: acc through blocks of bk terms a[k] b[k bs], k < n. */
+/* exp2, exp or log (fn 0, 1, 2) in binary64, as the CPU's aa_attn_exp and aa_attn_lse_log evaluate them before
+   rounding to FP32. glibc's and CUDA's results may differ in their last bits (each within 1 ulp of the exact
+   value), so the FP32 rounding the CPU gets is certain only when the value lies more than a few ulps from an FP32
+   rounding boundary: otherwise *doubt is set and the caller redoes the row on the host, whose libm is the CPU's.
+   The margin is 2^margin ulps of y. */
+static inline AA_HD double aa_core_libm(int fn, double a, int margin, int *doubt) {
+  double y = fn == 0 ? exp2(a) : fn == 1 ? exp(a) : log(a);
+  if (y == y && y != 0 && fabs(y) < 1e300) {
+    int e;
+    frexp(y, &e);
+    double u = ldexp(1.0, e - 53 + margin);
+    if ((float)(y - u) != (float)(y + u)) *doubt = 1;
+  }
+  return y;
+}
+
+/* One product chain of a tc model: acc through blocks of bk terms a[k] b[k bs], k < n; bk = 0: fp32-seq, one FMA
+   per term (gemm.h). */
 static inline AA_HD float aa_core_tc(float acc, const float *a, const float *b, size_t bs, size_t n, int bk, int fb,
                                      int ob) {
+  if (bk == 0) {
+    for (size_t k = 0; k < n; k++)
+      acc = aa_seq32_step(acc, a[k], b[k * bs]);
+    return acc;
+  }
   for (size_t k0 = 0; k0 < n; k0 += (size_t)bk)
     acc = aa_tc_block(acc, a + k0, b + k0 * bs, bs, n - k0 < (size_t)bk ? n - k0 : (size_t)bk, fb, ob);
   return acc;
@@ -84,12 +113,20 @@ typedef struct {
   float acc[AA_CORE_MAXD];
   unsigned long long cast, over, under;
   double pmax;
+  int doubt; /* aa_core_libm */
 } aa_core_row_t;
+
+/* A weight or rescale factor exp(a) (exp2 for the exp2 forms) in FP32: the sm90 exp2f model or the exact exp. */
+static inline AA_HD double aa_core_exp(const aa_core_fwd_t *p, aa_core_row_t *w, double a) {
+  if (p->sm90) return (double)aa_core_exp2f((float)a);
+  return aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, &w->doubt));
+}
 
 /* forward.c rescale_row: the max moves from m_old to m_new. */
 static inline AA_HD void aa_core_rescale(const aa_core_fwd_t *p, aa_core_row_t *w, double m_old, double m_new) {
-  double arg = aa_core_r32(aa_core_r32(m_old - m_new) * p->c);
-  double alpha = (double)aa_core_exp2f((float)arg);
+  double arg = p->log2max ? aa_core_r32(aa_core_r32(m_old * p->c) - aa_core_r32(m_new * p->c))
+                          : aa_core_r32(aa_core_r32(m_old - m_new) * p->c);
+  double alpha = aa_core_exp(p, w, arg);
   for (int t = 0; t < 4; t++)
     w->l[t] = p->rs_fma ? w->l[t] * alpha : aa_core_r32(aa_core_r32(w->l[t] * alpha));
   for (size_t c = 0; c < p->d; c++)
@@ -106,6 +143,7 @@ static inline AA_HD void aa_core_block(const aa_core_fwd_t *p, aa_core_row_t *w,
     int64_t j = (int64_t)(j0 + b);
     if (j < lo || j >= hi) continue;
     float s = aa_core_tc(0.0f, q, K + (j0 + b) * d, 1, d, p->qk_bk, p->qk_fb, p->qk_ob);
+    if (p->scale_s) s = (float)((double)s * p->scale); /* common.c aa_attn_scores, s_fmt = FP32 */
     P[b] = s;
     if ((double)s > mx) mx = s;
   }
@@ -129,7 +167,7 @@ static inline AA_HD void aa_core_block(const aa_core_fwd_t *p, aa_core_row_t *w,
       double s = P[b];
       double a =
           p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
-      double e = (double)aa_core_exp2f((float)a);
+      double e = aa_core_exp(p, w, a);
       double pr = (double)aa_core_rnd16((float)e, p->p_fmt);
       w->cast++, w->over += e > p->p_top, w->under += e > 0 && pr == 0;
       if (e > w->pmax) w->pmax = e;
@@ -158,6 +196,7 @@ static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, siz
   size_t b0 = sp * p->per, b1 = (sp + 1) * p->per < nblk ? (sp + 1) * p->per : nblk;
   const float *q = p->Q + (h * p->n_q + i) * d, *K = p->K + kvh * n_k * d, *V = p->V + kvh * n_k * d;
   w->m = -INFINITY;
+  w->doubt = 0;
   for (int t = 0; t < 4; t++)
     w->l[t] = 0;
   for (size_t c = 0; c < d; c++)
@@ -179,12 +218,18 @@ static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, siz
       double x = p->o_recip ? aa_core_r32(w->acc[c] * rr) : aa_core_r32(w->acc[c] / la);
       o[c] = p->nsplit > 1 ? (float)x : aa_core_rnd16((float)x, p->io_fmt);
     }
-    lse = (double)fmaf((float)w->m, (float)p->se, aa_core_logf_fast((float)la));
+    double lg =
+        p->sm90 ? (double)aa_core_logf_fast((float)la) : aa_core_r32(aa_core_libm(2, la, p->doubt_log2, &w->doubt));
+    if (p->log2max) /* forward.c lse_formed */
+      lse = aa_core_r32(aa_core_r32(aa_core_r32(w->m * p->c) / p->l2e) + lg);
+    else
+      lse = (double)fmaf((float)w->m, (float)p->se, (float)lg);
   }
   if (p->nsplit > 1)
     p->Ls[sp * p->heads * p->n_q + row] = (float)lse;
   else
     p->LSE[row] = (float)lse;
+  if (p->doubt != NULL) p->doubt[sp * p->heads * p->n_q + row] = (unsigned char)w->doubt;
 }
 
 /* forward_split.c combine_row with sfu = sm90 (combine_lse_sm90): row `row` (= h n_q + i) from its splits. */

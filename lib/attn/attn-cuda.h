@@ -10,10 +10,11 @@ extern "C" {
 #endif
 
 /* The forward of p (host pointers Q, K, V, lo, hi; its output pointers are ignored) on the current device (the caller
-   checked there is one, aa_gemm_cuda_devices): O, LSE (host, heads n_q d and heads n_q floats), the P-cast counters
-   cnt[3] and the largest cast's bits *pmax. AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (no device, a CUDA error, or a build
-   without CUDA). */
-int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned long long *cnt, unsigned long long *pmax);
+   checked there is one, aa_gemm_cuda_devices): O, LSE (host, heads n_q d and heads n_q floats), the doubt flags
+   (nsplit heads n_q bytes), the P-cast counters cnt[3] and the largest cast's bits *pmax. AA_OK, AA_ENOMEM or
+   AA_EUNSUPPORTED (no device, a CUDA error, or a build without CUDA). */
+int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
+                    unsigned long long *pmax);
 
 #ifdef __cplusplus
 }
