@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -125,11 +126,19 @@ static void cuda_lse(aa_or_ctx_t *cx, const int64_t *rlo, const int64_t *rhi, do
   }
 }
 
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* The GPU's part once the inputs are up: forward (Z, then the LSE on the CPU, then O and D), backward. */
 static int cuda_kernels(aa_or_ctx_t *cx, aa_orcu_t *H, const int64_t *rlo, const int64_t *rhi, double *const rowv[7],
                         char *msg, size_t msglen) {
   if (aa_orcu_fwd_z(H, rowv[0], rowv[1], rowv[2], rowv[3], rowv[4], msg, msglen) != 0) return -1;
+  double t0 = wall();
   cuda_lse(cx, rlo, rhi, rowv);
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL) fprintf(stderr, "oracle cuda: LSE on the CPU %.3f s\n", wall() - t0);
   aa_orcu_out_t oo[AA_OR_NT];
   for (int t = 0; t < AA_OR_NT; t++) {
     aa_oracle_out_t *o = cx->w[t].out;
@@ -163,10 +172,13 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
   aa_orcu_params_t par = cuda_params(cx);
   aa_orcu_spans_t dsp = {sp.xq, sp.xdo, sp.xk, sp.xv, sp.lq, sp.ldo, sp.lk, sp.lv};
   aa_orcu_t *H = NULL;
+  double t0 = wall();
   if (aa_orcu_begin(&H, &par, cx->q, cx->k, cx->v, cx->dO, &dsp, rlo, rhi, clo, chi, msg, sizeof msg) != 0 ||
       cuda_kernels(cx, H, rlo, rhi, rowv, msg, sizeof msg) != 0)
     st = fail(err, msg);
   aa_orcu_end(H);
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL)
+    fprintf(stderr, "oracle cuda: all of the GPU path %.3f s\n", wall() - t0);
 done:
   free(rlo);
   free(rhi);
