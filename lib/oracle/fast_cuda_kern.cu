@@ -607,7 +607,7 @@ extern "C" int aa_orcu_fwd_z(aa_orcu_t *H, double *mh, double *ml, double *zs, d
                              size_t msglen) {
   size_t nr = H->nq_all, by = nr * sizeof(double);
   double t0 = wall();
-  if (H->D.sh != NULL) {
+  if (H->D.sh != NULL && H->hp.n_q > 0 && H->hp.n_k > 0) { /* (an empty grid is a launch error) */
     dim3 grid((unsigned)((H->hp.n_k + TK - 1) / TK), (unsigned)((H->hp.n_q + TR - 1) / TR), (unsigned)H->hp.heads);
     k_dots<<<grid, 256>>>(H->D);
     CK(cudaGetLastError(), "launch of the dot products kernel");
