@@ -42,8 +42,8 @@ int aa_oracle_cuda_supports(const aa_or_ctx_t *cx) {
    the tiled kernel's grows with the tiles, so past a few thousand terms elements miss a tight target and go to the
    MPFR engine, which then dominates. Measured on an H200 (one head, d 128, BF16 normal inputs, target 2^-48): at
    n = 8192 no element was recomputed and the GPU took 0.64 s against 3.5 s for the tiled kernel on 16 cores; at
-   n = 32768 the GPU kernels took 5.1 s but the MPFR recompute had not ended after 9 minutes. So auto takes the GPU
-   for sums of at most 8192 terms, or for targets of 2^-40 and looser; device cuda always does. */
+   n = 32768 the GPU kernels took 5.1 s (1.3 s since k_dots) but the MPFR recompute had not ended after 9 minutes. So
+   auto takes the GPU for sums of at most 8192 terms, or for targets of 2^-40 and looser; device cuda always does. */
 int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx) {
   size_t longest = cx->n_k > cx->group * cx->n_q ? cx->n_k : cx->group * cx->n_q;
   return longest <= 8192 || cx->target >= 0x1p-40;
