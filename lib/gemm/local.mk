@@ -26,7 +26,7 @@ tests_tgemm_cuda_LDADD = $(LDADD) -lm
 # The kernels' device code run on CPU threads against aa_gemm (every build: the logic checked without a GPU).
 check_PROGRAMS += tests/tgemm_cuda_emu
 TESTS += tests/tgemm_cuda_emu
-tests_tgemm_cuda_emu_SOURCES = tests/tgemm_cuda_emu.cpp
+tests_tgemm_cuda_emu_SOURCES = tests/tgemm_cuda_emu.cpp tests/cuda-emu.h
 tests_tgemm_cuda_emu_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/lib/gemm
 tests_tgemm_cuda_emu_LDADD = $(LDADD) -lpthread -lm
 

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#ifndef AA_ORCU_EMULATE /* tests/toracle_cuda_emu.cpp runs the device code below on CPU threads */
 #include <cuda_runtime.h>
+#endif
 
 #include "oracle-cuda.h"
 
@@ -90,6 +92,19 @@ __device__ static aa_or_dd_t score(const kdev_t &D, const aa_orcu_params_t *p, s
   return score_of(p, tt, et, eS);
 }
 
+/* dP = dO_r . v_kk, as pair() forms it (the fast_two_sum of the dot product), with its bound */
+__device__ static aa_or_dd_t dprod(const kdev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, double *edp) {
+  if (D.dph != NULL) {
+    size_t ix = r * p->n_k + kk % p->n_k;
+    *edp = D.dpe[ix];
+    return aa_or_dd(D.dph[ix], D.dpl[ix]);
+  }
+  size_t d = p->d;
+  aa_or_dd_t dP =
+      dot_dd(D.dO + r * d, D.v + kk * d, d, aa_or_exact_pair(D.xdo[r], D.ldo[r], D.xv[kk], D.lv[kk], d), edp);
+  return aa_or_fast_two_sum(dP.hi, dP.lo);
+}
+
 struct pair_t {
   double ph, pl, eP, ch, cl, ec;
 };
@@ -103,17 +118,8 @@ __device__ static void pair(const kdev_t &D, const aa_orcu_params_t *p, size_t r
   aa_or_dd_exp1(&o->ph, &o->pl, x.hi, x.lo, &p->tab);
   double epsP = aa_or_exp_eps(x.hi, ex);
   o->eP = 1.01 * epsP * o->ph;
-  size_t d = p->d;
   double edp;
-  aa_or_dd_t dP;
-  if (D.dph != NULL) {
-    size_t ix = r * p->n_k + kk % p->n_k;
-    dP = aa_or_dd(D.dph[ix], D.dpl[ix]);
-    edp = D.dpe[ix];
-  } else {
-    dP = dot_dd(D.dO + r * d, D.v + kk * d, d, aa_or_exact_pair(D.xdo[r], D.ldo[r], D.xv[kk], D.lv[kk], d), &edp);
-    dP = aa_or_fast_two_sum(dP.hi, dP.lo);
-  }
+  aa_or_dd_t dP = dprod(D, p, r, kk, &edp);
   aa_or_dd_t Dd = aa_or_dd(D.d_h[r], D.d_l[r]);
   aa_or_dd_t df = aa_or_dd_add(dP, aa_or_dd_neg(Dd));
   double ediff = edp + D.e_d[r] + 4 * U2 * (fabs(dP.hi) + fabs(Dd.hi));
@@ -488,6 +494,7 @@ __global__ void __launch_bounds__(NT) k_kv(kdev_t D, dout_t OK, dout_t OV) {
 }
 
 /* ---- host side ---- */
+#ifndef AA_ORCU_EMULATE
 
 static int fail(cudaError_t ce, const char *what, char *msg, size_t msglen) {
   snprintf(msg, msglen, "CUDA: %s: %s", what, cudaGetErrorString(ce));
@@ -692,3 +699,4 @@ extern "C" int aa_orcu_bwd(aa_orcu_t *H, const aa_orcu_out_t *dq, const aa_orcu_
   tmark(H, "download of dQ, dK, dV", t0);
   return 0;
 }
+#endif

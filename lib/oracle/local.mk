@@ -55,6 +55,13 @@ check_PROGRAMS += tests/toracle_cuda
 TESTS += tests/toracle_cuda
 tests_toracle_cuda_SOURCES = tests/toracle_cuda.c
 tests_toracle_cuda_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# k_dots' device code on CPU threads against the kernels' per-pair path, bit for bit (every build; no GPU needed).
+check_PROGRAMS += tests/toracle_cuda_emu
+TESTS += tests/toracle_cuda_emu
+tests_toracle_cuda_emu_SOURCES = tests/toracle_cuda_emu.cpp tests/cuda-emu.h
+tests_toracle_cuda_emu_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/lib/oracle
+tests_toracle_cuda_emu_CXXFLAGS = $(AM_CXXFLAGS) $(AA_FP_CFLAGS)
+tests_toracle_cuda_emu_LDADD = $(LDADD) -lpthread -lm
 
 # The GPU oracle beside the CPU's (`bench/bench_oracle_cuda [N_GPU [N_CPU [E]]]`, default 32768 and 8192); in make
 # bench of a CUDA build (bench/local.mk).
