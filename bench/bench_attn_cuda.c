@@ -36,6 +36,10 @@ int main(int argc, char **argv) {
   }
   /* without a GPU the GPU path's code runs on host threads (cuda-emu): the bench still checks its bits */
   aa_attn_device_t dev = aa_gemm_cuda_devices() > 0 ? AA_ATTN_DEVICE_CUDA : AA_ATTN_DEVICE_CUDA_EMU;
+  if (dev == AA_ATTN_DEVICE_CUDA_EMU && argc < 2) { /* make bench on a machine without a GPU: named sizes only */
+    printf("bench_attn_cuda: no CUDA GPU: skipped (give N D to time the GPU path's code on host threads)\n");
+    return 77;
+  }
   aa_recipe_t r;
   aa_error_t err = {{0}};
   aa_pcg32_t rng;

@@ -3,64 +3,16 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
 #include <vector>
 
-/* What of CUDA the device code uses, for the host compiler. A block runs as GM_THREADS^2 std::threads sharing the
-   kernel's __shared__ arrays (static: one block at a time), __syncthreads a barrier of them. The __CUDA_ARCH__
+/* tests/cuda-emu.h: CUDA for the host compiler; a block runs as GM_THREADS^2 std::threads. The __CUDA_ARCH__
    branches of tc-core.h (__umulhi, __clzll, PTX shr, __float_as_uint) are the only device lines not run here: each
    is one instruction whose C twin is right beside it. */
-struct dim3 {
-  unsigned x, y, z;
-  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
-};
-struct float4 {
-  float x, y, z, w;
-};
-struct uint4 {
-  unsigned x, y, z, w;
-};
-struct int4 {
-  int x, y, z, w;
-};
-static thread_local dim3 threadIdx;
-static dim3 blockIdx;
-
-class emu_barrier {
-  std::mutex mu;
-  std::condition_variable cv;
-  int n, waiting = 0;
-  unsigned long phase = 0;
-
-public:
-  explicit emu_barrier(int count) : n(count) {}
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    unsigned long ph = phase;
-    if (++waiting == n) {
-      waiting = 0, phase++;
-      cv.notify_all();
-    } else
-      cv.wait(lk, [&] { return phase != ph; });
-  }
-};
-static emu_barrier *emu_bar;
-
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __noinline__
-#define __launch_bounds__(...)
-#define __shared__ static
-#define __syncthreads() emu_bar->wait()
-using std::max;
+#include "cuda-emu.h"
 
 #define AA_GEMM_CUDA_EMULATE 1
 #include "gemm_cuda_kern.cu"
@@ -68,22 +20,9 @@ using std::max;
 #include "gemm.h"
 #include "rng.h"
 
-/* One launch: the blocks of the grid in turn, each on GM_THREADS^2 threads. */
+/* One launch of the grid, GM_THREADS^2 threads a block. */
 template <typename F> static void launch(dim3 grid, F kern) {
-  for (unsigned by = 0; by < grid.y; by++)
-    for (unsigned bx = 0; bx < grid.x; bx++) {
-      blockIdx = dim3(bx, by);
-      emu_barrier bar(GM_THREADS * GM_THREADS);
-      emu_bar = &bar;
-      std::vector<std::thread> ts;
-      for (int t = 0; t < GM_THREADS * GM_THREADS; t++)
-        ts.emplace_back([=] {
-          threadIdx = dim3(t % GM_THREADS, t / GM_THREADS);
-          kern();
-        });
-      for (auto &t : ts)
-        t.join();
-    }
+  emu_launch(grid, dim3(GM_THREADS, GM_THREADS), kern);
 }
 
 /* The kernel of gm_launch (gemm_cuda_kern.cu) for the model's row. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -41,8 +42,8 @@ int aa_oracle_cuda_supports(const aa_or_ctx_t *cx) {
    the tiled kernel's grows with the tiles, so past a few thousand terms elements miss a tight target and go to the
    MPFR engine, which then dominates. Measured on an H200 (one head, d 128, BF16 normal inputs, target 2^-48): at
    n = 8192 no element was recomputed and the GPU took 0.64 s against 3.5 s for the tiled kernel on 16 cores; at
-   n = 32768 the GPU kernels took 5.1 s but the MPFR recompute had not ended after 9 minutes. So auto takes the GPU
-   for sums of at most 8192 terms, or for targets of 2^-40 and looser; device cuda always does. */
+   n = 32768 the GPU kernels took 5.1 s (1.3 s since k_dots) but the MPFR recompute had not ended after 9 minutes. So
+   auto takes the GPU for sums of at most 8192 terms, or for targets of 2^-40 and looser; device cuda always does. */
 int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx) {
   size_t longest = cx->n_k > cx->group * cx->n_q ? cx->n_k : cx->group * cx->n_q;
   return longest <= 8192 || cx->target >= 0x1p-40;
@@ -125,19 +126,51 @@ static void cuda_lse(aa_or_ctx_t *cx, const int64_t *rlo, const int64_t *rhi, do
   }
 }
 
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes zeros over an output's host arrays of n elements on nt threads, before its download: fresh pages are
+   faulted in on first write, and cudaMemcpy into untouched pages ran at 1.3 GB/s on the H200's host (0.31 s for
+   dQ, dK and dV at n 32768, d 128), one thread taking every fault; spread over the threads the faults cost a few
+   hundredths. The values do not matter: the GPU writes every element. */
+static void pretouch(const aa_orcu_out_t *o, size_t n, int nt) {
+  char *arr[5] = {(char *)o->val, (char *)o->f32, (char *)o->b16, (char *)o->rel, (char *)o->todo};
+  size_t len[5] = {n * sizeof(double), n * sizeof(double), n * sizeof(double), n * sizeof(double), n}, blk = 1 << 16;
+  for (int u = 0; u < 5; u++) {
+    long nb = (long)((len[u] + blk - 1) / blk);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (long b = 0; b < nb; b++) {
+      size_t at = (size_t)b * blk;
+      memset(arr[u] + at, 0, len[u] - at < blk ? len[u] - at : blk);
+    }
+  }
+}
+
 /* The GPU's part once the inputs are up: forward (Z, then the LSE on the CPU, then O and D), backward. */
 static int cuda_kernels(aa_or_ctx_t *cx, aa_orcu_t *H, const int64_t *rlo, const int64_t *rhi, double *const rowv[7],
                         char *msg, size_t msglen) {
   if (aa_orcu_fwd_z(H, rowv[0], rowv[1], rowv[2], rowv[3], rowv[4], msg, msglen) != 0) return -1;
+  double t0 = wall();
   cuda_lse(cx, rlo, rhi, rowv);
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL) fprintf(stderr, "oracle cuda: LSE on the CPU %.3f s\n", wall() - t0);
   aa_orcu_out_t oo[AA_OR_NT];
   for (int t = 0; t < AA_OR_NT; t++) {
     aa_oracle_out_t *o = cx->w[t].out;
     oo[t] = (aa_orcu_out_t){o->val.data, o->fp32.data, o->bf16.data, cx->w[t].rel, cx->w[t].todo};
   }
+  size_t nq = cx->heads * cx->n_q * cx->d, nk = cx->kvh * cx->n_k * cx->d;
+  pretouch(&oo[AA_OR_O], nq, cx->threads);
   if (aa_orcu_fwd_o(H, cx->lse_h, cx->lse_l, cx->e_lse, rowv[5], rowv[6], cx->d_h, cx->d_l, cx->e_d, &oo[AA_OR_O],
                     msg, msglen) != 0)
     return -1;
+  pretouch(&oo[AA_OR_DQ], nq, cx->threads);
+  pretouch(&oo[AA_OR_DK], nk, cx->threads);
+  pretouch(&oo[AA_OR_DV], nk, cx->threads);
   return aa_orcu_bwd(H, &oo[AA_OR_DQ], &oo[AA_OR_DK], &oo[AA_OR_DV], msg, msglen);
 }
 
@@ -163,10 +196,13 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
   aa_orcu_params_t par = cuda_params(cx);
   aa_orcu_spans_t dsp = {sp.xq, sp.xdo, sp.xk, sp.xv, sp.lq, sp.ldo, sp.lk, sp.lv};
   aa_orcu_t *H = NULL;
+  double t0 = wall();
   if (aa_orcu_begin(&H, &par, cx->q, cx->k, cx->v, cx->dO, &dsp, rlo, rhi, clo, chi, msg, sizeof msg) != 0 ||
       cuda_kernels(cx, H, rlo, rhi, rowv, msg, sizeof msg) != 0)
     st = fail(err, msg);
   aa_orcu_end(H);
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL)
+    fprintf(stderr, "oracle cuda: all of the GPU path %.3f s\n", wall() - t0);
 done:
   free(rlo);
   free(rhi);

@@ -4,7 +4,11 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#ifndef AA_ORCU_EMULATE /* tests/toracle_cuda_emu.cpp runs the device code below on CPU threads */
 #include <cuda_runtime.h>
+#endif
 
 #include "oracle-cuda.h"
 
@@ -24,6 +28,9 @@ struct kdev_t {
   const int *lq, *ldo, *lk, *lv;
   const int64_t *rlo, *rhi, *clo, *chi;
   double *mh, *ml, *zs, *zc, *epsz, *lse_h, *lse_l, *e_lse, *iz_h, *iz_l, *d_h, *d_l, *e_d;
+  /* Every pair's S (hi, lo, bound) and dP (hi, lo, bound), row r = h n_q + i by key j: index r n_k + j, as
+     k_dots wrote them; NULL when they did not fit in the GPU's memory, then each kernel forms its own. */
+  double *sh, *sl, *se, *dph, *dpl, *dpe;
 };
 
 struct dout_t {
@@ -64,15 +71,38 @@ __device__ static aa_or_dd_t dot_dd(const double *a, const double *b, size_t n, 
   return aa_or_dot_comp(a, b, n, bound);
 }
 
+/* S from a finished dot product tt with bound et, as block_s */
+__device__ static aa_or_dd_t score_of(const aa_orcu_params_t *p, aa_or_dd_t tt, double et, double *eS) {
+  aa_or_dd_t S = tt.lo == 0 ? aa_or_dd_mul_d(p->sig, tt.hi) : aa_or_dd_mul(p->sig, tt);
+  *eS = 1.01 * (p->sig.hi * et + (p->sig_rel + 5 * U2) * fabs(S.hi));
+  return S;
+}
+
 /* fast_rows.c block_s (no score modifiers on the GPU) */
 __device__ static aa_or_dd_t score(const kdev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, double *eS) {
+  if (D.sh != NULL) {
+    size_t ix = r * p->n_k + kk % p->n_k;
+    *eS = D.se[ix];
+    return aa_or_dd(D.sh[ix], D.sl[ix]);
+  }
   size_t d = p->d;
   double et;
   aa_or_dd_t tt =
       dot_dd(D.q + r * d, D.k + kk * d, d, aa_or_exact_pair(D.xq[r], D.lq[r], D.xk[kk], D.lk[kk], d), &et);
-  aa_or_dd_t S = tt.lo == 0 ? aa_or_dd_mul_d(p->sig, tt.hi) : aa_or_dd_mul(p->sig, tt);
-  *eS = 1.01 * (p->sig.hi * et + (p->sig_rel + 5 * U2) * fabs(S.hi));
-  return S;
+  return score_of(p, tt, et, eS);
+}
+
+/* dP = dO_r . v_kk, as pair() forms it (the fast_two_sum of the dot product), with its bound */
+__device__ static aa_or_dd_t dprod(const kdev_t &D, const aa_orcu_params_t *p, size_t r, size_t kk, double *edp) {
+  if (D.dph != NULL) {
+    size_t ix = r * p->n_k + kk % p->n_k;
+    *edp = D.dpe[ix];
+    return aa_or_dd(D.dph[ix], D.dpl[ix]);
+  }
+  size_t d = p->d;
+  aa_or_dd_t dP =
+      dot_dd(D.dO + r * d, D.v + kk * d, d, aa_or_exact_pair(D.xdo[r], D.ldo[r], D.xv[kk], D.lv[kk], d), edp);
+  return aa_or_fast_two_sum(dP.hi, dP.lo);
 }
 
 struct pair_t {
@@ -88,12 +118,8 @@ __device__ static void pair(const kdev_t &D, const aa_orcu_params_t *p, size_t r
   aa_or_dd_exp1(&o->ph, &o->pl, x.hi, x.lo, &p->tab);
   double epsP = aa_or_exp_eps(x.hi, ex);
   o->eP = 1.01 * epsP * o->ph;
-  size_t d = p->d;
-  double et;
-  aa_or_dd_t dP =
-      dot_dd(D.dO + r * d, D.v + kk * d, d, aa_or_exact_pair(D.xdo[r], D.ldo[r], D.xv[kk], D.lv[kk], d), &et);
-  dP = aa_or_fast_two_sum(dP.hi, dP.lo);
-  double edp = et;
+  double edp;
+  aa_or_dd_t dP = dprod(D, p, r, kk, &edp);
   aa_or_dd_t Dd = aa_or_dd(D.d_h[r], D.d_l[r]);
   aa_or_dd_t df = aa_or_dd_add(dP, aa_or_dd_neg(Dd));
   double ediff = edp + D.e_d[r] + 4 * U2 * (fabs(dP.hi) + fabs(Dd.hi));
@@ -131,6 +157,88 @@ __device__ static void finish(const aa_orcu_params_t *p, const dout_t &o, size_t
 /* The CPU's row_max_dd keeps the first key of the largest (hi, lo): so does this order with the key as tie break. */
 __device__ static inline int better(double h1, double l1, long long j1, double h2, double l2, long long j2) {
   return h1 > h2 || (h1 == h2 && (l1 > l2 || (l1 == l2 && j1 < j2)));
+}
+
+/* Every pair's two dot products once, for all the kernels below: S = sig (q_r . k_j) and dP = dO_r . v_j, each
+   aa_or_dot_comp's chain over c in order (so the same bits as score() and pair() forming them one by one; where
+   the spans make the pair exact, dot_plain's sum is the chain's s and its low word 0, so only the bound changes).
+   Tiles of TR rows by TK keys, the columns in chunks of CH through shared memory; a thread holds 2 rows by 2 keys.
+   Cost per pair and column: 4 shared loads for 4 chained steps of 11 FP64 operations, where score() per thread
+   made one uncached, uncoalesced load per step (a warp's 32 keys in 32 cache lines). */
+#define TR 32
+#define TK 32
+#define CH 32
+struct dstate_t {
+  double s, cc, ab;
+};
+
+__device__ static inline void dstep(dstate_t *z, double x, double y) {
+  double p = x * y, e = fma(x, y, -p);
+  double ss = z->s + p, bv = ss - z->s, t = (z->s - (ss - bv)) + (p - bv);
+  z->s = ss;
+  z->cc += t + e;
+  z->ab += fabs(p);
+}
+
+/* aa_or_dot_comp's ending; dot_plain's (s, 0) and bound 0 where exact */
+__device__ static inline aa_or_dd_t dend(const dstate_t &z, size_t n, int exact, double *bound) {
+  if (exact) {
+    *bound = 0;
+    return aa_or_dd(z.s, 0);
+  }
+  *bound = aa_or_kappa(n) * z.ab * aa_or_infl(n) + (double)(n + 1) * 0x1p-1070;
+  return aa_or_two_sum(z.s, z.cc);
+}
+
+__global__ void __launch_bounds__(256) k_dots(kdev_t D) {
+  __shared__ double qs[TR][CH + 1], os[TR][CH + 1], ks[TK][CH + 1], vs[TK][CH + 1];
+  const aa_orcu_params_t *p = D.p;
+  size_t nq = p->n_q, nk = p->n_k, d = p->d, h = blockIdx.z, g = h / p->group;
+  size_t i0 = (size_t)blockIdx.y * TR, j0 = (size_t)blockIdx.x * TK;
+  size_t ilast = i0 + TR <= nq ? i0 + TR - 1 : nq - 1;
+  if (D.rhi[ilast] <= (long long)j0 || D.rlo[i0] >= (long long)(j0 + TK)) return; /* no visible pair in the tile */
+  int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  dstate_t zs[2][2] = {}, zp[2][2] = {};
+  const double *Q = D.q + (h * nq) * d, *O = D.dO + (h * nq) * d, *K = D.k + (g * nk) * d, *V = D.v + (g * nk) * d;
+  for (size_t c0 = 0; c0 < d; c0 += CH) {
+    int cn = d - c0 < CH ? (int)(d - c0) : CH;
+    for (int e = threadIdx.x; e < TR * CH; e += 256) {
+      int a = e / CH, c = e % CH;
+      int okc = c < cn;
+      qs[a][c] = okc && i0 + a < nq ? Q[(i0 + a) * d + c0 + c] : 0;
+      os[a][c] = okc && i0 + a < nq ? O[(i0 + a) * d + c0 + c] : 0;
+      ks[a][c] = okc && j0 + a < nk ? K[(j0 + a) * d + c0 + c] : 0;
+      vs[a][c] = okc && j0 + a < nk ? V[(j0 + a) * d + c0 + c] : 0;
+    }
+    __syncthreads();
+    for (int c = 0; c < cn; c++) {
+      double qa[2] = {qs[ty][c], qs[ty + 16][c]}, oa[2] = {os[ty][c], os[ty + 16][c]};
+      double ka[2] = {ks[tx][c], ks[tx + 16][c]}, va[2] = {vs[tx][c], vs[tx + 16][c]};
+      for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+          dstep(&zs[a][b], qa[a], ka[b]);
+          dstep(&zp[a][b], oa[a], va[b]);
+        }
+    }
+    __syncthreads();
+  }
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 2; b++) {
+      size_t i = i0 + ty + 16 * a, j = j0 + tx + 16 * b;
+      if (i >= nq || j >= nk) continue;
+      size_t r = h * nq + i, kk = g * nk + j, ix = r * nk + j;
+      double et, eS;
+      aa_or_dd_t tt = dend(zs[a][b], d, aa_or_exact_pair(D.xq[r], D.lq[r], D.xk[kk], D.lk[kk], d), &et);
+      aa_or_dd_t S = score_of(p, tt, et, &eS);
+      D.sh[ix] = S.hi;
+      D.sl[ix] = S.lo;
+      D.se[ix] = eS;
+      aa_or_dd_t dP = dend(zp[a][b], d, aa_or_exact_pair(D.xdo[r], D.ldo[r], D.xv[kk], D.lv[kk], d), &et);
+      dP = aa_or_fast_two_sum(dP.hi, dP.lo);
+      D.dph[ix] = dP.hi;
+      D.dpl[ix] = dP.lo;
+      D.dpe[ix] = et;
+    }
 }
 
 /* fwd_row passes 1 and 2: the shift M and Z, in blocks of ZB terms as the CPU. */
@@ -386,6 +494,7 @@ __global__ void __launch_bounds__(NT) k_kv(kdev_t D, dout_t OK, dout_t OV) {
 }
 
 /* ---- host side ---- */
+#ifndef AA_ORCU_EMULATE
 
 static int fail(cudaError_t ce, const char *what, char *msg, size_t msglen) {
   snprintf(msg, msglen, "CUDA: %s: %s", what, cudaGetErrorString(ce));
@@ -417,6 +526,19 @@ static void *dput(aa_orcu_t *H, const void *src, size_t bytes) {
   void *ptr = dalloc(H, bytes);
   if (ptr != NULL && bytes > 0 && cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return NULL;
   return ptr;
+}
+
+static void pairs_alloc(aa_orcu_t *H, size_t npairs);
+
+/* Seconds of the phases (k_dots and each kernel, with its transfers) on stderr when AA_ORACLE_CUDA_TIMES is set. */
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void tmark(aa_orcu_t *H, const char *what, double t0) {
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL)
+    fprintf(stderr, "oracle cuda: %s %.3f s%s\n", what, wall() - t0, H->D.sh != NULL ? "" : " (no pair arrays)");
 }
 
 extern "C" void aa_orcu_end(aa_orcu_t *H) {
@@ -465,12 +587,41 @@ extern "C" int aa_orcu_begin(aa_orcu_t **out, const aa_orcu_params_t *p, const d
   for (size_t u = 0; u < sizeof rowv / sizeof rowv[0]; u++)
     if ((*rowv[u] = (double *)dalloc(H, nr * sizeof(double))) == NULL) ok = 0;
   if (!ok) return fail(cudaGetLastError(), "cannot allocate or upload the inputs", msg, msglen);
+  pairs_alloc(H, nr * p->n_k);
   return 0;
+}
+
+/* The pair arrays of k_dots (6 doubles a pair) where they fit beside the outputs (4 tensors of 4 doubles and a
+   byte per element) with 1 GiB to spare; else none, and the kernels form S and dP themselves. */
+static void pairs_alloc(aa_orcu_t *H, size_t npairs) {
+  size_t fr = 0, tot = 0, outs = (H->nq_all + 3 * H->nk_all) * H->hp.d * 33, need = 6 * npairs * sizeof(double);
+  if (getenv("AA_ORACLE_CUDA_NOPAIRS") != NULL || cudaMemGetInfo(&fr, &tot) != cudaSuccess ||
+      need + outs + ((size_t)1 << 30) > fr) {
+    cudaGetLastError();
+    return;
+  }
+  double **pa[] = {&H->D.sh, &H->D.sl, &H->D.se, &H->D.dph, &H->D.dpl, &H->D.dpe};
+  for (int u = 0; u < 6; u++)
+    if ((*pa[u] = (double *)dalloc(H, npairs * sizeof(double))) == NULL) {
+      cudaGetLastError();
+      for (int w = 0; w < 6; w++)
+        *pa[w] = NULL; /* freed with the rest at aa_orcu_end */
+      return;
+    }
 }
 
 extern "C" int aa_orcu_fwd_z(aa_orcu_t *H, double *mh, double *ml, double *zs, double *zc, double *epsz, char *msg,
                              size_t msglen) {
   size_t nr = H->nq_all, by = nr * sizeof(double);
+  double t0 = wall();
+  if (H->D.sh != NULL && H->hp.n_q > 0 && H->hp.n_k > 0) { /* (an empty grid is a launch error) */
+    dim3 grid((unsigned)((H->hp.n_k + TK - 1) / TK), (unsigned)((H->hp.n_q + TR - 1) / TR), (unsigned)H->hp.heads);
+    k_dots<<<grid, 256>>>(H->D);
+    CK(cudaGetLastError(), "launch of the dot products kernel");
+    CK(cudaDeviceSynchronize(), "dot products kernel");
+    tmark(H, "k_dots", t0);
+    t0 = wall();
+  }
   k_fwd_z<<<(unsigned)nr, NT>>>(H->D);
   CK(cudaGetLastError(), "launch of the forward Z kernel");
   CK(cudaDeviceSynchronize(), "forward Z kernel");
@@ -479,6 +630,7 @@ extern "C" int aa_orcu_fwd_z(aa_orcu_t *H, double *mh, double *ml, double *zs, d
   CK(cudaMemcpy(zs, H->D.zs, by, cudaMemcpyDeviceToHost), "download");
   CK(cudaMemcpy(zc, H->D.zc, by, cudaMemcpyDeviceToHost), "download");
   CK(cudaMemcpy(epsz, H->D.epsz, by, cudaMemcpyDeviceToHost), "download");
+  tmark(H, "k_fwd_z", t0);
   return 0;
 }
 
@@ -505,6 +657,7 @@ extern "C" int aa_orcu_fwd_o(aa_orcu_t *H, const double *lse_h, const double *ls
                              const double *iz_h, const double *iz_l, double *d_h, double *d_l, double *e_d,
                              const aa_orcu_out_t *o, char *msg, size_t msglen) {
   size_t nr = H->nq_all, by = nr * sizeof(double), n = nr * H->hp.d;
+  double t0 = wall();
   CK(cudaMemcpy(H->D.lse_h, lse_h, by, cudaMemcpyHostToDevice), "upload");
   CK(cudaMemcpy(H->D.lse_l, lse_l, by, cudaMemcpyHostToDevice), "upload");
   CK(cudaMemcpy(H->D.e_lse, e_lse, by, cudaMemcpyHostToDevice), "upload");
@@ -519,6 +672,7 @@ extern "C" int aa_orcu_fwd_o(aa_orcu_t *H, const double *lse_h, const double *ls
   CK(cudaMemcpy(d_l, H->D.d_l, by, cudaMemcpyDeviceToHost), "download");
   CK(cudaMemcpy(e_d, H->D.e_d, by, cudaMemcpyDeviceToHost), "download");
   CK(out_get(o, &O, n), "download of O");
+  tmark(H, "k_fwd_o", t0);
   return 0;
 }
 
@@ -528,13 +682,21 @@ extern "C" int aa_orcu_bwd(aa_orcu_t *H, const aa_orcu_out_t *dq, const aa_orcu_
   dout_t Q, K, V;
   if (!out_alloc(H, &Q, nr * d) || !out_alloc(H, &K, nc * d) || !out_alloc(H, &V, nc * d))
     return fail(cudaErrorMemoryAllocation, "outputs of the backward", msg, msglen);
+  double t0 = wall();
   k_dq<<<(unsigned)nr, NT>>>(H->D, Q);
   CK(cudaGetLastError(), "launch of the dQ kernel");
+  CK(cudaDeviceSynchronize(), "dQ kernel");
+  tmark(H, "k_dq", t0);
+  t0 = wall();
   k_kv<<<(unsigned)nc, NT>>>(H->D, K, V);
   CK(cudaGetLastError(), "launch of the dK/dV kernel");
   CK(cudaDeviceSynchronize(), "backward kernels");
+  tmark(H, "k_kv", t0);
+  t0 = wall();
   CK(out_get(dq, &Q, nr * d), "download of dQ");
   CK(out_get(dk, &K, nc * d), "download of dK");
   CK(out_get(dv, &V, nc * d), "download of dV");
+  tmark(H, "download of dQ, dK, dV", t0);
   return 0;
 }
+#endif
