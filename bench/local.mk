@@ -3,10 +3,10 @@
 # bench/bench-util.h: the clock and the median the benchmarks share.
 EXTRA_DIST += bench/bench-util.h
 AA_BENCHES =
-# The GPU benchmarks (built in lib/oracle and lib/gemm) in a CUDA build; without a GPU they exit 77, which make bench
-# skips.
+# The GPU benchmarks (built in lib/oracle, lib/gemm and lib/attn) in a CUDA build; without a GPU they exit 77,
+# which make bench skips.
 if HAVE_CUDA
-AA_BENCHES += bench/bench_oracle_cuda bench/bench_gemm_cuda
+AA_BENCHES += bench/bench_oracle_cuda bench/bench_gemm_cuda bench/bench_attn_cuda
 endif
 
 # aa_gemm on the five attention-backward shapes (n = 8192, d = 128 by default;

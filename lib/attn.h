@@ -50,6 +50,20 @@ typedef struct {
 const char *aa_attn_first_site_name(aa_first_site_t s);
 void aa_attn_first_format(char *buf, size_t cap, const aa_attn_first_t *f);
 
+/* Where a pass of the emulation runs. auto and cuda: on the GPU when this build has CUDA, a device is present and
+   the GPU emulation implements the recipe and problem (today the online-LSE forwards, split-KV or not, of fa2-h100,
+   fa2, efficient-h100, cudnn-h100, flex-h100 and their kind on plain problems; lib/attn/cuda.c lists what), else on
+   the CPU, with the same bits either way. cuda-emu: the GPU path's per-row code run on host threads (tests without
+   a GPU). aa_attn_result_t says where each pass ran. */
+typedef enum {
+  AA_ATTN_DEVICE_AUTO = 0,
+  AA_ATTN_DEVICE_CPU,
+  AA_ATTN_DEVICE_CUDA,
+  AA_ATTN_DEVICE_CUDA_EMU
+} aa_attn_device_t;
+const char *aa_attn_device_name(aa_attn_device_t dev);                 /* "auto", "cpu", "cuda", "cuda-emu" */
+int aa_attn_device_from_name(aa_attn_device_t *out, const char *name); /* AA_OK or AA_EINVAL */
+
 typedef struct {
   aa_tensor_t o;        /* [heads, n_q, d], stored format of the recipe */
   aa_tensor_t lse;      /* [heads, n_q], the checkpoint the backward read (natural-log LSE) */
@@ -88,6 +102,11 @@ typedef struct {
   size_t p_cast, p_over, p_under;
   double p_max;
   aa_attn_first_t first; /* where the first NaN or Inf was created (above) */
+  /* Where the forward and the backward ran: AA_ATTN_DEVICE_CPU, _CUDA or _CUDA_EMU (aa_attn_run_device). */
+  aa_attn_device_t fwd_device, bwd_device;
+  /* GPU forward with the exact (binary64 libm) exp: rows the host redid because a value of the GPU's libm lay too
+     close to an FP32 rounding boundary to be sure of the CPU's rounding (lib/attn/attn-core.h aa_core_libm). */
+  size_t fwd_rows_redone;
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0
@@ -118,6 +137,10 @@ aa_recipe_case_t aa_attn_case(const aa_problem_t *pb);
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
 void aa_attn_result_free(aa_attn_result_t *res);
+/* aa_attn_run with a device choice (aa_attn_run is AA_ATTN_DEVICE_CPU): the same bits wherever a pass runs. */
+int aa_attn_run_device(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                       const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_attn_device_t dev,
+                       aa_error_t *err);
 
 /* FA2's kernel and tile choice for one problem, as PyTorch's flash backend
    makes it on an sm90 GPU (H100/H200 run FA2's sm80 kernels with

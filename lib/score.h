@@ -229,6 +229,11 @@ int aa_eval_rescore(aa_eval_out_t *out, const aa_tensor_t *t, const aa_oracle_ou
 int aa_eval_attn(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                  const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                  aa_error_t *err);
+/* aa_eval_attn with the emulation's device choice (aa_attn_run_device; aa_eval_attn is the CPU): the same bits,
+   res->fwd_device and bwd_device say where the passes ran. */
+int aa_eval_attn_device(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
+                        const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
+                        aa_attn_device_t dev, aa_error_t *err);
 /* Compare res's o, dq, dk, dv (and dsinks when the problem has sinks) with
    the oracle into v->out, scored with o (NULL: the defaults); v->nonfinite. */
 int aa_eval_outputs(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_problem_t *pb,

@@ -18,6 +18,9 @@ static const char *oracle_cache = NULL;
 #define AA_HAVE_CUDA_P 0
 #endif
 
+/* --device for the emulation too: auto and cuda run on the GPU what its emulation implements (aa_attn_run_device). */
+static aa_attn_device_t emu_device = AA_ATTN_DEVICE_CPU;
+
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
   size_t prec = 128;
@@ -36,6 +39,9 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
       cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
       return 2;
     }
+    emu_device = oo->device == AA_ORACLE_DEVICE_CPU    ? AA_ATTN_DEVICE_CPU
+                 : oo->device == AA_ORACLE_DEVICE_CUDA ? AA_ATTN_DEVICE_CUDA
+                                                       : AA_ATTN_DEVICE_AUTO;
     if (oo->device == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
       cli_error(cmd, "--device cuda: %s",
                 AA_HAVE_CUDA_P ? "no CUDA GPU is present"
@@ -102,7 +108,10 @@ int cli_rules_parse(aa_rule_t *rules, int *n, double *atol, double *rtol, const 
 int cli_run_variant(cli_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                     const cli_inputs_t *in, const aa_oracle_result_t *oracle, aa_error_t *err) {
   double t0 = cli_now();
-  int rc = aa_eval_attn(v, res, r, pb, &in->q, &in->k, &in->v, &in->dO, err);
+  int rc = aa_eval_attn_device(v, res, r, pb, &in->q, &in->k, &in->v, &in->dO, emu_device, err);
   v->seconds = cli_now() - t0;
+  if (rc == AA_OK && res->fwd_device == AA_ATTN_DEVICE_CUDA)
+    fprintf(stderr, "attnacc: note: the emulation's forward of %s ran on the GPU, its backward on the %s\n", r->name,
+            res->bwd_device == AA_ATTN_DEVICE_CUDA ? "GPU" : "CPU");
   return rc != AA_OK ? rc : aa_eval_outputs(v, res, pb, oracle, NULL, err);
 }

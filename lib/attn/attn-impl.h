@@ -96,7 +96,8 @@ typedef struct {
      p_max), shared by its threads (updated once per row in a critical
      section); NULL outside aa_attn_forward. */
   aa_attn_result_t *pcast;
-  aa_attn_first_t *first; /* the result's record of the first non-finite value (NULL: not recorded) */
+  aa_attn_first_t *first;  /* the result's record of the first non-finite value (NULL: not recorded) */
+  aa_attn_device_t device; /* where the caller asked the passes to run (aa_attn_run_device) */
 } aa_attn_ctx_t;
 
 /* Record a non-finite value created at site (h, i, j) with its operands when it comes before the one recorded
@@ -192,6 +193,11 @@ void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, co
                          const double *sinks, double *m_out, double *l_out);
 
 int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* The GPU emulation of the forward (cuda.c): 1 when it implements the context's recipe and problem; and the forward
+   itself on the GPU, or with on_host the same per-row code on host threads (AA_EUNSUPPORTED when unsupported or
+   without a device; the caller then runs aa_attn_forward). */
+int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx);
+int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
 
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
    K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the

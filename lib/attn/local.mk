@@ -5,6 +5,18 @@ lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/att
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 lib_libattnacc_core_la_SOURCES += lib/attn/first.c
+lib_libattnacc_core_la_SOURCES += lib/attn/attn-core.h lib/attn/attn-cuda.h lib/attn/cuda.c
+
+# The GPU emulation (configure --with-cuda): its kernels in one .cu compiled by nvcc and wrapped as a libtool object
+# by Makefile.am's .cu.lo rule. Without CUDA, cuda.c finds no device and the CPU runs every pass.
+EXTRA_DIST += lib/attn/attn_cuda_kern.cu
+if HAVE_CUDA
+lib_libattnacc_core_la_LIBADD += lib/attn/attn_cuda_kern.lo
+# built by the .cu.lo rule of Makefile.am
+lib/attn/attn_cuda_kern.lo: $(srcdir)/lib/attn/attn-core.h $(srcdir)/lib/attn/attn-cuda.h $(srcdir)/lib/gemm/tc-core.h \
+	  $(srcdir)/lib/exp/sm90-core.h $(srcdir)/lib/hd.h
+CLEANFILES += lib/attn/attn_cuda_kern.lo lib/attn/attn_cuda_kern.o lib/attn/.libs/attn_cuda_kern.o
+endif
 
 check_PROGRAMS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
 TESTS += tests/tattn tests/tattn_micro tests/tnorm tests/tkernel_presets
@@ -67,3 +79,25 @@ tests_tattn_pcast_LDADD = $(LDADD) -lm
 check_PROGRAMS += tests/tattn_first
 TESTS += tests/tattn_first
 tests_tattn_first_SOURCES = tests/tattn_first.c
+
+# The GPU emulation's per-row code on host threads against the CPU emulation (every build: no GPU needed).
+check_PROGRAMS += tests/tattn_cuda_emu
+TESTS += tests/tattn_cuda_emu
+tests_tattn_cuda_emu_SOURCES = tests/tattn_cuda_emu.c tests/tattn_cuda_cases.h
+tests_tattn_cuda_emu_LDADD = $(LDADD) -lm
+
+# The GPU emulation against the CPU's bits (exits 77 without CUDA or a GPU; build-aux/device-check runs it).
+check_PROGRAMS += tests/tattn_cuda
+TESTS += tests/tattn_cuda
+tests_tattn_cuda_SOURCES = tests/tattn_cuda.c tests/tattn_cuda_cases.h
+tests_tattn_cuda_LDADD = $(LDADD) -lm
+
+# The GPU emulation's time beside the CPU's on the same problem (`bench/bench_attn_cuda [N D [REPS [CPU_MAX_N]]]`);
+# CUDA builds only.
+if HAVE_CUDA
+EXTRA_PROGRAMS += bench/bench_attn_cuda
+bench_bench_attn_cuda_SOURCES = bench/bench_attn_cuda.c
+bench_bench_attn_cuda_LDADD = $(LDADD) -lm
+CLEANFILES += bench/bench_attn_cuda
+endif
+EXTRA_DIST += bench/bench_attn_cuda.c

@@ -51,21 +51,28 @@ aa_recipe_case_t aa_attn_case(const aa_problem_t *pb) {
 }
 
 static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
-                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_attn_device_t dev,
+                        aa_error_t *err);
 
 int aa_attn_run(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                 const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+  return aa_attn_run_device(out, pb, r, q, k, v, dO, AA_ATTN_DEVICE_CPU, err);
+}
+
+int aa_attn_run_device(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
+                       const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_attn_device_t dev,
+                       aa_error_t *err) {
   if (out == NULL || pb == NULL || r == NULL) return aa_error_set(err, AA_EINVAL, "attn_run: NULL argument");
   memset(out, 0, sizeof *out);
   /* Conditional keys (lib/recipe.h): the recipe for this problem's mask and
      sizes, then the run as for any recipe. A varlen batch resolves them per
      sequence (each sequence is run through aa_attn_run on its own). */
-  if (r->nwhen == 0 || pb->varlen_batch > 0) return run_resolved(out, pb, r, q, k, v, dO, err);
+  if (r->nwhen == 0 || pb->varlen_batch > 0) return run_resolved(out, pb, r, q, k, v, dO, dev, err);
   aa_recipe_t *res = malloc(sizeof *res);
   if (res == NULL) return aa_error_set(err, AA_ENOMEM, "attn_run: out of memory");
   aa_recipe_case_t c = aa_attn_case(pb);
   int st = aa_recipe_resolve(res, r, &c, err);
-  if (st == AA_OK) st = run_resolved(out, pb, res, q, k, v, dO, err);
+  if (st == AA_OK) st = run_resolved(out, pb, res, q, k, v, dO, dev, err);
   free(res);
   return st;
 }
@@ -377,12 +384,19 @@ static int run_dropout_masks(run_t *rn, const aa_problem_t *pb, const aa_recipe_
 static int run_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out, aa_error_t *err) {
   double *qf = NULL, *kf = NULL, *vf = NULL;
   int st = aa_attn_fwd_operands(cx, &qf, &kf, &vf, err);
+  out->fwd_device = AA_ATTN_DEVICE_CPU;
   if (st == AA_OK && qf != NULL) {
     aa_attn_ctx_t cxf = *cx;
     cxf.Q = qf, cxf.K = kf, cxf.V = vf;
     st = aa_attn_forward(&cxf, out);
-  } else if (st == AA_OK)
-    st = aa_attn_forward(cx, out);
+  } else if (st == AA_OK) {
+    st = AA_EUNSUPPORTED; /* the GPU emulation where asked for and implemented (cuda.c), else the CPU */
+    if (cx->device != AA_ATTN_DEVICE_CPU) st = aa_attn_forward_cuda(cx, out, cx->device == AA_ATTN_DEVICE_CUDA_EMU);
+    out->fwd_device = st == AA_OK
+                          ? cx->device == AA_ATTN_DEVICE_CUDA_EMU ? AA_ATTN_DEVICE_CUDA_EMU : AA_ATTN_DEVICE_CUDA
+                          : AA_ATTN_DEVICE_CPU;
+    if (st == AA_EUNSUPPORTED) st = aa_attn_forward(cx, out);
+  }
   free(qf), free(kf), free(vf);
   return st;
 }
@@ -408,6 +422,7 @@ static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out)
    biases. */
 static int run_backward(run_t *rn, aa_attn_result_t *out) {
   aa_attn_ctx_t *cx = &rn->cx;
+  out->bwd_device = AA_ATTN_DEVICE_CPU; /* the backward has no GPU path yet */
   if (cx->r->bwd_norm == AA_BWDNORM_RECIP) {
     int st = aa_attn_recip_prepare(cx, out, &rn->dO_eff, &rn->bias);
     cx->dO = rn->dO_eff;
@@ -436,14 +451,20 @@ static int run_passes(run_t *rn, aa_attn_result_t *out, int backward, aa_error_t
 /* check, dispatch, context, forward, backward; what the steps allocate is
    in rn (run_free) and out (freed on failure). */
 static int run_resolved(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
-                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err) {
+                        const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_attn_device_t dev,
+                        aa_error_t *err) {
   run_t rn = {0};
+  rn.cx.device = dev;
   int st = run_check(pb, r, err);
   if (st == AA_OK) st = run_dispatch(&rn, &r, pb, err);
   if (st == AA_OK) st = check_split_keys(pb, r, err);
   if (st == AA_OK) st = check_inputs(pb, r, q, k, v, dO, err);
   if (st != AA_OK) return st;
-  if (pb->varlen_batch > 0) return aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);
+  if (pb->varlen_batch > 0) { /* sequence by sequence, on the CPU */
+    st = aa__attn_run_varlen(out, pb, r, q, k, v, dO, err);
+    out->fwd_device = out->bwd_device = AA_ATTN_DEVICE_CPU;
+    return st;
+  }
   st = check_working_set(pb, r, err);
   if (st == AA_OK) st = run_context(&rn, pb, r, q, k, v, dO, err);
   if (st == AA_OK) st = alloc_outputs(out, pb, r, dO != NULL, err);

@@ -12,7 +12,7 @@ EXTRA_DIST += lib/gemm/gemm_cuda_kern.cu
 if HAVE_CUDA
 lib_libattnacc_core_la_LIBADD += lib/gemm/gemm_cuda_kern.lo
 # built by the .cu.lo rule of Makefile.am
-lib/gemm/gemm_cuda_kern.lo: $(srcdir)/lib/gemm/tc-core.h $(srcdir)/lib/gemm/gemm-cuda.h
+lib/gemm/gemm_cuda_kern.lo: $(srcdir)/lib/gemm/tc-core.h $(srcdir)/lib/gemm/gemm-cuda.h $(srcdir)/lib/hd.h
 CLEANFILES += lib/gemm/gemm_cuda_kern.lo lib/gemm/gemm_cuda_kern.o lib/gemm/.libs/gemm_cuda_kern.o
 endif
 

@@ -11,12 +11,7 @@
 #include <string.h>
 #endif
 
-/* Host and device under nvcc, plain static inline in C. */
-#ifdef __CUDACC__
-#define AA_HD __host__ __device__
-#else
-#define AA_HD
-#endif
+#include "../hd.h"
 
 /* An fp32 operand x = (-1)^s m 2^(e - 23), with e its alignment exponent
    max(floor(log2 |x|), -126) of gemm.h: m has the hidden bit for normal
@@ -118,22 +113,10 @@ static inline AA_HD int32_t aa_tc_acc_shift(int32_t E, int frac_bits, int32_t ea
 
 /* The bits of an fp32 value and back. */
 static inline AA_HD uint32_t aa_tc_f2u(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-#endif
+  return aa_hd_f2u(x);
 }
 static inline AA_HD float aa_tc_u2f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-#endif
+  return aa_hd_u2f(u);
 }
 
 /* A term t of sign mask neg (0 or -1) added into an integer sum. */

@@ -76,6 +76,12 @@ static void record_counters(aa_eval_variant_t *v, const aa_attn_result_t *res, c
 int aa_eval_attn(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                  const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                  aa_error_t *err) {
+  return aa_eval_attn_device(v, res, r, pb, q, k, vt, dO, AA_ATTN_DEVICE_CPU, err);
+}
+
+int aa_eval_attn_device(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
+                        const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
+                        aa_attn_device_t dev, aa_error_t *err) {
   char probe[2];
   size_t need = aa_recipe_format(probe, sizeof probe, r);
   int rc;
@@ -85,7 +91,7 @@ int aa_eval_attn(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t 
   v->recipe_text = malloc(need + 1);
   if (v->recipe_text == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
   aa_recipe_format(v->recipe_text, need + 1, r);
-  rc = aa_attn_run(res, pb, r, q, k, vt, dO, err);
+  rc = aa_attn_run_device(res, pb, r, q, k, vt, dO, dev, err);
   if (rc != AA_OK) {
     snprintf(v->refused, sizeof v->refused, "%s", err != NULL && err->msg[0] ? err->msg : aa_status_str(rc));
     aa_error_prefix(err, r->name);

@@ -1,0 +1,271 @@
+/* attnacc: the FA2 split-KV forward of one query row, written once for the CPU (host threads) and the GPU (CUDA). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#ifndef AA_ATTN_CORE_H
+#define AA_ATTN_CORE_H
+
+/* The GPU emulation (lib/attn/cuda.c decides what it runs, attn_cuda_kern.cu
+   launches it) computes, for the recipes lib/attn/cuda.c accepts, exactly
+   what forward.c and forward_split.c compute: the same binary64 operations
+   in the same order, each rounding of aa_attn_rnd (FP32: a cast; BF16 and
+   FP16 below), the tensor-core products by tc-core.h and the sm90 SFU models
+   by sm90-core.h. The CPU's query tile is a set of independent rows except
+   for one thing, the skip of a key block no row of the tile sees; each row
+   here recomputes that test over its tile. Plain C, so the same code also
+   runs on host threads (AA_ATTN_DEVICE_CUDA_EMU) and in tests/tattn_cuda_emu. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../exp/sm90-core.h"
+#include "../gemm/tc-core.h"
+
+#define AA_CORE_MAXD 256  /* head dimension */
+#define AA_CORE_MAXTK 256 /* key block */
+
+enum { AA_CORE_FP32 = 0, AA_CORE_BF16 = 1, AA_CORE_FP16 = 2 };
+
+/* Everything one row needs, with host or device pointers. */
+typedef struct {
+  const float *Q, *K, *V;       /* [heads][n_q][d], [kv_heads][n_k][d]: values of the io format */
+  const int64_t *lo, *hi;       /* [n_q]: row i sees keys [lo[i], hi[i]) (aa_problem_row_keys) */
+  float *O, *LSE;               /* [heads][n_q][d], [heads][n_q]: the outputs (O rounded to io) */
+  float *Os, *Ls;               /* nsplit > 1: [nsplit][heads][n_q][d] and [...][n_q], the splits' partials */
+  unsigned long long *counters; /* [3]: P casts, casts above p_fmt's largest finite, positive casts to zero */
+  unsigned long long *pmax;     /* the largest P cast, as the bits of a nonnegative double */
+  unsigned char *doubt;         /* [nsplit][heads][n_q]: 1 where a libm value was too close to call (aa_core_libm) */
+  size_t n_q, n_k, d, heads, group;
+  size_t tq, tk, nsplit, per; /* forward tiles, splits and key blocks per split (forward_split.c) */
+  int k_desc, quad, rs_fma, rs_rounded, mulsub, o_recip;
+  int sm90;    /* 1: the weights, rescale and LSE log by the sm90 SFU models; 0: binary64 libm (exp = exact) */
+  int natural; /* exp_form = natural: exp, else exp2 (exact exp only) */
+  int scale_s; /* scale_fold = s: S = fl(S scale) after the product */
+  int log2max; /* fwd.lse_form = log2-max (one split only) */
+  int p_fmt, io_fmt;
+  int qk_bk, qk_fb, qk_ob, pv_bk, pv_fb, pv_ob; /* tc-kK-fF models of fwd.acc_qk and fwd.acc_pv (K = 0: fp32-seq) */
+  double c, se, threshold, p_top;               /* exp coefficient, LSE scale, fwd.rescale_threshold, max finite */
+  double scale, l2e;                            /* the softmax scale and log2(e) in the ALU format */
+  int doubt_log2; /* aa_core_libm's margin: 2^doubt_log2 ulps (3 on the GPU; more on host threads, to test it) */
+} aa_core_fwd_t;
+
+/* An FP32 value rounded to BF16 or FP16 (RNE, subnormals, Inf on overflow): aa_attn_rnd's result for it. Scaling
+   by a power of two is exact, and rintf rounds to nearest even, so x 2^(10 - e) rounded to an integer is the FP16
+   significand at x's exponent e (clamped to FP16's subnormal step 2^-24). */
+static inline AA_HD float aa_core_rnd16(float x, int fmt) {
+  if (fmt == AA_CORE_FP32 || x != x) return x;
+  uint32_t u = aa_core_f2u(x);
+  if (fmt == AA_CORE_BF16) {
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    return aa_core_u2f((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+  }
+  int e = (int)((u >> 23) & 255) - 127;
+  if (e < -14) e = -14;
+  if (e > 15) e = 15;
+  float up = aa_core_u2f((uint32_t)(127 + 10 - e) << 23), down = aa_core_u2f((uint32_t)(127 - 10 + e) << 23);
+  float r = rintf(x * up) * down;
+  return fabsf(r) > 65504.0f ? (x < 0 ? -INFINITY : INFINITY) : r;
+}
+static inline AA_HD double aa_core_r32(double x) {
+  return (double)(float)x;
+}
+
+/* exp2, exp or log (fn 0, 1, 2) in binary64, as the CPU's aa_attn_exp and aa_attn_lse_log evaluate them before
+   rounding to FP32. glibc's and CUDA's results may differ in their last bits (each within 1 ulp of the exact
+   value), so the FP32 rounding the CPU gets is certain only when the value lies more than a few ulps from an FP32
+   rounding boundary: otherwise *doubt is set and the caller redoes the row on the host, whose libm is the CPU's.
+   The margin is 2^margin ulps of y. */
+static inline AA_HD double aa_core_libm(int fn, double a, int margin, int *doubt) {
+  double y = fn == 0 ? exp2(a) : fn == 1 ? exp(a) : log(a);
+  if (y == y && y != 0 && fabs(y) < 1e300) {
+    int e;
+    frexp(y, &e);
+    double u = ldexp(1.0, e - 53 + margin);
+    if ((float)(y - u) != (float)(y + u)) *doubt = 1;
+  }
+  return y;
+}
+
+/* One product chain of a tc model: acc through blocks of bk terms a[k] b[k bs], k < n; bk = 0: fp32-seq, one FMA
+   per term (gemm.h). */
+static inline AA_HD float aa_core_tc(float acc, const float *a, const float *b, size_t bs, size_t n, int bk, int fb,
+                                     int ob) {
+  if (bk == 0) {
+    for (size_t k = 0; k < n; k++)
+      acc = aa_seq32_step(acc, a[k], b[k * bs]);
+    return acc;
+  }
+  for (size_t k0 = 0; k0 < n; k0 += (size_t)bk)
+    acc = aa_tc_block(acc, a + k0, b + k0 * bs, bs, n - k0 < (size_t)bk ? n - k0 : (size_t)bk, fb, ob);
+  return acc;
+}
+
+/* 1 when some row of the tile [i0, i0 + tq) sees a key of [j0, j0 + tk): aa_attn_visible's count is nonzero. */
+static inline AA_HD int aa_core_tile_seen(const aa_core_fwd_t *p, size_t i0, size_t tq, size_t j0, size_t tk) {
+  for (size_t i = i0; i < i0 + tq; i++) {
+    int64_t a = p->lo[i] > (int64_t)j0 ? p->lo[i] : (int64_t)j0;
+    int64_t b = p->hi[i] < (int64_t)(j0 + tk) ? p->hi[i] : (int64_t)(j0 + tk);
+    if (a < b) return 1;
+  }
+  return 0;
+}
+
+/* The row's running state (forward.c: m, the four row-sum lanes, acc_o). */
+typedef struct {
+  double m, l[4];
+  float acc[AA_CORE_MAXD];
+  unsigned long long cast, over, under;
+  double pmax;
+  int doubt; /* aa_core_libm */
+} aa_core_row_t;
+
+/* A weight or rescale factor exp(a) (exp2 for the exp2 forms) in FP32: the sm90 exp2f model or the exact exp. */
+static inline AA_HD double aa_core_exp(const aa_core_fwd_t *p, aa_core_row_t *w, double a) {
+  if (p->sm90) return (double)aa_core_exp2f((float)a);
+  return aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, &w->doubt));
+}
+
+/* forward.c rescale_row: the max moves from m_old to m_new. */
+static inline AA_HD void aa_core_rescale(const aa_core_fwd_t *p, aa_core_row_t *w, double m_old, double m_new) {
+  double arg = p->log2max ? aa_core_r32(aa_core_r32(m_old * p->c) - aa_core_r32(m_new * p->c))
+                          : aa_core_r32(aa_core_r32(m_old - m_new) * p->c);
+  double alpha = aa_core_exp(p, w, arg);
+  for (int t = 0; t < 4; t++)
+    w->l[t] = p->rs_fma ? w->l[t] * alpha : aa_core_r32(aa_core_r32(w->l[t] * alpha));
+  for (size_t c = 0; c < p->d; c++)
+    w->acc[c] = (float)((double)w->acc[c] * alpha);
+}
+
+/* forward.c aa_attn_fwd_block for one row i against keys [j0, j0 + tk): S, max, rescale, weights, P V. */
+static inline AA_HD void aa_core_block(const aa_core_fwd_t *p, aa_core_row_t *w, const float *q, const float *K,
+                                       const float *V, size_t i, size_t j0, size_t tk, float *P) {
+  size_t d = p->d;
+  int64_t lo = p->lo[i], hi = p->hi[i];
+  double mx = -INFINITY;
+  for (size_t b = 0; b < tk; b++) {
+    int64_t j = (int64_t)(j0 + b);
+    if (j < lo || j >= hi) continue;
+    float s = aa_core_tc(0.0f, q, K + (j0 + b) * d, 1, d, p->qk_bk, p->qk_fb, p->qk_ob);
+    if (p->scale_s) s = (float)((double)s * p->scale); /* common.c aa_attn_scores, s_fmt = FP32 */
+    P[b] = s;
+    if ((double)s > mx) mx = s;
+  }
+  double m_old = w->m, m_new = m_old;
+  if (mx > m_old && (m_old == -INFINITY || (mx - m_old) * fabs(p->c) > p->threshold)) m_new = mx;
+  if (m_new == -INFINITY) {
+    for (size_t b = 0; b < tk; b++)
+      P[b] = 0;
+  } else {
+    if (m_new != m_old && m_old != -INFINITY) aa_core_rescale(p, w, m_old, m_new);
+    w->m = m_new;
+    double bb = aa_core_r32(m_new * p->c);
+    for (size_t b = 0; b < tk; b++) {
+      int64_t j = (int64_t)(j0 + b);
+      int t = p->quad ? (int)((b % 8) / 2) : 0;
+      if (j < lo || j >= hi) { /* a masked column adds 0: rounds a pending fused rescale */
+        w->l[t] = aa_core_r32(w->l[t]);
+        P[b] = 0;
+        continue;
+      }
+      double s = P[b];
+      double a =
+          p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
+      double e = aa_core_exp(p, w, a);
+      double pr = (double)aa_core_rnd16((float)e, p->p_fmt);
+      w->cast++, w->over += e > p->p_top, w->under += e > 0 && pr == 0;
+      if (e > w->pmax) w->pmax = e;
+      w->l[t] = aa_core_r32(w->l[t] + (p->rs_rounded ? pr : e));
+      P[b] = (float)pr;
+    }
+  }
+  for (size_t c = 0; c < d; c++)
+    w->acc[c] = aa_core_tc(w->acc[c], P, V + j0 * d + c, d, tk, p->pv_bk, p->pv_fb, p->pv_ob);
+}
+
+/* forward.c aa_attn_row_sum */
+static inline AA_HD double aa_core_row_sum(const aa_core_fwd_t *p, const double *l) {
+  if (!p->quad) return l[0];
+  double a = aa_core_r32(aa_core_r32(l[0] + l[2])), b = aa_core_r32(aa_core_r32(l[1] + l[3]));
+  return aa_core_r32(aa_core_r32(a + b));
+}
+
+/* forward_split.c run_split for query row i of head h and split sp: its key blocks, then O_s and lse_s (several
+   splits) or the final O and LSE (one). P is AA_CORE_MAXTK floats of scratch, w the row state. */
+static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, size_t i, size_t sp, aa_core_row_t *w,
+                                           float *P) {
+  size_t d = p->d, n_k = p->n_k, kvh = h / p->group;
+  size_t nblk = (n_k + p->tk - 1) / p->tk, i0 = i / p->tq * p->tq;
+  size_t tq = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq;
+  size_t b0 = sp * p->per, b1 = (sp + 1) * p->per < nblk ? (sp + 1) * p->per : nblk;
+  const float *q = p->Q + (h * p->n_q + i) * d, *K = p->K + kvh * n_k * d, *V = p->V + kvh * n_k * d;
+  w->m = -INFINITY;
+  w->doubt = 0;
+  for (int t = 0; t < 4; t++)
+    w->l[t] = 0;
+  for (size_t c = 0; c < d; c++)
+    w->acc[c] = 0;
+  for (size_t bi = b0; bi < b1; bi++) {
+    size_t b = p->k_desc ? b1 - 1 - (bi - b0) : bi;
+    size_t j0 = b * p->tk, tk = n_k - j0 < p->tk ? n_k - j0 : p->tk;
+    if (aa_core_tile_seen(p, i0, tq, j0, tk)) aa_core_block(p, w, q, K, V, i, j0, tk, P);
+  }
+  size_t row = h * p->n_q + i;
+  float *o = p->nsplit > 1 ? p->Os + (sp * p->heads * p->n_q + row) * d : p->O + row * d;
+  double lse = -INFINITY, la = aa_core_row_sum(p, w->l);
+  if (la == 0 || w->m == -INFINITY) {
+    for (size_t c = 0; c < d; c++)
+      o[c] = 0;
+  } else {
+    double rr = aa_core_r32(1.0 / la);
+    for (size_t c = 0; c < d; c++) {
+      double x = p->o_recip ? aa_core_r32(w->acc[c] * rr) : aa_core_r32(w->acc[c] / la);
+      o[c] = p->nsplit > 1 ? (float)x : aa_core_rnd16((float)x, p->io_fmt);
+    }
+    double lg =
+        p->sm90 ? (double)aa_core_logf_fast((float)la) : aa_core_r32(aa_core_libm(2, la, p->doubt_log2, &w->doubt));
+    if (p->log2max) /* forward.c lse_formed */
+      lse = aa_core_r32(aa_core_r32(aa_core_r32(w->m * p->c) / p->l2e) + lg);
+    else
+      lse = (double)fmaf((float)w->m, (float)p->se, (float)lg);
+  }
+  if (p->nsplit > 1)
+    p->Ls[sp * p->heads * p->n_q + row] = (float)lse;
+  else
+    p->LSE[row] = (float)lse;
+  if (p->doubt != NULL) p->doubt[sp * p->heads * p->n_q + row] = (unsigned char)w->doubt;
+}
+
+/* forward_split.c combine_row with sfu = sm90 (combine_lse_sm90): row `row` (= h n_q + i) from its splits. */
+static inline AA_HD void aa_core_combine_row(const aa_core_fwd_t *p, size_t row, float *acc) {
+  size_t d = p->d, ns = p->nsplit, stride = p->heads * p->n_q;
+  float *o = p->O + row * d;
+  double mx = -INFINITY;
+  for (size_t sp = 0; sp < ns; sp++)
+    if ((double)p->Ls[sp * stride + row] > mx) mx = p->Ls[sp * stride + row];
+  if (mx == -INFINITY) {
+    for (size_t c = 0; c < d; c++)
+      o[c] = 0;
+    p->LSE[row] = -INFINITY;
+    return;
+  }
+  float e[128];
+  size_t wd = 2;
+  while (wd < ns)
+    wd *= 2;
+  for (size_t s = 0; s < wd; s++)
+    e[s] = s < ns ? aa_core_expf((float)((double)p->Ls[s * stride + row] - mx)) : 0.0f;
+  for (size_t off = wd / 2; off >= 1; off /= 2)
+    for (size_t s = 0; s < off; s++)
+      e[s] = e[s] + e[s + off];
+  double lse = (double)(aa_core_logf(e[0]) + (float)mx);
+  for (size_t c = 0; c < d; c++)
+    acc[c] = 0;
+  for (size_t sp = 0; sp < ns; sp++) {
+    float wgt = aa_core_expf((float)((double)p->Ls[sp * stride + row] - lse));
+    const float *src = p->Os + (sp * stride + row) * d;
+    for (size_t c = 0; c < d; c++)
+      acc[c] = fmaf(wgt, src[c], acc[c]);
+  }
+  for (size_t c = 0; c < d; c++)
+    o[c] = aa_core_rnd16(acc[c], p->io_fmt);
+  p->LSE[row] = (float)lse;
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* attnacc: internal interface between the attn module's C side (cuda.c) and its CUDA kernels (attn_cuda_kern.cu). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#ifndef AA_ATTN_ATTN_CUDA_H
+#define AA_ATTN_ATTN_CUDA_H
+
+#include "attn-core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The forward of p (host pointers Q, K, V, lo, hi; its output pointers are ignored) on the current device (the caller
+   checked there is one, aa_gemm_cuda_devices): O, LSE (host, heads n_q d and heads n_q floats), the doubt flags
+   (nsplit heads n_q bytes), the P-cast counters cnt[3] and the largest cast's bits *pmax. AA_OK, AA_ENOMEM or
+   AA_EUNSUPPORTED (no device, a CUDA error, or a build without CUDA). */
+int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
+                    unsigned long long *pmax);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

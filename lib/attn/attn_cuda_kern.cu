@@ -1,0 +1,96 @@
+/* attnacc: the GPU emulation's kernels: one thread per (query row, split) of the FA2 split-KV forward, then the
+ * combine. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attn-cuda.h"
+
+/* lib/common.h's AA_OK, AA_ENOMEM, AA_EUNSUPPORTED (that header is C only) */
+#define AT_OK 0
+#define AT_ENOMEM 2
+#define AT_EUNSUPPORTED 7
+#define AT_THREADS 64
+
+/* Each thread is one CPU iteration of cuda.c's run_host: the row state and P scratch in local memory. */
+__global__ void __launch_bounds__(AT_THREADS) at_split_rows(aa_core_fwd_t p, size_t nwork) {
+  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (x >= nwork) return;
+  aa_core_row_t w;
+  float P[AA_CORE_MAXTK];
+  size_t rows = p.heads * p.n_q, row = x % rows, sp = x / rows;
+  w.cast = w.over = w.under = 0, w.pmax = 0;
+  aa_core_split_row(&p, row / p.n_q, row % p.n_q, sp, &w, P);
+  if (w.doubt) return; /* the host redoes the row (cuda.c), counters included */
+  atomicAdd(&p.counters[0], w.cast);
+  if (w.over) atomicAdd(&p.counters[1], w.over);
+  if (w.under) atomicAdd(&p.counters[2], w.under);
+  atomicMax(p.pmax, (unsigned long long)__double_as_longlong(w.pmax)); /* nonnegative doubles order as their bits */
+}
+
+__global__ void __launch_bounds__(AT_THREADS) at_combine(aa_core_fwd_t p) {
+  size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float acc[AA_CORE_MAXD];
+  if (row < p.heads * p.n_q) aa_core_combine_row(&p, row, acc);
+}
+
+/* Device buffers of one forward, freed together. */
+struct at_bufs {
+  void *b[10];
+};
+static void at_free(at_bufs *B) {
+  for (int i = 0; i < 10; i++)
+    if (B->b[i] != NULL) cudaFree(B->b[i]);
+}
+static int at_alloc(at_bufs *B, int i, size_t bytes, const void *src) {
+  if (cudaMalloc(&B->b[i], bytes ? bytes : 1) != cudaSuccess) {
+    B->b[i] = NULL;
+    return 0;
+  }
+  if (src != NULL) return cudaMemcpy(B->b[i], src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  return cudaMemset(B->b[i], 0, bytes ? bytes : 1) == cudaSuccess;
+}
+
+extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, unsigned char *doubt,
+                               unsigned long long *cnt, unsigned long long *pmax) {
+  aa_core_fwd_t p = *hp;
+  size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d;
+  size_t ns = p.nsplit > 1 ? p.nsplit : 0;
+  at_bufs B;
+  memset(&B, 0, sizeof B);
+  int ok = at_alloc(&B, 0, nQ * 4, hp->Q) && at_alloc(&B, 1, nK * 4, hp->K) && at_alloc(&B, 2, nK * 4, hp->V) &&
+           at_alloc(&B, 3, 2 * p.n_q * 8, hp->lo) && at_alloc(&B, 4, nQ * 4, NULL) &&
+           at_alloc(&B, 5, rows * 4, NULL) && at_alloc(&B, 6, ns * nQ * 4, NULL) &&
+           at_alloc(&B, 7, ns * rows * 4, NULL) && at_alloc(&B, 8, 32, NULL) &&
+           at_alloc(&B, 9, rows * p.nsplit, NULL);
+  if (!ok) {
+    at_free(&B);
+    cudaGetLastError();
+    return AT_ENOMEM;
+  }
+  p.Q = (const float *)B.b[0], p.K = (const float *)B.b[1], p.V = (const float *)B.b[2];
+  p.lo = (const int64_t *)B.b[3], p.hi = (const int64_t *)B.b[3] + p.n_q;
+  p.O = (float *)B.b[4], p.LSE = (float *)B.b[5], p.Os = (float *)B.b[6], p.Ls = (float *)B.b[7];
+  p.counters = (unsigned long long *)B.b[8], p.pmax = (unsigned long long *)B.b[8] + 3;
+  p.doubt = (unsigned char *)B.b[9];
+  size_t nwork = rows * p.nsplit;
+  /* a deep per-thread stack: the row state and P (about 2 KiB) live in local memory */
+  cudaDeviceSetLimit(cudaLimitStackSize, 16384);
+  at_split_rows<<<(unsigned)((nwork + AT_THREADS - 1) / AT_THREADS), AT_THREADS>>>(p, nwork);
+  if (p.nsplit > 1) at_combine<<<(unsigned)((rows + AT_THREADS - 1) / AT_THREADS), AT_THREADS>>>(p);
+  unsigned long long c4[4];
+  int st = cudaDeviceSynchronize() == cudaSuccess &&
+           cudaMemcpy(O, p.O, nQ * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(LSE, p.LSE, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(c4, B.b[8], 32, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(doubt, B.b[9], rows * p.nsplit, cudaMemcpyDeviceToHost) == cudaSuccess;
+  at_free(&B);
+  if (!st) {
+    cudaGetLastError();
+    return AT_EUNSUPPORTED;
+  }
+  cnt[0] = c4[0], cnt[1] = c4[1], cnt[2] = c4[2], *pmax = c4[3];
+  return AT_OK;
+}

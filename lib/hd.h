@@ -1,0 +1,38 @@
+/* attnacc: what code written once for gcc and nvcc needs: AA_HD and the bit casts of an fp32 value. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#ifndef AA_HD_H
+#define AA_HD_H
+
+#include <stdint.h>
+#ifndef __CUDACC__
+#include <string.h>
+#endif
+
+/* Host and device under nvcc, plain static inline in C. */
+#ifdef __CUDACC__
+#define AA_HD __host__ __device__
+#else
+#define AA_HD
+#endif
+
+/* The bits of an fp32 value and back (one instruction on the device). */
+static inline AA_HD uint32_t aa_hd_f2u(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+static inline AA_HD float aa_hd_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+#endif
