@@ -36,13 +36,43 @@ static double select_kth(double *u, size_t n, size_t k) {
   return u[k];
 }
 
-/* The median, the ceil(0.99 n)-th smallest and the largest of u[0..n-1] (n > 0; u is reordered). */
+/* Histogram bins of counted_stats: every ULP distance between two bf16 or two fp16 values (ordinals within
+   +-2^15) fits, so a kernel's data of those formats takes the counting path. */
+#define COUNT_BINS ((size_t)1 << 17)
+
+/* The smallest value whose cumulative count exceeds k, of the histogram c. */
+static double counted_kth(const size_t *c, size_t k) {
+  size_t v = 0, seen = c[0];
+  while (seen <= k)
+    seen += c[++v];
+  return (double)v;
+}
+
+/* order_stats of u when every u[i] is an integer below COUNT_BINS (the common case: ULP distances between values of
+   the format itself), by counting: linear, and the same order statistics as the selection. 0 when some u[i] is
+   not such an integer (nothing set). */
+static int counted_stats(double *med, double *p99, const double *u, size_t n) {
+  size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2, *c;
+  for (size_t i = 0; i < n; i++)
+    if (!(u[i] >= 0 && u[i] < (double)COUNT_BINS && u[i] == floor(u[i]))) return 0;
+  if ((c = calloc(COUNT_BINS, sizeof *c)) == NULL) return 0;
+  for (size_t i = 0; i < n; i++)
+    c[(size_t)u[i]]++;
+  *p99 = counted_kth(c, (k99 > 0 ? k99 : 1) - 1);
+  *med = counted_kth(c, h);
+  if (n % 2 == 0) *med = 0.5 * (counted_kth(c, h - 1) + *med);
+  free(c);
+  return 1;
+}
+
+/* The median, the ceil(0.99 n)-th smallest and the largest of u[0..n-1] (n > 0; u may be reordered). */
 static void order_stats(double *med, double *p99, double *max, double *u, size_t n) {
   size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2;
   double m = u[0];
   for (size_t i = 1; i < n; i++)
     if (u[i] > m) m = u[i];
   *max = m;
+  if (counted_stats(med, p99, u, n)) return;
   *p99 = select_kth(u, n, (k99 > 0 ? k99 : 1) - 1);
   *med = select_kth(u, n, h);
   if (n % 2 == 0) { /* the largest of the lower half: u[0..h-1] <= u[h] after the selection */
@@ -187,11 +217,15 @@ static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b
   return AA_OK;
 }
 
+aa_fmt_t aa_score_metrics_ulp_fmt(const aa_score_out_t *s) {
+  return s->ulp_fmt == AA_FMT_BF16 ? AA_FMT_BF16 : AA_FMT_FP32; /* the two aa_metrics_compare counts ULPs in */
+}
+
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err) {
   size_t n = aa_tensor_numel(got), used = 0;
   double *u = NULL, max_b = 0, trtol, tatol, usum = 0;
-  int rc;
+  int rc, shared;
   memset(s, 0, sizeof *s);
   s->name = name;
   s->data_fmt = data_fmt;
@@ -200,8 +234,14 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
     return aa_error_set(err, AA_EINVAL, "%s: ULPs are counted in bf16, fp16 or fp32", name);
   s->ulp_fmt = ulp_fmt;
   s->oracle_relerr_bound = ref->relerr_bound;
-  if ((rc = aa_metrics_compare(&s->m, got, ref, AA_FMT_FP32, atol, rtol, err)) != AA_OK) return rc;
+  /* the legacy metrics' ULPs are these when they count in ulp_fmt (bf16, fp32): taken from their pass */
+  shared = aa_score_metrics_ulp_fmt(s) == ulp_fmt;
   if (n > 0 && (u = malloc(n * sizeof *u)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
+  if ((rc = aa_metrics_compare_ulps(&s->m, got, ref, aa_score_metrics_ulp_fmt(s), atol, rtol, shared ? u : NULL,
+                                    err)) != AA_OK) {
+    free(u);
+    return rc;
+  }
   for (size_t i = 0; i < n; i++)
     if (isfinite(ref->val.data[i]) && fabs(ref->val.data[i]) > max_b) max_b = fabs(ref->val.data[i]);
   s->rel_floor = ldexp(max_b, -4); /* the top four binades (score.h) */
@@ -230,10 +270,12 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
       /* RN of the exact value in ulp_fmt: the oracle's own roundings for
          bf16/fp32; for fp16 the rounding of val, which is within 2^-48 of the
          exact value, so it can differ only at an fp16 midpoint that close. */
-      cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
-           : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
-                                    : aa_round(b, &ro, NULL);
-      u[used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
+      if (!shared) {
+        cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
+             : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
+                                      : aa_round(b, &ro, NULL);
+        u[used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
+      }
       usum += u[used];
       used++;
     }
