@@ -106,35 +106,41 @@ static double fmt_ulp(double x, aa_fmt_t fmt) {
 
 /* The elementwise rule |a - b| <= atol + rtol |b|: ratio = max of
    |a - b| / (atol + rtol |b|) (0/0 = 0, x/0 = Inf). */
-static void elementwise(aa_rule_result_t *r, const aa_tensor_t *got, const double *b, size_t n, double atol,
-                        double rtol) {
+/* One element into rule r's running result (worst: its largest ratio so far). */
+static void elementwise_one(aa_rule_result_t *r, double *worst, size_t i, double a, double b, double d) {
+  double allow = r->atol + r->rtol * fabs(b), q = d == 0 ? 0 : (allow > 0 ? d / allow : INFINITY);
+  if (q > 1) r->fail_count++;
+  if (q > *worst) {
+    *worst = q;
+    r->worst = i;
+    r->allowed = allow;
+    r->worst_got = a;
+    r->worst_ref = b;
+  }
+}
+
+/* The elementwise rules r[0] and r[1] (tolerances atol[k], rtol[k]), in one pass over the tensor. */
+static void elementwise(aa_rule_result_t *r[2], const aa_tensor_t *got, const double *b, size_t n,
+                        const double atol[2], const double rtol[2]) {
   size_t nan = 0, inf = 0;
-  double worst = -1;
-  *r = (aa_rule_result_t){1, 0, 0, 0, atol, rtol, NAN, 0, 0, NAN, NAN};
+  double worst[2] = {-1, -1};
+  for (int k = 0; k < 2; k++)
+    *r[k] = (aa_rule_result_t){1, 0, 0, 0, atol[k], rtol[k], NAN, 0, 0, NAN, NAN};
   for (size_t i = 0; i < n; i++) {
-    double a = got->data[i], d, allow, q;
-    if (isnan(a) || isnan(b[i])) {
-      nan++, r->fail_count++;
-      continue;
-    }
-    if (isinf(a) && a != b[i]) {
-      inf++, r->fail_count++;
+    double a = got->data[i], d;
+    if (isnan(a) || isnan(b[i]) || (isinf(a) && a != b[i])) {
+      nan += isnan(a) || isnan(b[i]), inf += !(isnan(a) || isnan(b[i]));
+      r[0]->fail_count++, r[1]->fail_count++;
       continue;
     }
     d = a == b[i] ? 0 : fabs(a - b[i]);
-    allow = atol + rtol * fabs(b[i]);
-    q = d == 0 ? 0 : (allow > 0 ? d / allow : INFINITY);
-    if (q > 1) r->fail_count++;
-    if (q > worst) {
-      worst = q;
-      r->worst = i;
-      r->allowed = allow;
-      r->worst_got = a;
-      r->worst_ref = b[i];
-    }
+    elementwise_one(r[0], &worst[0], i, a, b[i], d);
+    elementwise_one(r[1], &worst[1], i, a, b[i], d);
   }
-  r->ratio = nan ? NAN : inf ? INFINITY : (worst < 0 ? 0 : worst);
-  r->pass = nan == 0 && inf == 0 && r->fail_count == 0;
+  for (int k = 0; k < 2; k++) {
+    r[k]->ratio = nan ? NAN : inf ? INFINITY : (worst[k] < 0 ? 0 : worst[k]);
+    r[k]->pass = nan == 0 && inf == 0 && r[k]->fail_count == 0;
+  }
 }
 
 /* Per-row sums of the systematic statistics (score.h): e.b, b.b, sum e, sum b, e.e and the finite count. */
@@ -143,9 +149,10 @@ typedef struct {
   size_t n;
 } row_sums_t;
 
-/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none). */
-static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
-  double *d = n > 0 ? malloc(n * sizeof *d) : NULL, q = NAN;
+/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none), d room for n
+   values (overwritten). */
+static double abs_q99(const aa_tensor_t *got, const double *b, size_t n, double *d) {
+  double q = NAN;
   size_t used = 0, k;
   if (d == NULL) return NAN;
   for (size_t i = 0; i < n; i++)
@@ -154,7 +161,6 @@ static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
     k = (size_t)ceil(0.99 * (double)used);
     q = select_kth(d, used, (k > 0 ? k : 1) - 1);
   }
-  free(d);
   return q;
 }
 
@@ -198,7 +204,8 @@ static void fit_scale(aa_score_out_t *s, const row_sums_t *r, size_t rows) {
 }
 
 /* The systematic-error statistics of score.h: rows along the last axis, heads along the first (3+ axes). */
-static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, aa_error_t *err) {
+static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, double *scratch,
+                      aa_error_t *err) {
   size_t len = got->ndim > 0 && got->shape[got->ndim - 1] > 0 ? got->shape[got->ndim - 1] : 1;
   size_t rows = n / len, heads = got->ndim >= 3 ? got->shape[0] : 1;
   row_sums_t *r = rows > 0 ? calloc(rows, sizeof *r) : NULL;
@@ -212,7 +219,7 @@ static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b
   }
   fit_scale(s, r, rows);
   row_head_max(s, r, rows, heads);
-  s->abs_q99 = abs_q99(got, b, n);
+  s->abs_q99 = abs_q99(got, b, n, scratch);
   free(r);
   return AA_OK;
 }
@@ -288,11 +295,12 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
   } else {
     s->ulp_median = s->ulp_p99 = s->ulp_max = s->ulp_mean = s->ulp_normwise = s->max_rel = NAN;
   }
+  rc = systematic(s, got, ref->val.data, n, u, err); /* u, its order statistics taken, holds the |e| of q99 */
   free(u);
-  if ((rc = systematic(s, got, ref->val.data, n, err)) != AA_OK) return rc;
-  elementwise(&s->rule[AA_RULE_ABSREL], got, ref->val.data, n, atol, rtol);
+  if (rc != AA_OK) return rc;
   aa_rule_torch_tol(&trtol, &tatol, data_fmt);
-  elementwise(&s->rule[AA_RULE_TORCH], got, ref->val.data, n, tatol, trtol);
+  elementwise((aa_rule_result_t *[2]){&s->rule[AA_RULE_ABSREL], &s->rule[AA_RULE_TORCH]}, got, ref->val.data, n,
+              (const double[2]){atol, tatol}, (const double[2]){rtol, trtol});
   return AA_OK;
 }
 
