@@ -210,12 +210,14 @@ static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b
   size_t rows = n / len, heads = got->ndim >= 3 ? got->shape[0] : 1;
   row_sums_t *r = rows > 0 ? calloc(rows, sizeof *r) : NULL;
   if (rows > 0 && r == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", s->name);
-  for (size_t i = 0; i < rows * len; i++) {
-    double a = got->data[i], e;
-    row_sums_t *x = &r[i / len];
-    if (!isfinite(a) || !isfinite(b[i])) continue;
-    e = a - b[i];
-    x->eb += e * b[i], x->bb += b[i] * b[i], x->e += e, x->b += b[i], x->ee += e * e, x->n++;
+  for (size_t row = 0; row < rows; row++) { /* row by row: no division per element to find its row */
+    row_sums_t *x = &r[row];
+    for (size_t i = row * len; i < (row + 1) * len; i++) {
+      double a = got->data[i], e;
+      if (!isfinite(a) || !isfinite(b[i])) continue;
+      e = a - b[i];
+      x->eb += e * b[i], x->bb += b[i] * b[i], x->e += e, x->b += b[i], x->ee += e * e, x->n++;
+    }
   }
   fit_scale(s, r, rows);
   row_head_max(s, r, rows, heads);
