@@ -17,8 +17,10 @@ static const char *const usage =
     "  times `attnacc score` on BF16 standard-normal q, k, v, do and outputs ([B*H, N, D], hnd: the problem of\n"
     "  [B, H, N, D]; no mask; --no-fail:\n"
     "  the values only set the time of the comparison) in a temporary folder, R times each (medians):\n"
-    "    cold-def  --cache in a fresh folder, the default rule (expect: the oracle, the expect recipe and the naive\n"
-    "              reference run and are stored); warm-def the same read from the --cache folder\n"
+    "    cold-def  --cache in a fresh folder, the default rule (expect: the oracle and the expect recipe run and "
+    "are\n"
+    "              stored; builds before 2 Dec 2026 ran the naive reference too); warm-def the same read from "
+    "--cache\n"
     "    cold      --cache in a fresh folder (the oracle computed and stored), rule fa (the naive reference runs)\n"
     "    cold-ar   the same with --rule abs-rel (no naive reference)\n"
     "    warm      the oracle read from the --cache folder, rule fa; warm-ar with --rule abs-rel\n"
@@ -181,7 +183,7 @@ static int bench_shape(bench_t *b, const size_t shp[4], int with_phases) {
     const char *what, *rule, *why;
     int fresh; /* 1: an empty cache before each run (cold); -1: no cache (--rows) */
   } runs[] = {
-      {"cold-def", NULL, "default rule (expect): oracle + expect recipe + naive reference", 1},
+      {"cold-def", NULL, "default rule (expect): oracle + expect recipe (the naive reference too before 2 Dec)", 1},
       {"warm-def", NULL, "default rule, everything from --cache", 0},
       {"cold-ar ", "abs-rel", "rule abs-rel: no naive reference", 1},
       {"cold    ", "fa", "rule fa: oracle + naive reference", 1},

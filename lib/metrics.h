@@ -53,6 +53,11 @@ typedef struct {
    negative tolerance. */
 int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
                        double atol, double rtol, aa_error_t *err);
+/* aa_metrics_compare that also stores the ULP distance of each element taking part in the statistics (got and
+   the oracle value finite), in element order, into ulps (room for every element; NULL: none): the robust measures'
+   order statistics read them rather than computing each ordinal again. */
+int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
+                            double atol, double rtol, double *ulps, aa_error_t *err);
 /* Apply the flash-attention rule with the naive reference's metrics:
    fa_ref_max_abs = naive->max_abs (NaN when the naive output has a NaN,
    +Inf when it has an Inf), fa_ratio = max_abs / fa_ref_max_abs (0/0 is 0),

@@ -110,7 +110,7 @@ const char *aa_expect_stat_name(aa_expect_stat_t s); /* "rel-l2", "q99", "scale"
 
 typedef struct {
   const char *name;           /* "o", "dq", "dk", "dv", "dsinks" */
-  aa_metrics_t m;             /* rel_l2, max_abs, nan, inf, count (and the legacy abs-rel rule fields) */
+  aa_metrics_t m;             /* rel_l2, max_abs, nan, inf, count (and the legacy abs-rel rule fields; ULPs: below) */
   aa_fmt_t data_fmt, ulp_fmt; /* the tested data's format; the format ULPs are counted in */
   double ulp_median, ulp_p99, ulp_max, ulp_mean, ulp_normwise;
   double max_rel, rel_floor, max_rel_any;
@@ -134,6 +134,10 @@ typedef struct {
    or tolerance, AA_ENOMEM. */
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err);
+/* The format s->m's max_ulp and mean_ulp count ULPs in (s compared by aa_score_compare): ulp_fmt when bf16, else
+   fp32 (the formats of aa_metrics_compare); with the default tolerances s->m is then aa_metrics_compare's result
+   for that format, which aa_eval_compare reuses rather than computing it again. */
+aa_fmt_t aa_score_metrics_ulp_fmt(const aa_score_out_t *s);
 /* AA_ERANGE, naming the output, the count and the largest magnitude, when
    the exact values ref are not all finite in the kernel's format data_fmt
    (their correct rounding overflows: BF16/FP32 from the oracle's certified

@@ -180,7 +180,8 @@ def test_numpy_bf16_bits_and_to_dict():
     bits = [t.view(torch.int16).numpy() for t in ins]
     obits = outs[1].view(torch.int16).numpy()
     # the kernel is torch's BF16 math attention: the naive-bf16 design, named for the expect rule
-    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True, expect="naive-bf16")
+    # fa too: its naive reference runs only when a rule reads it (the default expect rule does not)
+    res = attnacc.score(*bits, dq=obits, layout="bhnd", bf16_bits=True, expect="naive-bf16", rule=["expect", "fa"])
     ref = attnacc.score(*ins, dq=outs[1], layout="bhnd", expect="naive-bf16")
     assert res["dq"].max_abs == ref["dq"].max_abs and res.problem["input_fmt"] == "bf16"
     d = res.to_dict()

@@ -184,11 +184,21 @@ import json, sys
 r = json.load(open('$T/nf.json'))['runs'][0]['outputs']['dq']['rules']
 sys.exit(0 if not r['fa']['applied'] and not r['sdpa']['applied'] and r['abs-rel']['applied'] else 1)" ||
   FAIL "naive: --rule abs-rel still ran the naive reference"
+# Nor by default: the expect rule reads nothing of it (fa and sdpa not applied, expect applied).
+"$A" score --inputs "$T/big" --grads "$T/big" --causal --json >"$T/nd.json" 2>/dev/null ||
+  FAIL "naive: score (default rule) failed"
+"$py" -c "
+import json, sys
+r = json.load(open('$T/nd.json'))['runs'][0]['outputs']['dq']['rules']
+sys.exit(0 if not r['fa']['applied'] and not r['sdpa']['applied'] and r['expect']['applied'] else 1)" ||
+  FAIL "naive: the default rule ran the naive reference"
 
 # 7. --cache keeps the naive reference's errors and the expect recipe's statistics too: a second score of the same
-# inputs reads the three entries, emulates nothing and prints the same document (but the timings).
+# inputs reads the three entries, emulates nothing and prints the same document (but the timings); --rule all runs
+# both references.
 for i in 1 2; do
-  "$A" score --inputs "$T/big" --grads "$T/big" --causal --cache "$T/nc" --json >"$T/nc$i.json" 2>"$T/nc$i.err" ||
+  "$A" score --inputs "$T/big" --grads "$T/big" --causal --cache "$T/nc" --rule all --no-fail --json \
+    >"$T/nc$i.json" 2>"$T/nc$i.err" ||
     FAIL "naive cache: score $i failed"
 done
 grep -q "naive reference's errors read from the cache" "$T/nc2.err" || FAIL "naive cache: the second score emulated"

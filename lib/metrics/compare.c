@@ -30,6 +30,11 @@ static int usable(double a, double b) {
 
 int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
                        double atol, double rtol, aa_error_t *err) {
+  return aa_metrics_compare_ulps(m, got, ref, ulp_fmt, atol, rtol, NULL, err);
+}
+
+int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
+                            double atol, double rtol, double *ulps, aa_error_t *err) {
   const aa_tensor_t *cr;
   size_t n, used = 0;
   double max_d = 0, max_b = 0, max_ulp = 0;
@@ -84,6 +89,7 @@ int aa_metrics_compare(aa_metrics_t *m, const aa_tensor_t *got, const aa_oracle_
     u = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr->data[i], ulp_fmt));
     if (u > max_ulp) max_ulp = u;
     ksum_add(&su, u);
+    if (ulps != NULL) ulps[used] = u;
     used++;
   }
   m->pass = m->fail_count == 0;

@@ -36,13 +36,43 @@ static double select_kth(double *u, size_t n, size_t k) {
   return u[k];
 }
 
-/* The median, the ceil(0.99 n)-th smallest and the largest of u[0..n-1] (n > 0; u is reordered). */
+/* Histogram bins of counted_stats: every ULP distance between two bf16 or two fp16 values (ordinals within
+   +-2^15) fits, so a kernel's data of those formats takes the counting path. */
+#define COUNT_BINS ((size_t)1 << 17)
+
+/* The smallest value whose cumulative count exceeds k, of the histogram c. */
+static double counted_kth(const size_t *c, size_t k) {
+  size_t v = 0, seen = c[0];
+  while (seen <= k)
+    seen += c[++v];
+  return (double)v;
+}
+
+/* order_stats of u when every u[i] is an integer below COUNT_BINS (the common case: ULP distances between values of
+   the format itself), by counting: linear, and the same order statistics as the selection. 0 when some u[i] is
+   not such an integer (nothing set). */
+static int counted_stats(double *med, double *p99, const double *u, size_t n) {
+  size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2, *c;
+  for (size_t i = 0; i < n; i++)
+    if (!(u[i] >= 0 && u[i] < (double)COUNT_BINS && u[i] == floor(u[i]))) return 0;
+  if ((c = calloc(COUNT_BINS, sizeof *c)) == NULL) return 0;
+  for (size_t i = 0; i < n; i++)
+    c[(size_t)u[i]]++;
+  *p99 = counted_kth(c, (k99 > 0 ? k99 : 1) - 1);
+  *med = counted_kth(c, h);
+  if (n % 2 == 0) *med = 0.5 * (counted_kth(c, h - 1) + *med);
+  free(c);
+  return 1;
+}
+
+/* The median, the ceil(0.99 n)-th smallest and the largest of u[0..n-1] (n > 0; u may be reordered). */
 static void order_stats(double *med, double *p99, double *max, double *u, size_t n) {
   size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2;
   double m = u[0];
   for (size_t i = 1; i < n; i++)
     if (u[i] > m) m = u[i];
   *max = m;
+  if (counted_stats(med, p99, u, n)) return;
   *p99 = select_kth(u, n, (k99 > 0 ? k99 : 1) - 1);
   *med = select_kth(u, n, h);
   if (n % 2 == 0) { /* the largest of the lower half: u[0..h-1] <= u[h] after the selection */
@@ -76,35 +106,41 @@ static double fmt_ulp(double x, aa_fmt_t fmt) {
 
 /* The elementwise rule |a - b| <= atol + rtol |b|: ratio = max of
    |a - b| / (atol + rtol |b|) (0/0 = 0, x/0 = Inf). */
-static void elementwise(aa_rule_result_t *r, const aa_tensor_t *got, const double *b, size_t n, double atol,
-                        double rtol) {
+/* One element into rule r's running result (worst: its largest ratio so far). */
+static void elementwise_one(aa_rule_result_t *r, double *worst, size_t i, double a, double b, double d) {
+  double allow = r->atol + r->rtol * fabs(b), q = d == 0 ? 0 : (allow > 0 ? d / allow : INFINITY);
+  if (q > 1) r->fail_count++;
+  if (q > *worst) {
+    *worst = q;
+    r->worst = i;
+    r->allowed = allow;
+    r->worst_got = a;
+    r->worst_ref = b;
+  }
+}
+
+/* The elementwise rules r[0] and r[1] (tolerances atol[k], rtol[k]), in one pass over the tensor. */
+static void elementwise(aa_rule_result_t *r[2], const aa_tensor_t *got, const double *b, size_t n,
+                        const double atol[2], const double rtol[2]) {
   size_t nan = 0, inf = 0;
-  double worst = -1;
-  *r = (aa_rule_result_t){1, 0, 0, 0, atol, rtol, NAN, 0, 0, NAN, NAN};
+  double worst[2] = {-1, -1};
+  for (int k = 0; k < 2; k++)
+    *r[k] = (aa_rule_result_t){1, 0, 0, 0, atol[k], rtol[k], NAN, 0, 0, NAN, NAN};
   for (size_t i = 0; i < n; i++) {
-    double a = got->data[i], d, allow, q;
-    if (isnan(a) || isnan(b[i])) {
-      nan++, r->fail_count++;
-      continue;
-    }
-    if (isinf(a) && a != b[i]) {
-      inf++, r->fail_count++;
+    double a = got->data[i], d;
+    if (isnan(a) || isnan(b[i]) || (isinf(a) && a != b[i])) {
+      nan += isnan(a) || isnan(b[i]), inf += !(isnan(a) || isnan(b[i]));
+      r[0]->fail_count++, r[1]->fail_count++;
       continue;
     }
     d = a == b[i] ? 0 : fabs(a - b[i]);
-    allow = atol + rtol * fabs(b[i]);
-    q = d == 0 ? 0 : (allow > 0 ? d / allow : INFINITY);
-    if (q > 1) r->fail_count++;
-    if (q > worst) {
-      worst = q;
-      r->worst = i;
-      r->allowed = allow;
-      r->worst_got = a;
-      r->worst_ref = b[i];
-    }
+    elementwise_one(r[0], &worst[0], i, a, b[i], d);
+    elementwise_one(r[1], &worst[1], i, a, b[i], d);
   }
-  r->ratio = nan ? NAN : inf ? INFINITY : (worst < 0 ? 0 : worst);
-  r->pass = nan == 0 && inf == 0 && r->fail_count == 0;
+  for (int k = 0; k < 2; k++) {
+    r[k]->ratio = nan ? NAN : inf ? INFINITY : (worst[k] < 0 ? 0 : worst[k]);
+    r[k]->pass = nan == 0 && inf == 0 && r[k]->fail_count == 0;
+  }
 }
 
 /* Per-row sums of the systematic statistics (score.h): e.b, b.b, sum e, sum b, e.e and the finite count. */
@@ -113,9 +149,10 @@ typedef struct {
   size_t n;
 } row_sums_t;
 
-/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none). */
-static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
-  double *d = n > 0 ? malloc(n * sizeof *d) : NULL, q = NAN;
+/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none), d room for n
+   values (overwritten). */
+static double abs_q99(const aa_tensor_t *got, const double *b, size_t n, double *d) {
+  double q = NAN;
   size_t used = 0, k;
   if (d == NULL) return NAN;
   for (size_t i = 0; i < n; i++)
@@ -124,7 +161,6 @@ static double abs_q99(const aa_tensor_t *got, const double *b, size_t n) {
     k = (size_t)ceil(0.99 * (double)used);
     q = select_kth(d, used, (k > 0 ? k : 1) - 1);
   }
-  free(d);
   return q;
 }
 
@@ -168,30 +204,37 @@ static void fit_scale(aa_score_out_t *s, const row_sums_t *r, size_t rows) {
 }
 
 /* The systematic-error statistics of score.h: rows along the last axis, heads along the first (3+ axes). */
-static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, aa_error_t *err) {
+static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, double *scratch,
+                      aa_error_t *err) {
   size_t len = got->ndim > 0 && got->shape[got->ndim - 1] > 0 ? got->shape[got->ndim - 1] : 1;
   size_t rows = n / len, heads = got->ndim >= 3 ? got->shape[0] : 1;
   row_sums_t *r = rows > 0 ? calloc(rows, sizeof *r) : NULL;
   if (rows > 0 && r == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", s->name);
-  for (size_t i = 0; i < rows * len; i++) {
-    double a = got->data[i], e;
-    row_sums_t *x = &r[i / len];
-    if (!isfinite(a) || !isfinite(b[i])) continue;
-    e = a - b[i];
-    x->eb += e * b[i], x->bb += b[i] * b[i], x->e += e, x->b += b[i], x->ee += e * e, x->n++;
+  for (size_t row = 0; row < rows; row++) { /* row by row: no division per element to find its row */
+    row_sums_t *x = &r[row];
+    for (size_t i = row * len; i < (row + 1) * len; i++) {
+      double a = got->data[i], e;
+      if (!isfinite(a) || !isfinite(b[i])) continue;
+      e = a - b[i];
+      x->eb += e * b[i], x->bb += b[i] * b[i], x->e += e, x->b += b[i], x->ee += e * e, x->n++;
+    }
   }
   fit_scale(s, r, rows);
   row_head_max(s, r, rows, heads);
-  s->abs_q99 = abs_q99(got, b, n);
+  s->abs_q99 = abs_q99(got, b, n, scratch);
   free(r);
   return AA_OK;
+}
+
+aa_fmt_t aa_score_metrics_ulp_fmt(const aa_score_out_t *s) {
+  return s->ulp_fmt == AA_FMT_BF16 ? AA_FMT_BF16 : AA_FMT_FP32; /* the two aa_metrics_compare counts ULPs in */
 }
 
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err) {
   size_t n = aa_tensor_numel(got), used = 0;
   double *u = NULL, max_b = 0, trtol, tatol, usum = 0;
-  int rc;
+  int rc, shared;
   memset(s, 0, sizeof *s);
   s->name = name;
   s->data_fmt = data_fmt;
@@ -200,8 +243,14 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
     return aa_error_set(err, AA_EINVAL, "%s: ULPs are counted in bf16, fp16 or fp32", name);
   s->ulp_fmt = ulp_fmt;
   s->oracle_relerr_bound = ref->relerr_bound;
-  if ((rc = aa_metrics_compare(&s->m, got, ref, AA_FMT_FP32, atol, rtol, err)) != AA_OK) return rc;
+  /* the legacy metrics' ULPs are these when they count in ulp_fmt (bf16, fp32): taken from their pass */
+  shared = aa_score_metrics_ulp_fmt(s) == ulp_fmt;
   if (n > 0 && (u = malloc(n * sizeof *u)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
+  if ((rc = aa_metrics_compare_ulps(&s->m, got, ref, aa_score_metrics_ulp_fmt(s), atol, rtol, shared ? u : NULL,
+                                    err)) != AA_OK) {
+    free(u);
+    return rc;
+  }
   for (size_t i = 0; i < n; i++)
     if (isfinite(ref->val.data[i]) && fabs(ref->val.data[i]) > max_b) max_b = fabs(ref->val.data[i]);
   s->rel_floor = ldexp(max_b, -4); /* the top four binades (score.h) */
@@ -230,10 +279,12 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
       /* RN of the exact value in ulp_fmt: the oracle's own roundings for
          bf16/fp32; for fp16 the rounding of val, which is within 2^-48 of the
          exact value, so it can differ only at an fp16 midpoint that close. */
-      cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
-           : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
-                                    : aa_round(b, &ro, NULL);
-      u[used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
+      if (!shared) {
+        cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
+             : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
+                                      : aa_round(b, &ro, NULL);
+        u[used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
+      }
       usum += u[used];
       used++;
     }
@@ -246,11 +297,12 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
   } else {
     s->ulp_median = s->ulp_p99 = s->ulp_max = s->ulp_mean = s->ulp_normwise = s->max_rel = NAN;
   }
+  rc = systematic(s, got, ref->val.data, n, u, err); /* u, its order statistics taken, holds the |e| of q99 */
   free(u);
-  if ((rc = systematic(s, got, ref->val.data, n, err)) != AA_OK) return rc;
-  elementwise(&s->rule[AA_RULE_ABSREL], got, ref->val.data, n, atol, rtol);
+  if (rc != AA_OK) return rc;
   aa_rule_torch_tol(&trtol, &tatol, data_fmt);
-  elementwise(&s->rule[AA_RULE_TORCH], got, ref->val.data, n, tatol, trtol);
+  elementwise((aa_rule_result_t *[2]){&s->rule[AA_RULE_ABSREL], &s->rule[AA_RULE_TORCH]}, got, ref->val.data, n,
+              (const double[2]){atol, tatol}, (const double[2]){rtol, trtol});
   return AA_OK;
 }
 

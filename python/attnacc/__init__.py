@@ -705,7 +705,7 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, lse=None, dsinks=No
     (PyTorch SDPA tests' fudge factors), a list of them, or "all". Default: "expect", or "torch" for float64
     kernels (expect, fa and sdpa need a reference in the kernel's dtype: ValueError for float64). Every rule's
     ratio is reported when its reference ran: expect's by default or when chosen (or expect= given), fa's and
-    sdpa's by default or when one of them is chosen (the naive reference runs only then); `rule` picks which
+    sdpa's when one of them is chosen or "all" (the naive reference runs only then); `rule` picks which
     decide Score.passed.
     expect: the expect rule's recipe (a preset name such as "fa2-h100", a recipe file or text); None: fa2. It
     is put in the kernel's format (fa2 for an fp16 kernel rounds P and dS to fp16).
@@ -774,8 +774,8 @@ def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=Non
         raise TypeError(f"attnacc: unknown keyword {sorted(set(kwargs) - set(kw))[0]!r}")
     kw.update(kwargs)
     path, kept = _oracle_arg(kw["oracle"])
-    # the naive reference only for its rules, and by default (the report then gives every rule's ratio)
-    naive = rules is None or any(r in ("fa", "sdpa") for r in rules)
+    # the naive reference only for its rules (fa, sdpa): the default rule reads nothing of it
+    naive = rules is not None and any(r in ("fa", "sdpa") for r in rules)
     opts = _opts(_layout_arg(kw["layout"], kw["cu_seqlens_q"]), kw["is_causal"], kw["causal"], kw["scale"],
                  kw["softmax_scale"], kw["window_size"], kw["enable_gqa"], kw["atol"], kw["rtol"], kw["ulp_fmt"],
                  path, kw["threads"], naive, shapes[0], shapes[1])
