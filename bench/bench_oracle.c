@@ -18,11 +18,15 @@
 #include "rng.h"
 
 static const char *const usage =
-    "usage: bench_oracle [--kernel tiled|rows|both] [--reps R] [--rows-max N] [--no-mpfr] [--only] [N ...]\n"
+    "usage: bench_oracle [--kernel tiled|dd|rows|both|all] [--target T] [--d D] [--reps R] [--rows-max N]\n"
+    "                    [--no-mpfr] [--only] [N ...]\n"
     "  one head, d = 128, BF16 standard-normal q, k, v, dO, no mask; forward + backward of the fast path\n"
     "  N: sequence lengths added to 1024 2048 4096 8192 (e.g. 32768); --only: just the N given\n"
-    "  --kernel: tiled (current), rows (the earlier row-by-row kernel) or both (default), run\n"
-    "            alternately R times each (default 1); medians of wall and user CPU seconds\n"
+    "  --kernel: tiled (current: binary64 tier at targets >= 2^-34), dd (tiled, all double-double), rows (the\n"
+    "            earlier row-by-row kernel), both (tiled and rows, default) or all, run alternately R times\n"
+    "            each (default 1); medians of wall and user CPU seconds\n"
+    "  --target: the oracle's target accuracy (default 2^-48; e.g. 0x1p-32)\n"
+    "  --d: head dimension (default 128)\n"
     "  --rows-max: skip the row-by-row kernel above this N (default 8192)\n"
     "  --no-mpfr: skip the plain-MPFR measurement at n = 256 (the estimate column)\n"
     "  threads: OMP_NUM_THREADS (results do not depend on it)\n";
@@ -46,7 +50,7 @@ typedef struct {
   uint64_t hash; /* of the FP32 roundings of all outputs, to show that both kernels agree */
 } meas_t;
 
-static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel) {
+static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel, double target) {
   aa_problem_t pb;
   aa_problem_init(&pb, n, n, d, 1, 1);
   size_t sh[3] = {1, n, d};
@@ -61,6 +65,7 @@ static int run(meas_t *m, size_t n, size_t d, aa_oracle_path_t path, int kernel)
   aa_oracle_opts_t o;
   aa_oracle_opts_init(&o);
   o.path = path;
+  o.target = target;
   aa_oracle_result_t r;
   aa_error_t err = {{0}};
   double t0 = now(), c0 = user_cpu();
@@ -134,7 +139,10 @@ static void machine(void) {
 
 int main(int argc, char **argv) {
   size_t d = 128, nmp = 256, ns[32];
-  int nn = 0, reps = 1, want[2] = {1, 1}, do_mpfr = 1, only = 0;
+  int nn = 0, reps = 1, want[3] = {1, 0, 1}, do_mpfr = 1, only = 0;
+  double target = AA_ORACLE_TARGET_DEFAULT;
+  static const int kern[3] = {AA_OR_KERNEL_TILED, AA_OR_KERNEL_TILED_DD, AA_OR_KERNEL_ROWS};
+  static const char *const kname[3] = {"tiled", "dd", "rows"};
   {
     size_t def[4] = {1024, 2048, 4096, 8192};
     for (int i = 0; i < 4; i++)
@@ -144,12 +152,18 @@ int main(int argc, char **argv) {
   for (int a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--kernel") == 0 && a + 1 < argc) {
       const char *k = argv[++a];
-      want[0] = strcmp(k, "tiled") == 0 || strcmp(k, "both") == 0;
-      want[1] = strcmp(k, "rows") == 0 || strcmp(k, "both") == 0;
-      if (!want[0] && !want[1]) {
+      int all = strcmp(k, "all") == 0;
+      want[0] = strcmp(k, "tiled") == 0 || strcmp(k, "both") == 0 || all;
+      want[1] = strcmp(k, "dd") == 0 || all;
+      want[2] = strcmp(k, "rows") == 0 || strcmp(k, "both") == 0 || all;
+      if (!want[0] && !want[1] && !want[2]) {
         fputs(usage, stderr);
         return 2;
       }
+    } else if (strcmp(argv[a], "--target") == 0 && a + 1 < argc) {
+      target = strtod(argv[++a], NULL);
+    } else if (strcmp(argv[a], "--d") == 0 && a + 1 < argc) {
+      d = (size_t)strtoul(argv[++a], NULL, 10);
     } else if (strcmp(argv[a], "--reps") == 0 && a + 1 < argc) {
       reps = atoi(argv[++a]);
     } else if (strcmp(argv[a], "--rows-max") == 0 && a + 1 < argc) {
@@ -166,53 +180,56 @@ int main(int argc, char **argv) {
     }
   }
   if (reps < 1 || reps > 99) reps = 1;
+  if (!(target >= AA_ORACLE_TARGET_MIN && target <= AA_ORACLE_TARGET_MAX) || d < 1 || d > 1024) {
+    fputs(usage, stderr);
+    return 2;
+  }
   if (only) { /* drop the default lengths */
     memmove(ns, ns + 4, (size_t)(nn - 4) * sizeof ns[0]);
     nn -= 4;
   }
   printf("bench_oracle: d = %zu, one head, BF16 standard-normal q, k, v, dO, dense (no mask); fast path, forward + "
-         "backward\n",
-         d);
+         "backward; target %a\n",
+         d, target);
   machine();
   meas_t m;
   double mp = NAN, mpu = NAN;
   if (do_mpfr) {
-    if (run(&m, nmp, d, AA_ORACLE_MPFR, AA_OR_KERNEL_TILED) != AA_OK) return 1;
+    if (run(&m, nmp, d, AA_ORACLE_MPFR, AA_OR_KERNEL_TILED, target) != AA_OK) return 1;
     mp = m.wall;
     mpu = m.user;
     printf("plain MPFR path measured at n = %zu: %.2f s wall, %.2f s user; the estimate columns scale them by "
            "(n/%zu)^2\n",
            nmp, m.wall, m.user, nmp);
   }
-  printf("tiled = current kernel, rows = earlier row-by-row kernel; medians of %d run(s); user = CPU seconds of all "
-         "threads\n",
+  printf("tiled = current kernel (binary64 tier at targets >= 2^-34), dd = tiled all double-double, rows = earlier "
+         "row-by-row kernel; medians of %d run(s); user = CPU seconds of all threads\n",
          reps);
   printf("%7s %6s %10s %10s %8s %8s %10s %16s %13s %13s\n", "n", "kernel", "wall (s)", "user (s)", "recomp", "uncert",
          "max bound", "fp32 hash", "mpfr est wall", "mpfr est user");
   for (int i = 0; i < nn; i++) {
-    double w[2][100], u[2][100];
-    meas_t last[2];
-    int kdo[2] = {want[0], want[1] && ns[i] <= rows_max};
+    double w[3][100], u[3][100];
+    meas_t last[3];
+    int kdo[3] = {want[0], want[1], want[2] && ns[i] <= rows_max};
     for (int rep = 0; rep < reps; rep++)
-      for (int k = 0; k < 2; k++) { /* alternate the kernels so that both see the same load */
+      for (int k = 0; k < 3; k++) { /* alternate the kernels so that all see the same load */
         if (!kdo[k]) continue;
-        if (run(&last[k], ns[i], d, AA_ORACLE_FAST, k == 0 ? AA_OR_KERNEL_TILED : AA_OR_KERNEL_ROWS) != AA_OK)
-          return 1;
+        if (run(&last[k], ns[i], d, AA_ORACLE_FAST, kern[k], target) != AA_OK) return 1;
         w[k][rep] = last[k].wall;
         u[k][rep] = last[k].user;
       }
-    double sc = ((double)ns[i] / (double)nmp) * ((double)ns[i] / (double)nmp), mw[2] = {0, 0}, mu[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
+    double sc = ((double)ns[i] / (double)nmp) * ((double)ns[i] / (double)nmp), mw[3] = {0, 0, 0}, mu[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
       if (!kdo[k]) continue;
       mw[k] = median(w[k], reps);
       mu[k] = median(u[k], reps);
-      printf("%7zu %6s %10.2f %10.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i], k == 0 ? "tiled" : "rows",
-             mw[k], mu[k], last[k].rec, last[k].unc, last[k].bound, (unsigned long long)last[k].hash, mp * sc,
-             mpu * sc);
+      printf("%7zu %6s %10.2f %10.2f %8zu %8zu %10.3g %016llx %13.0f %13.0f\n", ns[i], kname[k], mw[k], mu[k],
+             last[k].rec, last[k].unc, last[k].bound, (unsigned long long)last[k].hash, mp * sc, mpu * sc);
     }
-    if (kdo[0] && kdo[1])
-      printf("%7zu  ratio rows/tiled: wall %.2f, user %.2f; fp32 roundings %s\n", ns[i], mw[1] / mw[0], mu[1] / mu[0],
-             last[0].hash == last[1].hash ? "identical" : "DIFFER");
+    for (int k = 1; k < 3; k++)
+      if (kdo[0] && kdo[k])
+        printf("%7zu  ratio %s/tiled: wall %.2f, user %.2f; fp32 roundings %s\n", ns[i], kname[k], mw[k] / mw[0],
+               mu[k] / mu[0], last[0].hash == last[k].hash ? "identical" : "DIFFER");
     fflush(stdout);
   }
   return 0;

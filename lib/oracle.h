@@ -56,7 +56,12 @@ typedef struct {
      BF16 errors around 1e-3) spares most MPFR recomputes of rows where the
      softmax is dominated by one key and dP - D cancels to many bits (input
      scales sigma >= 4); every value is still certified, to the target
-     instead of 2^-48. */
+     instead of 2^-48. From 2^-34 up (looser) the CPU's tiled fast kernel
+     accumulates dQ, dK and dV in plain binary64 with a-posteriori bounds and
+     redoes in double-double only the rows it cannot certify (its binary64
+     tier, lib/oracle/fast.c): faster, every value still certified to the
+     target, fp32/bf16 still the correct roundings. The GPU path does not use
+     the tier: it runs the row-by-row double-double kernel at every target. */
   double target;
   aa_oracle_device_t device; /* default auto (see above) */
 } aa_oracle_opts_t;

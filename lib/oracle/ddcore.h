@@ -116,7 +116,9 @@ AA_HD static inline void aa_or_dd_exp1(double *yh, double *yl, double xh, double
   uint64_t nb;
   memcpy(&nb, &shf, sizeof nb);
   int64_t N = (int64_t)(nb - UINT64_C(0x4338000000000000));
-  int jj = (int)(N & 255);
+  /* j = N mod 256 from the shifter's bits (the bias 0x4338... has zero low bits), as a 64-bit index: with an int
+     index (from the int64 N) GCC 12 finds no gather for the table loads and leaves the whole loop scalar */
+  uint64_t jj = nb & 255;
   int64_t kk = N >> 8;
   double t = x - nd * c1; /* exact */
   double ph = nd * c2, pl = fma(nd, c2, -ph);

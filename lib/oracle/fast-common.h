@@ -360,9 +360,13 @@ typedef struct {
   /* item idx of the phase; mz, ml: MPFR scratch of 256 bits (lse_from_z) */
   void (*item)(aa_or_ctx_t *cx, const void *data, void *ws, int phase, size_t idx, mpfr_ptr mz, mpfr_ptr ml);
   void (*sink_grad)(aa_or_ctx_t *cx, size_t h, size_t s);
+  /* NULL, or run after each phase (the tiled kernel's binary64 tier redoes rows there); 0 when out of memory */
+  int (*after)(aa_or_ctx_t *cx, const void *data, int phase);
 } fast_kernel_t;
 
 /* Runs K on cx when ok (ok = 0: the kernel's own setup ran out of memory). AA_OK, or AA_ENOMEM with err set. */
 int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_error_t *err);
+/* Items 0 .. n - 1 of one phase of K over the threads, a workspace each; 0 when one could not be allocated. */
+int aa_oracle_fast_phase(aa_or_ctx_t *cx, const fast_kernel_t *K, int phase, size_t n);
 
 #endif

@@ -222,6 +222,77 @@ TC static void acc_tile(double *restrict acc, size_t ld, const double *restrict 
   }
 }
 
+/* The binary64 tier's accumulation kernel (cx->tier64, dQ, dK and dV only): as acc_tile, but the tile partial is
+   one plain binary64 FMA chain over the coefficients' hi words, s_t = RN(s_{t-1} + ch_t y_t) in ascending t from
+   +0, and the low words cl are dropped. Bound, a posteriori: each FMA rounds once (the product is exact inside
+   it), by at most u |s_t| (u = 2^-53, round to nearest: half an ulp of the result), so the chain is off the
+   exact sum of ch y by at most u sum_t |s_t|, which a third word a gathers (|s_t| added in plain double: a
+   computed is at most infl(TB) short of the exact sum over <= TB terms); the dropped |cl y| <= u |ch y| (cl is
+   the low word of a normalised pair) and the coefficients' own errors ec |y| go to the bound word with the
+   weights of tile_w built on kap64 = u (1 + 2^-52). The tile's bound u a infl(TB) (1 + 2^-52) + b then plays
+   the part of b in merge_tile, as the kappa bound does in acc_tile; underflowing partial sums add at most
+   2^-1075 each, inside the floor_unit (n + 1) of finish(). The merge (cc = +0: TwoSum(s, 0) = (s, 0) exactly) and
+   the inflation wfin() are acc_tile's. The a-priori bound gamma_m sum |ch y| would be about sqrt(m) times
+   larger on terms of mixed signs, and at a 2^-32 target sends 5 to 10 times more rows to the redo. Per term and
+   element: 2 FMAs, an addition and two absolute values where acc_tile spends 12 operations; RB64 x CW words of
+   each kind stay in registers. The order of every operation is fixed by the tile, so the bits do not depend on
+   the blocking or the thread count. */
+#define RB64 4
+static inline double tile64_bound(double a, double b) {
+  return a * (0x1p-53 * (1 + 0x1p-52)) * infl(TB) + b;
+}
+TC static void acc_tile64(double *restrict acc, size_t ld, const double *restrict Y, size_t d,
+                          const double *restrict ch, const double *restrict wt, size_t nt, size_t nrows) {
+  nrows = (nrows + RB64 - 1) / RB64 * RB64; /* <= QB: padding rows accumulate into unread rows of acc */
+  for (size_t i0 = 0; i0 < nrows; i0 += RB64) {
+    double *A = acc + i0 * 4 * ld;
+    const double *H = ch + i0 * TB, *E = wt + i0 * TB;
+    size_t c0 = 0;
+    for (; c0 + CW <= d; c0 += CW) {
+      double s[RB64][CW], a[RB64][CW], b[RB64][CW];
+      for (int i = 0; i < RB64; i++)
+        for (int c = 0; c < CW; c++)
+          s[i][c] = a[i][c] = b[i][c] = 0; /* the tile partial starts at +0 */
+      for (size_t t = 0; t < nt; t++) {
+        const double *restrict y = Y + t * d + c0;
+#pragma GCC unroll 8
+        for (int i = 0; i < RB64; i++) {
+          const double xh = H[i * TB + t], ex = E[i * TB + t];
+#pragma omp simd
+          for (int c = 0; c < CW; c++) {
+            double sv = fma(xh, y[c], s[i][c]);
+            s[i][c] = sv;
+            a[i][c] += fabs(sv);
+            b[i][c] = fma(ex, fabs(y[c]), b[i][c]);
+          }
+        }
+      }
+      for (int i = 0; i < RB64; i++)
+#pragma omp simd
+        for (int c = 0; c < CW; c++)
+          merge_tile(A + (i * 4) * ld + c0 + c, ld, s[i][c], 0, tile64_bound(a[i][c], b[i][c]));
+    }
+    if (c0 < d)
+      for (int i = 0; i < RB64; i++) {
+        double s[CW], a[CW], b[CW];
+        for (size_t c = c0; c < d; c++)
+          s[c - c0] = a[c - c0] = b[c - c0] = 0;
+        for (size_t t = 0; t < nt; t++) {
+          const double *restrict y = Y + t * d;
+          const double xh = H[i * TB + t], ex = E[i * TB + t];
+          for (size_t c = c0; c < d; c++) {
+            double sv = fma(xh, y[c], s[c - c0]);
+            s[c - c0] = sv;
+            a[c - c0] += fabs(sv);
+            b[c - c0] = fma(ex, fabs(y[c]), b[c - c0]);
+          }
+        }
+        for (size_t c = c0; c < d; c++)
+          merge_tile(A + (i * 4) * ld + c, ld, s[c - c0], 0, tile64_bound(a[c - c0], b[c - c0]));
+      }
+  }
+}
+
 /* Merged bound weights of the accumulation terms, rows i < na of a tile:
    wt = (kap_i |ch| + ec) (1 + 2^-50) with kap_i = kappa(min(n_i, TB))
    (1 + 2^-52) for the number n_i of terms the element receives (or an upper
@@ -247,6 +318,24 @@ static inline double kap_of(size_t n) {
 /* weight factor for an element with n terms in all: a tile holds at most min(n, TB) of them */
 static inline double kap_tile(size_t n) {
   return kap_of(n < TB ? n : TB);
+}
+/* The binary64 tier's weight factor (acc_tile64): u = 2^-53 for the dropped low word, rounded upward (the weight's
+   own roundings are tile_w's factor 1 + 2^-50). */
+static inline double kap64_tile(size_t n) {
+  (void)n; /* the chain's own error is bounded a posteriori, whatever the term count */
+  return 0x1p-53 * (1 + 0x1p-52);
+}
+/* The tier's factor where it is on, else the double-double one. */
+static inline double kap_acc(const aa_or_ctx_t *cx, size_t n) {
+  return cx->tier64 ? kap64_tile(n) : kap_tile(n);
+}
+/* One tile's accumulation of the backward (dQ, dK, dV): the binary64 tier where it is on, else double-double. */
+static inline void acc_bwd(const aa_or_ctx_t *cx, double *acc, size_t ld, const double *Y, size_t d, const double *ch,
+                           const double *cl, const double *wt, size_t nt, size_t nrows) {
+  if (cx->tier64)
+    acc_tile64(acc, ld, Y, d, ch, wt, nt, nrows);
+  else
+    acc_tile(acc, ld, Y, d, ch, cl, wt, nt, nrows);
 }
 /* bound word of a blocked accumulation after ncall tile merges (see acc_tile) */
 static inline double wfin(double w, size_t ncall) {
@@ -733,7 +822,7 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
   size_t ncall = 0;
   double kap[QB];
   for (size_t i = 0; i < na; i++)
-    kap[i] = kap_tile(hi[i] - lo[i]);
+    kap[i] = kap_acc(cx, hi[i] - lo[i]);
   tile_t T = {r0, 0, 0, na, TB};
   double qsx, osx;
   int qlb, olb;
@@ -757,7 +846,7 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     tile_bwd(cx, sp, W, &T, tile_exact(qsx, qlb, PN->ks[pk], PN->kl[pk], d),
              tile_exact(osx, olb, PN->vs[pk], PN->vl[pk], d));
     tile_w(W->wt, W->ch, W->ec, kap, na);
-    acc_tile(W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
+    acc_bwd(cx, W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
     ncall++;
   }
   for (size_t i = 0; i < na; i++) {
@@ -796,7 +885,7 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     else
       for (size_t iq = jlo[i]; iq < jhi[i]; iq++)
         cnt += aa_problem_visible(pb, iq, j0 + i);
-    kap[i] = kap_tile(cnt * cx->group);
+    kap[i] = kap_acc(cx, cnt * cx->group);
   }
   tile_t T = {kk0, 0, 1, na, TB};
   size_t ncall = 0;
@@ -831,8 +920,8 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
         }
       tile_w(W->wt, W->ch, W->ec, kap, na);
       tile_w(W->wt2, W->ph2, W->eP2, kap, na);
-      acc_tile(W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
-      acc_tile(W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->wt2, T.nb, nrows);
+      acc_bwd(cx, W->acc1, W->ld, cx->q + T.oth0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
+      acc_bwd(cx, W->acc2, W->ld, cx->dO + T.oth0 * d, d, W->ph2, W->pl2, W->wt2, T.nb, nrows);
       ncall++;
     }
   }
@@ -953,35 +1042,40 @@ static void panels_free(panels_t *PN) {
   free(PN->ol);
 }
 
-int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_error_t *err) {
-  int nt = cx->threads;
+int aa_oracle_fast_phase(aa_or_ctx_t *cx, const fast_kernel_t *K, int phase, size_t n) {
+  int nt = cx->threads, ok = 1;
   if (!mpfr_buildopt_tls_p()) nt = 1; /* MPFR without thread-local state is not thread-safe (lse_from_z) */
-  for (int phase = 0; ok && phase < 3; phase++) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
 #endif
-    {
-      mpfr_t mz, ml;
-      mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
-      void *ws = malloc(K->ws_size);
-      int wok = ws != NULL && K->ws_init(ws, cx, phase);
-      if (!wok) {
+  {
+    mpfr_t mz, ml;
+    mpfr_inits2(256, mz, ml, (mpfr_ptr)0);
+    void *ws = malloc(K->ws_size);
+    int wok = ws != NULL && K->ws_init(ws, cx, phase);
+    if (!wok) {
 #ifdef _OPENMP
 #pragma omp atomic write
 #endif
-        ok = 0;
-      }
-      size_t n = K->items(cx, phase);
+      ok = 0;
+    }
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, K->chunk)
 #endif
-      for (size_t i = 0; i < n; i++)
-        if (wok) K->item(cx, K->data, ws, phase, i, mz, ml);
-      if (ws != NULL) K->ws_free(ws);
-      free(ws);
-      mpfr_clears(mz, ml, (mpfr_ptr)0);
-      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    }
+    for (size_t i = 0; i < n; i++)
+      if (wok) K->item(cx, K->data, ws, phase, i, mz, ml);
+    if (ws != NULL) K->ws_free(ws);
+    free(ws);
+    mpfr_clears(mz, ml, (mpfr_ptr)0);
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+  }
+  return ok;
+}
+
+int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_error_t *err) {
+  for (int phase = 0; ok && phase < 3; phase++) {
+    ok = aa_oracle_fast_phase(cx, K, phase, K->items(cx, phase));
+    if (ok && K->after != NULL) ok = K->after(cx, K->data, phase);
   }
   if (ok)
     for (size_t h = 0; h < cx->heads; h++)
@@ -1016,6 +1110,32 @@ static void tiled_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, s
     dq_block(cx, &D->sp, &D->PN, ws, h, i0, na);
 }
 
+/* 1 when one of the n elements of output t from off on is still todo. */
+static int row_todo(const aa_or_ctx_t *cx, int t, size_t off, size_t n) {
+  const uint8_t *todo = cx->w[t].todo + off;
+  for (size_t i = 0; i < n; i++)
+    if (todo[i]) return 1;
+  return 0;
+}
+
+/* The binary64 tier's fallback after phase 1 (dQ) or 2 (dK, dV): the own rows with an unsettled element, in
+   ascending order (a function of the values alone, so of no thread count), again in double-double by the
+   row-by-row kernel (aa_oracle_fast_rows_redo); what it leaves goes to MPFR. 0 when out of memory. */
+static int tiled_after(aa_or_ctx_t *cx, const void *data, int phase) {
+  const tiled_t *D = data;
+  if (!cx->tier64 || phase == 0) return 1;
+  size_t nr = phase == 1 ? cx->heads * cx->n_q : cx->kvh * cx->n_k, d = cx->d, n = 0;
+  size_t *list = malloc((nr + 1) * sizeof *list);
+  if (list == NULL) return 0;
+  for (size_t r = 0; r < nr; r++)
+    if (phase == 1 ? row_todo(cx, AA_OR_DQ, r * d, d)
+                   : row_todo(cx, AA_OR_DK, r * d, d) || row_todo(cx, AA_OR_DV, r * d, d))
+      list[n++] = r;
+  int ok = n == 0 || aa_oracle_fast_rows_redo(cx, &D->sp, phase, list, n);
+  free(list);
+  return ok;
+}
+
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   /* A boolean mask, a bias's -Inf entries or key padding make a row's keys a set, not the interval the blocks
      and their term counts are built on: the row kernel, which lists each row's visible keys, runs those. */
@@ -1024,7 +1144,7 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   memset(&D, 0, sizeof D);
   int ok = fast_begin(cx, &D.sp);
   ok = ok && panels_make(cx, &D.sp, &D.PN);
-  fast_kernel_t K = {&D, 1, tiled_items, sizeof(ws_t), ws_init, ws_free, tiled_item, sink_grad};
+  fast_kernel_t K = {&D, 1, tiled_items, sizeof(ws_t), ws_init, ws_free, tiled_item, sink_grad, tiled_after};
   int st = aa_oracle_fast_drive(cx, &K, ok, err);
   spans_free(&D.sp);
   panels_free(&D.PN);

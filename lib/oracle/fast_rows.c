@@ -337,8 +337,25 @@ static void rows_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, si
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err) {
   spans_t sp;
   int ok = fast_begin(cx, &sp);
-  fast_kernel_t K = {&sp, 8, rows_items, sizeof(buf_t), buf_init, buf_free, rows_item, sink_grad};
+  fast_kernel_t K = {&sp, 8, rows_items, sizeof(buf_t), buf_init, buf_free, rows_item, sink_grad, NULL};
   int st = aa_oracle_fast_drive(cx, &K, ok, err);
   spans_free(&sp);
   return st;
+}
+
+/* The rows of a redo (aa_oracle_fast_rows_redo): the spans and the listed own rows. */
+typedef struct {
+  const spans_t *sp;
+  const size_t *list;
+} redo_t;
+
+static void redo_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, size_t i, mpfr_ptr mz, mpfr_ptr ml) {
+  const redo_t *R = data;
+  rows_item(cx, R->sp, ws, phase, R->list[i], mz, ml);
+}
+
+int aa_oracle_fast_rows_redo(aa_or_ctx_t *cx, const void *spans, int phase, const size_t *list, size_t n) {
+  redo_t R = {spans, list};
+  fast_kernel_t K = {&R, 1, rows_items, sizeof(buf_t), buf_init, buf_free, redo_item, sink_grad, NULL};
+  return aa_oracle_fast_phase(cx, &K, phase, n);
 }

@@ -16,6 +16,12 @@
    an element goes to MPFR, where the floors are harmless: AA_OR_MINMAG,
    ddcore.h). */
 #define AA_OR_TARGET AA_ORACLE_TARGET_DEFAULT
+/* The tightest target at which the tiled kernel runs its binary64 tier (fast.c, acc_tile64): from 2^-34 up
+   (looser) it accumulates dQ, dK and dV in plain binary64 with an a-posteriori bound and redoes in double-double,
+   with the row-by-row kernel, only the rows where an element misses the target. Tighter targets lose: a 64-term
+   binary64 block leaves about 2^-50 of the sum of its terms' magnitudes, and at 2^-36 already 12% of the dQ rows
+   and 26% of the key rows go to the redo (n = 2048, d = 128, BF16 normal inputs), 2% at 2^-32. */
+#define AA_OR_TIER64_TARGET 0x1p-34
 /* Escalation levels of the MPFR recompute: prec, 2 prec, 4 prec. */
 #define AA_OR_LEVELS 3
 
@@ -63,6 +69,7 @@ typedef struct {
   double sig_rel;    /* relative error of sig */
   double floor_unit; /* absolute floor per term covering underflow (see fast.c) */
   double target;     /* relative accuracy an element must be certified to (opts.target) */
+  int tier64;        /* the tiled kernel's binary64 tier is on (target >= AA_OR_TIER64_TARGET; fast.c) */
   int mod;           /* the problem has score modifiers (softcap or ALiBi, problem.h) */
   double cap;        /* softcap (0: off) */
   aa_or_dd_t icap;   /* 1 / softcap as double-double, relative error <= 2^-105 */
@@ -91,6 +98,10 @@ void aa_oracle_settle_empty_lse(aa_or_ctx_t *cx, size_t r);
    side-by-side benchmarks. */
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err);
 int aa_oracle_fast_run_rows(aa_or_ctx_t *cx, aa_error_t *err);
+/* The binary64 tier's fallback (fast_rows.c): the row-by-row double-double kernel on the n own rows in list of one
+   phase (1: the query rows h n_q + i of dQ, 2: the keys g n_k + j of dK and dV), with the spans of fast_begin
+   (spans_t, fast-common.h), after the tiled kernel left elements of theirs unsettled. 0 when out of memory. */
+int aa_oracle_fast_rows_redo(aa_or_ctx_t *cx, const void *spans, int phase, const size_t *list, size_t n);
 /* The rows kernel on the GPU (fast_cuda.c, with configure --with-cuda): the same bits as
    aa_oracle_fast_run_rows for the problems aa_oracle_cuda_supports takes;
    aa_oracle_cuda_devices counts the usable GPUs (0 without a driver). */
@@ -98,7 +109,9 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err);
 int aa_oracle_cuda_supports(const aa_or_ctx_t *cx);
 int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx); /* device auto: the GPU pays (fast_cuda.c says why) */
 int aa_oracle_cuda_devices(void);
-enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1 };
+/* TILED: the tiled kernel, with its binary64 tier at loose targets (AA_OR_TIER64_TARGET); TILED_DD: the same
+   without the tier, all double-double at every target (for tests and side-by-side benchmarks). */
+enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1, AA_OR_KERNEL_TILED_DD = 2 };
 /* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */
 /* The oracle of a varlen problem (pb->varlen_batch > 0, checked): every
    sequence through aa_oracle_run_kernel on its own, outputs packed

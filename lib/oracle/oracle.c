@@ -298,7 +298,7 @@ static int check_opts(const aa_oracle_opts_t *opts, int kernel, aa_error_t *err)
     return aa_error_set(err, AA_EINVAL, "oracle: unknown path %d", (int)opts->path);
   if (opts->prec < 64 || opts->prec > 4096)
     return aa_error_set(err, AA_EINVAL, "oracle: precision %d outside [64, 4096]", opts->prec);
-  if (kernel != AA_OR_KERNEL_TILED && kernel != AA_OR_KERNEL_ROWS)
+  if (kernel != AA_OR_KERNEL_TILED && kernel != AA_OR_KERNEL_ROWS && kernel != AA_OR_KERNEL_TILED_DD)
     return aa_error_set(err, AA_EINVAL, "oracle: unknown fast kernel %d", kernel);
   if (opts->threads < 0) return aa_error_set(err, AA_EINVAL, "oracle: negative thread count %d", opts->threads);
   if (!(opts->target >= AA_ORACLE_TARGET_MIN && opts->target <= AA_ORACLE_TARGET_MAX))
@@ -405,7 +405,7 @@ static void ctx_constants(aa_or_ctx_t *cx, const aa_problem_t *pb, const aa_tens
 
 /* The run context of one problem, or NULL when out of memory; work_alloc adds the work arrays. */
 static aa_or_ctx_t *ctx_new(const aa_problem_t *pb, const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *v,
-                            const aa_tensor_t *dO, const aa_oracle_opts_t *opts) {
+                            const aa_tensor_t *dO, const aa_oracle_opts_t *opts, int kernel) {
   aa_or_ctx_t *cx = calloc(1, sizeof *cx);
   if (cx == NULL) return NULL;
   cx->pb = pb;
@@ -423,6 +423,7 @@ static aa_or_ctx_t *ctx_new(const aa_problem_t *pb, const aa_tensor_t *q, const 
   cx->ks = pb->keep != NULL ? pb->keep_scale : 1.0;
   cx->prec = opts->prec;
   cx->target = opts->target;
+  cx->tier64 = kernel == AA_OR_KERNEL_TILED && opts->target >= AA_OR_TIER64_TARGET;
 #ifdef _OPENMP
   cx->threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
 #else
@@ -511,7 +512,7 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
     return st;
   }
   if ((st = check_rows(pb, err)) != AA_OK || (st = outputs_alloc(out, pb, err)) != AA_OK) return st;
-  aa_or_ctx_t *cx = ctx_new(pb, q, k, v, dO, opts);
+  aa_or_ctx_t *cx = ctx_new(pb, q, k, v, dO, opts, kernel);
   if (cx == NULL) {
     aa_oracle_result_free(out);
     return aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the context");
