@@ -164,6 +164,15 @@ int aa_score_recipe_to_fmt(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err);
    naive-bf16, naive-fp16, naive-fp32). AA_EINVAL for other formats. */
 int aa_score_naive_recipe(aa_recipe_t *r, aa_fmt_t fmt, aa_error_t *err);
 
+/* The oracle accuracy a score asks for when the caller names none (--oracle-target, oracle_target): 2^-32 for a
+   kernel computing in BF16, FP16 or FP32, 2^-48 (the oracle's default) for FP64. A verdict reads the kernel's error
+   against the oracle's value; a value within 2^-32 relative moves a correctly rounded FP32 output's error by at
+   most 2^-8 of itself and a BF16 output's by 2^-24, far below every band, while the FP32 and BF16 roundings the
+   oracle reports stay exact at any target. At 2^-32 the oracle's binary64 tier (lib/oracle.h, on for targets of
+   2^-34 and looser) certifies nearly every row, which is what makes a cold score fast. */
+#define AA_SCORE_ORACLE_TARGET 0x1p-32
+double aa_score_oracle_target(aa_fmt_t kernel_fmt);
+
 /* The narrowest of BF16, FP16, FP32, FP64 holding every element of t exactly
    (the dtype a value array most likely came from; FP64 when none is smaller). */
 aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t);

@@ -32,10 +32,12 @@ PY
 # 1. Same oracle bits: run draws and saves the inputs, its fa2 outputs and its oracle; score reads them back with
 # the same problem options (run's options that give shapes, --n-q and --sinks K, come from the arrays in score).
 # Every oracle file must be identical byte for byte, and score --cache must hit the entry run --cache stored (one
-# key for both commands).
+# key for both commands). score certifies its oracle to 2^-32 unless told otherwise (aa_score_oracle_target), run
+# to 2^-48: run is given score's target, so the two ask for one oracle.
+ST="--oracle-target 2^-32"
 parity() { # NAME "RUN OPTIONS" "SCORE OPTIONS"
   name=$1
-  "$A" run --variant fa2 --n 48 --d 16 --heads 2 $2 --save "$T/r_$name" --save-oracle "$T/ro_$name" \
+  "$A" run --variant fa2 --n 48 --d 16 --heads 2 $2 $ST --save "$T/r_$name" --save-oracle "$T/ro_$name" \
     --cache "$T/cache_$name" >/dev/null 2>"$T/err" || { FAIL "$name: run failed: $(cat "$T/err")"; return; }
   "$A" score --inputs "$T/r_$name" --grads "$T/r_$name" $3 --save-oracle "$T/so_$name" --no-fail \
     --cache "$T/cache_$name" >"$T/out" 2>"$T/err" || { FAIL "$name: score failed: $(cat "$T/err")"; return; }
@@ -59,7 +61,7 @@ parity sinks "--sinks 2 --causal" "--causal"
 # 2. ALiBi with a batch: run's 4 heads read as [B=2, H=2, N, d] take score's 2 slopes for every batch, which is
 # run's 4 slopes a b a b (the folded heads); without --alibi-form both are flash's.
 printf '0.25 -0.125 0.25 -0.125\n' >"$T/slopes4"
-"$A" run --variant fa2 --n 32 --d 8 --heads 4 --alibi-slopes "$T/slopes4" --save "$T/r_b" --save-oracle "$T/ro_b" \
+"$A" run --variant fa2 --n 32 --d 8 --heads 4 --alibi-slopes "$T/slopes4" $ST --save "$T/r_b" --save-oracle "$T/ro_b" \
   >/dev/null 2>&1 || FAIL "alibi batch: run failed"
 "$py" - "$T" <<'PY' || FAIL "alibi batch: could not reshape the arrays"
 import sys, numpy as np, os
@@ -131,7 +133,7 @@ sys.exit(0 if e < 1e-13 else print('relative difference', e) or 1)" || FAIL "dro
 # 5. --rows K: the measures of o and dq over the drawn rows are those numpy computes from the full oracle on
 # exactly those rows (indices in the caller's rows); planted bugs (o * 1.02, dq * 1.05) fail the fa rule in both
 # the full and the subsampled score, the kernel's own outputs pass both; ALiBi is refused.
-"$A" run --variant fa2 --n 256 --d 16 --heads 2 --causal --save "$T/big" --save-oracle "$T/big_or" >/dev/null 2>&1 ||
+"$A" run --variant fa2 --n 256 --d 16 --heads 2 --causal $ST --save "$T/big" --save-oracle "$T/big_or" >/dev/null 2>&1 ||
   FAIL "rows: run failed"
 "$A" score --inputs "$T/big" --grads "$T/big" --causal --rows 24 --rows-seed 5 --json >"$T/rows.json" 2>"$T/err" ||
   FAIL "rows: score --rows failed: $(cat "$T/err")"

@@ -32,6 +32,8 @@ typedef struct {
   aa_tensor_t in[4];
   aa_problem_t pb;
   aa_fmt_t in_fmt;
+  double target;  /* the oracle's target when the caller names none: the score's (aa_score_oracle_target), or the
+                     oracle's own default for emulate, as `attnacc run` */
   double *bias;   /* pb.bias: the caller's mask over the folded heads (prob_mask) */
   double *slopes; /* [B * H] ALiBi slopes of the folded heads */
 } flat_prob_t;
@@ -187,6 +189,7 @@ static int prob_setup(flat_prob_t *p, const aa_flat_tensor_t *in, const aa_flat_
         (in[i].fmt == AA_FMT_FP16 && p->in_fmt == AA_FMT_BF16))
       p->in_fmt = (aa_fmt_t)in[i].fmt;
   }
+  p->target = aa_score_oracle_target(p->in_fmt);
   for (int i = 0; i < 4; i++) {
     size_t nn, ni;
     aa_tensor_count_nonfinite(&p->in[i], &nn, &ni);
@@ -236,11 +239,12 @@ static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracl
   info->oracle_uncertified = r->n_uncertified;
 }
 
-static void oracle_opts(aa_oracle_opts_t *oo, const aa_flat_opts_t *o) {
+/* The oracle's options; without oracle_target, the problem's default (flat_prob_t.target). */
+static void oracle_opts(aa_oracle_opts_t *oo, const aa_flat_opts_t *o, const flat_prob_t *p) {
   aa_oracle_opts_init(oo);
   oo->path = (aa_oracle_path_t)o->oracle_path;
   oo->threads = o->threads;
-  if (o->oracle_target != 0) oo->target = o->oracle_target;
+  oo->target = o->oracle_target != 0 ? o->oracle_target : p->target;
 }
 
 /* The oracle: kept (*borrowed = 1: not to be freed), cached or computed. */
@@ -249,7 +253,7 @@ static int run_oracle(aa_oracle_result_t *r, int *borrowed, const flat_prob_t *p
   aa_oracle_opts_t oo;
   if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
     return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
-  oracle_opts(&oo, o);
+  oracle_opts(&oo, o, p);
   return aa_score_oracle_get(r, borrowed, &p->pb, p->in, &oo, o->cache_dir, o->oracle, err);
 }
 
@@ -381,7 +385,7 @@ static int flat_naive(flat_eval_t *e, flat_prob_t *p, aa_fmt_t fmt, const aa_fla
   if (!o->naive || (fmt != AA_FMT_BF16 && fmt != AA_FMT_FP16 && fmt != AA_FMT_FP32)) return AA_OK;
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = fmt;
-  oracle_opts(&oo, o);
+  oracle_opts(&oo, o, p);
   return aa_eval_naive_cached(&e->naive, NULL, fmt, &p->pb, in, &e->orc, &oo, o->cache_dir, err);
 }
 
@@ -403,7 +407,7 @@ static int flat_expect_run(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa
   if ((rc = aa_eval_expect_recipe(&r, o->expect, kf, err)) != AA_OK) return rc;
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = r.io_fmt;
-  oracle_opts(&oo, o);
+  oracle_opts(&oo, o, p);
   rc = aa_eval_recipe_cached(&e->rec, NULL, &r, 0, &p->pb, in, &e->orc, &oo, o->cache_dir, err);
   for (int i = 0; i < 4; i++)
     p->in[i].fmt = p->in_fmt;
@@ -530,7 +534,7 @@ int aa_flat_oracle(double *o, double *lse, double *dq, double *dk, double *dv, a
     if (dv) aa_layout_export(dv, &orc.dv.val, p.layout, &p.dk);
     if (lse) memcpy(lse, orc.lse.val.data, aa_tensor_numel(&orc.lse.val) * sizeof(double)); /* [B*H, N] = [B, H, N] */
     fill_info(info, &p, &orc);
-    oracle_opts(&oo, opts);
+    oracle_opts(&oo, opts, &p);
     if (kept != NULL && !borrowed) rc = aa_score_oracle_keep(kept, &orc, &p.pb, p.in, &oo, &err);
     if (!borrowed) aa_oracle_result_free(&orc);
   }
@@ -632,6 +636,7 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
   if ((rc = load_recipe(&r, recipe, &err)) != AA_OK) goto done_noprob;
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
   rounded = round_inputs(&p, r.io_fmt);
+  p.target = AA_ORACLE_TARGET_DEFAULT; /* emulate is `attnacc run`: its oracle, and its cache entry */
   if ((rc = run_oracle(&e.orc, &e.borrowed, &p, opts, &err)) == AA_OK &&
       (rc = aa_eval_run(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &e.orc,
                         &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) == AA_OK &&

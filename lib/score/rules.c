@@ -114,6 +114,10 @@ static int holds_bf16(double x) {
   return (double)f == x && (u & 0xffffu) == 0;
 }
 
+double aa_score_oracle_target(aa_fmt_t kernel_fmt) {
+  return kernel_fmt == AA_FMT_FP64 ? AA_ORACLE_TARGET_DEFAULT : AA_SCORE_ORACLE_TARGET;
+}
+
 aa_fmt_t aa_score_infer_fmt(const aa_tensor_t *t) {
   size_t n = aa_tensor_numel(t);
   int ok[3] = {1, 1, 1};
