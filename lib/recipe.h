@@ -445,10 +445,11 @@ struct aa_recipe {
   /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
      mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
      the last T-key tile enter dQ's backward with score 0 and K = V = 0, so
-     their P = exp(0 - LSE) is +Inf in FP32 where a row's LSE is below
-     -ln(FLT_MAX) (about -88.72; -Inf for a fully masked row), and that row
-     of dQ is NaN (Inf times the zero K); dK and dV of those slots are never
-     stored. Inferred for cuDNN from H200 data (fixtures/h200-nan) and the
+     their dP = dO . V = 0 and dS = P (0 - D), P = exp(0 - LSE), overflows
+     FP32 where P does (a row's LSE below -ln(FLT_MAX), about -88.72; -Inf
+     for a fully masked row) or where P is finite but P |D| is not (LSE
+     below about -88.72 + ln|D|); that row of dQ is NaN (Inf times the zero
+     K); dK and dV of those slots are never stored. Inferred for cuDNN from H200 data (fixtures/h200-nan) and the
      report of pytorch 196678 ("padded keys scored 0 instead of -inf"). */
   size_t mask_phantom_tile;
 

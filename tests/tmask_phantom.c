@@ -1,12 +1,16 @@
 /* attnacc: mask.phantom_tile (cuDNN's padded key slots, inferred from H200 data) against its definition. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 /* The definition (lib/recipe.h): with a mask or bias and n_k mod T in
-   (0, T/2], a dQ row is NaN exactly when FP32 exp(-LSE) of that row
-   overflows; nothing else changes. Checked here on cudnn-h100 (T = 128)
-   against the same recipe with the key off, over key lengths on both sides
-   of T/2 and a bias that is a constant offset (-200 or -50: LSEs below and
-   above -88.7) plus one fully masked row. The expected NaN rows are
-   computed from the LSE the run stored, by the rule above written out. */
+   (0, T/2], a dQ row is NaN exactly when a phantom slot's dS = P (0 - D)
+   overflows in FP32, P = FP32 exp(-LSE) of that row (+Inf below about
+   -88.72) and D = rowsum(O dO); nothing else changes. Checked here on
+   cudnn-h100 (T = 128) against the same recipe with the key off, over key
+   lengths on both sides of T/2 and a bias that is a constant offset (-200
+   or -50: LSEs below and above -88.7), or a ramp of offsets over the rows
+   with dO scaled by 64 (LSEs across -88.7 - ln|D|, where P is finite and
+   P D is not), plus one fully masked row. The expected NaN rows are
+   computed from the LSE and O the run stored and D summed here in FP64
+   (a second order of summation), by the rule above written out. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -31,14 +35,25 @@ static int row_nan(const aa_tensor_t *t, size_t i) {
   return 1;
 }
 
-static void run_case(size_t n, double offset, uint64_t seed) {
+/* Whether row i's phantom dS = P (0 - D) overflows FP32 (P = +Inf included). */
+static int ds_overflows(const aa_attn_result_t *a, const aa_tensor_t *dO, size_t i) {
+  double rowsum = 0, p = (float)exp(-a->lse.data[i]);
+  for (size_t c = 0; c < D; c++)
+    rowsum += a->o.data[i * D + c] * dO->data[i * D + c];
+  return !isfinite((float)(p * -rowsum));
+}
+
+/* ramp = 0: every score + offset; ramp = 1: row i's scores + offset - i / 4 and dO x 64. */
+static void run_case(size_t n, double offset, int ramp, uint64_t seed) {
   aa_pcg64_t r;
   aa_pcg64_seed(&r, seed, n);
   aa_tensor_t in[4];
   fill(&in[0], n, &r), fill(&in[1], n, &r), fill(&in[2], n, &r), fill(&in[3], n, &r);
+  for (size_t e = 0; ramp && e < n * D; e++)
+    in[3].data[e] *= 64; /* exact in BF16 */
   double *bias = malloc(n * n * sizeof *bias);
   for (size_t e = 0; e < n * n; e++)
-    bias[e] = e / n == 3 ? -INFINITY : offset; /* row 3 fully masked */
+    bias[e] = e / n == 3 ? -INFINITY : offset - (ramp ? 0.25 * (double)(e / n) : 0); /* row 3 fully masked */
   aa_problem_t pb;
   aa_problem_init(&pb, n, n, D, 1, 1);
   pb.bias = bias;
@@ -51,10 +66,11 @@ static void run_case(size_t n, double offset, uint64_t seed) {
            aa_attn_run(&a, &pb, &on, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK &&
            aa_attn_run(&b, &pb, &off, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK;
   AA_CHECK(ok, "tmask_phantom n %zu: %s", n, err.msg);
-  size_t rem = n % 128, nan_rows = 0, bad = 0;
+  size_t rem = n % 128, nan_rows = 0, bad = 0, finite_p = 0;
   for (size_t i = 0; ok && i < n; i++) {
-    int want = rem > 0 && rem <= 64 && isinf((float)exp(-a.lse.data[i]));
+    int want = rem > 0 && rem <= 64 && ds_overflows(&a, &in[3], i);
     nan_rows += (size_t)want;
+    finite_p += (size_t)(want && !isinf((float)exp(-a.lse.data[i])));
     bad += (size_t)(row_nan(&a.dq, i) != want) + (size_t)row_nan(&b.dq, i);
     for (size_t c = 0; c < D && !want; c++) /* rows without the overflow keep their bits */
       bad += a.dq.data[i * D + c] != b.dq.data[i * D + c];
@@ -62,7 +78,10 @@ static void run_case(size_t n, double offset, uint64_t seed) {
   for (size_t e = 0; ok && e < n * D; e++) /* dK and dV never change */
     bad += a.dk.data[e] != b.dk.data[e] || a.dv.data[e] != b.dv.data[e];
   AA_CHECK(bad == 0, "tmask_phantom n %zu offset %g: %zu elements off the definition", n, offset, bad);
-  if (rem > 0 && rem <= 64)
+  if (rem > 0 && rem <= 64 && ramp) /* the rows P alone would miss: the reason for the product */
+    AA_CHECK(finite_p > 0 && nan_rows < n, "tmask_phantom n %zu ramp: %zu NaN rows, %zu of them with P finite", n,
+             nan_rows, finite_p);
+  else if (rem > 0 && rem <= 64)
     AA_CHECK(nan_rows == (offset < -100 ? n : 1), "tmask_phantom n %zu offset %g: %zu NaN rows", n, offset, nan_rows);
   else
     AA_CHECK(nan_rows == 0, "tmask_phantom n %zu: %zu NaN rows outside the phantom lengths", n, nan_rows);
@@ -75,8 +94,9 @@ static void run_case(size_t n, double offset, uint64_t seed) {
 int main(void) {
   static const size_t lengths[] = {64, 40, 96, 128, 192, 200};
   for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-    run_case(lengths[i], -200.0, 7);
-    run_case(lengths[i], -50.0, 8);
+    run_case(lengths[i], -200.0, 0, 7);
+    run_case(lengths[i], -50.0, 0, 8);
+    run_case(lengths[i], -84.0, 1, 9);
   }
   return aa_test_finish("tmask_phantom");
 }

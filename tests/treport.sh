@@ -102,8 +102,9 @@ want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } { c[$h["lo
   END { print length(c) }' "$T/in4/cond/results.csv")
 got=$(awk 'NF == 3 && $1 !~ /^#/ { x[$1] = 1 } END { print length(x) }' "$T/r4/cond_map.dat")
 [ "$want" = 4 ] && [ "$got" = "$want" ] || FAIL "treport nanmap conditions: $got heatmap columns, $want conditions (want 4)"
-grep -q '"17.02 constant"' "$T/r4/cond_map.dat" "$T"/r4/*.gp 2>/dev/null || grep -rq '17.02 constant' "$T/r4" ||
-  FAIL "treport nanmap conditions: no column labelled '17.02 constant'"
+# the 133120 column is labelled with sigma as people know it (pytorch 121558's constant), not its log2 17.02
+grep -rq 's=133120 constant' "$T/r4" || FAIL "treport nanmap conditions: no column labelled 's=133120 constant'"
+grep -rq '17\.02' "$T/r4"/*.md && FAIL "treport nanmap conditions: the report still shows log2 17.02"
 
 # ---- the summary comes first: the first section after the title is the summary, before any grid ----
 first=$(grep -n '^## ' "$T/r1/report.md" | head -1)

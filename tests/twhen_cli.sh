@@ -45,6 +45,20 @@ done
 "$A" explain --variant tlx --n 64 --d 16 --causal --threads 1 >"$T/x" 2>"$T/e" || FAIL "twhen_cli: explain: $(cat "$T/e")"
 grep -q '^  applies  when causal: fwd.softmax = guarded$' "$T/x" || FAIL "twhen_cli: explain does not show the applied causal line"
 grep -q '^  -        when causal and n >= 32768: dq_reduce = fp32-ordered$' "$T/x" || FAIL "twhen_cli: explain marks the n >= 32768 line"
+# explain takes run's mask options (run's own parser): a key padding and an offset make the problem `masked`, and
+# the first NaN is cuDNN's phantom key slot j = n_k (fixtures/h200-nan/nan.json: n = 64, offset -200, sigma 1, every
+# dQ row NaN on the H200); without them the masked lines do not apply. A bad mask option exits 2.
+"$A" explain --variant cudnn-h100 --n 64 --d 16 --key-len 48 --logit-offset -200 --threads 1 >"$T/xm" 2>"$T/e" ||
+  FAIL "twhen_cli: explain with masks: $(cat "$T/e")"
+grep -q '^  applies  when masked and n_q > 1: exp_form = exp2-mul-sub$' "$T/xm" ||
+  FAIL "twhen_cli: explain --key-len does not apply the masked line"
+grep -q '^first NaN/Inf (bwd.exp): .*(h 0, i 0, j 64, a key slot past n_k (mask.phantom_tile))' "$T/xm" ||
+  FAIL "twhen_cli: explain with masks does not name the phantom slot: $(grep first "$T/xm")"
+"$A" explain --variant cudnn-h100 --n 64 --d 16 --threads 1 >"$T/xu" 2>"$T/e" || FAIL "twhen_cli: explain: $(cat "$T/e")"
+grep -q '^  -        when masked and n_q > 1: exp_form = exp2-mul-sub$' "$T/xu" ||
+  FAIL "twhen_cli: explain without masks applies the masked line"
+"$A" explain --variant cudnn-h100 --n 64 --key-len 65 >/dev/null 2>&1
+[ $? -eq 2 ] || FAIL "twhen_cli: explain --key-len 65 (> n) does not exit 2"
 "$A" list --recipe tlx >"$T/l" 2>&1 || FAIL "twhen_cli: list --recipe tlx"
 grep -q '^when causal and n >= 32768: dq_reduce = fp32-ordered' "$T/l" || FAIL "twhen_cli: list --recipe tlx lacks the conditional lines"
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/masks.h"
 #include "commands.h"
 
 static const char *const usage_line = "usage: attnacc explain --variant SPEC [run's problem options]";
@@ -32,30 +33,40 @@ static const char *const description =
     "The inputs are drawn in the recipe's io format; making io exact removes only the\n"
     "rounding of the outputs. SPEC is a preset, a recipe file or NAME:key=value,...\n"
     "A recipe with conditional keys (when COND: key = value) is first resolved for the\n"
-    "problem of --n, --n-q, --d and --causal, and the lines that apply are printed.\n"
+    "problem of --n, --n-q, --d, --causal and the mask options (--mask, --key-len,\n"
+    "--logit-offset: `masked`), and the lines that apply are printed.\n"
     "Problem options are run's (attnacc run --help): --n, --d, --heads, --kv-heads, --seed,\n"
-    "--dist, --sigma, --scale, --causal, --window, --softcap, --alibi, --inputs, ...;\n"
+    "--dist, --sigma, --scale, --causal, --window, --softcap, --alibi, --inputs, and the\n"
+    "masks --mask, --key-len, --logit-offset (a mask's first NaN/Inf is named too), ...;\n"
     "--recipe, --json, --out, --save, --save-oracle, --dropout and --cu-seqlens are not\n"
     "available here. Exit status: 0 done, 2 bad usage or input, 1 failure while computing.";
 
 #define MAX_SITES 64
 
 /* A recipe with conditional keys (lib/recipe.h) is explained as resolved
-   for the problem of the command line (--n, --n-q, --d, --causal; run's
-   defaults n = 1024, d = 128): each site is then made exact in the recipe
-   that runs. Prints which lines apply. 0, or 2 after an error message. */
+   for the problem of the command line (--n, --n-q, --d, --causal and run's
+   mask options --mask, --key-len, --logit-offset, read by run's own
+   masks_cli_problem; run's defaults n = 1024, d = 128): each site is then
+   made exact in the recipe that runs, as aa_attn_run would resolve it
+   (aa_attn_case: `masked` with a mask, key padding, bias or offset).
+   Prints which lines apply. 0, or 2 after an error message. */
 static int resolve_for_problem(aa_recipe_t *r, const char *cmd, const cli_args_t *pa) {
-  const char *sn = cli_get(pa, "n"), *sq = cli_get(pa, "n-q"), *sd = cli_get(pa, "d");
+  const char *sn = cli_get(pa, "n"), *sq = cli_get(pa, "n-q"), *sd = cli_get(pa, "d"), *sh = cli_get(pa, "heads");
   if (cli_get(pa, "inputs") != NULL || cli_get(pa, "cu-seqlens") != NULL) {
     cli_error(cmd, "recipe '%s' has conditional keys: give the problem with --n, --n-q, --d, --causal", r->name);
     return 2;
   }
-  aa_recipe_case_t c = {.causal = cli_get(pa, "causal") != NULL,
-                        .n_k = sn != NULL ? strtoull(sn, NULL, 10) : 1024,
-                        .d = sd != NULL ? strtoull(sd, NULL, 10) : 128};
-  c.n_q = sq != NULL ? strtoull(sq, NULL, 10) : c.n_k;
-  printf("conditional keys of %s for %s n_q=%zu n_k=%zu d=%zu (applied in this order; a later line wins):\n", r->name,
-         c.causal ? "causal" : "dense", c.n_q, c.n_k, c.d);
+  size_t n_k = sn != NULL ? strtoull(sn, NULL, 10) : 1024, n_q = sq != NULL ? strtoull(sq, NULL, 10) : n_k;
+  size_t heads = sh != NULL ? strtoull(sh, NULL, 10) : 1;
+  aa_problem_t pb;
+  masks_cli_t mc = {0};
+  aa_problem_init(&pb, n_q, n_k, sd != NULL ? strtoull(sd, NULL, 10) : 128, heads, heads);
+  pb.causal = cli_get(pa, "causal") != NULL;
+  if (masks_cli_problem(&mc, cmd, pa, 1, &pb)) return 2;
+  aa_recipe_case_t c = aa_attn_case(&pb);
+  masks_cli_free(&mc);
+  printf("conditional keys of %s for %s%s n_q=%zu n_k=%zu d=%zu (applied in this order; a later line wins):\n",
+         r->name, c.causal ? "causal" : "dense", c.masked ? " masked" : "", c.n_q, c.n_k, c.d);
   for (size_t i = 0; i < r->nwhen; i++) {
     char line[512];
     aa_recipe_when_format(line, sizeof line, &r->when[i]);

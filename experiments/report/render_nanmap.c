@@ -40,8 +40,9 @@ static int nan_class(const aa_results_t *c, size_t r, int cp, int cna, int ci, i
 /* The label of row r's column: "0", "17" without map axes; "17 constant off-200 row" with them (a short word per
    varying axis: the distribution, off=C, pad=P, row for a fully masked row, nq=M). */
 static const char *x_label(char *buf, size_t cap, const aa_results_t *c, const map_t *m, int cg, size_t r) {
-  double g = aa_results_num(aa_results_cell(c, r, cg)); /* 17.02 for 133120; integers as they are */
-  size_t used = (size_t)snprintf(buf, cap, g == floor(g) ? "%.0f" : "%.2f", g);
+  double g = aa_results_num(aa_results_cell(c, r, cg));
+  /* integers as they are (log2 sigma); a fractional log2 (--sigma 133120: 17.0224...) as the sigma people know */
+  size_t used = (size_t)(g == floor(g) ? snprintf(buf, cap, "%.0f", g) : snprintf(buf, cap, "s=%.6g", exp2(g)));
   static const char *const fmt[NMAP_AXES] = {" %s", " off%s", " pad%s", " row%s", " nq%s"};
   for (size_t x = 0; x < NMAP_AXES && used < cap; x++) {
     if (m->axis[x] < 0) continue;
@@ -177,7 +178,10 @@ static const char *x_name(const map_t *m) {
   static char buf[160]; /* the report is single-threaded */
   static const char *const words[NMAP_AXES] = {"distribution", "logit offset", "padded keys",
                                                "row: one query row fully masked", "n_q"};
-  size_t used = (size_t)snprintf(buf, sizeof buf, "log2 sigma");
+  int frac = 0; /* a column labelled by sigma itself (x_label) */
+  for (size_t gi = 0; gi < m->G && !frac; gi++)
+    frac = !strncmp(m->xs.v[gi], "s=", 2);
+  size_t used = (size_t)snprintf(buf, sizeof buf, frac ? "log2 sigma (s=: sigma itself)" : "log2 sigma");
   for (size_t x = 0; x < NMAP_AXES && used < sizeof buf; x++)
     if (m->axis[x] >= 0) used += (size_t)snprintf(buf + used, sizeof buf - used, ", %s", words[x]);
   return buf;

@@ -146,22 +146,36 @@ void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     }
 }
 
-/* The phantom slot j = n_k of row (h, i) as a created Inf (s = 0), marked as such when it is the first. */
-static void phantom_first(const aa_attn_ctx_t *cx, size_t h, size_t i, double lse) {
+/* The phantom slot j = n_k of row (h, i): its P = exp(0 - LSE) when that overflowed (AA_FIRST_EXP), else its
+   dS = P (0 - D) (AA_FIRST_DS), marked as a phantom slot when it is the first. */
+static void phantom_first(const aa_attn_ctx_t *cx, size_t h, size_t i, double lse, double p, double D, double ds) {
   aa_attn_first_t *f = cx->first;
-  aa_attn_first_note(cx, AA_FIRST_EXP, h, i, cx->n_k, INFINITY, 0, lse, -lse);
-  if (f != NULL && f->site == AA_FIRST_EXP && f->h == h && f->i == i && f->j == cx->n_k) f->phantom = 1;
+  if (isinf(p))
+    aa_attn_first_note(cx, AA_FIRST_EXP, h, i, cx->n_k, INFINITY, 0, lse, -lse);
+  else
+    aa_attn_first_note(cx, AA_FIRST_DS, h, i, cx->n_k, ds, 0, D, p);
+  if (f != NULL && f->h == h && f->i == i && f->j == cx->n_k) f->phantom = 1;
 }
 
+/* A phantom slot has K = V = 0 and score 0, so dP = dO . V = 0 and dS = P (dP - D) = -P D in the ALU format;
+   dQ's row gets dS K = (+-Inf or NaN) x 0 = NaN when P or that product overflows (a fully masked row: P = +Inf,
+   D = 0, NaN). The product, not P alone: the held-out grid of the last session (nan_heldout.json, cuDNN, offset
+   -120, n_k mod 128 = 64) has NaN rows whose P is finite, near FLT_MAX / |D| (2441 of its 2449 NaN rows at
+   n = 320, d = 64 against 2296 from P alone; the rest are rows near the threshold). */
 void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   size_t T = cx->r->mask_phantom_tile, rem = T != 0 ? cx->n_k % T : 0, d = cx->d, n_q = cx->n_q;
-  if (rem == 0 || rem > T / 2 || out->dq.data == NULL || !aa_problem_has_mask(cx->pb)) return;
+  aa_fmt_t alu = cx->r->alu_fmt;
+  if (rem == 0 || rem > T / 2 || out->dq.data == NULL || out->o.data == NULL || !aa_problem_has_mask(cx->pb)) return;
   for (size_t h = 0; h < cx->pb->heads; h++)
-    for (size_t i = 0; i < n_q; i++) /* P = exp(0 - LSE) of a phantom slot, in FP32 (LSE = -Inf: +Inf) */
-      if (isinf((float)exp(-out->lse.data[h * n_q + i]))) {
-        fill_nan(&out->dq, (h * n_q + i) * d, d);
-        phantom_first(cx, h, i, out->lse.data[h * n_q + i]);
-      }
+    for (size_t i = 0; i < n_q; i++) {
+      size_t row = h * n_q + i;
+      double lse = out->lse.data[row], p = aa_attn_alu(exp(-lse), alu); /* LSE = -Inf: +Inf */
+      double D = aa_attn_rowsum_d(cx, out->o.data + row * d, cx->dO + row * d);
+      double ds = aa_attn_alu(p * (0 - D), alu);
+      if (isfinite(ds)) continue;
+      fill_nan(&out->dq, row * d, d);
+      phantom_first(cx, h, i, lse, p, D, ds);
+    }
 }
 
 /* Sink logit in the units of S: with scale_fold = exp, S is unscaled, so the

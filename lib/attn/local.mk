@@ -55,6 +55,7 @@ tests_tattn_run_SOURCES = tests/tattn_run.c
 # first grid and a held-out one), and the presets' census of the same cells (predict.py runs nan_census, built on
 # demand: make fixtures/h200-nan/nan_census).
 EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h200-nan/nan_heldout.json \
+	fixtures/h200-nan/nan_heldout2.json \
 	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py
 EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
 fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
