@@ -57,12 +57,15 @@ typedef struct {
   int any;        /* a nonzero value was seen */
 } tc_stat_t;
 
-TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
+/* The statistics of x[0 .. n) into st, and the exponent fields of x (u & 0x7f800000: the bits of 2^e as an fp32
+   number, +0 for a zero) into xe[0 .. n), in the same pass over data the packing has just written. */
+TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *restrict x, size_t n, uint32_t *restrict xe) {
   uint32_t bad = 0, orm = 0, emax = 0, emin1 = UINT32_MAX;
   AA_OMP(omp simd reduction(| : bad, orm) reduction(max : emax) reduction(min : emin1))
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, x + i, sizeof u);
+    xe[i] = u & 0x7f800000u;
     uint32_t ef = (u >> 23) & 0xffu, m = u & 0x7fffffu, e1 = ef - 1u; /* zeros: e1 wraps to UINT32_MAX */
     bad |= (ef + 1u) >> 8 | (e1 >> 31 & (m != 0));                    /* Inf/NaN (ef = 255), subnormal */
     orm |= m;
@@ -365,12 +368,24 @@ TC_AVX512 static void tc_t8x8(float *d, size_t ldd, const double *s, size_t lds)
   }
 }
 
+/* st |= mine: the statistics of two parts of one operand joined. */
+static void tc_stat_join(tc_stat_t *st, const tc_stat_t *mine) {
+  st->ok &= mine->ok;
+  st->orm |= mine->orm;
+  if (mine->any) {
+    if (!st->any || mine->emin < st->emin) st->emin = mine->emin;
+    if (!st->any || mine->emax > st->emax) st->emax = mine->emax;
+    st->any = 1;
+  }
+}
+
 /* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
    c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
-   zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
-   when both strides are multiples of 4 KiB (all in one cache set). */
-TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
-                              size_t cols, tc_stat_t *st) {
+   zero; dste gets the exponent fields (tc_stat_row). Transposed in 8 x 8
+   blocks: eight lines each way stay in L1 even when both strides are
+   multiples of 4 KiB (all in one cache set). */
+TC_AVX512 static void tc_pack(float *dst, uint32_t *dste, size_t ldd, const double *S, size_t lds, int trans,
+                              size_t rows, size_t rp, size_t cols, tc_stat_t *st) {
   const size_t nb = (rp + 7) / 8; /* bands of 8 rows, one task each */
   tc_stat_t all = *st;
   AA_OMP(omp parallel if (rp * ldd > ((size_t)1 << 20))) {
@@ -400,17 +415,54 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
       for (size_t r = r0; r < r1; r++)
         for (size_t c = r < rows ? cols : 0; c < ldd; c++)
           dst[r * ldd + c] = 0.0f;
-      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd); /* the zero padding takes no part */
+      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd, dste + r0 * ldd); /* the zero padding takes no part */
     }
-    AA_OMP(omp critical(tc_pack_stat)) {
-      all.ok &= mine.ok;
-      all.orm |= mine.orm;
-      if (mine.any) {
-        if (!all.any || mine.emin < all.emin) all.emin = mine.emin;
-        if (!all.any || mine.emax > all.emax) all.emax = mine.emax;
-        all.any = 1;
+    AA_OMP(omp critical(tc_pack_stat))
+    tc_stat_join(&all, &mine);
+  }
+  *st = all;
+}
+
+/* op(B) (K x N; S[k * lds + j], or with trans S[j * lds + k]) as fp32 in
+   strips of NR columns, dst[(s K + k) NR + c] = op(B)[k][s NR + c], zero
+   beyond column N, so that a tile reads its op(B) as one stream (rows of a
+   K x np matrix lie np floats apart, often a multiple of 4 KiB: a strip of
+   them would fill a few L1 sets); dste gets the exponent fields. Written
+   straight from S, in tasks of one strip and 8 values of k. */
+TC_AVX512 static void tc_pack_strips(float *dst, uint32_t *dste, const double *S, size_t lds, int trans, size_t K,
+                                     size_t N, size_t np, tc_stat_t *st) {
+  const size_t nkb = (K + 7) / 8, ntask = np / TC_NR * nkb;
+  tc_stat_t all = *st;
+  AA_OMP(omp parallel if (np * K > ((size_t)1 << 20))) {
+    tc_stat_t mine = {1, 0, 0, 0, 0};
+    AA_OMP(omp for schedule(static))
+    for (size_t t = 0; t < ntask; t++) {
+      const size_t j0 = t / nkb * TC_NR, k0 = t % nkb * 8, k1 = K - k0 < 8 ? K : k0 + 8,
+                   w = N - j0 < TC_NR ? N - j0 : TC_NR;
+      float *d = dst + (j0 * K + k0 * TC_NR); /* strip j0 / NR starts at j0 K */
+      for (size_t c0 = 0; trans && c0 < w; c0 += 8) {
+        if (k1 - k0 == 8 && w - c0 >= 8) { /* d[k NR + c0 + i] = S[(j0 + c0 + i) lds + k0 + k] */
+          tc_t8x8(d + c0, TC_NR, S + (j0 + c0) * lds + k0, lds);
+          continue;
+        }
+        for (size_t k = k0; k < k1; k++)
+          for (size_t c = c0; c < w && c < c0 + 8; c++)
+            d[(k - k0) * TC_NR + c] = (float)S[(j0 + c) * lds + k];
       }
+      for (size_t k = k0; !trans && k < k1; k++) {
+        float *restrict dr = d + (k - k0) * TC_NR;
+        const double *restrict sr = S + k * lds + j0;
+        AA_OMP(omp simd)
+        for (size_t c = 0; c < w; c++)
+          dr[c] = (float)sr[c];
+      }
+      for (size_t k = k0; k < k1; k++)
+        for (size_t c = w; c < TC_NR; c++)
+          d[(k - k0) * TC_NR + c] = 0.0f;
+      tc_stat_row(&mine, d, (k1 - k0) * TC_NR, dste + (d - dst));
     }
+    AA_OMP(omp critical(tc_pack_stat))
+    tc_stat_join(&all, &mine);
   }
   *st = all;
 }
@@ -422,8 +474,8 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
 typedef struct {
   double *C;
   size_t ldc, M, N, K, np;
-  const float *pa, *pb;   /* op(A) rows (M x K), op(B) rows (K x np) */
-  const float *tb;        /* op(B) for the kernels: strips of NR columns, each K x NR */
+  const float *pa;        /* op(A) rows (M x K) */
+  const float *tb;        /* op(B) in strips of NR columns, each K x NR (tc_pack_strips) */
   const float *pae, *tbe; /* the exponent fields of pa, tb (2^e, 0 for a zero) */
   int accumulate, bk, fb, ob, cdna3;
   tc_kern_fn kern;
@@ -440,7 +492,7 @@ static void cd_tile_ref(const tc_job_t *jb, size_t i0, size_t rows, size_t j0, s
       for (size_t k0 = 0; k0 < jb->K; k0 += CD_G) {
         const size_t n = jb->K - k0 < CD_G ? jb->K - k0 : CD_G;
         for (size_t k = 0; k < n; k++)
-          b[k] = jb->pb[(k0 + k) * jb->np + j];
+          b[k] = jb->tb[j0 * jb->K + (k0 + k) * TC_NR + j - j0]; /* strip j0 / NR starts at j0 K */
         acc = aa_gemm_cdna3_group(acc, jb->pa + i * jb->K + k0, b, n);
       }
       *c = acc;
@@ -489,8 +541,8 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
         continue;
       }
       if (bad[t * ntc + c]) {
-        aa_gemm_tc_tile_f64(jb->C, jb->ldc, jb->pa, jb->pb, np, i0 + r0, nr, j0, nc, K, jb->bk, jb->fb, jb->ob,
-                            jb->accumulate);
+        aa_gemm_tc_tile_f64(jb->C + j0, jb->ldc, jb->pa, jb->tb + j0 * K, TC_NR, i0 + r0, nr, 0, nc, K, jb->bk,
+                            jb->fb, jb->ob, jb->accumulate);
         continue;
       }
       for (size_t r = r0; r < r0 + nr; r++) {
@@ -501,37 +553,6 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
           cr[j] = ar[j];
       }
     }
-}
-
-/* Bit patterns ANDed with mask (all ones, or the exponent field for
-   cdna3's e(a) + e(b): 2^e, 0 for a zero): of pa (mp x K, as it is) into
-   t[0 .. mp K) when ta, and of pb (K x np) into strips of NR columns after
-   it, tb[(s K + k) NR + c] = pb[k np + s NR + c], so that a tile reads its
-   op(B) as one stream (rows of pb lie np floats apart, often a multiple of
-   4 KiB: a strip of them would fill a few L1 sets). */
-TC_AVX512 static uint32_t *tc_panels(const float *pa, const float *pb, size_t mp, size_t np, size_t K, uint32_t mask,
-                                     int ta) {
-  uint32_t *t = malloc((ta ? mp + np : np) * K * sizeof *t), *tb = ta ? t + mp * K : t;
-  if (t == NULL) return NULL;
-  AA_OMP(omp parallel if ((mp + np) * K > ((size_t)1 << 20))) {
-    if (ta) {
-      AA_OMP(omp for simd schedule(static) nowait)
-      for (size_t i = 0; i < mp * K; i++) {
-        uint32_t u;
-        memcpy(&u, pa + i, sizeof u);
-        t[i] = u & mask;
-      }
-    }
-    AA_OMP(omp for schedule(static))
-    for (size_t k = 0; k < K; k++)
-      for (size_t s0 = 0; s0 < np; s0 += TC_NR)
-        for (size_t c = 0; c < TC_NR; c++) {
-          uint32_t u;
-          memcpy(&u, pb + k * np + s0 + c, sizeof u);
-          tb[(s0 / TC_NR * K + k) * TC_NR + c] = u & mask;
-        }
-  }
-  return t;
 }
 
 /* The tiles of C (the packing done), each thread taking blocks of TC_MB rows. */
@@ -575,33 +596,30 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
   const size_t mp = (M + TC_MR - 1) / TC_MR * TC_MR, np = jb.np;
   size_t na, nb;
   if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK || na + nb < na) return AA_ENOMEM;
-  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb);
-  int st = pa != NULL && pb != NULL ? AA_OK : AA_ENOMEM;
+  /* op(A) and op(B) in one block, their exponent fields in another */
+  float *pa = malloc((na + nb) * sizeof *pa), *tb = pa + na;
+  uint32_t *te = malloc((na + nb) * sizeof *te);
+  int st = pa != NULL && te != NULL ? AA_OK : AA_ENOMEM;
   tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
   if (st == AA_OK) {
-    tc_pack(pa, K, A, lda, transA, M, mp, K, &sa);
-    tc_pack(pb, np, B, ldb, transB, K, K, N, &sb);
+    tc_pack(pa, te, K, A, lda, transA, M, mp, K, &sa);
+    tc_pack_strips(tb, te + na, B, ldb, transB, K, N, np, &sb);
   }
   const int exact = st == AA_OK && jb.kern != NULL && sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
                     (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
-  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; the exponent fields of pa and of the strips */
-  if (exact && ((tv = tc_panels(pa, pb, mp, np, K, UINT32_MAX, 0)) == NULL ||
-                (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL))
-    st = AA_ENOMEM;
-  jb.pa = pa, jb.pb = pb, jb.tb = (const float *)tv;
-  jb.pae = te != NULL ? (const float *)te : pa, jb.tbe = te != NULL ? (const float *)(te + mp * K) : jb.tb;
+  jb.pa = pa, jb.tb = tb, jb.pae = (const float *)te, jb.tbe = (const float *)(te + na);
   if (st == AA_OK && exact)
     st = tc_run(&jb);
   else if (st == AA_OK && jb.cdna3)
     aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
-  else if (st == AA_OK) { /* the binary64 path on the same packing (np is a multiple of 8) */
+  else if (st == AA_OK) { /* the binary64 path on the same packing, strip by strip (NR is a multiple of 8) */
     AA_OMP(omp parallel for schedule(static))
     for (size_t i = 0; i < M; i++)
-      aa_gemm_tc_tile_f64(C, ldc, pa, pb, np, i, 1, 0, N, K, jb.bk, jb.fb, jb.ob, accumulate);
+      for (size_t j0 = 0; j0 < N; j0 += TC_NR)
+        aa_gemm_tc_tile_f64(C + j0, ldc, pa, tb + j0 * K, TC_NR, i, 1, 0, N - j0 < TC_NR ? N - j0 : TC_NR, K, jb.bk,
+                            jb.fb, jb.ob, accumulate);
   }
   free(pa);
-  free(pb);
-  free(tv);
   free(te);
   return st;
 }
