@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
 #include <string.h>
+#include <threads.h>
 
 #include "exp-impl.h"
 
@@ -39,11 +40,25 @@ struct sfu_row {
    twice t_i 2^i times the bits j >= 18 - i of t for i = 2..8 (the bits
    below 9 meet no partner above the threshold otherwise); all are
    multiples of 2^18. */
+/* The cross terms' sum g = sum over i = 2..8 of t_i (t >> (18 - i)) depends on bits 2-8 of t (the t_i) and bits
+   10-16 (t >> (18 - i) = (t >> 10) >> (8 - i)) only: a table of 2^14 entries (below 2^10), filled once, keeps
+   the exp models from looping over the seven terms per call (it was a sixth of fa2-h100's SFU time). */
+static uint16_t sfu_cross[1 << 14];
+static once_flag sfu_cross_once = ONCE_FLAG_INIT;
+
+static void sfu_cross_fill(void) {
+  for (uint32_t lh = 0; lh < (1u << 14); lh++) {
+    uint32_t t = (lh >> 7) << 2 | (lh & 127u) << 10, g = 0; /* bits 2-8 from the index's top, 10-16 its bottom */
+    for (int i = 2; i <= 8; i++)
+      g += ((t >> i) & 1u) * (t >> (18 - i));
+    sfu_cross[lh] = (uint16_t)g;
+  }
+}
+
 uint32_t aa_sfu_square_sm90(uint32_t t) {
-  uint32_t a = t >> 9, sum = a * a - (a & 1u);
-  for (int i = 2; i <= 8; i++)
-    sum += ((t >> i) & 1u) * (t >> (18 - i)) * 2u;
-  return sum >> 1;
+  call_once(&sfu_cross_once, sfu_cross_fill);
+  uint32_t a = t >> 9, g = sfu_cross[((t >> 2) & 127u) << 7 | (t >> 10 & 127u)];
+  return (a * a - (a & 1u) + 2u * g) >> 1;
 }
 
 /* C0 + C1 t + C2 S(t) in units of 2^-38, for the 23-bit fraction f23 */
