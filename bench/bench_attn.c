@@ -11,6 +11,7 @@
 #endif
 
 #include "attn.h"
+#include "bench-util.h"
 #include "gemm.h"
 #include "rng.h"
 
@@ -21,17 +22,6 @@
    comma-separated presets (default fa2,fa2-h100); each line gives the
    time relative to the first recipe's (ratio of the medians, and the
    median over repetitions of the ratio within each). */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192, d = argc > 2 ? strtoull(argv[2], NULL, 0) : 128;
@@ -46,8 +36,8 @@ int main(int argc, char **argv) {
   threads = omp_get_max_threads();
 #endif
   printf("bench_attn: n = %zu, d = %zu, 1 head, BF16 N(0,1) inputs (seed 1), %d run(s) (median), %d OpenMP "
-         "thread(s), gemm kernel %s\n",
-         n, d, reps, threads, aa_gemm_kernel_name());
+         "thread(s), gemm kernel %s, %s\n",
+         n, d, reps, threads, aa_gemm_kernel_name(), bench_clock_name());
   aa_tensor_t q = {0}, k = {0}, v = {0}, dO = {0};
   size_t shape[3] = {1, n, d};
   aa_tensor_t *ts[4] = {&q, &k, &v, &dO};
@@ -89,12 +79,12 @@ int main(int argc, char **argv) {
       aa_attn_result_t res;
       aa_error_t err;
       /* the library reads no clock: the forward alone (dO NULL), then the whole run */
-      double t0 = now();
+      double t0 = bench_now();
       int st = aa_attn_run(&res, &pb, &rs[i], &q, &k, &v, NULL, &err);
-      double t1 = now();
+      double t1 = bench_now();
       if (st == AA_OK) aa_attn_result_free(&res);
       if (st == AA_OK) st = aa_attn_run(&res, &pb, &rs[i], &q, &k, &v, &dO, &err);
-      t[i][rep] = now() - t1;
+      t[i][rep] = bench_now() - t1;
       if (st != AA_OK) {
         fprintf(stderr, "bench_attn: %s: %s\n", names[i], err.msg);
         return 1;
@@ -108,13 +98,13 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nr; i++) {
     for (int rep = 0; rep < reps; rep++)
       ratio[i][rep] = t[i][rep] / t[0][rep];
-    qsort(ratio[i], (size_t)reps, sizeof ratio[i][0], cmp_double);
+    qsort(ratio[i], (size_t)reps, sizeof ratio[i][0], bench_cmp_double);
   }
   double first = 0;
   for (int i = 0; i < nr; i++) {
-    qsort(t[i], (size_t)reps, sizeof t[i][0], cmp_double);
-    qsort(f[i], (size_t)reps, sizeof f[i][0], cmp_double);
-    qsort(b[i], (size_t)reps, sizeof b[i][0], cmp_double);
+    qsort(t[i], (size_t)reps, sizeof t[i][0], bench_cmp_double);
+    qsort(f[i], (size_t)reps, sizeof f[i][0], bench_cmp_double);
+    qsort(b[i], (size_t)reps, sizeof b[i][0], bench_cmp_double);
     double med = t[i][reps / 2];
     if (i == 0) first = med;
     printf("%-12s %10.3f %10.3f %10.3f %10.2f %12.2f\n", names[i], f[i][reps / 2], b[i][reps / 2], med, med / first,

@@ -244,8 +244,8 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  printf("bench_gemm: n = %zu, d = %zu, %d repetitions (median), %d OpenMP thread(s), fp32-seq kernel %s\n", n, d,
-         reps, threads, aa_gemm_kernel_name());
+  printf("bench_gemm: n = %zu, d = %zu, %d repetitions (median), %d OpenMP thread(s), fp32-seq kernel %s, %s\n", n, d,
+         reps, threads, aa_gemm_kernel_name(), bench_clock_name());
 #ifdef AA_HAVE_OPENBLAS
   printf("OpenBLAS: %d thread(s), core %s, config %s, OPENBLAS_THREAD_TIMEOUT %s\n", openblas_get_num_threads(),
          openblas_get_corename(), openblas_get_config(),

@@ -1324,7 +1324,8 @@ int main(void) {
   test_cdna3(&rng, (int)(200 * aa_test_multiplier()));
   test_mpfr(&rng, iters);
   test_fast_vs_ref(&rng);
-  printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f and avx512dq)\n", aa_gemm_kernel_name());
+  printf("tgemm_tc: run-time kernel %s (the fp32 tc path needs avx512f, avx512dq and avx512bw)\n",
+         aa_gemm_kernel_name());
   test_fast_vs_f64(&rng, (int)(300 * aa_test_multiplier()));
   test_fast_large(&rng);
   test_int32_edge();

@@ -47,7 +47,7 @@ void aa_gemm_tc_tile_f64(double *C, size_t ldc, const float *pa, const float *pb
 /* The AVX-512 fp32 path (tc32.c): exact fp32 products, int32 block sums,
    when the operands make every product an exact normal fp32 number; else
    the binary64 path on the same packing. Available when this build and CPU
-   have AVX-512 F and DQ. */
+   have AVX-512 F, DQ and BW. */
 int aa_gemm_tc_fast32_available(void);
 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t lda, int transA, const double *B, size_t ldb,
                       int transB, size_t M, size_t N, size_t K, int accumulate, const aa_accum_info_t *m);

@@ -13,10 +13,11 @@
    significand lengths adding up to at most 24 bits, exponents that keep
    every nonzero product in [2^-126, 2^128)), a block needs no binary64:
      pass 1  p = a b in fp32 (exact), kept; mx = the largest 2^E over the
-             block's terms: 2^(e(a)+e(b)) for a product, the product of the
-             operands' exponent fields (pae, pbe; 0 for a zero operand),
-             and 2^e(acc) for the accumulator (gemm.h's alignment rule), so
-             E = the exponent field of mx;
+             block's terms: 2^(e(a)+e(b)) for a product, from the sums of
+             the operands' exponent words in 16-bit lanes (pae, pbe:
+             tc_ew; a zero operand takes no part), and 2^e(acc) for the
+             accumulator (gemm.h's alignment rule), so E = the exponent
+             field of mx;
      pass 2  each term times 2^(F-E) (exact: a power of two; a term that
              underflows there is below 1, as its exact value is, and
              truncates to 0 like it), converted to int32 by truncation
@@ -47,8 +48,30 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define TC_AVX512 __attribute__((target("avx512f,avx512dq")))
+#define TC_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw")))
 #define TC_INLINE inline __attribute__((always_inline))
+
+#define TC_MR 4  /* rows of a tile */
+#define TC_NR 32 /* columns of a tile: two zmm of fp32 */
+
+/* The block exponent E = max over k of e(a_k) + e(b_k) is formed in 16-bit
+   lanes (32 per vector, a row of a tile in one: half the instructions of
+   fp32 lanes). A word holds an exponent sum shifted left by 7, so that
+   placed in the high half of a 32-bit lane it is the exponent field of
+   2^E as fp32 (0 when every product is zero): op(A)'s word is
+   (field - 127) << 7, op(B)'s field << 7, a zero either way -32768, and
+   the saturating sum (vpaddsw) of two nonzero operands' words is
+   (e(a) + e(b) + 127) << 7, in [1, 253] << 7 where the exact path runs
+   (tc_fast32's exponent check), while any sum with a zero word is
+   negative, so a running maximum from 0 takes no part of it. */
+static inline uint16_t tc_ew(uint32_t u, int bias) {
+  const int f = (int)(u >> 23 & 255u);
+  return (uint16_t)((u & 0x7fffffffu) == 0 ? -32768 : (f - bias) * 128);
+}
+/* op(A)'s word in both halves of a 32-bit lane (a 32-bit broadcast then fills a vector with it) */
+static inline uint32_t tc_ew_a(uint32_t u) {
+  return (uint32_t)tc_ew(u, 127) * 0x10001u;
+}
 
 typedef struct {
   int ok;
@@ -78,13 +101,46 @@ TC_AVX512 static void tc_stat_row(tc_stat_t *st, const float *x, size_t n) {
   st->any = 1;
 }
 
+/* The exponent words (tc_ew) of 16 fp32 values, one per 32-bit lane. */
+TC_AVX512 static inline __m512i tc_ew16(__m512i u, int bias) {
+  const __m512i f = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(255));
+  const __m512i w = _mm512_slli_epi32(_mm512_sub_epi32(f, _mm512_set1_epi32(bias)), 7);
+  return _mm512_mask_mov_epi32(_mm512_set1_epi32(-32768), _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffffff)),
+                               w);
+}
+
+/* xa[i] = tc_ew_a(x[i]) for i < n */
+TC_AVX512 static void tc_enc_a(uint32_t *xa, const float *x, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = tc_ew16(_mm512_loadu_si512(x + i), 127);
+    _mm512_storeu_si512(xa + i,
+                        _mm512_or_si512(_mm512_and_si512(w, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(w, 16)));
+  }
+  for (; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    xa[i] = tc_ew_a(u);
+  }
+}
+
+/* Rows of NR values of x: their words tc_ew(u, 0) in the order tc_products reads them back (vpunpck{l,h}wd take
+   words 0-3 and 4-7 of each 128-bit lane, so column c < 16 sits at word 8 (c / 4) + c mod 4, column 16 + c at
+   8 (c / 4) + 4 + c mod 4), the order in which vpackssdw interleaves its two sources (the words fit: no
+   saturation). */
+TC_AVX512 static void tc_enc_b(uint16_t *xb, const float *x, size_t rows) {
+  for (size_t r = 0; r < rows; r++) {
+    const __m512i lo = tc_ew16(_mm512_loadu_si512(x + r * TC_NR), 0),
+                  hi = tc_ew16(_mm512_loadu_si512(x + r * TC_NR + 16), 0);
+    _mm512_storeu_si512(xb + r * TC_NR, _mm512_packs_epi32(lo, hi));
+  }
+}
+
 /* significant bits of the longest significand seen (1 .. 24) */
 static int tc_stat_bits(const tc_stat_t *st) {
   return 24 - __builtin_ctz(st->orm | 0x800000u);
 }
 
-#define TC_MR 4  /* rows of a tile */
-#define TC_NR 32 /* columns of a tile: two zmm of fp32 */
 #define TC_BKMAX 32
 #define TC_EBMAX (120 + 127)
 /* An FP32 exponent field value e placed at bit 23 as a 32-bit lane: formed
@@ -93,23 +149,29 @@ static int tc_stat_bits(const tc_stat_t *st) {
 
 /* Pass 1 of a block, shared by the tc models and cdna3: the exact fp32
    products a_k b_k of the MR x NR tile into buf, and mxe = max over k of
-   2^(e(a_k) + e(b_k)), the product of the operands' exponent fields (pae,
-   pbe: exact, and 0 for a zero operand, which so takes no part). */
+   2^(e(a_k) + e(b_k)) as fp32 bits (+0 when every product is zero), from
+   the operands' exponent words (pae, pbe: tc_ew) summed in 16-bit lanes. */
 TC_AVX512 static TC_INLINE void tc_products(__m512 buf[][TC_MR][2], __m512 mxe[TC_MR][2], const float *pa,
-                                            const float *pae, size_t lda, const float *pb, const float *pbe,
+                                            const uint32_t *pae, size_t lda, const float *pb, const uint16_t *pbe,
                                             size_t ldb, const size_t n) {
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i mw[TC_MR] = {zero, zero, zero, zero}; /* exponent words (tc_ew), a row of the tile each */
 #pragma GCC unroll 8
   for (size_t k = 0; k < n; k++) {
-    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16),
-                 e0 = _mm512_loadu_ps(pbe + k * ldb), e1 = _mm512_loadu_ps(pbe + k * ldb + 16);
+    const __m512 b0 = _mm512_loadu_ps(pb + k * ldb), b1 = _mm512_loadu_ps(pb + k * ldb + 16);
+    const __m512i eb = _mm512_loadu_si512(pbe + k * ldb);
 #pragma GCC unroll 8
     for (int r = 0; r < TC_MR; r++) {
-      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]), ae = _mm512_set1_ps(pae[(size_t)r * lda + k]);
+      const __m512 a = _mm512_set1_ps(pa[(size_t)r * lda + k]);
       buf[k][r][0] = _mm512_mul_ps(a, b0);
       buf[k][r][1] = _mm512_mul_ps(a, b1);
-      mxe[r][0] = k == 0 ? _mm512_mul_ps(ae, e0) : _mm512_max_ps(mxe[r][0], _mm512_mul_ps(ae, e0));
-      mxe[r][1] = k == 0 ? _mm512_mul_ps(ae, e1) : _mm512_max_ps(mxe[r][1], _mm512_mul_ps(ae, e1));
+      mw[r] = _mm512_max_epi16(mw[r], _mm512_adds_epi16(_mm512_set1_epi32((int)pae[(size_t)r * lda + k]), eb));
     }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < TC_MR; r++) { /* a word w into the high half of a 32-bit lane: the fp32 bits of 2^E */
+    mxe[r][0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, mw[r]));
+    mxe[r][1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, mw[r]));
   }
 }
 
@@ -117,8 +179,8 @@ TC_AVX512 static TC_INLINE void tc_products(__m512 buf[][TC_MR][2], __m512 mxe[T
    rows of op(A), stride lda; pb: n rows of op(B), stride ldb). Returns the
    lanes (of the OR over the tile) whose E left the window or whose sum
    overflowed: their ac is then meaningless. */
-TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
-                                              const float *pb, const float *pbe, size_t ldb, const size_t n,
+TC_AVX512 static TC_INLINE __mmask16 tc_block(__m512 ac[TC_MR][2], const float *pa, const uint32_t *pae, size_t lda,
+                                              const float *pb, const uint16_t *pbe, size_t ldb, const size_t n,
                                               const int fb, const int ob, const int wide, const int narrow) {
   __m512 buf[TC_BKMAX][TC_MR][2], mx[TC_MR][2];
   const __m512i expm = _mm512_set1_epi32(0x7f800000), ebmin = _mm512_set1_epi32(TC_FIELD(fb + 2)),
@@ -196,8 +258,8 @@ TC_AVX512 static TC_INLINE void tc_tile_io(__m512 ac[TC_MR][2], float *acc, size
    (bk, wide, narrow) of the current rows, so that the block's loops and
    branches are fixed at compile time, as they were with one kernel per
    model; F and the result's bits are read once per call. */
-TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda,
-                                       const float *pb, const float *pbe, size_t ldb, size_t kc, const int bk,
+TC_AVX512 static TC_INLINE int tc_kern(float *acc, size_t ldc, const float *pa, const uint32_t *pae, size_t lda,
+                                       const float *pb, const uint16_t *pbe, size_t ldb, size_t kc, const int bk,
                                        const int fb, const int ob, const int wide, const int narrow) {
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
@@ -219,11 +281,11 @@ static int tc_wide(int bk, int fb) {
 }
 
 /* pae, pbe: the exponent fields of pa, pb; bk, fb, ob: the row's K, F and result bits (cdna3 has its own) */
-typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
-                          const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob);
+typedef int (*tc_kern_fn)(float *acc, size_t ldc, const float *pa, const uint32_t *pae, size_t lda, const float *pb,
+                          const uint16_t *pbe, size_t ldb, size_t kc, int bk, int fb, int ob);
 #define TC_KERN(name, bkc, widec, narrowc)                                                                           \
-  TC_AVX512 static int name(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,  \
-                            const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {                       \
+  TC_AVX512 static int name(float *acc, size_t ldc, const float *pa, const uint32_t *pae, size_t lda,                \
+                            const float *pb, const uint16_t *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {   \
     (void)bk;                                                                                                        \
     return tc_kern(acc, ldc, pa, pae, lda, pb, pbe, ldb, kc, bkc, fb, ob, widec, narrowc);                           \
   }
@@ -238,9 +300,8 @@ TC_KERN(tc_kern_any, bk, tc_wide(bk, fb), ob < 23)
 /* ---- cdna3-k8-f24 (gemm.h): groups of 8, two stages, RNE ----
 
    Under the same operand conditions: pass 1 keeps the exact fp32 products
-   and the largest 2^(e(a)+e(b)) over the nonzero ones, formed exactly as
-   the product of the operands' exponent fields (pae, pbe: a zero operand
-   gives 0 and takes no part); pass 2 sums trunc(p 2^(24-e_p)) in int32
+   and the largest 2^(e(a)+e(b)) over the nonzero ones (tc_products: a
+   zero operand takes no part); pass 2 sums trunc(p 2^(24-e_p)) in int32
    (|p| < 2^(e_p+2): 8 terms below 2^29); stage 2 runs in binary64, where
      acc' 2^(E-31) = floor(acc 2^-E 2^24) 2^E 2^-24   and
      S'   2^(E-31) = (S >> max(d, 0)) 2^max(e_p, E-7) 2^-24,  d = E - e_p - 7,
@@ -265,8 +326,8 @@ TC_AVX512 static TC_INLINE __m512 cd_join(__m256 lo, __m256 hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
 
-TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *pa, const float *pae, size_t lda,
-                                              const float *pb, const float *pbe, size_t ldb, const size_t n) {
+TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *pa, const uint32_t *pae, size_t lda,
+                                              const float *pb, const uint16_t *pbe, size_t ldb, const size_t n) {
   __m512 buf[CD_G][TC_MR][2], mxe[TC_MR][2];
   const __m512i expm = _mm512_set1_epi32(0x7f800000), epmin = _mm512_set1_epi32(TC_FIELD(25)),
                 one = _mm512_set1_epi32(TC_FIELD(1)), sev = _mm512_set1_epi32(TC_FIELD(7)),
@@ -306,8 +367,8 @@ TC_AVX512 static TC_INLINE __mmask16 cd_block(__m512 ac[TC_MR][2], const float *
   return bad;
 }
 
-TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const float *pae, size_t lda, const float *pb,
-                             const float *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {
+TC_AVX512 static int cd_kern(float *acc, size_t ldc, const float *pa, const uint32_t *pae, size_t lda,
+                             const float *pb, const uint16_t *pbe, size_t ldb, size_t kc, int bk, int fb, int ob) {
   (void)bk, (void)fb, (void)ob; /* groups of 8 at 24 and 31 bits (aa_gemm_check admits no other cdna3 row) */
   __m512 ac[TC_MR][2];
   tc_tile_io(ac, acc, ldc, 0);
@@ -339,7 +400,8 @@ static tc_kern_fn tc_kernel_of(const aa_accum_info_t *m) {
 
 int aa_gemm_tc_fast32_available(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw");
 }
 
 /* d[j * ldd + i] = (float)s[i * lds + j] for i, j < 8: rows of 8 doubles
@@ -365,12 +427,24 @@ TC_AVX512 static void tc_t8x8(float *d, size_t ldd, const double *s, size_t lds)
   }
 }
 
+/* st |= mine: the statistics of two parts of one operand joined. */
+static void tc_stat_join(tc_stat_t *st, const tc_stat_t *mine) {
+  st->ok &= mine->ok;
+  st->orm |= mine->orm;
+  if (mine->any) {
+    if (!st->any || mine->emin < st->emin) st->emin = mine->emin;
+    if (!st->any || mine->emax > st->emax) st->emax = mine->emax;
+    st->any = 1;
+  }
+}
+
 /* dst[r * ldd + c] = (float)src(r, c) for r < rows, c < cols, where src(r,
    c) is S[r * lds + c] or, with trans, S[c * lds + r]; rows up to rp are
-   zero. Transposed in 8 x 8 blocks: eight lines each way stay in L1 even
-   when both strides are multiples of 4 KiB (all in one cache set). */
-TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t lds, int trans, size_t rows, size_t rp,
-                              size_t cols, tc_stat_t *st) {
+   zero; dste gets the exponent words (tc_ew_a). Transposed in 8 x 8
+   blocks: eight lines each way stay in L1 even when both strides are
+   multiples of 4 KiB (all in one cache set). */
+TC_AVX512 static void tc_pack(float *dst, uint32_t *dste, size_t ldd, const double *S, size_t lds, int trans,
+                              size_t rows, size_t rp, size_t cols, tc_stat_t *st) {
   const size_t nb = (rp + 7) / 8; /* bands of 8 rows, one task each */
   tc_stat_t all = *st;
   AA_OMP(omp parallel if (rp * ldd > ((size_t)1 << 20))) {
@@ -400,17 +474,56 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
       for (size_t r = r0; r < r1; r++)
         for (size_t c = r < rows ? cols : 0; c < ldd; c++)
           dst[r * ldd + c] = 0.0f;
-      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd); /* the zero padding takes no part */
+      tc_stat_row(&mine, dst + r0 * ldd, (r1 - r0) * ldd);
+      tc_enc_a(dste + r0 * ldd, dst + r0 * ldd, (r1 - r0) * ldd); /* the zero padding takes no part */
     }
-    AA_OMP(omp critical(tc_pack_stat)) {
-      all.ok &= mine.ok;
-      all.orm |= mine.orm;
-      if (mine.any) {
-        if (!all.any || mine.emin < all.emin) all.emin = mine.emin;
-        if (!all.any || mine.emax > all.emax) all.emax = mine.emax;
-        all.any = 1;
+    AA_OMP(omp critical(tc_pack_stat))
+    tc_stat_join(&all, &mine);
+  }
+  *st = all;
+}
+
+/* op(B) (K x N; S[k * lds + j], or with trans S[j * lds + k]) as fp32 in
+   strips of NR columns, dst[(s K + k) NR + c] = op(B)[k][s NR + c], zero
+   beyond column N, so that a tile reads its op(B) as one stream (rows of a
+   K x np matrix lie np floats apart, often a multiple of 4 KiB: a strip of
+   them would fill a few L1 sets); dste gets the exponent words (tc_enc_b). Written
+   straight from S, in tasks of one strip and 8 values of k. */
+TC_AVX512 static void tc_pack_strips(float *dst, uint16_t *dste, const double *S, size_t lds, int trans, size_t K,
+                                     size_t N, size_t np, tc_stat_t *st) {
+  const size_t nkb = (K + 7) / 8, ntask = np / TC_NR * nkb;
+  tc_stat_t all = *st;
+  AA_OMP(omp parallel if (np * K > ((size_t)1 << 20))) {
+    tc_stat_t mine = {1, 0, 0, 0, 0};
+    AA_OMP(omp for schedule(static))
+    for (size_t t = 0; t < ntask; t++) {
+      const size_t j0 = t / nkb * TC_NR, k0 = t % nkb * 8, k1 = K - k0 < 8 ? K : k0 + 8,
+                   w = N - j0 < TC_NR ? N - j0 : TC_NR;
+      float *d = dst + (j0 * K + k0 * TC_NR); /* strip j0 / NR starts at j0 K */
+      for (size_t c0 = 0; trans && c0 < w; c0 += 8) {
+        if (k1 - k0 == 8 && w - c0 >= 8) { /* d[k NR + c0 + i] = S[(j0 + c0 + i) lds + k0 + k] */
+          tc_t8x8(d + c0, TC_NR, S + (j0 + c0) * lds + k0, lds);
+          continue;
+        }
+        for (size_t k = k0; k < k1; k++)
+          for (size_t c = c0; c < w && c < c0 + 8; c++)
+            d[(k - k0) * TC_NR + c] = (float)S[(j0 + c) * lds + k];
       }
+      for (size_t k = k0; !trans && k < k1; k++) {
+        float *restrict dr = d + (k - k0) * TC_NR;
+        const double *restrict sr = S + k * lds + j0;
+        AA_OMP(omp simd)
+        for (size_t c = 0; c < w; c++)
+          dr[c] = (float)sr[c];
+      }
+      for (size_t k = k0; k < k1; k++)
+        for (size_t c = w; c < TC_NR; c++)
+          d[(k - k0) * TC_NR + c] = 0.0f;
+      tc_stat_row(&mine, d, (k1 - k0) * TC_NR);
+      tc_enc_b(dste + (d - dst), d, k1 - k0);
     }
+    AA_OMP(omp critical(tc_pack_stat))
+    tc_stat_join(&all, &mine);
   }
   *st = all;
 }
@@ -422,9 +535,10 @@ TC_AVX512 static void tc_pack(float *dst, size_t ldd, const double *S, size_t ld
 typedef struct {
   double *C;
   size_t ldc, M, N, K, np;
-  const float *pa, *pb;   /* op(A) rows (M x K), op(B) rows (K x np) */
-  const float *tb;        /* op(B) for the kernels: strips of NR columns, each K x NR */
-  const float *pae, *tbe; /* the exponent fields of pa, tb (2^e, 0 for a zero) */
+  const float *pa;     /* op(A) rows (M x K) */
+  const float *tb;     /* op(B) in strips of NR columns, each K x NR (tc_pack_strips) */
+  const uint32_t *pae; /* the exponent words of pa (tc_ew_a) and tb (tc_enc_b) */
+  const uint16_t *tbe;
   int accumulate, bk, fb, ob, cdna3;
   tc_kern_fn kern;
 } tc_job_t;
@@ -440,7 +554,7 @@ static void cd_tile_ref(const tc_job_t *jb, size_t i0, size_t rows, size_t j0, s
       for (size_t k0 = 0; k0 < jb->K; k0 += CD_G) {
         const size_t n = jb->K - k0 < CD_G ? jb->K - k0 : CD_G;
         for (size_t k = 0; k < n; k++)
-          b[k] = jb->pb[(k0 + k) * jb->np + j];
+          b[k] = jb->tb[j0 * jb->K + (k0 + k) * TC_NR + j - j0]; /* strip j0 / NR starts at j0 K */
         acc = aa_gemm_cdna3_group(acc, jb->pa + i * jb->K + k0, b, n);
       }
       *c = acc;
@@ -489,8 +603,8 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
         continue;
       }
       if (bad[t * ntc + c]) {
-        aa_gemm_tc_tile_f64(jb->C, jb->ldc, jb->pa, jb->pb, np, i0 + r0, nr, j0, nc, K, jb->bk, jb->fb, jb->ob,
-                            jb->accumulate);
+        aa_gemm_tc_tile_f64(jb->C + j0, jb->ldc, jb->pa, jb->tb + j0 * K, TC_NR, i0 + r0, nr, 0, nc, K, jb->bk,
+                            jb->fb, jb->ob, jb->accumulate);
         continue;
       }
       for (size_t r = r0; r < r0 + nr; r++) {
@@ -501,37 +615,6 @@ TC_AVX512 static void tc_rows(const tc_job_t *jb, size_t i0, size_t rows, float 
           cr[j] = ar[j];
       }
     }
-}
-
-/* Bit patterns ANDed with mask (all ones, or the exponent field for
-   cdna3's e(a) + e(b): 2^e, 0 for a zero): of pa (mp x K, as it is) into
-   t[0 .. mp K) when ta, and of pb (K x np) into strips of NR columns after
-   it, tb[(s K + k) NR + c] = pb[k np + s NR + c], so that a tile reads its
-   op(B) as one stream (rows of pb lie np floats apart, often a multiple of
-   4 KiB: a strip of them would fill a few L1 sets). */
-TC_AVX512 static uint32_t *tc_panels(const float *pa, const float *pb, size_t mp, size_t np, size_t K, uint32_t mask,
-                                     int ta) {
-  uint32_t *t = malloc((ta ? mp + np : np) * K * sizeof *t), *tb = ta ? t + mp * K : t;
-  if (t == NULL) return NULL;
-  AA_OMP(omp parallel if ((mp + np) * K > ((size_t)1 << 20))) {
-    if (ta) {
-      AA_OMP(omp for simd schedule(static) nowait)
-      for (size_t i = 0; i < mp * K; i++) {
-        uint32_t u;
-        memcpy(&u, pa + i, sizeof u);
-        t[i] = u & mask;
-      }
-    }
-    AA_OMP(omp for schedule(static))
-    for (size_t k = 0; k < K; k++)
-      for (size_t s0 = 0; s0 < np; s0 += TC_NR)
-        for (size_t c = 0; c < TC_NR; c++) {
-          uint32_t u;
-          memcpy(&u, pb + k * np + s0 + c, sizeof u);
-          tb[(s0 / TC_NR * K + k) * TC_NR + c] = u & mask;
-        }
-  }
-  return t;
 }
 
 /* The tiles of C (the packing done), each thread taking blocks of TC_MB rows. */
@@ -575,34 +658,33 @@ TC_AVX512 int aa_gemm_tc_fast32(double *C, size_t ldc, const double *A, size_t l
   const size_t mp = (M + TC_MR - 1) / TC_MR * TC_MR, np = jb.np;
   size_t na, nb;
   if (aa_size_mul(&na, mp, K) != AA_OK || aa_size_mul(&nb, np, K) != AA_OK || na + nb < na) return AA_ENOMEM;
-  float *pa = malloc(na * sizeof *pa), *pb = malloc(nb * sizeof *pb);
-  int st = pa != NULL && pb != NULL ? AA_OK : AA_ENOMEM;
+  /* op(A) and op(B) in one block, their exponent fields in another */
+  float *pa = malloc((na + nb) * sizeof *pa), *tb = pa + na;
+  uint32_t *te = malloc(na * sizeof *te);
+  uint16_t *tbe = malloc(nb * sizeof *tbe);
+  int st = pa != NULL && te != NULL && tbe != NULL ? AA_OK : AA_ENOMEM;
   tc_stat_t sa = {1, 0, 0, 0, 0}, sb = {1, 0, 0, 0, 0};
   if (st == AA_OK) {
-    tc_pack(pa, K, A, lda, transA, M, mp, K, &sa);
-    tc_pack(pb, np, B, ldb, transB, K, K, N, &sb);
+    tc_pack(pa, te, K, A, lda, transA, M, mp, K, &sa);
+    tc_pack_strips(tb, tbe, B, ldb, transB, K, N, np, &sb);
   }
   const int exact = st == AA_OK && jb.kern != NULL && sa.ok && sb.ok && tc_stat_bits(&sa) + tc_stat_bits(&sb) <= 24 &&
                     (!sa.any || !sb.any || (sa.emin + sb.emin >= -126 && sa.emax + sb.emax <= 126));
-  uint32_t *tv = NULL, *te = NULL; /* op(B) in strips; the exponent fields of pa and of the strips */
-  if (exact && ((tv = tc_panels(pa, pb, mp, np, K, UINT32_MAX, 0)) == NULL ||
-                (te = tc_panels(pa, pb, mp, np, K, 0x7f800000u, 1)) == NULL))
-    st = AA_ENOMEM;
-  jb.pa = pa, jb.pb = pb, jb.tb = (const float *)tv;
-  jb.pae = te != NULL ? (const float *)te : pa, jb.tbe = te != NULL ? (const float *)(te + mp * K) : jb.tb;
+  jb.pa = pa, jb.tb = tb, jb.pae = te, jb.tbe = tbe;
   if (st == AA_OK && exact)
     st = tc_run(&jb);
   else if (st == AA_OK && jb.cdna3)
     aa_gemm_ref_cdna3(C, ldc, A, lda, transA, B, ldb, transB, M, N, K, accumulate);
-  else if (st == AA_OK) { /* the binary64 path on the same packing (np is a multiple of 8) */
+  else if (st == AA_OK) { /* the binary64 path on the same packing, strip by strip (NR is a multiple of 8) */
     AA_OMP(omp parallel for schedule(static))
     for (size_t i = 0; i < M; i++)
-      aa_gemm_tc_tile_f64(C, ldc, pa, pb, np, i, 1, 0, N, K, jb.bk, jb.fb, jb.ob, accumulate);
+      for (size_t j0 = 0; j0 < N; j0 += TC_NR)
+        aa_gemm_tc_tile_f64(C + j0, ldc, pa, tb + j0 * K, TC_NR, i, 1, 0, N - j0 < TC_NR ? N - j0 : TC_NR, K, jb.bk,
+                            jb.fb, jb.ob, accumulate);
   }
   free(pa);
-  free(pb);
-  free(tv);
   free(te);
+  free(tbe);
   return st;
 }
 
