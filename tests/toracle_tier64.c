@@ -16,6 +16,8 @@
    - the tier really ran: the gradients' relerr_bound is far above the double-double kernel's (~2^-53), which would
    pass everything above with the tier switched off;
    - threads 1, 2 and 3 give the same bits and counts (fixed summation order);
+   - the pair store that phase 2 reads gives the same bits and counts as recomputing every pair, in one chunk or
+     in several;
    - on a larger problem (n = 1024, 2048 with ATTNACC_CHECK_EXPENSIVE) against the all-double-double tiled kernel
      at the default target 2^-48 as the witness. */
 
@@ -70,6 +72,28 @@ static void check_same(const aa_oracle_result_t *a, const aa_oracle_result_t *b,
            b->n_uncertified, (unsigned long long)seed);
 }
 
+/* The pair store (fast.c, store_t) against the same run without it (phase 2 recomputing every pair) and with one
+   group of heads per chunk (several chunks where there are several key/value heads): the same bits and counts. */
+static void store_variants(const aa_oracle_result_t *a, const tor_case_t *tc, double target, size_t ci,
+                           uint64_t seed) {
+  size_t max0 = aa_oracle_store_max, chunk0 = aa_oracle_store_chunk;
+  const size_t maxs[] = {0, max0}, chunks[] = {chunk0, 1};
+  const char *names[] = {"without the store", "one group per chunk"};
+  for (int v = 0; v < 2; v++) {
+    aa_oracle_store_max = maxs[v];
+    aa_oracle_store_chunk = chunks[v];
+    aa_oracle_result_t b;
+    char what[96];
+    if (run_k(&b, tc, AA_ORACLE_FAST, 128, target, AA_OR_KERNEL_TILED, 2) == AA_OK) {
+      snprintf(what, sizeof what, "case %zu (target %a) store vs %s", ci, target, names[v]);
+      check_same(a, &b, what, seed);
+      aa_oracle_result_free(&b);
+    }
+  }
+  aa_oracle_store_max = max0;
+  aa_oracle_store_chunk = chunk0;
+}
+
 /* One small case at target: the tier on 1, 2, 3 threads against the MPFR path at 256 bits. */
 static void small_case(const tor_cfg_t *c, int adversarial, double target, size_t ci, uint64_t seed) {
   tor_case_t tc;
@@ -88,6 +112,7 @@ static void small_case(const tor_cfg_t *c, int adversarial, double target, size_
     check_same(&a[0], &a[1], what, seed);
     snprintf(what, sizeof what, "case %zu (target %a) threads 1 vs 3", ci, target);
     check_same(&a[0], &a[2], what, seed);
+    store_variants(&a[0], &tc, target, ci, seed);
     double tb = fmax(a[0].dq.relerr_bound, fmax(a[0].dk.relerr_bound, a[0].dv.relerr_bound));
     AA_CHECK(tb > 0x1p-50, "case %zu: the tier settled gradients (largest relerr_bound %a > 2^-50), seed %llu", ci,
              tb, (unsigned long long)seed);

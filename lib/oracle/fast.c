@@ -800,9 +800,72 @@ static void fwd_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws
   fwd_out(cx, W, &F);
 }
 
+/* The binary64 tier's pair store. Phases 1 (dQ) and 2 (dK, dV) need the same pair quantities: dS with its bound
+   (ch, ec) and the kept P (ph2, eP2), each a function of the pair alone (its dots, the row statistics of its query
+   row, elementwise double-double arithmetic; the span test picks the GEMM value only where it is exact, so the
+   tile's orientation does not matter). Phase 1 computes them tile by tile and keeps them here; phase 2 reads them
+   back transposed instead of recomputing two GEMMs, exp and the dS chain per pair; tile_w then forms phase 2's
+   weights from the same words as before, so dK and dV keep their bits. Only with the tier: its accumulation
+   (acc_tile64) drops the low words cl and pl2, which are not stored. Layout: [head of the chunk][key panel][query
+   row][TB], zero where phase 1 skipped a tile (no visible pair, hence coefficients +0 as tile_mask gives). Memory is
+   n_q n_k 32 bytes per head; heads are stored by groups of key/value heads (chunks) under aa_oracle_store_max bytes,
+   beyond which (one group too large) phase 2 recomputes as before. */
+size_t aa_oracle_store_max = (size_t)512 << 20; /* one head of n = 4096 */
+_Static_assert(TB % QB == 0, "a block of own rows lies in one panel of the other side (store_get)");
+typedef struct {
+  double *ch, *ec, *p, *ep; /* NULL: no store (phase 2 recomputes) */
+  size_t g0, ng;            /* key/value heads of the current chunk */
+} store_t;
+
+/* offset of the row (query row iq, key panel p) of head h in the store (h in the chunk) */
+static inline size_t store_at(const aa_or_ctx_t *cx, const store_t *S, size_t h, size_t p, size_t iq) {
+  size_t npk = (cx->n_k + TB - 1) / TB;
+  return (((h - S->g0 * cx->group) * npk + p) * cx->n_q + iq) * TB;
+}
+
+/* Phase 1: the tile's pair quantities (query rows r0 .. r0 + na - 1 of head h, key panel p) into the store. */
+static void store_put(const aa_or_ctx_t *cx, const store_t *S, const ws_t *W, size_t h, size_t i0, size_t na,
+                      size_t p) {
+  for (size_t i = 0; i < na; i++) {
+    size_t o = store_at(cx, S, h, p, i0 + i);
+    memcpy(S->ch + o, W->ch + i * TB, TB * sizeof(double));
+    memcpy(S->ec + o, W->ec + i * TB, TB * sizeof(double));
+    memcpy(S->p + o, W->ph2 + i * TB, TB * sizeof(double));
+    memcpy(S->ep + o, W->eP2 + i * TB, TB * sizeof(double));
+  }
+}
+
+/* Phase 2: the transposed tile (keys j0 .. j0 + na - 1, query rows i0 .. i0 + nb - 1 of head h) from the store,
+   one query row (na contiguous keys) at a time; the kept flags of the visible pairs (for the term counts) as
+   tile_raw sets them. */
+static void store_get(const aa_or_ctx_t *cx, const store_t *S, ws_t *W, size_t h, size_t j0, size_t na, size_t i0,
+                      size_t nb) {
+  const aa_problem_t *pb = cx->pb;
+  const double *src[] = {S->ch, S->ec, S->p, S->ep};
+  double *dst[] = {W->ch, W->ec, W->ph2, W->eP2};
+  size_t o = store_at(cx, S, h, j0 / TB, i0) + j0 % TB; /* a block of QB keys lies in one panel */
+  for (int a = 0; a < 4; a++) {
+    const double *restrict x = src[a] + o;
+    double *restrict y = dst[a];
+    for (size_t jj = 0; jj < nb; jj++)
+      for (size_t i = 0; i < na; i++)
+        y[i * TB + jj] = x[jj * TB + i];
+    for (size_t i = 0; i < na; i++)
+      for (size_t jj = nb; jj < TB; jj++)
+        y[i * TB + jj] = 0;
+  }
+  if (pb->keep == NULL) {
+    memcpy(W->kept, W->vis, na * TB);
+    return;
+  }
+  for (size_t i = 0; i < na; i++)
+    for (size_t jj = 0; jj < TB; jj++)
+      W->kept[i * TB + jj] = W->vis[i * TB + jj] && pb->keep[(h * cx->n_q + i0 + jj) * cx->n_k + j0 + i] != 0;
+}
+
 /* dQ of the query rows r0 .. r0 + na - 1 of head h. */
-static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t h, size_t i0,
-                     size_t na) {
+static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, const store_t *S, ws_t *W, size_t h,
+                     size_t i0, size_t na) {
   size_t g = h / cx->group, d = cx->d, r0 = h * cx->n_q + i0;
   size_t lo[QB], hi[QB], ulo = SIZE_MAX, uhi = 0;
   for (size_t i = 0; i < na; i++) {
@@ -845,6 +908,7 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
     size_t pk = g * PN->npk + p;
     tile_bwd(cx, sp, W, &T, tile_exact(qsx, qlb, PN->ks[pk], PN->kl[pk], d),
              tile_exact(osx, olb, PN->vs[pk], PN->vl[pk], d));
+    if (S->ch != NULL) store_put(cx, S, W, h, i0, na, p);
     tile_w(W->wt, W->ch, W->ec, kap, na);
     acc_bwd(cx, W->acc1, W->ld, K + j0 * d, d, W->ch, W->cl, W->wt, T.nb, nrows);
     ncall++;
@@ -858,8 +922,8 @@ static void dq_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
 }
 
 /* dK and dV of the keys j0 .. j0 + na - 1 of key/value head g. */
-static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_t *W, size_t g, size_t j0,
-                     size_t na) {
+static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, const store_t *S, ws_t *W, size_t g,
+                     size_t j0, size_t na) {
   const aa_problem_t *pb = cx->pb;
   size_t d = cx->d, kk0 = g * cx->n_k + j0, nvis[QB], nkept[QB], ilo = SIZE_MAX, ihi = 0, jlo[QB], jhi[QB];
   for (size_t i = 0; i < na; i++) {
@@ -908,11 +972,15 @@ static void kv_block(aa_or_ctx_t *cx, const spans_t *sp, const panels_t *PN, ws_
           any |= v;
         }
       if (!any) continue;
-      gemm_tile(W->T, cx->k + kk0 * d, na, PN->QT + (h * PN->npq + p) * d * TB, d);
-      gemm_tile(W->U, cx->v + kk0 * d, na, PN->DT + (h * PN->npq + p) * d * TB, d);
-      size_t pq = h * PN->npq + p;
-      tile_bwd(cx, sp, W, &T, tile_exact(ksx, klb, PN->qs[pq], PN->ql[pq], d),
-               tile_exact(vsx, vlb, PN->os[pq], PN->ol[pq], d));
+      if (S->ch != NULL) {
+        store_get(cx, S, W, h, j0, na, i0, T.nb);
+      } else {
+        gemm_tile(W->T, cx->k + kk0 * d, na, PN->QT + (h * PN->npq + p) * d * TB, d);
+        gemm_tile(W->U, cx->v + kk0 * d, na, PN->DT + (h * PN->npq + p) * d * TB, d);
+        size_t pq = h * PN->npq + p;
+        tile_bwd(cx, sp, W, &T, tile_exact(ksx, klb, PN->qs[pq], PN->ql[pq], d),
+                 tile_exact(vsx, vlb, PN->os[pq], PN->ol[pq], d));
+      }
       for (size_t i = 0; i < na; i++)
         for (size_t jj = 0; jj < T.nb; jj++) {
           nvis[i] += W->vis[i * TB + jj];
@@ -1089,6 +1157,7 @@ int aa_oracle_fast_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, int ok, aa_err
 typedef struct {
   spans_t sp;
   panels_t PN;
+  store_t S; /* the tier's pair store; S.g0 also offsets the blocks of phases 1 and 2 to the current chunk */
 } tiled_t;
 
 static size_t tiled_items(const aa_or_ctx_t *cx, int phase) {
@@ -1099,15 +1168,17 @@ static void tiled_item(aa_or_ctx_t *cx, const void *data, void *ws, int phase, s
   const tiled_t *D = data;
   size_t nq = cx->n_q, nk = cx->n_k, nbq = (nq + QB - 1) / QB, nbk = (nk + QB - 1) / QB;
   if (phase == 2) {
+    blk += D->S.g0 * nbk;
     size_t g = blk / nbk, j0 = (blk % nbk) * QB;
-    kv_block(cx, &D->sp, &D->PN, ws, g, j0, nk - j0 < QB ? nk - j0 : QB);
+    kv_block(cx, &D->sp, &D->PN, &D->S, ws, g, j0, nk - j0 < QB ? nk - j0 : QB);
     return;
   }
+  if (phase == 1) blk += D->S.g0 * cx->group * nbq;
   size_t h = blk / nbq, i0 = (blk % nbq) * QB, na = nq - i0 < QB ? nq - i0 : QB;
   if (phase == 0)
     fwd_block(cx, &D->sp, &D->PN, ws, h, i0, na, mz, ml);
   else
-    dq_block(cx, &D->sp, &D->PN, ws, h, i0, na);
+    dq_block(cx, &D->sp, &D->PN, &D->S, ws, h, i0, na);
 }
 
 /* 1 when one of the n elements of output t from off on is still todo. */
@@ -1136,6 +1207,65 @@ static int tiled_after(aa_or_ctx_t *cx, const void *data, int phase) {
   return ok;
 }
 
+/* The tier's store for ng key/value heads (0: none, as without the tier, when one group needs more than
+   aa_oracle_store_max bytes, or out of memory; phase 2 then recomputes). Chunks of about aa_oracle_store_chunk bytes
+   (at least one group), reused from chunk to chunk: the first touch of fresh pages costs the kernel about 1 ms of
+   system time per MiB (0.4 s for the 512 MiB of one head at n = 4096), so small chunks pay it once for a small
+   store. calloc: the tiles phase 1 skips stay +0. They are the same for every head (the key intervals of
+   aa_problem_row_keys do not depend on the head), so a chunk that reuses the store finds them +0 still and the
+   store is never cleared. */
+size_t aa_oracle_store_chunk = (size_t)64 << 20;
+static size_t store_alloc(const aa_or_ctx_t *cx, store_t *S) {
+  size_t npk = (cx->n_k + TB - 1) / TB, per = cx->group * npk * cx->n_q * TB; /* doubles per array and group */
+  size_t bytes = 4 * sizeof(double) * per, ng = aa_oracle_store_chunk / bytes;
+  memset(S, 0, sizeof *S);
+  if (!cx->tier64 || bytes > aa_oracle_store_max) return 0;
+  if (ng == 0) ng = 1;
+  if (ng > cx->kvh) ng = cx->kvh;
+  double **a[] = {&S->ch, &S->ec, &S->p, &S->ep};
+  int ok = 1;
+  for (int i = 0; i < 4; i++)
+    ok = ok && (*a[i] = calloc(ng * per, sizeof(double))) != NULL;
+  if (!ok) {
+    for (int i = 0; i < 4; i++)
+      free(*a[i]);
+    memset(S, 0, sizeof *S);
+    return 0;
+  }
+  return ng;
+}
+
+/* Phases 1 and 2 chunk by chunk of the store (one chunk of all heads without it), then the tier's redo of each
+   (tiled_after: the rows to redo are a function of the values alone, whatever the chunks). */
+static int tiled_backward(aa_or_ctx_t *cx, const fast_kernel_t *K, tiled_t *D) {
+  size_t nbq = (cx->n_q + QB - 1) / QB, nbk = (cx->n_k + QB - 1) / QB, ng = store_alloc(cx, &D->S);
+  int ok = 1;
+  if (ng == 0) ng = cx->kvh;
+  for (size_t g0 = 0; ok && g0 < cx->kvh; g0 += ng) {
+    D->S.g0 = g0;
+    D->S.ng = cx->kvh - g0 < ng ? cx->kvh - g0 : ng;
+    ok = aa_oracle_fast_phase(cx, K, 1, D->S.ng * cx->group * nbq) && aa_oracle_fast_phase(cx, K, 2, D->S.ng * nbk);
+  }
+  free(D->S.ch);
+  free(D->S.ec);
+  free(D->S.p);
+  free(D->S.ep);
+  memset(&D->S, 0, sizeof D->S);
+  return ok && tiled_after(cx, D, 1) && tiled_after(cx, D, 2);
+}
+
+/* aa_oracle_fast_drive with the backward of tiled_backward. */
+static int tiled_drive(aa_or_ctx_t *cx, const fast_kernel_t *K, tiled_t *D, int ok, aa_error_t *err) {
+  ok = ok && aa_oracle_fast_phase(cx, K, 0, tiled_items(cx, 0));
+  ok = ok && tiled_backward(cx, K, D);
+  if (ok)
+    for (size_t h = 0; h < cx->heads; h++)
+      for (size_t s = 0; s < cx->ns; s++)
+        sink_grad(cx, h, s);
+  if (!ok) return aa_error_set(err, AA_ENOMEM, "oracle: out of memory in the fast path");
+  return AA_OK;
+}
+
 int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   /* A boolean mask, a bias's -Inf entries or key padding make a row's keys a set, not the interval the blocks
      and their term counts are built on: the row kernel, which lists each row's visible keys, runs those. */
@@ -1145,7 +1275,7 @@ int aa_oracle_fast_run(aa_or_ctx_t *cx, aa_error_t *err) {
   int ok = fast_begin(cx, &D.sp);
   ok = ok && panels_make(cx, &D.sp, &D.PN);
   fast_kernel_t K = {&D, 1, tiled_items, sizeof(ws_t), ws_init, ws_free, tiled_item, sink_grad, tiled_after};
-  int st = aa_oracle_fast_drive(cx, &K, ok, err);
+  int st = tiled_drive(cx, &K, &D, ok, err);
   spans_free(&D.sp);
   panels_free(&D.PN);
   return st;

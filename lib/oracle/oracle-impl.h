@@ -111,6 +111,10 @@ int aa_oracle_cuda_auto_ok(const aa_or_ctx_t *cx); /* device auto: the GPU pays 
 int aa_oracle_cuda_devices(void);
 /* TILED: the tiled kernel, with its binary64 tier at loose targets (AA_OR_TIER64_TARGET); TILED_DD: the same
    without the tier, all double-double at every target (for tests and side-by-side benchmarks). */
+/* Bytes the tiled kernel's binary64 tier may hold for its pair store (fast.c, store_t; 512 MiB; 0: no store) and
+   the size of its chunks (64 MiB, at least one group of heads); tests change them to compare the store, its
+   chunks and the recomputing path bit for bit. */
+extern size_t aa_oracle_store_max, aa_oracle_store_chunk;
 enum { AA_OR_KERNEL_TILED = 0, AA_OR_KERNEL_ROWS = 1, AA_OR_KERNEL_TILED_DD = 2 };
 /* aa_oracle_run with a choice of fast kernel (ignored on the mpfr path). */
 /* The oracle of a varlen problem (pb->varlen_batch > 0, checked): every
