@@ -134,6 +134,7 @@ static void phases(const aa_tensor_t t[4], const size_t shp[4], const char *cach
   double t0;
   aa_problem_init(&pb, shp[2], shp[2], shp[3], shp[0] * shp[1], shp[0] * shp[1]);
   aa_oracle_opts_init(&oo);
+  oo.target = aa_score_oracle_target(AA_FMT_BF16); /* what a score of these BF16 outputs asks for */
   t0 = now();
   if (aa_oracle_run(&r, &pb, &t[0], &t[1], &t[2], &t[3], &oo, &err) != AA_OK) {
     fprintf(stderr, "bench_score: %s\n", err.msg);
