@@ -3,6 +3,7 @@
 #ifndef AA_ATTN_ATTN_CUDA_H
 #define AA_ATTN_ATTN_CUDA_H
 
+#include "attn-bwd-core.h"
 #include "attn-core.h"
 
 #ifdef __cplusplus
@@ -15,6 +16,10 @@ extern "C" {
    AA_EUNSUPPORTED (no device, a CUDA error, or a build without CUDA). */
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
                     unsigned long long *pmax);
+
+/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV and bad ignored) on the current device: dQ, dK, dV (host,
+   heads n_q d and kv_heads n_k d floats) and *bad (a non-finite pair). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED. */
+int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad);
 
 #ifdef __cplusplus
 }

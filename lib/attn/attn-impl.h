@@ -198,6 +198,10 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
    without a device; the caller then runs aa_attn_forward). */
 int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx);
 int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
+/* The same for the backward (cuda_bwd.c): AA_EUNSUPPORTED when the CPU must run it (outside the list, no device,
+   no memory, or a non-finite pair, whose first occurrence only backward.c records). */
+int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx);
+int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
 
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
    K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the
@@ -243,5 +247,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
    LSE rows; *bias [heads][n_q] as aa_attn_ctx_t.bias. Both malloc'd. */
 int aa_attn_recip_prepare(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, double **dO_eff, double **bias);
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* D_i = rowsum(O_i dO_i) as the recipe forms it (bwd.d_order, bwd.d_tile, bwd.d_fmt): row o of O, row g of dO. */
+double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g);
 
 #endif

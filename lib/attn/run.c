@@ -422,7 +422,7 @@ static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out)
    biases. */
 static int run_backward(run_t *rn, aa_attn_result_t *out) {
   aa_attn_ctx_t *cx = &rn->cx;
-  out->bwd_device = AA_ATTN_DEVICE_CPU; /* the backward has no GPU path yet */
+  out->bwd_device = AA_ATTN_DEVICE_CPU; /* unless the GPU emulation runs it below */
   if (cx->r->bwd_norm == AA_BWDNORM_RECIP) {
     int st = aa_attn_recip_prepare(cx, out, &rn->dO_eff, &rn->bias);
     cx->dO = rn->dO_eff;
@@ -430,6 +430,14 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
     if (st != AA_OK) return st;
   }
   cx->dq_mul = cx->scale;
+  if (cx->device != AA_ATTN_DEVICE_CPU) { /* the GPU emulation where asked for and implemented (cuda_bwd.c) */
+    int st = aa_attn_backward_cuda(cx, out, cx->device == AA_ATTN_DEVICE_CUDA_EMU);
+    if (st != AA_EUNSUPPORTED) {
+      if (st == AA_OK)
+        out->bwd_device = cx->device == AA_ATTN_DEVICE_CUDA_EMU ? AA_ATTN_DEVICE_CUDA_EMU : AA_ATTN_DEVICE_CUDA;
+      return st;
+    }
+  }
   if (cx->r->bwd_exp_form) return backward_own_exp_form(cx, out);
   return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : aa_attn_backward(cx, out);
 }
