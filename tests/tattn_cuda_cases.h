@@ -47,8 +47,9 @@ static int same_tensor(const aa_tensor_t *a, const aa_tensor_t *b, size_t *first
 
 /* Checks made and failed (tests.h's AA_CHECK counts the failures): GPU-side tests print both. */
 static int cases_checks = 0;
-static size_t cases_redone = 0; /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
-static int cases_bwd_took = 0;  /* the last compare's backward ran on the other device */
+static size_t cases_redone = 0;       /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
+static int cases_bwd_took = 0;        /* the last compare's backward ran on the other device */
+static size_t cases_pairs_redone = 0; /* the same for the backward's pairs (aa_attn_result_t) */
 #define CASE_CHECK(...)                                                                                              \
   do {                                                                                                               \
     cases_checks++;                                                                                                  \
@@ -61,6 +62,7 @@ static void compare_bwd(const char *spec, const shape_t *sh, const aa_attn_resul
   static const char *const names[] = {"dQ", "dK", "dV"};
   const aa_tensor_t *ta[] = {&a->dq, &a->dk, &a->dv}, *tb[] = {&b->dq, &b->dk, &b->dv};
   cases_bwd_took = b->bwd_device == dev;
+  cases_pairs_redone += b->bwd_pairs_redone;
   CASE_CHECK(a->bwd_device == AA_ATTN_DEVICE_CPU && (cases_bwd_took || b->bwd_device == AA_ATTN_DEVICE_CPU),
              "%s: backward devices %s and %s", spec, aa_attn_device_name(a->bwd_device),
              aa_attn_device_name(b->bwd_device));

@@ -21,6 +21,12 @@ typedef struct {
   float *Pdv, *dS;             /* [heads][n_q][n_k]: each pair's P for dV and dS (pairs of skipped tiles unset) */
   float *dQ, *dK, *dV;         /* outputs: [heads][n_q][d], [kv_heads][n_k][d], rounded to io */
   unsigned *bad;               /* set when a pair holds a non-finite value: the host redoes the backward */
+  unsigned long long *doubt;   /* [doubt_cap]: pairs (h n_q + i) n_k + j whose libm exp was too close to call */
+  unsigned long long *ndoubt;  /* their count (may exceed doubt_cap: then the CPU runs the backward) */
+  size_t doubt_cap;
+  int doubt_log2;    /* aa_core_libm's margin; below 0: no check (the host's redo) */
+  int sm90, natural; /* the weights' exp: the sm90 exp2 model, else the exact exp (exp when natural) */
+  int ds_scale;      /* bwd.ds_scale: 0 off, 1 on (the ds_fmt dS times scale, rounded again), 2 fused */
   size_t n_q, n_k, d, heads, group;
   size_t tq, tk, nqt, nkt; /* backward.c's tiles (sub = tk, one section) */
   int q_desc;              /* bwd.q_order = desc */
@@ -56,30 +62,56 @@ static inline AA_HD int aa_core_finite(float x) {
   return (aa_core_f2u(x) & 0x7f800000u) != 0x7f800000u;
 }
 
+/* One more doubtful pair in the list (an atomic add on either side). */
+static inline AA_HD void aa_core_bwd_doubt(const aa_core_bwd_t *p, unsigned long long pair) {
+#ifdef __CUDA_ARCH__
+  unsigned long long k = atomicAdd(p->ndoubt, 1ULL);
+#else
+  unsigned long long k = __atomic_fetch_add(p->ndoubt, 1ULL, __ATOMIC_RELAXED);
+#endif
+  if (k < p->doubt_cap) p->doubt[k] = pair;
+}
+
 /* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j: P recomputed from the LSE (bwd.exp =
-   ex2-sm90), dP = dO V^T, dS = (dP - D) P in ds_fmt. Pairs of tiles backward.c skips are left alone. */
-static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
+   ex2-sm90, or the exact exp rounded to FP32), dP = dO V^T, dS = (dP - D) P in ds_fmt: *pdv and *ds. Returns 1 when
+   a value is not finite; sets *doubt when the exact exp's rounding was too close to call. */
+static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_t i, size_t j, float *pdv, float *ds,
+                                         int *doubt) {
   size_t d = p->d, g = h / p->group, row = h * p->n_q + i;
-  if (!p->seen[(i / p->tq) * p->nkt + j / p->tk]) return;
   const float *q = p->Q + row * d, *k = p->K + (g * p->n_k + j) * d;
   const float *o = p->dO + row * d, *v = p->V + (g * p->n_k + j) * d;
   double L = p->LSE[row], pr = 0, s = 0;
   int vis = (int64_t)j >= p->lo[i] && (int64_t)j < p->hi[i];
   if (L != -INFINITY && vis) {
-    double bb = aa_core_r32(L * p->l2e);
+    double bb = p->natural ? L : aa_core_r32(L * p->l2e);
     s = aa_core_tc(0.0f, q, k, 1, d, p->tc[AA_CORE_QK][0], p->tc[AA_CORE_QK][1], p->tc[AA_CORE_QK][2]);
     if (p->scale_s) s = aa_core_r32(s * p->scale);
     double a = p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
-    pr = (double)aa_core_exp2f((float)a);
+    if (p->sm90)
+      pr = (double)aa_core_exp2f((float)a);
+    else if (p->doubt_log2 >= 0)
+      pr = aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, doubt));
+    else
+      pr = aa_core_r32(p->natural ? exp(a) : exp2(a));
   }
   float pds = aa_core_rnd16((float)pr, p->pds_fmt);
   float dp = aa_core_tc(0.0f, o, v, 1, d, p->tc[AA_CORE_DP][0], p->tc[AA_CORE_DP][1], p->tc[AA_CORE_DP][2]);
-  double t0 = aa_core_r32((double)dp - p->D[row]);
-  float ds = aa_core_rnd16((float)aa_core_r32(t0 * pds), p->ds_fmt);
-  p->Pdv[row * p->n_k + j] = aa_core_rnd16((float)pr, p->pdv_fmt);
-  p->dS[row * p->n_k + j] = ds;
-  if (!aa_core_finite((float)s) || !aa_core_finite((float)pr) || !aa_core_finite(dp) || !aa_core_finite(ds))
-    *p->bad = 1; /* backward.c records the first non-finite value; the host redoes the whole backward */
+  double t0 = aa_core_r32((double)dp - p->D[row]), x = aa_core_r32(t0 * pds);
+  if (p->ds_scale == 2) x = aa_core_r32(x * p->scale); /* fused: the FP32 dS times the scale, one cast */
+  *ds = aa_core_rnd16((float)x, p->ds_fmt);
+  if (p->ds_scale == 1) *ds = aa_core_rnd16((float)aa_core_r32((double)*ds * p->scale), p->ds_fmt);
+  *pdv = aa_core_rnd16((float)pr, p->pdv_fmt);
+  return !aa_core_finite((float)s) || !aa_core_finite((float)pr) || !aa_core_finite(dp) || !aa_core_finite(*ds);
+}
+
+/* The pair (h, i, j) into Pdv and dS, unless backward.c skips its tile; a non-finite value sets *bad (backward.c
+   records the first one: the host redoes the whole backward), a doubtful exp lists the pair for the host. */
+static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
+  size_t row = h * p->n_q + i;
+  int doubt = 0;
+  if (!p->seen[(i / p->tq) * p->nkt + j / p->tk]) return;
+  if (aa_core_bwd_vals(p, h, i, j, p->Pdv + row * p->n_k + j, p->dS + row * p->n_k + j, &doubt)) *p->bad = 1;
+  if (doubt) aa_core_bwd_doubt(p, (unsigned long long)row * p->n_k + j);
 }
 
 /* The final dK/dV value of an accumulator (backward.c finish_kv without dropout): scale, then io. */

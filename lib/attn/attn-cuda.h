@@ -17,9 +17,11 @@ extern "C" {
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
                     unsigned long long *pmax);
 
-/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV and bad ignored) on the current device: dQ, dK, dV (host,
-   heads n_q d and kv_heads n_k d floats) and *bad (a non-finite pair). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED. */
-int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad);
+/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV, bad and ndoubt ignored; doubt a host list of doubt_cap) on
+   the current device: dQ, dK, dV (host, heads n_q d and kv_heads n_k d floats), *bad (a non-finite pair) and the
+   pairs redone on the host after a doubtful libm exp (*redone). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (also when more
+   than doubt_cap pairs were doubtful). */
+int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone);
 
 #ifdef __cplusplus
 }

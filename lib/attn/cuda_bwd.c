@@ -10,8 +10,8 @@
 #include "attn-impl.h"
 
 #ifndef AA_HAVE_CUDA /* no kernels in this build: the device side says so */
-int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad) {
-  (void)p, (void)dQ, (void)dK, (void)dV, (void)bad;
+int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone) {
+  (void)p, (void)dQ, (void)dK, (void)dV, (void)bad, (void)redone;
   return AA_EUNSUPPORTED;
 }
 #endif
@@ -70,23 +70,28 @@ int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
   const aa_exp_t *e = cx->wexp_bwd;
   int m[5][3], kind = r->bwd_dq_reduce.kind;
   size_t tq, tk;
+  int exp2 = r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB;
+  /* the weights' exp: the sm90 exp2 model, or the exact exp of any form, whose doubtful roundings the host redoes */
+  int exp_ok = e == NULL ? exp2 || r->exp_form == AA_EXPFORM_NATURAL
+                         : exp2 && e->kind == AA_EXP_EX2_SM90 && e->order == AA_EXP_ORDER_FP32;
+  /* bwd.exp_form arrives here resolved (run.c backward_own_exp_form) */
   return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE &&
-         r->fwd_checkpoint == AA_CKPT_LSE && r->bwd_norm == AA_BWDNORM_LSE && r->bwd_exp_form == 0 &&
-         r->bwd_k_prescale == 0 && e != NULL && e->kind == AA_EXP_EX2_SM90 && e->order == AA_EXP_ORDER_FP32 &&
-         (r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB) &&
+         r->fwd_checkpoint == AA_CKPT_LSE && r->bwd_norm == AA_BWDNORM_LSE && r->bwd_k_prescale == 0 && exp_ok &&
          (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && r->bwd_d_source == AA_DSRC_O_DO &&
-         r->bwd_ds_scale == AA_DS_SCALE_OFF && r->bwd_dq_scale != AA_GSCALE_TILE &&
-         r->bwd_dkv_accumulate == AA_KVACC_CHAIN &&
+         r->bwd_dq_scale != AA_GSCALE_TILE && r->bwd_dkv_accumulate == AA_KVACC_CHAIN &&
          (kind == AA_REDUCE_FP32_ORDERED || kind == AA_REDUCE_SECTION_ROUNDTRIP) && r->quant_ds == 0 &&
          cx->bias == NULL && cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL &&
          cx->d >= 1 && cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
 }
 
+/* x in FP32; 0 without memory or when a value is not exact in FP32 (an operand the core cannot take as is). */
 static int to_f32(float **dst, const double *x, size_t n) {
   *dst = malloc((n ? n : 1) * sizeof **dst);
   if (*dst == NULL) return 0;
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     (*dst)[i] = (float)x[i];
+    if ((double)(*dst)[i] != x[i] && x[i] == x[i]) return 0;
+  }
   return 1;
 }
 
@@ -123,6 +128,7 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   p->gqa_sum = r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED;
   p->dk_end = r->bwd_dk_scale == AA_GSCALE_END, p->dq_end = r->bwd_dq_scale == AA_GSCALE_END;
   p->c = cx->c, p->scale = cx->scale, p->l2e = cx->l2e, p->dq_mul = cx->dq_mul;
+  p->sm90 = cx->wexp_bwd != NULL, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->ds_scale = (int)r->bwd_ds_scale;
   float *f[6] = {NULL};
   double *D = malloc((rows ? rows : 1) * sizeof *D);
   own[6] = D;
@@ -137,7 +143,7 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   int64_t *lohi = malloc(2 * (nq ? nq : 1) * sizeof *lohi);
   unsigned char *seen = malloc(p->nqt * p->nkt + 1);
   own[7] = lohi, own[8] = seen;
-  if (!ok || lohi == NULL || seen == NULL) return AA_ENOMEM;
+  if (!ok || lohi == NULL || seen == NULL) return AA_ENOMEM; /* or an operand outside FP32: the CPU runs it */
   for (size_t i = 0; i < nq; i++) {
     size_t lo, hi;
     aa_problem_row_keys(cx->pb, i, &lo, &hi);
@@ -149,8 +155,23 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   return AA_OK;
 }
 
+/* The pairs whose exact exp was too close to call, again with the host's libm (the CPU's). Returns the count, or
+   -1 when the list overflowed. */
+static long redo_pairs(aa_core_bwd_t *p) {
+  unsigned long long n = *p->ndoubt;
+  if (n > p->doubt_cap) return -1;
+  int margin = p->doubt_log2, doubt = 0;
+  p->doubt_log2 = -1;
+  for (unsigned long long x = 0; x < n; x++) {
+    unsigned long long pr = p->doubt[x], row = pr / p->n_k;
+    aa_core_bwd_vals(p, row / p->n_q, row % p->n_q, pr % p->n_k, p->Pdv + pr, p->dS + pr, &doubt);
+  }
+  p->doubt_log2 = margin;
+  return (long)n;
+}
+
 /* The three passes on host threads: what each CUDA thread does, one element after another. */
-static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad) {
+static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone) {
   size_t hq = p->heads * p->n_q, kvh = p->heads / p->group, nk = p->n_k, d = p->d;
   p->Pdv = malloc((hq * nk + 1) * sizeof(float)), p->dS = malloc((hq * nk + 1) * sizeof(float));
   if (p->Pdv == NULL || p->dS == NULL) return AA_ENOMEM;
@@ -158,6 +179,9 @@ static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned 
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < hq * nk; x++)
     aa_core_bwd_pair(p, x / (p->n_q * nk), x / nk % p->n_q, x % nk);
+  long n = redo_pairs(p);
+  if (n < 0) return AA_EUNSUPPORTED;
+  *redone = (size_t)n;
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < kvh * nk * d; x++)
     aa_core_bwd_kv(p, x / (nk * d), x / d % nk, x % d);
@@ -191,13 +215,22 @@ int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on
   int st = fill_params(&p, cx, out, own, &skipped);
   float *dQ = malloc((nq + 1) * sizeof *dQ), *dK = malloc((nk + 1) * sizeof *dK), *dV = malloc((nk + 1) * sizeof *dV);
   unsigned bad = 0;
-  if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL)) st = AA_ENOMEM;
+  unsigned long long ndoubt = 0;
+  size_t redone = 0;
+  /* the exact exp's doubtful pairs: 8 ulps cover glibc's and CUDA's libm errors (cuda.c); on host threads 2^20
+     ulps list many, so tests/tattn_cuda_emu checks the redo */
+  p.doubt_log2 = on_host ? 20 : 3;
+  p.doubt_cap = 1u << 20, p.ndoubt = &ndoubt;
+  p.doubt = malloc(p.doubt_cap * sizeof *p.doubt);
+  if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL || p.doubt == NULL)) st = AA_ENOMEM;
   if (st == AA_OK && on_host) {
-    st = run_host(&p, dQ, dK, dV, &bad);
+    st = run_host(&p, dQ, dK, dV, &bad, &redone);
     free(p.Pdv), free(p.dS);
   } else if (st == AA_OK) {
-    st = aa_atcu_backward(&p, dQ, dK, dV, &bad);
+    st = aa_atcu_backward(&p, dQ, dK, dV, &bad, &redone);
   }
+  free(p.doubt);
+  out->bwd_pairs_redone = redone;
   if (st == AA_OK && bad) st = AA_EUNSUPPORTED; /* a non-finite pair: the CPU's backward records where */
   if (st == AA_OK) store(&p, out, dQ, dK, dV, skipped);
   for (int x = 0; x < 9; x++)
