@@ -201,6 +201,11 @@ int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_
 /* The same for the backward (cuda_bwd.c): AA_EUNSUPPORTED when the CPU must run it (outside the list, no device,
    no memory, or a non-finite pair, whose first occurrence only backward.c records). */
 int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx);
+/* The format code of attn-core.h, or -1 outside FP32, BF16 and FP16 (cuda.c). */
+int aa_attn_core_fmt(aa_fmt_t f);
+/* A tc-kK-fF model (AA_SUM_BLOCK, RZ, K <= 32, F <= 25, 23 or 13 output bits): its K, F and output bits; fp32-seq
+   (the FP32 FMA chain) as K = 0; 0 for any other model (cuda.c). */
+int aa_attn_tc_model(aa_accum_t m, int *bk, int *fb, int *ob);
 int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
 
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and

@@ -16,23 +16,10 @@ int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, un
 }
 #endif
 
-static int core_fmt(aa_fmt_t f) {
-  return f == AA_FMT_FP32 ? AA_CORE_FP32 : f == AA_FMT_BF16 ? AA_CORE_BF16 : f == AA_FMT_FP16 ? AA_CORE_FP16 : -1;
-}
-
-/* A product model the core implements with an FP32 result (so that S, dP and the accumulators need no rounding of
-   their own): tc-kK-fF (RZ, K <= 32, F <= 25, 23 output bits) as {K, F, 23}, fp32-seq as {0, 0, 23}. */
+/* A product model with an FP32 result (so that S, dP and the accumulators need no rounding of their own): {K, F,
+   23} as aa_attn_tc_model gives it. */
 static int tc_model(aa_accum_t m, int *out) {
-  const aa_accum_info_t *in = aa_accum_info(m);
-  if (in != NULL && in->sum == AA_SUM_CHAIN && in->out_bits == 23) {
-    out[0] = 0, out[1] = 0, out[2] = 23;
-    return 1;
-  }
-  if (in == NULL || in->sum != AA_SUM_BLOCK || in->rnd != AA_RND_Z || in->block_k < 1 || in->block_k > 32 ||
-      in->frac_bits > 25 || in->out_bits != 23)
-    return 0;
-  out[0] = in->block_k, out[1] = in->frac_bits, out[2] = 23;
-  return 1;
+  return aa_attn_tc_model(m, &out[0], &out[1], &out[2]) && out[2] == 23;
 }
 
 /* The backward's tiles as backward.c's aa_attn_backward sets them; 0 when they are outside the core's (several
@@ -55,8 +42,9 @@ static int tiles(const aa_attn_ctx_t *cx, size_t *tq, size_t *tk) {
 static int fmts_supported(const aa_recipe_t *r) {
   return r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->bwd_dp_fmt == AA_FMT_FP32 &&
          r->bwd_d_fmt == AA_FMT_FP32 && r->bwd_dq_acc_fmt == AA_FMT_FP32 && r->bwd_dq_section_fmt == AA_FMT_FP32 &&
-         r->bwd_dkv_acc_fmt == AA_FMT_FP32 && core_fmt(r->io_fmt) > 0 && core_fmt(r->bwd_p_ds_fmt) >= 0 &&
-         core_fmt(r->bwd_p_dv_fmt) >= 0 && core_fmt(r->bwd_ds_fmt) >= 0;
+         r->bwd_dkv_acc_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
+         aa_attn_core_fmt(r->bwd_p_ds_fmt) >= 0 && aa_attn_core_fmt(r->bwd_p_dv_fmt) >= 0 &&
+         aa_attn_core_fmt(r->bwd_ds_fmt) >= 0;
 }
 
 static int models(const aa_recipe_t *r, int m[5][3]) {
@@ -123,8 +111,8 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   p->nqt = (nq + p->tq - 1) / p->tq, p->nkt = (nk + p->tk - 1) / p->tk;
   p->q_desc = r->bwd_q_desc, p->scale_s = r->scale_fold == AA_SCALE_S;
   p->mulsub = r->exp_form == AA_EXPFORM_EXP2_MULSUB;
-  p->pds_fmt = core_fmt(r->bwd_p_ds_fmt), p->pdv_fmt = core_fmt(r->bwd_p_dv_fmt);
-  p->ds_fmt = core_fmt(r->bwd_ds_fmt), p->io_fmt = core_fmt(r->io_fmt);
+  p->pds_fmt = aa_attn_core_fmt(r->bwd_p_ds_fmt), p->pdv_fmt = aa_attn_core_fmt(r->bwd_p_dv_fmt);
+  p->ds_fmt = aa_attn_core_fmt(r->bwd_ds_fmt), p->io_fmt = aa_attn_core_fmt(r->io_fmt);
   p->gqa_sum = r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED;
   p->dk_end = r->bwd_dk_scale == AA_GSCALE_END, p->dq_end = r->bwd_dq_scale == AA_GSCALE_END;
   p->c = cx->c, p->scale = cx->scale, p->l2e = cx->l2e, p->dq_mul = cx->dq_mul;
