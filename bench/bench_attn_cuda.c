@@ -1,7 +1,9 @@
-/* attnacc: the fa2-h100 forward emulation on the GPU beside the CPU (same build, same bits), one head. */
+/* attnacc: the fa2-h100 emulation (forward and backward) on the GPU beside the CPU (same build, same bits), one head.
+ */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 /* usage: bench_attn_cuda [N D [REPS [CPU_MAX_N]]] (default 4096 128 3 8192): one head on the GPU (cuda-emu, host
-   threads, without one), n_q = n_k = N, dense and causal, BF16 inputs from a PCG stream; the GPU's median of REPS
+   threads, without one), n_q = n_k = N, dense and causal, BF16 inputs and dO from a PCG stream, forward and backward
+   timed together (item 9 of issue 28); the GPU's median of REPS
    runs; the CPU runs once when N <= CPU_MAX_N, and then the outputs must have the same bits. One line per mask; exit
    1 on a bit difference or a failed run. */
 #include <stdio.h>
@@ -43,10 +45,10 @@ int main(int argc, char **argv) {
   aa_recipe_t r;
   aa_error_t err = {{0}};
   aa_pcg32_t rng;
-  aa_tensor_t q, k, v;
+  aa_tensor_t q, k, v, dO;
   aa_pcg32_seed(&rng, 28, 9);
   if (aa_recipe_preset(&r, "fa2-h100", &err) != AA_OK) return fprintf(stderr, "%s\n", err.msg), 1;
-  fill(&q, n, d, 3, &rng), fill(&k, n, d, 3, &rng), fill(&v, n, d, 1, &rng);
+  fill(&q, n, d, 3, &rng), fill(&k, n, d, 3, &rng), fill(&v, n, d, 1, &rng), fill(&dO, n, d, 1, &rng);
   int bad = 0;
   for (int causal = 0; causal < 2; causal++) {
     aa_problem_t pb;
@@ -56,7 +58,7 @@ int main(int argc, char **argv) {
     pb.causal = causal;
     for (int i = 0; i < reps; i++) {
       double t0 = bench_now();
-      if (aa_attn_run_device(&g, &pb, &r, &q, &k, &v, NULL, dev, &err) != AA_OK)
+      if (aa_attn_run_device(&g, &pb, &r, &q, &k, &v, &dO, dev, &err) != AA_OK)
         return fprintf(stderr, "GPU run: %s\n", err.msg), 1;
       t[i] = bench_now() - t0;
       if (i + 1 < reps) aa_attn_result_free(&g);
@@ -64,20 +66,23 @@ int main(int argc, char **argv) {
     const char *verdict = "CPU not run";
     if (n <= cpu_max) {
       double t0 = bench_now();
-      if (aa_attn_run_device(&c, &pb, &r, &q, &k, &v, NULL, AA_ATTN_DEVICE_CPU, &err) != AA_OK)
+      if (aa_attn_run_device(&c, &pb, &r, &q, &k, &v, &dO, AA_ATTN_DEVICE_CPU, &err) != AA_OK)
         return fprintf(stderr, "CPU run: %s\n", err.msg), 1;
       tc = bench_now() - t0;
-      int ok = same(&g.o, &c.o) && same(&g.lse, &c.lse);
+      int ok =
+          same(&g.o, &c.o) && same(&g.lse, &c.lse) && same(&g.dq, &c.dq) && same(&g.dk, &c.dk) && same(&g.dv, &c.dv);
       verdict = ok ? "same bits" : "BITS DIFFER";
       bad |= !ok;
       aa_attn_result_free(&c);
     }
-    printf("fa2-h100 forward n %zu d %zu %s: %s %.3f s (median of %d, ran on %s), CPU %.3f s, %.1fx; %s\n", n, d,
-           causal ? "causal" : "dense", aa_attn_device_name(dev), bench_median(t, reps), reps,
-           aa_attn_device_name(g.fwd_device), tc, tc / bench_median(t, reps), verdict);
-    bad |= g.fwd_device != dev;
+    printf("fa2-h100 forward+backward n %zu d %zu %s: %s %.3f s (median of %d, ran on %s and %s), CPU %.3f s, "
+           "%.1fx; %s\n",
+           n, d, causal ? "causal" : "dense", aa_attn_device_name(dev), bench_median(t, reps), reps,
+           aa_attn_device_name(g.fwd_device), aa_attn_device_name(g.bwd_device), tc, tc / bench_median(t, reps),
+           verdict);
+    bad |= g.fwd_device != dev || g.bwd_device != dev;
     aa_attn_result_free(&g);
   }
-  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v), aa_tensor_free(&dO);
   return bad;
 }

@@ -107,6 +107,8 @@ typedef struct {
   /* GPU forward with the exact (binary64 libm) exp: rows the host redid because a value of the GPU's libm lay too
      close to an FP32 rounding boundary to be sure of the CPU's rounding (lib/attn/attn-core.h aa_core_libm). */
   size_t fwd_rows_redone;
+  /* The same for the GPU backward: (query, key) pairs whose P the host redid (lib/attn/attn-bwd-core.h). */
+  size_t bwd_pairs_redone;
 } aa_attn_result_t;
 
 #define AA_ROW_CKPT_LSE 0

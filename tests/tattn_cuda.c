@@ -34,24 +34,32 @@ int main(void) {
   aa_pcg32_seed(&rng, seed, 28);
   for (size_t p = 0; p < aa_recipe_preset_count(); p++) {
     const char *name = aa_recipe_preset_name(p);
-    size_t took = 0, runs = sizeof shapes / sizeof shapes[0];
-    for (size_t s = 0; s < runs; s++)
+    size_t took = 0, btook = 0, runs = sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < runs; s++) {
       took += (size_t)compare(name, &shapes[s], &rng, AA_ATTN_DEVICE_CUDA);
-    printf("%-20s forward on the GPU for %zu of %zu problems\n", name, took, runs);
+      btook += (size_t)cases_bwd_took;
+    }
+    printf("%-20s forward on the GPU for %zu of %zu problems, backward %zu\n", name, took, runs, btook);
   }
   static const char *const gpu_presets[] = {"fa2-h100",       "fa2-h100-bi", "fa2",
                                             "efficient-h100", "cudnn-h100",  "flex-h100"};
   for (size_t p = 0; p < sizeof gpu_presets / sizeof gpu_presets[0]; p++) {
-    size_t took = 0, runs = 12;
+    size_t took = 0, btook = 0, runs = 12;
+    int bwd = 1; /* the GPU backward implements every one of them too */
     for (size_t t = 0; t < runs; t++) {
       shape_t s = random_shape(&rng);
       took += (size_t)compare(gpu_presets[p], &s, &rng, AA_ATTN_DEVICE_CUDA);
+      btook += (size_t)cases_bwd_took;
     }
     cases_checks++;
+    AA_CHECK(!bwd || btook == runs, "%s: the GPU backward took %zu of %zu random problems", gpu_presets[p], btook,
+             runs);
+    cases_checks++;
     AA_CHECK(took == runs, "%s: the GPU took %zu of %zu random problems", gpu_presets[p], took, runs);
-    printf("%-20s random problems on the GPU: %zu of %zu\n", gpu_presets[p], took, runs);
+    printf("%-20s random problems on the GPU: %zu of %zu, backward %zu\n", gpu_presets[p], took, runs, btook);
   }
-  printf("rows redone on the host after a doubtful libm value (exact-exp presets): %zu\n", cases_redone);
+  printf("rows redone on the host after a doubtful libm value (exact-exp presets): %zu, backward pairs %zu\n",
+         cases_redone, cases_pairs_redone);
   printf("seed %llu\n%d passed, %d failed\n", (unsigned long long)seed, cases_checks - aa_test_failures,
          aa_test_failures);
   return aa_test_failures ? 1 : 0;

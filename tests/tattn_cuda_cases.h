@@ -47,12 +47,37 @@ static int same_tensor(const aa_tensor_t *a, const aa_tensor_t *b, size_t *first
 
 /* Checks made and failed (tests.h's AA_CHECK counts the failures): GPU-side tests print both. */
 static int cases_checks = 0;
-static size_t cases_redone = 0; /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
+static size_t cases_redone = 0;       /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
+static int cases_bwd_took = 0;        /* the last compare's backward ran on the other device */
+static size_t cases_pairs_redone = 0; /* the same for the backward's pairs (aa_attn_result_t) */
 #define CASE_CHECK(...)                                                                                              \
   do {                                                                                                               \
     cases_checks++;                                                                                                  \
     AA_CHECK(__VA_ARGS__);                                                                                           \
   } while (0)
+
+/* The backward's outputs and counters of the CPU run a against run b on dev. */
+static void compare_bwd(const char *spec, const shape_t *sh, const aa_attn_result_t *a, const aa_attn_result_t *b,
+                        aa_attn_device_t dev) {
+  static const char *const names[] = {"dQ", "dK", "dV"};
+  const aa_tensor_t *ta[] = {&a->dq, &a->dk, &a->dv}, *tb[] = {&b->dq, &b->dk, &b->dv};
+  cases_bwd_took = b->bwd_device == dev;
+  cases_pairs_redone += b->bwd_pairs_redone;
+  CASE_CHECK(a->bwd_device == AA_ATTN_DEVICE_CPU && (cases_bwd_took || b->bwd_device == AA_ATTN_DEVICE_CPU),
+             "%s: backward devices %s and %s", spec, aa_attn_device_name(a->bwd_device),
+             aa_attn_device_name(b->bwd_device));
+  for (int t = 0; t < 3; t++) {
+    size_t i = 0;
+    CASE_CHECK(same_tensor(ta[t], tb[t], &i), "%s n_q %zu n_k %zu d %zu causal %d: %s[%zu] = %a on the CPU, %a on %s",
+               spec, sh->n_q, sh->n_k, sh->d, sh->causal, names[t], i, ta[t]->data[i], tb[t]->data[i],
+               aa_attn_device_name(b->bwd_device));
+  }
+  CASE_CHECK(a->tiles_skipped == b->tiles_skipped && a->dq_reduce.tiles == b->dq_reduce.tiles &&
+                 a->dq_reduce.partials == b->dq_reduce.partials,
+             "%s: tiles skipped %zu/%zu, dq_reduce tiles %llu/%llu partials %llu/%llu", spec, a->tiles_skipped,
+             b->tiles_skipped, (unsigned long long)a->dq_reduce.tiles, (unsigned long long)b->dq_reduce.tiles,
+             (unsigned long long)a->dq_reduce.partials, (unsigned long long)b->dq_reduce.partials);
+}
 
 /* The CPU against dev for one preset on one shape; returns 1 when the GPU path took the forward. */
 static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_attn_device_t dev) {
@@ -60,7 +85,7 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
   aa_recipe_t r;
   aa_problem_t pb;
   aa_error_t err = {{0}};
-  aa_tensor_t q, k, v;
+  aa_tensor_t q, k, v, dO;
   aa_attn_result_t a, b;
   int took = 0;
   if (sh->io == AA_FMT_FP16)
@@ -73,8 +98,10 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
   fill(&q, sh->heads, sh->n_q, sh->d, r.io_fmt, 3.0, rng);
   fill(&k, sh->kv_heads, sh->n_k, sh->d, r.io_fmt, 3.0, rng);
   fill(&v, sh->kv_heads, sh->n_k, sh->d, r.io_fmt, 1.0, rng);
-  int sa = aa_attn_run_device(&a, &pb, &r, &q, &k, &v, NULL, AA_ATTN_DEVICE_CPU, &err);
-  int sb = aa_attn_run_device(&b, &pb, &r, &q, &k, &v, NULL, dev, &err);
+  fill(&dO, sh->heads, sh->n_q, sh->d, r.io_fmt, 1.0, rng);
+  int sa = aa_attn_run_device(&a, &pb, &r, &q, &k, &v, &dO, AA_ATTN_DEVICE_CPU, &err);
+  int sb = aa_attn_run_device(&b, &pb, &r, &q, &k, &v, &dO, dev, &err);
+  cases_bwd_took = 0;
   CASE_CHECK(sa == sb, "%s n_q %zu n_k %zu d %zu: status %d on the CPU, %d on the other device", spec, sh->n_q,
              sh->n_k, sh->d, sa, sb);
   if (sa == AA_OK && sb == AA_OK) {
@@ -94,10 +121,11 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
     CASE_CHECK(a.p_cast == b.p_cast && a.p_over == b.p_over && a.p_under == b.p_under && a.p_max == b.p_max,
                "%s: P casts %zu/%zu/%zu max %a on the CPU, %zu/%zu/%zu max %a", spec, a.p_cast, a.p_over, a.p_under,
                a.p_max, b.p_cast, b.p_over, b.p_under, b.p_max);
+    compare_bwd(spec, sh, &a, &b, dev);
   }
   if (sa == AA_OK) aa_attn_result_free(&a);
   if (sb == AA_OK) aa_attn_result_free(&b);
-  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v);
+  aa_tensor_free(&q), aa_tensor_free(&k), aa_tensor_free(&v), aa_tensor_free(&dO);
   return took;
 }
 

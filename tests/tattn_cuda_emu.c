@@ -50,18 +50,28 @@ int main(void) {
   /* what the GPU forward implements (lib/attn/cuda.c): these presets must take it on every shape */
   static const char *const gpu_presets[] = {"fa2-h100",   "fa2-h100-bi", "fa2",       "efficient-h100",
                                             "cudnn-h100", "flex-h100",   "fa2-fixed", "triton-tutorial"};
+  /* what the GPU backward implements (lib/attn/cuda_bwd.c) */
+  static const char *const bwd_presets[] = {"fa2-h100",       "fa2-h100-bi", "fa2",
+                                            "efficient-h100", "cudnn-h100",  "flex-h100"};
   for (size_t p = 0; p < aa_recipe_preset_count(); p++) {
     const char *name = aa_recipe_preset_name(p);
-    size_t took = 0, runs = sizeof shapes / sizeof shapes[0];
-    for (size_t s = 0; s < runs; s++)
+    size_t took = 0, btook = 0, runs = sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < runs; s++) {
       took += (size_t)compare(name, &shapes[s], &rng, AA_ATTN_DEVICE_CUDA_EMU);
+      btook += (size_t)cases_bwd_took;
+    }
+    for (size_t g = 0; g < sizeof bwd_presets / sizeof bwd_presets[0]; g++)
+      AA_CHECK(strcmp(name, bwd_presets[g]) != 0 || btook == runs, "%s: backward on the GPU path for %zu of %zu",
+               name, btook, runs);
     for (size_t g = 0; g < sizeof gpu_presets / sizeof gpu_presets[0]; g++)
       AA_CHECK(strcmp(name, gpu_presets[g]) != 0 || took == runs, "%s took the GPU path for %zu of %zu problems",
                name, took, runs);
-    printf("%-20s forward on the GPU path for %zu of %zu problems\n", name, took, runs);
+    printf("%-20s forward on the GPU path for %zu of %zu problems, backward %zu\n", name, took, runs, btook);
   }
   /* the exact-exp presets (fa2, flex-h100, ...) flag rows on host threads (2^20-ulp margin): the redo ran */
-  printf("rows redone on the host after a doubtful libm value: %zu\n", cases_redone);
+  printf("rows redone on the host after a doubtful libm value: %zu, backward pairs %zu\n", cases_redone,
+         cases_pairs_redone);
   AA_CHECK(cases_redone > 0, "no row was redone: the doubtful-rounding path is not exercised");
+  AA_CHECK(cases_pairs_redone > 0, "no backward pair was redone: the doubtful-rounding path is not exercised");
   return aa_test_finish("tattn_cuda_emu");
 }

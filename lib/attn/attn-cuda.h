@@ -3,6 +3,7 @@
 #ifndef AA_ATTN_ATTN_CUDA_H
 #define AA_ATTN_ATTN_CUDA_H
 
+#include "attn-bwd-core.h"
 #include "attn-core.h"
 
 #ifdef __cplusplus
@@ -15,6 +16,12 @@ extern "C" {
    AA_EUNSUPPORTED (no device, a CUDA error, or a build without CUDA). */
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
                     unsigned long long *pmax);
+
+/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV, bad and ndoubt ignored; doubt a host list of doubt_cap) on
+   the current device: dQ, dK, dV (host, heads n_q d and kv_heads n_k d floats), *bad (a non-finite pair) and the
+   pairs redone on the host after a doubtful libm exp (*redone). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (also when more
+   than doubt_cap pairs were doubtful). */
+int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone);
 
 #ifdef __cplusplus
 }

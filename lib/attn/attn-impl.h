@@ -201,6 +201,15 @@ int aa_attn_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
    without a device; the caller then runs aa_attn_forward). */
 int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx);
 int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
+/* The same for the backward (cuda_bwd.c): AA_EUNSUPPORTED when the CPU must run it (outside the list, no device,
+   no memory, or a non-finite pair, whose first occurrence only backward.c records). */
+int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx);
+/* The format code of attn-core.h, or -1 outside FP32, BF16 and FP16 (cuda.c). */
+int aa_attn_core_fmt(aa_fmt_t f);
+/* A tc-kK-fF model (AA_SUM_BLOCK, RZ, K <= 32, F <= 25, 23 or 13 output bits): its K, F and output bits; fp32-seq
+   (the FP32 FMA chain) as K = 0; 0 for any other model (cuda.c). */
+int aa_attn_tc_model(aa_accum_t m, int *bk, int *fb, int *ob);
+int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host);
 
 /* The forward's own Q, K, V (lib/attn/fp8.c) when the recipe rotates Q and
    K (fwd.qk_rotate) or casts the operands (fwd.qkv_fmt): fresh arrays the
@@ -246,5 +255,7 @@ int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, siz
    LSE rows; *bias [heads][n_q] as aa_attn_ctx_t.bias. Both malloc'd. */
 int aa_attn_recip_prepare(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, double **dO_eff, double **bias);
 int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
+/* D_i = rowsum(O_i dO_i) as the recipe forms it (bwd.d_order, bwd.d_tile, bwd.d_fmt): row o of O, row g of dO. */
+double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g);
 
 #endif

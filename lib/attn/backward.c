@@ -47,7 +47,7 @@ static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const 
   return lane[0];
 }
 
-static double rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g) {
+double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, dt = r->bwd_d_tile ? r->bwd_d_tile : d;
   double D = 0;
@@ -385,7 +385,7 @@ static void rowsum_heads(const aa_attn_ctx_t *cx, const aa_attn_result_t *out, s
   for (size_t hh = 0; hh < G; hh++) {
     size_t h = g * G + hh;
     for (size_t i = 0; i < n_q; i++)
-      b->D[hh * n_q + i] = rowsum_o_do(cx, out->o.data + (h * n_q + i) * d, cx->dO + (h * n_q + i) * d);
+      b->D[hh * n_q + i] = aa_attn_rowsum_o_do(cx, out->o.data + (h * n_q + i) * d, cx->dO + (h * n_q + i) * d);
   }
 }
 

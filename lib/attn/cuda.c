@@ -17,14 +17,11 @@ int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char 
 }
 #endif
 
-/* The format code of attn-core.h, or -1 outside FP32, BF16 and FP16. */
-static int core_fmt(aa_fmt_t f) {
+int aa_attn_core_fmt(aa_fmt_t f) {
   return f == AA_FMT_FP32 ? AA_CORE_FP32 : f == AA_FMT_BF16 ? AA_CORE_BF16 : f == AA_FMT_FP16 ? AA_CORE_FP16 : -1;
 }
 
-/* A tc-kK-fF model (AA_SUM_BLOCK, RZ): its K, F and output bits; fp32-seq (the FP32 FMA chain) as K = 0; 0 for any
-   other model. */
-static int tc_model(aa_accum_t m, int *bk, int *fb, int *ob) {
+int aa_attn_tc_model(aa_accum_t m, int *bk, int *fb, int *ob) {
   const aa_accum_info_t *in = aa_accum_info(m);
   if (in != NULL && in->sum == AA_SUM_CHAIN && in->out_bits == 23) {
     *bk = 0, *fb = 0, *ob = 23;
@@ -64,15 +61,15 @@ int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx) {
   return path_supported(r) && exp_supported(cx) && r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE &&
          r->fwd_checkpoint == AA_CKPT_LSE && r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 &&
          r->fwd_rowsum_fmt == AA_FMT_FP32 && r->fwd_o_acc_fmt == AA_FMT_FP32 && r->fwd_lse_fmt == AA_FMT_FP32 &&
-         core_fmt(r->io_fmt) > 0 && core_fmt(r->fwd_p_fmt) >= 0 &&
+         aa_attn_core_fmt(r->io_fmt) > 0 && aa_attn_core_fmt(r->fwd_p_fmt) >= 0 &&
          (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && cx->wexp_emu == NULL &&
          r->fwd_exp_emu_freq == 0 && r->fwd_p_scale_exp == 0 && r->quant_p_scale == 1.0 && r->quant_p == 0 &&
          r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0 && r->quant_pv_buffer == 0 && r->quant_smooth_q == 0 &&
          r->quant_smooth_k == 0 && r->fwd_qk_rotate == 0 && r->fwd_qkv_fmt == AA_QKV_NONE &&
-         tc_model(r->fwd_acc_qk, &bk, &fb, &ob) && tc_model(r->fwd_acc_pv, &bk, &fb, &ob) && cx->mod == 0 &&
-         cx->masked == 0 && cx->keep_fwd == NULL && cx->sinks == NULL && cx->v_scale == NULL && cx->d >= 1 &&
-         cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && r->fwd_tile_k > 0 && r->fwd_tile_k <= AA_CORE_MAXTK &&
-         aa_attn_fwd_nsplits(cx) <= 128 && cx->pb->varlen_batch == 0;
+         aa_attn_tc_model(r->fwd_acc_qk, &bk, &fb, &ob) && aa_attn_tc_model(r->fwd_acc_pv, &bk, &fb, &ob) &&
+         cx->mod == 0 && cx->masked == 0 && cx->keep_fwd == NULL && cx->sinks == NULL && cx->v_scale == NULL &&
+         cx->d >= 1 && cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && r->fwd_tile_k > 0 &&
+         r->fwd_tile_k <= AA_CORE_MAXTK && aa_attn_fwd_nsplits(cx) <= 128 && cx->pb->varlen_batch == 0;
 }
 
 static float *to_f32(const double *x, size_t n) {
@@ -152,9 +149,9 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   p->k_desc = r->fwd_k_desc, p->quad = r->fwd_rowsum_quad, p->rs_fma = r->fwd_rowsum_fma;
   p->rs_rounded = r->fwd_rowsum_rounded, p->mulsub = r->exp_form == AA_EXPFORM_EXP2_MULSUB;
   p->o_recip = r->fwd_o_norm == AA_NORM_RECIPROCAL;
-  p->p_fmt = core_fmt(r->fwd_p_fmt), p->io_fmt = core_fmt(r->io_fmt);
-  tc_model(r->fwd_acc_qk, &p->qk_bk, &p->qk_fb, &p->qk_ob);
-  tc_model(r->fwd_acc_pv, &p->pv_bk, &p->pv_fb, &p->pv_ob);
+  p->p_fmt = aa_attn_core_fmt(r->fwd_p_fmt), p->io_fmt = aa_attn_core_fmt(r->io_fmt);
+  aa_attn_tc_model(r->fwd_acc_qk, &p->qk_bk, &p->qk_fb, &p->qk_ob);
+  aa_attn_tc_model(r->fwd_acc_pv, &p->pv_bk, &p->pv_fb, &p->pv_ob);
   p->c = cx->c, p->se = cx->se, p->threshold = r->fwd_rescale_threshold;
   p->sm90 = r->sfu_sm90, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->scale_s = r->scale_fold == AA_SCALE_S;
   p->log2max = r->fwd_lse_form == AA_LSE_LOG2_MAX, p->scale = cx->scale, p->l2e = cx->l2e;

@@ -5,7 +5,8 @@ lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/att
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 lib_libattnacc_core_la_SOURCES += lib/attn/first.c
-lib_libattnacc_core_la_SOURCES += lib/attn/attn-core.h lib/attn/attn-cuda.h lib/attn/cuda.c
+lib_libattnacc_core_la_SOURCES += lib/attn/attn-core.h lib/attn/attn-bwd-core.h lib/attn/attn-cuda.h lib/attn/cuda.c \
+  lib/attn/cuda_bwd.c
 
 # The GPU emulation (configure --with-cuda): its kernels in one .cu compiled by nvcc and wrapped as a libtool object
 # by Makefile.am's .cu.lo rule. Without CUDA, cuda.c finds no device and the CPU runs every pass.
@@ -13,7 +14,7 @@ EXTRA_DIST += lib/attn/attn_cuda_kern.cu
 if HAVE_CUDA
 lib_libattnacc_core_la_LIBADD += lib/attn/attn_cuda_kern.lo
 # built by the .cu.lo rule of Makefile.am
-lib/attn/attn_cuda_kern.lo: $(srcdir)/lib/attn/attn-core.h $(srcdir)/lib/attn/attn-cuda.h $(srcdir)/lib/gemm/tc-core.h \
+lib/attn/attn_cuda_kern.lo: $(srcdir)/lib/attn/attn-core.h $(srcdir)/lib/attn/attn-bwd-core.h $(srcdir)/lib/attn/attn-cuda.h $(srcdir)/lib/gemm/tc-core.h \
 	  $(srcdir)/lib/exp/sm90-core.h $(srcdir)/lib/hd.h
 CLEANFILES += lib/attn/attn_cuda_kern.lo lib/attn/attn_cuda_kern.o lib/attn/.libs/attn_cuda_kern.o
 endif

@@ -401,6 +401,16 @@ static int run_forward(const aa_attn_ctx_t *cx, aa_attn_result_t *out, aa_error_
   return st;
 }
 
+/* aa_attn_backward, or the GPU emulation where asked for and implemented (cuda_bwd.c); out->bwd_device says which. */
+static int backward_device(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+  if (cx->device != AA_ATTN_DEVICE_CPU) {
+    int emu = cx->device == AA_ATTN_DEVICE_CUDA_EMU, st = aa_attn_backward_cuda(cx, out, emu);
+    if (st == AA_OK) out->bwd_device = emu ? AA_ATTN_DEVICE_CUDA_EMU : AA_ATTN_DEVICE_CUDA;
+    if (st != AA_EUNSUPPORTED) return st;
+  }
+  return aa_attn_backward(cx, out);
+}
+
 /* bwd.exp_form: a backward whose weights take another exp form than the forward's (xformers: the forward's
    exp2f(S*scale*kLog2e - mi), the backward's expf(S*scale - LSE), kernel_backward.h processBlockIJ and
    mma_from_smem.h accumApplyLSEToSmem) runs on a copy of the recipe with that exp_form and its coefficient. */
@@ -412,7 +422,7 @@ static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out)
   aa_attn_ctx_t cb = *cx;
   cb.r = rb;
   cb.c = exp_coef(cx, rb);
-  int st = aa_attn_backward(&cb, out);
+  int st = backward_device(&cb, out);
   free(rb);
   return st;
 }
@@ -422,7 +432,7 @@ static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out)
    biases. */
 static int run_backward(run_t *rn, aa_attn_result_t *out) {
   aa_attn_ctx_t *cx = &rn->cx;
-  out->bwd_device = AA_ATTN_DEVICE_CPU; /* the backward has no GPU path yet */
+  out->bwd_device = AA_ATTN_DEVICE_CPU; /* unless the GPU emulation runs it below */
   if (cx->r->bwd_norm == AA_BWDNORM_RECIP) {
     int st = aa_attn_recip_prepare(cx, out, &rn->dO_eff, &rn->bias);
     cx->dO = rn->dO_eff;
@@ -431,7 +441,7 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
   }
   cx->dq_mul = cx->scale;
   if (cx->r->bwd_exp_form) return backward_own_exp_form(cx, out);
-  return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : aa_attn_backward(cx, out);
+  return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : backward_device(cx, out);
 }
 
 /* Steps 4 and 5 on a ready context and outputs; a failure names the recipe. */

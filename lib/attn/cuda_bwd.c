@@ -1,0 +1,228 @@
+/* attnacc: which backwards the GPU emulation runs (an explicit list of recipe values), and its inputs and outputs. */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn-bwd-core.h"
+#include "attn-cuda.h"
+#include "attn-impl.h"
+
+#ifndef AA_HAVE_CUDA /* no kernels in this build: the device side says so */
+int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone) {
+  (void)p, (void)dQ, (void)dK, (void)dV, (void)bad, (void)redone;
+  return AA_EUNSUPPORTED;
+}
+#endif
+
+/* A product model with an FP32 result (so that S, dP and the accumulators need no rounding of their own): {K, F,
+   23} as aa_attn_tc_model gives it. */
+static int tc_model(aa_accum_t m, int *out) {
+  return aa_attn_tc_model(m, &out[0], &out[1], &out[2]) && out[2] == 23;
+}
+
+/* The backward's tiles as backward.c's aa_attn_backward sets them; 0 when they are outside the core's (several
+   sections, a dQ sub-tile below the key tile). */
+static int tiles(const aa_attn_ctx_t *cx, size_t *tq, size_t *tk) {
+  const aa_recipe_t *r = cx->r;
+  *tq = r->bwd_tile_q ? r->bwd_tile_q : cx->n_q;
+  if (*tq > cx->n_q) *tq = cx->n_q;
+  *tk = cx->n_k;
+  if (r->bwd_tile_k) {
+    *tk = r->bwd_tile_k;
+    if (cx->n_k < *tk) *tk = r->bwd_tile_k_short ? r->bwd_tile_k_short : cx->n_k;
+  }
+  return r->bwd_section == 0 && *tq > 0 && *tk > 0 && (r->bwd_sub_k == 0 || r->bwd_sub_k >= *tk);
+}
+
+/* Every recipe field backward.c (and run.c's run_backward) reads on the backward's path is a parameter of
+   aa_core_bwd_t or holds the value listed here: the LSE backward with the sm90 exp2 of the weights, FP32
+   everywhere inside, dK/dV chained, dQ by ordered FP32 adds, the scales at the end, on plain problems. */
+static int fmts_supported(const aa_recipe_t *r) {
+  return r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->bwd_dp_fmt == AA_FMT_FP32 &&
+         r->bwd_d_fmt == AA_FMT_FP32 && r->bwd_dq_acc_fmt == AA_FMT_FP32 && r->bwd_dq_section_fmt == AA_FMT_FP32 &&
+         r->bwd_dkv_acc_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
+         aa_attn_core_fmt(r->bwd_p_ds_fmt) >= 0 && aa_attn_core_fmt(r->bwd_p_dv_fmt) >= 0 &&
+         aa_attn_core_fmt(r->bwd_ds_fmt) >= 0;
+}
+
+static int models(const aa_recipe_t *r, int m[5][3]) {
+  return tc_model(r->bwd_acc_qk, m[AA_CORE_QK]) && tc_model(r->bwd_acc_dp, m[AA_CORE_DP]) &&
+         tc_model(r->bwd_acc_dv, m[AA_CORE_DV]) && tc_model(r->bwd_acc_dk, m[AA_CORE_DK]) &&
+         tc_model(r->bwd_acc_dq, m[AA_CORE_DQ]);
+}
+
+int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
+  const aa_recipe_t *r = cx->r;
+  const aa_exp_t *e = cx->wexp_bwd;
+  int m[5][3], kind = r->bwd_dq_reduce.kind;
+  size_t tq, tk;
+  int exp2 = r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB;
+  /* the weights' exp: the sm90 exp2 model, or the exact exp of any form, whose doubtful roundings the host redoes */
+  int exp_ok = e == NULL ? exp2 || r->exp_form == AA_EXPFORM_NATURAL
+                         : exp2 && e->kind == AA_EXP_EX2_SM90 && e->order == AA_EXP_ORDER_FP32;
+  /* bwd.exp_form arrives here resolved (run.c backward_own_exp_form) */
+  return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE &&
+         r->fwd_checkpoint == AA_CKPT_LSE && r->bwd_norm == AA_BWDNORM_LSE && r->bwd_k_prescale == 0 && exp_ok &&
+         (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && r->bwd_d_source == AA_DSRC_O_DO &&
+         r->bwd_dq_scale != AA_GSCALE_TILE && r->bwd_dkv_accumulate == AA_KVACC_CHAIN &&
+         (kind == AA_REDUCE_FP32_ORDERED || kind == AA_REDUCE_SECTION_ROUNDTRIP) && r->quant_ds == 0 &&
+         cx->bias == NULL && cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL &&
+         cx->d >= 1 && cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
+}
+
+/* x in FP32; 0 without memory or when a value is not exact in FP32 (an operand the core cannot take as is). */
+static int to_f32(float **dst, const double *x, size_t n) {
+  *dst = malloc((n ? n : 1) * sizeof **dst);
+  if (*dst == NULL) return 0;
+  for (size_t i = 0; i < n; i++) {
+    (*dst)[i] = (float)x[i];
+    if ((double)(*dst)[i] != x[i] && x[i] == x[i]) return 0;
+  }
+  return 1;
+}
+
+/* The pairs backward.c computes (skip_masked: those whose tile some row sees); returns the skipped count. */
+static size_t fill_seen(unsigned char *seen, const aa_core_bwd_t *p, int skip) {
+  size_t skipped = 0;
+  for (size_t t = 0; t < p->nqt; t++)
+    for (size_t kt = 0; kt < p->nkt; kt++) {
+      size_t i1 = (t + 1) * p->tq < p->n_q ? (t + 1) * p->tq : p->n_q;
+      int64_t j0 = (int64_t)(kt * p->tk), j1 = (int64_t)((kt + 1) * p->tk < p->n_k ? (kt + 1) * p->tk : p->n_k);
+      int s = !skip;
+      for (size_t i = t * p->tq; i < i1 && !s; i++)
+        s = (p->lo[i] > j0 ? p->lo[i] : j0) < (p->hi[i] < j1 ? p->hi[i] : j1);
+      seen[t * p->nkt + kt] = (unsigned char)s;
+      skipped += !s;
+    }
+  return skipped;
+}
+
+/* The parameters from the context (own: what the caller frees); *skipped: backward.c's tiles_skipped. */
+static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_result_t *out, void **own,
+                       size_t *skipped) {
+  const aa_recipe_t *r = cx->r;
+  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d, rows = cx->heads * nq, nK = cx->kv_heads * nk * d;
+  memset(p, 0, sizeof *p);
+  tiles(cx, &p->tq, &p->tk);
+  models(r, p->tc);
+  p->n_q = nq, p->n_k = nk, p->d = d, p->heads = cx->heads, p->group = cx->group;
+  p->nqt = (nq + p->tq - 1) / p->tq, p->nkt = (nk + p->tk - 1) / p->tk;
+  p->q_desc = r->bwd_q_desc, p->scale_s = r->scale_fold == AA_SCALE_S;
+  p->mulsub = r->exp_form == AA_EXPFORM_EXP2_MULSUB;
+  p->pds_fmt = aa_attn_core_fmt(r->bwd_p_ds_fmt), p->pdv_fmt = aa_attn_core_fmt(r->bwd_p_dv_fmt);
+  p->ds_fmt = aa_attn_core_fmt(r->bwd_ds_fmt), p->io_fmt = aa_attn_core_fmt(r->io_fmt);
+  p->gqa_sum = r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED;
+  p->dk_end = r->bwd_dk_scale == AA_GSCALE_END, p->dq_end = r->bwd_dq_scale == AA_GSCALE_END;
+  p->c = cx->c, p->scale = cx->scale, p->l2e = cx->l2e, p->dq_mul = cx->dq_mul;
+  p->sm90 = cx->wexp_bwd != NULL, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->ds_scale = (int)r->bwd_ds_scale;
+  float *f[6] = {NULL};
+  double *D = malloc((rows ? rows : 1) * sizeof *D);
+  own[6] = D;
+  int ok = D != NULL;
+  for (size_t h = 0; ok && h < cx->heads; h++)
+    for (size_t i = 0; i < nq; i++)
+      D[h * nq + i] = aa_attn_rowsum_o_do(cx, out->o.data + (h * nq + i) * d, cx->dO + (h * nq + i) * d);
+  ok = ok && to_f32(&f[0], cx->Q, rows * d) && to_f32(&f[1], cx->K, nK) && to_f32(&f[2], cx->V, nK) &&
+       to_f32(&f[3], cx->dO, rows * d) && to_f32(&f[4], out->lse.data, rows) && to_f32(&f[5], D, rows);
+  for (int x = 0; x < 6; x++)
+    own[x] = f[x];
+  int64_t *lohi = malloc(2 * (nq ? nq : 1) * sizeof *lohi);
+  unsigned char *seen = malloc(p->nqt * p->nkt + 1);
+  own[7] = lohi, own[8] = seen;
+  if (!ok || lohi == NULL || seen == NULL) return AA_ENOMEM; /* or an operand outside FP32: the CPU runs it */
+  for (size_t i = 0; i < nq; i++) {
+    size_t lo, hi;
+    aa_problem_row_keys(cx->pb, i, &lo, &hi);
+    lohi[i] = (int64_t)lo, lohi[nq + i] = (int64_t)hi;
+  }
+  p->Q = f[0], p->K = f[1], p->V = f[2], p->dO = f[3], p->LSE = f[4], p->D = f[5];
+  p->lo = lohi, p->hi = lohi + nq, p->seen = seen;
+  *skipped = fill_seen(seen, p, r->bwd_skip_masked) * cx->heads;
+  return AA_OK;
+}
+
+/* The pairs whose exact exp was too close to call, again with the host's libm (the CPU's). Returns the count, or
+   -1 when the list overflowed. */
+static long redo_pairs(aa_core_bwd_t *p) {
+  unsigned long long n = *p->ndoubt;
+  if (n > p->doubt_cap) return -1;
+  int margin = p->doubt_log2, doubt = 0;
+  p->doubt_log2 = -1;
+  for (unsigned long long x = 0; x < n; x++) {
+    unsigned long long pr = p->doubt[x], row = pr / p->n_k;
+    aa_core_bwd_vals(p, row / p->n_q, row % p->n_q, pr % p->n_k, p->Pdv + pr, p->dS + pr, &doubt);
+  }
+  p->doubt_log2 = margin;
+  return (long)n;
+}
+
+/* The three passes on host threads: what each CUDA thread does, one element after another. */
+static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone) {
+  size_t hq = p->heads * p->n_q, kvh = p->heads / p->group, nk = p->n_k, d = p->d;
+  p->Pdv = malloc((hq * nk + 1) * sizeof(float)), p->dS = malloc((hq * nk + 1) * sizeof(float));
+  if (p->Pdv == NULL || p->dS == NULL) return AA_ENOMEM;
+  p->dQ = dQ, p->dK = dK, p->dV = dV, p->bad = bad;
+#pragma omp parallel for schedule(static)
+  for (size_t x = 0; x < hq * nk; x++)
+    aa_core_bwd_pair(p, x / (p->n_q * nk), x / nk % p->n_q, x % nk);
+  long n = redo_pairs(p);
+  if (n < 0) return AA_EUNSUPPORTED;
+  *redone = (size_t)n;
+#pragma omp parallel for schedule(static)
+  for (size_t x = 0; x < kvh * nk * d; x++)
+    aa_core_bwd_kv(p, x / (nk * d), x / d % nk, x % d);
+#pragma omp parallel for schedule(static)
+  for (size_t x = 0; x < hq * d; x++)
+    aa_core_bwd_dq(p, x / (p->n_q * d), x / d % p->n_q, x % d);
+  return AA_OK;
+}
+
+/* The outputs as backward.c leaves them, with its counters. */
+static void store(const aa_core_bwd_t *p, aa_attn_result_t *out, const float *dQ, const float *dK, const float *dV,
+                  size_t skipped) {
+  size_t nq = p->heads * p->n_q * p->d, nk = p->heads / p->group * p->n_k * p->d;
+  for (size_t x = 0; x < nq; x++)
+    out->dq.data[x] = dQ[x];
+  for (size_t x = 0; x < nk; x++)
+    out->dk.data[x] = dK[x], out->dv.data[x] = dV[x];
+  aa_reduce_stats_t st;
+  memset(&st, 0, sizeof st);
+  st.tiles = p->heads * p->nqt, st.partials = p->heads * p->nqt * p->nkt - skipped;
+  aa_reduce_stats_add(&out->dq_reduce, &st);
+  out->tiles_skipped = skipped;
+}
+
+int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_host) {
+  if (!aa_attn_cuda_bwd_supported(cx)) return AA_EUNSUPPORTED;
+  if (!on_host && aa_gemm_cuda_devices() == 0) return AA_EUNSUPPORTED;
+  aa_core_bwd_t p;
+  void *own[9] = {NULL};
+  size_t skipped = 0, nq = cx->heads * cx->n_q * cx->d, nk = cx->kv_heads * cx->n_k * cx->d;
+  int st = fill_params(&p, cx, out, own, &skipped);
+  float *dQ = malloc((nq + 1) * sizeof *dQ), *dK = malloc((nk + 1) * sizeof *dK), *dV = malloc((nk + 1) * sizeof *dV);
+  unsigned bad = 0;
+  unsigned long long ndoubt = 0;
+  size_t redone = 0;
+  /* the exact exp's doubtful pairs: 8 ulps cover glibc's and CUDA's libm errors (cuda.c); on host threads 2^20
+     ulps list many, so tests/tattn_cuda_emu checks the redo */
+  p.doubt_log2 = on_host ? 20 : 3;
+  p.doubt_cap = 1u << 20, p.ndoubt = &ndoubt;
+  p.doubt = malloc(p.doubt_cap * sizeof *p.doubt);
+  if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL || p.doubt == NULL)) st = AA_ENOMEM;
+  if (st == AA_OK && on_host) {
+    st = run_host(&p, dQ, dK, dV, &bad, &redone);
+    free(p.Pdv), free(p.dS);
+  } else if (st == AA_OK) {
+    st = aa_atcu_backward(&p, dQ, dK, dV, &bad, &redone);
+  }
+  free(p.doubt);
+  out->bwd_pairs_redone = redone;
+  if (st == AA_OK && bad) st = AA_EUNSUPPORTED; /* a non-finite pair: the CPU's backward records where */
+  if (st == AA_OK) store(&p, out, dQ, dK, dV, skipped);
+  for (int x = 0; x < 9; x++)
+    free(own[x]);
+  free(dQ), free(dK), free(dV);
+  return st == AA_ENOMEM ? AA_EUNSUPPORTED : st; /* a device out of memory: the CPU runs it */
+}
