@@ -188,8 +188,6 @@ void aa_attn_finish_empty(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 /* mask.phantom_tile (recipe.h): dQ rows NaN where a phantom slot's dS = P (0 - D) of the last key tile
    overflows FP32 (P = exp(-LSE)). */
 void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
-/* D = rowsum(O dO) of one row as the backward forms it (bwd.d_fmt, bwd.d_tile, bwd.d_order). */
-double aa_attn_rowsum_d(const aa_attn_ctx_t *cx, const double *o, const double *g);
 /* Two-pass softmax of one whole row: P[j] = round(p_j / l, fwd.p_fmt) for
    visible j (0 elsewhere); returns m and l (l = 0 for an empty row). */
 void aa_attn_twopass_row(const aa_attn_ctx_t *cx, double *P, const double *S, const uint8_t *vis, size_t n,

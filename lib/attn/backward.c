@@ -62,10 +62,6 @@ double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const doubl
   return D;
 }
 
-double aa_attn_rowsum_d(const aa_attn_ctx_t *cx, const double *o, const double *g) {
-  return rowsum_o_do(cx, o, g);
-}
-
 /* Per kv-head state (one per outer thread). */
 typedef struct {
   double *dk, *dv, *dkp, *dvp; /* section accumulators and PSUMs [sec x d] */

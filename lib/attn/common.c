@@ -170,7 +170,7 @@ void aa_attn_phantom_keys(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
     for (size_t i = 0; i < n_q; i++) {
       size_t row = h * n_q + i;
       double lse = out->lse.data[row], p = aa_attn_alu(exp(-lse), alu); /* LSE = -Inf: +Inf */
-      double D = aa_attn_rowsum_d(cx, out->o.data + row * d, cx->dO + row * d);
+      double D = aa_attn_rowsum_o_do(cx, out->o.data + row * d, cx->dO + row * d);
       double ds = aa_attn_alu(p * (0 - D), alu);
       if (isfinite(ds)) continue;
       fill_nan(&out->dq, row * d, d);
