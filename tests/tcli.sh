@@ -169,7 +169,8 @@ check_same() { # check_same WHAT RUNJSON SCOREJSON
     [ -n "$a" ] && [ "$a" = "$b" ] || FAIL "tcli $1: $o differs between run and score: run: $a score: $b"
   done
 }
-"$A" run --variant fa2 --n 48 --d 16 --seed 3 --save "$T/s1" --json >"$T/rs" 2>"$T/e" || FAIL "tcli --save: $(cat "$T/e")"
+# run is given score's oracle target (2^-32, aa_score_oracle_target): the same oracle, so the same metrics
+"$A" run --variant fa2 --n 48 --d 16 --seed 3 --oracle-target 2^-32 --save "$T/s1" --json >"$T/rs" 2>"$T/e" || FAIL "tcli --save: $(cat "$T/e")"
 for f in q k v do o dq dk dv; do
   [ -f "$T/s1/$f.npy" ] || FAIL "tcli --save: $f.npy missing"
   head -c 80 "$T/s1/$f.npy" | grep -q "'descr': '<u2'" || FAIL "tcli --save: $f.npy is not '<u2'"
@@ -179,7 +180,7 @@ done
 [ "$("$J" "$T/ss" runs.0.variant)" = external ] || FAIL "tcli score: variant is not external"
 check_same "save/score" "$T/rs" "$T/ss"
 # with a causal mask, GQA and sinks
-"$A" run --variant fa2 --n 40 --d 16 --heads 2 --kv-heads 1 --causal --seed 4 --save "$T/s2" --json >"$T/rs2" 2>"$T/e" ||
+"$A" run --variant fa2 --n 40 --d 16 --heads 2 --kv-heads 1 --causal --seed 4 --oracle-target 2^-32 --save "$T/s2" --json >"$T/rs2" 2>"$T/e" ||
   FAIL "tcli --save causal GQA: $(cat "$T/e")"
 "$A" score --inputs "$T/s2" --grads "$T/s2" --causal --json >"$T/ss2" 2>"$T/e" || FAIL "tcli score causal GQA: $(cat "$T/e")"
 check_same "save/score causal GQA" "$T/rs2" "$T/ss2"
@@ -191,7 +192,7 @@ for o in o dq dk dv; do
   [ "$a" = "$b" ] || FAIL "tcli score --fa: $o fa fields differ: run: $a score: $b"
 done
 # run --inputs on the saved files reproduces the drawn run
-"$A" run --variant fa2 --inputs "$T/s1" --json >"$T/ri" 2>"$T/e" || FAIL "tcli run --inputs: $(cat "$T/e")"
+"$A" run --variant fa2 --inputs "$T/s1" --oracle-target 2^-32 --json >"$T/ri" 2>"$T/e" || FAIL "tcli run --inputs: $(cat "$T/e")"
 check_same "run --inputs" "$T/rs" "$T/ri"
 
 # ---- bad files: malformed, mismatched shapes, NaN ----

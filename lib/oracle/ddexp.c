@@ -75,8 +75,14 @@ void aa_oracle_exp_tab_init(aa_or_exp_tab_t *tab) {
    same bits, so results do not depend on how the callers block the calls.
    flatten: GCC 12 does not inline the element function into the clones on its own; called out of line, as with
    an int table index (ddcore.h), the loop ran scalar with fma a libm call: 26% of the tiled kernel's time (perf,
-   n = 2048, one thread). */
-__attribute__((flatten, target_clones("avx512f", "arch=x86-64-v3", "default"))) static void
+   n = 2048, one thread). clang 14 refuses flatten beside target_clones, so it is left to clang's own inlining there
+   (the bits are the same either way). */
+#if defined(__clang__)
+#define AA_DD_EXP_FLATTEN
+#else
+#define AA_DD_EXP_FLATTEN flatten,
+#endif
+__attribute__((AA_DD_EXP_FLATTEN target_clones("avx512f", "arch=x86-64-v3", "default"))) static void
 dd_exp_clones(double *restrict yh, double *restrict yl, const double *restrict xh, const double *restrict xl,
               size_t n, const aa_or_exp_tab_t *restrict tab) {
 #pragma omp simd
