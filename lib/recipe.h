@@ -443,7 +443,9 @@ struct aa_recipe {
   int quant_v_axis;       /* aa_quant_axis_t: V's blocks along d or along the keys */
   int quant_nvfp4_global; /* aa_nvfp4_global_t: NVFP4's FP32 scale from the amax, or fixed (operands 1, P 448 x 6) */
   /* mask.phantom_tile T (0: off; aa_attn_phantom_keys): with an attention
-     mask or bias, when n_k mod T lies in (0, T/2], the key slots past n_k in
+     mask or bias, when n_k mod T = T/2 (pytorch 196678: "seq_len % 128 ==
+     64"; the H200 grids show no such NaN at the other residues, 1 to 104),
+     the key slots past n_k in
      the last T-key tile enter dQ's backward with score 0 and K = V = 0, so
      their dP = dO . V = 0 and dS = P (0 - D), P = exp(0 - LSE), overflows
      FP32 where P does (a row's LSE below -ln(FLT_MAX), about -88.72; -Inf

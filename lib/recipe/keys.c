@@ -286,7 +286,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "quant.nvfp4_global", .type = AA_KEY_ENUM, .offset = F_(quant_nvfp4_global), .names = nvfp4_global_names, .def = "tensor", .omit = AA_OMIT_DEFAULT,
      .desc = "NVFP4's FP32 scale: 448 x 6 / amax of the tensor or tile, or fixed: 1 for Q K V dO, 448 x 6 for P and dS (P <= 1 maps to 2688)", .cite = "[te-nvfp4]; [sage] fp4_quantization_4d.cu:196-204, softmax_fused.h:32-34"},
     {.key = "mask.phantom_tile", .type = AA_KEY_SIZE, .offset = F_(mask_phantom_tile), .max = SIZE_MAX_KEY, .def = "0", .omit = AA_OMIT_DEFAULT,
-     .desc = "with a mask, n_k mod T in (0, T/2]: the key slots past n_k in the last T-key tile score 0 in dQ's backward, NaN dQ rows where their dS = exp(-LSE) (0 - D) overflows FP32 (0: off)", .cite = "inferred: fixtures/h200-nan, pytorch 196678"},
+     .desc = "with a mask, n_k mod T = T/2: the key slots past n_k in the last T-key tile score 0 in dQ's backward, NaN dQ rows where their dS = exp(-LSE) (0 - D) overflows FP32 (0: off)", .cite = "inferred: fixtures/h200-nan, pytorch 196678"},
     {.key = "tiling", .type = AA_KEY_ENUM, .offset = F_(tiling_fa2), .names = tiling_names, .def = "fixed", .omit = AA_OMIT_DEFAULT,
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
