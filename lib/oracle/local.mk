@@ -27,9 +27,9 @@ endif
 # closed forms, finite differences, identities, kernels (dd exp, spans, rounding);
 # the tiled fast kernel against the row-by-row one, bit for bit, and across thread counts.
 check_PROGRAMS += tests/toracle tests/toracle_closed tests/toracle_kernels tests/toracle_tiled tests/toracle_target \
-	tests/toracle_features tests/toracle_property tests/toracle_tier64
+	tests/toracle_features tests/toracle_property tests/toracle_tier64 tests/toracle_round
 TESTS += tests/toracle_kernels tests/toracle tests/toracle_closed tests/toracle_tiled tests/toracle_target \
-	tests/toracle_features tests/toracle_property tests/toracle_tier64
+	tests/toracle_features tests/toracle_property tests/toracle_tier64 tests/toracle_round
 tests_toracle_SOURCES = tests/toracle.c
 tests_toracle_LDADD = $(LDADD) -lmpfr -lgmp -lm
 tests_toracle_closed_SOURCES = tests/toracle_closed.c
@@ -50,6 +50,9 @@ tests_toracle_property_LDADD = $(LDADD) -lmpfr -lgmp -lm
 # the binary64 tier of loose targets against the MPFR path at 256 bits, on adversarial inputs and thread counts.
 tests_toracle_tier64_SOURCES = tests/toracle_tier64.c
 tests_toracle_tier64_LDADD = $(LDADD) -lmpfr -lgmp -lm
+# the BF16/FP32 rounding of a double and the settle's interval steps against MPFR and nextafter.
+tests_toracle_round_SOURCES = tests/toracle_round.c
+tests_toracle_round_LDADD = $(LDADD) -lmpfr -lgmp -lm
 # the same through the command: huge logits, the range refusal of score (exit 2)
 TESTS += tests/tcertificate.sh
 EXTRA_DIST += tests/tcertificate.sh
