@@ -102,13 +102,16 @@ size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i
   const aa_problem_t *pb = cx->pb;
   int mask = cx->masked && cx->r->mask_score == AA_MASKSC_NEGINF;
   size_t cnt = 0;
-  for (size_t a = 0; a < tq; a++)
+  for (size_t a = 0; a < tq; a++) {
+    size_t lo, hi; /* aa_problem_visible's interval, once per row rather than per key */
+    aa_problem_row_keys(pb, i0 + a, &lo, &hi);
     for (size_t b = 0; b < tk; b++) {
-      uint8_t v = (uint8_t)aa_problem_visible(pb, i0 + a, j0 + b);
+      uint8_t v = (uint8_t)(j0 + b >= lo && j0 + b < hi);
       if (v && mask) v = (uint8_t)aa_problem_mask_ok(pb, h, i0 + a, j0 + b);
       vis[a * tk + b] = v;
       cnt += v;
     }
+  }
   return cnt;
 }
 
