@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hd.h"
+#include "../hd.h"
 
 /* Written once for both compilers: the GPU kernels must give every value bit for bit as the CPU rows kernel does,
    so both must run these very operations. nvcc compiles them with -fmad=false and the CPU oracle with
