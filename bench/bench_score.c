@@ -24,7 +24,7 @@ static const char *const usage =
     "    cold      --cache in a fresh folder (the oracle computed and stored), rule fa (the naive reference runs)\n"
     "    cold-ar   the same with --rule abs-rel (no naive reference)\n"
     "    warm      the oracle read from the --cache folder, rule fa; warm-ar with --rule abs-rel\n"
-    "    rows      --rows K (default 64) without a cache, rule fa\n"
+    "    rows      --rows K (default 64: o, dq of K rows, dk, dv of one kv head) without a cache, rule fa\n"
     "  --phases: also the library's steps in this process (oracle, cache key, cache read, naive reference,\n"
     "  comparison), to show where a cold score spends its time\n"
     "  shapes: default 2,8,1024,128 and 1,16,4096,64; --cli: the command (default experiments/attnacc, or\n"

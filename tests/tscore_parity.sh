@@ -1,5 +1,5 @@
 #!/bin/sh
-# attnacc: `attnacc score` expresses run's problems: the same oracle bits for softcap, ALiBi, bottom-right, windows and sinks, one shared --cache entry (naive reference and expect recipe included), the kernel's keep mask and lse, and --rows K against the full score.
+# attnacc: `attnacc score` expresses run's problems: the same oracle bits for softcap, ALiBi, bottom-right, windows and sinks, one shared --cache entry (naive reference and expect recipe included), the kernel's keep mask and lse, and --rows K (its drawn rows and its kv head group) against the full score.
 # SPDX-License-Identifier: LGPL-3.0-or-later
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -131,8 +131,8 @@ sys.exit(0 if e < 1e-13 else print('relative difference', e) or 1)" || FAIL "dro
 [ $? = 2 ] || FAIL "dropout: a keep mask holding 0.5 was not refused"
 
 # 5. --rows K: the measures of o and dq over the drawn rows are those numpy computes from the full oracle on
-# exactly those rows (indices in the caller's rows); planted bugs (o * 1.02, dq * 1.05) fail the fa rule in both
-# the full and the subsampled score, the kernel's own outputs pass both; ALiBi is refused.
+# exactly those rows (indices in the caller's rows); planted bugs (o * 1.02, dq * 1.05, dk * 1.05) fail the default
+# rule in both the full and the subsampled score, the kernel's own outputs pass both; ALiBi is refused.
 "$A" run --variant fa2 --n 256 --d 16 --heads 2 --causal $ST --save "$T/big" --save-oracle "$T/big_or" >/dev/null 2>&1 ||
   FAIL "rows: run failed"
 "$A" score --inputs "$T/big" --grads "$T/big" --causal --rows 24 --rows-seed 5 --json >"$T/rows.json" 2>"$T/err" ||
@@ -144,7 +144,7 @@ T = sys.argv[1]
 d = json.load(open(T + "/rows.json"))
 rows = d["rows"]["rows"]
 assert d["rows"]["k"] == 24 and len(set(rows)) == 24 and rows == sorted(rows) and max(rows) < 256, d["rows"]
-assert d["rows"]["scored"] == ["o", "dq", "lse"], d["rows"]["scored"]
+assert d["rows"]["scored"] == ["o", "dq", "dk", "dv", "lse"], d["rows"]["scored"]
 out = d["runs"][0]["outputs"]
 for n in ("o", "dq"):
     got = load(f"{T}/big/{n}.npy")[:, rows]
@@ -154,17 +154,16 @@ for n in ("o", "dq"):
     idx = list(np.unravel_index(err.argmax(), err.shape))
     idx[1] = rows[idx[1]]
     assert out[n]["robust"]["worst_abs"]["index"] == idx, (n, out[n]["robust"]["worst_abs"]["index"], idx)
-assert "dk" not in out and "dv" not in out
 PY
 "$py" - "$T" <<'PY' || FAIL "rows: could not plant the bugs"
 import sys, shutil, numpy as np
 from bf import load
 T = sys.argv[1]
-for name, out, f in (("bad_o", "o", 1.02), ("bad_dq", "dq", 1.05)):
+for name, out, f in (("bad_o", "o", 1.02), ("bad_dq", "dq", 1.05), ("bad_dk", "dk", 1.05)):
     shutil.copytree(T + "/big", f"{T}/{name}")
     np.save(f"{T}/{name}/{out}.npy", (load(f"{T}/big/{out}.npy") * f).astype(np.float32))
 PY
-for c in big:0 bad_o:1 bad_dq:1; do
+for c in big:0 bad_o:1 bad_dq:1 bad_dk:1; do
   dir=${c%%:*}
   want=${c#*:}
   "$A" score --inputs "$T/$dir" --grads "$T/$dir" --causal --kernel-fmt bf16 >/dev/null 2>&1
@@ -176,6 +175,66 @@ for c in big:0 bad_o:1 bad_dq:1; do
 done
 "$A" score --inputs "$T/r_alibi" --grads "$T/r_alibi" --alibi --rows 8 >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q "ALiBi" "$T/err" || FAIL "rows: --rows with ALiBi was not refused naming it"
+
+# --rows scores dk and dv on one kv head group: GQA with a batch ([2, 4, 64, 16] queries, 2 kv heads per batch;
+# --rows-seed 5 draws the folded kv head 3, batch 1 kv head 1, so every index is moved). Its dk and dv statistics
+# and rules must be those of a full score (no --rows) of that group's arrays alone, sliced here with numpy, their
+# indices moved to the caller's (batch, kv head); and its max_abs that of numpy against run's oracle of the whole
+# problem on that kv head.
+"$A" run --variant fa2 --n 64 --d 16 --heads 8 --kv-heads 4 --causal $ST --save "$T/gqa" --save-oracle "$T/gqa_or" \
+  >/dev/null 2>&1 || FAIL "rows kv group: run failed"
+"$py" - "$T" <<'PY' || FAIL "rows kv group: could not write the batched arrays"
+import sys, os, numpy as np
+T = sys.argv[1]
+os.makedirs(T + "/gb")
+for n in ("q", "k", "v", "do", "o", "dq", "dk", "dv", "lse"):
+    a = np.load(f"{T}/gqa/{n}.npy")  # folded [B*H, ...]: batch-major, as bhnd folds it
+    np.save(f"{T}/gb/{n}.npy", a.reshape(2, a.shape[0] // 2, *a.shape[1:]))
+PY
+"$A" score --inputs "$T/gb" --grads "$T/gb" --layout bhnd --causal --rows 16 --rows-seed 5 --rule all --no-fail \
+  --json >"$T/grows.json" 2>"$T/err" || FAIL "rows kv group: score --rows failed: $(cat "$T/err")"
+grep -q "not scored" "$T/err" && FAIL "rows kv group: a note still says something is not scored: $(cat "$T/err")"
+"$py" - "$T" <<'PY' || FAIL "rows kv group: could not slice the group"
+import sys, os, json, numpy as np
+T = sys.argv[1]
+g = json.load(open(T + "/grows.json"))["rows"]
+assert g["scored"] == ["o", "dq", "dk", "dv", "lse"], g["scored"]
+kv = g["kv_group"]
+assert (kv["index"], kv["batch"], kv["kv_head"], kv["query_heads"]) == (3, 1, 1, [6, 7]), kv  # else pick a seed
+b, hk = kv["batch"], kv["kv_head"]
+os.makedirs(T + "/gs")
+for n in ("q", "do", "o", "dq", "lse"):
+    np.save(f"{T}/gs/{n}.npy", np.load(f"{T}/gb/{n}.npy")[b:b + 1, 2 * hk:2 * hk + 2])
+for n in ("k", "v", "dk", "dv"):
+    np.save(f"{T}/gs/{n}.npy", np.load(f"{T}/gb/{n}.npy")[b:b + 1, hk:hk + 1])
+PY
+"$A" score --inputs "$T/gs" --grads "$T/gs" --layout bhnd --causal --rule all --no-fail --json >"$T/gfull.json" \
+  2>"$T/err" || FAIL "rows kv group: the full score of the group failed: $(cat "$T/err")"
+"$py" - "$T" <<'PY' || FAIL "rows kv group: dk, dv of --rows are not the full score's of the group"
+import sys, json, numpy as np
+from bf import load
+T = sys.argv[1]
+rows, full = (json.load(open(f"{T}/{f}.json")) for f in ("grows", "gfull"))
+kv = rows["rows"]["kv_group"]
+gk, b, hk = kv["index"], kv["batch"], kv["kv_head"]
+n_k = 64
+
+def moved(x, key=None):
+    """The group score's document with its indices moved to the caller's [B, H_kv] (bhnd: [b, h, n, d])."""
+    if isinstance(x, dict):
+        return {k: moved(v, k) for k, v in x.items()}
+    if key in ("index", "worst_index"):
+        return [x[0] + b, x[1] + hk] + x[2:]
+    return {"row_worst": lambda: x + gk * n_k, "head_worst": lambda: x + gk}.get(key, lambda: x)()
+
+for n in ("dk", "dv"):
+    got, want = rows["runs"][0]["outputs"][n], moved(full["runs"][0]["outputs"][n])
+    assert got == want, (n, [k for k in want if got.get(k) != want[k]])
+    err = np.abs(load(f"{T}/gqa/{n}.npy")[gk] - np.load(f"{T}/gqa_or/{n}.npy")[gk])
+    assert got["max_abs"] == err.max(), (n, got["max_abs"], err.max())
+    idx = [b, hk] + [int(i) for i in np.unravel_index(err.argmax(), err.shape)]
+    assert got["robust"]["worst_abs"]["index"] == idx, (n, got["robust"]["worst_abs"]["index"], idx)
+PY
 
 # 6. The naive reference runs only for the rules that read it: with --rule abs-rel the fa and sdpa rules are not
 # applied (and --rule fa applies them).

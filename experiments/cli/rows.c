@@ -1,4 +1,5 @@
-/* attnacc: score --rows K: K query rows drawn at random, and the problem and folded arrays cut down to them. */
+/* attnacc: score --rows K: K query rows drawn at random and one key/value head group, and the problem and folded
+ * arrays cut down to each. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,73 @@ int rows_cli_cut(const rows_cli_t *r, aa_tensor_t *t, aa_error_t *err) {
   aa_tensor_free(t);
   *t = out;
   return AA_OK;
+}
+
+void rows_cli_group_free(rows_cli_group_t *g) {
+  free(g->keep);
+  free(g->sinks);
+  *g = (rows_cli_group_t){0};
+}
+
+int rows_cli_group_draw(rows_cli_group_t *g, uint64_t seed, size_t heads, size_t kv_heads, aa_error_t *err) {
+  aa_pcg32_t rng;
+  if (kv_heads == 0 || heads % kv_heads != 0 || kv_heads > UINT32_MAX)
+    return aa_error_set(err, AA_EINVAL, "--rows: %zu query heads do not split into groups of %zu kv heads", heads,
+                        kv_heads);
+  aa_pcg32_seed(&rng, seed, 0x6b76u); /* "kv": a stream of its own, so the rows drawn do not move the group */
+  g->index = aa_pcg32_bounded(&rng, (uint32_t)kv_heads);
+  g->kv_heads = kv_heads;
+  g->group = heads / kv_heads;
+  return AA_OK;
+}
+
+int rows_cli_group_problem(rows_cli_group_t *g, aa_problem_t *pb, aa_error_t *err) {
+  size_t nkeep = g->group * pb->n_q * pb->n_k, first = g->index * g->group;
+  /* the per-head arrays sliced here are keep and sinks; ALiBi slopes and masks are refused with the rows */
+  if (pb->alibi != AA_ALIBI_NONE || pb->varlen_batch > 0 || pb->bound_min != NULL || pb->mask != NULL ||
+      pb->bias != NULL)
+    return aa_error_set(err, AA_EINVAL,
+                        "--rows: the kv head group is not cut from a problem with ALiBi, varlen, "
+                        "packing bounds or a mask");
+  if (pb->keep != NULL) {
+    if ((g->keep = malloc(nkeep)) == NULL) return aa_error_set(err, AA_ENOMEM, "out of memory");
+    memcpy(g->keep, pb->keep + first * pb->n_q * pb->n_k, nkeep);
+    pb->keep = g->keep;
+  }
+  if (pb->sinks != NULL && pb->num_sinks > 0) {
+    if ((g->sinks = malloc(g->group * pb->num_sinks * sizeof *g->sinks)) == NULL)
+      return aa_error_set(err, AA_ENOMEM, "out of memory");
+    memcpy(g->sinks, pb->sinks + first * pb->num_sinks, g->group * pb->num_sinks * sizeof *g->sinks);
+    pb->sinks = g->sinks;
+  }
+  pb->heads = g->group;
+  pb->kv_heads = 1;
+  return AA_OK;
+}
+
+int rows_cli_group_slice(const rows_cli_group_t *g, aa_tensor_t *out, const aa_tensor_t *t, int kv, aa_error_t *err) {
+  size_t heads = kv ? g->kv_heads : g->kv_heads * g->group, count = kv ? 1 : g->group, inner = 1, shp[3];
+  *out = (aa_tensor_t){0};
+  if (t->data == NULL) return AA_OK;
+  if (t->ndim < 1 || t->shape[0] != heads)
+    return aa_error_set(err, AA_ESHAPE, "--rows: an array has %zu heads, not the %zu %s heads",
+                        t->ndim ? t->shape[0] : 0, heads, kv ? "kv" : "query");
+  for (int a = 1; a < t->ndim; a++)
+    inner *= t->shape[a];
+  memcpy(shp, t->shape, (size_t)t->ndim * sizeof *shp);
+  shp[0] = count;
+  if (aa_tensor_alloc(out, t->ndim, shp, t->fmt) != AA_OK) return aa_error_set(err, AA_ENOMEM, "out of memory");
+  memcpy(out->data, t->data + g->index * count * inner, count * inner * sizeof *t->data);
+  return AA_OK;
+}
+
+void rows_cli_group_lift(const rows_cli_group_t *g, aa_score_out_t *s, size_t n_k, size_t d) {
+  size_t rows = g->index * n_k, elems = rows * d;
+  s->worst_abs += elems;
+  s->worst_rel += elems;
+  if (s->m.nan + s->m.inf > 0) s->first_nonfinite += elems; /* else 0, as aa_score_compare leaves it */
+  s->row_worst += rows;
+  s->head_worst += g->index;
+  for (int r = 0; r < AA_RULE_COUNT; r++)
+    s->rule[r].worst += elems;
 }

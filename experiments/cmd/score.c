@@ -48,9 +48,10 @@ static const cli_opt_t opts[] = {
     {"save-oracle", "DIR", NULL, "write the oracle's o/lse/dq/dk/dv (FP64, '<f8') into DIR"},
     {"threads", "T", "0 = all", "threads for the oracle (results do not depend on it)"},
     {"rows", "K", "all",
-     "score K query rows drawn at random (pcg32, --rows-seed): o, lse and dq of those rows exactly; dk and dv "
-     "are not scored (each needs every row's P)"},
-    {"rows-seed", "S", "1", "seed of the --rows draw"},
+     "score K query rows drawn at random (pcg32, --rows-seed): o, lse and dq of those rows exactly (about K/Nq "
+     "of the oracle's cost), and dk and dv of one key/value head drawn with them, over every row of its query heads "
+     "(1/(B*H_kv) of the whole problem's); dsinks is not scored"},
+    {"rows-seed", "S", "1", "seed of the --rows draws (the rows and the kv head, each on its own stream)"},
     /* masks (experiments/cli/masks.c) */
     MASKS_CLI_OPTS,
 };
@@ -79,8 +80,9 @@ static const char description[] =
     "measures and every rule's ratio to what it allows, then the verdict by --rule. The\n"
     "naive reference in the inputs' dtype runs only for the rules that read it (fa, sdpa;\n"
     "--rule all gives every rule's ratio).\n"
-    "--rows K scores K query rows drawn at random (o, lse, dq; not dk, dv), at about K/Nq\n"
-    "of the oracle's cost.\n"
+    "--rows K scores o, lse and dq of K query rows drawn at random, and dk and dv of one\n"
+    "key/value head drawn with them (every row of its query heads), at about K/Nq of the\n"
+    "oracle's cost for o and dq plus 1/(B*H_kv) of the whole problem's for dk and dv.\n"
     "Without --oracle-target the oracle is certified to 2^-32 (2^-48 when the kernel computes\n"
     "in FP64): far below any kernel's error, and its binary64 tier makes a cold score fast.\n"
     "The default rule, expect, runs the recipe --expect (fa2) on the same inputs in the\n"
@@ -112,6 +114,18 @@ static char **join_rule_words(int *argc, char **argv, char *joined, size_t cap) 
   return out;
 }
 
+/* --rows: the pass over one kv head group (rows.h), whose dk and dv are scored: its problem and arrays cut from the
+   whole ones, its oracle, the kernel's outputs compared with it, its expect recipe's and naive reference's runs. */
+typedef struct {
+  rows_cli_group_t g;
+  aa_problem_t pb;
+  cli_inputs_t in;      /* q, dO of the group's query heads; k, v of its kv head */
+  aa_tensor_t given[5]; /* the kernel's dk, dv of the kv head (o, dq, dsinks empty: not compared here) */
+  aa_oracle_result_t oracle;
+  int have_oracle;
+  cli_variant_t v, rec_v, snaive_v;
+} kv_pass_t;
+
 /* The state of one score run: options, the arrays as read, the problem, the oracle and the evaluation. */
 typedef struct {
   const char *cmd;
@@ -130,6 +144,7 @@ typedef struct {
   uint8_t *keep;     /* the kernel's dropout keep mask, folded [B*H][Nq][Nk] */
   aa_eval_lse_t lse;
   rows_cli_t rows;
+  kv_pass_t kv;
   aa_problem_t pb, pb_full; /* the problem scored, and the whole one (they differ with --rows) */
   aa_oracle_opts_t oo;
   aa_oracle_result_t oracle;
@@ -141,6 +156,25 @@ typedef struct {
   cli_report_t rep;
   cli_report_extra_t ex;
 } score_t;
+
+/* What the oracle, naive and expect steps work on: the main pass (the problem scored, its rows cut by --rows), or
+   the kv head group's pass of --rows. */
+typedef struct {
+  const aa_problem_t *pb;
+  cli_inputs_t *in;
+  aa_oracle_result_t *oracle;
+  int *have_oracle;
+  cli_variant_t *v, *rec_v, *snaive_v;
+} pass_t;
+
+static pass_t main_pass(score_t *S) {
+  return (pass_t){&S->pb, &S->src.in, &S->oracle, &S->have_oracle, &S->v, &S->rec_v, &S->snaive_v};
+}
+
+static pass_t kv_pass(score_t *S) {
+  kv_pass_t *K = &S->kv;
+  return (pass_t){&K->pb, &K->in, &K->oracle, &K->have_oracle, &K->v, &K->rec_v, &K->snaive_v};
+}
 
 /* Each step returns 0, or nonzero after a message (the command then exits 2). */
 static int fail(score_t *S, const char *prefix) {
@@ -308,9 +342,11 @@ static int score_rules(score_t *S) {
 
 /* The expect rule: its recipe in the kernel's format run on the inputs (tagged with its io format), through --cache
    when given (the statistics the rule reads). */
-static int score_expect(score_t *S) {
-  aa_tensor_t *ts[5] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO, &S->src.in.sinks};
-  const aa_tensor_t *tin[4] = {&S->src.in.q, &S->src.in.k, &S->src.in.v, &S->src.in.dO};
+static int score_expect(score_t *S, const pass_t *P) {
+  cli_inputs_t *in = P->in;
+  aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
+  const aa_tensor_t *tin[4] = {&in->q, &in->k, &in->v, &in->dO};
+  const aa_problem_t *pb = P->pb;
   aa_recipe_t r;
   int rc, hit = 0, want = cli_get(&S->a, "expect") != NULL;
   for (int i = 0; i < S->nrules; i++)
@@ -320,18 +356,35 @@ static int score_expect(score_t *S) {
   for (int i = 0; i < 5; i++)
     if (ts[i]->data != NULL) ts[i]->fmt = r.io_fmt;
   cli_progress(S->cmd, "running the expect recipe",
-               (double)S->pb.heads * (double)S->pb.n_q * (double)S->pb.n_k * (double)S->pb.d / 4);
-  rc = aa_eval_recipe_cached(&S->rec_v, &hit, &r, 0, &S->pb, tin, &S->oracle, &S->oo, cli_oracle_cache(), &S->err);
+               (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
+  rc = aa_eval_recipe_cached(P->rec_v, &hit, &r, 0, pb, tin, P->oracle, &S->oo, cli_oracle_cache(), &S->err);
   cli_progress_end();
   S->have_rec = 1;
   if (rc != AA_OK) return fail(S, "expect");
   if (hit) fprintf(stderr, "attnacc %s: note: the expect recipe's statistics read from the cache\n", S->cmd);
-  aa_eval_apply_expect(&S->v, &S->rec_v);
+  aa_eval_apply_expect(P->v, P->rec_v);
   return 0;
 }
 
-/* --rows K: the problem and the arrays cut down to K drawn query rows; dk, dv and dsinks (sums over every row) are
-   dropped from the scoring, with a note. */
+/* --rows: the kv head group drawn, and its problem and arrays cut from the whole ones (before the rows are). */
+static int score_kv_cut(score_t *S) {
+  kv_pass_t *K = &S->kv;
+  const cli_inputs_t *in = &S->src.in;
+  const aa_tensor_t *g = S->src.g;
+  K->pb = S->pb_full;
+  if (rows_cli_group_draw(&K->g, S->rows_seed, K->pb.heads, K->pb.kv_heads, &S->err) ||
+      rows_cli_group_problem(&K->g, &K->pb, &S->err) || rows_cli_group_slice(&K->g, &K->in.q, &in->q, 0, &S->err) ||
+      rows_cli_group_slice(&K->g, &K->in.dO, &in->dO, 0, &S->err) ||
+      rows_cli_group_slice(&K->g, &K->in.k, &in->k, 1, &S->err) ||
+      rows_cli_group_slice(&K->g, &K->in.v, &in->v, 1, &S->err) ||
+      rows_cli_group_slice(&K->g, &K->given[2], &g[2], 1, &S->err) ||
+      rows_cli_group_slice(&K->g, &K->given[3], &g[3], 1, &S->err) || aa_problem_check(&K->pb, &S->err) != AA_OK)
+    return fail(S, NULL);
+  return 0;
+}
+
+/* --rows K: the problem and the arrays cut down to K drawn query rows, and the kv head group's cut for dk and dv
+   (score_kv_group); dk, dv and dsinks (sums over every row) leave the rows' pass, and dsinks is not scored. */
 static int score_rows(score_t *S) {
   aa_tensor_t *g = S->src.g, *cut[5] = {&S->src.in.q, &S->src.in.dO, &g[0], &g[1], &S->src.lse};
   if (S->nrows >= S->pb.n_q) { /* every row: the whole problem */
@@ -342,29 +395,40 @@ static int score_rows(score_t *S) {
   if (rows_cli_draw(&S->rows, S->nrows, S->rows_seed, S->pb.n_q, &S->err) ||
       rows_cli_problem(&S->rows, &S->pb, &S->err))
     return fail(S, NULL);
+  if (score_kv_cut(S)) return 2;
   for (int i = 0; i < 5; i++)
     if (rows_cli_cut(&S->rows, cut[i], &S->err)) return fail(S, NULL);
-  if (g[2].data != NULL || g[3].data != NULL || g[4].data != NULL)
-    fprintf(stderr, "attnacc %s: note: --rows %zu: dk, dv%s are not scored (each sums over every query row)\n",
-            S->cmd, S->nrows, g[4].data != NULL ? " and dsinks" : "");
+  if (g[4].data != NULL)
+    fprintf(stderr, "attnacc %s: note: --rows %zu: dsinks is not scored (it sums over every query row)\n", S->cmd,
+            S->nrows);
   for (int i = 2; i < 5; i++)
     aa_tensor_free(&g[i]);
   S->src.qd.n = S->nrows;
   return 0;
 }
 
-/* The oracle, then the given outputs compared with it. */
-static int score_oracle(score_t *S) {
-  const aa_problem_t *pb = &S->pb;
+/* Pass P's oracle (its seconds added to the report's), then the kernel's outputs g compared with it into P->v. */
+static int pass_oracle(score_t *S, const pass_t *P, const aa_tensor_t g[5]) {
+  const aa_problem_t *pb = P->pb;
+  double seconds = 0;
   int rc;
-  cli_set_threads(S->threads);
   cli_progress(S->cmd, "running the oracle", (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d);
-  rc = cli_oracle_run(&S->oracle, &S->oracle_seconds, S->cmd, pb, &S->src.in, &S->oo);
+  rc = cli_oracle_run(P->oracle, &seconds, S->cmd, pb, P->in, &S->oo);
   cli_progress_end();
   if (rc != 0) return 2;
-  S->have_oracle = 1;
-  if (aa_eval_given(&S->v, S->src.g, &S->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
+  *P->have_oracle = 1;
+  S->oracle_seconds += seconds;
+  if (aa_eval_given(P->v, g, P->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
+  return 0;
+}
+
+/* The oracle, then the given outputs (and the lse) compared with it. */
+static int score_oracle(score_t *S) {
+  pass_t P = main_pass(S);
+  int rc;
+  cli_set_threads(S->threads);
+  if ((rc = pass_oracle(S, &P, S->src.g)) != 0) return rc;
   if (S->src.lse.data != NULL &&
       (aa_eval_lse_prepare(&S->lse, &S->src.lse, &S->oracle.lse, &S->err) != AA_OK ||
        aa_eval_lse(&S->v, &S->lse, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK))
@@ -373,23 +437,23 @@ static int score_oracle(score_t *S) {
 }
 
 /* The naive reference in the inputs' own dtype, through --cache when given: the fa and sdpa rules. */
-static int score_naive_own_dtype(score_t *S) {
-  cli_inputs_t *in = &S->src.in;
+static int score_naive_own_dtype(score_t *S, const pass_t *P) {
+  cli_inputs_t *in = P->in;
   aa_tensor_t *ts[5] = {&in->q, &in->k, &in->v, &in->dO, &in->sinks};
   const aa_tensor_t *tin[4] = {&in->q, &in->k, &in->v, &in->dO};
-  const aa_problem_t *pb = &S->pb;
+  const aa_problem_t *pb = P->pb;
   int rc, hit = 0;
   for (int i = 0; i < 5; i++)
     if (ts[i]->data != NULL) ts[i]->fmt = S->src.in_fmt;
   cli_progress(S->cmd, "running the naive reference",
                (double)pb->heads * (double)pb->n_q * (double)pb->n_k * (double)pb->d / 4);
-  rc = aa_eval_naive_cached(&S->snaive_v, &hit, S->src.in_fmt, pb, tin, &S->oracle, &S->oo, cli_oracle_cache(),
-                            &S->err);
+  rc =
+      aa_eval_naive_cached(P->snaive_v, &hit, S->src.in_fmt, pb, tin, P->oracle, &S->oo, cli_oracle_cache(), &S->err);
   cli_progress_end();
   if (rc != AA_OK) return fail(S, NULL);
   if (hit) fprintf(stderr, "attnacc %s: note: the naive reference's errors read from the cache\n", S->cmd);
   S->have_snaive = 1;
-  aa_eval_apply_naive(&S->v, &S->snaive_v);
+  aa_eval_apply_naive(P->v, P->snaive_v);
   return 0;
 }
 
@@ -429,6 +493,45 @@ static int score_legacy_fa(score_t *S) {
   return 0;
 }
 
+/* The kv head group's dk and dv into S->v before the lse (a full score's order: o, dq, dk, dv, lse), their indices
+   moved to the caller's kv heads. The rows' oracle's dk and dv (sums over the drawn rows alone, compared with
+   nothing) are swapped for the group's, so that the report's oracle bound is that of what was scored; its counts
+   add the group's. */
+static int kv_merge(score_t *S) {
+  kv_pass_t *K = &S->kv;
+  cli_variant_t *v = &S->v;
+  int at = v->nout;
+  aa_oracle_out_t t;
+  if (v->nout + K->v.nout > CLI_MAX_OUT) {
+    cli_error(S->cmd, "--rows: no room for the kv head group's %d outputs", K->v.nout);
+    return 2;
+  }
+  if (at > 0 && strcmp(v->out[at - 1].name, "lse") == 0) at--;
+  memmove(&v->out[at + K->v.nout], &v->out[at], (size_t)(v->nout - at) * sizeof *v->out);
+  for (int i = 0; i < K->v.nout; i++) {
+    v->out[at + i] = K->v.out[i];
+    rows_cli_group_lift(&K->g, &v->out[at + i].s, K->pb.n_k, K->pb.d);
+  }
+  v->nout += K->v.nout;
+  t = S->oracle.dk, S->oracle.dk = K->oracle.dk, K->oracle.dk = t;
+  t = S->oracle.dv, S->oracle.dv = K->oracle.dv, K->oracle.dv = t;
+  S->oracle.n_recomputed += K->oracle.n_recomputed;
+  S->oracle.n_uncertified += K->oracle.n_uncertified;
+  return 0;
+}
+
+/* --rows: the kv head group's pass, the main pass's steps on the group's problem (the oracle, the kernel's dk and
+   dv, the naive reference when a rule reads it, the expect recipe: each cached under the group problem's key);
+   then its dk and dv join the scored outputs. Last, after the rows' pass has read its oracle's dk and dv. */
+static int score_kv_group(score_t *S) {
+  pass_t P = kv_pass(S);
+  int rc;
+  if ((rc = pass_oracle(S, &P, S->kv.given)) != 0) return rc;
+  if (needs_naive(S) && (rc = score_naive_own_dtype(S, &P)) != 0) return rc;
+  if ((rc = score_expect(S, &P)) != 0) return rc;
+  return kv_merge(S);
+}
+
 /* --out and --save-oracle are one file set (as run's --out, --save and
    --save-oracle): staged, then renamed together, so a failure in either
    leaves neither (and no folder this run created). The report is renamed
@@ -448,7 +551,22 @@ static int score_write_files(score_t *S) {
   return what != NULL ? fail(S, what) : 0;
 }
 
-/* The "rows" member of --rows: how many, of how many, the seed and the rows; what is scored. */
+/* The "kv_group" member of "rows": the kv head group whose dk and dv are scored, folded and as (batch, kv head),
+   with its folded query heads. */
+static json_t *kv_group_json(const score_t *S) {
+  const rows_cli_group_t *g = &S->kv.g;
+  json_t *j = json_object(), *qh = json_array();
+  int bad = aa_json_set(j, "index", aa_json_u64(g->index));
+  bad |= aa_json_set(j, "batch", aa_json_u64(g->index / S->src.kd.h));
+  bad |= aa_json_set(j, "kv_head", aa_json_u64(g->index % S->src.kd.h));
+  for (size_t h = 0; h < g->group; h++)
+    bad |= aa_json_push(qh, aa_json_u64(g->index * g->group + h));
+  bad |= aa_json_set(j, "query_heads", qh);
+  bad |= aa_json_set(j, "draw", json_string("pcg32 (seed, 0x6b76), one bounded draw over the folded kv heads"));
+  return bad ? (json_decref(j), NULL) : j;
+}
+
+/* The "rows" member of --rows: how many, of how many, the seed and the rows; the kv head group; what is scored. */
 static json_t *rows_json(const score_t *S) {
   json_t *j = json_object(), *idx = json_array(), *sc = json_array();
   int bad = aa_json_set(j, "k", aa_json_u64(S->nrows));
@@ -458,6 +576,7 @@ static json_t *rows_json(const score_t *S) {
   for (size_t i = 0; i < S->nrows; i++)
     bad |= aa_json_push(idx, aa_json_u64(S->rows.rows[i]));
   bad |= aa_json_set(j, "rows", idx);
+  bad |= aa_json_set(j, "kv_group", kv_group_json(S));
   for (int i = 0; i < S->v.nout; i++)
     bad |= aa_json_push(sc, json_string(S->v.out[i].name));
   bad |= aa_json_set(j, "scored", sc);
@@ -501,9 +620,10 @@ static int score_write(score_t *S) {
     if (S->fc.batch > 0)
       printf("varlen batch: %zu sequences, %zu queries, %zu keys\n", S->fc.batch, S->src.qd.n, S->src.kd.n);
     if (S->nrows > 0)
-      printf("rows: %zu of %zu query rows drawn (--rows-seed %llu); o, lse and dq of those rows scored, dk and dv "
-             "not (they sum over every row)\n",
-             S->nrows, S->rows.n_q, (unsigned long long)S->rows_seed);
+      printf("rows: %zu of %zu query rows drawn (--rows-seed %llu); o, lse and dq of those rows scored; dk and dv of "
+             "kv head group %zu (batch %zu, kv head %zu; query heads %zu..%zu folded) scored over every row\n",
+             S->nrows, S->rows.n_q, (unsigned long long)S->rows_seed, S->kv.g.index, S->kv.g.index / S->src.kd.h,
+             S->kv.g.index % S->src.kd.h, S->kv.g.index * S->kv.g.group, (S->kv.g.index + 1) * S->kv.g.group - 1);
     if (S->lse.empty > 0)
       printf("lse: %zu rows see no key (oracle -Inf, flash-attn +Inf: either accepted there)\n", S->lse.empty);
     cli_print_rules(stdout, &S->rep, &S->v, 1);
@@ -529,6 +649,14 @@ static void score_free(score_t *S) {
   features_cli_free(&S->fc);
   masks_cli_free(&S->mc);
   rows_cli_free(&S->rows);
+  rows_cli_group_free(&S->kv.g);
+  cli_inputs_free(&S->kv.in);
+  for (int i = 0; i < 5; i++)
+    aa_tensor_free(&S->kv.given[i]);
+  cli_variant_free(&S->kv.rec_v);
+  cli_variant_free(&S->kv.snaive_v);
+  cli_variant_free(&S->kv.v);
+  if (S->kv.have_oracle) aa_oracle_result_free(&S->kv.oracle);
   free(S->jtext);
   free(S->keep);
   aa_eval_lse_free(&S->lse);
@@ -544,12 +672,14 @@ static void score_free(score_t *S) {
 int aa_cmd_score(int argc, char **argv) {
   char joined[256], **av;
   int rc;
+  pass_t mp; /* the main pass */
   score_t *S = calloc(1, sizeof *S);
   if (S == NULL || (av = join_rule_words(&argc, argv, joined, sizeof joined)) == NULL) {
     free(S);
     cli_error("score", "out of memory");
     return 2;
   }
+  mp = main_pass(S);
   S->cmd = "score";
   S->atol = S->rtol = -1;
   S->ulp_fmt = -1;
@@ -567,9 +697,10 @@ int aa_cmd_score(int argc, char **argv) {
     if (rc == 0) rc = score_rules(S);
     if (rc == 0 && S->nrows > 0) rc = score_rows(S);
     if (rc == 0) rc = score_oracle(S);
-    if (rc == 0 && needs_naive(S)) rc = score_naive_own_dtype(S);
-    if (rc == 0) rc = score_expect(S);
+    if (rc == 0 && needs_naive(S)) rc = score_naive_own_dtype(S, &mp);
+    if (rc == 0) rc = score_expect(S, &mp);
     if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
+    if (rc == 0 && S->nrows > 0) rc = score_kv_group(S);
     if (rc == 0) rc = score_write(S);
     if (rc == 0) rc = score_verdict(S);
   }
