@@ -262,6 +262,11 @@ static inline int aa_problem_mask_ok(const aa_problem_t *pb, size_t h, size_t i,
   return pb->bias == NULL || pb->bias[e] != -INFINITY;
 }
 
+/* 1 when (h, i, j) is masked by a -Inf entry of the bias (not by the boolean mask or the key padding). */
+static inline int aa_problem_bias_blocks(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
+  return pb->bias != NULL && pb->bias[h * pb->mask_hstride + i * pb->n_k + j] == -INFINITY;
+}
+
 /* Visibility of (h, i, j) with everything: the interval and the mask. */
 static inline int aa_problem_visible_h(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
   return aa_problem_visible(pb, i, j) && (!aa_problem_has_mask(pb) || aa_problem_mask_ok(pb, h, i, j));

@@ -63,6 +63,10 @@ typedef enum {
                            unless the whole row is masked, then uniform weights over the row */
   AA_MASKSC_ZERO,       /* "zero": 0 (a padded key scored 0 instead of -Inf, the cuDNN NaN of
                            experiments/README-gpu.md section 8) */
+  AA_MASKSC_FILL,       /* "fill": a key the boolean mask or the key padding masks gets s + mask.fill (rounded
+                           to the io format, entering where mask.enter puts the bias): PyTorch hands cuDNN a
+                           boolean attn_mask as the additive where(mask, 0, -65504) in the query's dtype; a
+                           -Inf bias entry stays skipped. A fully masked row then keeps its keys' softmax */
   AA_MASKSC_COUNT
 } aa_mask_score_t;
 
@@ -413,6 +417,7 @@ struct aa_recipe {
      of every key of its head (P^T dO, dS^T Q); 0 (default): O = 0, no
      gradient. */
   aa_mask_score_t mask_score;
+  double mask_fill; /* mask.score = fill: the additive fill of a boolean-masked key, before its io rounding */
   aa_mask_enter_t mask_enter;
   int mask_empty_nan;
   aa_empty_lse_t mask_empty_lse;

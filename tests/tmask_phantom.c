@@ -13,6 +13,7 @@
    (a second order of summation), by the rule above written out. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attn.h"
 #include "fmt.h"
@@ -91,7 +92,63 @@ static void run_case(size_t n, double offset, int ramp, uint64_t seed) {
   free(bias);
 }
 
+/* mask.score = fill (cudnn-h100): a boolean mask hides row 3 whole. Its scores are all s0 = 1024 kv / 4 (q row 3
+   along e0, every key's first element kv), so without the mask its LSE is s0 + ln n exactly; with the fill
+   -65504 (BF16 -65536) the row keeps that softmax (O row 3 = the unmasked run's, close, and finite) and its LSE
+   is s0 + ln n - 65536, so the phantom slot (n mod 128 = 64) overflows exactly when 65536 - s0 - ln n exceeds
+   about 88.7 - ln|D|: kv 254 (s0 65024, 512 short) makes dQ row 3 NaN, kv 256 (s0 65536) leaves it finite. At
+   n = 96 (no phantom slots) the row is finite either way; with mask.score = neginf it is the problem's empty row
+   (O = 0). The other rows' dQ is neginf's, bit for bit (the mask hides nothing of theirs). */
+static void fill_case(size_t n, double kv, int want_nan) {
+  aa_pcg64_t r;
+  aa_pcg64_seed(&r, 11, n);
+  aa_tensor_t in[4];
+  fill(&in[0], n, &r), fill(&in[1], n, &r), fill(&in[2], n, &r), fill(&in[3], n, &r);
+  for (size_t c = 0; c < D; c++)
+    in[0].data[3 * D + c] = c == 0 ? 1024 : 0;
+  for (size_t j = 0; j < n; j++)
+    in[1].data[j * D] = kv;
+  uint8_t *m = malloc(n * n);
+  for (size_t e = 0; e < n * n; e++)
+    m[e] = e / n != 3;
+  aa_problem_t pb, pu;
+  aa_problem_init(&pb, n, n, D, 1, 1);
+  pu = pb;
+  pb.mask = m;
+  pb.mask_hstride = 0;
+  aa_recipe_t on, neg;
+  aa_attn_result_t a = {0}, u = {0}, z = {0};
+  aa_error_t err = {{0}};
+  int ok = aa_recipe_preset(&on, "cudnn-h100", &err) == AA_OK &&
+           aa_recipe_from_spec(&neg, "cudnn-h100:mask.score=neginf", &err) == AA_OK &&
+           aa_attn_run(&a, &pb, &on, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK &&
+           aa_attn_run(&u, &pu, &on, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK &&
+           aa_attn_run(&z, &pb, &neg, &in[0], &in[1], &in[2], &in[3], &err) == AA_OK;
+  AA_CHECK(ok, "tmask_phantom fill n %zu: %s", n, err.msg);
+  size_t bad = 0;
+  for (size_t c = 0; ok && c < D; c++) {
+    double o = a.o.data[3 * D + c], ou = u.o.data[3 * D + c];
+    bad += !(fabs(o - ou) <= 0.02 * fabs(ou) + 1e-3) || z.o.data[3 * D + c] != 0;
+  }
+  AA_CHECK(bad == 0, "tmask_phantom fill n %zu: O row 3 is not the unmasked row (or neginf's 0)", n);
+  AA_CHECK(!ok || fabs(a.lse.data[3] - (u.lse.data[3] - 65536)) < 0.1,
+           "tmask_phantom fill n %zu: LSE %g, unmasked %g", n, ok ? a.lse.data[3] : NAN, ok ? u.lse.data[3] : NAN);
+  AA_CHECK(!ok || row_nan(&a.dq, 3) == (want_nan && n % 128 == 64), "tmask_phantom fill n %zu kv %g: dQ row 3 NaN %d",
+           n, kv, ok ? row_nan(&a.dq, 3) : -1);
+  for (size_t e = 0; ok && e < n * D; e++) /* the other rows' dQ: as with mask.score = neginf, NaN or not */
+    bad += e / D != 3 && memcmp(&a.dq.data[e], &z.dq.data[e], sizeof(double)) != 0;
+  AA_CHECK(bad == 0, "tmask_phantom fill n %zu: dQ outside row 3 differs from neginf's", n);
+  aa_attn_result_free(&a), aa_attn_result_free(&u), aa_attn_result_free(&z);
+  for (int i = 0; i < 4; i++)
+    aa_tensor_free(&in[i]);
+  free(m);
+}
+
 int main(void) {
+  fill_case(64, 254, 1);
+  fill_case(64, 256, 0);
+  fill_case(192, 254, 1);
+  fill_case(96, 254, 1);
   static const size_t lengths[] = {64, 40, 96, 128, 192, 200};
   for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
     run_case(lengths[i], -200.0, 0, 7);

@@ -92,15 +92,18 @@ void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, 
         s = aa_attn_fma(cx->slope_e[h], dist, s, alu);
       }
       if (bias && !early) s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
-      /* a masked key aa_attn_visible let through (mask.score = lowest or zero) has the recipe's constant score */
-      if (cx->masked && !aa_problem_mask_ok(pb, h, i0 + a, j0 + b)) s = cx->mask_low;
+      /* a masked key aa_attn_visible let through has the recipe's constant score (mask.score = lowest, zero) or
+         its own plus the fill (fill; a -Inf bias entry's key is not let through) */
+      if (cx->masked && !aa_problem_mask_ok(pb, h, i0 + a, j0 + b))
+        s = cx->r->mask_score == AA_MASKSC_FILL ? aa_attn_alu(s + cx->mask_fill_s, alu) : cx->mask_low;
       S[e] = s;
     }
 }
 
 size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i0, size_t tq, size_t j0, size_t tk) {
   const aa_problem_t *pb = cx->pb;
-  int mask = cx->masked && cx->r->mask_score == AA_MASKSC_NEGINF;
+  int mask = cx->masked && cx->r->mask_score == AA_MASKSC_NEGINF,
+      fill = cx->masked && !mask && cx->r->mask_score == AA_MASKSC_FILL;
   size_t cnt = 0;
   for (size_t a = 0; a < tq; a++) {
     size_t lo, hi; /* aa_problem_visible's interval, once per row rather than per key */
@@ -108,6 +111,7 @@ size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i
     for (size_t b = 0; b < tk; b++) {
       uint8_t v = (uint8_t)(j0 + b >= lo && j0 + b < hi);
       if (v && mask) v = (uint8_t)aa_problem_mask_ok(pb, h, i0 + a, j0 + b);
+      if (v && fill) v = (uint8_t)!aa_problem_bias_blocks(pb, h, i0 + a, j0 + b);
       vis[a * tk + b] = v;
       cnt += v;
     }

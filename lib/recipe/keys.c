@@ -37,7 +37,7 @@ static const char *const d_order_names[] = {"seq", "fa2-lanes", NULL};
 static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
-static const char *const maskscore_names[] = {"neginf", "lowest", "zero", NULL};
+static const char *const maskscore_names[] = {"neginf", "lowest", "zero", "fill", NULL};
 static const char *const maskenter_names[] = {"after-cap", "before-cap", "before-scale", NULL};
 static const char *const emptyo_names[] = {"zero", "nan", NULL};
 static const char *const emptylse_names[] = {"neginf", "posinf", "zero", NULL};
@@ -240,7 +240,9 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "alibi.causal", .type = AA_KEY_ENUM, .offset = F_(alibi_causal_col), .names = alibi_names, .def = "abs", .omit = AA_OMIT_DEFAULT,
      .desc = "ALiBi under a causal mask: documented -slope |distance| (abs) or FA2's slope * j", .cite = "flash-attn alibi.h:48, mask.h:157"},
     {.key = "mask.score", .type = AA_KEY_ENUM, .offset = F_(mask_score), .names = maskscore_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,
-     .desc = "score of a key the attention mask, a -inf bias or key padding masks: skipped, the ALU's lowest finite, or 0", .cite = "lib/problem.h; PyTorch sdpa_math finfo.min masks"},
+     .desc = "score of a key the attention mask, a -inf bias or key padding masks: skipped, the ALU's lowest finite, 0, or (fill) s + mask.fill for the boolean mask and the padding", .cite = "lib/problem.h; PyTorch sdpa_math finfo.min masks"},
+    {.key = "mask.fill", .type = AA_KEY_DOUBLE, .offset = F_(mask_fill), .def = "-65504", .omit = AA_OMIT_DEFAULT,
+     .desc = "mask.score = fill: the additive value of a boolean-masked key, rounded to the io format (-65504: BF16 -65536)", .cite = "inferred: H200 probe (experiments/README-gpu.md 8.6), PyTorch's boolean mask for cuDNN"},
     {.key = "mask.enter", .type = AA_KEY_ENUM, .offset = F_(mask_enter), .names = maskenter_names, .def = "after-cap", .omit = AA_OMIT_DEFAULT,
      .desc = "where the additive bias and the logit offset enter: after the softcap, before it, or before the scale", .cite = "flash-attn flash_fwd_kernel.h:331-335"},
     {.key = "mask.empty_o", .type = AA_KEY_ENUM, .offset = F_(mask_empty_nan), .names = emptyo_names, .def = "zero", .omit = AA_OMIT_DEFAULT,
