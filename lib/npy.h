@@ -34,6 +34,7 @@ typedef struct {
   int ndim;
   size_t shape[AA_NDARRAY_MAX_DIM];
   aa_fmt_t fmt;
+  int boolean; /* 1: read from '|b1' as its additive form (AA_NPY_BOOL_BIAS below) */
 } aa_ndarray_t;
 void aa_ndarray_free(aa_ndarray_t *a); /* safe on a zeroed or freed array */
 

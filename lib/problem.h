@@ -135,6 +135,9 @@ typedef struct {
   size_t mask_hstride;
   size_t key_pad;
   double logit_offset;
+  /* 1: the bias's -Inf entries are a boolean mask's (SDPA's bool attn_mask, which a front end read as its additive
+     form, npy.h AA_NPY_BOOL_BIAS): a recipe with mask.score = fill scores those keys as the boolean mask's. */
+  int bias_bool;
 } aa_problem_t;
 
 /* Fill sensible defaults: scale_default = 1, everything else off. */
@@ -262,9 +265,10 @@ static inline int aa_problem_mask_ok(const aa_problem_t *pb, size_t h, size_t i,
   return pb->bias == NULL || pb->bias[e] != -INFINITY;
 }
 
-/* 1 when (h, i, j) is masked by a -Inf entry of the bias (not by the boolean mask or the key padding). */
+/* 1 when (h, i, j) is masked by a -Inf entry of a float bias (not by the boolean mask, a bias read from one
+   (bias_bool), or the key padding). */
 static inline int aa_problem_bias_blocks(const aa_problem_t *pb, size_t h, size_t i, size_t j) {
-  return pb->bias != NULL && pb->bias[h * pb->mask_hstride + i * pb->n_k + j] == -INFINITY;
+  return pb->bias != NULL && !pb->bias_bool && pb->bias[h * pb->mask_hstride + i * pb->n_k + j] == -INFINITY;
 }
 
 /* Visibility of (h, i, j) with everything: the interval and the mask. */

@@ -65,6 +65,7 @@ static int expand(masks_cli_t *mc, const char *cmd, aa_problem_t *pb, size_t B, 
   }
   aa_problem_mask_expand(mc->bias, mc->file.data, mb, mh, B, pb->heads / B, pb->n_q, pb->n_k, lens, nl);
   pb->bias = mc->bias;
+  pb->bias_bool = mc->file.boolean; /* a boolean --mask: its -Inf entries are SDPA's bool mask (mask.score = fill) */
   pb->mask_hstride = nn;
   return 0;
 }
@@ -95,6 +96,7 @@ int masks_cli_problem(masks_cli_t *mc, const char *cmd, const cli_args_t *a, siz
   }
   if (mb == 1 && mh == 1 && nl <= 1) { /* one mask for every head: no copy */
     pb->bias = mc->file.data;
+    pb->bias_bool = mc->file.boolean;
     pb->mask_hstride = 0;
     pb->key_pad = nl == 1 ? pb->n_k - lens[0] : 0;
   } else {

@@ -91,7 +91,8 @@ typedef struct {
      mask_div != 1, else alu(b * mask_mul): the units of S at that point. mask_low: the score of a masked key
      with mask.score = lowest or zero. */
   int masked;
-  double mask_div, mask_mul, mask_low, mask_fill_s; /* mask_fill_s: mask.fill in S units (mask.score = fill) */
+  double mask_div, mask_mul, mask_low;
+  double mask_fill_io, mask_fill_s; /* mask.score = fill: mask.fill rounded to the io format, and in S units */
   /* The forward's P-cast counters (aa_attn_result_t p_cast, p_over,
      p_max), shared by its threads (updated once per row in a critical
      section); NULL outside aa_attn_forward. */

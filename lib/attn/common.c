@@ -53,7 +53,9 @@ static double tanh_r(const aa_attn_ctx_t *cx, double x) {
    mask_mul): the sum rounded to alu as the kernel holds it, then converted once. */
 static double bias_in_s_units(const aa_attn_ctx_t *cx, size_t h, size_t i, size_t j) {
   aa_fmt_t alu = cx->r->alu_fmt;
-  double b = aa_attn_rnd(aa_problem_bias(cx->pb, h, i, j) + cx->pb->logit_offset, alu);
+  double e = aa_problem_bias(cx->pb, h, i, j);
+  if (e == -INFINITY && cx->pb->bias_bool && cx->r->mask_score == AA_MASKSC_FILL) e = cx->mask_fill_io; /* fill */
+  double b = aa_attn_rnd(e + cx->pb->logit_offset, alu);
   if (cx->mask_div != 1.0) return aa_attn_alu(b / cx->mask_div, alu);
   return cx->mask_mul != 1.0 ? aa_attn_alu(b * cx->mask_mul, alu) : b;
 }
@@ -93,9 +95,14 @@ void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, 
       }
       if (bias && !early) s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
       /* a masked key aa_attn_visible let through has the recipe's constant score (mask.score = lowest, zero) or
-         its own plus the fill (fill; a -Inf bias entry's key is not let through) */
-      if (cx->masked && !aa_problem_mask_ok(pb, h, i0 + a, j0 + b))
-        s = cx->r->mask_score == AA_MASKSC_FILL ? aa_attn_alu(s + cx->mask_fill_s, alu) : cx->mask_low;
+         its own plus the fill (fill: the boolean mask's and the padding's keys here, a bias read from a boolean
+         mask's in bias_in_s_units; a float -Inf bias entry's key is not let through) */
+      if (cx->masked && !aa_problem_mask_ok(pb, h, i0 + a, j0 + b)) {
+        if (cx->r->mask_score != AA_MASKSC_FILL)
+          s = cx->mask_low;
+        else if (!(pb->bias_bool && aa_problem_bias(pb, h, i0 + a, j0 + b) == -INFINITY)) /* not filled above */
+          s = aa_attn_alu(s + cx->mask_fill_s, alu);
+      }
       S[e] = s;
     }
 }

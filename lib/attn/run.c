@@ -289,7 +289,7 @@ static void ctx_mask(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_
   if (r->mask_enter == AA_MASKAT_BEFORE_SCALE && !exp_fold) cx->mask_mul = scale0;
   cx->mask_low = r->mask_score == AA_MASKSC_LOWEST ? -aa_fmt_info(r->alu_fmt)->max_finite : 0.0;
   /* mask.score = fill: the fill as PyTorch casts it (the query's dtype, the io format), in the bias's S units */
-  double f = aa_attn_rnd(r->mask_fill, r->io_fmt);
+  double f = cx->mask_fill_io = aa_attn_rnd(r->mask_fill, r->io_fmt);
   cx->mask_fill_s = cx->mask_div != 1.0   ? aa_attn_alu(f / cx->mask_div, r->alu_fmt)
                     : cx->mask_mul != 1.0 ? aa_attn_alu(f * cx->mask_mul, r->alu_fmt)
                                           : f;

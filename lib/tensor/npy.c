@@ -347,6 +347,7 @@ int aa__npy_read_src(aa_ndarray_t *out, const aa__src_t *src, const char *path, 
   }
   out->ndim = h.ndim;
   out->fmt = fmt;
+  out->boolean = boolean;
   for (int i = 0; i < h.ndim; i++)
     out->shape[i] = h.shape[i];
   if ((st = read_items(out, src, &ext, fmt, itemsize, path, err)) != AA_OK) aa_ndarray_free(out);
