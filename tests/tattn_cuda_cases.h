@@ -45,6 +45,25 @@ static int same_tensor(const aa_tensor_t *a, const aa_tensor_t *b, size_t *first
   return 1;
 }
 
+/* The fixed-shift and guarded forwards' per-row checkpoint and per-tile flags (forward_fixed.c), CPU run a against
+   run b; rows and tiles counted where they are the same (NULL arrays of other recipes compare equal). */
+static int same_shifted(const aa_attn_result_t *a, const aa_attn_result_t *b) {
+  size_t nr = a->recip.data != NULL ? aa_tensor_numel(&a->recip) : 0, i = 0;
+  if ((a->row_ckpt == NULL) != (b->row_ckpt == NULL) || a->fwd_q_tiles != b->fwd_q_tiles) return 0;
+  if (a->tiles_flagged != b->tiles_flagged || a->rows_recovered != b->rows_recovered ||
+      a->contractions_skipped != b->contractions_skipped)
+    return 0;
+  if (nr == 0) return 1;
+  if (!same_tensor(&a->recip, &b->recip, &i) || !same_tensor(&a->shift, &b->shift, &i)) return 0;
+  return memcmp(a->row_ckpt, b->row_ckpt, nr) == 0 &&
+         memcmp(a->tile_flagged, b->tile_flagged, a->recip.shape[0] * a->fwd_q_tiles) == 0; /* heads x tiles */
+}
+
+/* Spread of Q and K (3: scores large enough for the exp to matter; larger values push the fixed-shift weights out
+   of their range, so that tiles are flagged and recovered). */
+static double cases_qk_scale = 3.0;
+static size_t cases_flagged = 0, cases_recovered = 0; /* the last compare's CPU run: tiles flagged, rows recovered */
+
 /* Checks made and failed (tests.h's AA_CHECK counts the failures): GPU-side tests print both. */
 static int cases_checks = 0;
 static size_t cases_redone = 0;       /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
@@ -95,8 +114,8 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
   if (aa_recipe_from_spec(&r, spec, &err) != AA_OK) return 0; /* a preset without those keys */
   aa_problem_init(&pb, sh->n_q, sh->n_k, sh->d, sh->heads, sh->kv_heads);
   pb.causal = sh->causal;
-  fill(&q, sh->heads, sh->n_q, sh->d, r.io_fmt, 3.0, rng);
-  fill(&k, sh->kv_heads, sh->n_k, sh->d, r.io_fmt, 3.0, rng);
+  fill(&q, sh->heads, sh->n_q, sh->d, r.io_fmt, cases_qk_scale, rng);
+  fill(&k, sh->kv_heads, sh->n_k, sh->d, r.io_fmt, cases_qk_scale, rng);
   fill(&v, sh->kv_heads, sh->n_k, sh->d, r.io_fmt, 1.0, rng);
   fill(&dO, sh->heads, sh->n_q, sh->d, r.io_fmt, 1.0, rng);
   int sa = aa_attn_run_device(&a, &pb, &r, &q, &k, &v, &dO, AA_ATTN_DEVICE_CPU, &err);
@@ -121,6 +140,12 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
     CASE_CHECK(a.p_cast == b.p_cast && a.p_over == b.p_over && a.p_under == b.p_under && a.p_max == b.p_max,
                "%s: P casts %zu/%zu/%zu max %a on the CPU, %zu/%zu/%zu max %a", spec, a.p_cast, a.p_over, a.p_under,
                a.p_max, b.p_cast, b.p_over, b.p_under, b.p_max);
+    cases_flagged = a.tiles_flagged, cases_recovered = a.rows_recovered;
+    CASE_CHECK(same_shifted(&a, &b),
+               "%s n_q %zu n_k %zu causal %d: saved (shift, 1/l), flags or counts differ (tiles flagged %zu/%zu, "
+               "rows recovered %zu/%zu, contractions skipped %zu/%zu)",
+               spec, sh->n_q, sh->n_k, sh->causal, a.tiles_flagged, b.tiles_flagged, a.rows_recovered,
+               b.rows_recovered, a.contractions_skipped, b.contractions_skipped);
     compare_bwd(spec, sh, &a, &b, dev);
   }
   if (sa == AA_OK) aa_attn_result_free(&a);

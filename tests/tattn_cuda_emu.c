@@ -68,6 +68,20 @@ int main(void) {
                name, took, runs);
     printf("%-20s forward on the GPU path for %zu of %zu problems, backward %zu\n", name, took, runs, btook);
   }
+  /* large scores: the fixed-shift weights leave their range, tiles are flagged and the guarded ones recovered */
+  static const char *const shifted[] = {"recip", "recip-causal", "tlx-dq", "tlx-dq-causal", "tlx"};
+  cases_qk_scale = 40.0;
+  size_t flagged = 0, recovered = 0;
+  for (size_t p = 0; p < sizeof shifted / sizeof shifted[0]; p++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      AA_CHECK(compare(shifted[p], &shapes[s], &rng, AA_ATTN_DEVICE_CUDA_EMU), "%s at scale 40: not on the GPU path",
+               shifted[p]);
+      flagged += cases_flagged, recovered += cases_recovered;
+    }
+  cases_qk_scale = 3.0;
+  printf("scale 40, fixed-shift presets: %zu tiles flagged, %zu rows recovered (CPU and GPU path equal)\n", flagged,
+         recovered);
+  AA_CHECK(flagged > 0 && recovered > 0, "no tile flagged or no row recovered: the tile steps are not exercised");
   /* the exact-exp presets (fa2, flex-h100, ...) flag rows on host threads (2^20-ulp margin): the redo ran */
   printf("rows redone on the host after a doubtful libm value: %zu, backward pairs %zu\n", cases_redone,
          cases_pairs_redone);

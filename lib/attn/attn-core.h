@@ -44,6 +44,12 @@ typedef struct {
   double c, se, threshold, p_top;               /* exp coefficient, LSE scale, fwd.rescale_threshold, max finite */
   double scale, l2e;                            /* the softmax scale and log2(e) in the ALU format */
   int doubt_log2; /* aa_core_libm's margin: 2^doubt_log2 ulps (3 on the GPU; more on host threads, to test it) */
+  /* fwd.softmax = fixed-shift or guarded (forward_fixed.c; aa_core_shifted_row) */
+  int shifted;             /* 0: online-lse; 1: fixed-shift; 2: guarded */
+  size_t sub;              /* rows per contraction: fwd.sub_q with the guarded forward, else tq */
+  double shift0, lo2, hi2; /* fwd.shift in FP32; the range check's [2^fwd.guard_lo, 2^fwd.guard_hi) */
+  float *Msh, *Lsum;       /* [heads][n_q]: each row's shift (NaN: never anchored) and row sum */
+  unsigned char *rflag;    /* [heads][n_q]: bit 0 the row was seen, bit 1 every weight in range */
 } aa_core_fwd_t;
 
 /* An FP32 value rounded to BF16 or FP16 (RNE, subnormals, Inf on overflow): aa_attn_rnd's result for it. Scaling
@@ -230,6 +236,85 @@ static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, siz
   else
     p->LSE[row] = (float)lse;
   if (p->doubt != NULL) p->doubt[sp * p->heads * p->n_q + row] = (unsigned char)w->doubt;
+}
+
+/* forward_fixed.c's range check: finite and in [lo2, hi2). */
+static inline AA_HD int aa_core_in_range(double w, double lo2, double hi2) {
+  return w == w && w != INFINITY && w >= lo2 && w < hi2;
+}
+
+/* forward_fixed.c shifted_row_weights for row i against the scored block P[0, tk) at j0 (visible keys [lo, hi)):
+   the guarded anchor if still unset, then the weights against the shift *m into P, the row sum *l and *ok. */
+static inline AA_HD void aa_core_shifted_weights(const aa_core_fwd_t *p, aa_core_row_t *w, double *m, double *l,
+                                                 int *seen, int *ok, size_t i, size_t j0, size_t tk, float *P) {
+  int64_t lo = p->lo[i], hi = p->hi[i];
+  if (*m != *m) { /* section 3.2: the max of the row's first visible block, times c in FP32 */
+    double mx = -INFINITY;
+    for (size_t b = 0; b < tk; b++)
+      if ((int64_t)(j0 + b) >= lo && (int64_t)(j0 + b) < hi && (double)P[b] > mx) mx = P[b];
+    if (mx > -INFINITY) *m = aa_core_r32(mx * p->c);
+  }
+  if (*m != *m) {
+    for (size_t b = 0; b < tk; b++)
+      P[b] = 0;
+    return;
+  }
+  *seen = 1;
+  for (size_t b = 0; b < tk; b++) {
+    if ((int64_t)(j0 + b) < lo || (int64_t)(j0 + b) >= hi) {
+      P[b] = 0;
+      continue;
+    }
+    double e = aa_core_exp(p, w, (double)fmaf(P[b], (float)p->c, (float)-*m));
+    double pr = (double)aa_core_rnd16((float)e, p->p_fmt);
+    if (!aa_core_in_range(pr, p->lo2, p->hi2)) *ok = 0;
+    *l = aa_core_r32(*l + (p->rs_rounded ? pr : e));
+    P[b] = (float)pr;
+  }
+}
+
+/* forward_fixed.c for query row i of head h (fwd.softmax = fixed-shift or guarded): the key blocks some row of its
+   tile sees, each as a contraction of its row group (skipped when no row of the group sees the block), no
+   rescaling; then O (0 for a row never seen), the shift, the row sum and the row's flags. The tile's flag, the
+   recovery and the saved (shift, 1/l) follow on the host (cuda_fixed.c), which needs every row of the tile. */
+static inline AA_HD void aa_core_shifted_row(const aa_core_fwd_t *p, size_t h, size_t i, aa_core_row_t *w, float *P) {
+  size_t d = p->d, n_k = p->n_k, kvh = h / p->group, row = h * p->n_q + i;
+  size_t i0 = i / p->tq * p->tq, tq = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq;
+  size_t s0 = i0 + (i - i0) / p->sub * p->sub, sr = i0 + tq - s0 < p->sub ? i0 + tq - s0 : p->sub;
+  const float *q = p->Q + row * d, *K = p->K + kvh * n_k * d, *V = p->V + kvh * n_k * d;
+  double m = p->shifted == 2 ? NAN : p->shift0, l = 0;
+  int seen = 0, ok = 1;
+  w->doubt = 0;
+  for (size_t c = 0; c < d; c++)
+    w->acc[c] = 0;
+  for (size_t j0 = 0; j0 < n_k; j0 += p->tk) {
+    size_t tk = n_k - j0 < p->tk ? n_k - j0 : p->tk;
+    if (!aa_core_tile_seen(p, i0, tq, j0, tk) || !aa_core_tile_seen(p, s0, sr, j0, tk)) continue; /* section 3.4 */
+    for (size_t b = 0; b < tk; b++) {
+      float s = aa_core_tc(0.0f, q, K + (j0 + b) * d, 1, d, p->qk_bk, p->qk_fb, p->qk_ob);
+      P[b] = p->scale_s ? (float)((double)s * p->scale) : s;
+    }
+    aa_core_shifted_weights(p, w, &m, &l, &seen, &ok, i, j0, tk, P);
+    for (size_t c = 0; c < d; c++) /* section 3.1: O keeps accumulating P V */
+      w->acc[c] = aa_core_tc(w->acc[c], P, V + j0 * d + c, d, tk, p->pv_bk, p->pv_fb, p->pv_ob);
+  }
+  double rr = aa_core_r32(1.0 / l);
+  for (size_t c = 0; c < d; c++) {
+    double x = p->o_recip ? aa_core_r32(w->acc[c] * rr) : aa_core_r32(w->acc[c] / l);
+    p->O[row * d + c] = seen ? aa_core_rnd16((float)x, p->io_fmt) : 0.0f;
+  }
+  p->Msh[row] = (float)m, p->Lsum[row] = (float)l;
+  p->rflag[row] = (unsigned char)(seen | ok << 1);
+  if (p->doubt != NULL) p->doubt[row] = (unsigned char)w->doubt;
+}
+
+/* One forward work item: row i of head h (split sp) by the recipe's softmax. */
+static inline AA_HD void aa_core_fwd_row(const aa_core_fwd_t *p, size_t h, size_t i, size_t sp, aa_core_row_t *w,
+                                         float *P) {
+  if (p->shifted)
+    aa_core_shifted_row(p, h, i, w, P);
+  else
+    aa_core_split_row(p, h, i, sp, w, P);
 }
 
 /* forward_split.c combine_row with sfu = sm90 (combine_lse_sm90): row `row` (= h n_q + i) from its splits. */

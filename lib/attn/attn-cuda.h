@@ -23,6 +23,13 @@ int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char 
    than doubt_cap pairs were doubtful). */
 int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone);
 
+#ifdef AA_ATTN_IMPL_H /* the C side (cuda.c), which knows the context */
+/* The fixed-shift and guarded forwards' per-tile steps after the core's rows (cuda_fixed.c): out's O, LSE, P-cast
+   counters already stored from p's rows; the flags, recovery and saved (shift, 1/l) as forward_fixed.c writes them.
+ */
+void aa_attn_cuda_fixed_finish(const aa_attn_ctx_t *cx, aa_attn_result_t *out, const aa_core_fwd_t *p);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

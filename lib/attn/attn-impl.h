@@ -249,6 +249,10 @@ size_t aa_attn_fwd_nsplits(const aa_attn_ctx_t *cx);
    aa_attn_fwd_tile_online. */
 int aa_attn_fwd_tile_shifted(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size_t h, size_t i0, size_t tq,
                              double *qe, double *S, double *P, uint8_t *vis, double *acc, double *m, double *l);
+/* Natural-log LSE equivalent to the saved (shift b, row sum l) of the fixed-shift forward (forward_fixed.c): the
+   weights were exp2(S*c - b) (exp2-fma) or exp(S*c - b) (natural), so LSE = (b + log2 l) ln 2 or b + log l; formed
+   in binary64 and rounded to lse_fmt (only LSE-reading consumers use it: an LSE backward, dsinks). */
+double aa_attn_lse_equiv(const aa_attn_ctx_t *cx, double b, double l);
 /* bwd.norm = recip preprocessing (backward_recip.c): *dO_eff [heads][n_q][d]
    = dO scaled by each reciprocal row's 1/l (rounded to bwd.do_fmt), dO for
    LSE rows; *bias [heads][n_q] as aa_attn_ctx_t.bias. Both malloc'd. */

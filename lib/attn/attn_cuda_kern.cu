@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(AT_THREADS) at_split_rows(aa_core_fwd_t p, siz
   float P[AA_CORE_MAXTK];
   size_t rows = p.heads * p.n_q, row = x % rows, sp = x / rows;
   w.cast = w.over = w.under = 0, w.pmax = 0;
-  aa_core_split_row(&p, row / p.n_q, row % p.n_q, sp, &w, P);
+  aa_core_fwd_row(&p, row / p.n_q, row % p.n_q, sp, &w, P);
   if (w.doubt) return; /* the host redoes the row (cuda.c), counters included */
   atomicAdd(&p.counters[0], w.cast);
   if (w.over) atomicAdd(&p.counters[1], w.over);
@@ -38,10 +38,10 @@ __global__ void __launch_bounds__(AT_THREADS) at_combine(aa_core_fwd_t p) {
 
 /* Device buffers of one forward, freed together. */
 struct at_bufs {
-  void *b[10];
+  void *b[12];
 };
 static void at_free(at_bufs *B) {
-  for (int i = 0; i < 10; i++)
+  for (int i = 0; i < 12; i++)
     if (B->b[i] != NULL) cudaFree(B->b[i]);
 }
 static int at_alloc(at_bufs *B, int i, size_t bytes, const void *src) {
@@ -64,7 +64,8 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
            at_alloc(&B, 3, 2 * p.n_q * 8, hp->lo) && at_alloc(&B, 4, nQ * 4, NULL) &&
            at_alloc(&B, 5, rows * 4, NULL) && at_alloc(&B, 6, ns * nQ * 4, NULL) &&
            at_alloc(&B, 7, ns * rows * 4, NULL) && at_alloc(&B, 8, 32, NULL) &&
-           at_alloc(&B, 9, rows * p.nsplit, NULL);
+           at_alloc(&B, 9, rows * p.nsplit, NULL) && at_alloc(&B, 10, p.shifted ? 2 * rows * 4 : 0, NULL) &&
+           at_alloc(&B, 11, p.shifted ? rows : 0, NULL);
   if (!ok) {
     at_free(&B);
     cudaGetLastError();
@@ -75,6 +76,7 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
   p.O = (float *)B.b[4], p.LSE = (float *)B.b[5], p.Os = (float *)B.b[6], p.Ls = (float *)B.b[7];
   p.counters = (unsigned long long *)B.b[8], p.pmax = (unsigned long long *)B.b[8] + 3;
   p.doubt = (unsigned char *)B.b[9];
+  p.Msh = (float *)B.b[10], p.Lsum = (float *)B.b[10] + rows, p.rflag = (unsigned char *)B.b[11];
   size_t nwork = rows * p.nsplit;
   /* a deep per-thread stack: the row state and P (about 2 KiB) live in local memory */
   cudaDeviceSetLimit(cudaLimitStackSize, 16384);
@@ -85,7 +87,10 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
            cudaMemcpy(O, p.O, nQ * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
            cudaMemcpy(LSE, p.LSE, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
            cudaMemcpy(c4, B.b[8], 32, cudaMemcpyDeviceToHost) == cudaSuccess &&
-           cudaMemcpy(doubt, B.b[9], rows * p.nsplit, cudaMemcpyDeviceToHost) == cudaSuccess;
+           cudaMemcpy(doubt, B.b[9], rows * p.nsplit, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           (!p.shifted || (cudaMemcpy(hp->Msh, p.Msh, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                           cudaMemcpy(hp->Lsum, p.Lsum, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                           cudaMemcpy(hp->rflag, p.rflag, rows, cudaMemcpyDeviceToHost) == cudaSuccess));
   at_free(&B);
   if (!st) {
     cudaGetLastError();

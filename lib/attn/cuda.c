@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn-impl.h"
+
+/* after attn-impl.h: attn-cuda.h's C-side declarations take the context */
 #include "attn-core.h"
 #include "attn-cuda.h"
-#include "attn-impl.h"
 
 #ifndef AA_HAVE_CUDA /* no kernels in this build: the device side says so */
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
@@ -55,17 +57,25 @@ static int path_supported(const aa_recipe_t *r) {
   return r->fwd_lse_form == AA_LSE_FMA || (!split && r->fwd_lse_form == AA_LSE_LOG2_MAX);
 }
 
+/* The softmax: online-LSE, or forward_fixed.c's fixed-shift and guarded forwards (one split, the weights' argument
+   one FMA; a guarded tile's recovery is the online forward above). */
+static int softmax_supported(const aa_attn_ctx_t *cx) {
+  const aa_recipe_t *r = cx->r;
+  if (r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE) return 1;
+  return (r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED) &&
+         r->exp_form != AA_EXPFORM_EXP2_MULSUB && aa_attn_fwd_nsplits(cx) == 1 && !r->fwd_k_desc;
+}
+
 int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   int bk, fb, ob;
-  return path_supported(r) && exp_supported(cx) && r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE &&
-         r->fwd_checkpoint == AA_CKPT_LSE && r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 &&
-         r->fwd_rowsum_fmt == AA_FMT_FP32 && r->fwd_o_acc_fmt == AA_FMT_FP32 && r->fwd_lse_fmt == AA_FMT_FP32 &&
-         aa_attn_core_fmt(r->io_fmt) > 0 && aa_attn_core_fmt(r->fwd_p_fmt) >= 0 &&
-         (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && cx->wexp_emu == NULL &&
-         r->fwd_exp_emu_freq == 0 && r->fwd_p_scale_exp == 0 && r->quant_p_scale == 1.0 && r->quant_p == 0 &&
-         r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0 && r->quant_pv_buffer == 0 && r->quant_smooth_q == 0 &&
-         r->quant_smooth_k == 0 && r->fwd_qk_rotate == 0 && r->fwd_qkv_fmt == AA_QKV_NONE &&
+  return path_supported(r) && exp_supported(cx) && softmax_supported(cx) && r->fwd_checkpoint == AA_CKPT_LSE &&
+         r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->fwd_rowsum_fmt == AA_FMT_FP32 &&
+         r->fwd_o_acc_fmt == AA_FMT_FP32 && r->fwd_lse_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
+         aa_attn_core_fmt(r->fwd_p_fmt) >= 0 && (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) &&
+         cx->wexp_emu == NULL && r->fwd_exp_emu_freq == 0 && r->fwd_p_scale_exp == 0 && r->quant_p_scale == 1.0 &&
+         r->quant_p == 0 && r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0 && r->quant_pv_buffer == 0 &&
+         r->quant_smooth_q == 0 && r->quant_smooth_k == 0 && r->fwd_qk_rotate == 0 && r->fwd_qkv_fmt == AA_QKV_NONE &&
          aa_attn_tc_model(r->fwd_acc_qk, &bk, &fb, &ob) && aa_attn_tc_model(r->fwd_acc_pv, &bk, &fb, &ob) &&
          cx->mod == 0 && cx->masked == 0 && cx->keep_fwd == NULL && cx->sinks == NULL && cx->v_scale == NULL &&
          cx->d >= 1 && cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && r->fwd_tile_k > 0 &&
@@ -104,7 +114,7 @@ static size_t redo_doubtful(aa_core_fwd_t *p, const unsigned char *doubt) {
     for (size_t row = 0; row < rows; row++) {
       if (!doubt[row] || w == NULL || P == NULL) continue;
       w->cast = w->over = w->under = 0, w->pmax = 0;
-      aa_core_split_row(p, row / p->n_q, row % p->n_q, 0, w, P);
+      aa_core_fwd_row(p, row / p->n_q, row % p->n_q, 0, w, P);
       add_counters(p, w);
       redone++;
     }
@@ -125,7 +135,7 @@ static void run_host(const aa_core_fwd_t *p) {
     for (size_t x = 0; x < nwork; x++) {
       size_t row = x % rows, sp = x / rows;
       w->cast = w->over = w->under = 0, w->pmax = 0;
-      aa_core_split_row(p, row / p->n_q, row % p->n_q, sp, w, P);
+      aa_core_fwd_row(p, row / p->n_q, row % p->n_q, sp, w, P);
       if (!w->doubt) add_counters(p, w); /* a doubtful row's come with its redo */
     }
     if (p->nsplit > 1) {
@@ -156,6 +166,9 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   p->sm90 = r->sfu_sm90, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->scale_s = r->scale_fold == AA_SCALE_S;
   p->log2max = r->fwd_lse_form == AA_LSE_LOG2_MAX, p->scale = cx->scale, p->l2e = cx->l2e;
   p->p_top = aa_fmt_info(r->fwd_p_fmt)->max_finite;
+  p->shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT ? 1 : r->fwd_softmax == AA_SOFTMAX_GUARDED ? 2 : 0;
+  p->sub = p->shifted == 2 && r->fwd_sub_q != 0 && r->fwd_sub_q < p->tq ? r->fwd_sub_q : p->tq;
+  p->shift0 = aa_core_r32(r->fwd_shift), p->lo2 = exp2(r->fwd_guard_lo), p->hi2 = exp2(r->fwd_guard_hi);
   size_t nQ = cx->heads * nq * d, nK = cx->heads / cx->group * nk * d;
   own[0] = to_f32(cx->Q, nQ), own[1] = to_f32(cx->K, nK), own[2] = to_f32(cx->V, nK);
   int64_t *lohi = malloc(2 * (nq ? nq : 1) * sizeof *lohi);
@@ -194,10 +207,11 @@ int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_
   /* 8 ulps cover glibc's and CUDA's libm errors (each below 1 ulp, CUDA's documented at 1); on host threads, where
      both passes are glibc's, 2^20 ulps flag a row in a few hundred calls, so tests/tattn_cuda_emu checks the redo */
   p.doubt_log2 = on_host ? 20 : 3;
-  float *O = malloc((rows * cx->d + 1) * sizeof *O), *L = malloc((rows + 1) * sizeof *L);
-  unsigned char *doubt = calloc(rows * p.nsplit + 1, 1);
+  float *O = malloc((rows * cx->d + 1) * sizeof *O), *L = malloc((3 * rows + 1) * sizeof *L);
+  unsigned char *doubt = calloc(rows * p.nsplit + 1, 1), *rflag = calloc(rows + 1, 1);
   unsigned long long cnt[3] = {0, 0, 0}, pmax = 0;
-  if (st == AA_OK && (O == NULL || L == NULL || doubt == NULL)) st = AA_ENOMEM;
+  if (st == AA_OK && (O == NULL || L == NULL || doubt == NULL || rflag == NULL)) st = AA_ENOMEM;
+  p.Msh = L + rows, p.Lsum = L + 2 * rows, p.rflag = rflag; /* the shifted rows' (cuda_fixed.c) */
   if (st == AA_OK && on_host) {
     float *Os = p.nsplit > 1 ? malloc(p.nsplit * rows * cx->d * sizeof *Os) : NULL;
     float *Ls = p.nsplit > 1 ? malloc(p.nsplit * rows * sizeof *Ls) : NULL;
@@ -213,9 +227,10 @@ int aa_attn_forward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on_
     out->fwd_rows_redone = redo_doubtful(&p, doubt);
   }
   if (st == AA_OK) store_outputs(&p, out, O, L, cnt, pmax);
+  if (st == AA_OK && p.shifted) aa_attn_cuda_fixed_finish(cx, out, &p);
   for (int x = 0; x < 4; x++)
     free(own[x]);
-  free(O), free(L), free(doubt);
+  free(O), free(L), free(doubt), free(rflag);
   return st;
 }
 

@@ -20,11 +20,7 @@ static int in_range(double w, double lo2, double hi2) {
   return isfinite(w) && w >= lo2 && w < hi2;
 }
 
-/* Natural-log LSE equivalent to the saved (shift b, row sum l): the weights
-   were exp2(S*c - b) (exp2-fma) or exp(S*c - b) (natural), so
-   LSE = (b + log2 l) ln 2 or b + log l; formed in binary64 and rounded to
-   lse_fmt (only LSE-reading consumers use it: an LSE backward, dsinks). */
-static double lse_equiv(const aa_attn_ctx_t *cx, double b, double l) {
+double aa_attn_lse_equiv(const aa_attn_ctx_t *cx, double b, double l) {
   if (aa_attn_exp2form(cx->r)) return aa_attn_rnd((b + log2(l)) * 0.69314718055994530942, cx->r->fwd_lse_fmt);
   return aa_attn_rnd(b + log(l), cx->r->fwd_lse_fmt);
 }
@@ -245,7 +241,7 @@ static void write_rows(const shifted_t *t) {
     out->recip.data[row] = aa_attn_rnd(rr, r->fwd_lse_fmt);
     out->shift.data[row] = aa_attn_rnd(t->m[a], r->fwd_lse_fmt);
     out->row_ckpt[row] = AA_ROW_CKPT_RECIP;
-    out->lse.data[row] = lse_equiv(cx, t->m[a], t->l[a]);
+    out->lse.data[row] = aa_attn_lse_equiv(cx, t->m[a], t->l[a]);
   }
 }
 

@@ -6,6 +6,7 @@ lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/att
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
 lib_libattnacc_core_la_SOURCES += lib/attn/first.c
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-core.h lib/attn/attn-bwd-core.h lib/attn/attn-cuda.h lib/attn/cuda.c \
+  lib/attn/cuda_fixed.c \
   lib/attn/cuda_bwd.c
 
 # The GPU emulation (configure --with-cuda): its kernels in one .cu compiled by nvcc and wrapped as a libtool object
