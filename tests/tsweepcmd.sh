@@ -60,6 +60,9 @@ fi
 # ---- threads ----
 sweep --out "$T/j2" --jobs 2 >/dev/null 2>"$T/j2.err" || FAIL "tsweepcmd jobs 2: exit $? ($(cat "$T/j2.err"))"
 cmp -s "$T/ref/results.canon.csv" "$T/j2/results.canon.csv" || FAIL "tsweepcmd jobs: --jobs 2 canonical CSV differs from --jobs 1"
+# --device cpu: the same bits as the default (auto; build-aux/device-check compares cuda on a GPU machine)
+sweep --out "$T/dcpu" --device cpu >/dev/null 2>"$T/dcpu.err" || FAIL "tsweepcmd device cpu: exit $? ($(cat "$T/dcpu.err"))"
+cmp -s "$T/ref/results.canon.csv" "$T/dcpu/results.canon.csv" || FAIL "tsweepcmd device: --device cpu canonical CSV differs"
 
 # ---- shards and merge (no oracle cache, so the shards recompute everything) ----
 sweep --out "$T/s0" --shard 0/2 --cache none >"$T/s0.out" 2>&1 || FAIL "tsweepcmd shard 0/2: exit $? ($(tail -n 5 "$T/s0.out"))"
@@ -138,6 +141,7 @@ bad "n list" --experiment smoke --n 16,x --out "$T/b"
 bad "masks" --experiment smoke --masks both --out "$T/b"
 bad "stray argument" --experiment smoke --out "$T/b" extra
 bad "unknown option" --experiment smoke --bogus
+bad "device name" --experiment smoke --device gpu --out "$T/b"
 bad "merge without folders" --merge --out "$T/b"
 bad "another grid in the folder" --experiment smoke --variants $V --quick --out "$T/ref" --resume
 cmp -s "$T/ref/results.canon.csv" "$T/j2/results.canon.csv" || FAIL "tsweepcmd bad: a refused run touched the results"

@@ -86,6 +86,9 @@ int cli_oracle_target(double *out, const char *cmd, const char *s);
        "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},                    \
       CLI_OPTS_LIMITS
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd);
+/* --device auto|cpu|cuda into *dev (without the option, *dev as it is), and so the emulation's of cli_run_variant:
+   0, or 2 after a message (a bad name; cuda without a GPU or without CUDA in this build). */
+int cli_device_opt(aa_oracle_device_t *dev, const cli_args_t *a, const char *cmd);
 /* --cache DIR of the last cli_oracle_opts (NULL: none), for the naive reference's entries beside the oracle's. */
 const char *cli_oracle_cache(void);
 

@@ -18,8 +18,26 @@ static const char *oracle_cache = NULL;
 #define AA_HAVE_CUDA_P 0
 #endif
 
-/* --device for the emulation too: auto and cuda run on the GPU what its emulation implements (aa_attn_run_device). */
+/* --device for the emulation too: auto and cuda run on the GPU what its emulation implements (aa_attn_run_device);
+   without the option, the oracle's default (auto). */
 static aa_attn_device_t emu_device = AA_ATTN_DEVICE_CPU;
+
+int cli_device_opt(aa_oracle_device_t *dev, const cli_args_t *a, const char *cmd) {
+  const char *s = cli_get(a, "device");
+  if (s != NULL && aa_oracle_device_from_name(dev, s) != AA_OK) {
+    cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
+    return 2;
+  }
+  emu_device = *dev == AA_ORACLE_DEVICE_CPU    ? AA_ATTN_DEVICE_CPU
+               : *dev == AA_ORACLE_DEVICE_CUDA ? AA_ATTN_DEVICE_CUDA
+                                               : AA_ATTN_DEVICE_AUTO;
+  if (*dev == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
+    cli_error(cmd, "--device cuda: %s",
+              AA_HAVE_CUDA_P ? "no CUDA GPU is present" : "this attnacc was built without CUDA (configure --with-cuda)");
+    return 2;
+  }
+  return 0;
+}
 
 int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) {
   const char *s;
@@ -34,22 +52,7 @@ int cli_oracle_opts(aa_oracle_opts_t *oo, const cli_args_t *a, const char *cmd) 
   if ((s = cli_get(a, "prec")) && cli_size(&prec, cmd, "prec", s, 64, 4096)) return 2;
   oo->prec = (int)prec;
   if ((s = cli_get(a, "oracle-target")) && cli_oracle_target(&oo->target, cmd, s)) return 2;
-  if ((s = cli_get(a, "device")) != NULL) {
-    if (aa_oracle_device_from_name(&oo->device, s) != AA_OK) {
-      cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
-      return 2;
-    }
-    emu_device = oo->device == AA_ORACLE_DEVICE_CPU    ? AA_ATTN_DEVICE_CPU
-                 : oo->device == AA_ORACLE_DEVICE_CUDA ? AA_ATTN_DEVICE_CUDA
-                                                       : AA_ATTN_DEVICE_AUTO;
-    if (oo->device == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
-      cli_error(cmd, "--device cuda: %s",
-                AA_HAVE_CUDA_P ? "no CUDA GPU is present"
-                               : "this attnacc was built without CUDA (configure --with-cuda)");
-      return 2;
-    }
-  }
-  return 0;
+  return cli_device_opt(&oo->device, a, cmd);
 }
 
 const char *cli_oracle_cache(void) {

@@ -32,6 +32,9 @@ static const cli_opt_t common[] = {
     {"max-cells", "C", "0 = all", "stop after starting C cells (continue later with --resume)"},
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
     {"force", NULL, NULL, "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},
+    {"device", "auto|cpu|cuda", "auto",
+     "where the fast oracle and the emulation run (auto: the GPU where present and implemented); results do not "
+     "depend on it"},
     CLI_OPTS_LIMITS,
 };
 
@@ -482,6 +485,7 @@ static int make_ctx(sweep_cmd_t *S) {
     cache = S->cache_default;
   }
   S->ctx->cache_dir = strcmp(cache, "none") == 0 ? NULL : cache;
+  if (cli_device_opt(&S->ctx->oracle_device, &S->a, S->cmd)) return 2;
   /* The oracle and the emulation use OpenMP inside a cell: with J cells at
      once each keeps one thread unless --threads says otherwise, so the
      cores are not oversubscribed (results do not depend on the count). */

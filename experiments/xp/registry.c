@@ -245,6 +245,7 @@ void xp_cell_threads(const xp_ctx_t *ctx) {
 void xp_oracle_opts(aa_oracle_opts_t *oo, const xp_ctx_t *ctx) {
   aa_oracle_opts_init(oo);
   oo->path = ctx->oracle_path;
+  oo->device = ctx->oracle_device;
   oo->target = ctx->oracle_target;
   oo->threads = ctx->inner_threads;
 }
