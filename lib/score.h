@@ -251,6 +251,8 @@ int aa_eval_attn_device(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_re
    the oracle into v->out, scored with o (NULL: the defaults); v->nonfinite. */
 int aa_eval_outputs(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_problem_t *pb,
                     const aa_oracle_result_t *oracle, const aa_eval_opts_t *o, aa_error_t *err);
+/* The emulation's device for the oracle's device choice (auto, cpu, cuda alike; values do not depend on it). */
+aa_attn_device_t aa_eval_device(aa_oracle_device_t dev);
 /* aa_eval_attn then aa_eval_outputs. */
 int aa_eval_run(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                 const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
@@ -443,6 +445,9 @@ typedef struct {
      was computed for the same problem, input values and oracle settings. */
   const char *cache_dir;
   const struct aa_flat_kept_s *oracle;
+  /* Where the fast oracle and the emulated recipes run (ABI 6): aa_oracle_device_t (0 auto, 1 cpu, 2 cuda); every
+     value is the same on either (lib/oracle.h, lib/attn.h), cuda without a GPU is refused. */
+  int device;
 } aa_flat_opts_t;
 
 /* An oracle result kept in memory for reuse by later calls (aa_flat_oracle
@@ -558,7 +563,7 @@ int aa_flat_draw(double *out, uint64_t seed, uint64_t id, size_t heads, size_t r
    statistics, opts.expect, info.kernel_fmt, aa_flat_score_sets; 5: the problem features, sinks, keep mask,
    oracle cache and kept oracle of aa_flat_opts_t, dsinks and lse scored (AA_FLAT_NOUT outputs per set),
    aa_flat_oracle's kept argument, aa_flat_kept_free, aa_flat_draw). */
-#define AA_ABI_VERSION 5
+#define AA_ABI_VERSION 6
 int aa_abi_version(void);
 /* sizeof of "aa_flat_tensor_t", "aa_flat_opts_t", "aa_flat_out_t",
    "aa_flat_info_t" or "aa_problem_cost_t"; 0 for any other name. */

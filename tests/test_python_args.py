@@ -65,6 +65,18 @@ def test_window_size_does_not_wrap():
     refused(TypeError, "window_size must be a pair", window_size=4, is_causal=True)
 
 
+def test_device_named_and_honest():
+    # device= chooses where the oracle and the recipes run; the values do not depend on it
+    refused(ValueError, "device 'gpu' is not one of auto, cpu, cuda", device="gpu")
+    refused(TypeError, "device must be a string", device=1)
+    q, k, v, do = small()
+    a = attnacc.score(q, k, v, do, o=q, layout="bhnd", device="cpu").to_dict()
+    b = attnacc.score(q, k, v, do, o=q, layout="bhnd").to_dict()
+    assert a["runs"][0]["outputs"] == b["runs"][0]["outputs"]  # everything but the timings
+    if not _lib.lib().aa_oracle_cuda_available():  # a GPU is asked for where there is none: refused, named
+        refused(ValueError, "device cuda: no CUDA GPU", device="cuda")
+
+
 def test_empty_rule_list_refused():
     # rule=[] chose no rule, so Score.passed was True for any kernel.
     refused(ValueError, "rule is empty", rule=[])

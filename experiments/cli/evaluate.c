@@ -28,12 +28,11 @@ int cli_device_opt(aa_oracle_device_t *dev, const cli_args_t *a, const char *cmd
     cli_error(cmd, "--device: '%s' is not auto, cpu or cuda", s);
     return 2;
   }
-  emu_device = *dev == AA_ORACLE_DEVICE_CPU    ? AA_ATTN_DEVICE_CPU
-               : *dev == AA_ORACLE_DEVICE_CUDA ? AA_ATTN_DEVICE_CUDA
-                                               : AA_ATTN_DEVICE_AUTO;
+  emu_device = aa_eval_device(*dev);
   if (*dev == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available()) {
     cli_error(cmd, "--device cuda: %s",
-              AA_HAVE_CUDA_P ? "no CUDA GPU is present" : "this attnacc was built without CUDA (configure --with-cuda)");
+              AA_HAVE_CUDA_P ? "no CUDA GPU is present"
+                             : "this attnacc was built without CUDA (configure --with-cuda)");
     return 2;
   }
   return 0;

@@ -34,7 +34,7 @@ typedef struct {
   int inner_threads;                    /* OpenMP threads inside one cell (0 = default) */
   aa_oracle_path_t oracle_path;
   aa_oracle_device_t oracle_device; /* --device (the emulation's is cli_device_opt's) */
-  double oracle_target; /* --oracle-target (an experiment may change the default in declare) */
+  double oracle_target;             /* --oracle-target (an experiment may change the default in declare) */
   /* defaults of the coordinates an experiment may leave out of its grid */
   size_t d, heads;
   double sigma;

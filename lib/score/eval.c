@@ -79,6 +79,12 @@ static void record_counters(aa_eval_variant_t *v, const aa_attn_result_t *res, c
   free(resolved);
 }
 
+aa_attn_device_t aa_eval_device(aa_oracle_device_t dev) {
+  return dev == AA_ORACLE_DEVICE_CPU    ? AA_ATTN_DEVICE_CPU
+         : dev == AA_ORACLE_DEVICE_CUDA ? AA_ATTN_DEVICE_CUDA
+                                        : AA_ATTN_DEVICE_AUTO;
+}
+
 int aa_eval_attn(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_recipe_t *r, const aa_problem_t *pb,
                  const aa_tensor_t *q, const aa_tensor_t *k, const aa_tensor_t *vt, const aa_tensor_t *dO,
                  aa_error_t *err) {

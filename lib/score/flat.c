@@ -243,6 +243,7 @@ static void fill_info(aa_flat_info_t *info, const flat_prob_t *p, const aa_oracl
 static void oracle_opts(aa_oracle_opts_t *oo, const aa_flat_opts_t *o, const flat_prob_t *p) {
   aa_oracle_opts_init(oo);
   oo->path = (aa_oracle_path_t)o->oracle_path;
+  oo->device = (aa_oracle_device_t)o->device;
   oo->threads = o->threads;
   oo->target = o->oracle_target != 0 ? o->oracle_target : p->target;
 }
@@ -253,6 +254,10 @@ static int run_oracle(aa_oracle_result_t *r, int *borrowed, const flat_prob_t *p
   aa_oracle_opts_t oo;
   if (o->oracle_path < 0 || o->oracle_path >= AA_ORACLE_COUNT)
     return aa_error_set(err, AA_EINVAL, "oracle path %d is unknown", o->oracle_path);
+  if (o->device < 0 || o->device >= AA_ORACLE_DEVICE_COUNT)
+    return aa_error_set(err, AA_EINVAL, "device %d is unknown", o->device);
+  if (o->device == AA_ORACLE_DEVICE_CUDA && !aa_oracle_cuda_available())
+    return aa_error_set(err, AA_EUNSUPPORTED, "device cuda: no CUDA GPU, or a libattnacc built without CUDA");
   oracle_opts(&oo, o, p);
   return aa_score_oracle_get(r, borrowed, &p->pb, p->in, &oo, o->cache_dir, o->oracle, err);
 }
@@ -638,8 +643,10 @@ int aa_flat_emulate(double *o, double *dq, double *dk, double *dv, aa_flat_out_t
   rounded = round_inputs(&p, r.io_fmt);
   p.target = AA_ORACLE_TARGET_DEFAULT; /* emulate is `attnacc run`: its oracle, and its cache entry */
   if ((rc = run_oracle(&e.orc, &e.borrowed, &p, opts, &err)) == AA_OK &&
-      (rc = aa_eval_run(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3], &e.orc,
-                        &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol}, &err)) == AA_OK &&
+      (rc = aa_eval_attn_device(&e.v, &e.res, &r, &p.pb, &p.in[0], &p.in[1], &p.in[2], &p.in[3],
+                                aa_eval_device((aa_oracle_device_t)opts->device), &err)) == AA_OK &&
+      (rc = aa_eval_outputs(&e.v, &e.res, &p.pb, &e.orc, &(aa_eval_opts_t){opts->ulp_fmt, opts->atol, opts->rtol},
+                            &err)) == AA_OK &&
       (rc = flat_naive(&e, &p, r.io_fmt, opts, &err)) == AA_OK &&
       (rc = flat_emulate_rules(&e, &p, r.io_fmt, opts, &err)) == AA_OK) {
     export_scores(out, &e.v, got, 4, &e.orc, NULL, &p);

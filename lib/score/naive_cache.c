@@ -101,7 +101,9 @@ int aa_eval_recipe_cached(aa_eval_variant_t *v, int *hit, const aa_recipe_t *r, 
     if (hit != NULL) *hit = 1;
     return AA_OK;
   }
-  rc = aa_eval_run(v, &res, r, pb, in[0], in[1], in[2], in[3], oracle, NULL, err);
+  /* the emulation where the oracle was asked to run (values do not depend on it, so the key leaves it out) */
+  rc = aa_eval_attn_device(v, &res, r, pb, in[0], in[1], in[2], in[3], aa_eval_device(oo->device), err);
+  if (rc == AA_OK) rc = aa_eval_outputs(v, &res, pb, oracle, NULL, err);
   if (rc != AA_OK) {
     aa_attn_result_free(&res);
     return rc;

@@ -242,7 +242,7 @@ def _kernel_fmt(kernel_dtype, arrs):
 
 
 def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_gqa, atol, rtol, ulp_fmt, oracle_path,
-          threads, naive, q_shape=None, k_shape=None):
+          threads, naive, q_shape=None, k_shape=None, device=None):
     o = _lib.FlatOpts()
     _lib.lib().aa_flat_opts_init(ctypes.byref(o))
     lay = "auto" if layout is None else _str_arg("layout", layout, LAYOUTS).lower()
@@ -277,6 +277,7 @@ def _opts(layout, is_causal, causal, scale, softmax_scale, window_size, enable_g
     o.oracle_path = _lib.ORACLE_PATHS.index(_str_arg("oracle", oracle_path, _lib.ORACLE_PATHS).lower())
     o.threads = _int_arg("threads", threads, 0, THREADS_MAX)
     o.naive = int(bool(naive))
+    o.device = _lib.DEVICES.index(_str_arg("device", "auto" if device is None else device, _lib.DEVICES).lower())
     return o
 
 
@@ -682,7 +683,7 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, lse=None, dsinks=No
           alibi_slopes=None, alibi_form="flash", sinks=None, keep=None, dropout_p=None, enable_gqa=None, rule=None,
           atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast", cache=None, threads=0, bf16_bits=False,
           cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None, kernel_dtype=None, expect=None,
-          attn_mask=None, key_len=None, logit_offset=0.0):
+          attn_mask=None, key_len=None, logit_offset=0.0, device=None):
     """Score a kernel's o, dq, dk, dv (any subset) for inputs q, k, v and upstream gradient do.
 
     layout: "bhnd" [B, H, N, d] (SDPA), "bnhd" [B, N, H, d] (flash-attn), "hnd" [H, N, d], "nd" [N, d],
@@ -730,6 +731,9 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, lse=None, dsinks=No
     a padded batch (one int, or one per batch element); logit_offset: a constant added to every score (every LSE
     moves by it, nothing else). A row left with no key has O = 0 and no gradient (lib/problem.h): a kernel's 0
     there is exact, its NaN counts as NaN.
+    device: where the fast oracle and the emulated recipes run: "auto" (default: a GPU where this libattnacc was
+    built with CUDA, one is present and the problem is implemented there), "cpu" or "cuda" (without
+    a GPU: ValueError). Every value is the same on either; tensors on a GPU are copied to the host first.
     Returns a Score (passed, outputs[name].rules[rule].ratio, summary(), to_dict()).
     """
     return score_many(q, k, v, do, [dict(o=o, dq=dq, dk=dk, dv=dv, dsinks=dsinks, lse=lse)], layout=layout,
@@ -740,7 +744,7 @@ def score(q, k, v, do, o=None, dq=None, dk=None, dv=None, *, lse=None, dsinks=No
                       cache=cache, threads=threads, bf16_bits=bf16_bits, cu_seqlens_q=cu_seqlens_q,
                       cu_seqlens_k=cu_seqlens_k, max_memory=max_memory, max_seconds=max_seconds,
                       kernel_dtype=kernel_dtype, expect=expect, attn_mask=attn_mask, key_len=key_len,
-                      logit_offset=logit_offset)[0]
+                      logit_offset=logit_offset, device=device)[0]
 
 
 def _expect_arg(expect, rules):
@@ -769,7 +773,7 @@ def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=Non
               window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash", sinks=None,
               keep=None, dropout_p=None, enable_gqa=None, atol=0.01, rtol=0.01, ulp_fmt=None, oracle="fast",
               cache=None, threads=0, cu_seqlens_q=None, cu_seqlens_k=None, attn_mask=None, key_len=None,
-              logit_offset=0.0)
+              logit_offset=0.0, device=None)
     if set(kwargs) - set(kw):
         raise TypeError(f"attnacc: unknown keyword {sorted(set(kwargs) - set(kw))[0]!r}")
     kw.update(kwargs)
@@ -778,7 +782,7 @@ def score_many(q, k, v, do, sets, *, rule=None, max_memory=None, max_seconds=Non
     naive = rules is not None and any(r in ("fa", "sdpa") for r in rules)
     opts = _opts(_layout_arg(kw["layout"], kw["cu_seqlens_q"]), kw["is_causal"], kw["causal"], kw["scale"],
                  kw["softmax_scale"], kw["window_size"], kw["enable_gqa"], kw["atol"], kw["rtol"], kw["ulp_fmt"],
-                 path, kw["threads"], naive, shapes[0], shapes[1])
+                 path, kw["threads"], naive, shapes[0], shapes[1], kw["device"])
     alive = _features(opts, kw["causal_align"], kw["softcap"], kw["alibi"], kw["alibi_slopes"], kw["alibi_form"],
                       kw["sinks"], kw["keep"], kw["dropout_p"], kw["cache"], kept)
     alive.append(_varlen(opts, kw["cu_seqlens_q"], kw["cu_seqlens_k"]))  # alive during the call
@@ -852,20 +856,20 @@ def oracle(q, k, v, do=None, *, layout=None, is_causal=False, causal=None, causa
            softmax_scale=None, window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash",
            sinks=None, keep=None, dropout_p=None, enable_gqa=None, oracle="fast", cache=None, threads=0,
            bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None, max_memory=None, max_seconds=None, attn_mask=None,
-           key_len=None, logit_offset=0.0):
+           key_len=None, logit_offset=0.0, device=None):
     """The exact o, lse, dq, dk, dv (float64 numpy arrays in the inputs' layout; lse [B, H, N]) of
     attention on the given values, each within the certified relative bound returned as 'relerr_bound'.
     do=None uses zeros (o and lse stay exact; the gradients are then zero). cu_seqlens_q / _k: a varlen
     batch of packed [total, H, d] tensors, as in score(). The problem features (causal_align, window_size,
     softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p), cache, threads, max_memory, max_seconds:
-    as in score(). attn_mask, key_len, logit_offset: as in score(). Returns an Oracle (a dict) that
+    as in score(). attn_mask, key_len, logit_offset, device: as in score(). Returns an Oracle (a dict) that
     score(..., oracle=it) reuses."""
     bf16_bits = _flag_arg("bf16_bits", bf16_bits)
     shapes = [_shape(x, n) for x, n in zip((q, k, v), ("q", "k", "v"))]
     shapes.append(shapes[0] if do is None else _shape(do, "do"))
     path, kept = _oracle_arg(oracle)
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
-                 None, None, None, path, threads, False, shapes[0], shapes[1])
+                 None, None, None, path, threads, False, shapes[0], shapes[1], device)
     alive = _features(opts, causal_align, softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p, cache,
                       kept)
     alive.append(_varlen(opts, cu_seqlens_q, cu_seqlens_k))  # alive during the call
@@ -906,17 +910,17 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, c
             softmax_scale=None, window_size=None, softcap=None, alibi=None, alibi_slopes=None, alibi_form="flash",
             sinks=None, keep=None, dropout_p=None, enable_gqa=None, rule=None, atol=0.01, rtol=0.01, ulp_fmt=None,
             oracle="fast", cache=None, threads=0, bf16_bits=False, cu_seqlens_q=None, cu_seqlens_k=None,
-            max_memory=None, max_seconds=None, attn_mask=None, key_len=None, logit_offset=0.0):
+            max_memory=None, max_seconds=None, attn_mask=None, key_len=None, logit_offset=0.0, device=None):
     """Run a precision recipe (a preset name such as "fa2" or "nki", a recipe file's path, or recipe text
-    with "key = value" lines) on the inputs in attnacc's bit-faithful CPU emulation, and score it.
+    with "key = value" lines) on the inputs in attnacc's bit-faithful emulation (CPU or GPU: the same bits), and score it.
 
     The inputs are first rounded to the recipe's io format (bf16 for the presets); the oracle sees the
     rounded values. Returns a dict: "o", "dq", "dk", "dv" (float64 numpy arrays in the inputs' layout,
     holding values of the recipe's output format), "score" (a Score, as score() returns), "recipe" (its
     name) and "rounded" (how many input values the rounding changed). cu_seqlens_q / _k: a varlen batch
     of packed [total, H, d] tensors, as in score(); each sequence is emulated on its own. The problem features,
-    oracle (a path or an Oracle to reuse), cache, threads, max_memory, max_seconds, attn_mask, key_len, logit_offset:
-    as in score() (the recipe's mask.* keys say how the emulated kernel treats masked keys and fully masked
+    oracle (a path or an Oracle to reuse), cache, threads, max_memory, max_seconds, attn_mask, key_len, logit_offset,
+    device: as in score() (the recipe's mask.* keys say how the emulated kernel treats masked keys and fully masked
     rows)."""
     rules = _rules_arg(rule)
     if isinstance(recipe, os.PathLike):
@@ -927,7 +931,7 @@ def emulate(recipe, q, k, v, do, *, layout=None, is_causal=False, causal=None, c
     path, kept = _oracle_arg(oracle)
     naive = rules is None or any(r in ("fa", "sdpa") for r in rules)
     opts = _opts(_layout_arg(layout, cu_seqlens_q), is_causal, causal, scale, softmax_scale, window_size, enable_gqa,
-                 atol, rtol, ulp_fmt, path, threads, naive, shapes[0], shapes[1])
+                 atol, rtol, ulp_fmt, path, threads, naive, shapes[0], shapes[1], device)
     alive = _features(opts, causal_align, softcap, alibi, alibi_slopes, alibi_form, sinks, keep, dropout_p, cache,
                       kept)
     alive.append(_varlen(opts, cu_seqlens_q, cu_seqlens_k))  # alive during the call

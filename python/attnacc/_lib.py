@@ -10,9 +10,10 @@ FMTS = ("bf16", "fp16", "fp32", "fp64")
 LAYOUTS = ("auto", "bhnd", "bnhd", "hnd", "nd", "nhd")
 LAYOUT_AXES = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]", "hnd": "[H, N, d]", "nd": "[N, d]", "nhd": "[N, H, d]"}
 ORACLE_PATHS = ("mpfr", "fast")
+DEVICES = ("auto", "cpu", "cuda")  # aa_oracle_device_t
 NRULE = len(RULES)
 # lib/score.h's AA_ABI_VERSION that the mirrors below match; the loaded library must report the same.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 # Status codes of lib/common.h.
 AA_EINVAL, AA_ENOMEM, AA_EIO, AA_EFORMAT, AA_ESHAPE, AA_ENAN, AA_EUNSUPPORTED, AA_ERANGE, AA_ENOTFOUND = range(1, 10)
@@ -68,6 +69,7 @@ class FlatOpts(ctypes.Structure):
         ("keep_numel", ctypes.c_size_t),
         ("cache_dir", ctypes.c_char_p),
         ("oracle", ctypes.c_void_p),
+        ("device", ctypes.c_int),  # ABI 6: where the oracle and the recipes run (DEVICES)
     ]
 
 
