@@ -3,7 +3,7 @@
 # bench/bench-util.h: the clock and the median the benchmarks share (ATTNACC_BENCH_CLOCK=cpu: the process
 # CPU-time clock, for single-threaded runs on a shared machine). bench/README.md: the CPU speed targets
 # (tensor-core models >= 0.25x sgemm, fa2-h100 <= 2x fa2), measured, and why the first is out of reach.
-EXTRA_DIST += bench/bench-util.h bench/README.md
+EXTRA_DIST += bench/bench-util.h bench/README.md bench/bench_score_cuda.py
 AA_BENCHES =
 # The GPU benchmarks (built in lib/oracle, lib/gemm and lib/attn) in a CUDA build; without a GPU they exit 77,
 # which make bench skips.
