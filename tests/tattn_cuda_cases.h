@@ -24,6 +24,8 @@ static const shape_t shapes[] = {
     {33, 515, 40, 3, 3, 0, AA_FMT_FP16},  /* d = 40 (hdim 64 kernel), n_k odd */
     {5, 300, 256, 2, 2, 1, AA_FMT_BF16},  /* d = 256, n_q < n_k causal */
     {200, 130, 96, 4, 2, 1, AA_FMT_FP16}, /* n_q > n_k causal: rows with no key */
+    {300, 600, 128, 2, 1, 0,
+     AA_FMT_BF16}, /* dense d = 128 GQA: tlx's dense route (recip, quadratic exp, tile_k 256) */
 };
 
 /* Values of io spread over [-scale, scale): scores large enough for the exp to matter. */
@@ -68,6 +70,7 @@ static size_t cases_flagged = 0, cases_recovered = 0; /* the last compare's CPU 
 static int cases_checks = 0;
 static size_t cases_redone = 0;       /* rows the host redid after a doubtful libm rounding (aa_attn_result_t) */
 static int cases_bwd_took = 0;        /* the last compare's backward ran on the other device */
+static int cases_bwd_finite = 0;      /* the last compare's CPU run created no NaN or Inf (attn.h aa_attn_first_t) */
 static size_t cases_pairs_redone = 0; /* the same for the backward's pairs (aa_attn_result_t) */
 #define CASE_CHECK(...)                                                                                              \
   do {                                                                                                               \
@@ -81,6 +84,7 @@ static void compare_bwd(const char *spec, const shape_t *sh, const aa_attn_resul
   static const char *const names[] = {"dQ", "dK", "dV"};
   const aa_tensor_t *ta[] = {&a->dq, &a->dk, &a->dv}, *tb[] = {&b->dq, &b->dk, &b->dv};
   cases_bwd_took = b->bwd_device == dev;
+  cases_bwd_finite = !a->first.found;
   cases_pairs_redone += b->bwd_pairs_redone;
   CASE_CHECK(a->bwd_device == AA_ATTN_DEVICE_CPU && (cases_bwd_took || b->bwd_device == AA_ATTN_DEVICE_CPU),
              "%s: backward devices %s and %s", spec, aa_attn_device_name(a->bwd_device),
@@ -96,6 +100,15 @@ static void compare_bwd(const char *spec, const shape_t *sh, const aa_attn_resul
              "%s: tiles skipped %zu/%zu, dq_reduce tiles %llu/%llu partials %llu/%llu", spec, a->tiles_skipped,
              b->tiles_skipped, (unsigned long long)a->dq_reduce.tiles, (unsigned long long)b->dq_reduce.tiles,
              (unsigned long long)a->dq_reduce.partials, (unsigned long long)b->dq_reduce.partials);
+  const aa_reduce_stats_t *ra = &a->dq_reduce, *rb = &b->dq_reduce; /* the fixed dq_reduce's */
+  CASE_CHECK(ra->conv_failures == rb->conv_failures && ra->sum_failures == rb->sum_failures &&
+                 ra->budget_failures == rb->budget_failures && ra->fp64_recomputes == rb->fp64_recomputes,
+             "%s: dq_reduce conversion, sum, budget failures and FP64 recomputes %llu/%llu/%llu/%llu on the CPU, "
+             "%llu/%llu/%llu/%llu",
+             spec, (unsigned long long)ra->conv_failures, (unsigned long long)ra->sum_failures,
+             (unsigned long long)ra->budget_failures, (unsigned long long)ra->fp64_recomputes,
+             (unsigned long long)rb->conv_failures, (unsigned long long)rb->sum_failures,
+             (unsigned long long)rb->budget_failures, (unsigned long long)rb->fp64_recomputes);
 }
 
 /* The CPU against dev for one preset on one shape; returns 1 when the GPU path took the forward. */
@@ -120,7 +133,7 @@ static int compare(const char *preset, const shape_t *sh, aa_pcg32_t *rng, aa_at
   fill(&dO, sh->heads, sh->n_q, sh->d, r.io_fmt, 1.0, rng);
   int sa = aa_attn_run_device(&a, &pb, &r, &q, &k, &v, &dO, AA_ATTN_DEVICE_CPU, &err);
   int sb = aa_attn_run_device(&b, &pb, &r, &q, &k, &v, &dO, dev, &err);
-  cases_bwd_took = 0;
+  cases_bwd_took = cases_bwd_finite = 0;
   CASE_CHECK(sa == sb, "%s n_q %zu n_k %zu d %zu: status %d on the CPU, %d on the other device", spec, sh->n_q,
              sh->n_k, sh->d, sa, sb);
   if (sa == AA_OK && sb == AA_OK) {

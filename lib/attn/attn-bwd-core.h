@@ -9,13 +9,18 @@
    (lib/attn/cuda_bwd.c decides what it runs) computes in three passes what backward.c computes, with the same
    operations in the same order: every pair's P (for dV) and dS (aa_core_bwd_pair), then every dV and dK element
    walking the q tiles in backward.c's order (aa_core_bwd_kv), then every dQ element walking the key tiles
-   (aa_core_bwd_dq). D = rowsum(dO o O) comes from the host (backward.c's own function). */
+   (aa_core_bwd_dq). D = rowsum(dO o O) comes from the host (backward.c's own function), and so does each row's
+   exp bias (the LSE's, or bwd.norm = recip's saved shift with dO scaled, backward_recip.c). The fixed dq_reduce
+   decides per q tile whether the tile falls back to FP64 (reduce/fixed.c), so it adds two passes before dQ: each
+   dQ element's checks (aa_core_bwd_fx_elem), then each tile's verdict (aa_core_bwd_fx_tile). */
+#include "../exp/quad-core.h"
+#include "../reduce/fixed-core.h"
 #include "attn-core.h"
 
-/* Everything the three passes read and write, host or device pointers. */
+/* Everything the passes read and write, host or device pointers. */
 typedef struct {
   const float *Q, *K, *V, *dO; /* [heads][n_q][d], [kv_heads][n_k][d], [heads][n_q][d]: exact in FP32 */
-  const float *LSE, *D;        /* [heads][n_q] */
+  const float *B, *D;          /* [heads][n_q]: each row's exp bias (-inf where the LSE is: P = 0), and D */
   const int64_t *lo, *hi;      /* [n_q]: row i sees keys [lo[i], hi[i]) */
   const unsigned char *seen;   /* [nqt][nkt]: 1 when the (q tile, key tile) pair is computed (bwd.skip_masked) */
   float *Pdv, *dS;             /* [heads][n_q][n_k]: each pair's P for dV and dS (pairs of skipped tiles unset) */
@@ -36,9 +41,21 @@ typedef struct {
   int dk_end, dq_end; /* bwd.dk_scale, bwd.dq_scale = end */
   int tc[5][3];       /* bk, fb, ob of bwd.acc_qk, acc_dp, acc_dv, acc_dk, acc_dq (bk = 0: fp32-seq) */
   double c, scale, l2e, dq_mul;
+  /* the tlx family: bwd.exp = quadratic-bf16 (order fp32), bwd.dq_scale = tile, the dq_reduce kinds */
+  int quad, quad_rz;             /* the weights by aa_exp_quad_core; its cvt = rz */
+  float quad_k, quad_d1, quad_s; /* aa_exp_t's kf, df1, sf */
+  int dq_tile;                   /* bwd.dq_scale = tile: each dQ partial times dq_mul in FP32 */
+  int dq_kind;                   /* AA_CORE_RED_* */
+  int fx_width;                  /* fixed: w */
+  double fx_up, fx_down;         /* fixed: 2^s, 2^-s */
+  unsigned *fxe;           /* fixed: [heads][n_q][d] each element's failed conversions (times 2) + sum failure */
+  unsigned long long *fxt; /* fixed: [heads][nqt][2] each q tile's conversion and sum failures */
 } aa_core_bwd_t;
 
 enum { AA_CORE_QK = 0, AA_CORE_DP, AA_CORE_DV, AA_CORE_DK, AA_CORE_DQ };
+
+/* dq_reduce: fp32-ordered, bf16-pair chain and tree, fixed (lib/reduce.h). */
+enum { AA_CORE_RED_ORDERED = 0, AA_CORE_RED_CHAIN, AA_CORE_RED_TREE, AA_CORE_RED_FIXED };
 
 /* aa_core_tc with strided a: the same blocks (gathered, at most 32 terms each) or the same FMA chain. */
 static inline AA_HD float aa_core_tc_strided(float acc, const float *a, size_t as, const float *b, size_t bs,
@@ -72,22 +89,25 @@ static inline AA_HD void aa_core_bwd_doubt(const aa_core_bwd_t *p, unsigned long
   if (k < p->doubt_cap) p->doubt[k] = pair;
 }
 
-/* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j: P recomputed from the LSE (bwd.exp =
-   ex2-sm90, or the exact exp rounded to FP32), dP = dO V^T, dS = (dP - D) P in ds_fmt: *pdv and *ds. Returns 1 when
-   a value is not finite; sets *doubt when the exact exp's rounding was too close to call. */
+/* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j: P recomputed from the row's exp bias
+   (bwd.exp = ex2-sm90, quadratic-bf16, or the exact exp rounded to FP32), dP = dO V^T, dS = (dP - D) P in ds_fmt:
+   *pdv and *ds. Returns 1 when a value is not finite; sets *doubt when the exact exp's rounding was too close to
+   call. */
 static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_t i, size_t j, float *pdv, float *ds,
                                          int *doubt) {
   size_t d = p->d, g = h / p->group, row = h * p->n_q + i;
   const float *q = p->Q + row * d, *k = p->K + (g * p->n_k + j) * d;
   const float *o = p->dO + row * d, *v = p->V + (g * p->n_k + j) * d;
-  double L = p->LSE[row], pr = 0, s = 0;
+  double bb = p->B[row], pr = 0, s = 0;
   int vis = (int64_t)j >= p->lo[i] && (int64_t)j < p->hi[i];
-  if (L != -INFINITY && vis) {
-    double bb = p->natural ? L : aa_core_r32(L * p->l2e);
+  if (bb != -INFINITY && vis) {
     s = aa_core_tc(0.0f, q, k, 1, d, p->tc[AA_CORE_QK][0], p->tc[AA_CORE_QK][1], p->tc[AA_CORE_QK][2]);
     if (p->scale_s) s = aa_core_r32(s * p->scale);
     double a = p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
-    if (p->sm90)
+    if (p->quad) /* aa_attn_wexp: aa_exp_eval of the exp2 argument, a BF16 value */
+      pr = (double)aa_exp_bf16_widen(
+          (uint16_t)aa_exp_quad_core((float)a, p->quad_k, p->quad_d1, p->quad_s, p->quad_rz, 0));
+    else if (p->sm90)
       pr = (double)aa_core_exp2f((float)a);
     else if (p->doubt_log2 >= 0)
       pr = aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, doubt));
@@ -146,20 +166,115 @@ static inline AA_HD void aa_core_bwd_kv(const aa_core_bwd_t *p, size_t g, size_t
   p->dV[x] = p->gqa_sum ? aa_core_rnd16(gv, p->io_fmt) : aa_core_bwd_fin(p, av, 0);
 }
 
-/* dQ of query row i, column c of head h: backward.c bwd_q_tile with dq_reduce = fp32-ordered: each computed key
-   tile's partial (a fresh product over its keys), added in ascending order in FP32; then finish_dq. */
-static inline AA_HD void aa_core_bwd_dq(const aa_core_bwd_t *p, size_t h, size_t i, size_t c) {
-  size_t d = p->d, nk = p->n_k, g = h / p->group, row = h * p->n_q + i, t = i / p->tq;
-  float acc = 0;
+/* The dQ partial of key tile kt for query row i, column c of head h: backward.c bwd_pair's product over the tile's
+   keys (a fresh chain), times dq_mul in FP32 with bwd.dq_scale = tile (add_dq_partials). */
+static inline AA_HD float aa_core_bwd_dq_part(const aa_core_bwd_t *p, size_t h, size_t i, size_t c, size_t kt) {
+  size_t d = p->d, nk = p->n_k, g = h / p->group, row = h * p->n_q + i, j0 = kt * p->tk;
+  size_t tkc = nk - j0 < p->tk ? nk - j0 : p->tk;
+  float part =
+      aa_core_tc_strided(0.0f, p->dS + row * nk + j0, 1, p->K + (g * nk + j0) * d + c, d, tkc, p->tc[AA_CORE_DQ]);
+  return p->dq_tile ? (float)((double)part * p->dq_mul) : part;
+}
+
+/* reduce/tile.c bf16_pair over the element's partials: each rounded to BF16, then a chain in ascending order, or
+   the level-by-level tree, which equals merging equal-sized blocks as they complete (a binary counter) and adding
+   what remains from the right. A BF16 add rounded from FP32 is the correctly rounded one (24 >= 2 * 8 + 2). *n:
+   the partials. */
+static inline AA_HD float aa_core_bwd_pairs(const aa_core_bwd_t *p, size_t h, size_t i, size_t c, size_t *n) {
+  float v[64], r = 0;
+  int lev[64], top = 0;
+  size_t t = i / p->tq;
+  *n = 0;
   for (size_t kt = 0; kt < p->nkt; kt++) {
-    size_t j0 = kt * p->tk, tkc = nk - j0 < p->tk ? nk - j0 : p->tk;
     if (!p->seen[t * p->nkt + kt]) continue;
-    float part =
-        aa_core_tc_strided(0.0f, p->dS + row * nk + j0, 1, p->K + (g * nk + j0) * d + c, d, tkc, p->tc[AA_CORE_DQ]);
-    acc = acc + part;
+    float x = aa_core_rnd16(aa_core_bwd_dq_part(p, h, i, c, kt), AA_CORE_BF16);
+    if (p->dq_kind == AA_CORE_RED_CHAIN) {
+      r = *n == 0 ? x : aa_core_rnd16(r + x, AA_CORE_BF16);
+    } else {
+      int l = 0;
+      for (; top > 0 && lev[top - 1] == l; l++)
+        x = aa_core_rnd16(v[--top] + x, AA_CORE_BF16);
+      v[top] = x, lev[top++] = l;
+    }
+    (*n)++;
+  }
+  if (p->dq_kind == AA_CORE_RED_CHAIN || top == 0) return r;
+  r = v[--top];
+  while (top > 0)
+    r = aa_core_rnd16(v[--top] + r, AA_CORE_BF16);
+  return r;
+}
+
+/* reduce/fixed.c aa_reduce_fixed_tile's checks for one element: each partial's conversion rne(x 2^s) (failed when
+   x is not finite or |q| >= 2^(w-1)), then whether the integer sum of the others leaves the w-bit range. Returns
+   the failed conversions times 2 plus the sum failure; *sum: the integer sum. */
+static inline AA_HD unsigned aa_core_bwd_fx_sum(const aa_core_bwd_t *p, size_t h, size_t i, size_t c,
+                                                long long *sum) {
+  double lim = (double)(1LL << (p->fx_width - 1));
+  unsigned conv = 0;
+  size_t t = i / p->tq;
+  *sum = 0;
+  for (size_t kt = 0; kt < p->nkt; kt++) {
+    if (!p->seen[t * p->nkt + kt]) continue;
+    double x = aa_core_bwd_dq_part(p, h, i, c, kt), q = aa_reduce_rne_int(x * p->fx_up);
+    if (!aa_core_finite((float)x) || !(fabs(q) < lim))
+      conv++;
+    else
+      *sum += (long long)q;
+  }
+  int out = conv == 0 && (*sum < -(long long)lim || *sum > (long long)lim - 1);
+  return conv * 2 + (unsigned)out;
+}
+
+/* The checks of element (h, i, c) into fxe. */
+static inline AA_HD void aa_core_bwd_fx_elem(const aa_core_bwd_t *p, size_t h, size_t i, size_t c) {
+  long long sum;
+  p->fxe[(h * p->n_q + i) * p->d + c] = aa_core_bwd_fx_sum(p, h, i, c, &sum);
+}
+
+/* q tile t of head h: its elements' failed conversions and sums into fxt (the tile falls back to FP64 when either
+   is nonzero, reduce/fixed.c). */
+static inline AA_HD void aa_core_bwd_fx_tile(const aa_core_bwd_t *p, size_t h, size_t t) {
+  size_t i0 = t * p->tq, rows = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq;
+  const unsigned *e = p->fxe + (h * p->n_q + i0) * p->d;
+  unsigned long long conv = 0, sum = 0;
+  for (size_t x = 0; x < rows * p->d; x++)
+    conv += e[x] >> 1, sum += e[x] & 1u;
+  p->fxt[2 * (h * p->nqt + t)] = conv, p->fxt[2 * (h * p->nqt + t) + 1] = sum;
+}
+
+/* The fixed kind's value of element (h, i, c): the integer sum times 2^-s in FP32, or when the tile failed its
+   checks the binary64 sum of the partials in ascending order (fixed.c fp64_sum), rounded once to FP32. */
+static inline AA_HD float aa_core_bwd_fixed(const aa_core_bwd_t *p, size_t h, size_t i, size_t c) {
+  size_t t = i / p->tq, tile = h * p->nqt + t;
+  if (p->fxt[2 * tile] == 0 && p->fxt[2 * tile + 1] == 0) {
+    long long sum;
+    aa_core_bwd_fx_sum(p, h, i, c, &sum);
+    return 0.0f + (float)((double)sum * p->fx_down);
+  }
+  double R = 0;
+  for (size_t kt = 0; kt < p->nkt; kt++)
+    if (p->seen[t * p->nkt + kt]) R += (double)aa_core_bwd_dq_part(p, h, i, c, kt);
+  return (float)(0.0 + R);
+}
+
+/* dQ of query row i, column c of head h: backward.c bwd_q_tile, the computed key tiles' partials reduced by
+   dq_reduce into the zeroed accumulator (ordered: added in ascending order in FP32; bf16-pair: the BF16 result
+   added), then finish_dq. */
+static inline AA_HD void aa_core_bwd_dq(const aa_core_bwd_t *p, size_t h, size_t i, size_t c) {
+  size_t row = h * p->n_q + i, t = i / p->tq, n = 0;
+  float acc = 0;
+  if (p->dq_kind == AA_CORE_RED_FIXED) {
+    acc = aa_core_bwd_fixed(p, h, i, c);
+  } else if (p->dq_kind != AA_CORE_RED_ORDERED) {
+    float r = aa_core_bwd_pairs(p, h, i, c, &n);
+    if (n > 0) acc = acc + r;
+  } else {
+    for (size_t kt = 0; kt < p->nkt; kt++)
+      if (p->seen[t * p->nkt + kt]) acc = acc + aa_core_bwd_dq_part(p, h, i, c, kt);
   }
   double v = p->dq_end ? aa_core_r32((double)acc * p->dq_mul) : (double)acc;
-  p->dQ[row * d + c] = aa_core_rnd16((float)v, p->io_fmt);
+  p->dQ[row * p->d + c] = aa_core_rnd16((float)v, p->io_fmt);
 }
 
 #endif

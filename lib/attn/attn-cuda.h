@@ -17,7 +17,8 @@ extern "C" {
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
                     unsigned long long *pmax);
 
-/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV, bad and ndoubt ignored; doubt a host list of doubt_cap) on
+/* The backward of p (host pointers; Pdv, dS, dQ, dK, dV, bad, ndoubt and fxe ignored; doubt a host list of doubt_cap;
+   fxt a host array of 2 heads nqt that receives the fixed dq_reduce's failures per q tile) on
    the current device: dQ, dK, dV (host, heads n_q d and kv_heads n_k d floats), *bad (a non-finite pair) and the
    pairs redone on the host after a doubtful libm exp (*redone). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (also when more
    than doubt_cap pairs were doubtful). */

@@ -100,8 +100,9 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
   return AT_OK;
 }
 
-/* The backward's three passes (attn-bwd-core.h): one thread per (query, key) pair, then per dK/dV element, then per
-   dQ element; each thread is one iteration of cuda_bwd.c's run_host. */
+/* The backward's passes (attn-bwd-core.h): one thread per (query, key) pair, then per dK/dV element, with the fixed
+   dq_reduce per dQ element and per q tile (its checks), then per dQ element; each thread is one iteration of
+   cuda_bwd.c's run_host. */
 __global__ void __launch_bounds__(128) at_bwd_pairs(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (x < n) aa_core_bwd_pair(&p, x / (p.n_q * p.n_k), x / p.n_k % p.n_q, x % p.n_k);
@@ -109,6 +110,14 @@ __global__ void __launch_bounds__(128) at_bwd_pairs(aa_core_bwd_t p, size_t n) {
 __global__ void __launch_bounds__(128) at_bwd_kv(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (x < n) aa_core_bwd_kv(&p, x / (p.n_k * p.d), x / p.d % p.n_k, x % p.d);
+}
+__global__ void __launch_bounds__(128) at_bwd_fx_elem(aa_core_bwd_t p, size_t n) {
+  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < n) aa_core_bwd_fx_elem(&p, x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
+}
+__global__ void __launch_bounds__(128) at_bwd_fx_tile(aa_core_bwd_t p, size_t n) {
+  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < n) aa_core_bwd_fx_tile(&p, x / p.nqt, x % p.nqt);
 }
 __global__ void __launch_bounds__(128) at_bwd_dq(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -144,14 +153,16 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
                                 size_t *redone) {
   aa_core_bwd_t p = *hp;
   size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d, np = rows * p.n_k;
+  size_t nt = p.heads * p.nqt, fx = p.dq_kind == AA_CORE_RED_FIXED; /* the fixed dq_reduce's checks */
   at_bufs B;
   memset(&B, 0, sizeof B);
   int ok = at_alloc(&B, 0, nQ * 4, hp->Q) && at_alloc(&B, 1, nK * 4, hp->K) && at_alloc(&B, 2, nK * 4, hp->V) &&
            at_alloc(&B, 3, nQ * 4, hp->dO) && at_alloc(&B, 4, rows * 8, NULL) &&
            at_alloc(&B, 5, 2 * p.n_q * 8, hp->lo) && at_alloc(&B, 6, p.nqt * p.nkt, hp->seen) &&
            at_alloc(&B, 7, 2 * np * 4, NULL) && at_alloc(&B, 8, (nQ + 2 * nK) * 4 + 16, NULL) &&
-           at_alloc(&B, 9, p.doubt_cap * 8, NULL);
-  ok = ok && cudaMemcpy(B.b[4], hp->LSE, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           at_alloc(&B, 9, p.doubt_cap * 8, NULL) && at_alloc(&B, 10, fx * nQ * 4, NULL) &&
+           at_alloc(&B, 11, fx * nt * 16, NULL);
+  ok = ok && cudaMemcpy(B.b[4], hp->B, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
        cudaMemcpy((float *)B.b[4] + rows, hp->D, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess;
   if (!ok) {
     at_free(&B);
@@ -159,24 +170,28 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
     return AT_ENOMEM;
   }
   p.Q = (const float *)B.b[0], p.K = (const float *)B.b[1], p.V = (const float *)B.b[2];
-  p.dO = (const float *)B.b[3], p.LSE = (const float *)B.b[4], p.D = (const float *)B.b[4] + rows;
+  p.dO = (const float *)B.b[3], p.B = (const float *)B.b[4], p.D = (const float *)B.b[4] + rows;
   p.lo = (const int64_t *)B.b[5], p.hi = (const int64_t *)B.b[5] + p.n_q, p.seen = (const unsigned char *)B.b[6];
   p.Pdv = (float *)B.b[7], p.dS = (float *)B.b[7] + np;
   /* the flag and the counter first, so that the counter is 8-byte aligned */
   p.bad = (unsigned *)B.b[8], p.ndoubt = (unsigned long long *)((char *)B.b[8] + 8);
   p.dQ = (float *)((char *)B.b[8] + 16), p.dK = p.dQ + nQ, p.dV = p.dK + nK;
   p.doubt = (unsigned long long *)B.b[9];
+  p.fxe = (unsigned *)B.b[10], p.fxt = (unsigned long long *)B.b[11];
   at_bwd_pairs<<<at_grid(np), 128>>>(p, np);
   long n = cudaDeviceSynchronize() == cudaSuccess ? at_redo_pairs(hp, &p) : -2;
   if (n >= 0) {
     at_bwd_kv<<<at_grid(nK), 128>>>(p, nK);
+    if (fx) at_bwd_fx_elem<<<at_grid(nQ), 128>>>(p, nQ);
+    if (fx) at_bwd_fx_tile<<<at_grid(nt), 128>>>(p, nt);
     at_bwd_dq<<<at_grid(nQ), 128>>>(p, nQ);
   }
   int st = n >= 0 && cudaDeviceSynchronize() == cudaSuccess &&
            cudaMemcpy(dQ, p.dQ, nQ * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
            cudaMemcpy(dK, p.dK, nK * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
            cudaMemcpy(dV, p.dV, nK * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-           cudaMemcpy(bad, p.bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+           cudaMemcpy(bad, p.bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(hp->fxt, p.fxt, fx * nt * 16, cudaMemcpyDeviceToHost) == cudaSuccess;
   at_free(&B);
   if (!st) {
     cudaGetLastError();

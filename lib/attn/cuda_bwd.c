@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,14 +38,33 @@ static int tiles(const aa_attn_ctx_t *cx, size_t *tq, size_t *tk) {
 }
 
 /* Every recipe field backward.c (and run.c's run_backward) reads on the backward's path is a parameter of
-   aa_core_bwd_t or holds the value listed here: the LSE backward with the sm90 exp2 of the weights, FP32
-   everywhere inside, dK/dV chained, dQ by ordered FP32 adds, the scales at the end, on plain problems. */
+   aa_core_bwd_t or holds the value listed here: the LSE or reciprocal backward with the sm90 exp2, the
+   quadratic BF16 exp or the exact exp of the weights, FP32 everywhere inside, dK/dV chained, dQ by ordered FP32
+   adds, BF16 pairs or bounded fixed point, the scales at the end or per tile, on plain problems. */
 static int fmts_supported(const aa_recipe_t *r) {
   return r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->bwd_dp_fmt == AA_FMT_FP32 &&
          r->bwd_d_fmt == AA_FMT_FP32 && r->bwd_dq_acc_fmt == AA_FMT_FP32 && r->bwd_dq_section_fmt == AA_FMT_FP32 &&
          r->bwd_dkv_acc_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
          aa_attn_core_fmt(r->bwd_p_ds_fmt) >= 0 && aa_attn_core_fmt(r->bwd_p_dv_fmt) >= 0 &&
          aa_attn_core_fmt(r->bwd_ds_fmt) >= 0;
+}
+
+/* The dq_reduce kinds aa_core_bwd_dq reduces as aa_reduce_tile does (the fixed kind without its probe). */
+static int reduce_supported(const aa_reduce_t *red) {
+  return red->kind == AA_REDUCE_FP32_ORDERED || red->kind == AA_REDUCE_SECTION_ROUNDTRIP ||
+         (red->kind == AA_REDUCE_BF16_PAIR && (red->pair == AA_PAIR_CHAIN || red->pair == AA_PAIR_TREE)) ||
+         (red->kind == AA_REDUCE_FIXED && red->probe == 0 && red->width >= 2 && red->width <= 32);
+}
+
+/* The backward's normalisation: the LSE, or bwd.norm = recip with run.c's scaled dO and biases in cx (the
+   forwards that save LSE or reciprocals; the backward reads nothing else of them). */
+static int norm_supported(const aa_attn_ctx_t *cx) {
+  const aa_recipe_t *r = cx->r;
+  int fwd = r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE || r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT ||
+            r->fwd_softmax == AA_SOFTMAX_GUARDED;
+  return fwd && r->fwd_checkpoint == AA_CKPT_LSE &&
+         ((r->bwd_norm == AA_BWDNORM_LSE && cx->bias == NULL) ||
+          (r->bwd_norm == AA_BWDNORM_RECIP && cx->bias != NULL));
 }
 
 static int models(const aa_recipe_t *r, int m[5][3]) {
@@ -56,20 +76,23 @@ static int models(const aa_recipe_t *r, int m[5][3]) {
 int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   const aa_exp_t *e = cx->wexp_bwd;
-  int m[5][3], kind = r->bwd_dq_reduce.kind;
+  int m[5][3];
   size_t tq, tk;
   int exp2 = r->exp_form == AA_EXPFORM_EXP2_FMA || r->exp_form == AA_EXPFORM_EXP2_MULSUB;
-  /* the weights' exp: the sm90 exp2 model, or the exact exp of any form, whose doubtful roundings the host redoes */
+  /* the weights' exp: the sm90 exp2 model, the quadratic BF16 exp (FP32 order), or the exact exp of any form,
+     whose doubtful roundings the host redoes */
   int exp_ok = e == NULL ? exp2 || r->exp_form == AA_EXPFORM_NATURAL
-                         : exp2 && e->kind == AA_EXP_EX2_SM90 && e->order == AA_EXP_ORDER_FP32;
+                         : exp2 && (e->kind == AA_EXP_EX2_SM90 || e->kind == AA_EXP_QUADRATIC_BF16) &&
+                               e->order == AA_EXP_ORDER_FP32;
   /* bwd.exp_form arrives here resolved (run.c backward_own_exp_form) */
-  return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE &&
-         r->fwd_checkpoint == AA_CKPT_LSE && r->bwd_norm == AA_BWDNORM_LSE && r->bwd_k_prescale == 0 && exp_ok &&
-         (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && r->bwd_d_source == AA_DSRC_O_DO &&
-         r->bwd_dq_scale != AA_GSCALE_TILE && r->bwd_dkv_accumulate == AA_KVACC_CHAIN &&
-         (kind == AA_REDUCE_FP32_ORDERED || kind == AA_REDUCE_SECTION_ROUNDTRIP) && r->quant_ds == 0 &&
-         cx->bias == NULL && cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL &&
-         cx->d >= 1 && cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
+  return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && norm_supported(cx) && r->bwd_k_prescale == 0 &&
+         exp_ok && (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) &&
+         r->bwd_d_source == AA_DSRC_O_DO &&
+         (r->bwd_dq_scale == AA_GSCALE_NONE || r->bwd_dq_scale == AA_GSCALE_TILE ||
+          r->bwd_dq_scale == AA_GSCALE_END) &&
+         r->bwd_dkv_accumulate == AA_KVACC_CHAIN && reduce_supported(&r->bwd_dq_reduce) && r->quant_ds == 0 &&
+         cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL && cx->d >= 1 &&
+         cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
 }
 
 /* x in FP32; 0 without memory or when a value is not exact in FP32 (an operand the core cannot take as is). */
@@ -99,6 +122,37 @@ static size_t fill_seen(unsigned char *seen, const aa_core_bwd_t *p, int skip) {
   return skipped;
 }
 
+/* Each row's exp bias as backward.c pair_p forms it: -inf where the LSE is (P = 0), else cx->bias (bwd.norm =
+   recip, backward_recip.c) or LSE*log2e in one ALU multiply (the LSE itself for the natural exp). 0 when a row with
+   an LSE has the bias -inf, whose exp argument +inf the core does not take (the CPU runs it). */
+static int row_bias(double *bb, const aa_attn_ctx_t *cx, const aa_attn_result_t *out) {
+  const aa_recipe_t *r = cx->r;
+  for (size_t row = 0; row < cx->heads * cx->n_q; row++) {
+    double L = out->lse.data[row];
+    bb[row] = cx->bias != NULL ? cx->bias[row] : aa_attn_exp2form(r) ? aa_attn_alu(L * cx->l2e, r->alu_fmt) : L;
+    if (L == -INFINITY)
+      bb[row] = -INFINITY;
+    else if (bb[row] == -INFINITY)
+      return 0;
+  }
+  return 1;
+}
+
+/* The weights' exp construction (bwd.exp) and the dQ reduction's parameters. */
+static void fill_exp_dq(aa_core_bwd_t *p, const aa_attn_ctx_t *cx) {
+  const aa_exp_t *e = cx->wexp_bwd;
+  const aa_reduce_t *red = &cx->r->bwd_dq_reduce;
+  p->sm90 = e != NULL && e->kind == AA_EXP_EX2_SM90;
+  p->quad = e != NULL && e->kind == AA_EXP_QUADRATIC_BF16;
+  if (p->quad) p->quad_k = e->kf, p->quad_d1 = e->df1, p->quad_s = e->sf, p->quad_rz = e->cvt == AA_RND_Z;
+  p->dq_tile = cx->r->bwd_dq_scale == AA_GSCALE_TILE;
+  p->dq_kind = red->kind == AA_REDUCE_FIXED       ? AA_CORE_RED_FIXED
+               : red->kind != AA_REDUCE_BF16_PAIR ? AA_CORE_RED_ORDERED
+               : red->pair == AA_PAIR_CHAIN       ? AA_CORE_RED_CHAIN
+                                                  : AA_CORE_RED_TREE;
+  p->fx_width = (int)red->width, p->fx_up = ldexp(1.0, red->scale_exp), p->fx_down = ldexp(1.0, -red->scale_exp);
+}
+
 /* The parameters from the context (own: what the caller frees); *skipped: backward.c's tiles_skipped. */
 static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_result_t *out, void **own,
                        size_t *skipped) {
@@ -116,16 +170,17 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   p->gqa_sum = r->bwd_gqa_reduce == AA_GQA_SUM_ROUNDED;
   p->dk_end = r->bwd_dk_scale == AA_GSCALE_END, p->dq_end = r->bwd_dq_scale == AA_GSCALE_END;
   p->c = cx->c, p->scale = cx->scale, p->l2e = cx->l2e, p->dq_mul = cx->dq_mul;
-  p->sm90 = cx->wexp_bwd != NULL, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->ds_scale = (int)r->bwd_ds_scale;
+  p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->ds_scale = (int)r->bwd_ds_scale;
+  fill_exp_dq(p, cx);
   float *f[6] = {NULL};
-  double *D = malloc((rows ? rows : 1) * sizeof *D);
+  double *D = malloc((2 * rows + 1) * sizeof *D); /* D, then each row's exp bias */
   own[6] = D;
-  int ok = D != NULL;
+  int ok = D != NULL && row_bias(D + rows, cx, out);
   for (size_t h = 0; ok && h < cx->heads; h++)
     for (size_t i = 0; i < nq; i++)
       D[h * nq + i] = aa_attn_rowsum_o_do(cx, out->o.data + (h * nq + i) * d, cx->dO + (h * nq + i) * d);
   ok = ok && to_f32(&f[0], cx->Q, rows * d) && to_f32(&f[1], cx->K, nK) && to_f32(&f[2], cx->V, nK) &&
-       to_f32(&f[3], cx->dO, rows * d) && to_f32(&f[4], out->lse.data, rows) && to_f32(&f[5], D, rows);
+       to_f32(&f[3], cx->dO, rows * d) && to_f32(&f[4], D + rows, rows) && to_f32(&f[5], D, rows);
   for (int x = 0; x < 6; x++)
     own[x] = f[x];
   int64_t *lohi = malloc(2 * (nq ? nq : 1) * sizeof *lohi);
@@ -137,7 +192,7 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
     aa_problem_row_keys(cx->pb, i, &lo, &hi);
     lohi[i] = (int64_t)lo, lohi[nq + i] = (int64_t)hi;
   }
-  p->Q = f[0], p->K = f[1], p->V = f[2], p->dO = f[3], p->LSE = f[4], p->D = f[5];
+  p->Q = f[0], p->K = f[1], p->V = f[2], p->dO = f[3], p->B = f[4], p->D = f[5];
   p->lo = lohi, p->hi = lohi + nq, p->seen = seen;
   *skipped = fill_seen(seen, p, r->bwd_skip_masked) * cx->heads;
   return AA_OK;
@@ -173,6 +228,14 @@ static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned 
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < kvh * nk * d; x++)
     aa_core_bwd_kv(p, x / (nk * d), x / d % nk, x % d);
+  if (p->dq_kind == AA_CORE_RED_FIXED) { /* each q tile's verdict before its dQ */
+    if ((p->fxe = malloc((hq * d + 1) * sizeof *p->fxe)) == NULL) return AA_ENOMEM;
+#pragma omp parallel for schedule(static)
+    for (size_t x = 0; x < hq * d; x++)
+      aa_core_bwd_fx_elem(p, x / (p->n_q * d), x / d % p->n_q, x % d);
+    for (size_t x = 0; x < p->heads * p->nqt; x++)
+      aa_core_bwd_fx_tile(p, x / p->nqt, x % p->nqt);
+  }
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < hq * d; x++)
     aa_core_bwd_dq(p, x / (p->n_q * d), x / d % p->n_q, x % d);
@@ -190,6 +253,11 @@ static void store(const aa_core_bwd_t *p, aa_attn_result_t *out, const float *dQ
   aa_reduce_stats_t st;
   memset(&st, 0, sizeof st);
   st.tiles = p->heads * p->nqt, st.partials = p->heads * p->nqt * p->nkt - skipped;
+  for (size_t t = 0; p->dq_kind == AA_CORE_RED_FIXED && t < p->heads * p->nqt; t++) { /* reduce/fixed.c's counters */
+    st.conv_failures += p->fxt[2 * t], st.sum_failures += p->fxt[2 * t + 1];
+    st.budget_failures += p->fxt[2 * t] + p->fxt[2 * t + 1] > 0;
+  }
+  st.fp64_recomputes = st.budget_failures;
   aa_reduce_stats_add(&out->dq_reduce, &st);
   out->tiles_skipped = skipped;
 }
@@ -210,10 +278,11 @@ int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on
   p.doubt_log2 = on_host ? 20 : 3;
   p.doubt_cap = 1u << 20, p.ndoubt = &ndoubt;
   p.doubt = malloc(p.doubt_cap * sizeof *p.doubt);
-  if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL || p.doubt == NULL)) st = AA_ENOMEM;
+  p.fxt = calloc(2 * p.heads * p.nqt + 1, sizeof *p.fxt); /* host memory: the device's is copied back */
+  if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL || p.doubt == NULL || p.fxt == NULL)) st = AA_ENOMEM;
   if (st == AA_OK && on_host) {
     st = run_host(&p, dQ, dK, dV, &bad, &redone);
-    free(p.Pdv), free(p.dS);
+    free(p.Pdv), free(p.dS), free(p.fxe);
   } else if (st == AA_OK) {
     st = aa_atcu_backward(&p, dQ, dK, dV, &bad, &redone);
   }
@@ -223,6 +292,6 @@ int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on
   if (st == AA_OK) store(&p, out, dQ, dK, dV, skipped);
   for (int x = 0; x < 9; x++)
     free(own[x]);
-  free(dQ), free(dK), free(dV);
+  free(dQ), free(dK), free(dV), free(p.fxt);
   return st == AA_ENOMEM ? AA_EUNSUPPORTED : st; /* a device out of memory: the CPU runs it */
 }

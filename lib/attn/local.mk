@@ -16,7 +16,7 @@ if HAVE_CUDA
 lib_libattnacc_core_la_LIBADD += lib/attn/attn_cuda_kern.lo
 # built by the .cu.lo rule of Makefile.am
 lib/attn/attn_cuda_kern.lo: $(srcdir)/lib/attn/attn-core.h $(srcdir)/lib/attn/attn-bwd-core.h $(srcdir)/lib/attn/attn-cuda.h $(srcdir)/lib/gemm/tc-core.h \
-	  $(srcdir)/lib/exp/sm90-core.h $(srcdir)/lib/hd.h
+	  $(srcdir)/lib/exp/sm90-core.h $(srcdir)/lib/exp/quad-core.h $(srcdir)/lib/reduce/fixed-core.h $(srcdir)/lib/hd.h
 CLEANFILES += lib/attn/attn_cuda_kern.lo lib/attn/attn_cuda_kern.o lib/attn/.libs/attn_cuda_kern.o
 endif
 

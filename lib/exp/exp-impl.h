@@ -8,41 +8,11 @@
 #include <string.h>
 
 #include "exp.h"
+#include "quad-core.h"
 
-/* FP32 -> BF16 bits with the conversion rounding of the packed evaluator.
-   RNE as cvt.rn.bf16.f32; RZ as cvt.rz (truncation). NaN becomes a quiet
-   NaN in both, so truncation never turns a NaN with a low payload into Inf. */
+/* FP32 -> BF16 bits with the conversion rounding of the packed evaluator (quad-core.h). */
 static inline uint16_t aa_exp_cvt16(float v, aa_rnd_t cvt) {
-  uint32_t u = aa_f32_bits(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  if (cvt == AA_RND_Z) return (uint16_t)(u >> 16);
-  return aa_bf16_bits_rne(v); /* lib/fmt.h */
-}
-
-/* Round a finite double to BF16 (RNE, subnormals kept, overflow to Inf),
-   as a float. Used for the BF16-arithmetic order, where an FP32 operation
-   followed by a second rounding could double-round. */
-static inline float aa_exp_round_bf16_d(double v) {
-  double av = fabs(v);
-  if (av >= 0x1p-126 && av < 0x1p128) {
-    /* normal range: RNE on the FP64 pattern, keeping 7 fraction bits (the
-       carry into the exponent is the correct rounding to the next binade) */
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    u += (UINT64_C(1) << 44) - 1 + ((u >> 45) & 1);
-    u &= ~((UINT64_C(1) << 45) - 1);
-    double r;
-    memcpy(&r, &u, sizeof r);
-    return fabs(r) >= 0x1p128 ? (float)(r * 2.0) : (float)r; /* overflow to a signed Inf */
-  }
-  if (v == 0 || !(av < 0x1p128)) return (float)v;
-  int e;
-  (void)frexp(v, &e); /* |v| in [2^(e-1), 2^e) */
-  int q = (e - 1 < -126 ? -126 : e - 1) - 7;
-  double r = nearbyint(ldexp(v, -q));
-  r = ldexp(r, q);
-  if (fabs(r) >= 0x1p128) return v > 0 ? INFINITY : -INFINITY;
-  return (float)r;
+  return aa_exp_bf16_cvt(v, cvt == AA_RND_Z);
 }
 
 /* float -> integer as the GPU's saturating cvt with the given rounding. */
@@ -83,16 +53,6 @@ static inline int32_t aa_exp_sbf16_int(const aa_exp_t *e, float x) {
   return (int32_t)r;
 }
 
-/* floor(x) as the exponent to add, clamped so the shift below is defined;
-   beyond |x| = 2^20 every construction is far outside its range anyway. */
-static inline int32_t aa_exp_floor_int(float x) {
-  float j = floorf(x);
-  /* comparisons instead of fminf/fmaxf so the loops vectorise; NaN -> -2^20 */
-  j = j >= -1048576.0f ? j : -1048576.0f;
-  j = j <= 1048576.0f ? j : 1048576.0f;
-  return (int32_t)j;
-}
-
 /* FA4 software exp2 ([fa4] flash_attn/cute/utils.py): clamp at -127, j = floor(x) (the
    add of 1.5*2^23 in round-down yields exactly floor(x) for |x| < 2^22),
    f = x - j in FP32, Horner in FP32 FMA with p(0) = 1, bits(p) + (j << 23)
@@ -116,36 +76,9 @@ static inline int64_t aa_exp_fa4_signed(const aa_exp_t *e, float x) {
   return (int64_t)aa_f32_bits(p) + ((int64_t)j << 23);
 }
 
-/* Quadratic-corrected BF16 mantissa, the shape of hardware BF16 exp units:
-   j = floor(x), f = x - j, m = s ((1 + d) + f + k f (f - 1)), converted to BF16,
-   then the exponent added as (j << 7) on the 16-bit pattern (per-half
-   integer add, no carry into the other half of a packed pair). FP32 order:
-   m in FP32 (one FMA for the last step, then the product by s), one
-   conversion with cvt. BF16 order: every operation rounded to BF16 (RNE),
-   the FMA rounded once. The scale s is how a kernel folds a constant factor
-   (which a fixed shift and the final normalisation cancel) into the weights. */
+/* Quadratic-corrected BF16 mantissa (quad-core.h, shared with the GPU emulation). */
 static inline int32_t aa_exp_quad_signed(const aa_exp_t *e, float x) {
-  int32_t j;
-  uint16_t mb;
-  if (e->order == AA_EXP_ORDER_BF16) {
-    float xb = aa_bf16_to_f32(aa_exp_cvt16(x, e->cvt));
-    j = aa_exp_floor_int(xb);
-    float f = aa_exp_round_bf16_d((double)xb - (double)j);
-    float u = aa_exp_round_bf16_d((double)e->df1 + f);
-    float g = aa_exp_round_bf16_d((double)f - 1.0);
-    float h = aa_exp_round_bf16_d((double)e->kf * f);
-    float m = aa_exp_round_bf16_d((double)h * g + u);
-    if (e->sf != 1.0f) m = aa_exp_round_bf16_d((double)m * e->sf);
-    mb = (uint16_t)(aa_f32_bits(m) >> 16);
-  } else {
-    j = aa_exp_floor_int(x);
-    float f = x - (float)j;
-    float u = e->df1 + f;
-    float g = f - 1.0f;
-    float h = e->kf * f;
-    mb = aa_exp_cvt16(fmaf(h, g, u) * e->sf, e->cvt); /* s = 1 leaves the FMA result unchanged */
-  }
-  return (int32_t)mb + j * 128;
+  return aa_exp_quad_core(x, e->kf, e->df1, e->sf, e->cvt == AA_RND_Z, e->order == AA_EXP_ORDER_BF16);
 }
 
 /* Exponent of the FP32 input as seen by the construction in BF16 order. */

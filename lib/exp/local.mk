@@ -1,7 +1,8 @@
 # attnacc: build fragment of the exp module (constructions, packed BF16 pairs, error map).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/exp.h
-lib_libattnacc_core_la_SOURCES += lib/exp/registry.c lib/exp/eval.c lib/exp/exact.c lib/exp/map.c lib/exp/sm90.c lib/exp/sm90-core.h lib/hd.h
+lib_libattnacc_core_la_SOURCES += lib/exp/registry.c lib/exp/eval.c lib/exp/exact.c lib/exp/map.c lib/exp/sm90.c lib/exp/sm90-core.h lib/hd.h \
+  lib/exp/quad-core.h
 EXTRA_DIST += lib/exp/exp-impl.h
 
 check_PROGRAMS += tests/texp tests/texp_remez

@@ -5,16 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixed-core.h"
 #include "reduce-impl.h"
-
-/* Round-to-nearest-even of a double to an integer-valued double, written out
-   so it does not depend on the floating-point environment's rounding mode. */
-static double rne_int(double y) {
-  if (!(fabs(y) < 0x1p52)) return y; /* already an integer (or NaN/Inf) */
-  double r = floor(y), f = y - r;    /* f exact: r and y share the binade or r = 0 */
-  if (f > 0.5 || (f == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
-  return r;
-}
 
 /* Default FP64 recompute: the binary64 sum of the FP32 partials in
    ascending order (relative error of the sum below (nparts-1) 2^-53 times
@@ -60,7 +52,7 @@ static int probe(aa_reduce_stats_t *stats, const double *parts, size_t nparts, s
       sum[x] = 0;
     for (size_t p = 0; p < nparts && !fail; p++)
       for (size_t x = 0; x < len; x++) {
-        double q = rne_int(ldexp(parts[p * len + x], se));
+        double q = aa_reduce_rne_int(ldexp(parts[p * len + x], se));
         if (!(fabs(q) < lim)) {
           fail = 1;
           break;
@@ -110,7 +102,7 @@ int aa_reduce_fixed_tile(double *acc, aa_reduce_stats_t *stats, const double *pa
       /* Conversion: x * 2^s is exact (power-of-two scaling of an FP32
          value), then rounded to the nearest integer, ties to even (the
          cvt.rni conversion). Range: |q| must fit in w-1 magnitude bits. */
-      double q = rne_int(ldexp(src[x], s->scale_exp));
+      double q = aa_reduce_rne_int(ldexp(src[x], s->scale_exp));
       if (!isfinite(src[x]) || !(fabs(q) < lim)) {
         conv_fail++;
         bad[x] = 1;

@@ -1,7 +1,8 @@
 # attnacc: build fragment of the reduce module (dQ reduction strategies).
 # SPDX-License-Identifier: LGPL-3.0-or-later
 attnaccinclude_HEADERS += lib/reduce.h
-lib_libattnacc_core_la_SOURCES += lib/reduce/reduce-impl.h lib/reduce/names.c lib/reduce/tile.c lib/reduce/fixed.c
+lib_libattnacc_core_la_SOURCES += lib/reduce/reduce-impl.h lib/reduce/names.c lib/reduce/tile.c lib/reduce/fixed.c \
+  lib/reduce/fixed-core.h
 
 check_PROGRAMS += tests/treduce
 TESTS += tests/treduce
