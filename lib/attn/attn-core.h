@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../exp/quad-core.h"
 #include "../exp/sm90-core.h"
 #include "../gemm/tc-core.h"
 
@@ -50,6 +51,9 @@ typedef struct {
   double shift0, lo2, hi2; /* fwd.shift in FP32; the range check's [2^fwd.guard_lo, 2^fwd.guard_hi) */
   float *Msh, *Lsum;       /* [heads][n_q]: each row's shift (NaN: never anchored) and row sum */
   unsigned char *rflag;    /* [heads][n_q]: bit 0 the row was seen, bit 1 every weight in range */
+  /* fwd.exp = quadratic-bf16 (order fp32): the weights by aa_exp_quad_core (the rescale keeps its exp) */
+  int qexp, qexp_rz;             /* on; its cvt = rz */
+  float qexp_k, qexp_d1, qexp_s; /* aa_exp_t's kf, df1, sf */
 } aa_core_fwd_t;
 
 /* An FP32 value rounded to BF16 or FP16 (RNE, subnormals, Inf on overflow): aa_attn_rnd's result for it. Scaling
@@ -128,6 +132,15 @@ static inline AA_HD double aa_core_exp(const aa_core_fwd_t *p, aa_core_row_t *w,
   return aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, &w->doubt));
 }
 
+/* A weight exp(a) (exp2 for the exp2 forms) as aa_attn_wexp gives it: fwd.exp's quadratic BF16 construction on the
+   FP32 argument (a BF16 value), else aa_core_exp. */
+static inline AA_HD double aa_core_wexp(const aa_core_fwd_t *p, aa_core_row_t *w, double a) {
+  if (p->qexp)
+    return (double)aa_exp_bf16_widen(
+        (uint16_t)aa_exp_quad_core((float)a, p->qexp_k, p->qexp_d1, p->qexp_s, p->qexp_rz, 0));
+  return aa_core_exp(p, w, a);
+}
+
 /* forward.c rescale_row: the max moves from m_old to m_new. */
 static inline AA_HD void aa_core_rescale(const aa_core_fwd_t *p, aa_core_row_t *w, double m_old, double m_new) {
   double arg = p->log2max ? aa_core_r32(aa_core_r32(m_old * p->c) - aa_core_r32(m_new * p->c))
@@ -173,7 +186,7 @@ static inline AA_HD void aa_core_block(const aa_core_fwd_t *p, aa_core_row_t *w,
       double s = P[b];
       double a =
           p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
-      double e = aa_core_exp(p, w, a);
+      double e = aa_core_wexp(p, w, a);
       double pr = (double)aa_core_rnd16((float)e, p->p_fmt);
       w->cast++, w->over += e > p->p_top, w->under += e > 0 && pr == 0;
       if (e > w->pmax) w->pmax = e;
@@ -265,7 +278,7 @@ static inline AA_HD void aa_core_shifted_weights(const aa_core_fwd_t *p, aa_core
       P[b] = 0;
       continue;
     }
-    double e = aa_core_exp(p, w, (double)fmaf(P[b], (float)p->c, (float)-*m));
+    double e = aa_core_wexp(p, w, (double)fmaf(P[b], (float)p->c, (float)-*m));
     double pr = (double)aa_core_rnd16((float)e, p->p_fmt);
     if (!aa_core_in_range(pr, p->lo2, p->hi2)) *ok = 0;
     *l = aa_core_r32(*l + (p->rs_rounded ? pr : e));

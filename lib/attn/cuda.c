@@ -39,12 +39,15 @@ int aa_attn_tc_model(aa_accum_t m, int *bk, int *fb, int *ob) {
 /* The recipe and problem values the GPU forward implements: every recipe field that forward.c, forward_split.c,
    common.c, quant.c and fp8.c read on the forward's path is either taken as a parameter (aa_core_fwd_t) or must
    hold the one value listed here. Anything else (softcap, ALiBi, masks, bias, dropout, sinks, quantisation, FP8
-   operands, other exp constructions, the two-pass, fixed-shift and guarded softmaxes) runs on the CPU. */
+   operands, other exp constructions, the two-pass softmax) runs on the CPU. */
 /* The weights' exp: the sm90 models (ex2-sm90 in FP32 order, sfu = sm90, an exp2 form), or with one split the exact
    binary64 exp of any form (exp = exact, no sfu), whose doubtful roundings the host redoes (attn-core.h). */
 static int exp_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   const aa_exp_t *e = cx->wexp_fwd;
+  /* the quadratic BF16 weights (FP32 order, exp2 form); the rescale's exp as below */
+  if (e != NULL && e->kind == AA_EXP_QUADRATIC_BF16)
+    return e->order == AA_EXP_ORDER_FP32 && aa_attn_exp2form(r) && !r->sfu_sm90 && aa_attn_fwd_nsplits(cx) == 1;
   if (r->sfu_sm90)
     return e != NULL && e->kind == AA_EXP_EX2_SM90 && e->order == AA_EXP_ORDER_FP32 && aa_attn_exp2form(r);
   return e == NULL && aa_attn_fwd_nsplits(cx) == 1;
@@ -166,6 +169,10 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   p->sm90 = r->sfu_sm90, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->scale_s = r->scale_fold == AA_SCALE_S;
   p->log2max = r->fwd_lse_form == AA_LSE_LOG2_MAX, p->scale = cx->scale, p->l2e = cx->l2e;
   p->p_top = aa_fmt_info(r->fwd_p_fmt)->max_finite;
+  p->qexp = cx->wexp_fwd != NULL && cx->wexp_fwd->kind == AA_EXP_QUADRATIC_BF16;
+  if (p->qexp)
+    p->qexp_k = cx->wexp_fwd->kf, p->qexp_d1 = cx->wexp_fwd->df1, p->qexp_s = cx->wexp_fwd->sf,
+    p->qexp_rz = cx->wexp_fwd->cvt == AA_RND_Z;
   p->shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT ? 1 : r->fwd_softmax == AA_SOFTMAX_GUARDED ? 2 : 0;
   p->sub = p->shifted == 2 && r->fwd_sub_q != 0 && r->fwd_sub_q < p->tq ? r->fwd_sub_q : p->tq;
   p->shift0 = aa_core_r32(r->fwd_shift), p->lo2 = exp2(r->fwd_guard_lo), p->hi2 = exp2(r->fwd_guard_hi);
