@@ -41,8 +41,8 @@ int main(void) {
     }
     printf("%-20s forward on the GPU for %zu of %zu problems, backward %zu\n", name, took, runs, btook);
   }
-  static const char *const gpu_presets[] = {"fa2-h100",       "fa2-h100-bi", "fa2",
-                                            "efficient-h100", "cudnn-h100",  "flex-h100"};
+  static const char *const gpu_presets[] = {"fa2-h100",   "fa2-h100-bi", "fa2",       "efficient-h100",
+                                            "cudnn-h100", "flex-h100",   "naive-bf16"};
   for (size_t p = 0; p < sizeof gpu_presets / sizeof gpu_presets[0]; p++) {
     size_t took = 0, btook = 0, runs = 12;
     int bwd = 1; /* the GPU backward implements every one of them too */

@@ -48,11 +48,12 @@ int main(void) {
   AA_CHECK(aa_fa2_dispatch(&dp, 1, 129, 77, 128, 132, 0, NULL) == AA_OK && dp.num_splits == 1,
            "shape 2 should be one split (%zu splits)", dp.num_splits);
   /* what the GPU forward implements (lib/attn/cuda.c): these presets must take it on every shape */
-  static const char *const gpu_presets[] = {"fa2-h100",   "fa2-h100-bi", "fa2",       "efficient-h100",
-                                            "cudnn-h100", "flex-h100",   "fa2-fixed", "triton-tutorial"};
+  static const char *const gpu_presets[] = {"fa2-h100",       "fa2-h100-bi",     "fa2",
+                                            "efficient-h100", "cudnn-h100",      "flex-h100",
+                                            "fa2-fixed",      "triton-tutorial", "naive-bf16"};
   /* what the GPU backward implements (lib/attn/cuda_bwd.c) */
-  static const char *const bwd_presets[] = {"fa2-h100",       "fa2-h100-bi", "fa2",
-                                            "efficient-h100", "cudnn-h100",  "flex-h100"};
+  static const char *const bwd_presets[] = {"fa2-h100",   "fa2-h100-bi", "fa2",       "efficient-h100",
+                                            "cudnn-h100", "flex-h100",   "naive-bf16"};
   for (size_t p = 0; p < aa_recipe_preset_count(); p++) {
     const char *name = aa_recipe_preset_name(p);
     size_t took = 0, btook = 0, runs = sizeof shapes / sizeof shapes[0];
