@@ -48,18 +48,19 @@ int main(void) {
   AA_CHECK(aa_fa2_dispatch(&dp, 1, 129, 77, 128, 132, 0, NULL) == AA_OK && dp.num_splits == 1,
            "shape 2 should be one split (%zu splits)", dp.num_splits);
   /* what the GPU forward implements (lib/attn/cuda.c): these presets must take it on every shape */
-  static const char *const gpu_presets[] = {
-      "fa2-h100", "fa2-h100-bi", "fa2", "efficient-h100", "cudnn-h100", "flex-h100", "fa2-fixed", "triton-tutorial",
-      /* the fixed-shift and guarded forwards, the quadratic BF16 exp */
-      "recip", "recip-causal", "tlx-dq", "tlx-dq-causal", "tlx-exp", "tlx", "tlx-causal"};
+  static const char *const gpu_presets[] = {"fa2-h100", "fa2-h100-bi", "fa2", "efficient-h100", "cudnn-h100",
+                                            "flex-h100", "fa2-fixed", "triton-tutorial", "naive-bf16",
+                                            /* the fixed-shift and guarded forwards, the quadratic BF16 exp */
+                                            "recip", "recip-causal", "tlx-dq", "tlx-dq-causal", "tlx-exp", "tlx",
+                                            "tlx-causal"};
   /* what the GPU backward implements (lib/attn/cuda_bwd.c) */
   static const char *const bwd_presets[] = {"fa2-h100", "fa2-h100-bi", "fa2", "efficient-h100", "cudnn-h100",
-                                            "flex-h100",
+                                            "flex-h100", "naive-bf16",
                                             /* the tlx family (bwd.norm = recip, quadratic exp, dq_reduce kinds) */
                                             "recip-causal", "tlx", "tlx-causal", "tlx-dq-causal", "fa2-fixed"};
-  /* the same on every problem whose CPU run stays finite: the fixed shift 0 of the dense recip route overflows the
-     FP16 weights of shapes 3 and 5, O is NaN there, and a backward with a non-finite pair runs on the CPU, which
-     records where (cuda_bwd.c) */
+  /* the same on every problem whose CPU run stays finite (at least half of them): the fixed shift 0 of the dense
+     recip route overflows FP16 weights on some draws, O is NaN there, and a backward with a non-finite pair runs on
+     the CPU, which records where (cuda_bwd.c) */
   static const char *const bwd_finite_presets[] = {"recip", "tlx-dq", "tlx-exp"};
   for (size_t p = 0; p < aa_recipe_preset_count(); p++) {
     const char *name = aa_recipe_preset_name(p);
@@ -73,7 +74,7 @@ int main(void) {
       AA_CHECK(strcmp(name, bwd_presets[g]) != 0 || btook == runs, "%s: backward on the GPU path for %zu of %zu",
                name, btook, runs);
     for (size_t g = 0; g < sizeof bwd_finite_presets / sizeof bwd_finite_presets[0]; g++)
-      AA_CHECK(strcmp(name, bwd_finite_presets[g]) != 0 || (btook == finite && finite + 2 >= runs),
+      AA_CHECK(strcmp(name, bwd_finite_presets[g]) != 0 || (btook == finite && 2 * finite >= runs),
                "%s: backward on the GPU path for %zu of the %zu of %zu problems without a NaN or Inf", name, btook,
                finite, runs);
     for (size_t g = 0; g < sizeof gpu_presets / sizeof gpu_presets[0]; g++)

@@ -12,7 +12,9 @@
    (aa_core_bwd_dq). D = rowsum(dO o O) comes from the host (backward.c's own function), and so does each row's
    exp bias (the LSE's, or bwd.norm = recip's saved shift with dO scaled, backward_recip.c). The fixed dq_reduce
    decides per q tile whether the tile falls back to FP64 (reduce/fixed.c), so it adds two passes before dQ: each
-   dQ element's checks (aa_core_bwd_fx_elem), then each tile's verdict (aa_core_bwd_fx_tile). */
+   dQ element's checks (aa_core_bwd_fx_elem), then each tile's verdict (aa_core_bwd_fx_tile). The two-pass softmax
+   adds a pass before the pairs, each row's max and sum (aa_core_bwd_stats); D = rowsum(P o dP) one after them,
+   each row's D and then its dS (aa_core_bwd_ds_row). */
 #include "../exp/quad-core.h"
 #include "../reduce/fixed-core.h"
 #include "attn-core.h"
@@ -50,6 +52,14 @@ typedef struct {
   double fx_up, fx_down;         /* fixed: 2^s, 2^-s */
   unsigned *fxe;           /* fixed: [heads][n_q][d] each element's failed conversions (times 2) + sum failure */
   unsigned long long *fxt; /* fixed: [heads][nqt][2] each q tile's conversion and sum failures */
+  /* fwd.softmax = two-pass with bwd.twopass_p = saved (P recomputed by the two-pass row) and bwd.d_source = p-dp (D
+     from the pairs), each with one key tile; dP rounded to bwd.dp_fmt */
+  int twopass, pdp, dp_fmt;
+  aa_core_fwd_t tp; /* two-pass: the forward's row parameters with the backward's scores (aa_core_tp_stats) */
+  float *ML;        /* two-pass: [heads][n_q][2], each row's max and sum (aa_core_bwd_stats) */
+  unsigned char
+      *rdoubt; /* two-pass: [heads][n_q], 1 where a row's sum met a doubtful libm value: the host redoes it */
+  float *Pds;  /* p-dp: [heads][n_q][n_k], each pair's P for dS; dS holds dP until aa_core_bwd_ds_row */
 } aa_core_bwd_t;
 
 enum { AA_CORE_QK = 0, AA_CORE_DP, AA_CORE_DV, AA_CORE_DK, AA_CORE_DQ };
@@ -89,18 +99,39 @@ static inline AA_HD void aa_core_bwd_doubt(const aa_core_bwd_t *p, unsigned long
   if (k < p->doubt_cap) p->doubt[k] = pair;
 }
 
+/* backward.c pair_ds's dS = (dP - D) P in ds_fmt, with bwd.ds_scale. */
+static inline AA_HD float aa_core_bwd_ds(const aa_core_bwd_t *p, float dp, double D, float pds) {
+  double t0 = aa_core_r32((double)dp - D), x = aa_core_r32(t0 * pds);
+  if (p->ds_scale == 2) x = aa_core_r32(x * p->scale); /* fused: the FP32 dS times the scale, one cast */
+  float ds = aa_core_rnd16((float)x, p->ds_fmt);
+  if (p->ds_scale == 1) ds = aa_core_rnd16((float)aa_core_r32((double)ds * p->scale), p->ds_fmt);
+  return ds;
+}
+
+/* backward.c pair_p with the two-pass softmax: the forward's P of the pair (row, key k) from the row's max and sum
+   (aa_core_bwd_stats); *s: the score of a visible key. */
+static inline AA_HD double aa_core_bwd_tp_p(const aa_core_bwd_t *p, size_t row, const float *q, const float *k,
+                                            int vis, double *s, int *doubt) {
+  double m = p->ML[2 * row], l = p->ML[2 * row + 1], e = 0;
+  if (m == -INFINITY) return 0; /* an empty row: P = 0, no division */
+  if (vis) *s = aa_core_score(&p->tp, q, k), e = aa_core_tp_weight(&p->tp, doubt, *s, aa_core_r32(m * p->tp.c));
+  return aa_core_tp_p(&p->tp, e, l);
+}
+
 /* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j: P recomputed from the row's exp bias
-   (bwd.exp = ex2-sm90, quadratic-bf16, or the exact exp rounded to FP32), dP = dO V^T, dS = (dP - D) P in ds_fmt:
-   *pdv and *ds. Returns 1 when a value is not finite; sets *doubt when the exact exp's rounding was too close to
-   call. */
+   (bwd.exp = ex2-sm90, quadratic-bf16, or the exact exp rounded to FP32) or by the two-pass row, dP = dO V^T in
+   dp_fmt, dS = (dP - D) P in ds_fmt: *pdv, *ds and P for dS *pds; with p-dp *ds is dP (aa_core_bwd_ds_row forms
+   dS). Returns 1 when a value is not finite; sets *doubt when the exact exp's rounding was too close to call. */
 static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_t i, size_t j, float *pdv, float *ds,
-                                         int *doubt) {
+                                         float *pds, int *doubt) {
   size_t d = p->d, g = h / p->group, row = h * p->n_q + i;
   const float *q = p->Q + row * d, *k = p->K + (g * p->n_k + j) * d;
   const float *o = p->dO + row * d, *v = p->V + (g * p->n_k + j) * d;
   double bb = p->B[row], pr = 0, s = 0;
   int vis = (int64_t)j >= p->lo[i] && (int64_t)j < p->hi[i];
-  if (bb != -INFINITY && vis) {
+  if (p->twopass) {
+    pr = aa_core_bwd_tp_p(p, row, q, k, vis, &s, doubt);
+  } else if (bb != -INFINITY && vis) {
     s = aa_core_tc(0.0f, q, k, 1, d, p->tc[AA_CORE_QK][0], p->tc[AA_CORE_QK][1], p->tc[AA_CORE_QK][2]);
     if (p->scale_s) s = aa_core_r32(s * p->scale);
     double a = p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - bb) : (double)fmaf((float)s, (float)p->c, (float)-bb);
@@ -114,12 +145,10 @@ static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_
     else
       pr = aa_core_r32(p->natural ? exp(a) : exp2(a));
   }
-  float pds = aa_core_rnd16((float)pr, p->pds_fmt);
+  *pds = aa_core_rnd16((float)pr, p->pds_fmt);
   float dp = aa_core_tc(0.0f, o, v, 1, d, p->tc[AA_CORE_DP][0], p->tc[AA_CORE_DP][1], p->tc[AA_CORE_DP][2]);
-  double t0 = aa_core_r32((double)dp - p->D[row]), x = aa_core_r32(t0 * pds);
-  if (p->ds_scale == 2) x = aa_core_r32(x * p->scale); /* fused: the FP32 dS times the scale, one cast */
-  *ds = aa_core_rnd16((float)x, p->ds_fmt);
-  if (p->ds_scale == 1) *ds = aa_core_rnd16((float)aa_core_r32((double)*ds * p->scale), p->ds_fmt);
+  dp = aa_core_rnd16(dp, p->dp_fmt);
+  *ds = p->pdp ? dp : aa_core_bwd_ds(p, dp, p->D[row], *pds);
   *pdv = aa_core_rnd16((float)pr, p->pdv_fmt);
   return !aa_core_finite((float)s) || !aa_core_finite((float)pr) || !aa_core_finite(dp) || !aa_core_finite(*ds);
 }
@@ -127,11 +156,51 @@ static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_
 /* The pair (h, i, j) into Pdv and dS, unless backward.c skips its tile; a non-finite value sets *bad (backward.c
    records the first one: the host redoes the whole backward), a doubtful exp lists the pair for the host. */
 static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
-  size_t row = h * p->n_q + i;
+  size_t x = (h * p->n_q + i) * p->n_k + j;
   int doubt = 0;
+  float pds;
   if (!p->seen[(i / p->tq) * p->nkt + j / p->tk]) return;
-  if (aa_core_bwd_vals(p, h, i, j, p->Pdv + row * p->n_k + j, p->dS + row * p->n_k + j, &doubt)) *p->bad = 1;
-  if (doubt) aa_core_bwd_doubt(p, (unsigned long long)row * p->n_k + j);
+  if (aa_core_bwd_vals(p, h, i, j, p->Pdv + x, p->dS + x, p->Pds != NULL ? p->Pds + x : &pds, &doubt)) *p->bad = 1;
+  if (doubt && p->doubt_log2 >= 0) aa_core_bwd_doubt(p, (unsigned long long)x);
+}
+
+/* The two-pass row statistics backward.c pair_p recomputes (common.c aa_attn_twopass_row over the one key tile) of
+   row i of head h into ML; a doubtful libm value flags the row for the host. */
+static inline AA_HD void aa_core_bwd_stats(const aa_core_bwd_t *p, size_t h, size_t i) {
+  size_t row = h * p->n_q + i;
+  double m, l;
+  int doubt = 0;
+  aa_core_tp_stats(&p->tp, h, i, &m, &l, &doubt);
+  p->ML[2 * row] = (float)m, p->ML[2 * row + 1] = (float)l;
+  if (doubt && p->doubt_log2 >= 0) p->rdoubt[row] = 1;
+}
+
+/* A flagged two-pass row again (the host's redo, with the CPU's libm): its statistics, then its pairs into pdv, ds
+   and pds (n_k each, the row's slices). Returns 1 when a value is not finite. */
+static inline AA_HD int aa_core_bwd_tp_row(const aa_core_bwd_t *p, size_t h, size_t i, float *pdv, float *ds,
+                                           float *pds) {
+  int doubt = 0, bad = 0;
+  aa_core_bwd_stats(p, h, i);
+  if (!p->seen[(i / p->tq) * p->nkt]) return 0;
+  for (size_t j = 0; j < p->n_k; j++)
+    bad |= aa_core_bwd_vals(p, h, i, j, pdv + j, ds + j, pds + j, &doubt);
+  return bad;
+}
+
+/* backward.c pair_ds with bwd.d_source = p-dp (one key tile): D = rowsum(P dP) of row i over the keys in order in
+   FP32, then each pair's dS from its dP (held in dS) and P. */
+static inline AA_HD void aa_core_bwd_ds_row(const aa_core_bwd_t *p, size_t h, size_t i) {
+  size_t nk = p->n_k, row = h * p->n_q + i;
+  float *dS = p->dS + row * nk;
+  const float *P = p->Pds + row * nk;
+  double D = 0;
+  if (!p->seen[(i / p->tq) * p->nkt]) return;
+  for (size_t j = 0; j < nk; j++)
+    D = aa_core_r32(D + aa_core_r32((double)P[j] * dS[j]));
+  for (size_t j = 0; j < nk; j++) {
+    dS[j] = aa_core_bwd_ds(p, dS[j], D, P[j]);
+    if (!aa_core_finite(dS[j])) *p->bad = 1;
+  }
 }
 
 /* The final dK/dV value of an accumulator (backward.c finish_kv without dropout): scale, then io. */

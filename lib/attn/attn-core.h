@@ -54,6 +54,8 @@ typedef struct {
   /* fwd.exp = quadratic-bf16 (order fp32): the weights by aa_exp_quad_core (the rescale keeps its exp) */
   int qexp, qexp_rz;             /* on; its cvt = rz */
   float qexp_k, qexp_d1, qexp_s; /* aa_exp_t's kf, df1, sf */
+  /* fwd.softmax = two-pass (forward.c fwd_tile_twopass; one split, fwd.tile_k unused) and the scores' s_fmt */
+  int twopass, s_fmt;
 } aa_core_fwd_t;
 
 /* An FP32 value rounded to BF16 or FP16 (RNE, subnormals, Inf on overflow): aa_attn_rnd's result for it. Scaling
@@ -205,10 +207,93 @@ static inline AA_HD double aa_core_row_sum(const aa_core_fwd_t *p, const double 
   return aa_core_r32(aa_core_r32(a + b));
 }
 
+/* forward.c lse_formed with fwd.lse_form = fma or log2-max: the LSE of a row of max m and sum l > 0. */
+static inline AA_HD double aa_core_lse(const aa_core_fwd_t *p, int *doubt, double m, double l) {
+  double lg = p->sm90 ? (double)aa_core_logf_fast((float)l) : aa_core_r32(aa_core_libm(2, l, p->doubt_log2, doubt));
+  if (p->log2max) return aa_core_r32(aa_core_r32(aa_core_r32(m * p->c) / p->l2e) + lg);
+  return (double)fmaf((float)m, (float)p->se, (float)lg);
+}
+
+/* common.c aa_attn_scores for the pair (q, k): the product rounded to s_fmt and, with scale_fold = s, times the scale
+   in FP32 and rounded to s_fmt again (FP32: the product is the accumulator's own format, no rounding). */
+static inline AA_HD double aa_core_score(const aa_core_fwd_t *p, const float *q, const float *k) {
+  float s = aa_core_rnd16(aa_core_tc(0.0f, q, k, 1, p->d, p->qk_bk, p->qk_fb, p->qk_ob), p->s_fmt);
+  return p->scale_s ? (double)aa_core_rnd16((float)((double)s * p->scale), p->s_fmt) : (double)s;
+}
+
+/* common.c aa_attn_twopass_row's weight of score s against the shift b = m c: the exp (aa_attn_wexp with fwd.exp)
+   of aa_attn_exparg, in FP32. */
+static inline AA_HD double aa_core_tp_weight(const aa_core_fwd_t *p, int *doubt, double s, double b) {
+  double a = p->mulsub ? aa_core_r32(aa_core_r32(s * p->c) - b) : (double)fmaf((float)s, (float)p->c, (float)-b);
+  if (p->sm90) return (double)aa_core_exp2f((float)a);
+  return aa_core_r32(aa_core_libm(p->natural, a, p->doubt_log2, doubt));
+}
+
+/* aa_attn_twopass_row's first two passes over query row i of head h (its visible keys, ascending): the max m of the
+   scores, then the sum l of the weights (each rounded to p_fmt first with fwd.rowsum_rounded); l = 0 when m = -Inf.
+   The scores are computed in each pass rather than held: n_k of them would not fit a GPU thread. */
+static inline AA_HD void aa_core_tp_stats(const aa_core_fwd_t *p, size_t h, size_t i, double *m, double *l,
+                                          int *doubt) {
+  const float *q = p->Q + (h * p->n_q + i) * p->d, *K = p->K + h / p->group * p->n_k * p->d;
+  *m = -INFINITY, *l = 0;
+  for (int64_t j = p->lo[i]; j < p->hi[i]; j++) {
+    double s = aa_core_score(p, q, K + (size_t)j * p->d);
+    if (s > *m) *m = s;
+  }
+  if (*m == -INFINITY) return;
+  double b = aa_core_r32(*m * p->c);
+  for (int64_t j = p->lo[i]; j < p->hi[i]; j++) {
+    double e = aa_core_tp_weight(p, doubt, aa_core_score(p, q, K + (size_t)j * p->d), b);
+    *l = aa_core_r32(*l + (p->rs_rounded ? (double)aa_core_rnd16((float)e, p->p_fmt) : e));
+  }
+}
+
+/* aa_attn_twopass_row's last pass: a key's weight e (0 when masked) normalised by l (fwd.o_norm), in p_fmt. */
+static inline AA_HD float aa_core_tp_p(const aa_core_fwd_t *p, double e, double l) {
+  double x = p->o_recip ? aa_core_r32(e * aa_core_r32(1.0 / l)) : aa_core_r32(e / l);
+  return aa_core_rnd16((float)x, p->p_fmt);
+}
+
+/* forward.c fwd_tile_twopass for query row i of head h: the two-pass row, then O = P V by fwd.acc_pv with nothing
+   after it but the roundings; P in chunks of whole tc blocks (the chains continue across them), AA_CORE_MAXTK
+   floats of scratch. The CPU counts no P casts on this route. */
+static inline AA_HD void aa_core_twopass_row(const aa_core_fwd_t *p, size_t h, size_t i, aa_core_row_t *w, float *P) {
+  size_t d = p->d, n_k = p->n_k, row = h * p->n_q + i, kv = h / p->group * n_k * d;
+  size_t ch = p->pv_bk ? AA_CORE_MAXTK - AA_CORE_MAXTK % (size_t)p->pv_bk : AA_CORE_MAXTK;
+  const float *q = p->Q + row * d;
+  double m, l;
+  w->doubt = 0;
+  aa_core_tp_stats(p, h, i, &m, &l, &w->doubt);
+  double b = aa_core_r32(m * p->c);
+  for (size_t c = 0; c < d; c++)
+    w->acc[c] = 0;
+  for (size_t j0 = 0; j0 < n_k; j0 += ch) {
+    size_t nb = n_k - j0 < ch ? n_k - j0 : ch;
+    for (size_t x = 0; x < nb; x++) {
+      int64_t j = (int64_t)(j0 + x);
+      double e = 0;
+      if (j >= p->lo[i] && j < p->hi[i] && m != -INFINITY)
+        e = aa_core_tp_weight(p, &w->doubt, aa_core_score(p, q, p->K + kv + (j0 + x) * d), b);
+      P[x] = m == -INFINITY ? 0.0f : aa_core_tp_p(p, e, l); /* an empty row: P = 0, no division */
+    }
+    for (size_t c = 0; c < d; c++)
+      w->acc[c] = aa_core_tc(w->acc[c], P, p->V + kv + j0 * d + c, d, nb, p->pv_bk, p->pv_fb, p->pv_ob);
+  }
+  for (size_t c = 0; c < d; c++)
+    p->O[row * d + c] = aa_core_rnd16(w->acc[c], p->io_fmt);
+  p->LSE[row] = l == 0 || m == -INFINITY ? -INFINITY : (float)aa_core_lse(p, &w->doubt, m, l);
+  if (p->doubt != NULL) p->doubt[row] = (unsigned char)w->doubt;
+}
+
 /* forward_split.c run_split for query row i of head h and split sp: its key blocks, then O_s and lse_s (several
-   splits) or the final O and LSE (one). P is AA_CORE_MAXTK floats of scratch, w the row state. */
+   splits) or the final O and LSE (one); the two-pass softmax's whole row instead (aa_core_twopass_row). P is
+   AA_CORE_MAXTK floats of scratch, w the row state. */
 static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, size_t i, size_t sp, aa_core_row_t *w,
                                            float *P) {
+  if (p->twopass) { /* forward.c's two-pass route */
+    aa_core_twopass_row(p, h, i, w, P);
+    return;
+  }
   size_t d = p->d, n_k = p->n_k, kvh = h / p->group;
   size_t nblk = (n_k + p->tk - 1) / p->tk, i0 = i / p->tq * p->tq;
   size_t tq = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq;
@@ -237,12 +322,7 @@ static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, siz
       double x = p->o_recip ? aa_core_r32(w->acc[c] * rr) : aa_core_r32(w->acc[c] / la);
       o[c] = p->nsplit > 1 ? (float)x : aa_core_rnd16((float)x, p->io_fmt);
     }
-    double lg =
-        p->sm90 ? (double)aa_core_logf_fast((float)la) : aa_core_r32(aa_core_libm(2, la, p->doubt_log2, &w->doubt));
-    if (p->log2max) /* forward.c lse_formed */
-      lse = aa_core_r32(aa_core_r32(aa_core_r32(w->m * p->c) / p->l2e) + lg);
-    else
-      lse = (double)fmaf((float)w->m, (float)p->se, (float)lg);
+    lse = aa_core_lse(p, &w->doubt, w->m, la);
   }
   if (p->nsplit > 1)
     p->Ls[sp * p->heads * p->n_q + row] = (float)lse;

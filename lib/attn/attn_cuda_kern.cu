@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn-cuda.h"
@@ -38,10 +39,10 @@ __global__ void __launch_bounds__(AT_THREADS) at_combine(aa_core_fwd_t p) {
 
 /* Device buffers of one forward, freed together. */
 struct at_bufs {
-  void *b[12];
+  void *b[14];
 };
 static void at_free(at_bufs *B) {
-  for (int i = 0; i < 12; i++)
+  for (int i = 0; i < 14; i++)
     if (B->b[i] != NULL) cudaFree(B->b[i]);
 }
 static int at_alloc(at_bufs *B, int i, size_t bytes, const void *src) {
@@ -124,29 +125,66 @@ __global__ void __launch_bounds__(128) at_bwd_dq(aa_core_bwd_t p, size_t n) {
   if (x < n) aa_core_bwd_dq(&p, x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
 }
 
+/* The two-pass rows' statistics before the pairs, and D with dS after them (p-dp): one thread per query row. */
+__global__ void __launch_bounds__(128) at_bwd_stats(aa_core_bwd_t p, size_t n) {
+  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < n) aa_core_bwd_stats(&p, x / p.n_q, x % p.n_q);
+}
+__global__ void __launch_bounds__(128) at_bwd_ds(aa_core_bwd_t p, size_t n) {
+  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < n) aa_core_bwd_ds_row(&p, x / p.n_q, x % p.n_q);
+}
+
 static unsigned at_grid(size_t n) {
   return (unsigned)((n + 127) / 128);
 }
 
 /* The doubtful pairs (pass 1's list, in device memory) again on the host with its libm, the CPU's: their Pdv and dS
-   written back before passes 2 and 3. Returns the count, -1 when the list overflowed, -2 on a CUDA error. */
-static long at_redo_pairs(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp) {
+   written back before passes 2 and 3 (P for dS too with p-dp; ML: the two-pass rows' statistics on the host). Returns
+   the count, -1 when the list overflowed, -2 on a CUDA error. */
+static long at_redo_pairs(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float *ML) {
   unsigned long long n = 0;
   if (cudaMemcpy(&n, dp->ndoubt, 8, cudaMemcpyDeviceToHost) != cudaSuccess) return -2;
   if (n > hp->doubt_cap) return -1;
   if (n > 0 && cudaMemcpy(hp->doubt, dp->doubt, n * 8, cudaMemcpyDeviceToHost) != cudaSuccess) return -2;
   aa_core_bwd_t h = *hp;
-  h.doubt_log2 = -1;
+  h.doubt_log2 = -1, h.ML = ML;
   for (unsigned long long x = 0; x < n; x++) {
     unsigned long long pr = hp->doubt[x], row = pr / h.n_k;
-    float pdv, ds;
+    float pdv, ds, pds;
     int doubt = 0;
-    aa_core_bwd_vals(&h, row / h.n_q, row % h.n_q, pr % h.n_k, &pdv, &ds, &doubt);
+    aa_core_bwd_vals(&h, row / h.n_q, row % h.n_q, pr % h.n_k, &pdv, &ds, &pds, &doubt);
     if (cudaMemcpy(dp->Pdv + pr, &pdv, 4, cudaMemcpyHostToDevice) != cudaSuccess ||
-        cudaMemcpy(dp->dS + pr, &ds, 4, cudaMemcpyHostToDevice) != cudaSuccess)
+        cudaMemcpy(dp->dS + pr, &ds, 4, cudaMemcpyHostToDevice) != cudaSuccess ||
+        (dp->Pds != NULL && cudaMemcpy(dp->Pds + pr, &pds, 4, cudaMemcpyHostToDevice) != cudaSuccess))
       return -2;
   }
   return (long)n;
+}
+
+/* The two-pass rows whose sums met a doubtful libm value (at_bwd_stats's flags) again on the host: statistics and
+   pairs, written back before the doubtful pairs' redo; ML receives every row's statistics. Returns the pairs redone,
+   -2 on a CUDA error or without memory; *bad: a value not finite. */
+static long at_redo_rows(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float *ML, unsigned *bad) {
+  size_t rows = hp->heads * hp->n_q, nk = hp->n_k;
+  unsigned char *flag = (unsigned char *)malloc(rows + 1);
+  float *buf = (float *)malloc(3 * nk * sizeof(float));
+  int ok = flag != NULL && buf != NULL && cudaMemcpy(ML, dp->ML, rows * 8, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(flag, dp->rdoubt, rows, cudaMemcpyDeviceToHost) == cudaSuccess;
+  aa_core_bwd_t h = *hp;
+  h.doubt_log2 = -1, h.ML = ML;
+  long n = 0;
+  for (size_t x = 0; ok && x < rows; x++) {
+    if (!flag[x]) continue;
+    *bad |= (unsigned)aa_core_bwd_tp_row(&h, x / h.n_q, x % h.n_q, buf, buf + nk, buf + 2 * nk);
+    ok = cudaMemcpy(dp->ML + 2 * x, ML + 2 * x, 8, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(dp->Pdv + x * nk, buf, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(dp->dS + x * nk, buf + nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(dp->Pds + x * nk, buf + 2 * nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+    n += (long)nk;
+  }
+  free(flag), free(buf);
+  return ok ? n : -2;
 }
 
 extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, float *dV, unsigned *bad,
@@ -161,7 +199,8 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
            at_alloc(&B, 5, 2 * p.n_q * 8, hp->lo) && at_alloc(&B, 6, p.nqt * p.nkt, hp->seen) &&
            at_alloc(&B, 7, 2 * np * 4, NULL) && at_alloc(&B, 8, (nQ + 2 * nK) * 4 + 16, NULL) &&
            at_alloc(&B, 9, p.doubt_cap * 8, NULL) && at_alloc(&B, 10, fx * nQ * 4, NULL) &&
-           at_alloc(&B, 11, fx * nt * 16, NULL);
+           at_alloc(&B, 11, fx * nt * 16, NULL) && at_alloc(&B, 12, p.twopass ? rows * 9 : 0, NULL) &&
+           at_alloc(&B, 13, p.twopass || p.pdp ? np * 4 : 0, NULL);
   ok = ok && cudaMemcpy(B.b[4], hp->B, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
        cudaMemcpy((float *)B.b[4] + rows, hp->D, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess;
   if (!ok) {
@@ -178,8 +217,19 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
   p.dQ = (float *)((char *)B.b[8] + 16), p.dK = p.dQ + nQ, p.dV = p.dK + nK;
   p.doubt = (unsigned long long *)B.b[9];
   p.fxe = (unsigned *)B.b[10], p.fxt = (unsigned long long *)B.b[11];
+  /* the two-pass rows' max and sum (2 floats a row), then their flags */
+  p.ML = (float *)B.b[12], p.rdoubt = (unsigned char *)B.b[12] + rows * 8;
+  p.Pds = p.twopass || p.pdp ? (float *)B.b[13] : NULL;
+  p.tp.Q = p.Q, p.tp.K = p.K, p.tp.lo = p.lo, p.tp.hi = p.hi;
+  float *ML = p.twopass ? (float *)malloc(rows * 8 + 8) : NULL;
+  unsigned rbad = 0;
+  if (p.twopass) at_bwd_stats<<<at_grid(rows), 128>>>(p, rows);
   at_bwd_pairs<<<at_grid(np), 128>>>(p, np);
-  long n = cudaDeviceSynchronize() == cudaSuccess ? at_redo_pairs(hp, &p) : -2;
+  long m = cudaDeviceSynchronize() == cudaSuccess && (ML != NULL || !p.twopass) ? 0 : -2;
+  if (m == 0 && p.twopass) m = at_redo_rows(hp, &p, ML, &rbad);
+  long n = m >= 0 ? at_redo_pairs(hp, &p, ML) : -2;
+  free(ML);
+  if (n >= 0 && p.pdp) at_bwd_ds<<<at_grid(rows), 128>>>(p, rows);
   if (n >= 0) {
     at_bwd_kv<<<at_grid(nK), 128>>>(p, nK);
     if (fx) at_bwd_fx_elem<<<at_grid(nQ), 128>>>(p, nQ);
@@ -197,6 +247,6 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
     cudaGetLastError();
     return AT_EUNSUPPORTED;
   }
-  *redone = (size_t)n;
+  *redone = (size_t)(n + m), *bad |= rbad;
   return AT_OK;
 }

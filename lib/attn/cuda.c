@@ -39,7 +39,7 @@ int aa_attn_tc_model(aa_accum_t m, int *bk, int *fb, int *ob) {
 /* The recipe and problem values the GPU forward implements: every recipe field that forward.c, forward_split.c,
    common.c, quant.c and fp8.c read on the forward's path is either taken as a parameter (aa_core_fwd_t) or must
    hold the one value listed here. Anything else (softcap, ALiBi, masks, bias, dropout, sinks, quantisation, FP8
-   operands, other exp constructions, the two-pass softmax) runs on the CPU. */
+   operands, other exp constructions) runs on the CPU. */
 /* The weights' exp: the sm90 models (ex2-sm90 in FP32 order, sfu = sm90, an exp2 form), or with one split the exact
    binary64 exp of any form (exp = exact, no sfu), whose doubtful roundings the host redoes (attn-core.h). */
 static int exp_supported(const aa_attn_ctx_t *cx) {
@@ -60,12 +60,17 @@ static int path_supported(const aa_recipe_t *r) {
   return r->fwd_lse_form == AA_LSE_FMA || (!split && r->fwd_lse_form == AA_LSE_LOG2_MAX);
 }
 
-/* The softmax: online-LSE, or forward_fixed.c's fixed-shift and guarded forwards (one split, the weights' argument
-   one FMA; a guarded tile's recovery is the online forward above). */
+/* fwd.softmax: online-lse on key blocks of at most AA_CORE_MAXTK keys with FP32 scores; forward_fixed.c's
+   fixed-shift and guarded forwards on the same blocks (one split, the weights' argument one FMA; a guarded tile's
+   recovery is the online forward); or two-pass (forward.c fwd_tile_twopass: whole rows whatever fwd.tile_k says,
+   one split) with FP32 or BF16 scores. */
 static int softmax_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
-  if (r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE) return 1;
-  return (r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED) &&
+  if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS)
+    return (r->s_fmt == AA_FMT_FP32 || r->s_fmt == AA_FMT_BF16) && aa_attn_fwd_nsplits(cx) == 1;
+  int blocks = r->s_fmt == AA_FMT_FP32 && r->fwd_tile_k > 0 && r->fwd_tile_k <= AA_CORE_MAXTK;
+  if (r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE) return blocks;
+  return blocks && (r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT || r->fwd_softmax == AA_SOFTMAX_GUARDED) &&
          r->exp_form != AA_EXPFORM_EXP2_MULSUB && aa_attn_fwd_nsplits(cx) == 1 && !r->fwd_k_desc;
 }
 
@@ -73,16 +78,16 @@ int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   int bk, fb, ob;
   return path_supported(r) && exp_supported(cx) && softmax_supported(cx) && r->fwd_checkpoint == AA_CKPT_LSE &&
-         r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->fwd_rowsum_fmt == AA_FMT_FP32 &&
-         r->fwd_o_acc_fmt == AA_FMT_FP32 && r->fwd_lse_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
-         aa_attn_core_fmt(r->fwd_p_fmt) >= 0 && (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) &&
-         cx->wexp_emu == NULL && r->fwd_exp_emu_freq == 0 && r->fwd_p_scale_exp == 0 && r->quant_p_scale == 1.0 &&
-         r->quant_p == 0 && r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0 && r->quant_pv_buffer == 0 &&
-         r->quant_smooth_q == 0 && r->quant_smooth_k == 0 && r->fwd_qk_rotate == 0 && r->fwd_qkv_fmt == AA_QKV_NONE &&
+         r->alu_fmt == AA_FMT_FP32 && r->fwd_rowsum_fmt == AA_FMT_FP32 && r->fwd_o_acc_fmt == AA_FMT_FP32 &&
+         r->fwd_lse_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 && aa_attn_core_fmt(r->fwd_p_fmt) >= 0 &&
+         (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) && cx->wexp_emu == NULL &&
+         r->fwd_exp_emu_freq == 0 && r->fwd_p_scale_exp == 0 && r->quant_p_scale == 1.0 && r->quant_p == 0 &&
+         r->quant_q == 0 && r->quant_k == 0 && r->quant_v == 0 && r->quant_pv_buffer == 0 && r->quant_smooth_q == 0 &&
+         r->quant_smooth_k == 0 && r->fwd_qk_rotate == 0 && r->fwd_qkv_fmt == AA_QKV_NONE &&
          aa_attn_tc_model(r->fwd_acc_qk, &bk, &fb, &ob) && aa_attn_tc_model(r->fwd_acc_pv, &bk, &fb, &ob) &&
          cx->mod == 0 && cx->masked == 0 && cx->keep_fwd == NULL && cx->sinks == NULL && cx->v_scale == NULL &&
-         cx->d >= 1 && cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && r->fwd_tile_k > 0 &&
-         r->fwd_tile_k <= AA_CORE_MAXTK && aa_attn_fwd_nsplits(cx) <= 128 && cx->pb->varlen_batch == 0;
+         cx->d >= 1 && cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && aa_attn_fwd_nsplits(cx) <= 128 &&
+         cx->pb->varlen_batch == 0;
 }
 
 static float *to_f32(const double *x, size_t n) {
@@ -154,11 +159,11 @@ static void run_host(const aa_core_fwd_t *p) {
 /* The kernel's parameters from the context: host copies in FP32 and the rows' key intervals. */
 static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   const aa_recipe_t *r = cx->r;
-  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d, nblk = (nk + r->fwd_tile_k - 1) / r->fwd_tile_k;
+  size_t nq = cx->n_q, nk = cx->n_k, d = cx->d, tkk = r->fwd_tile_k ? r->fwd_tile_k : nk, nblk = (nk + tkk - 1) / tkk;
   memset(p, 0, sizeof *p);
   p->n_q = nq, p->n_k = nk, p->d = d, p->heads = cx->heads, p->group = cx->group;
   p->tq = r->fwd_tile_q, p->tk = r->fwd_tile_k, p->nsplit = aa_attn_fwd_nsplits(cx);
-  p->per = r->fwd_split_keys > 0 ? r->fwd_split_keys / r->fwd_tile_k : (nblk + p->nsplit - 1) / p->nsplit;
+  p->per = r->fwd_split_keys > 0 ? r->fwd_split_keys / tkk : (nblk + p->nsplit - 1) / p->nsplit;
   p->k_desc = r->fwd_k_desc, p->quad = r->fwd_rowsum_quad, p->rs_fma = r->fwd_rowsum_fma;
   p->rs_rounded = r->fwd_rowsum_rounded, p->mulsub = r->exp_form == AA_EXPFORM_EXP2_MULSUB;
   p->o_recip = r->fwd_o_norm == AA_NORM_RECIPROCAL;
@@ -176,6 +181,7 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   p->shifted = r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT ? 1 : r->fwd_softmax == AA_SOFTMAX_GUARDED ? 2 : 0;
   p->sub = p->shifted == 2 && r->fwd_sub_q != 0 && r->fwd_sub_q < p->tq ? r->fwd_sub_q : p->tq;
   p->shift0 = aa_core_r32(r->fwd_shift), p->lo2 = exp2(r->fwd_guard_lo), p->hi2 = exp2(r->fwd_guard_hi);
+  p->twopass = r->fwd_softmax == AA_SOFTMAX_TWO_PASS, p->s_fmt = aa_attn_core_fmt(r->s_fmt);
   size_t nQ = cx->heads * nq * d, nK = cx->heads / cx->group * nk * d;
   own[0] = to_f32(cx->Q, nQ), own[1] = to_f32(cx->K, nK), own[2] = to_f32(cx->V, nK);
   int64_t *lohi = malloc(2 * (nq ? nq : 1) * sizeof *lohi);

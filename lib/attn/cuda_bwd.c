@@ -40,10 +40,12 @@ static int tiles(const aa_attn_ctx_t *cx, size_t *tq, size_t *tk) {
 /* Every recipe field backward.c (and run.c's run_backward) reads on the backward's path is a parameter of
    aa_core_bwd_t or holds the value listed here: the LSE or reciprocal backward with the sm90 exp2, the
    quadratic BF16 exp or the exact exp of the weights, FP32 everywhere inside, dK/dV chained, dQ by ordered FP32
-   adds, BF16 pairs or bounded fixed point, the scales at the end or per tile, on plain problems. */
+   adds, BF16 pairs or bounded fixed point, the scales at the end or per tile, on plain problems. dP may be rounded
+   (bwd.dp_fmt); the two-pass softmax's scores may be BF16 (its P goes through aa_core_score). */
 static int fmts_supported(const aa_recipe_t *r) {
-  return r->alu_fmt == AA_FMT_FP32 && r->s_fmt == AA_FMT_FP32 && r->bwd_dp_fmt == AA_FMT_FP32 &&
-         r->bwd_d_fmt == AA_FMT_FP32 && r->bwd_dq_acc_fmt == AA_FMT_FP32 && r->bwd_dq_section_fmt == AA_FMT_FP32 &&
+  int s_ok = r->s_fmt == AA_FMT_FP32 || (r->fwd_softmax == AA_SOFTMAX_TWO_PASS && r->s_fmt == AA_FMT_BF16);
+  return r->alu_fmt == AA_FMT_FP32 && s_ok && aa_attn_core_fmt(r->bwd_dp_fmt) >= 0 && r->bwd_d_fmt == AA_FMT_FP32 &&
+         r->bwd_dq_acc_fmt == AA_FMT_FP32 && r->bwd_dq_section_fmt == AA_FMT_FP32 &&
          r->bwd_dkv_acc_fmt == AA_FMT_FP32 && aa_attn_core_fmt(r->io_fmt) > 0 &&
          aa_attn_core_fmt(r->bwd_p_ds_fmt) >= 0 && aa_attn_core_fmt(r->bwd_p_dv_fmt) >= 0 &&
          aa_attn_core_fmt(r->bwd_ds_fmt) >= 0;
@@ -61,7 +63,7 @@ static int reduce_supported(const aa_reduce_t *red) {
 static int norm_supported(const aa_attn_ctx_t *cx) {
   const aa_recipe_t *r = cx->r;
   int fwd = r->fwd_softmax == AA_SOFTMAX_ONLINE_LSE || r->fwd_softmax == AA_SOFTMAX_FIXED_SHIFT ||
-            r->fwd_softmax == AA_SOFTMAX_GUARDED;
+            r->fwd_softmax == AA_SOFTMAX_GUARDED || r->fwd_softmax == AA_SOFTMAX_TWO_PASS;
   return fwd && r->fwd_checkpoint == AA_CKPT_LSE &&
          ((r->bwd_norm == AA_BWDNORM_LSE && cx->bias == NULL) ||
           (r->bwd_norm == AA_BWDNORM_RECIP && cx->bias != NULL));
@@ -71,6 +73,16 @@ static int models(const aa_recipe_t *r, int m[5][3]) {
   return tc_model(r->bwd_acc_qk, m[AA_CORE_QK]) && tc_model(r->bwd_acc_dp, m[AA_CORE_DP]) &&
          tc_model(r->bwd_acc_dv, m[AA_CORE_DV]) && tc_model(r->bwd_acc_dk, m[AA_CORE_DK]) &&
          tc_model(r->bwd_acc_dq, m[AA_CORE_DQ]);
+}
+
+/* fwd.softmax: two-pass with P recomputed by the two-pass row (bwd.twopass_p = saved; fwd.exp exact, fwd.rowsum_fmt
+   FP32, fwd.p_fmt a core format) over one key tile of tk keys; the others as norm_supported says. */
+static int softmax_supported(const aa_attn_ctx_t *cx, size_t tk) {
+  const aa_recipe_t *r = cx->r;
+  if (r->fwd_softmax == AA_SOFTMAX_TWO_PASS)
+    return !r->bwd_twopass_lse && tk >= cx->n_k && cx->wexp_fwd == NULL && r->fwd_rowsum_fmt == AA_FMT_FP32 &&
+           aa_attn_core_fmt(r->fwd_p_fmt) >= 0;
+  return 1;
 }
 
 int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
@@ -85,9 +97,10 @@ int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
                          : exp2 && (e->kind == AA_EXP_EX2_SM90 || e->kind == AA_EXP_QUADRATIC_BF16) &&
                                e->order == AA_EXP_ORDER_FP32;
   /* bwd.exp_form arrives here resolved (run.c backward_own_exp_form) */
-  return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && norm_supported(cx) && r->bwd_k_prescale == 0 &&
-         exp_ok && (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) &&
-         r->bwd_d_source == AA_DSRC_O_DO &&
+  return fmts_supported(r) && models(r, m) && tiles(cx, &tq, &tk) && norm_supported(cx) &&
+         softmax_supported(cx, tk) && r->bwd_k_prescale == 0 && exp_ok &&
+         (r->scale_fold == AA_SCALE_EXP || r->scale_fold == AA_SCALE_S) &&
+         (r->bwd_d_source == AA_DSRC_O_DO || (r->bwd_d_source == AA_DSRC_P_DP && tk >= cx->n_k)) &&
          (r->bwd_dq_scale == AA_GSCALE_NONE || r->bwd_dq_scale == AA_GSCALE_TILE ||
           r->bwd_dq_scale == AA_GSCALE_END) &&
          r->bwd_dkv_accumulate == AA_KVACC_CHAIN && reduce_supported(&r->bwd_dq_reduce) && r->quant_ds == 0 &&
@@ -153,6 +166,19 @@ static void fill_exp_dq(aa_core_bwd_t *p, const aa_attn_ctx_t *cx) {
   p->fx_width = (int)red->width, p->fx_up = ldexp(1.0, red->scale_exp), p->fx_down = ldexp(1.0, -red->scale_exp);
 }
 
+/* The forward's row parameters the two-pass P is recomputed with (aa_core_tp_stats): the backward's operands and
+   score model, the forward's softmax. */
+static void fill_twopass(aa_core_fwd_t *tp, const aa_attn_ctx_t *cx, const aa_core_bwd_t *p) {
+  const aa_recipe_t *r = cx->r;
+  memset(tp, 0, sizeof *tp);
+  tp->Q = p->Q, tp->K = p->K, tp->lo = p->lo, tp->hi = p->hi;
+  tp->n_q = p->n_q, tp->n_k = p->n_k, tp->d = p->d, tp->heads = p->heads, tp->group = p->group;
+  tp->qk_bk = p->tc[AA_CORE_QK][0], tp->qk_fb = p->tc[AA_CORE_QK][1], tp->qk_ob = p->tc[AA_CORE_QK][2];
+  tp->s_fmt = aa_attn_core_fmt(r->s_fmt), tp->scale_s = p->scale_s, tp->scale = p->scale, tp->c = p->c;
+  tp->natural = p->natural, tp->mulsub = p->mulsub, tp->rs_rounded = r->fwd_rowsum_rounded;
+  tp->p_fmt = aa_attn_core_fmt(r->fwd_p_fmt), tp->o_recip = r->fwd_o_norm == AA_NORM_RECIPROCAL;
+}
+
 /* The parameters from the context (own: what the caller frees); *skipped: backward.c's tiles_skipped. */
 static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_result_t *out, void **own,
                        size_t *skipped) {
@@ -194,6 +220,9 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   }
   p->Q = f[0], p->K = f[1], p->V = f[2], p->dO = f[3], p->B = f[4], p->D = f[5];
   p->lo = lohi, p->hi = lohi + nq, p->seen = seen;
+  p->twopass = r->fwd_softmax == AA_SOFTMAX_TWO_PASS, p->pdp = r->bwd_d_source == AA_DSRC_P_DP;
+  p->dp_fmt = aa_attn_core_fmt(r->bwd_dp_fmt);
+  if (p->twopass) fill_twopass(&p->tp, cx, p);
   *skipped = fill_seen(seen, p, r->bwd_skip_masked) * cx->heads;
   return AA_OK;
 }
@@ -207,24 +236,56 @@ static long redo_pairs(aa_core_bwd_t *p) {
   p->doubt_log2 = -1;
   for (unsigned long long x = 0; x < n; x++) {
     unsigned long long pr = p->doubt[x], row = pr / p->n_k;
-    aa_core_bwd_vals(p, row / p->n_q, row % p->n_q, pr % p->n_k, p->Pdv + pr, p->dS + pr, &doubt);
+    float pds, *ppds = p->Pds != NULL ? p->Pds + pr : &pds;
+    aa_core_bwd_vals(p, row / p->n_q, row % p->n_q, pr % p->n_k, p->Pdv + pr, p->dS + pr, ppds, &doubt);
   }
   p->doubt_log2 = margin;
   return (long)n;
 }
 
-/* The three passes on host threads: what each CUDA thread does, one element after another. */
+/* The two-pass rows aa_core_bwd_stats flagged, again with the host's libm (the CPU's): their statistics and pairs.
+   Returns the pairs redone. */
+static size_t redo_rows(aa_core_bwd_t *p) {
+  size_t hq = p->heads * p->n_q, nk = p->n_k, n = 0;
+  int margin = p->doubt_log2;
+  p->doubt_log2 = -1;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : n)
+  for (size_t x = 0; x < hq; x++) {
+    if (!p->rdoubt[x]) continue;
+    if (aa_core_bwd_tp_row(p, x / p->n_q, x % p->n_q, p->Pdv + x * nk, p->dS + x * nk, p->Pds + x * nk)) *p->bad = 1;
+    n += nk;
+  }
+  p->doubt_log2 = margin;
+  return n;
+}
+
+/* The passes on host threads: what each CUDA thread does, one element after another. */
 static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone) {
-  size_t hq = p->heads * p->n_q, kvh = p->heads / p->group, nk = p->n_k, d = p->d;
+  size_t hq = p->heads * p->n_q, kvh = p->heads / p->group, nk = p->n_k, d = p->d, rows = 0;
   p->Pdv = malloc((hq * nk + 1) * sizeof(float)), p->dS = malloc((hq * nk + 1) * sizeof(float));
   if (p->Pdv == NULL || p->dS == NULL) return AA_ENOMEM;
+  if (p->twopass || p->pdp) p->Pds = malloc((hq * nk + 1) * sizeof(float));
+  if (p->twopass) p->ML = malloc((2 * hq + 1) * sizeof(float)), p->rdoubt = calloc(hq + 1, 1);
+  if ((p->twopass || p->pdp) && p->Pds == NULL) return AA_ENOMEM;
+  if (p->twopass && (p->ML == NULL || p->rdoubt == NULL)) return AA_ENOMEM;
   p->dQ = dQ, p->dK = dK, p->dV = dV, p->bad = bad;
+  if (p->twopass) {
+#pragma omp parallel for schedule(dynamic, 16)
+    for (size_t x = 0; x < hq; x++)
+      aa_core_bwd_stats(p, x / p->n_q, x % p->n_q);
+  }
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < hq * nk; x++)
     aa_core_bwd_pair(p, x / (p->n_q * nk), x / nk % p->n_q, x % nk);
+  if (p->twopass) rows = redo_rows(p);
   long n = redo_pairs(p);
   if (n < 0) return AA_EUNSUPPORTED;
-  *redone = (size_t)n;
+  *redone = (size_t)n + rows;
+  if (p->pdp) {
+#pragma omp parallel for schedule(dynamic, 16)
+    for (size_t x = 0; x < hq; x++)
+      aa_core_bwd_ds_row(p, x / p->n_q, x % p->n_q);
+  }
 #pragma omp parallel for schedule(static)
   for (size_t x = 0; x < kvh * nk * d; x++)
     aa_core_bwd_kv(p, x / (nk * d), x / d % nk, x % d);
@@ -276,13 +337,14 @@ int aa_attn_backward_cuda(const aa_attn_ctx_t *cx, aa_attn_result_t *out, int on
   /* the exact exp's doubtful pairs: 8 ulps cover glibc's and CUDA's libm errors (cuda.c); on host threads 2^20
      ulps list many, so tests/tattn_cuda_emu checks the redo */
   p.doubt_log2 = on_host ? 20 : 3;
+  p.tp.doubt_log2 = p.doubt_log2;
   p.doubt_cap = 1u << 20, p.ndoubt = &ndoubt;
   p.doubt = malloc(p.doubt_cap * sizeof *p.doubt);
   p.fxt = calloc(2 * p.heads * p.nqt + 1, sizeof *p.fxt); /* host memory: the device's is copied back */
   if (st == AA_OK && (dQ == NULL || dK == NULL || dV == NULL || p.doubt == NULL || p.fxt == NULL)) st = AA_ENOMEM;
   if (st == AA_OK && on_host) {
     st = run_host(&p, dQ, dK, dV, &bad, &redone);
-    free(p.Pdv), free(p.dS), free(p.fxe);
+    free(p.Pdv), free(p.dS), free(p.fxe), free(p.Pds), free(p.ML), free(p.rdoubt);
   } else if (st == AA_OK) {
     st = aa_atcu_backward(&p, dQ, dK, dV, &bad, &redone);
   }
