@@ -33,8 +33,8 @@ static const cli_opt_t common[] = {
     {"merge", NULL, NULL, "merge the shard folders given after the options into --out"},
     {"force", NULL, NULL, "run even when a time estimate exceeds its limit (mpfr oracle: one hour; --max-seconds)"},
     {"device", "auto|cpu|cuda", "auto",
-     "where the fast oracle and the emulation run (auto: the GPU where present and implemented); results do not "
-     "depend on it"},
+     "where the fast oracle and the emulation run (auto: the GPU where present and implemented); every value is the "
+     "same, only the oracle's certified bound (oracle_bound) is the GPU kernel's own there"},
     CLI_OPTS_LIMITS,
 };
 

@@ -26,10 +26,11 @@ typedef struct {
   const int64_t *lo, *hi;      /* [n_q]: row i sees keys [lo[i], hi[i]) */
   const unsigned char *seen;   /* [nqt][nkt]: 1 when the (q tile, key tile) pair is computed (bwd.skip_masked) */
   float *Pdv, *dS;             /* [heads][n_q][n_k]: each pair's P for dV and dS (pairs of skipped tiles unset) */
-  float *dQ, *dK, *dV;         /* outputs: [heads][n_q][d], [kv_heads][n_k][d], rounded to io */
-  unsigned *bad;               /* set when a pair holds a non-finite value: the host redoes the backward */
-  unsigned long long *doubt;   /* [doubt_cap]: pairs (h n_q + i) n_k + j whose libm exp was too close to call */
-  unsigned long long *ndoubt;  /* their count (may exceed doubt_cap: then the CPU runs the backward) */
+  size_t h0; /* the pair arrays (Pdv, dS, Pds) start at q head h0: the GPU runs KV heads in batches that fit */
+  float *dQ, *dK, *dV;        /* outputs: [heads][n_q][d], [kv_heads][n_k][d], rounded to io */
+  unsigned *bad;              /* set when a pair holds a non-finite value: the host redoes the backward */
+  unsigned long long *doubt;  /* [doubt_cap]: pairs (h n_q + i) n_k + j whose libm exp was too close to call */
+  unsigned long long *ndoubt; /* their count (may exceed doubt_cap: then the CPU runs the backward) */
   size_t doubt_cap;
   int doubt_log2;    /* aa_core_libm's margin; below 0: no check (the host's redo) */
   int sm90, natural; /* the weights' exp: the sm90 exp2 model, else the exact exp (exp when natural) */
@@ -153,10 +154,15 @@ static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_
   return !aa_core_finite((float)s) || !aa_core_finite((float)pr) || !aa_core_finite(dp) || !aa_core_finite(*ds);
 }
 
+/* Where the pairs of query row `row` (= h n_q + i) start in Pdv, dS and Pds, in rows of n_k. */
+static inline AA_HD size_t aa_core_prow(const aa_core_bwd_t *p, size_t row) {
+  return row - p->h0 * p->n_q;
+}
+
 /* The pair (h, i, j) into Pdv and dS, unless backward.c skips its tile; a non-finite value sets *bad (backward.c
    records the first one: the host redoes the whole backward), a doubtful exp lists the pair for the host. */
 static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
-  size_t x = (h * p->n_q + i) * p->n_k + j;
+  size_t x = aa_core_prow(p, h * p->n_q + i) * p->n_k + j;
   int doubt = 0;
   float pds;
   if (!p->seen[(i / p->tq) * p->nkt + j / p->tk]) return;
@@ -191,8 +197,8 @@ static inline AA_HD int aa_core_bwd_tp_row(const aa_core_bwd_t *p, size_t h, siz
    FP32, then each pair's dS from its dP (held in dS) and P. */
 static inline AA_HD void aa_core_bwd_ds_row(const aa_core_bwd_t *p, size_t h, size_t i) {
   size_t nk = p->n_k, row = h * p->n_q + i;
-  float *dS = p->dS + row * nk;
-  const float *P = p->Pds + row * nk;
+  float *dS = p->dS + aa_core_prow(p, row) * nk;
+  const float *P = p->Pds + aa_core_prow(p, row) * nk;
   double D = 0;
   if (!p->seen[(i / p->tq) * p->nkt]) return;
   for (size_t j = 0; j < nk; j++)
@@ -219,10 +225,10 @@ static inline AA_HD void aa_core_bwd_kv(const aa_core_bwd_t *p, size_t g, size_t
     size_t h = g * p->group + hh;
     for (size_t tt = 0; tt < p->nqt; tt++) {
       size_t t = p->q_desc ? p->nqt - 1 - tt : tt, i0 = t * p->tq;
-      size_t rows = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq, r0 = h * p->n_q + i0;
+      size_t rows = p->n_q - i0 < p->tq ? p->n_q - i0 : p->tq, r0 = h * p->n_q + i0, x = aa_core_prow(p, r0) * nk;
       if (!p->seen[t * p->nkt + kt]) continue;
-      av = aa_core_tc_strided(av, p->Pdv + r0 * nk + j, nk, p->dO + r0 * d + c, d, rows, p->tc[AA_CORE_DV]);
-      ak = aa_core_tc_strided(ak, p->dS + r0 * nk + j, nk, p->Q + r0 * d + c, d, rows, p->tc[AA_CORE_DK]);
+      av = aa_core_tc_strided(av, p->Pdv + x + j, nk, p->dO + r0 * d + c, d, rows, p->tc[AA_CORE_DV]);
+      ak = aa_core_tc_strided(ak, p->dS + x + j, nk, p->Q + r0 * d + c, d, rows, p->tc[AA_CORE_DK]);
     }
     if (p->gqa_sum) { /* backward.c gqa_fold */
       float k = aa_core_bwd_fin(p, ak, 1), v = aa_core_bwd_fin(p, av, 0);
@@ -240,8 +246,8 @@ static inline AA_HD void aa_core_bwd_kv(const aa_core_bwd_t *p, size_t g, size_t
 static inline AA_HD float aa_core_bwd_dq_part(const aa_core_bwd_t *p, size_t h, size_t i, size_t c, size_t kt) {
   size_t d = p->d, nk = p->n_k, g = h / p->group, row = h * p->n_q + i, j0 = kt * p->tk;
   size_t tkc = nk - j0 < p->tk ? nk - j0 : p->tk;
-  float part =
-      aa_core_tc_strided(0.0f, p->dS + row * nk + j0, 1, p->K + (g * nk + j0) * d + c, d, tkc, p->tc[AA_CORE_DQ]);
+  float part = aa_core_tc_strided(0.0f, p->dS + aa_core_prow(p, row) * nk + j0, 1, p->K + (g * nk + j0) * d + c, d,
+                                  tkc, p->tc[AA_CORE_DQ]);
   return p->dq_tile ? (float)((double)part * p->dq_mul) : part;
 }
 

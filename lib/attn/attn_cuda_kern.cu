@@ -106,23 +106,23 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
    cuda_bwd.c's run_host. */
 __global__ void __launch_bounds__(128) at_bwd_pairs(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_pair(&p, x / (p.n_q * p.n_k), x / p.n_k % p.n_q, x % p.n_k);
+  if (x < n) aa_core_bwd_pair(&p, p.h0 + x / (p.n_q * p.n_k), x / p.n_k % p.n_q, x % p.n_k);
 }
 __global__ void __launch_bounds__(128) at_bwd_kv(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_kv(&p, x / (p.n_k * p.d), x / p.d % p.n_k, x % p.d);
+  if (x < n) aa_core_bwd_kv(&p, p.h0 / p.group + x / (p.n_k * p.d), x / p.d % p.n_k, x % p.d);
 }
 __global__ void __launch_bounds__(128) at_bwd_fx_elem(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_fx_elem(&p, x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
+  if (x < n) aa_core_bwd_fx_elem(&p, p.h0 + x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
 }
 __global__ void __launch_bounds__(128) at_bwd_fx_tile(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_fx_tile(&p, x / p.nqt, x % p.nqt);
+  if (x < n) aa_core_bwd_fx_tile(&p, p.h0 + x / p.nqt, x % p.nqt);
 }
 __global__ void __launch_bounds__(128) at_bwd_dq(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_dq(&p, x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
+  if (x < n) aa_core_bwd_dq(&p, p.h0 + x / (p.n_q * p.d), x / p.d % p.n_q, x % p.d);
 }
 
 /* The two-pass rows' statistics before the pairs, and D with dS after them (p-dp): one thread per query row. */
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(128) at_bwd_stats(aa_core_bwd_t p, size_t n) {
 }
 __global__ void __launch_bounds__(128) at_bwd_ds(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_ds_row(&p, x / p.n_q, x % p.n_q);
+  if (x < n) aa_core_bwd_ds_row(&p, p.h0 + x / p.n_q, x % p.n_q);
 }
 
 static unsigned at_grid(size_t n) {
@@ -150,7 +150,7 @@ static long at_redo_pairs(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, floa
   aa_core_bwd_t h = *hp;
   h.doubt_log2 = -1, h.ML = ML;
   for (unsigned long long x = 0; x < n; x++) {
-    unsigned long long pr = hp->doubt[x], row = pr / h.n_k;
+    unsigned long long pr = hp->doubt[x], row = pr / h.n_k + dp->h0 * h.n_q; /* pr: in the batch's arrays */
     float pdv, ds, pds;
     int doubt = 0;
     aa_core_bwd_vals(&h, row / h.n_q, row % h.n_q, pr % h.n_k, &pdv, &ds, &pds, &doubt);
@@ -165,8 +165,8 @@ static long at_redo_pairs(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, floa
 /* The two-pass rows whose sums met a doubtful libm value (at_bwd_stats's flags) again on the host: statistics and
    pairs, written back before the doubtful pairs' redo; ML receives every row's statistics. Returns the pairs redone,
    -2 on a CUDA error or without memory; *bad: a value not finite. */
-static long at_redo_rows(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float *ML, unsigned *bad) {
-  size_t rows = hp->heads * hp->n_q, nk = hp->n_k;
+static long at_redo_rows(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float *ML, unsigned *bad, size_t nh) {
+  size_t rows = hp->heads * hp->n_q, nk = hp->n_k, r0 = dp->h0 * hp->n_q, r1 = r0 + nh * hp->n_q;
   unsigned char *flag = (unsigned char *)malloc(rows + 1);
   float *buf = (float *)malloc(3 * nk * sizeof(float));
   int ok = flag != NULL && buf != NULL && cudaMemcpy(ML, dp->ML, rows * 8, cudaMemcpyDeviceToHost) == cudaSuccess &&
@@ -174,33 +174,72 @@ static long at_redo_rows(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float
   aa_core_bwd_t h = *hp;
   h.doubt_log2 = -1, h.ML = ML;
   long n = 0;
-  for (size_t x = 0; ok && x < rows; x++) {
+  for (size_t x = r0; ok && x < r1; x++) {
     if (!flag[x]) continue;
+    size_t y = (x - r0) * nk; /* the row's pairs in the batch's arrays */
     *bad |= (unsigned)aa_core_bwd_tp_row(&h, x / h.n_q, x % h.n_q, buf, buf + nk, buf + 2 * nk);
     ok = cudaMemcpy(dp->ML + 2 * x, ML + 2 * x, 8, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(dp->Pdv + x * nk, buf, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(dp->dS + x * nk, buf + nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(dp->Pds + x * nk, buf + 2 * nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+         cudaMemcpy(dp->Pdv + y, buf, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(dp->dS + y, buf + nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(dp->Pds + y, buf + 2 * nk, nk * 4, cudaMemcpyHostToDevice) == cudaSuccess;
     n += (long)nk;
   }
   free(flag), free(buf);
   return ok ? n : -2;
 }
 
+/* The KV heads [g0, g1) of the backward once the pair arrays are in place: their pairs from q head p->h0 = g0 group
+   on, the host's redo of the doubtful ones (ML: host room for the two-pass rows' statistics), then dK/dV of those KV
+   heads and dQ of their q heads. Returns the pairs redone, -1 when the doubt list overflowed, -2 on a CUDA error. */
+static long at_bwd_batch(aa_core_bwd_t *p, const aa_core_bwd_t *hp, size_t g0, size_t g1, float *ML, unsigned *rbad) {
+  size_t nh = (g1 - g0) * p->group, nq = nh * p->n_q, np = nq * p->n_k, nqd = nq * p->d,
+         nkd = (g1 - g0) * p->n_k * p->d;
+  p->h0 = g0 * p->group;
+  if (cudaMemset(p->ndoubt, 0, 8) != cudaSuccess) return -2;
+  at_bwd_pairs<<<at_grid(np), 128>>>(*p, np);
+  if (cudaDeviceSynchronize() != cudaSuccess) return -2;
+  long m = p->twopass ? at_redo_rows(hp, p, ML, rbad, nh) : 0;
+  long n = m >= 0 ? at_redo_pairs(hp, p, ML) : m;
+  if (n < 0) return n;
+  if (p->pdp) at_bwd_ds<<<at_grid(nq), 128>>>(*p, nq);
+  at_bwd_kv<<<at_grid(nkd), 128>>>(*p, nkd);
+  if (p->dq_kind == AA_CORE_RED_FIXED) {
+    at_bwd_fx_elem<<<at_grid(nqd), 128>>>(*p, nqd);
+    at_bwd_fx_tile<<<at_grid(nh * p->nqt), 128>>>(*p, nh * p->nqt);
+  }
+  at_bwd_dq<<<at_grid(nqd), 128>>>(*p, nqd);
+  return cudaDeviceSynchronize() == cudaSuccess ? n + m : -2;
+}
+
+/* KV heads per batch: the pair arrays (P for dV, dS, and P for dS with the two-pass or p-dp backward: 4 bytes each
+   per pair) of as many KV heads as fit in 85 % of the free device memory, at most AA_ATTN_CUDA_BATCH_KV (a test
+   hook); 0 when not one fits (the CPU runs the backward). */
+static size_t at_batch_kv(const aa_core_bwd_t *p) {
+  size_t fr = 0, tot = 0, kvh = p->heads / p->group;
+  size_t per = p->group * p->n_q * p->n_k * 4 * (2 + (p->twopass || p->pdp ? 1 : 0)) + 1;
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return 0;
+  size_t kb = (size_t)(0.85 * (double)fr) / per;
+  const char *cap = getenv("AA_ATTN_CUDA_BATCH_KV");
+  if (cap != NULL && strtoul(cap, NULL, 10) > 0 && kb > strtoul(cap, NULL, 10)) kb = strtoul(cap, NULL, 10);
+  return kb < kvh ? kb : kvh;
+}
+
 extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, float *dV, unsigned *bad,
                                 size_t *redone) {
   aa_core_bwd_t p = *hp;
-  size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d, np = rows * p.n_k;
+  size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d, kvh = p.heads / p.group;
   size_t nt = p.heads * p.nqt, fx = p.dq_kind == AA_CORE_RED_FIXED; /* the fixed dq_reduce's checks */
   at_bufs B;
   memset(&B, 0, sizeof B);
   int ok = at_alloc(&B, 0, nQ * 4, hp->Q) && at_alloc(&B, 1, nK * 4, hp->K) && at_alloc(&B, 2, nK * 4, hp->V) &&
            at_alloc(&B, 3, nQ * 4, hp->dO) && at_alloc(&B, 4, rows * 8, NULL) &&
            at_alloc(&B, 5, 2 * p.n_q * 8, hp->lo) && at_alloc(&B, 6, p.nqt * p.nkt, hp->seen) &&
-           at_alloc(&B, 7, 2 * np * 4, NULL) && at_alloc(&B, 8, (nQ + 2 * nK) * 4 + 16, NULL) &&
-           at_alloc(&B, 9, p.doubt_cap * 8, NULL) && at_alloc(&B, 10, fx * nQ * 4, NULL) &&
-           at_alloc(&B, 11, fx * nt * 16, NULL) && at_alloc(&B, 12, p.twopass ? rows * 9 : 0, NULL) &&
-           at_alloc(&B, 13, p.twopass || p.pdp ? np * 4 : 0, NULL);
+           at_alloc(&B, 8, (nQ + 2 * nK) * 4 + 16, NULL) && at_alloc(&B, 9, p.doubt_cap * 8, NULL) &&
+           at_alloc(&B, 10, fx * nQ * 4, NULL) && at_alloc(&B, 11, fx * nt * 16, NULL) &&
+           at_alloc(&B, 12, p.twopass ? rows * 9 : 0, NULL);
+  /* the pair arrays last, for a batch of KV heads that fits in what is left */
+  size_t kb = ok ? at_batch_kv(&p) : 0, npb = kb * p.group * p.n_q * p.n_k;
+  ok = ok && kb > 0 && at_alloc(&B, 7, 2 * npb * 4, NULL) && at_alloc(&B, 13, p.twopass || p.pdp ? npb * 4 : 0, NULL);
   ok = ok && cudaMemcpy(B.b[4], hp->B, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
        cudaMemcpy((float *)B.b[4] + rows, hp->D, rows * 4, cudaMemcpyHostToDevice) == cudaSuccess;
   if (!ok) {
@@ -211,7 +250,7 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
   p.Q = (const float *)B.b[0], p.K = (const float *)B.b[1], p.V = (const float *)B.b[2];
   p.dO = (const float *)B.b[3], p.B = (const float *)B.b[4], p.D = (const float *)B.b[4] + rows;
   p.lo = (const int64_t *)B.b[5], p.hi = (const int64_t *)B.b[5] + p.n_q, p.seen = (const unsigned char *)B.b[6];
-  p.Pdv = (float *)B.b[7], p.dS = (float *)B.b[7] + np;
+  p.Pdv = (float *)B.b[7], p.dS = (float *)B.b[7] + npb;
   /* the flag and the counter first, so that the counter is 8-byte aligned */
   p.bad = (unsigned *)B.b[8], p.ndoubt = (unsigned long long *)((char *)B.b[8] + 8);
   p.dQ = (float *)((char *)B.b[8] + 16), p.dK = p.dQ + nQ, p.dV = p.dK + nK;
@@ -223,19 +262,13 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
   p.tp.Q = p.Q, p.tp.K = p.K, p.tp.lo = p.lo, p.tp.hi = p.hi;
   float *ML = p.twopass ? (float *)malloc(rows * 8 + 8) : NULL;
   unsigned rbad = 0;
-  if (p.twopass) at_bwd_stats<<<at_grid(rows), 128>>>(p, rows);
-  at_bwd_pairs<<<at_grid(np), 128>>>(p, np);
-  long m = cudaDeviceSynchronize() == cudaSuccess && (ML != NULL || !p.twopass) ? 0 : -2;
-  if (m == 0 && p.twopass) m = at_redo_rows(hp, &p, ML, &rbad);
-  long n = m >= 0 ? at_redo_pairs(hp, &p, ML) : -2;
-  free(ML);
-  if (n >= 0 && p.pdp) at_bwd_ds<<<at_grid(rows), 128>>>(p, rows);
-  if (n >= 0) {
-    at_bwd_kv<<<at_grid(nK), 128>>>(p, nK);
-    if (fx) at_bwd_fx_elem<<<at_grid(nQ), 128>>>(p, nQ);
-    if (fx) at_bwd_fx_tile<<<at_grid(nt), 128>>>(p, nt);
-    at_bwd_dq<<<at_grid(nQ), 128>>>(p, nQ);
+  long n = p.twopass && ML == NULL ? -2 : 0, total = 0;
+  if (p.twopass) at_bwd_stats<<<at_grid(rows), 128>>>(p, rows); /* every row's, once */
+  for (size_t g0 = 0; g0 < kvh && n >= 0; g0 += kb) {
+    n = at_bwd_batch(&p, hp, g0, g0 + kb < kvh ? g0 + kb : kvh, ML, &rbad);
+    total += n;
   }
+  free(ML);
   int st = n >= 0 && cudaDeviceSynchronize() == cudaSuccess &&
            cudaMemcpy(dQ, p.dQ, nQ * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
            cudaMemcpy(dK, p.dK, nK * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
@@ -247,6 +280,6 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
     cudaGetLastError();
     return AT_EUNSUPPORTED;
   }
-  *redone = (size_t)(n + m), *bad |= rbad;
+  *redone = (size_t)total, *bad |= rbad;
   return AT_OK;
 }
