@@ -448,6 +448,10 @@ typedef struct {
   /* Where the fast oracle and the emulated recipes run (ABI 6): aa_oracle_device_t (0 auto, 1 cpu, 2 cuda); every
      value is the same on either (lib/oracle.h, lib/attn.h), cuda without a GPU is refused. */
   int device;
+  /* 1: attn_mask came as a boolean mask (its -Inf entries, and key_len's padded keys with it, are keys a boolean
+     mask hides: a recipe with mask.score = fill scores them as that kernel scores a boolean mask's; problem.h
+     bias_bool); 0: a float mask, -Inf as given (ABI 6). */
+  int mask_bool;
 } aa_flat_opts_t;
 
 /* An oracle result kept in memory for reuse by later calls (aa_flat_oracle

@@ -86,6 +86,23 @@ def test_emulate_bool_mask_gives_causal_bits():
             assert np.array_equal(a[name], b[name]), f"{recipe} {name}"
 
 
+def test_emulate_bool_mask_reaches_the_fill():
+    """cuDNN receives a boolean mask as an additive -65536, not -Inf (README-gpu 8.6; cudnn-h100's mask.score =
+    fill): a fully masked row is then a softmax over its own shifted scores, finite and non-zero, where the same
+    mask given as a float -Inf mask leaves the row empty (O = 0). fa2 scores both as -Inf."""
+    q, k, v, do = inputs()
+    keep = np.ones((1, 1, NQ, NK), dtype=bool)
+    keep[..., 3, :] = False  # row 3 fully masked
+    neg = np.where(keep, 0.0, -np.inf)
+    a = attnacc.emulate("cudnn-h100", q, k, v, do, layout="bhnd", attn_mask=keep)
+    b = attnacc.emulate("cudnn-h100", q, k, v, do, layout="bhnd", attn_mask=neg)
+    assert np.all(np.isfinite(a["o"][:, :, 3])) and np.any(a["o"][:, :, 3] != 0), "bool: the fill did not apply"
+    assert np.all(b["o"][:, :, 3] == 0), "float -inf: the row should be empty"
+    assert np.array_equal(np.delete(a["o"], 3, axis=2), np.delete(b["o"], 3, axis=2)), "other rows differ"
+    c = attnacc.emulate("fa2", q, k, v, do, layout="bhnd", attn_mask=keep)
+    assert np.all(c["o"][:, :, 3] == 0), "fa2 has no fill: the row is empty"
+
+
 def test_score_torch_math_with_mask():
     """torch's math attention with a boolean mask and a fully masked row (whose softmax is NaN there): its
     outputs elsewhere pass; the NaN row is counted as NaN and fails."""

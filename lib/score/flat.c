@@ -68,6 +68,7 @@ static int prob_mask(flat_prob_t *p, const aa_flat_opts_t *o, aa_error_t *err) {
                         nk);
   aa_problem_mask_expand(p->bias, o->attn_mask, o->mask_b, o->mask_h, B, H, nq, nk, o->key_len, o->nkey_len);
   p->pb.bias = p->bias;
+  p->pb.bias_bool = o->attn_mask != NULL && o->mask_bool;
   p->pb.mask_hstride = nq * nk;
   return AA_OK;
 }

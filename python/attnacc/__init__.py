@@ -620,8 +620,9 @@ def _masks(opts, attn_mask, key_len, logit_offset):
         m = np.asarray(m)
         if m.ndim < 2 or m.ndim > 4:
             raise ValueError(f"attnacc: attn_mask has {m.ndim} axes (need [Nq, Nk], [H, Nq, Nk] or [B, H, Nq, Nk])")
-        if m.dtype == np.bool_:
+        if m.dtype == np.bool_:  # its additive form, flagged as boolean (a kernel may score those keys otherwise)
             m = np.where(m, 0.0, -np.inf)
+            opts.mask_bool = 1
         elif m.dtype.kind != "f":
             raise TypeError(f"attnacc: attn_mask has dtype {m.dtype} (need bool or a float dtype)")
         m = np.ascontiguousarray(m.reshape((1,) * (4 - m.ndim) + m.shape), dtype=np.float64)

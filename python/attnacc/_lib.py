@@ -70,6 +70,7 @@ class FlatOpts(ctypes.Structure):
         ("cache_dir", ctypes.c_char_p),
         ("oracle", ctypes.c_void_p),
         ("device", ctypes.c_int),  # ABI 6: where the oracle and the recipes run (DEVICES)
+        ("mask_bool", ctypes.c_int),  # ABI 6: attn_mask was boolean (mask.score = fill applies to its keys)
     ]
 
 
