@@ -1,7 +1,7 @@
-/* attnacc: the fa2-h100 emulation (forward and backward) on the GPU beside the CPU (same build, same bits), one head.
- */
+/* attnacc: a preset's emulation (forward and backward; fa2-h100 by default) on the GPU beside the CPU (same build,
+ * same bits), one head. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
-/* usage: bench_attn_cuda [N D [REPS [CPU_MAX_N]]] (default 4096 128 3 8192): one head on the GPU (cuda-emu, host
+/* usage: bench_attn_cuda [N D [REPS [CPU_MAX_N [PRESET]]]] (default 4096 128 3 8192 fa2-h100): one head on the GPU (cuda-emu, host
    threads, without one), n_q = n_k = N, dense and causal, BF16 inputs and dO from a PCG stream, forward and backward
    timed together (item 9 of issue 28); the GPU's median of REPS
    runs; the CPU runs once when N <= CPU_MAX_N, and then the outputs must have the same bits. One line per mask; exit
@@ -32,8 +32,9 @@ int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 4096, d = argc > 2 ? strtoul(argv[2], NULL, 10) : 128;
   int reps = argc > 3 ? atoi(argv[3]) : 3;
   size_t cpu_max = argc > 4 ? strtoul(argv[4], NULL, 10) : 8192;
+  const char *preset = argc > 5 ? argv[5] : "fa2-h100";
   if (n == 0 || d == 0 || d > 256 || reps < 1 || reps > 128) {
-    fprintf(stderr, "usage: bench_attn_cuda [N D [REPS [CPU_MAX_N]]] (1 <= D <= 256, 1 <= REPS <= 128)\n");
+    fprintf(stderr, "usage: bench_attn_cuda [N D [REPS [CPU_MAX_N [PRESET]]]] (1 <= D <= 256, 1 <= REPS <= 128)\n");
     return 2;
   }
   /* without a GPU the GPU path's code runs on host threads (cuda-emu): the bench still checks its bits */
@@ -47,7 +48,7 @@ int main(int argc, char **argv) {
   aa_pcg32_t rng;
   aa_tensor_t q, k, v, dO;
   aa_pcg32_seed(&rng, 28, 9);
-  if (aa_recipe_preset(&r, "fa2-h100", &err) != AA_OK) return fprintf(stderr, "%s\n", err.msg), 1;
+  if (aa_recipe_preset(&r, preset, &err) != AA_OK) return fprintf(stderr, "%s\n", err.msg), 2;
   fill(&q, n, d, 3, &rng), fill(&k, n, d, 3, &rng), fill(&v, n, d, 1, &rng), fill(&dO, n, d, 1, &rng);
   int bad = 0;
   for (int causal = 0; causal < 2; causal++) {
@@ -75,9 +76,9 @@ int main(int argc, char **argv) {
       bad |= !ok;
       aa_attn_result_free(&c);
     }
-    printf("fa2-h100 forward+backward n %zu d %zu %s: %s %.3f s (median of %d, ran on %s and %s), CPU %.3f s, "
+    printf("%s forward+backward n %zu d %zu %s: %s %.3f s (median of %d, ran on %s and %s), CPU %.3f s, "
            "%.1fx; %s\n",
-           n, d, causal ? "causal" : "dense", aa_attn_device_name(dev), bench_median(t, reps), reps,
+           preset, n, d, causal ? "causal" : "dense", aa_attn_device_name(dev), bench_median(t, reps), reps,
            aa_attn_device_name(g.fwd_device), aa_attn_device_name(g.bwd_device), tc, tc / bench_median(t, reps),
            verdict);
     bad |= g.fwd_device != dev || g.bwd_device != dev;

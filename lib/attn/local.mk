@@ -95,7 +95,7 @@ TESTS += tests/tattn_cuda
 tests_tattn_cuda_SOURCES = tests/tattn_cuda.c tests/tattn_cuda_cases.h
 tests_tattn_cuda_LDADD = $(LDADD) -lm
 
-# The GPU emulation's time beside the CPU's on the same problem (`bench/bench_attn_cuda [N D [REPS [CPU_MAX_N]]]`);
+# The GPU emulation's time beside the CPU's on the same problem (`bench/bench_attn_cuda [N D [REPS [CPU_MAX_N [PRESET]]]]`);
 # CUDA builds only.
 if HAVE_CUDA
 EXTRA_PROGRAMS += bench/bench_attn_cuda
