@@ -1,11 +1,11 @@
 /* attnacc: a preset's emulation (forward and backward; fa2-h100 by default) on the GPU beside the CPU (same build,
  * same bits), one head. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
-/* usage: bench_attn_cuda [N D [REPS [CPU_MAX_N [PRESET]]]] (default 4096 128 3 8192 fa2-h100): one head on the GPU (cuda-emu, host
-   threads, without one), n_q = n_k = N, dense and causal, BF16 inputs and dO from a PCG stream, forward and backward
-   timed together (item 9 of issue 28); the GPU's median of REPS
-   runs; the CPU runs once when N <= CPU_MAX_N, and then the outputs must have the same bits. One line per mask; exit
-   1 on a bit difference or a failed run. */
+/* usage: bench_attn_cuda [N D [REPS [CPU_MAX_N [PRESET]]]] (default 4096 128 3 8192 fa2-h100): one head on the GPU
+   (cuda-emu, host threads, without one), n_q = n_k = N, dense and causal, BF16 inputs and dO from a PCG stream,
+   forward and backward timed together (item 9 of issue 28); the GPU's median of REPS runs; the CPU runs once when N
+   <= CPU_MAX_N, and then the outputs must have the same bits. One line per mask; exit 1 on a bit difference or a
+   failed run. */
 #include <stdio.h>
 #include <stdlib.h>
 
