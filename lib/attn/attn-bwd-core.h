@@ -119,15 +119,27 @@ static inline AA_HD double aa_core_bwd_tp_p(const aa_core_bwd_t *p, size_t row, 
   return aa_core_tp_p(&p->tp, e, l);
 }
 
-/* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j: P recomputed from the row's exp bias
-   (bwd.exp = ex2-sm90, quadratic-bf16, or the exact exp rounded to FP32) or by the two-pass row, dP = dO V^T in
-   dp_fmt, dS = (dP - D) P in ds_fmt: *pdv, *ds and P for dS *pds; with p-dp *ds is dP (aa_core_bwd_ds_row forms
-   dS). Returns 1 when a value is not finite; sets *doubt when the exact exp's rounding was too close to call. */
-static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_t i, size_t j, float *pdv, float *ds,
-                                         float *pds, int *doubt) {
-  size_t d = p->d, g = h / p->group, row = h * p->n_q + i;
-  const float *q = p->Q + row * d, *k = p->K + (g * p->n_k + j) * d;
-  const float *o = p->dO + row * d, *v = p->V + (g * p->n_k + j) * d;
+/* The operand rows of a pair: Q and dO of its query row, K and V of its key (in global memory, or a kernel's
+   copies in shared memory: the same values, so the same bits). */
+typedef struct {
+  const float *q, *k, *o, *v;
+} aa_core_rows_t;
+
+static inline AA_HD aa_core_rows_t aa_core_pair_rows(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
+  size_t d = p->d, row = h * p->n_q + i, key = (h / p->group * p->n_k + j) * d;
+  aa_core_rows_t r = {p->Q + row * d, p->K + key, p->dO + row * d, p->V + key};
+  return r;
+}
+
+/* backward.c pair_p, pair_dp and pair_ds for query row i of head h and key j, its operands at rw: P recomputed from
+   the row's exp bias (bwd.exp = ex2-sm90, quadratic-bf16, or the exact exp rounded to FP32) or by the two-pass row,
+   dP = dO V^T in dp_fmt, dS = (dP - D) P in ds_fmt: *pdv, *ds and P for dS *pds; with p-dp *ds is dP
+   (aa_core_bwd_ds_row forms dS). Returns 1 when a value is not finite; sets *doubt when the exact exp's rounding was
+   too close to call. */
+static inline AA_HD int aa_core_bwd_vals_at(const aa_core_bwd_t *p, size_t h, size_t i, size_t j,
+                                            const aa_core_rows_t *rw, float *pdv, float *ds, float *pds, int *doubt) {
+  size_t d = p->d, row = h * p->n_q + i;
+  const float *q = rw->q, *k = rw->k, *o = rw->o, *v = rw->v;
   double bb = p->B[row], pr = 0, s = 0;
   int vis = (int64_t)j >= p->lo[i] && (int64_t)j < p->hi[i];
   if (p->twopass) {
@@ -154,6 +166,12 @@ static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_
   return !aa_core_finite((float)s) || !aa_core_finite((float)pr) || !aa_core_finite(dp) || !aa_core_finite(*ds);
 }
 
+static inline AA_HD int aa_core_bwd_vals(const aa_core_bwd_t *p, size_t h, size_t i, size_t j, float *pdv, float *ds,
+                                         float *pds, int *doubt) {
+  aa_core_rows_t rw = aa_core_pair_rows(p, h, i, j);
+  return aa_core_bwd_vals_at(p, h, i, j, &rw, pdv, ds, pds, doubt);
+}
+
 /* Where the pairs of query row `row` (= h n_q + i) start in Pdv, dS and Pds, in rows of n_k. */
 static inline AA_HD size_t aa_core_prow(const aa_core_bwd_t *p, size_t row) {
   return row - p->h0 * p->n_q;
@@ -161,13 +179,19 @@ static inline AA_HD size_t aa_core_prow(const aa_core_bwd_t *p, size_t row) {
 
 /* The pair (h, i, j) into Pdv and dS, unless backward.c skips its tile; a non-finite value sets *bad (backward.c
    records the first one: the host redoes the whole backward), a doubtful exp lists the pair for the host. */
-static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
+static inline AA_HD void aa_core_bwd_pair_at(const aa_core_bwd_t *p, size_t h, size_t i, size_t j,
+                                             const aa_core_rows_t *rw) {
   size_t x = aa_core_prow(p, h * p->n_q + i) * p->n_k + j;
   int doubt = 0;
   float pds;
   if (!p->seen[(i / p->tq) * p->nkt + j / p->tk]) return;
-  if (aa_core_bwd_vals(p, h, i, j, p->Pdv + x, p->dS + x, p->Pds != NULL ? p->Pds + x : &pds, &doubt)) *p->bad = 1;
+  if (aa_core_bwd_vals_at(p, h, i, j, rw, p->Pdv + x, p->dS + x, p->Pds != NULL ? p->Pds + x : &pds, &doubt))
+    *p->bad = 1;
   if (doubt && p->doubt_log2 >= 0) aa_core_bwd_doubt(p, (unsigned long long)x);
+}
+static inline AA_HD void aa_core_bwd_pair(const aa_core_bwd_t *p, size_t h, size_t i, size_t j) {
+  aa_core_rows_t rw = aa_core_pair_rows(p, h, i, j);
+  aa_core_bwd_pair_at(p, h, i, j, &rw);
 }
 
 /* The two-pass row statistics backward.c pair_p recomputes (common.c aa_attn_twopass_row over the one key tile) of

@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "attn-cuda.h"
 
@@ -14,6 +16,19 @@
 #define AT_ENOMEM 2
 #define AT_EUNSUPPORTED 7
 #define AT_THREADS 64
+
+/* AA_ATTN_CUDA_TIMES set: the seconds since the last mark on stderr, the device synchronised first (what a pass
+   costs; the results do not change). */
+static void at_mark(const char *what) {
+  static double last = 0;
+  if (getenv("AA_ATTN_CUDA_TIMES") == NULL) return;
+  cudaDeviceSynchronize();
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  if (what != NULL && last > 0) fprintf(stderr, "attn cuda: %s %.3f s\n", what, now - last);
+  last = now;
+}
 
 /* Each thread is one CPU iteration of cuda.c's run_host: the row state and P scratch in local memory. */
 __global__ void __launch_bounds__(AT_THREADS) at_split_rows(aa_core_fwd_t p, size_t nwork) {
@@ -81,8 +96,10 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
   size_t nwork = rows * p.nsplit;
   /* a deep per-thread stack: the row state and P (about 2 KiB) live in local memory */
   cudaDeviceSetLimit(cudaLimitStackSize, 16384);
+  at_mark(NULL);
   at_split_rows<<<(unsigned)((nwork + AT_THREADS - 1) / AT_THREADS), AT_THREADS>>>(p, nwork);
   if (p.nsplit > 1) at_combine<<<(unsigned)((rows + AT_THREADS - 1) / AT_THREADS), AT_THREADS>>>(p);
+  at_mark("forward: rows and combine");
   unsigned long long c4[4];
   int st = cudaDeviceSynchronize() == cudaSuccess &&
            cudaMemcpy(O, p.O, nQ * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
@@ -104,9 +121,32 @@ extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, un
 /* The backward's passes (attn-bwd-core.h): one thread per (query, key) pair, then per dK/dV element, with the fixed
    dq_reduce per dQ element and per q tile (its checks), then per dQ element; each thread is one iteration of
    cuda_bwd.c's run_host. */
-__global__ void __launch_bounds__(128) at_bwd_pairs(aa_core_bwd_t p, size_t n) {
-  size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (x < n) aa_core_bwd_pair(&p, p.h0 + x / (p.n_q * p.n_k), x / p.n_k % p.n_q, x % p.n_k);
+#define AT_PT 16 /* the pair pass's block: 16 query rows x 16 keys of one head */
+
+/* Bytes of shared memory at_bwd_pairs takes: Q, dO, K, V rows of its block, each padded by one float (so the 16
+   keys of a warp's K reads fall in 16 banks). */
+static size_t at_pairs_shared(size_t d) {
+  return 4 * AT_PT * (d + 1) * sizeof(float);
+}
+
+/* Pass 1 by blocks: the block's rows of Q and dO and its keys' rows of K and V copied to shared memory once, then
+   each thread one pair by aa_core_bwd_pair_at on those copies (the same values in the same order of operations, so
+   the bits of one thread per pair reading global memory: run_host's). */
+__global__ void __launch_bounds__(AT_PT *AT_PT) at_bwd_pairs(aa_core_bwd_t p) {
+  extern __shared__ float at_sh[];
+  size_t d = p.d, dp = d + 1, h = p.h0 + blockIdx.z, g = h / p.group;
+  size_t i0 = (size_t)blockIdx.y * AT_PT, j0 = (size_t)blockIdx.x * AT_PT;
+  float *qs = at_sh, *os = qs + AT_PT * dp, *ks = os + AT_PT * dp, *vs = ks + AT_PT * dp;
+  for (size_t e = threadIdx.y * AT_PT + threadIdx.x; e < AT_PT * d; e += AT_PT * AT_PT) {
+    size_t r = e / d, c = e % d, row = (h * p.n_q + i0 + r) * d + c, key = (g * p.n_k + j0 + r) * d + c;
+    if (i0 + r < p.n_q) qs[r * dp + c] = p.Q[row], os[r * dp + c] = p.dO[row];
+    if (j0 + r < p.n_k) ks[r * dp + c] = p.K[key], vs[r * dp + c] = p.V[key];
+  }
+  __syncthreads();
+  size_t i = i0 + threadIdx.y, j = j0 + threadIdx.x;
+  if (i >= p.n_q || j >= p.n_k) return;
+  aa_core_rows_t rw = {qs + threadIdx.y * dp, ks + threadIdx.x * dp, os + threadIdx.y * dp, vs + threadIdx.x * dp};
+  aa_core_bwd_pair_at(&p, h, i, j, &rw);
 }
 __global__ void __launch_bounds__(128) at_bwd_kv(aa_core_bwd_t p, size_t n) {
   size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -192,22 +232,29 @@ static long at_redo_rows(const aa_core_bwd_t *hp, const aa_core_bwd_t *dp, float
    on, the host's redo of the doubtful ones (ML: host room for the two-pass rows' statistics), then dK/dV of those KV
    heads and dQ of their q heads. Returns the pairs redone, -1 when the doubt list overflowed, -2 on a CUDA error. */
 static long at_bwd_batch(aa_core_bwd_t *p, const aa_core_bwd_t *hp, size_t g0, size_t g1, float *ML, unsigned *rbad) {
-  size_t nh = (g1 - g0) * p->group, nq = nh * p->n_q, np = nq * p->n_k, nqd = nq * p->d,
-         nkd = (g1 - g0) * p->n_k * p->d;
+  size_t nh = (g1 - g0) * p->group, nq = nh * p->n_q, nqd = nq * p->d, nkd = (g1 - g0) * p->n_k * p->d;
   p->h0 = g0 * p->group;
   if (cudaMemset(p->ndoubt, 0, 8) != cudaSuccess) return -2;
-  at_bwd_pairs<<<at_grid(np), 128>>>(*p, np);
+  size_t sh = at_pairs_shared(p->d);
+  dim3 grid((unsigned)((p->n_k + AT_PT - 1) / AT_PT), (unsigned)((p->n_q + AT_PT - 1) / AT_PT), (unsigned)nh);
+  if (cudaFuncSetAttribute(at_bwd_pairs, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh) != cudaSuccess)
+    return -2;
+  at_bwd_pairs<<<grid, dim3(AT_PT, AT_PT), sh>>>(*p);
   if (cudaDeviceSynchronize() != cudaSuccess) return -2;
+  at_mark("backward: pairs");
   long m = p->twopass ? at_redo_rows(hp, p, ML, rbad, nh) : 0;
   long n = m >= 0 ? at_redo_pairs(hp, p, ML) : m;
   if (n < 0) return n;
   if (p->pdp) at_bwd_ds<<<at_grid(nq), 128>>>(*p, nq);
+  at_mark("backward: host redo of doubtful pairs");
   at_bwd_kv<<<at_grid(nkd), 128>>>(*p, nkd);
+  at_mark("backward: dK, dV");
   if (p->dq_kind == AA_CORE_RED_FIXED) {
     at_bwd_fx_elem<<<at_grid(nqd), 128>>>(*p, nqd);
     at_bwd_fx_tile<<<at_grid(nh * p->nqt), 128>>>(*p, nh * p->nqt);
   }
   at_bwd_dq<<<at_grid(nqd), 128>>>(*p, nqd);
+  at_mark("backward: dQ");
   return cudaDeviceSynchronize() == cudaSuccess ? n + m : -2;
 }
 
@@ -263,6 +310,7 @@ extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, f
   float *ML = p.twopass ? (float *)malloc(rows * 8 + 8) : NULL;
   unsigned rbad = 0;
   long n = p.twopass && ML == NULL ? -2 : 0, total = 0;
+  at_mark(NULL);
   if (p.twopass) at_bwd_stats<<<at_grid(rows), 128>>>(p, rows); /* every row's, once */
   for (size_t g0 = 0; g0 < kvh && n >= 0; g0 += kb) {
     n = at_bwd_batch(&p, hp, g0, g0 + kb < kvh ? g0 + kb : kvh, ML, &rbad);
