@@ -6,6 +6,7 @@
 # usage: ATTNACC_LIB=.../libattnacc.so PYTHONPATH=python python3 bench/bench_score_cuda.py [B H N D [RULE [CPU]]]
 #   default 2 8 4096 128, rule fa; CPU 0 skips the device="cpu" run (minutes at this size on a few cores).
 # Issue 28 item 11's target: <= 3 s end to end with device="cuda" at [2, 8, 4096, 128], fa rule.
+import os
 import sys
 import time
 
@@ -47,6 +48,11 @@ def main():
         ratios = {name: round(o.rules[rule].ratio, 6) for name, o in s.outputs.items() if rule in o.rules}
         got.append((s.passed, ratios))
         print(f"  device {label:18s} {sec:8.2f} s  passed {s.passed}  ratios {ratios}")
+    if os.environ.get("ATTNACC_BENCH_PROFILE"):  # where a warm call's seconds go (Python's view; the C library's
+        import cProfile  # own phases print with AA_ORACLE_CUDA_TIMES=1 and AA_ATTN_CUDA_TIMES=1)
+        import pstats
+        cProfile.runctx("timed((q, k, v, do), outs, rule, 'cuda')", globals(), locals(), "/tmp/attnacc-score.prof")
+        pstats.Stats("/tmp/attnacc-score.prof").sort_stats("cumulative").print_stats(18)
     same = all(x == got[0] for x in got)
     print(f"  verdicts and ratios the same on every device: {same}")
     return 0 if same else 1

@@ -179,6 +179,21 @@ int aa_fileset_commit(aa_fileset_t *s, aa_error_t *err);
 void aa_fileset_abort(aa_fileset_t *s);
 void aa_fileset_free(aa_fileset_t *s); /* after commit or abort */
 
+/* Which GPU a thread's GPU work runs on, where a machine has several. A
+   process is one of local_size ranks on its node (the MPI launcher's
+   OMPI_COMM_WORLD_LOCAL_RANK / _SIZE, MPI_LOCALRANKID / MPI_LOCALNRANKS, or
+   SLURM_LOCALID / SLURM_NTASKS_PER_NODE; else rank 0 of 1), and a thread
+   may claim a slot (a sweep's worker its own; -1, the default, is slot 0).
+   The device of (local_rank, slot) among ndev is
+   (local_rank + slot * local_size) mod ndev: ranks first, so that 8 ranks
+   on 8 GPUs take one each, and 1 rank with 8 workers spreads them the
+   same way. Every GPU entry point of the library selects this device for
+   the calling thread before it works (CUDA_VISIBLE_DEVICES narrows the
+   list, as for any CUDA program). Values never depend on the device. */
+int aa_gpu_pick(int ndev, int local_rank, int local_size, int slot); /* 0 when ndev < 1 */
+void aa_gpu_thread_slot(int slot);                                   /* this thread's slot (-1: none) */
+int aa_gpu_index(int ndev); /* the device for this thread: aa_gpu_pick with the node rank and the slot */
+
 #ifdef __cplusplus
 }
 #endif

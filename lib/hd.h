@@ -55,4 +55,19 @@ static inline AA_HD double aa_hd_u2d(uint64_t u) {
 #endif
 }
 
+/* For the host side of the CUDA files: make the calling thread's GPU current (lib/common.h aa_gpu_index: one per
+   rank of a node, then per sweep worker); 0 when no device can be had. Every GPU entry point calls it first. */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+extern "C" int aa_gpu_index(int ndev);
+static inline int aa_hd_use_gpu(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+    cudaGetLastError(); /* clear the sticky "no device" error */
+    return 0;
+  }
+  return cudaSetDevice(aa_gpu_index(n)) == cudaSuccess;
+}
+#endif
+
 #endif

@@ -234,6 +234,38 @@ static void test_escape(uint64_t seed) {
            "escape: aa_error_set gave [%s]", err.msg);
 }
 
+/* The GPU of a rank's worker: every (rank, slot) of a node on its own GPU while there are enough, counted against a
+   direct enumeration (each GPU takes ceil or floor of its share), and the node rank read from the environment. */
+static void test_gpu_pick(void) {
+  for (int ndev = 1; ndev <= 8; ndev++)
+    for (int ranks = 1; ranks <= 8; ranks++)
+      for (int jobs = 1; jobs <= 4; jobs++) {
+        int uses[8] = {0}, distinct = 1;
+        for (int r = 0; r < ranks; r++)
+          for (int w = 0; w < jobs; w++) {
+            int g = aa_gpu_pick(ndev, r, ranks, w);
+            if (g < 0 || g >= ndev) distinct = 0;
+            else uses[g]++;
+          }
+        int total = ranks * jobs, lo = total / ndev, hi = lo + (total % ndev != 0);
+        for (int g = 0; g < ndev; g++)
+          if (uses[g] < lo || uses[g] > hi) distinct = 0;
+        AA_CHECK(distinct, "gpu: %d ranks x %d workers spread evenly over %d GPUs", ranks, jobs, ndev);
+      }
+  AA_CHECK(aa_gpu_pick(0, 3, 4, 2) == 0 && aa_gpu_pick(4, -1, 0, -1) == 0, "gpu: no device, or no rank, is 0");
+  AA_CHECK(aa_gpu_index(4) == 0, "gpu: a process outside MPI, no slot: device 0");
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  AA_CHECK(aa_gpu_index(8) == 3 && aa_gpu_index(2) == 1, "gpu: local rank 3 of 4 takes device 3 of 8, 1 of 2");
+  aa_gpu_thread_slot(1);
+  AA_CHECK(aa_gpu_index(8) == 7 && aa_gpu_index(16) == 7, "gpu: its worker 1 takes device 3 + 4 = 7");
+  aa_gpu_thread_slot(-1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
+  AA_CHECK(aa_gpu_index(8) == 0, "gpu: a malformed rank reads as rank 0");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
 int main(void) {
   uint64_t seed = aa_test_seed("tcommon");
   test_names_and_numbers();
@@ -241,5 +273,6 @@ int main(void) {
   test_buffer();
   test_csv_rfc();
   test_csv_roundtrip(seed);
+  test_gpu_pick();
   return aa_test_finish("tcommon");
 }

@@ -1,6 +1,7 @@
 /* attnacc: the one sweep driver: `attnacc sweep` and the experiment shortcuts (threads, shards, resume, MPI). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include "config.h"
 #include "report/report.h"
 #include "xp/xp.h"
+
+#define SW_GPUS 16 /* GPUs whose cells are counted for the account of a run */
 
 #ifdef AA_HAVE_MPI
 #include <mpi.h>
@@ -354,6 +357,9 @@ typedef struct {
   progress_t pr;
   aa_sweep_progress_t stats;
   aa_error_t err;
+  int ngpu;                         /* GPUs the cells may use (0: --device cpu, or none) */
+  atomic_int next_slot;             /* the next worker's GPU slot */
+  atomic_size_t gpu_cells[SW_GPUS]; /* cells run with each GPU current (the first SW_GPUS) */
 } sweep_cmd_t;
 
 static void sweep_free(sweep_cmd_t *S) {
@@ -549,6 +555,23 @@ static int run_failed(const sweep_cmd_t *S, int rc, int resume) {
   return cli_exit_status(rc);
 }
 
+/* A cell on its worker's GPU: each worker thread takes a slot at its first cell (lib/common.h aa_gpu_index: the
+   ranks of a node first, then the workers), so that --jobs J, or J ranks under mpirun, spread the cells' GPU work
+   over a machine's GPUs. Values do not depend on the GPU; the account of the run says where cells ran. */
+static int eval_on_gpu(const aa_cell_t *cell, aa_sweep_rows_t *rows, void *arg) {
+  sweep_cmd_t *S = arg;
+  static _Thread_local int slotted;
+  if (!slotted) {
+    aa_gpu_thread_slot(atomic_fetch_add(&S->next_slot, 1));
+    slotted = 1;
+  }
+  if (S->ngpu > 0) {
+    int g = aa_gpu_index(S->ngpu);
+    if (g < SW_GPUS) atomic_fetch_add(&S->gpu_cells[g], 1);
+  }
+  return S->xp->eval(cell, rows, S->ctx);
+}
+
 /* The cells: the engine runs them and, once they succeed, writes the
    results files and the provenance (meta.json, from rank 0 under MPI). */
 static int run_cells(sweep_cmd_t *S) {
@@ -571,12 +594,13 @@ static int run_cells(sweep_cmd_t *S) {
   so.progress = progress;
   so.progress_ctx = &S->pr;
   so.meta = &S->meta.m;
+  S->ngpu = S->ctx->oracle_device == AA_ORACLE_DEVICE_CPU ? 0 : aa_gemm_cuda_devices();
 #ifdef AA_HAVE_MPI
   if (S->use_mpi)
-    rc = aa_sweep_run_mpi(&S->stats, S->sw, S->xp->eval, S->ctx, &so, &S->err);
+    rc = aa_sweep_run_mpi(&S->stats, S->sw, eval_on_gpu, S, &so, &S->err);
   else
 #endif
-    rc = aa_sweep_run(&S->stats, S->sw, S->xp->eval, S->ctx, &so, &S->err);
+    rc = aa_sweep_run(&S->stats, S->sw, eval_on_gpu, S, &so, &S->err);
   if (S->pr.on) fprintf(stderr, "\n");
   if (S->stats.discarded_bytes > 0) /* say what resuming cut off: the engine only reports it */
     fprintf(stderr,
@@ -586,6 +610,17 @@ static int run_cells(sweep_cmd_t *S) {
             S->stats.discarded_bytes, S->stats.discarded_lines, S->stats.discarded_lines == 1 ? "" : "s");
   if (rc != AA_OK) return run_failed(S, rc, so.resume);
   return 0;
+}
+
+/* Where this process's cells ran, when they could use a GPU: "cells on GPUs: 0 (6 cells), 1 (6 cells) of 2". */
+static void gpu_account(sweep_cmd_t *S) {
+  if (S->ngpu <= 0 || S->stats.done == 0) return;
+  fprintf(S->info, "attnacc %s: %scells on GPUs:", S->cmd, S->use_mpi ? "rank 0's " : "");
+  for (int g = 0; g < S->ngpu && g < SW_GPUS; g++) {
+    size_t c = atomic_load(&S->gpu_cells[g]);
+    if (c > 0) fprintf(S->info, " %d (%zu cell%s)", g, c, c == 1 ? "" : "s");
+  }
+  fprintf(S->info, " of %d (--device %s)\n", S->ngpu, aa_oracle_device_name(S->ctx->oracle_device));
 }
 
 /* Rank 0's account of the run, then the experiment's summary when the folder is complete. */
@@ -601,6 +636,7 @@ static int report_run(sweep_cmd_t *S) {
   else
     fprintf(S->info, "attnacc %s: %s%zu cells (%zu resumed, %zu run) in %.1f s\n", S->cmd, label, st->total,
             st->skipped, st->done, cli_now() - S->pr.t0);
+  gpu_account(S);
   if (S->ctx->naive_added != NULL)
     fprintf(S->info,
             "note: added %s to --variants: the flash-attention rule compares each recipe with it (--no-naive: leave "

@@ -10,18 +10,18 @@
 extern "C" {
 #endif
 
-/* The forward of p (host pointers Q, K, V, lo, hi; its output pointers are ignored) on the current device (the caller
-   checked there is one, aa_gemm_cuda_devices): O, LSE (host, heads n_q d and heads n_q floats), the doubt flags
-   (nsplit heads n_q bytes), the P-cast counters cnt[3] and the largest cast's bits *pmax. AA_OK, AA_ENOMEM or
-   AA_EUNSUPPORTED (no device, a CUDA error, or a build without CUDA). */
+/* The forward of p (host pointers Q, K, V, lo, hi; its output pointers are ignored) on the calling thread's GPU
+   (lib/common.h aa_gpu_index): O, LSE (host, heads n_q d and heads n_q floats), the doubt flags (nsplit heads n_q
+   bytes), the P-cast counters cnt[3] and the largest cast's bits *pmax. AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (no
+   device, a CUDA error, or a build without CUDA). */
 int aa_atcu_forward(const aa_core_fwd_t *p, float *O, float *LSE, unsigned char *doubt, unsigned long long *cnt,
                     unsigned long long *pmax);
 
 /* The backward of p (host pointers; Pdv, dS, dQ, dK, dV, bad, ndoubt and fxe ignored; doubt a host list of doubt_cap;
    fxt a host array of 2 heads nqt that receives the fixed dq_reduce's failures per q tile) on
-   the current device: dQ, dK, dV (host, heads n_q d and kv_heads n_k d floats), *bad (a non-finite pair) and the
-   pairs redone on the host after a doubtful libm exp (*redone). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (also when more
-   than doubt_cap pairs were doubtful). */
+   the calling thread's GPU: dQ, dK, dV (host, heads n_q d and kv_heads n_k d floats), *bad (a non-finite pair) and
+   the pairs redone on the host after a doubtful libm exp (*redone). AA_OK, AA_ENOMEM or AA_EUNSUPPORTED (also when
+   more than doubt_cap pairs were doubtful). */
 int aa_atcu_backward(const aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned *bad, size_t *redone);
 
 #ifdef AA_ATTN_IMPL_H /* the C side (cuda.c), which knows the context */

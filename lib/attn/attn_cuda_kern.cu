@@ -71,6 +71,7 @@ static int at_alloc(at_bufs *B, int i, size_t bytes, const void *src) {
 
 extern "C" int aa_atcu_forward(const aa_core_fwd_t *hp, float *O, float *LSE, unsigned char *doubt,
                                unsigned long long *cnt, unsigned long long *pmax) {
+  if (!aa_hd_use_gpu()) return AT_EUNSUPPORTED;
   aa_core_fwd_t p = *hp;
   size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d;
   size_t ns = p.nsplit > 1 ? p.nsplit : 0;
@@ -273,6 +274,7 @@ static size_t at_batch_kv(const aa_core_bwd_t *p) {
 
 extern "C" int aa_atcu_backward(const aa_core_bwd_t *hp, float *dQ, float *dK, float *dV, unsigned *bad,
                                 size_t *redone) {
+  if (!aa_hd_use_gpu()) return AT_EUNSUPPORTED;
   aa_core_bwd_t p = *hp;
   size_t rows = p.heads * p.n_q, nQ = rows * p.d, nK = p.heads / p.group * p.n_k * p.d, kvh = p.heads / p.group;
   size_t nt = p.heads * p.nqt, fx = p.dq_kind == AA_CORE_RED_FIXED; /* the fixed dq_reduce's checks */

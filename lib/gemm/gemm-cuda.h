@@ -21,8 +21,9 @@ typedef struct {
 
 /* Usable CUDA devices (0 without a driver or a GPU). */
 int aa_gmcu_devices(void);
-/* Runs the job on the current device: host pointers copied in and out (on_device 0), or device pointers used as they
-   are (1). AA_OK, AA_ENOMEM (cudaMalloc failed) or AA_EUNSUPPORTED (no device, or a CUDA error). */
+/* Runs the job on the calling thread's GPU (lib/common.h aa_gpu_index): host pointers copied in and out (on_device
+   0), or device pointers (allocated on that GPU) used as they are (1). AA_OK, AA_ENOMEM (cudaMalloc failed) or
+   AA_EUNSUPPORTED (no device, or a CUDA error). */
 int aa_gmcu_run(const aa_gmcu_job_t *job, int on_device);
 
 #ifdef __cplusplus

@@ -350,7 +350,7 @@ static int gm_launch(const aa_gmcu_job_t *j, double *C, const double *A, const d
 }
 
 extern "C" int aa_gmcu_run(const aa_gmcu_job_t *j, int on_device) {
-  if (aa_gmcu_devices() == 0) return GM_EUNSUPPORTED;
+  if (!aa_hd_use_gpu()) return GM_EUNSUPPORTED;
   if ((j->M + GM_TILE - 1) / GM_TILE > 65535) return GM_EUNSUPPORTED; /* the grid's y limit: M > 4194240 */
   if (on_device) return gm_launch(j, j->C, j->A, j->B);
   size_t na = j->transA ? gm_extent(j->lda, j->K, j->M) : gm_extent(j->lda, j->M, j->K);

@@ -44,6 +44,7 @@ struct aa_orcu {
   size_t nq_all, nk_all; /* heads n_q, kvh n_k */
   void *allocs[64];
   int nalloc;
+  int dev; /* the device of every call on this handle (aa_gpu_index at aa_orcu_begin) */
 };
 
 /* The parameters (the exp table above all, read at random indices) in shared memory. */
@@ -543,6 +544,7 @@ static void tmark(aa_orcu_t *H, const char *what, double t0) {
 
 extern "C" void aa_orcu_end(aa_orcu_t *H) {
   if (H == NULL) return;
+  cudaSetDevice(H->dev);
   for (int u = 0; u < H->nalloc; u++)
     cudaFree(H->allocs[u]);
   delete H;
@@ -557,7 +559,10 @@ extern "C" int aa_orcu_begin(aa_orcu_t **out, const aa_orcu_params_t *p, const d
   size_t nr = p->heads * p->n_q, nc = p->kvh * p->n_k, d = p->d;
   H->nq_all = nr;
   H->nk_all = nc;
-  CK(cudaSetDevice(0), "select device 0");
+  int ndev = 0;
+  CK(cudaGetDeviceCount(&ndev), "count the devices");
+  H->dev = aa_gpu_index(ndev);
+  CK(cudaSetDevice(H->dev), "select the device");
   kdev_t &D = H->D;
   int ok = 1;
 #define PUT(dst, src, bytes)                                                                                         \
@@ -612,6 +617,7 @@ static void pairs_alloc(aa_orcu_t *H, size_t npairs) {
 
 extern "C" int aa_orcu_fwd_z(aa_orcu_t *H, double *mh, double *ml, double *zs, double *zc, double *epsz, char *msg,
                              size_t msglen) {
+  CK(cudaSetDevice(H->dev), "select the device");
   size_t nr = H->nq_all, by = nr * sizeof(double);
   double t0 = wall();
   if (H->D.sh != NULL && H->hp.n_q > 0 && H->hp.n_k > 0) { /* (an empty grid is a launch error) */
@@ -656,6 +662,7 @@ static cudaError_t out_get(const aa_orcu_out_t *h, const dout_t *o, size_t n) {
 extern "C" int aa_orcu_fwd_o(aa_orcu_t *H, const double *lse_h, const double *lse_l, const double *e_lse,
                              const double *iz_h, const double *iz_l, double *d_h, double *d_l, double *e_d,
                              const aa_orcu_out_t *o, char *msg, size_t msglen) {
+  CK(cudaSetDevice(H->dev), "select the device");
   size_t nr = H->nq_all, by = nr * sizeof(double), n = nr * H->hp.d;
   double t0 = wall();
   CK(cudaMemcpy(H->D.lse_h, lse_h, by, cudaMemcpyHostToDevice), "upload");
@@ -678,6 +685,7 @@ extern "C" int aa_orcu_fwd_o(aa_orcu_t *H, const double *lse_h, const double *ls
 
 extern "C" int aa_orcu_bwd(aa_orcu_t *H, const aa_orcu_out_t *dq, const aa_orcu_out_t *dk, const aa_orcu_out_t *dv,
                            char *msg, size_t msglen) {
+  CK(cudaSetDevice(H->dev), "select the device");
   size_t nr = H->nq_all, nc = H->nk_all, d = H->hp.d;
   dout_t Q, K, V;
   if (!out_alloc(H, &Q, nr * d) || !out_alloc(H, &K, nc * d) || !out_alloc(H, &V, nc * d))
