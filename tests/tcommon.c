@@ -244,8 +244,10 @@ static void test_gpu_pick(void) {
         for (int r = 0; r < ranks; r++)
           for (int w = 0; w < jobs; w++) {
             int g = aa_gpu_pick(ndev, r, ranks, w);
-            if (g < 0 || g >= ndev) distinct = 0;
-            else uses[g]++;
+            if (g < 0 || g >= ndev)
+              distinct = 0;
+            else
+              uses[g]++;
           }
         int total = ranks * jobs, lo = total / ndev, hi = lo + (total % ndev != 0);
         for (int g = 0; g < ndev; g++)
