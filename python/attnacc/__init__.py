@@ -174,11 +174,12 @@ def _as_array(x, name, bf16_bits=False):
         import torch
 
         t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
         tmap = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2, torch.float64: 3}
         if t.dtype not in tmap:
             raise TypeError(f"attnacc: {name} has dtype {t.dtype} (need bfloat16, float16, float32 or float64)")
-        # widened to float64 where the tensor lives (exact), then copied once: on a GPU that is the fast side
-        return np.ascontiguousarray(t.to(torch.float64).contiguous().cpu().numpy()), tmap[t.dtype]
+        return np.ascontiguousarray(t.to(torch.float64).numpy()), tmap[t.dtype]
     a = np.asarray(x)
     if a.dtype in (np.int16, np.uint16) and bf16_bits:
         bits = a.astype(np.uint16).astype(np.uint32) << 16
