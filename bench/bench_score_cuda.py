@@ -51,8 +51,9 @@ def main():
     if os.environ.get("ATTNACC_BENCH_PROFILE"):  # where a warm call's seconds go (Python's view; the C library's
         import cProfile  # own phases print with AA_ORACLE_CUDA_TIMES=1 and AA_ATTN_CUDA_TIMES=1)
         import pstats
-        cProfile.runctx("timed((q, k, v, do), outs, rule, 'cuda')", globals(), locals(), "/tmp/attnacc-score.prof")
-        pstats.Stats("/tmp/attnacc-score.prof").sort_stats("cumulative").print_stats(18)
+        prof = cProfile.Profile()
+        prof.runcall(timed, (q, k, v, do), outs, rule, "cuda")
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
     same = all(x == got[0] for x in got)
     print(f"  verdicts and ratios the same on every device: {same}")
     return 0 if same else 1
