@@ -15,6 +15,18 @@
 #include "oracle.h"
 #include "score.h"
 #include "tests.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Threads of the next parallel regions (1 without OpenMP, where the comparison is serial anyway). */
+static void set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
 
 static char tmpdir[256];
 
@@ -406,6 +418,83 @@ static void test_npz_refusals(void) {
    a = (1 + 2^-6) b gives ls_scale = 2^-6 exactly, a zero residual (sigma 0), offset 0 and correlation 1, and
    fails expect by its scale against a recipe without bias; a = b with row 5 zeroed gives that row's |b| as
    row_err_max and head 1's rel_l2 as sqrt(|b_row5|^2 / |b_head1|^2). */
+/* The chunked, parallel comparison (lib/score/compare.c, lib/metrics/compare.c) against a serial second algorithm
+   written here, on a tensor of several chunks (2^14 elements each) with NaN, Inf and equal worst elements in
+   different chunks: the first non-finite element, the worst absolute error (the first of equal ones), rule
+   abs-rel's failures and worst element, the 0.99 quantile of |a - b| by a full sort, max_rel over the top four
+   binades; and every statistic the same with 1, 2 and 3 threads. */
+static void test_chunked(uint64_t seed) {
+  enum { n = 3 * 16384 + 123 };
+  double *val = malloc(n * sizeof *val), *d = malloc(n * sizeof *d), max_b = 0, worst = -1, max_rel = 0;
+  size_t shape[1] = {n}, used = 0, fails = 0, worst_i = 0, first = SIZE_MAX, k, rule_i = 0;
+  double rule_worst = -1;
+  aa_pcg32_t rng;
+  aa_oracle_out_t ref;
+  aa_tensor_t t;
+  aa_score_out_t s[3];
+  int omp_max = 1;
+#ifdef _OPENMP
+  omp_max = omp_get_max_threads();
+#endif
+  aa_pcg32_seed(&rng, seed, 91);
+  for (size_t i = 0; i < n; i++)
+    val[i] = ldexp(1.0 + aa_pcg32_bounded(&rng, 1024) / 1024.0, (int)aa_pcg32_bounded(&rng, 12) - 6) *
+             (aa_pcg32_bounded(&rng, 2) ? 1 : -1);
+  make_ref(&ref, val, n);
+  aa_tensor_alloc(&t, 1, shape, AA_FMT_BF16);
+  for (size_t i = 0; i < n; i++) /* the BF16 rounding, moved by up to 3 BF16 ULPs */
+    t.data[i] = ref.bf16.data[i] + ldexp((double)aa_pcg32_bounded(&rng, 7) - 3, ilogb(ref.bf16.data[i]) - 7);
+  t.data[20000] = NAN, t.data[40000] = INFINITY, t.data[5] = -INFINITY;
+  t.data[17000] = val[17000] + 64, t.data[33000] = val[33000] + 64; /* equal worst errors in chunks 1 and 2 */
+  val[17000] = ref.val.data[17000], val[33000] = ref.val.data[33000];
+  for (size_t i = 0; i < n; i++) {
+    double a = t.data[i], b = ref.val.data[i], e = fabs(a - b);
+    if (!isfinite(a)) {
+      first = first == SIZE_MAX ? i : first, fails++;
+      continue;
+    }
+    max_b = fmax(max_b, fabs(b));
+    d[used++] = e;
+    fails += !(e <= 0.01 + 0.01 * fabs(b));
+    if (e > worst) worst = e, worst_i = i;
+    if (e / (0.01 + 0.01 * fabs(b)) > rule_worst) rule_worst = e / (0.01 + 0.01 * fabs(b)), rule_i = i;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(t.data[i]) && fabs(ref.val.data[i]) >= ldexp(max_b, -4))
+      max_rel = fmax(max_rel, fabs(t.data[i] - ref.val.data[i]) / fabs(ref.val.data[i]));
+  qsort(d, used, sizeof *d, cmp_dbl);
+  k = (size_t)ceil(0.99 * (double)used);
+  for (int th = 0; th < 3; th++) {
+    set_threads(th + 1);
+    AA_CHECK(aa_score_compare(&s[th], "o", &t, &ref, AA_FMT_BF16, AA_FMT_BF16, 0.01, 0.01, NULL) == AA_OK,
+             "tscore chunked: compare failed");
+  }
+  set_threads(omp_max);
+  AA_CHECK(s[0].first_nonfinite == first && s[0].m.nan == 1 && s[0].m.inf == 2 && s[0].worst_abs == worst_i &&
+               worst_i == 17000 && s[0].rule[AA_RULE_ABSREL].fail_count == fails &&
+               s[0].rule[AA_RULE_ABSREL].worst == rule_i && s[0].abs_q99 == d[k - 1] && s[0].max_rel == max_rel,
+           "tscore chunked: first %zu (want %zu), worst %zu (want %zu), fails %zu (want %zu), q99 %a (want %a), "
+           "max_rel %a (want %a)",
+           s[0].first_nonfinite, first, s[0].worst_abs, worst_i, s[0].rule[AA_RULE_ABSREL].fail_count, fails,
+           s[0].abs_q99, d[k - 1], s[0].max_rel, max_rel);
+  for (int th = 1; th < 3; th++) {
+    const aa_score_out_t *a = &s[0], *b = &s[th];
+#define SAME(x) (a->x == b->x || (a->x != a->x && b->x != b->x)) /* NaN equal to NaN */
+    int same = SAME(m.rel_l2) && SAME(m.mean_ulp) && SAME(m.max_ulp) && SAME(m.fail_count) && SAME(ulp_median) &&
+               SAME(ulp_p99) && SAME(ulp_mean) && SAME(abs_q99) && SAME(max_rel) && SAME(max_rel_any) &&
+               SAME(worst_rel) && SAME(ls_scale) && SAME(scale_sigma) && SAME(row_err_max) &&
+               SAME(rule[AA_RULE_TORCH].ratio) && SAME(rule[AA_RULE_TORCH].worst) &&
+               SAME(rule[AA_RULE_TORCH].fail_count);
+#undef SAME
+    AA_CHECK(same, "tscore chunked: %d threads differ from 1 (rel_l2 %a / %a, q99 %a / %a)", th + 1, b->m.rel_l2,
+             a->m.rel_l2, b->abs_q99, a->abs_q99);
+  }
+  aa_tensor_free(&t);
+  free_ref(&ref);
+  free(val);
+  free(d);
+}
+
 static void test_systematic(void) {
   enum { n = 32 };
   double val[n], row5 = 0, head1 = 0;
@@ -496,6 +585,7 @@ int main(void) {
   test_systematic();
   test_infer_fmt();
   test_ulp_order(seed);
+  test_chunked(seed);
   test_rule_constants();
   test_naive(seed);
   test_npy_nd();

@@ -228,6 +228,8 @@ int aa_layout_draw(aa_tensor_t *t, uint64_t seed, uint64_t id, size_t heads, siz
   if (aa_tensor_alloc(t, 3, shape, fmt) != AA_OK)
     return aa_error_set(err, AA_ENOMEM, "cannot allocate [%zu, %zu, %zu] doubles", heads, rows, cols);
   per = rows * cols;
+  /* heads in parallel: each head draws from its own stream, so the values do not depend on the thread count */
+#pragma omp parallel for schedule(dynamic, 1) if (heads > 1 && per >= 4096)
   for (size_t h = 0; h < heads; h++) {
     aa_pcg64_t rng;
     uint64_t tags[2] = {id, (uint64_t)h};

@@ -2,10 +2,43 @@
  * rules evaluated on them. */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "score.h"
+
+/* The element passes run over chunks of CHUNK elements in parallel; every chunk's results are merged in chunk
+   order, and the choices within a chunk are the serial loop's (the first of equal worst elements), so no result
+   depends on the thread count. */
+#define CHUNK ((size_t)1 << 14)
+
+static int aa__threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+static int aa__thread(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+/* The histogram of abs_q99: a bin per value of the top 16 bits of |a - b| >= 0 (sign clear: 2^15 bins), which
+   order as the values do. */
+#define Q99_BINS ((size_t)1 << 15)
+static size_t q99_bin(double d) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  return (size_t)(b >> 48) & (Q99_BINS - 1);
+}
 
 /* The k-th smallest of u[0..n-1] (k < n), u reordered so that u[0..k-1] <= u[k] <= u[k+1..n-1] (Hoare's
    selection, middle pivot): the order statistics a full sort would give, in linear expected time. */
@@ -119,50 +152,11 @@ static void elementwise_one(aa_rule_result_t *r, double *worst, size_t i, double
   }
 }
 
-/* The elementwise rules r[0] and r[1] (tolerances atol[k], rtol[k]), in one pass over the tensor. */
-static void elementwise(aa_rule_result_t *r[2], const aa_tensor_t *got, const double *b, size_t n,
-                        const double atol[2], const double rtol[2]) {
-  size_t nan = 0, inf = 0;
-  double worst[2] = {-1, -1};
-  for (int k = 0; k < 2; k++)
-    *r[k] = (aa_rule_result_t){1, 0, 0, 0, atol[k], rtol[k], NAN, 0, 0, NAN, NAN};
-  for (size_t i = 0; i < n; i++) {
-    double a = got->data[i], d;
-    if (isnan(a) || isnan(b[i]) || (isinf(a) && a != b[i])) {
-      nan += isnan(a) || isnan(b[i]), inf += !(isnan(a) || isnan(b[i]));
-      r[0]->fail_count++, r[1]->fail_count++;
-      continue;
-    }
-    d = a == b[i] ? 0 : fabs(a - b[i]);
-    elementwise_one(r[0], &worst[0], i, a, b[i], d);
-    elementwise_one(r[1], &worst[1], i, a, b[i], d);
-  }
-  for (int k = 0; k < 2; k++) {
-    r[k]->ratio = nan ? NAN : inf ? INFINITY : (worst[k] < 0 ? 0 : worst[k]);
-    r[k]->pass = nan == 0 && inf == 0 && r[k]->fail_count == 0;
-  }
-}
-
 /* Per-row sums of the systematic statistics (score.h): e.b, b.b, sum e, sum b, e.e and the finite count. */
 typedef struct {
   double eb, bb, e, b, ee;
   size_t n;
 } row_sums_t;
-
-/* The 0.99 quantile of |a - b| over the finite elements (ceil(0.99 n)-th smallest; NaN when none), d room for n
-   values (overwritten). */
-static double abs_q99(const aa_tensor_t *got, const double *b, size_t n, double *d) {
-  double q = NAN;
-  size_t used = 0, k;
-  if (d == NULL) return NAN;
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(got->data[i]) && isfinite(b[i])) d[used++] = fabs(got->data[i] - b[i]);
-  if (used > 0) { /* the order statistic by selection (select_kth), as the ULP quantiles */
-    k = (size_t)ceil(0.99 * (double)used);
-    q = select_kth(d, used, (k > 0 ? k : 1) - 1);
-  }
-  return q;
-}
 
 /* The worst row (|e_row|) and head (|e_head| / |b_head|) of rows sums r (rows of them, heads equal groups). */
 static void row_head_max(aa_score_out_t *s, const row_sums_t *r, size_t rows, size_t heads) {
@@ -203,13 +197,14 @@ static void fit_scale(aa_score_out_t *s, const row_sums_t *r, size_t rows) {
   s->err_corr = t.ee > 0 ? t.eb / sqrt(t.ee * t.bb) : 0;
 }
 
-/* The systematic-error statistics of score.h: rows along the last axis, heads along the first (3+ axes). */
-static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, double *scratch,
-                      aa_error_t *err) {
+/* The systematic-error statistics of score.h but abs_q99: rows along the last axis, heads along the first (3+
+   axes). Rows in parallel: each row's sums are its own, so the bits do not depend on the thread count. */
+static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b, size_t n, aa_error_t *err) {
   size_t len = got->ndim > 0 && got->shape[got->ndim - 1] > 0 ? got->shape[got->ndim - 1] : 1;
   size_t rows = n / len, heads = got->ndim >= 3 ? got->shape[0] : 1;
   row_sums_t *r = rows > 0 ? calloc(rows, sizeof *r) : NULL;
   if (rows > 0 && r == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", s->name);
+#pragma omp parallel for schedule(static) if (n >= 2 * CHUNK)
   for (size_t row = 0; row < rows; row++) { /* row by row: no division per element to find its row */
     row_sums_t *x = &r[row];
     for (size_t i = row * len; i < (row + 1) * len; i++) {
@@ -221,7 +216,6 @@ static int systematic(aa_score_out_t *s, const aa_tensor_t *got, const double *b
   }
   fit_scale(s, r, rows);
   row_head_max(s, r, rows, heads);
-  s->abs_q99 = abs_q99(got, b, n, scratch);
   free(r);
   return AA_OK;
 }
@@ -230,11 +224,187 @@ aa_fmt_t aa_score_metrics_ulp_fmt(const aa_score_out_t *s) {
   return s->ulp_fmt == AA_FMT_BF16 ? AA_FMT_BF16 : AA_FMT_FP32; /* the two aa_metrics_compare counts ULPs in */
 }
 
+/* One chunk's part of the element pass of aa_score_compare (merged in chunk order: the serial results). */
+typedef struct {
+  double max_b;           /* max |b| over the finite b */
+  size_t first_nonfinite; /* the chunk's first non-finite a; SIZE_MAX: none */
+  double worst_abs, worst_rel;
+  size_t i_abs, i_rel;
+  double got_abs, ref_abs;
+  size_t used; /* elements taking part (a and b finite); their ULPs packed at the chunk's start unless shared */
+  double usum;
+  size_t nan, inf; /* the elementwise rules' NaN (a or b) and Inf (a != b) counts */
+  aa_rule_result_t rule[2];
+  double worst[2];
+} chunk_t;
+
+/* The element pass over [i0, i1): s's worst elements, the ULPs (unless shared: then u holds them already), the
+   elementwise rules r (tolerances in r) and the histogram of |a - b|'s top bits (q99, add into hist). */
+static void chunk_pass(chunk_t *c, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt, int shared,
+                       double *u, size_t i0, size_t i1, size_t *hist) {
+  aa_round_opts_t ro = {ulp_fmt, AA_RND_NE, 1, 0};
+  const double *bv = ref->val.data;
+  c->max_b = 0, c->first_nonfinite = SIZE_MAX, c->worst_abs = c->worst_rel = -1, c->used = 0, c->usum = 0;
+  c->nan = c->inf = 0, c->worst[0] = c->worst[1] = -1;
+  for (size_t i = i0; i < i1; i++) {
+    double a = got->data[i], b = bv[i], d, r, cr;
+    if (isfinite(b) && fabs(b) > c->max_b) c->max_b = fabs(b);
+    if (isnan(a) || isnan(b) || (isinf(a) && a != b)) { /* the elementwise rules' failures */
+      c->nan += isnan(a) || isnan(b), c->inf += !(isnan(a) || isnan(b));
+      c->rule[0].fail_count++, c->rule[1].fail_count++;
+    } else {
+      d = a == b ? 0 : fabs(a - b);
+      elementwise_one(&c->rule[0], &c->worst[0], i, a, b, d);
+      elementwise_one(&c->rule[1], &c->worst[1], i, a, b, d);
+    }
+    if (!isfinite(a) && c->first_nonfinite == SIZE_MAX) c->first_nonfinite = i;
+    if (!isfinite(a) || !isfinite(b)) continue;
+    d = fabs(a - b);
+    hist[q99_bin(d)]++;
+    if (d > c->worst_abs) c->worst_abs = d, c->i_abs = i, c->got_abs = a, c->ref_abs = b;
+    r = b != 0 ? d / fabs(b) : (d == 0 ? 0 : INFINITY);
+    if (r > c->worst_rel) c->worst_rel = r, c->i_rel = i;
+    /* RN of the exact value in ulp_fmt: the oracle's own roundings for bf16/fp32; for fp16 the rounding of val,
+       which is within 2^-48 of the exact value, so it can differ only at an fp16 midpoint that close. */
+    if (!shared) {
+      cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
+           : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
+                                    : aa_round(b, &ro, NULL);
+      u[i0 + c->used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
+    }
+    c->used++;
+  }
+}
+
+/* Chunk c's worst elements and rule results merged into s, r and the running worsts (strict: the first wins). */
+static void chunk_merge(aa_score_out_t *s, aa_rule_result_t *r[2], double worst[2], double *worst_abs,
+                        double *worst_rel, size_t *seen_nonfinite, const chunk_t *c) {
+  if (c->first_nonfinite != SIZE_MAX && !(*seen_nonfinite)++) s->first_nonfinite = c->first_nonfinite;
+  if (c->worst_abs > *worst_abs)
+    *worst_abs = c->worst_abs, s->worst_abs = c->i_abs, s->worst_got = c->got_abs, s->worst_ref = c->ref_abs;
+  if (c->worst_rel > *worst_rel) *worst_rel = c->worst_rel, s->worst_rel = c->i_rel;
+  for (int k = 0; k < 2; k++) {
+    r[k]->fail_count += c->rule[k].fail_count;
+    if (c->worst[k] > worst[k]) {
+      worst[k] = c->worst[k];
+      r[k]->worst = c->rule[k].worst, r[k]->allowed = c->rule[k].allowed;
+      r[k]->worst_got = c->rule[k].worst_got, r[k]->worst_ref = c->rule[k].worst_ref;
+    }
+  }
+}
+
+/* max_rel over [i0, i1) (|b| >= floor), and the |a - b| whose q99 bin is bin packed at out (their count). */
+static size_t chunk_tail(double *max_rel, double *out, const double *got, const double *b, size_t i0, size_t i1,
+                         double floor, size_t bin) {
+  size_t m = 0;
+  double mr = 0;
+  for (size_t i = i0; i < i1; i++) {
+    double a = got[i], d, r;
+    if (!isfinite(a) || !isfinite(b[i])) continue;
+    d = fabs(a - b[i]);
+    if (q99_bin(d) == bin) out[m++] = d;
+    r = b[i] != 0 ? d / fabs(b[i]) : (d == 0 ? 0 : INFINITY);
+    if (fabs(b[i]) >= floor && b[i] != 0 && r > mr) mr = r;
+  }
+  *max_rel = mr;
+  return m;
+}
+
+/* Chunk c's packed values (count[c] of them at c * CHUNK) joined at the front of v, in chunk order; their total. */
+static size_t join_chunks(double *v, const size_t *count, size_t nchunks) {
+  size_t at = 0;
+  for (size_t c = 0; c < nchunks; c++) {
+    if (at != c * CHUNK) memmove(v + at, v + c * CHUNK, count[c] * sizeof *v);
+    at += count[c];
+  }
+  return at;
+}
+
+/* The element pass over every chunk in parallel, merged in order into s and the elementwise rules r; hist gets the
+   q99 histogram, u the ULPs packed; *used and *usum their count and sum, *max_b the largest finite |b|. */
+static int element_pass(aa_score_out_t *s, aa_rule_result_t *r[2], size_t *hist, size_t *used, double *usum,
+                        double *max_b, const aa_tensor_t *got, const aa_oracle_out_t *ref, aa_fmt_t ulp_fmt,
+                        int shared, double *u, size_t n, aa_error_t *err) {
+  size_t nchunks = (n + CHUNK - 1) / CHUNK, seen = 0;
+  size_t *count = calloc(nchunks, sizeof *count);
+  chunk_t *c = malloc(nchunks * sizeof *c);
+  double worst[2] = {-1, -1}, worst_abs = -1, worst_rel = -1;
+  if (c == NULL || count == NULL) {
+    free(c), free(count);
+    return aa_error_set(err, AA_ENOMEM, "%s: out of memory", s->name);
+  }
+#pragma omp parallel if (nchunks > 1)
+  {
+    size_t *h = hist + (size_t)aa__thread() * Q99_BINS; /* this thread's histogram (the caller adds them up) */
+#pragma omp for schedule(static)
+    for (size_t k = 0; k < nchunks; k++) {
+      c[k].rule[0] = *r[0], c[k].rule[1] = *r[1];
+      chunk_pass(&c[k], got, ref, ulp_fmt, shared, u, k * CHUNK, k + 1 < nchunks ? (k + 1) * CHUNK : n, h);
+    }
+  }
+  *max_b = 0, *usum = 0, *used = 0;
+  for (size_t k = 0; k < nchunks; k++) {
+    chunk_merge(s, r, worst, &worst_abs, &worst_rel, &seen, &c[k]);
+    *max_b = fmax(*max_b, c[k].max_b);
+    count[k] = c[k].used;
+    *used += c[k].used;
+  }
+  if (!shared) join_chunks(u, count, nchunks);
+  for (size_t i = 0; i < *used; i++) /* integers below 2^53 sum exactly in any order; else in element order */
+    *usum += u[i];
+  s->max_rel_any = worst_rel < 0 ? NAN : worst_rel;
+  {
+    size_t nan = 0, inf = 0;
+    for (size_t k = 0; k < nchunks; k++)
+      nan += c[k].nan, inf += c[k].inf;
+    for (int k = 0; k < 2; k++) {
+      r[k]->ratio = nan ? NAN : inf ? INFINITY : (worst[k] < 0 ? 0 : worst[k]);
+      r[k]->pass = nan == 0 && inf == 0 && r[k]->fail_count == 0;
+    }
+  }
+  free(c), free(count);
+  return AA_OK;
+}
+
+/* The 0.99 quantile of |a - b| over the used finite elements (the ceil(0.99 used)-th smallest) from the histogram
+   of their top bits (hist, nthreads of them added here) and a selection within the one bin that holds it; max_rel
+   over |b| >= floor on the way. v: room for n values. */
+static int q99_and_max_rel(double *q99, double *max_rel, size_t *hist, int nthreads, const double *got,
+                           const double *b, size_t n, size_t used, double floor, double *v, aa_error_t *err,
+                           const char *name) {
+  size_t nchunks = (n + CHUNK - 1) / CHUNK, k = (size_t)ceil(0.99 * (double)used), bin = 0, below = 0, m, *count;
+  double *mr;
+  for (int t = 1; t < nthreads; t++)
+    for (size_t i = 0; i < Q99_BINS; i++)
+      hist[i] += hist[(size_t)t * Q99_BINS + i];
+  k = (k > 0 ? k : 1) - 1;
+  while (below + hist[bin] <= k)
+    below += hist[bin++];
+  count = malloc(nchunks * sizeof *count);
+  mr = malloc(nchunks * sizeof *mr);
+  if (count == NULL || mr == NULL) {
+    free(count), free(mr);
+    return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
+  }
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+  for (size_t c = 0; c < nchunks; c++)
+    count[c] =
+        chunk_tail(&mr[c], v + c * CHUNK, got, b, c * CHUNK, c + 1 < nchunks ? (c + 1) * CHUNK : n, floor, bin);
+  *max_rel = 0;
+  for (size_t c = 0; c < nchunks; c++)
+    *max_rel = fmax(*max_rel, mr[c]);
+  m = join_chunks(v, count, nchunks);
+  free(count), free(mr);
+  *q99 = select_kth(v, m, k - below); /* the selection over every |a - b|, restricted to the bin that holds it */
+  return AA_OK;
+}
+
 int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got, const aa_oracle_out_t *ref,
                      aa_fmt_t data_fmt, aa_fmt_t ulp_fmt, double atol, double rtol, aa_error_t *err) {
-  size_t n = aa_tensor_numel(got), used = 0;
+  size_t n = aa_tensor_numel(got), used = 0, *hist = NULL;
   double *u = NULL, max_b = 0, trtol, tatol, usum = 0;
-  int rc, shared;
+  int rc, shared, nthreads = aa__threads();
+  aa_rule_result_t *r[2] = {&s->rule[AA_RULE_ABSREL], &s->rule[AA_RULE_TORCH]};
   memset(s, 0, sizeof *s);
   s->name = name;
   s->data_fmt = data_fmt;
@@ -245,65 +415,41 @@ int aa_score_compare(aa_score_out_t *s, const char *name, const aa_tensor_t *got
   s->oracle_relerr_bound = ref->relerr_bound;
   /* the legacy metrics' ULPs are these when they count in ulp_fmt (bf16, fp32): taken from their pass */
   shared = aa_score_metrics_ulp_fmt(s) == ulp_fmt;
-  if (n > 0 && (u = malloc(n * sizeof *u)) == NULL) return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
-  if ((rc = aa_metrics_compare_ulps(&s->m, got, ref, aa_score_metrics_ulp_fmt(s), atol, rtol, shared ? u : NULL,
-                                    err)) != AA_OK) {
+  if (n > 0 &&
+      ((u = malloc(n * sizeof *u)) == NULL || (hist = calloc((size_t)nthreads * Q99_BINS, sizeof *hist)) == NULL)) {
     free(u);
-    return rc;
+    return aa_error_set(err, AA_ENOMEM, "%s: out of memory", name);
   }
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(ref->val.data[i]) && fabs(ref->val.data[i]) > max_b) max_b = fabs(ref->val.data[i]);
-  s->rel_floor = ldexp(max_b, -4); /* the top four binades (score.h) */
+  if ((rc = aa_metrics_compare_ulps(&s->m, got, ref, aa_score_metrics_ulp_fmt(s), atol, rtol, shared ? u : NULL,
+                                    err)) != AA_OK)
+    goto out;
+  aa_rule_torch_tol(&trtol, &tatol, data_fmt);
+  *r[0] = (aa_rule_result_t){1, 0, 0, 0, atol, rtol, NAN, 0, 0, NAN, NAN};
+  *r[1] = (aa_rule_result_t){1, 0, 0, 0, tatol, trtol, NAN, 0, 0, NAN, NAN};
   s->worst_got = s->worst_ref = NAN;
-  {
-    double worst_abs = -1, worst_rel = -1;
-    size_t seen_nonfinite = 0;
-    aa_round_opts_t ro = {ulp_fmt, AA_RND_NE, 1, 0};
-    for (size_t i = 0; i < n; i++) {
-      double a = got->data[i], b = ref->val.data[i], d, r, cr;
-      if (!isfinite(a) && !seen_nonfinite++) s->first_nonfinite = i;
-      if (!isfinite(a) || !isfinite(b)) continue;
-      d = fabs(a - b);
-      if (d > worst_abs) {
-        worst_abs = d;
-        s->worst_abs = i;
-        s->worst_got = a;
-        s->worst_ref = b;
-      }
-      r = b != 0 ? d / fabs(b) : (d == 0 ? 0 : INFINITY);
-      if (r > worst_rel) {
-        worst_rel = r;
-        s->worst_rel = i;
-      }
-      if (fabs(b) >= s->rel_floor && b != 0 && r > s->max_rel) s->max_rel = r;
-      /* RN of the exact value in ulp_fmt: the oracle's own roundings for
-         bf16/fp32; for fp16 the rounding of val, which is within 2^-48 of the
-         exact value, so it can differ only at an fp16 midpoint that close. */
-      if (!shared) {
-        cr = ulp_fmt == AA_FMT_BF16   ? ref->bf16.data[i]
-             : ulp_fmt == AA_FMT_FP32 ? ref->fp32.data[i]
-                                      : aa_round(b, &ro, NULL);
-        u[used] = fabs(aa_metrics_ordinal(a, ulp_fmt) - aa_metrics_ordinal(cr, ulp_fmt));
-      }
-      usum += u[used];
-      used++;
-    }
-    s->max_rel_any = worst_rel < 0 ? NAN : worst_rel;
-  }
+  if (n == 0) {
+    s->max_rel_any = NAN;
+    r[0]->pass = r[1]->pass = 1;
+  } else if ((rc = element_pass(s, r, hist, &used, &usum, &max_b, got, ref, ulp_fmt, shared, u, n, err)) != AA_OK)
+    goto out;
+  s->rel_floor = ldexp(max_b, -4); /* the top four binades (score.h) */
   if (used > 0) {
     order_stats(&s->ulp_median, &s->ulp_p99, &s->ulp_max, u, used);
     s->ulp_mean = usum / (double)used;
     s->ulp_normwise = s->m.max_abs / fmt_ulp(max_b, ulp_fmt);
+    /* u, its order statistics taken, holds the |e| of q99's bin */
+    if ((rc = q99_and_max_rel(&s->abs_q99, &s->max_rel, hist, nthreads, got->data, ref->val.data, n, used,
+                              s->rel_floor, u, err, name)) != AA_OK)
+      goto out;
   } else {
     s->ulp_median = s->ulp_p99 = s->ulp_max = s->ulp_mean = s->ulp_normwise = s->max_rel = NAN;
+    s->abs_q99 = NAN;
   }
-  rc = systematic(s, got, ref->val.data, n, u, err); /* u, its order statistics taken, holds the |e| of q99 */
+  rc = systematic(s, got, ref->val.data, n, err);
+out:
   free(u);
-  if (rc != AA_OK) return rc;
-  aa_rule_torch_tol(&trtol, &tatol, data_fmt);
-  elementwise((aa_rule_result_t *[2]){&s->rule[AA_RULE_ABSREL], &s->rule[AA_RULE_TORCH]}, got, ref->val.data, n,
-              (const double[2]){atol, tatol}, (const double[2]){rtol, trtol});
-  return AA_OK;
+  free(hist);
+  return rc;
 }
 
 /* max|a - b| against a threshold; NaN/Inf in a fail. */

@@ -114,30 +114,21 @@ int aa_eval_attn_device(aa_eval_variant_t *v, aa_attn_result_t *res, const aa_re
 }
 
 /* The outputs got[0..n-1] (those with data) compared with ref[] into v->out in order, names[] theirs; check: each
-   refused first when its exact value is not finite in its format. In parallel over the outputs (two cores halve
-   the 1.3 s of [2, 8, 1024, 128]): each comparison reads only its own arrays, so the results are the serial ones,
-   and the first failure in output order is the one reported. */
+   refused first when its exact value is not finite in its format. One output after the other, each comparison in
+   parallel over its elements (lib/score/compare.c: every thread on one output, rather than one thread per output,
+   which left all but four cores idle on a GPU machine and could not split an output between two). */
 static int compare_set(aa_eval_variant_t *v, const char *const *names, const aa_tensor_t *const *got,
                        const aa_oracle_out_t *const *ref, int n, int check, const aa_eval_opts_t *o,
                        aa_error_t *err) {
-  int slot[5], rc[5] = {0}, m = 0;
-  aa_error_t e[5];
-  for (int i = 0; i < n; i++)
-    if (got[i]->data != NULL) slot[m++] = i;
-#pragma omp parallel for schedule(dynamic, 1) if (m > 1)
-  for (int j = 0; j < m; j++) {
-    int i = slot[j];
-    memset(&e[j], 0, sizeof e[j]);
-    if (check) rc[j] = aa_score_exact_finite(ref[i], names[i], got[i]->fmt, &e[j]);
-    if (rc[j] == AA_OK) rc[j] = compare(&v->out[v->nout + j], names[i], got[i], ref[i], o, &e[j]);
+  int rc = AA_OK, m = 0;
+  for (int i = 0; i < n && rc == AA_OK; i++) {
+    if (got[i]->data == NULL) continue;
+    if (check) rc = aa_score_exact_finite(ref[i], names[i], got[i]->fmt, err);
+    if (rc == AA_OK) rc = compare(&v->out[v->nout + m], names[i], got[i], ref[i], o, err);
+    m += rc == AA_OK;
   }
-  for (int j = 0; j < m; j++)
-    if (rc[j] != AA_OK) {
-      if (err != NULL) *err = e[j];
-      return rc[j];
-    }
-  v->nout += m;
-  return AA_OK;
+  if (rc == AA_OK) v->nout += m;
+  return rc;
 }
 
 int aa_eval_outputs(aa_eval_variant_t *v, const aa_attn_result_t *res, const aa_problem_t *pb,
