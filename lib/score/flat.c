@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attn.h"
@@ -453,13 +454,30 @@ static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, 
   return rc;
 }
 
+/* With AA_SCORE_TIMES set, the seconds since *t of the phase `what` of a flat call on stderr (where a score's time
+   goes: the oracle, the references, the comparisons); *t moves to now. Silent otherwise. */
+static void phase_time(const char *what, double *t) {
+  struct timespec ts;
+  double now;
+  if (getenv("AA_SCORE_TIMES") == NULL) return;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  if (*t > 0) fprintf(stderr, "score: %-28s %.3f s\n", what, now - *t);
+  *t = now;
+}
+
 /* The references of a flat score: the oracle, the naive reference in the inputs' format and the expect recipe
    in the kernel's format kf (when asked). */
-static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err) {
+static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err,
+                           double *t) {
   int rc;
   if ((rc = run_oracle(&e->orc, &e->borrowed, p, opts, err)) != AA_OK) return rc;
+  phase_time("oracle", t);
   if ((rc = flat_naive(e, p, p->in_fmt, opts, err)) != AA_OK) return rc;
-  return opts->expect != NULL && kf != AA_FMT_FP64 ? flat_expect_run(e, p, kf, opts, err) : AA_OK;
+  phase_time("naive reference and its scores", t);
+  rc = opts->expect != NULL && kf != AA_FMT_FP64 ? flat_expect_run(e, p, kf, opts, err) : AA_OK;
+  phase_time("expect recipe and its scores", t);
+  return rc;
 }
 
 /* The kernel's format from the inputs and every set's o, dq, dk, dv, dsinks (aa_eval_kernel_fmt; not the lse,
@@ -484,7 +502,9 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   aa_tensor_t *got = nsets > 0 ? calloc(AA_FLAT_NOUT * nsets, sizeof *got) : NULL;
   aa_fmt_t kf = AA_FMT_BF16;
   int rc = AA_OK, inferred = 0;
+  double t = 0;
 
+  phase_time("", &t);
   memset(&e, 0, sizeof e);
   if (nsets > 0) memset(out, 0, AA_FLAT_NOUT * nsets * sizeof *out);
   if (got == NULL) {
@@ -492,13 +512,17 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
     goto done_noprob;
   }
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
+  phase_time("inputs imported", &t);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = import_outputs(&got[AA_FLAT_NOUT * i], &p, inputs, &outputs[AA_FLAT_NOUT * i], &err);
+  phase_time("outputs imported", &t);
   /* the inputs' tag when the caller declared a format narrower than the storage, else inferred from the values */
   if (rc == AA_OK) kf = flat_kernel_fmt(&inferred, &p, got, nsets);
-  if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err);
+  phase_time("kernel format inferred", &t);
+  if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err, &t);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = flat_score_set(&out[AA_FLAT_NOUT * i], &e, &got[AA_FLAT_NOUT * i], &p, opts, &err);
+  phase_time("outputs scored", &t);
   if (rc == AA_OK) {
     fill_info(info, &p, &e.orc);
     if (info != NULL) {
@@ -511,6 +535,7 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   for (size_t i = 0; i < AA_FLAT_NOUT * nsets; i++)
     aa_tensor_free(&got[i]);
   prob_free(&p);
+  phase_time("freed", &t);
 done_noprob:
   free(got);
   set_msg(msg, msg_cap, rc, &err);
