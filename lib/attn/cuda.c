@@ -92,9 +92,11 @@ int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx) {
 
 static float *to_f32(const double *x, size_t n) {
   float *f = malloc((n ? n : 1) * sizeof *f);
-  if (f != NULL)
+  if (f != NULL) {
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 16))
     for (size_t i = 0; i < n; i++)
       f[i] = (float)x[i];
+  }
   return f;
 }
 
@@ -200,6 +202,7 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
 static void store_outputs(const aa_core_fwd_t *p, aa_attn_result_t *out, const float *O, const float *L,
                           const unsigned long long *cnt, unsigned long long pmax) {
   size_t rows = p->heads * p->n_q;
+#pragma omp parallel for schedule(static) if (rows * p->d >= ((size_t)1 << 16))
   for (size_t x = 0; x < rows * p->d; x++)
     out->o.data[x] = O[x];
   for (size_t x = 0; x < rows; x++)

@@ -110,13 +110,15 @@ int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
 
 /* x in FP32; 0 without memory or when a value is not exact in FP32 (an operand the core cannot take as is). */
 static int to_f32(float **dst, const double *x, size_t n) {
-  *dst = malloc((n ? n : 1) * sizeof **dst);
-  if (*dst == NULL) return 0;
+  float *f = *dst = malloc((n ? n : 1) * sizeof **dst);
+  size_t inexact = 0;
+  if (f == NULL) return 0;
+#pragma omp parallel for reduction(+ : inexact) schedule(static) if (n >= ((size_t)1 << 16))
   for (size_t i = 0; i < n; i++) {
-    (*dst)[i] = (float)x[i];
-    if ((double)(*dst)[i] != x[i] && x[i] == x[i]) return 0;
+    f[i] = (float)x[i];
+    inexact += (double)f[i] != x[i] && x[i] == x[i];
   }
-  return 1;
+  return inexact == 0;
 }
 
 /* The pairs backward.c computes (skip_masked: those whose tile some row sees); returns the skipped count. */
@@ -140,15 +142,17 @@ static size_t fill_seen(unsigned char *seen, const aa_core_bwd_t *p, int skip) {
    an LSE has the bias -inf, whose exp argument +inf the core does not take (the CPU runs it). */
 static int row_bias(double *bb, const aa_attn_ctx_t *cx, const aa_attn_result_t *out) {
   const aa_recipe_t *r = cx->r;
-  for (size_t row = 0; row < cx->heads * cx->n_q; row++) {
+  size_t rows = cx->heads * cx->n_q, refused = 0;
+#pragma omp parallel for reduction(+ : refused) schedule(static) if (rows >= 4096)
+  for (size_t row = 0; row < rows; row++) {
     double L = out->lse.data[row];
     bb[row] = cx->bias != NULL ? cx->bias[row] : aa_attn_exp2form(r) ? aa_attn_alu(L * cx->l2e, r->alu_fmt) : L;
     if (L == -INFINITY)
       bb[row] = -INFINITY;
     else if (bb[row] == -INFINITY)
-      return 0;
+      refused++;
   }
-  return 1;
+  return refused == 0;
 }
 
 /* The weights' exp construction (bwd.exp) and the dQ reduction's parameters. */
@@ -202,9 +206,10 @@ static int fill_params(aa_core_bwd_t *p, const aa_attn_ctx_t *cx, const aa_attn_
   double *D = malloc((2 * rows + 1) * sizeof *D); /* D, then each row's exp bias */
   own[6] = D;
   int ok = D != NULL && row_bias(D + rows, cx, out);
-  for (size_t h = 0; ok && h < cx->heads; h++)
-    for (size_t i = 0; i < nq; i++)
-      D[h * nq + i] = aa_attn_rowsum_o_do(cx, out->o.data + (h * nq + i) * d, cx->dO + (h * nq + i) * d);
+  /* each row's D on its own (backward.c's rounding steps per row): rows in parallel */
+#pragma omp parallel for schedule(static) if (ok && rows >= 4096)
+  for (size_t row = 0; row < (ok ? rows : 0); row++)
+    D[row] = aa_attn_rowsum_o_do(cx, out->o.data + row * d, cx->dO + row * d);
   ok = ok && to_f32(&f[0], cx->Q, rows * d) && to_f32(&f[1], cx->K, nK) && to_f32(&f[2], cx->V, nK) &&
        to_f32(&f[3], cx->dO, rows * d) && to_f32(&f[4], D + rows, rows) && to_f32(&f[5], D, rows);
   for (int x = 0; x < 6; x++)
@@ -307,8 +312,10 @@ static int run_host(aa_core_bwd_t *p, float *dQ, float *dK, float *dV, unsigned 
 static void store(const aa_core_bwd_t *p, aa_attn_result_t *out, const float *dQ, const float *dK, const float *dV,
                   size_t skipped) {
   size_t nq = p->heads * p->n_q * p->d, nk = p->heads / p->group * p->n_k * p->d;
+#pragma omp parallel for schedule(static) if (nq >= ((size_t)1 << 16))
   for (size_t x = 0; x < nq; x++)
     out->dq.data[x] = dQ[x];
+#pragma omp parallel for schedule(static) if (nk >= ((size_t)1 << 16))
   for (size_t x = 0; x < nk; x++)
     out->dk.data[x] = dK[x], out->dv.data[x] = dV[x];
   aa_reduce_stats_t st;

@@ -144,18 +144,23 @@ int aa_layout_import(aa_tensor_t *out, const double *data, aa_fmt_t fmt, aa_layo
   s[2] = m.d;
   if (aa_tensor_alloc(out, 3, s, fmt) != AA_OK)
     return aa_error_set(err, AA_ENOMEM, "cannot allocate [%zu, %zu, %zu] doubles", s[0], s[1], s[2]);
-  for (size_t b = 0; b < m.b; b++)
-    for (size_t h = 0; h < m.h; h++)
-      for (size_t n = 0; n < m.n; n++)
-        memcpy(out->data + ((b * m.h + h) * m.n + n) * m.d, data + offset(l, &m, b, h, n, 0), m.d * sizeof(double));
+    /* rows in parallel (each a copy of its own): the copies of a large problem's eight arrays were a tenth of a
+       score on CUDA tensors, on one core */
+#pragma omp parallel for schedule(static) if (bh * m.n * m.d >= ((size_t)1 << 18))
+  for (size_t r = 0; r < bh * m.n; r++) {
+    size_t b = r / (m.h * m.n), h = r / m.n % m.h, n = r % m.n;
+    memcpy(out->data + r * m.d, data + offset(l, &m, b, h, n, 0), m.d * sizeof(double));
+  }
   return AA_OK;
 }
 
 void aa_layout_export(double *dst, const aa_tensor_t *t, aa_layout_t l, const aa_dims_t *m) {
-  for (size_t b = 0; b < m->b; b++)
-    for (size_t h = 0; h < m->h; h++)
-      for (size_t n = 0; n < m->n; n++)
-        memcpy(dst + offset(l, m, b, h, n, 0), t->data + ((b * m->h + h) * m->n + n) * m->d, m->d * sizeof(double));
+  size_t rows = m->b * m->h * m->n;
+#pragma omp parallel for schedule(static) if (rows * m->d >= ((size_t)1 << 18))
+  for (size_t r = 0; r < rows; r++) {
+    size_t b = r / (m->h * m->n), h = r / m->n % m->h, n = r % m->n;
+    memcpy(dst + offset(l, m, b, h, n, 0), t->data + r * m->d, m->d * sizeof(double));
+  }
 }
 
 int aa_layout_index(size_t *idx, aa_layout_t l, const aa_dims_t *m, size_t i) {

@@ -843,9 +843,14 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
   resolve_t R = {.cx = cx, .use_dd_stats = use_dd_stats, .nt = cx->threads, .ok = 1};
   if (!mpfr_buildopt_tls_p()) R.nt = 1; /* MPFR without thread-local state is not thread-safe */
   if (use_dd_stats)
-    for (int t = 0; t < AA_OR_NT; t++)
-      for (size_t i = 0; i < cx->w[t].n; i++)
-        cx->n_recomputed += cx->w[t].todo[i];
+    for (int t = 0; t < AA_OR_NT; t++) {
+      size_t n = cx->w[t].n, count = 0;
+      const unsigned char *todo = (const unsigned char *)cx->w[t].todo;
+#pragma omp parallel for reduction(+ : count) num_threads(cx->threads) schedule(static) if (n >= ((size_t)1 << 16))
+      for (size_t i = 0; i < n; i++)
+        count += todo[i];
+      cx->n_recomputed += count;
+    }
   for (int l = 0; l < AA_OR_LEVELS; l++) {
     cx->stats[l] = calloc(cx->heads, sizeof(aa_or_stats_t));
     if (cx->stats[l] == NULL) R.ok = 0;

@@ -81,16 +81,39 @@ static double counted_kth(const size_t *c, size_t k) {
   return (double)v;
 }
 
+/* c[v] += the count of u[i] == v (integers below COUNT_BINS), in parallel over chunks into per-thread counts added
+   up at the end (integers: the same for any thread count). */
+static void count_bins(size_t *c, const double *u, size_t n) {
+  int nt = n >= 2 * CHUNK ? aa__threads() : 1;
+  size_t *part = nt > 1 ? calloc((size_t)nt * COUNT_BINS, sizeof *part) : NULL;
+  if (part == NULL) {
+    for (size_t i = 0; i < n; i++)
+      c[(size_t)u[i]]++;
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    size_t *mine = part + (size_t)aa__thread() * COUNT_BINS;
+#pragma omp for schedule(static)
+    for (size_t i = 0; i < n; i++)
+      mine[(size_t)u[i]]++;
+  }
+  for (int t = 0; t < nt; t++)
+    for (size_t v = 0; v < COUNT_BINS; v++)
+      c[v] += part[(size_t)t * COUNT_BINS + v];
+  free(part);
+}
+
 /* order_stats of u when every u[i] is an integer below COUNT_BINS (the common case: ULP distances between values of
    the format itself), by counting: linear, and the same order statistics as the selection. 0 when some u[i] is
    not such an integer (nothing set). */
 static int counted_stats(double *med, double *p99, const double *u, size_t n) {
-  size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2, *c;
+  size_t k99 = (size_t)ceil(0.99 * (double)n), h = n / 2, *c, odd = 0;
+#pragma omp parallel for reduction(+ : odd) schedule(static) if (n >= 2 * CHUNK)
   for (size_t i = 0; i < n; i++)
-    if (!(u[i] >= 0 && u[i] < (double)COUNT_BINS && u[i] == floor(u[i]))) return 0;
-  if ((c = calloc(COUNT_BINS, sizeof *c)) == NULL) return 0;
-  for (size_t i = 0; i < n; i++)
-    c[(size_t)u[i]]++;
+    odd += !(u[i] >= 0 && u[i] < (double)COUNT_BINS && u[i] == floor(u[i]));
+  if (odd > 0 || (c = calloc(COUNT_BINS, sizeof *c)) == NULL) return 0;
+  count_bins(c, u, n);
   *p99 = counted_kth(c, (k99 > 0 ? k99 : 1) - 1);
   *med = counted_kth(c, h);
   if (n % 2 == 0) *med = 0.5 * (counted_kth(c, h - 1) + *med);
@@ -320,6 +343,29 @@ static size_t join_chunks(double *v, const size_t *count, size_t nchunks) {
   return at;
 }
 
+/* The sum of v[0..n-1] by chunks in parallel, the chunks' sums added in chunk order: an order fixed by n alone (and
+   exact for the integer ULP distances below 2^53 whatever the order). */
+static double ordered_sum(const double *v, size_t n) {
+  size_t nchunks = (n + CHUNK - 1) / CHUNK;
+  double *part = nchunks > 1 ? malloc(nchunks * sizeof *part) : NULL, sum = 0;
+  if (part == NULL) {
+    for (size_t i = 0; i < n; i++)
+      sum += v[i];
+    return sum;
+  }
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < nchunks; c++) {
+    double x = 0;
+    for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++)
+      x += v[i];
+    part[c] = x;
+  }
+  for (size_t c = 0; c < nchunks; c++)
+    sum += part[c];
+  free(part);
+  return sum;
+}
+
 /* The element pass over every chunk in parallel, merged in order into s and the elementwise rules r; hist gets the
    q99 histogram, u the ULPs packed; *used and *usum their count and sum, *max_b the largest finite |b|. */
 static int element_pass(aa_score_out_t *s, aa_rule_result_t *r[2], size_t *hist, size_t *used, double *usum,
@@ -350,8 +396,7 @@ static int element_pass(aa_score_out_t *s, aa_rule_result_t *r[2], size_t *hist,
     *used += c[k].used;
   }
   if (!shared) join_chunks(u, count, nchunks);
-  for (size_t i = 0; i < *used; i++) /* integers below 2^53 sum exactly in any order; else in element order */
-    *usum += u[i];
+  *usum = ordered_sum(u, *used);
   s->max_rel_any = worst_rel < 0 ? NAN : worst_rel;
   {
     size_t nan = 0, inf = 0;
@@ -530,6 +575,8 @@ int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t
   size_t n = aa_tensor_numel(&ref->val), bad = 0;
   double big = 0;
   aa_round_opts_t ro = {AA_FMT_FP16, AA_RND_NE, 1, 0};
+  /* a count and a maximum: the same for any thread count */
+#pragma omp parallel for reduction(+ : bad) reduction(max : big) schedule(static) if (n >= 2 * CHUNK)
   for (size_t i = 0; i < n; i++) {
     double r = data_fmt == AA_FMT_FP32   ? ref->fp32.data[i]
                : data_fmt == AA_FMT_BF16 ? ref->bf16.data[i]
@@ -537,7 +584,7 @@ int aa_score_exact_finite(const aa_oracle_out_t *ref, const char *name, aa_fmt_t
                                          : ref->val.data[i];
     if (!isfinite(r)) {
       bad++;
-      big = fmax(big, fabs(ref->val.data[i]));
+      if (fabs(ref->val.data[i]) > big) big = fabs(ref->val.data[i]); /* a NaN is passed over, as fmax does */
     }
   }
   if (bad == 0) return AA_OK;

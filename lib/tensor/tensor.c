@@ -41,11 +41,11 @@ void aa_tensor_round(aa_tensor_t *t, aa_fmt_t fmt) {
 
 void aa_tensor_count_nonfinite(const aa_tensor_t *t, size_t *nan, size_t *inf) {
   size_t n = aa_tensor_numel(t), cn = 0, ci = 0;
+  /* integer counts: the same for any thread count */
+#pragma omp parallel for reduction(+ : cn, ci) schedule(static) if (n >= ((size_t)1 << 18))
   for (size_t i = 0; i < n; i++) {
-    if (isnan(t->data[i]))
-      cn++;
-    else if (isinf(t->data[i]))
-      ci++;
+    cn += isnan(t->data[i]) != 0;
+    ci += isinf(t->data[i]) != 0;
   }
   *nan = cn;
   *inf = ci;
