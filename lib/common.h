@@ -194,6 +194,13 @@ int aa_gpu_pick(int ndev, int local_rank, int local_size, int slot); /* 0 when n
 void aa_gpu_thread_slot(int slot);                                   /* this thread's slot (-1: none) */
 int aa_gpu_index(int ndev); /* the device for this thread: aa_gpu_pick with the node rank and the slot */
 
+/* Seconds of a monotonic clock (differences only). */
+double aa_wall_seconds(void);
+/* Where a call's time goes, when the environment variable env is set (AA_SCORE_TIMES, AA_ORACLE_CUDA_TIMES): the
+   seconds since *t as a line "prefix: what  S s" on stderr (none while *t is 0 or what is empty), then *t = now.
+   Does nothing when env is unset: results never depend on it. */
+void aa_phase_mark(const char *env, const char *prefix, const char *what, double *t);
+
 #ifdef __cplusplus
 }
 #endif

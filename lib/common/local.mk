@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-3.0-or-later
 lib_libattnacc_core_la_SOURCES += lib/common/status.c lib/common/githash.c lib/common/parse.c \
   lib/common/common-impl.h lib/common/buf.c lib/common/csv.c lib/common/file.c lib/common/fileset.c \
-  lib/common/json.h lib/common/json.c lib/common/gpu.c
+  lib/common/json.h lib/common/json.c lib/common/gpu.c lib/common/clock.c
 # JSON (the sweep's results.jsonl, the command's documents) is built with libjansson.
 lib_libattnacc_core_la_LIBADD += $(JANSSON_LIBS)
 

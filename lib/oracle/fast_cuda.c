@@ -126,12 +126,6 @@ static void cuda_lse(aa_or_ctx_t *cx, const int64_t *rlo, const int64_t *rhi, do
   }
 }
 
-static double wall(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Writes zeros over an output's host arrays of n elements on nt threads, before its download: fresh pages are
    faulted in on first write, and cudaMemcpy into untouched pages ran at 1.3 GB/s on the H200's host (0.31 s for
    dQ, dK and dV at n 32768, d 128), one thread taking every fault; spread over the threads the faults cost a few
@@ -155,9 +149,10 @@ static void pretouch(const aa_orcu_out_t *o, size_t n, int nt) {
 static int cuda_kernels(aa_or_ctx_t *cx, aa_orcu_t *H, const int64_t *rlo, const int64_t *rhi, double *const rowv[7],
                         char *msg, size_t msglen) {
   if (aa_orcu_fwd_z(H, rowv[0], rowv[1], rowv[2], rowv[3], rowv[4], msg, msglen) != 0) return -1;
-  double t0 = wall();
+  double t0 = aa_wall_seconds();
   cuda_lse(cx, rlo, rhi, rowv);
-  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL) fprintf(stderr, "oracle cuda: LSE on the CPU %.3f s\n", wall() - t0);
+  if (getenv("AA_ORACLE_CUDA_TIMES") != NULL)
+    fprintf(stderr, "oracle cuda: LSE on the CPU %.3f s\n", aa_wall_seconds() - t0);
   aa_orcu_out_t oo[AA_OR_NT];
   for (int t = 0; t < AA_OR_NT; t++) {
     aa_oracle_out_t *o = cx->w[t].out;
@@ -196,13 +191,13 @@ int aa_oracle_fast_run_cuda(aa_or_ctx_t *cx, aa_error_t *err) {
   aa_orcu_params_t par = cuda_params(cx);
   aa_orcu_spans_t dsp = {sp.xq, sp.xdo, sp.xk, sp.xv, sp.lq, sp.ldo, sp.lk, sp.lv};
   aa_orcu_t *H = NULL;
-  double t0 = wall();
+  double t0 = aa_wall_seconds();
   if (aa_orcu_begin(&H, &par, cx->q, cx->k, cx->v, cx->dO, &dsp, rlo, rhi, clo, chi, msg, sizeof msg) != 0 ||
       cuda_kernels(cx, H, rlo, rhi, rowv, msg, sizeof msg) != 0)
     st = fail(err, msg);
   aa_orcu_end(H);
   if (getenv("AA_ORACLE_CUDA_TIMES") != NULL)
-    fprintf(stderr, "oracle cuda: all of the GPU path %.3f s\n", wall() - t0);
+    fprintf(stderr, "oracle cuda: all of the GPU path %.3f s\n", aa_wall_seconds() - t0);
 done:
   free(rlo);
   free(rhi);

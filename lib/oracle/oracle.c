@@ -435,18 +435,6 @@ static aa_or_ctx_t *ctx_new(const aa_problem_t *pb, const aa_tensor_t *q, const 
   return cx;
 }
 
-/* With AA_ORACLE_CUDA_TIMES set, the seconds since *t of the oracle's step `what` on stderr (the host side around
-   the fast path: setup, MPFR recompute, bounds); *t moves to now. Silent otherwise. */
-static void or_mark(const char *what, double *t) {
-  struct timespec ts;
-  double now;
-  if (getenv("AA_ORACLE_CUDA_TIMES") == NULL) return;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-  if (*t > 0) fprintf(stderr, "oracle: %s %.3f s\n", what, now - *t);
-  *t = now;
-}
-
 /* Per output tensor: the certified relative errors and the todo flags (every element todo). 0 when out of memory. */
 static int work_alloc(aa_or_ctx_t *cx, aa_oracle_result_t *out) {
   aa_oracle_out_t *outs[AA_OR_NT] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv, &out->dsinks};
@@ -472,7 +460,7 @@ static int run_path(aa_or_ctx_t *cx, const aa_oracle_opts_t *opts, int kernel, a
   double t = 0;
   (void)out; /* out->device: only a CUDA build can say cuda */
   if (opts->path != AA_ORACLE_FAST) return aa_oracle_mp_resolve(cx, 0, err);
-  or_mark("", &t);
+  aa_phase_mark("AA_ORACLE_CUDA_TIMES", "oracle", "", &t);
 #ifdef AA_HAVE_CUDA
   if (opts->device != AA_ORACLE_DEVICE_CPU && aa_oracle_cuda_supports(cx) && aa_oracle_cuda_available() &&
       (opts->device == AA_ORACLE_DEVICE_CUDA || aa_oracle_cuda_auto_ok(cx))) {
@@ -481,9 +469,9 @@ static int run_path(aa_or_ctx_t *cx, const aa_oracle_opts_t *opts, int kernel, a
   } else
 #endif
     st = kernel == AA_OR_KERNEL_ROWS ? aa_oracle_fast_run_rows(cx, err) : aa_oracle_fast_run(cx, err);
-  or_mark("fast path", &t);
+  aa_phase_mark("AA_ORACLE_CUDA_TIMES", "oracle", "fast path", &t);
   if (st == AA_OK) st = aa_oracle_mp_resolve(cx, 1, err);
-  or_mark("MPFR recompute of the elements left", &t);
+  aa_phase_mark("AA_ORACLE_CUDA_TIMES", "oracle", "MPFR recompute of the elements left", &t);
   return st;
 }
 
@@ -541,13 +529,13 @@ int aa_oracle_run_kernel(aa_oracle_result_t *out, const aa_problem_t *pb, const 
   }
   out->device = AA_ORACLE_DEVICE_CPU; /* run_path says where the fast path ran */
   double t = 0;
-  or_mark("", &t);
+  aa_phase_mark("AA_ORACLE_CUDA_TIMES", "oracle", "", &t);
   if (!work_alloc(cx, out))
     st = aa_error_set(err, AA_ENOMEM, "oracle: cannot allocate the work arrays");
   else
     st = run_path(cx, opts, kernel, out, err);
   ctx_finish(cx, out);
-  or_mark("all (with the work arrays and the bounds)", &t);
+  aa_phase_mark("AA_ORACLE_CUDA_TIMES", "oracle", "all (with the work arrays and the bounds)", &t);
   if (st != AA_OK) aa_oracle_result_free(out);
   return st;
 }

@@ -454,29 +454,17 @@ static int flat_score_set(aa_flat_out_t *out, flat_eval_t *e, aa_tensor_t *got, 
   return rc;
 }
 
-/* With AA_SCORE_TIMES set, the seconds since *t of the phase `what` of a flat call on stderr (where a score's time
-   goes: the oracle, the references, the comparisons); *t moves to now. Silent otherwise. */
-static void phase_time(const char *what, double *t) {
-  struct timespec ts;
-  double now;
-  if (getenv("AA_SCORE_TIMES") == NULL) return;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-  if (*t > 0) fprintf(stderr, "score: %-28s %.3f s\n", what, now - *t);
-  *t = now;
-}
-
 /* The references of a flat score: the oracle, the naive reference in the inputs' format and the expect recipe
    in the kernel's format kf (when asked). */
 static int flat_references(flat_eval_t *e, flat_prob_t *p, aa_fmt_t kf, const aa_flat_opts_t *opts, aa_error_t *err,
                            double *t) {
   int rc;
   if ((rc = run_oracle(&e->orc, &e->borrowed, p, opts, err)) != AA_OK) return rc;
-  phase_time("oracle", t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "oracle", t);
   if ((rc = flat_naive(e, p, p->in_fmt, opts, err)) != AA_OK) return rc;
-  phase_time("naive reference and its scores", t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "naive reference and its scores", t);
   rc = opts->expect != NULL && kf != AA_FMT_FP64 ? flat_expect_run(e, p, kf, opts, err) : AA_OK;
-  phase_time("expect recipe and its scores", t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "expect recipe and its scores", t);
   return rc;
 }
 
@@ -504,7 +492,7 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   int rc = AA_OK, inferred = 0;
   double t = 0;
 
-  phase_time("", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "", &t);
   memset(&e, 0, sizeof e);
   if (nsets > 0) memset(out, 0, AA_FLAT_NOUT * nsets * sizeof *out);
   if (got == NULL) {
@@ -512,17 +500,17 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
     goto done_noprob;
   }
   if ((rc = prob_setup(&p, inputs, opts, &err)) != AA_OK) goto done_noprob;
-  phase_time("inputs imported", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "inputs imported", &t);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = import_outputs(&got[AA_FLAT_NOUT * i], &p, inputs, &outputs[AA_FLAT_NOUT * i], &err);
-  phase_time("outputs imported", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "outputs imported", &t);
   /* the inputs' tag when the caller declared a format narrower than the storage, else inferred from the values */
   if (rc == AA_OK) kf = flat_kernel_fmt(&inferred, &p, got, nsets);
-  phase_time("kernel format inferred", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "kernel format inferred", &t);
   if (rc == AA_OK) rc = flat_references(&e, &p, kf, opts, &err, &t);
   for (size_t i = 0; i < nsets && rc == AA_OK; i++)
     rc = flat_score_set(&out[AA_FLAT_NOUT * i], &e, &got[AA_FLAT_NOUT * i], &p, opts, &err);
-  phase_time("outputs scored", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "outputs scored", &t);
   if (rc == AA_OK) {
     fill_info(info, &p, &e.orc);
     if (info != NULL) {
@@ -535,7 +523,7 @@ int aa_flat_score_sets(aa_flat_out_t *out, aa_flat_info_t *info, const aa_flat_t
   for (size_t i = 0; i < AA_FLAT_NOUT * nsets; i++)
     aa_tensor_free(&got[i]);
   prob_free(&p);
-  phase_time("freed", &t);
+  aa_phase_mark("AA_SCORE_TIMES", "score", "freed", &t);
 done_noprob:
   free(got);
   set_msg(msg, msg_cap, rc, &err);
