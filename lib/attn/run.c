@@ -2,6 +2,7 @@
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,15 +14,19 @@ static int check_tensor(const aa_tensor_t *t, const char *what, size_t a, size_t
   if (t->ndim != 3 || t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
     return aa_error_set(err, AA_ESHAPE, "attn_run: %s has shape [%zu,%zu,%zu], expected [%zu,%zu,%zu]", what,
                         t->shape[0], t->shape[1], t->shape[2], a, b, c);
-  size_t n = a * b * c;
+  size_t n = a * b * c, first = SIZE_MAX;
+  /* the first element that is not finite or not of the io format, over threads (a minimum: the same for any thread
+     count; one thread took a tenth of a second per large input, the rounding being generic) */
+#pragma omp parallel for reduction(min : first) schedule(static) if (n >= ((size_t)1 << 16))
   for (size_t i = 0; i < n; i++) {
     double x = t->data[i];
-    if (!isfinite(x)) return aa_error_set(err, AA_ENAN, "attn_run: %s[%zu] = %g is not finite", what, i, x);
-    if (aa_attn_rnd(x, io) != x)
-      return aa_error_set(err, AA_EINVAL, "attn_run: %s[%zu] = %a is not representable in the recipe's io format",
-                          what, i, x);
+    if ((!isfinite(x) || aa_attn_rnd(x, io) != x) && i < first) first = i;
   }
-  return AA_OK;
+  if (first == SIZE_MAX) return AA_OK;
+  if (!isfinite(t->data[first]))
+    return aa_error_set(err, AA_ENAN, "attn_run: %s[%zu] = %g is not finite", what, first, t->data[first]);
+  return aa_error_set(err, AA_EINVAL, "attn_run: %s[%zu] = %a is not representable in the recipe's io format", what,
+                      first, t->data[first]);
 }
 
 void aa_attn_result_free(aa_attn_result_t *res) {

@@ -2,6 +2,7 @@
  */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,18 +221,23 @@ static int check_tensor(const aa_tensor_t *t, const char *name, size_t a, size_t
   if (t->shape[0] != a || t->shape[1] != b || t->shape[2] != c)
     return aa_error_set(err, AA_ESHAPE, "oracle: %s has shape [%zu, %zu, %zu], expected [%zu, %zu, %zu]", name,
                         t->shape[0], t->shape[1], t->shape[2], a, b, c);
-  size_t n = a * b * c;
+  size_t n = a * b * c, first = SIZE_MAX;
+  /* the first non-finite element, over threads (a minimum: the same for any thread count) */
+#pragma omp parallel for reduction(min : first) schedule(static) if (n >= ((size_t)1 << 18))
   for (size_t i = 0; i < n; i++)
-    if (!isfinite(t->data[i]))
-      return aa_error_set(err, AA_ENAN, "oracle: %s[%zu] is not finite (%a)", name, i, t->data[i]);
+    if (!isfinite(t->data[i]) && i < first) first = i;
+  if (first != SIZE_MAX)
+    return aa_error_set(err, AA_ENAN, "oracle: %s[%zu] is not finite (%a)", name, first, t->data[first]);
   return AA_OK;
 }
 
 static double max_abs(const aa_tensor_t *t) {
   double m = 0;
   size_t n = aa_tensor_numel(t);
+  /* a maximum over threads (finite inputs, checked first): the same for any thread count */
+#pragma omp parallel for reduction(max : m) schedule(static) if (n >= ((size_t)1 << 18))
   for (size_t i = 0; i < n; i++)
-    m = fmax(m, fabs(t->data[i]));
+    if (fabs(t->data[i]) > m) m = fabs(t->data[i]);
   return m;
 }
 
