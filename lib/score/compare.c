@@ -254,8 +254,7 @@ typedef struct {
   double worst_abs, worst_rel;
   size_t i_abs, i_rel;
   double got_abs, ref_abs;
-  size_t used; /* elements taking part (a and b finite); their ULPs packed at the chunk's start unless shared */
-  double usum;
+  size_t used;     /* elements taking part (a and b finite); their ULPs packed at the chunk's start unless shared */
   size_t nan, inf; /* the elementwise rules' NaN (a or b) and Inf (a != b) counts */
   aa_rule_result_t rule[2];
   double worst[2];
@@ -267,7 +266,7 @@ static void chunk_pass(chunk_t *c, const aa_tensor_t *got, const aa_oracle_out_t
                        double *u, size_t i0, size_t i1, size_t *hist) {
   aa_round_opts_t ro = {ulp_fmt, AA_RND_NE, 1, 0};
   const double *bv = ref->val.data;
-  c->max_b = 0, c->first_nonfinite = SIZE_MAX, c->worst_abs = c->worst_rel = -1, c->used = 0, c->usum = 0;
+  c->max_b = 0, c->first_nonfinite = SIZE_MAX, c->worst_abs = c->worst_rel = -1, c->used = 0;
   c->nan = c->inf = 0, c->worst[0] = c->worst[1] = -1;
   for (size_t i = i0; i < i1; i++) {
     double a = got->data[i], b = bv[i], d, r, cr;
