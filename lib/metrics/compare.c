@@ -56,7 +56,7 @@ static int usable(double a, double b) {
   return isfinite(a) && isfinite(b);
 }
 
-/* The comparison runs over chunks of AA_METRICS_CHUNK elements, in parallel: each chunk's partial results are
+/* The comparison runs over chunks of CHUNK elements, in parallel: each chunk's partial results are
    merged in chunk order, so a result never depends on the thread count (the counts, maxima and integer ULP sums are
    the serial ones exactly; the compensated sums are merged chunk by chunk, an order fixed by n alone). */
 #define CHUNK ((size_t)1 << 14)

@@ -845,7 +845,7 @@ int aa_oracle_mp_resolve(aa_or_ctx_t *cx, int use_dd_stats, aa_error_t *err) {
   if (use_dd_stats)
     for (int t = 0; t < AA_OR_NT; t++) {
       size_t n = cx->w[t].n, count = 0;
-      const unsigned char *todo = (const unsigned char *)cx->w[t].todo;
+      const uint8_t *todo = cx->w[t].todo;
 #pragma omp parallel for reduction(+ : count) num_threads(cx->threads) schedule(static) if (n >= ((size_t)1 << 16))
       for (size_t i = 0; i < n; i++)
         count += todo[i];
