@@ -418,8 +418,12 @@ static int pass_oracle(score_t *S, const pass_t *P, const aa_tensor_t g[5]) {
   if (rc != 0) return 2;
   *P->have_oracle = 1;
   S->oracle_seconds += seconds;
+  double t = aa_wall_seconds();
   if (aa_eval_given(P->v, g, P->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
+  if (getenv("AA_SCORE_TIMES") != NULL)
+    fprintf(stderr, "attnacc score:   of which the oracle %.3f s (cache included), the comparison %.3f s\n", seconds,
+            aa_wall_seconds() - t);
   return 0;
 }
 
@@ -688,21 +692,30 @@ int aa_cmd_score(int argc, char **argv) {
   S->src.layout = AA_LAYOUT_AUTO;
   rc = cli_args_parse(&S->a, S->cmd, usage_line, description, opts, sizeof opts / sizeof opts[0], argc, av);
   if (rc < 0) {
+    /* AA_SCORE_TIMES=1: each step's seconds on stderr, as the Python path prints them (lib/score/flat.c) */
+    double t = 0;
+    aa_phase_mark("AA_SCORE_TIMES", "attnacc score", "", &t);
+#define STEP(cond, call, what)                                                                                       \
+  if (cond) {                                                                                                        \
+    rc = call;                                                                                                       \
+    aa_phase_mark("AA_SCORE_TIMES", "attnacc score", what, &t);                                                      \
+  }
     rc = score_options(S);
-    if (rc == 0) rc = score_read_inputs(S);
-    if (rc == 0) rc = score_kernel_fmt(S);
+    STEP(rc == 0, score_read_inputs(S), "inputs read")
+    STEP(rc == 0, score_kernel_fmt(S), "kernel format")
     if (rc == 0 && cli_get(&S->a, "oracle-target") == NULL) S->oo.target = aa_score_oracle_target(S->src.in_fmt);
-    if (rc == 0) rc = score_problem(S);
-    if (rc == 0) rc = cli_sources_read_outputs(&S->src);
-    if (rc == 0) rc = score_rules(S);
-    if (rc == 0 && S->nrows > 0) rc = score_rows(S);
-    if (rc == 0) rc = score_oracle(S);
-    if (rc == 0 && needs_naive(S)) rc = score_naive_own_dtype(S, &mp);
-    if (rc == 0) rc = score_expect(S, &mp);
-    if (rc == 0 && cli_get(&S->a, "fa") != NULL) rc = score_legacy_fa(S);
-    if (rc == 0 && S->nrows > 0) rc = score_kv_group(S);
-    if (rc == 0) rc = score_write(S);
+    STEP(rc == 0, score_problem(S), "problem")
+    STEP(rc == 0, cli_sources_read_outputs(&S->src), "outputs read")
+    STEP(rc == 0, score_rules(S), "rules")
+    STEP(rc == 0 && S->nrows > 0, score_rows(S), "rows drawn")
+    STEP(rc == 0, score_oracle(S), "oracle and comparison")
+    STEP(rc == 0 && needs_naive(S), score_naive_own_dtype(S, &mp), "naive reference")
+    STEP(rc == 0, score_expect(S, &mp), "expect recipe")
+    STEP(rc == 0 && cli_get(&S->a, "fa") != NULL, score_legacy_fa(S), "legacy fa")
+    STEP(rc == 0 && S->nrows > 0, score_kv_group(S), "kv group")
+    STEP(rc == 0, score_write(S), "written")
     if (rc == 0) rc = score_verdict(S);
+#undef STEP
   }
   score_free(S);
   free(S);
