@@ -135,6 +135,7 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
   const aa_recipe_t *r = cx->r;
   double top = aa_fmt_info(r->fwd_p_fmt)->max_finite, pmax = 0;
   size_t cast = 0, over = 0, under = 0;
+  const int pk = (int)r->fwd_p_scale_exp, unscaled = r->quant_p_scale == 1.0;
   for (size_t b = 0; b < tk; b++) {
     if (!vrow[b]) {
       size_t t0 = rowsum_lane(r, b); /* a masked column adds 0: rounds a pending fused rescale */
@@ -147,8 +148,13 @@ static void row_weights(const aa_attn_ctx_t *cx, double *prow, double *la, const
        first (flash-attention hopper/softmax.h:66-69; the row sum and O
        carry the power of two exactly and finalize divides it out,
        softmax.h:146-150), modelled by scaling back */
-    int pk = (int)r->fwd_p_scale_exp;
-    double pc = ldexp(p, pk) * r->quant_p_scale, pr = ldexp(aa_attn_p_rnd(r, pc) / r->quant_p_scale, -pk);
+    double pc = p, pr;
+    if (pk == 0 && unscaled) { /* every BF16/FP16 P: two ldexp calls and two multiplies by one saved per weight */
+      pr = aa_attn_p_rnd(r, pc);
+    } else {
+      pc = ldexp(p, pk) * r->quant_p_scale;
+      pr = ldexp(aa_attn_p_rnd(r, pc) / r->quant_p_scale, -pk);
+    }
     cast++, over += pc > top, under += pc > 0 && pr == 0, pmax = pc > pmax ? pc : pmax;
     size_t t = rowsum_lane(r, b);
     la[t] = aa_attn_rnd(la[t] + (r->fwd_rowsum_rounded ? pr : p), r->fwd_rowsum_fmt);
