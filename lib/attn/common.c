@@ -115,6 +115,15 @@ size_t aa_attn_visible(const aa_attn_ctx_t *cx, uint8_t *vis, size_t h, size_t i
   for (size_t a = 0; a < tq; a++) {
     size_t lo, hi; /* aa_problem_visible's interval, once per row rather than per key */
     aa_problem_row_keys(pb, i0 + a, &lo, &hi);
+    if (!mask && !fill) { /* the row's visible keys are one run: two fills instead of a test per key */
+      size_t b0 = lo > j0 ? lo - j0 : 0, b1 = hi > j0 ? hi - j0 : 0;
+      b1 = b1 < tk ? b1 : tk;
+      b0 = b0 < b1 ? b0 : b1;
+      memset(vis + a * tk, 0, tk);
+      memset(vis + a * tk + b0, 1, b1 - b0);
+      cnt += b1 - b0;
+      continue;
+    }
     for (size_t b = 0; b < tk; b++) {
       uint8_t v = (uint8_t)(j0 + b >= lo && j0 + b < hi);
       if (v && mask) v = (uint8_t)aa_problem_mask_ok(pb, h, i0 + a, j0 + b);
