@@ -116,17 +116,19 @@ __global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
 
 /* ---- tc-kK-fF: the integer core of tc-core.h on operands unpacked once into shared memory ---- */
 
-/* One operand tile, unpacked (aa_tc_unpack): significands m 2^8, alignment exponents (GM_ESPEC for Inf/NaN,
-   AA_TC_ENONE for zeros), signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one
-   multiply-add: both on the FMA pipe, which the integer ALU does not share). */
+/* One operand tile, unpacked (aa_tc_unpack): magnitudes |x| as doubles (exact; an Inf or NaN keeps its fp32 bits in
+   the low word instead, for gm_special_operand), alignment exponents (GM_ESPEC for Inf/NaN, AA_TC_ENONE for zeros),
+   signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one multiply-add). 32 KB: the
+   two operands take dynamic shared memory (gm_tc_smem). */
 struct gm_unpacked {
-  uint4 m8[GM_KT][GM_THREADS];
+  double mag[GM_KT][GM_TILE];
   int4 e[GM_KT][GM_THREADS], sgn[GM_KT][GM_THREADS];
 };
 
 __device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
-  aa_tc_op_t o = aa_tc_unpack(aa_tc_f2u(x));
-  ((uint32_t *)&s.m8[k][0])[col] = o.m8;
+  const uint32_t bits = aa_tc_f2u(x);
+  aa_tc_op_t o = aa_tc_unpack(bits);
+  s.mag[k][col] = o.spec ? aa_hd_u2d(bits) : (double)(x < 0 ? -x : x);
   ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
   ((int32_t *)&s.sgn[k][0])[col] = o.neg | 1;
 }
@@ -136,8 +138,8 @@ __device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
 __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col) {
   const int w = gm_slot(k, col);
   int32_t e = ((const int32_t *)&s.e[k][0])[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
-  uint32_t sign = sgn < 0 ? 0x80000000u : 0, m8 = ((const uint32_t *)&s.m8[k][0])[w];
-  if (e == GM_ESPEC) return aa_tc_u2f(sign | 0x7f800000u | ((m8 >> 8) & 0x7fffffu));
+  uint32_t sign = sgn < 0 ? 0x80000000u : 0;
+  if (e == GM_ESPEC) return aa_tc_u2f((uint32_t)aa_hd_d2u(s.mag[k][w]));
   return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
 }
 
@@ -178,6 +180,11 @@ static float gm_d2f_rz(double x) {
 static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
   return max(a + b, c);
 }
+/* __fma_rz's twin for the operands gm_tc_block gives it: a b is exact in binary64 (two fp32 magnitudes), so the
+   fused result is the RZ sum of a b and c */
+static double gm_fma_rz(double a, double b, double c) {
+  return gm_dadd_rz(a * b, c);
+}
 #else
 /* max(a + b, c): one VIADDMNMX, a DPX instruction of sm_90 (emulated in several on older GPUs) */
 __device__ __forceinline__ static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
@@ -192,7 +199,17 @@ __device__ __forceinline__ static double gm_dadd_rz(double a, double b) {
 __device__ __forceinline__ static float gm_d2f_rz(double x) {
   return __double2float_rz(x);
 }
+__device__ __forceinline__ static double gm_fma_rz(double a, double b, double c) {
+  return __fma_rz(a, b, c);
+}
 #endif
+/* The words of a double (no instruction: the halves of its register pair). */
+__device__ __forceinline__ static uint32_t gm_hi(double x) {
+  return (uint32_t)(aa_hd_d2u(x) >> 32);
+}
+__device__ __forceinline__ static uint32_t gm_lo(double x) {
+  return (uint32_t)aa_hd_d2u(x);
+}
 /* An int32 as a double without a conversion instruction (a quarter-rate pipe): 2^52 + 2^31 + p built from its bits,
    less 2^52 + 2^31 (both exact). */
 __device__ __forceinline__ static double gm_i2d(int32_t p) {
@@ -213,57 +230,61 @@ __device__ __forceinline__ static int32_t gm_acc_e(uint32_t bits) {
 /* One block of BK k-indices from shared k = kb for the thread's sub-tile (definition in gemm.h): the block
    exponent E over the accumulator and the products, then the exact sum of the truncated terms, then the RZ
    rounding; zero-padded k beyond K are zero products, which take no part (the last, shorter block of the
-   definition). The terms are below 2^(F + 2) <= 2^27 (F <= 25), so up to 16 of them sum exactly in an int32
-   (|sum| <= 16 (2^27 - 1) < 2^31); a block of 32 adds two such partial sums in 64 bits. Every loop is unrolled
-   whole: the arrays indexed by r, q and k stay in registers. Per product: the exponent sum and maximum, then the
-   high word of the significands' product, the shift (one three-input add from E - F + 30), the shift itself, the
-   sign (sa sb) and the signed multiply-add into the partial sum. */
+   definition). A product's term is one DFMA.RZ: with C = 2^(E - F + 52), |a| |b| + C lies in [C, 2C) (|a b| <
+   2^(E + 2) <= C for F <= 50), where the binary64 grid is 2^(E - F) exactly, so RZ leaves C + trunc(|a b| / 2^(E -
+   F)) 2^(E - F): the term itself, in those units, is the result's low word (below 2^(F + 2) <= 2^27, it never
+   reaches the high word). The terms sum exactly in an int32, up to 16 of them (|sum| <= 16 (2^27 - 1) < 2^31); a
+   block of 32 adds two such partial sums in 64 bits. Every loop is unrolled whole: the arrays indexed by r, q and k
+   stay in registers. Per product: the exponent sum and maximum (VIADDMNMX), the DFMA.RZ, the sign (sa sb) and the
+   signed multiply-add into the partial sum (two IMAD). C's biased exponent E - F + 1075 is clamped to [75, 2047]:
+   75 keeps 2^(E - F) normal where a lower E means that every term is zero (the result is then +0 whatever the
+   scale); 2047 (C = Inf) marks a block with an Inf or NaN, whose exponent is at least GM_ESPEC_MIN, above any
+   finite block's 254. */
 template <int BK>
 __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
-  int32_t E[GM_R][GM_R];
-  for (int r = 0; r < GM_R; r++)
-    for (int q = 0; q < GM_R; q++)
-      E[r][q] = gm_acc_e(aa_tc_f2u(acc[r][q]));
-  GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
-  for (int k = kb; k < kb + BK; k++) {
-    const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
+  double C[GM_R][GM_R];
+  {
+    int32_t E[GM_R][GM_R];
     for (int r = 0; r < GM_R; r++)
       for (int q = 0; q < GM_R; q++)
-        E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
+        E[r][q] = gm_acc_e(aa_tc_f2u(acc[r][q]));
+    GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
+    for (int k = kb; k < kb + BK; k++) {
+      const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
+      for (int r = 0; r < GM_R; r++)
+        for (int q = 0; q < GM_R; q++)
+          E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
+    }
+    for (int r = 0; r < GM_R; r++)
+      for (int q = 0; q < GM_R; q++)
+        C[r][q] = gm_hilo((uint32_t)min(max(E[r][q] - g.frac_bits + 1075, 75), 2047) << 20, 0);
   }
-  /* From here E holds E - F + 30, so that a product's shift is E - (ea + eb) (aa_tc_prod_shift) in one IADD3 (a
-     second array for it would take 16 more registers, and the kernel is at 128). */
-  for (int r = 0; r < GM_R; r++)
-    for (int q = 0; q < GM_R; q++)
-      E[r][q] = aa_tc_prod_shift(E[r][q], g.frac_bits, 0);
   constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
-  int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end (fewer registers than S) */
+  int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end */
   GM_UNROLL(unroll)
   for (int p = 0; p < BK / G; p++)
     GM_UNROLL(unroll)
   for (int k = kb + p * G; k < kb + p * G + G; k++) {
     const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
-    const uint32_t ma[GM_R] = GM_SPLIT4(sa.m8[k][qa]), mb[GM_R] = GM_SPLIT4(sb.m8[k][qb]);
-    const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][qa]), eb[GM_R] = GM_SPLIT4(sb.e[k][qb]);
+    const double *pa = &sa.mag[k][4 * qa], *pb = &sb.mag[k][4 * qb];
+    const double ma[GM_R] = {pa[0], pa[1], pa[2], pa[3]}, mb[GM_R] = {pb[0], pb[1], pb[2], pb[3]};
     const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
     for (int r = 0; r < GM_R; r++)
       for (int q = 0; q < GM_R; q++) {
-        int32_t t = (int32_t)aa_tc_prod_term(ma[r], mb[q], E[r][q] - (ea[r] + eb[q]));
+        int32_t t = (int32_t)gm_lo(gm_fma_rz(ma[r], mb[q], C[r][q]));
         P[p][r][q] += t * (na[r] * nb[q]);
       }
   }
   for (int r = 0; r < GM_R; r++)
     for (int q = 0; q < GM_R; q++) {
-      if (E[r][q] >= GM_ESPEC_MIN - g.frac_bits + 30) {
+      const uint32_t chi = gm_hi(C[r][q]); /* 2^(qe + 52) for qe = E - F, clamped */
+      if (chi >> 20 == 2047) {
         acc[r][q] = gm_special_sum(acc[r][q], sa, sb, kb, BK, ty * GM_R + r, tx * GM_R + q);
       } else {
-        /* qe = E - F (E holding E - F + 30), kept >= -1000 so that 2^qe and 2^(qe + 52) are normal doubles (a lower E
-           means that every term is zero: the result is then +0 whatever the scale) */
-        const int32_t qe = max(E[r][q] - 30, -1000);
         /* acc truncated to a multiple of 2^qe (aa_tc_acc_term): |acc| < 2^(E + 1) <= 2^(qe + 26), so adding
-           +-2^(qe + 52) of acc's sign lands where the unit in the last place is 2^qe, and RZ there truncates |acc| */
-        const double big = gm_hilo((aa_tc_f2u(acc[r][q]) & 0x80000000u) | (uint32_t)(qe + 52 + 1023) << 20, 0);
+           +-C of acc's sign lands where the unit in the last place is 2^qe, and RZ there truncates |acc| */
+        const double big = gm_hilo((aa_tc_f2u(acc[r][q]) & 0x80000000u) | chi, 0);
         const double tacc = gm_dadd_rz((double)acc[r][q], big) - big;
         double sum = gm_i2d(P[0][r][q]);
         GM_UNROLL(unroll)
@@ -273,7 +294,7 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
            of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and overflow to the largest finite value, as
            aa_tc_round_bits), then to out_bits fractional bits: RZ onto a grid of powers of two after RZ onto a finer
            one is RZ onto the coarser one. */
-        const double exact = fma(sum, gm_hilo((uint32_t)(qe + 1023) << 20, 0), tacc);
+        const double exact = fma(sum, gm_hilo(chi - (52u << 20), 0), tacc);
         acc[r][q] = aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
       }
     }
@@ -281,8 +302,15 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
 
 /* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
    the other's arithmetic. */
+/* Dynamic shared memory of gm_tc: both operands (64 KB, above the 48 KB of static shared memory). */
+static const size_t gm_tc_smem = 2 * sizeof(gm_unpacked);
 template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) gm_tc(gm_args g) {
+#ifdef AA_GEMM_CUDA_EMULATE
   __shared__ gm_unpacked sa, sb;
+#else
+  extern __shared__ double4 gm_smem[]; /* 32-byte aligned: mag's rows of doubles */
+  gm_unpacked &sa = *(gm_unpacked *)gm_smem, &sb = *(gm_unpacked *)((char *)gm_smem + sizeof(gm_unpacked));
+#endif
   const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
   const size_t bi = (size_t)blockIdx.y * GM_TILE, bj = (size_t)blockIdx.x * GM_TILE;
   const size_t i0 = bi + ty * GM_R, j0 = bj + tx * GM_R;
@@ -321,6 +349,16 @@ static size_t gm_extent(size_t ld, size_t rows, size_t cols) {
   return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
 }
 
+/* gm_tc<BK> with its dynamic shared memory (allowed above 48 KB once per kernel; the setting is the device's, so it
+   is made on every launch: one cheap call against a kernel of milliseconds). */
+template <int BK> static int gm_launch_tc(dim3 grid, dim3 block, const gm_args &g) {
+  if (cudaFuncSetAttribute(gm_tc<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gm_tc_smem) != cudaSuccess)
+    return GM_EUNSUPPORTED;
+  gm_tc<BK><<<grid, block, gm_tc_smem>>>(g);
+  if (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return GM_EUNSUPPORTED;
+  return GM_OK;
+}
+
 static int gm_launch(const aa_gmcu_job_t *j, double *C, const double *A, const double *B) {
   gm_args g = {C,    A,    B,         j->ldc,    j->lda,        j->ldb,       j->M,
                j->N, j->K, j->transA, j->transB, j->accumulate, j->frac_bits, j->out_bits};
@@ -331,17 +369,13 @@ static int gm_launch(const aa_gmcu_job_t *j, double *C, const double *A, const d
     gm_seq32<<<grid, block>>>(g);
     break;
   case 4:
-    gm_tc<4><<<grid, block>>>(g);
-    break;
+    return gm_launch_tc<4>(grid, block, g);
   case 8:
-    gm_tc<8><<<grid, block>>>(g);
-    break;
+    return gm_launch_tc<8>(grid, block, g);
   case 16:
-    gm_tc<16><<<grid, block>>>(g);
-    break;
+    return gm_launch_tc<16>(grid, block, g);
   case 32:
-    gm_tc<32><<<grid, block>>>(g);
-    break;
+    return gm_launch_tc<32>(grid, block, g);
   default:
     return GM_EUNSUPPORTED;
   }
