@@ -121,14 +121,26 @@ __global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
    signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one multiply-add). 32 KB: the
    two operands take dynamic shared memory (gm_tc_smem). */
 struct gm_unpacked {
-  double mag[GM_KT][GM_TILE];
+  double2 mag[2][GM_KT][GM_THREADS]; /* the first and the second pair of each group of 4 (gm_mag) */
   int4 e[GM_KT][GM_THREADS], sgn[GM_KT][GM_THREADS];
 };
+
+/* The magnitude of slot w (gm_slot) in row k. A thread's 4 magnitudes are two 128-bit loads, one from each half:
+   16 threads of one k then read 256 consecutive bytes of each half, no bank conflict (4 consecutive doubles would be
+   32 bytes a thread, and every fourth thread would share banks). */
+__device__ static double &gm_mag(gm_unpacked &s, int k, int w) {
+  double2 &p = s.mag[(w >> 1) & 1][k][w >> 2];
+  return (w & 1) ? p.y : p.x;
+}
+__device__ static double gm_mag(const gm_unpacked &s, int k, int w) {
+  const double2 &p = s.mag[(w >> 1) & 1][k][w >> 2];
+  return (w & 1) ? p.y : p.x;
+}
 
 __device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
   const uint32_t bits = aa_tc_f2u(x);
   aa_tc_op_t o = aa_tc_unpack(bits);
-  s.mag[k][col] = o.spec ? aa_hd_u2d(bits) : (double)(x < 0 ? -x : x);
+  gm_mag(s, k, col) = o.spec ? aa_hd_u2d(bits) : (double)(x < 0 ? -x : x);
   ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
   ((int32_t *)&s.sgn[k][0])[col] = o.neg | 1;
 }
@@ -139,7 +151,7 @@ __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col)
   const int w = gm_slot(k, col);
   int32_t e = ((const int32_t *)&s.e[k][0])[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
   uint32_t sign = sgn < 0 ? 0x80000000u : 0;
-  if (e == GM_ESPEC) return aa_tc_u2f((uint32_t)aa_hd_d2u(s.mag[k][w]));
+  if (e == GM_ESPEC) return aa_tc_u2f((uint32_t)aa_hd_d2u(gm_mag(s, k, w)));
   return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
 }
 
@@ -267,8 +279,8 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     GM_UNROLL(unroll)
   for (int k = kb + p * G; k < kb + p * G + G; k++) {
     const int qa = gm_quad(k, ty), qb = gm_quad(k, tx);
-    const double *pa = &sa.mag[k][4 * qa], *pb = &sb.mag[k][4 * qb];
-    const double ma[GM_R] = {pa[0], pa[1], pa[2], pa[3]}, mb[GM_R] = {pb[0], pb[1], pb[2], pb[3]};
+    const double2 a01 = sa.mag[0][k][qa], a23 = sa.mag[1][k][qa], b01 = sb.mag[0][k][qb], b23 = sb.mag[1][k][qb];
+    const double ma[GM_R] = {a01.x, a01.y, a23.x, a23.y}, mb[GM_R] = {b01.x, b01.y, b23.x, b23.y};
     const int32_t na[GM_R] = GM_SPLIT4(sa.sgn[k][qa]), nb[GM_R] = GM_SPLIT4(sb.sgn[k][qb]);
     for (int r = 0; r < GM_R; r++)
       for (int q = 0; q < GM_R; q++) {
@@ -308,7 +320,7 @@ template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) g
 #ifdef AA_GEMM_CUDA_EMULATE
   __shared__ gm_unpacked sa, sb;
 #else
-  extern __shared__ double4 gm_smem[]; /* 32-byte aligned: mag's rows of doubles */
+  extern __shared__ __align__(16) unsigned char gm_smem[]; /* aligned for the 128-bit loads of mag's doubles */
   gm_unpacked &sa = *(gm_unpacked *)gm_smem, &sb = *(gm_unpacked *)((char *)gm_smem + sizeof(gm_unpacked));
 #endif
   const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
