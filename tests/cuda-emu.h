@@ -25,6 +25,9 @@ struct uint4 {
 struct int4 {
   int x, y, z, w;
 };
+struct double2 {
+  double x, y;
+};
 static thread_local dim3 threadIdx;
 static dim3 blockIdx, blockDim;
 
