@@ -53,6 +53,32 @@ __device__ static float gm_opb(const gm_args &g, size_t k, size_t j) {
   return (float)(g.transB ? g.B[j * g.ldb + k] : g.B[k * g.ldb + j]);
 }
 
+/* The next k-step's raw operands are copied from global memory into shared memory by cp.async while the current
+   step computes (gm_tc). Each thread copies exactly the elements that it later unpacks, so its own wait is all the
+   ordering the staging needs. */
+struct gm_stage {
+  double a[GM_TILE * GM_KT], b[GM_TILE * GM_KT];
+};
+#ifdef AA_GEMM_CUDA_EMULATE
+static void gm_cp8(double *dst, const double *src, int valid) {
+  *dst = valid ? *src : 0.0;
+}
+static void gm_cp_commit(void) {}
+static void gm_cp_wait(void) {}
+#else
+/* 8 bytes from src to dst (shared), or 8 zero bytes when !valid (cp.async's zero fill: src_size 0 reads nothing) */
+__device__ __forceinline__ static void gm_cp8(double *dst, const double *src, int valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+}
+__device__ __forceinline__ static void gm_cp_commit(void) {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ static void gm_cp_wait(void) {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+#endif
+
 /* Element e (0 .. GM_TILE * GM_KT) of this k-step's tile of op(A) (rows i0.., k0..) or op(B): where the array is
    k-contiguous in global memory, a warp takes 8 consecutive k of 4 rows (whole 32-byte sectors), else 32
    consecutive rows of one k; with the swizzle of gm_slot, both store to 32 distinct banks. */
@@ -312,31 +338,59 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     }
 }
 
-/* Two blocks per SM (at most 128 registers a thread; 2 x 48 KB of shared memory), so that one block's loads overlap
-   the other's arithmetic. */
-/* Dynamic shared memory of gm_tc: both operands (64 KB, above the 48 KB of static shared memory). */
-static const size_t gm_tc_smem = 2 * sizeof(gm_unpacked);
+/* This thread's elements of the k-step from k0 (gm_index) copied into the stage (gm_cp8); zeros outside the arrays,
+   as gm_opa and gm_opb give. */
+__device__ static void gm_stage_issue(const gm_args &g, gm_stage &st, size_t bi, size_t bj, size_t k0, int t) {
+  for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
+    int r, k;
+    gm_index(!g.transA, e, &r, &k);
+    size_t i = bi + r, kk = k0 + k;
+    int ok = i < g.M && kk < g.K;
+    gm_cp8(&st.a[e], ok ? g.A + (g.transA ? kk * g.lda + i : i * g.lda + kk) : g.A, ok);
+    gm_index(g.transB, e, &r, &k);
+    size_t j = bj + r;
+    kk = k0 + k;
+    ok = j < g.N && kk < g.K;
+    gm_cp8(&st.b[e], ok ? g.B + (g.transB ? j * g.ldb + kk : kk * g.ldb + j) : g.B, ok);
+  }
+  gm_cp_commit();
+}
+
+/* This thread's staged elements unpacked (fp32 RNE, as gm_opa) into the operand tiles. */
+__device__ static void gm_stage_unpack(const gm_args &g, const gm_stage &st, gm_unpacked &sa, gm_unpacked &sb,
+                                       int t) {
+  gm_cp_wait();
+  for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
+    int r, k;
+    gm_index(!g.transA, e, &r, &k);
+    gm_put(sa, k, gm_slot(k, r), (float)st.a[e]);
+    gm_index(g.transB, e, &r, &k);
+    gm_put(sb, k, gm_slot(k, r), (float)st.b[e]);
+  }
+}
+
+/* Two blocks per SM (at most 128 registers a thread; 2 x 96 KB of shared memory: the unpacked tiles and the stage),
+   so that one block's unpacking overlaps the other's arithmetic; the next k-step's loads overlap this one's. */
+static const size_t gm_tc_smem = 2 * sizeof(gm_unpacked) + sizeof(gm_stage);
 template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) gm_tc(gm_args g) {
 #ifdef AA_GEMM_CUDA_EMULATE
   __shared__ gm_unpacked sa, sb;
+  __shared__ gm_stage st;
 #else
   extern __shared__ __align__(16) unsigned char gm_smem[]; /* aligned for the 128-bit loads of mag's doubles */
-  gm_unpacked &sa = *(gm_unpacked *)gm_smem, &sb = *(gm_unpacked *)((char *)gm_smem + sizeof(gm_unpacked));
+  gm_unpacked &sa = *(gm_unpacked *)gm_smem, &sb = *(gm_unpacked *)(gm_smem + sizeof(gm_unpacked));
+  gm_stage &st = *(gm_stage *)(gm_smem + 2 * sizeof(gm_unpacked));
 #endif
   const int tx = threadIdx.x, ty = threadIdx.y, t = ty * GM_THREADS + tx;
   const size_t bi = (size_t)blockIdx.y * GM_TILE, bj = (size_t)blockIdx.x * GM_TILE;
   const size_t i0 = bi + ty * GM_R, j0 = bj + tx * GM_R;
   float acc[GM_R][GM_R];
+  gm_stage_issue(g, st, bi, bj, 0, t);
   gm_acc_init(g, acc, i0, j0);
   for (size_t k0 = 0; k0 < g.K; k0 += GM_KT) {
-    for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
-      int r, k;
-      gm_index(!g.transA, e, &r, &k);
-      gm_put(sa, k, gm_slot(k, r), gm_opa(g, bi + r, k0 + k));
-      gm_index(g.transB, e, &r, &k);
-      gm_put(sb, k, gm_slot(k, r), gm_opb(g, k0 + k, bj + r));
-    }
+    gm_stage_unpack(g, st, sa, sb, t);
     __syncthreads();
+    if (k0 + GM_KT < g.K) gm_stage_issue(g, st, bi, bj, k0 + GM_KT, t);
     for (int kb = 0; kb < GM_KT && k0 + kb < g.K; kb += BK)
       gm_tc_block<BK>(g, sa, sb, kb, ty, tx, acc);
     __syncthreads();
