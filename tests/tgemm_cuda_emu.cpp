@@ -9,9 +9,10 @@
 #include <cstring>
 #include <vector>
 
-/* tests/cuda-emu.h: CUDA for the host compiler; a block runs as GM_THREADS^2 std::threads. The __CUDA_ARCH__
-   branches of tc-core.h (__umulhi, __clzll, PTX shr, __float_as_uint) are the only device lines not run here: each
-   is one instruction whose C twin is right beside it. */
+/* tests/cuda-emu.h: CUDA for the host compiler; a block runs as GM_THREADS^2 std::threads. The device-only lines
+   not run here are single instructions whose C twins sit beside them: the __CUDA_ARCH__ branches of tc-core.h
+   (__clzll, __float_as_uint), and in the kernel file __fma_rz, __dadd_rz, __double2float_rz, __viaddmax_s32 and the
+   cp.async copy, commit and wait (a plain copy here: each thread waits only for its own copies). */
 #include "cuda-emu.h"
 
 #define AA_GEMM_CUDA_EMULATE 1

@@ -23,8 +23,9 @@
 /* A block of GM_THREADS x GM_THREADS threads computes a GM_TILE x GM_TILE
    tile of C, each thread a GM_R x GM_R sub-tile (rows ty*GM_R.., columns
    tx*GM_R..), so that a thread's operands are 4 consecutive words of shared
-   memory (one 128-bit load). k advances by GM_KT, a multiple of every block
-   length, so a tc block never straddles two loads of shared memory. */
+   memory (one 128-bit load; the tc kernel's binary64 magnitudes two, gm_mag).
+   k advances by GM_KT, a multiple of every block length, so a tc block never
+   straddles two loads of shared memory. */
 #define GM_R 4
 #define GM_THREADS 16
 #define GM_TILE (GM_R * GM_THREADS)
