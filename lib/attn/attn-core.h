@@ -331,7 +331,9 @@ static inline AA_HD void aa_core_split_row(const aa_core_fwd_t *p, size_t h, siz
   if (p->doubt != NULL) p->doubt[sp * p->heads * p->n_q + row] = (unsigned char)w->doubt;
 }
 
-/* forward_fixed.c's range check: finite and in [lo2, hi2). */
+/* The range check of [blackwell-fa] section 3.2, "every weight and the row sum stay finite, non-zero and inside
+   the encoded range", the range being [lo2, hi2) = [2^fwd.guard_lo, 2^fwd.guard_hi) (lo = -inf admits zero; lo2 >=
+   0 also rejects -Inf); one definition for forward_fixed.c and the GPU core. */
 static inline AA_HD int aa_core_in_range(double w, double lo2, double hi2) {
   return w == w && w != INFINITY && w >= lo2 && w < hi2;
 }

@@ -5,19 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn-core.h" /* aa_core_in_range: the range check, one definition for CPU and GPU */
 #include "attn-impl.h"
 
 /* Sink logit in the units of S (as forward.c: with scale_fold = exp the
    scaled logit is divided by the scale in the ALU format). */
 static double sink_s(const aa_attn_ctx_t *cx, double sink) {
   return cx->r->scale_fold == AA_SCALE_EXP ? aa_attn_alu(sink / cx->scale, cx->r->alu_fmt) : sink;
-}
-
-/* The range check of [blackwell-fa] section 3.2: "every weight and the row sum
-   stay finite, non-zero and inside the encoded range", the range being
-   [2^fwd.guard_lo, 2^fwd.guard_hi) (lo = -inf admits zero). */
-static int in_range(double w, double lo2, double hi2) {
-  return isfinite(w) && w >= lo2 && w < hi2;
 }
 
 double aa_attn_lse_equiv(const aa_attn_ctx_t *cx, double b, double l) {
@@ -105,7 +99,7 @@ static void shifted_row_weights(shifted_t *t, size_t a, size_t j0, size_t tk) {
        exp2 FFMA, exp2(fma(S, scale*log2e, -shift)), K unscaled. */
     double p = aa_attn_wexp(cx, cx->wexp_fwd, aa_attn_fma(srow[b], cx->c, -bb, alu));
     double pr = aa_attn_p_rnd(r, p); /* BF16 weight, the PV operand */
-    if (!in_range(pr, t->lo2, t->hi2)) t->ok = 0;
+    if (!aa_core_in_range(pr, t->lo2, t->hi2)) t->ok = 0;
     /* Section 3.5: the denominator sums the BF16-rounded weights in
        FP32 (fwd.rowsum_rounded), so the rounded weights times 1/l sum
        to one only up to the FP32 additions. */
@@ -179,7 +173,7 @@ static void close_rows(shifted_t *t) {
       add_sink_weights(t, a);
       t->seen[a] = 1;
     }
-    if (t->seen[a] && !in_range(t->l[a], t->lo2 > 0 ? t->lo2 : 0x1p-1074, t->hi2))
+    if (t->seen[a] && !aa_core_in_range(t->l[a], t->lo2 > 0 ? t->lo2 : 0x1p-1074, t->hi2))
       t->ok = 0; /* the row sum: finite, non-zero, in range */
   }
 }
