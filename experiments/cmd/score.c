@@ -418,12 +418,10 @@ static int pass_oracle(score_t *S, const pass_t *P, const aa_tensor_t g[5]) {
   if (rc != 0) return 2;
   *P->have_oracle = 1;
   S->oracle_seconds += seconds;
-  double t = aa_wall_seconds();
+  double t = aa_wall_seconds(); /* AA_SCORE_TIMES: the comparison apart from the oracle's seconds above */
   if (aa_eval_given(P->v, g, P->oracle, &(aa_eval_opts_t){S->ulp_fmt, S->atol, S->rtol}, &S->err) != AA_OK)
     return fail(S, NULL);
-  if (getenv("AA_SCORE_TIMES") != NULL)
-    fprintf(stderr, "attnacc score:   of which the oracle %.3f s (cache included), the comparison %.3f s\n", seconds,
-            aa_wall_seconds() - t);
+  aa_phase_mark("AA_SCORE_TIMES", "attnacc score", "  of which the comparison", &t);
   return 0;
 }
 
