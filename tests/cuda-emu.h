@@ -25,6 +25,9 @@ struct uint4 {
 struct int4 {
   int x, y, z, w;
 };
+struct uint2 {
+  unsigned x, y;
+};
 struct double2 {
   double x, y;
 };

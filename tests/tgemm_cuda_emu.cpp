@@ -108,8 +108,9 @@ int main() {
   uint64_t seed = test_seed();
   aa_pcg64_t rng;
   aa_pcg64_seed(&rng, seed, 29);
-  /* one block, two blocks either way (rows and columns beyond M, N), K within one k-step, across several, 0 */
-  static const size_t shapes[][3] = {{7, 5, 3}, {65, 33, 17}, {3, 70, 97}, {70, 67, 45}, {5, 7, 0}};
+  /* one block, two blocks either way (rows and columns beyond M, N), K within one k-step, across several, 0; full
+     64 x 64 tiles over several whole k-steps beside partial ones (130 x 128 x 100) */
+  static const size_t shapes[][3] = {{7, 5, 3}, {65, 33, 17}, {3, 70, 97}, {70, 67, 45}, {5, 7, 0}, {130, 128, 100}};
   int pass = 0, fail = 0;
   for (int mi = 0; mi < AA_ACC_COUNT; mi++) {
     const aa_accum_info_t *m = &aa_accum_table[mi];

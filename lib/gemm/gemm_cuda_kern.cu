@@ -144,12 +144,20 @@ __global__ void __launch_bounds__(GM_THREADS *GM_THREADS) gm_seq32(gm_args g) {
 /* ---- tc-kK-fF: the integer core of tc-core.h on operands unpacked once into shared memory ---- */
 
 /* One operand tile, unpacked (aa_tc_unpack): magnitudes |x| as doubles (exact; an Inf or NaN keeps its fp32 bits in
-   the low word instead, for gm_special_operand), alignment exponents (GM_ESPEC for Inf/NaN, AA_TC_ENONE for zeros),
-   signs as +1 or -1 (a product's sign is then one multiplication, and a signed term one multiply-add). 32 KB: the
-   two operands take dynamic shared memory (gm_tc_smem). */
+   the low word instead, for gm_special_operand), alignment exponents (GM_ESPEC for Inf/NaN, AA_TC_ENONE for zeros)
+   as int16 (every one fits, and so does any sum of two: |sum| <= 2 GM_ESPEC = 16384), twice: alone (e16), and
+   repeated in both halves of a word (e2), so that the block exponent takes two outputs a VIADDMNMX.S16x2 (the row
+   operand's e2 word against two column operands' e16 pair), signs as +1 or -1 (a product's sign is then one
+   multiplication, and a signed term one multiply-add). 36 KB: the two operands take dynamic shared memory
+   (gm_tc_smem). */
 struct gm_unpacked {
   double2 mag[2][GM_KT][GM_THREADS]; /* the first and the second pair of each group of 4 (gm_mag) */
-  int4 e[GM_KT][GM_THREADS], sgn[GM_KT][GM_THREADS];
+  uint4 e2[GM_KT][GM_THREADS];
+  int4 sgn[GM_KT][GM_THREADS];
+  union {
+    int16_t h[GM_TILE];  /* written an element at a time */
+    uint2 q[GM_THREADS]; /* read a group of 4 at a time */
+  } e16[GM_KT];
 };
 
 /* The magnitude of slot w (gm_slot) in row k. A thread's 4 magnitudes are two 128-bit loads, one from each half:
@@ -164,19 +172,33 @@ __device__ static double gm_mag(const gm_unpacked &s, int k, int w) {
   return (w & 1) ? p.y : p.x;
 }
 
-__device__ static void gm_put(gm_unpacked &s, int k, int col, float x) {
+/* Where an element (row r, k) of an operand tile goes: its magnitude, exponent and sign words (gm_slot). */
+struct gm_dst {
+  double *mag;
+  uint32_t *e2;
+  int32_t *sgn;
+  int16_t *e16;
+};
+__device__ static gm_dst gm_dst_of(gm_unpacked &s, int k, int r) {
+  const int w = gm_slot(k, r);
+  return {&gm_mag(s, k, w), &((uint32_t *)&s.e2[k][0])[w], &((int32_t *)&s.sgn[k][0])[w], &s.e16[k].h[w]};
+}
+/* x unpacked into the words dk k further on from d (a row of mag, e2 and sgn is GM_THREADS vectors long). */
+__device__ static void gm_put(const gm_dst &d, int dk, float x) {
   const uint32_t bits = aa_tc_f2u(x);
   aa_tc_op_t o = aa_tc_unpack(bits);
-  gm_mag(s, k, col) = o.spec ? aa_hd_u2d(bits) : (double)(x < 0 ? -x : x);
-  ((int32_t *)&s.e[k][0])[col] = o.spec ? GM_ESPEC : o.e;
-  ((int32_t *)&s.sgn[k][0])[col] = o.neg | 1;
+  const int32_t e = o.spec ? GM_ESPEC : o.e;
+  d.mag[dk * 2 * GM_THREADS] = o.spec ? aa_hd_u2d(bits) : (double)fabsf(x);
+  d.e2[dk * 4 * GM_THREADS] = ((uint32_t)e << 16) | ((uint32_t)e & 0xffffu);
+  d.sgn[dk * 4 * GM_THREADS] = o.neg | 1;
+  d.e16[dk * GM_TILE] = (int16_t)e;
 }
 
 /* An operand back from its unpacked form, as far as a product with Inf or NaN can tell: Inf and NaN themselves, a
    zero of its sign, and +-1 for any finite nonzero value (its magnitude cannot change an infinite product). */
 __device__ static float gm_special_operand(const gm_unpacked &s, int k, int col) {
   const int w = gm_slot(k, col);
-  int32_t e = ((const int32_t *)&s.e[k][0])[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
+  int32_t e = s.e16[k].h[w], sgn = ((const int32_t *)&s.sgn[k][0])[w];
   uint32_t sign = sgn < 0 ? 0x80000000u : 0;
   if (e == GM_ESPEC) return aa_tc_u2f((uint32_t)aa_hd_d2u(gm_mag(s, k, w)));
   return aa_tc_u2f(sign | (e == AA_TC_ENONE ? 0u : 0x3f800000u));
@@ -216,8 +238,13 @@ static float gm_d2f_rz(double x) {
   float f = (float)x;
   return fabs((double)f) > fabs(x) ? nextafterf(f, 0.0f) : f;
 }
-static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
-  return max(a + b, c);
+static uint32_t gm_addmax2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r = 0;
+  for (int h = 0; h < 32; h += 16) {
+    int32_t s = (int16_t)(a >> h) + (int16_t)(b >> h), m = (int16_t)(c >> h);
+    r |= ((uint32_t)max(s, m) & 0xffffu) << h;
+  }
+  return r;
 }
 /* __fma_rz's twin for the operands gm_tc_block gives it: a b is exact in binary64 (two fp32 magnitudes), so the
    fused result is the RZ sum of a b and c */
@@ -225,9 +252,10 @@ static double gm_fma_rz(double a, double b, double c) {
   return gm_dadd_rz(a * b, c);
 }
 #else
-/* max(a + b, c): one VIADDMNMX, a DPX instruction of sm_90 (emulated in several on older GPUs) */
-__device__ __forceinline__ static int32_t gm_addmax(int32_t a, int32_t b, int32_t c) {
-  return __viaddmax_s32(a, b, c);
+/* max(a + b, c) in each 16-bit half (no sum here overflows): one VIADDMNMX.S16x2, a DPX instruction of sm_90
+   (emulated in several on older GPUs) */
+__device__ __forceinline__ static uint32_t gm_addmax2(uint32_t a, uint32_t b, uint32_t c) {
+  return __viaddmax_s16x2(a, b, c);
 }
 __device__ __forceinline__ static double gm_hilo(uint32_t hi, uint32_t lo) {
   return __hiloint2double((int)hi, (int)lo);
@@ -284,20 +312,27 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
   double C[GM_R][GM_R];
   {
-    int32_t E[GM_R][GM_R];
+    uint32_t E2[GM_R]
+               [GM_R / 2]; /* the products' exponent maxima of columns 2p and 2p + 1 in the halves of E2[r][p] */
     for (int r = 0; r < GM_R; r++)
-      for (int q = 0; q < GM_R; q++)
-        E[r][q] = gm_acc_e(aa_tc_f2u(acc[r][q]));
-    GM_UNROLL(unroll 4) /* not whole: the compiler would keep every exponent loaded here for the sums below */
-    for (int k = kb; k < kb + BK; k++) {
-      const int32_t ea[GM_R] = GM_SPLIT4(sa.e[k][gm_quad(k, ty)]), eb[GM_R] = GM_SPLIT4(sb.e[k][gm_quad(k, tx)]);
+      for (int p = 0; p < GM_R / 2; p++)
+        E2[r][p] = 0x80008000u; /* -32768, below every sum */
+    GM_UNROLL(unroll 8)         /* not whole: the compiler would keep every exponent loaded here for the sums below */
+    for (int j = 0; j < BK; j++) {
+      const int k = kb + j, k7 = (BK % 8 == 0 ? j : k) & 7; /* kb is a multiple of 8 when BK is */
+      const uint4 a4 = sa.e2[k][gm_quad(k7, ty)];
+      const uint2 b2 = sb.e16[k].q[gm_quad(k7, tx)];
+      const uint32_t ea[GM_R] = GM_SPLIT4(a4), eb[GM_R / 2] = {b2.x, b2.y};
       for (int r = 0; r < GM_R; r++)
-        for (int q = 0; q < GM_R; q++)
-          E[r][q] = gm_addmax(ea[r], eb[q], E[r][q]);
+        for (int p = 0; p < GM_R / 2; p++)
+          E2[r][p] = gm_addmax2(ea[r], eb[p], E2[r][p]);
     }
     for (int r = 0; r < GM_R; r++)
-      for (int q = 0; q < GM_R; q++)
-        C[r][q] = gm_hilo((uint32_t)min(max(E[r][q] - g.frac_bits + 1075, 75), 2047) << 20, 0);
+      for (int q = 0; q < GM_R; q++) {
+        const int32_t Ep = (int32_t)(E2[r][q / 2] << (16 - 16 * (q % 2))) >> 16;
+        const int32_t E = max(gm_acc_e(aa_tc_f2u(acc[r][q])), Ep);
+        C[r][q] = gm_hilo((uint32_t)min(max(E - g.frac_bits + 1075, 75), 2047) << 20, 0);
+      }
   }
   constexpr int G = BK < 16 ? BK : 16; /* terms per int32 partial sum */
   int32_t P[BK / G][GM_R][GM_R] = {};  /* the partial sums, added in 64 bits at the end */
@@ -339,35 +374,58 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
     }
 }
 
-/* This thread's elements of the k-step from k0 (gm_index) copied into the stage (gm_cp8); zeros outside the arrays,
-   as gm_opa and gm_opb give. */
-__device__ static void gm_stage_issue(const gm_args &g, gm_stage &st, size_t bi, size_t bj, size_t k0, int t) {
-  for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
-    int r, k;
-    gm_index(!g.transA, e, &r, &k);
-    size_t i = bi + r, kk = k0 + k;
-    int ok = i < g.M && kk < g.K;
-    gm_cp8(&st.a[e], ok ? g.A + (g.transA ? kk * g.lda + i : i * g.lda + kk) : g.A, ok);
-    gm_index(g.transB, e, &r, &k);
-    size_t j = bj + r;
-    kk = k0 + k;
-    ok = j < g.N && kk < g.K;
-    gm_cp8(&st.b[e], ok ? g.B + (g.transB ? j * g.ldb + kk : kk * g.ldb + j) : g.B, ok);
+/* A thread's share of a k-step's tile of one operand: the elements e = t + 256 i (i = 0 .. 7) of gm_index, in
+   closed form: row r0 + (i & 1) dr, k k0 + (i & 1) dk + 8 (i >> 1) (where the array is k-contiguous: rows
+   (t / 32) 4 + (t % 32) / 8 and 32 more, k t % 8 + 8 (i >> 1); else row t % 64, k t / 64 + 4 i). Element i + 2 is
+   element i 8 k further on, so only two elements' addresses are computed; the others are constant offsets. */
+struct gm_share {
+  int r0, k0, dr, dk;
+};
+__device__ static gm_share gm_share_of(int kcontig, int t) {
+  if (kcontig) return {(t >> 5) * 4 + ((t & 31) >> 3), t & 7, 32, 0};
+  return {t & 63, t >> 6, 0, 4};
+}
+#define GM_SHARE 8 /* elements of one operand a thread copies and unpacks per k-step */
+
+/* This thread's share of op(X) (rows of op(X) from x0, k from k0; X is k-contiguous when kcontig) copied into the
+   stage (gm_cp8); zeros outside the rows or k < K, as gm_opa and gm_opb give. */
+__device__ static void gm_stage_share(const double *X, size_t ld, int kcontig, size_t rows, size_t K, size_t x0,
+                                      size_t k0, double *stage, int t) {
+  const gm_share s = gm_share_of(kcontig, t);
+  const size_t step8 = kcontig ? 8 : 8 * ld; /* 8 k further on */
+  GM_UNROLL(unroll)
+  for (int h = 0; h < 2; h++) {
+    const size_t r = x0 + s.r0 + h * s.dr, kk = k0 + s.k0 + h * s.dk;
+    const double *p = X + (kcontig ? r * ld + kk : kk * ld + r);
+    GM_UNROLL(unroll)
+    for (int i = h; i < GM_SHARE; i += 2) {
+      const int ok = r < rows && kk + 8 * (i >> 1) < K;
+      gm_cp8(&stage[t + GM_THREADS * GM_THREADS * i], ok ? p + (i >> 1) * step8 : X, ok);
+    }
   }
+}
+__device__ static void gm_stage_issue(const gm_args &g, gm_stage &st, size_t bi, size_t bj, size_t k0, int t) {
+  gm_stage_share(g.A, g.lda, !g.transA, g.M, g.K, bi, k0, st.a, t);
+  gm_stage_share(g.B, g.ldb, g.transB, g.N, g.K, bj, k0, st.b, t);
   gm_cp_commit();
 }
 
-/* This thread's staged elements unpacked (fp32 RNE, as gm_opa) into the operand tiles. */
+/* This thread's staged share unpacked (fp32 RNE, as gm_opa) into the operand tile. */
+__device__ static void gm_unpack_share(int kcontig, const double *stage, gm_unpacked &s, int t) {
+  const gm_share sh = gm_share_of(kcontig, t);
+  GM_UNROLL(unroll)
+  for (int h = 0; h < 2; h++) {
+    const gm_dst d = gm_dst_of(s, sh.k0 + h * sh.dk, sh.r0 + h * sh.dr);
+    GM_UNROLL(unroll)
+    for (int i = h; i < GM_SHARE; i += 2)
+      gm_put(d, 8 * (i >> 1), (float)stage[t + GM_THREADS * GM_THREADS * i]);
+  }
+}
 __device__ static void gm_stage_unpack(const gm_args &g, const gm_stage &st, gm_unpacked &sa, gm_unpacked &sb,
                                        int t) {
   gm_cp_wait();
-  for (int e = t; e < GM_TILE * GM_KT; e += GM_THREADS * GM_THREADS) {
-    int r, k;
-    gm_index(!g.transA, e, &r, &k);
-    gm_put(sa, k, gm_slot(k, r), (float)st.a[e]);
-    gm_index(g.transB, e, &r, &k);
-    gm_put(sb, k, gm_slot(k, r), (float)st.b[e]);
-  }
+  gm_unpack_share(!g.transA, st.a, sa, t);
+  gm_unpack_share(g.transB, st.b, sb, t);
 }
 
 /* Two blocks per SM (at most 128 registers a thread; 2 x 96 KB of shared memory: the unpacked tiles and the stage),
