@@ -301,9 +301,11 @@ __device__ __forceinline__ static int32_t gm_acc_e(uint32_t bits) {
    2^(E + 2) <= C for F <= 50), where the binary64 grid is 2^(E - F) exactly, so RZ leaves C + trunc(|a b| / 2^(E -
    F)) 2^(E - F): the term itself, in those units, is the result's low word (below 2^(F + 2) <= 2^27, it never
    reaches the high word). The terms sum exactly in an int32, up to 16 of them (|sum| <= 16 (2^27 - 1) < 2^31); a
-   block of 32 adds two such partial sums in 64 bits. Every loop is unrolled whole: the arrays indexed by r, q and k
-   stay in registers. Per product: the exponent sum and maximum (VIADDMNMX), the DFMA.RZ, the sign (sa sb) and the
-   signed multiply-add into the partial sum (two IMAD). C's biased exponent E - F + 1075 is clamped to [75, 2047]:
+   block of 32 adds two such partial sums in 64 bits. Every loop is unrolled whole (the exponent loop by 8, so that
+   k % 8 of gm_quad is a constant): the arrays indexed by r, q and k stay in registers. Per product: half a
+   VIADDMNMX.S16x2 (the exponent sum and maximum of two outputs at once), the DFMA.RZ, the sign (sa sb) and the
+   signed multiply-add into the partial sum (two IMAD); 8.3 instructions a product in all, unpacking and block ends
+   included (Nsight Compute on the H200, experiments/README-gpu.md 9.8). C's biased exponent E - F + 1075 is clamped to [75, 2047]:
    75 keeps 2^(E - F) normal where a lower E means that every term is zero (the result is then +0 whatever the
    scale); 2047 (C = Inf) marks a block with an Inf or NaN, whose exponent is at least GM_ESPEC_MIN, above any
    finite block's 254. */
@@ -428,7 +430,7 @@ __device__ static void gm_stage_unpack(const gm_args &g, const gm_stage &st, gm_
   gm_unpack_share(g.transB, st.b, sb, t);
 }
 
-/* Two blocks per SM (at most 128 registers a thread; 2 x 96 KB of shared memory: the unpacked tiles and the stage),
+/* Two blocks per SM (at most 128 registers a thread; 2 x 104 KB of shared memory: the unpacked tiles and the stage),
    so that one block's unpacking overlaps the other's arithmetic; the next k-step's loads overlap this one's. */
 static const size_t gm_tc_smem = 2 * sizeof(gm_unpacked) + sizeof(gm_stage);
 template <int BK> __global__ void __launch_bounds__(GM_THREADS *GM_THREADS, 2) gm_tc(gm_args g) {
