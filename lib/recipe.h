@@ -110,6 +110,8 @@ typedef enum {
                        iterative_softmax, `mi / kLog2e + fast_log(s_prime)`) */
   AA_LSE_LOG2_TRIP, /* "log2-trip": the fma LSE through base 2 and back, fl(fl(lse * fl(1/fl(ln2))) * fl(ln2)):
                        FlexAttention's dense path stores logsumexp / log(2), its backward multiplies by log(2) */
+  AA_LSE_LOG2_LN2,  /* "log2-ln2": the running max in log2 units as log2-max, LSE = fl(fl(m' * fl(ln 2)) + log l)
+                       (cudnn-h100, inferred from the H200: experiments/README-gpu.md 8.7) */
   AA_LSE_COUNT
 } aa_lse_form_t;
 
@@ -459,6 +461,14 @@ struct aa_recipe {
      K); dK and dV of those slots are never stored. Inferred for cuDNN from H200 data (fixtures/h200-nan) and the
      report of pytorch 196678 ("padded keys scored 0 instead of -inf"). */
   size_t mask_phantom_tile;
+  /* bwd.scale_fold: where the backward applies the softmax scale to its recomputed scores, 0 ("fwd") as the
+     forward does (scale_fold), else an aa_scale_fold_t + 1 (s or exp): a backward that is another engine than the
+     forward (cudnn-h100's decode forward, n_q = 1; experiments/README-gpu.md 8.7). */
+  int bwd_scale_fold;
+  /* exp_coef: with scale_fold = exp and an exp2 form, c = scale * log2 e formed in binary64 from the exact log2 e and
+     rounded to alu (0, "host": FA2's host code) or as the ALU-format product fl(scale) * fl(log2 e) (1, "alu": a
+     device-side FP32 multiply; cudnn-h100, inferred from the H200, experiments/README-gpu.md 8.7). */
+  int exp_coef_alu;
 
   /* Conditional keys (`when COND: key = value`, see aa_recipe_when_t),
      written after every other key by aa_recipe_format; aa_attn_run
@@ -466,6 +476,11 @@ struct aa_recipe {
   size_t nwhen;
   aa_recipe_when_t when[AA_RECIPE_WHEN_MAX];
 };
+
+/* The forward keeps its running max in log2 units (fwd.lse_form = log2-max or log2-ln2). */
+static inline int aa_recipe_lse_log2(const aa_recipe_t *r) {
+  return r->fwd_lse_form == AA_LSE_LOG2_MAX || r->fwd_lse_form == AA_LSE_LOG2_LN2;
+}
 
 /* Presets. */
 size_t aa_recipe_preset_count(void);

@@ -19,8 +19,9 @@
 #include "../exp/sm90-core.h"
 #include "../gemm/tc-core.h"
 
-#define AA_CORE_MAXD 256  /* head dimension */
-#define AA_CORE_MAXTK 256 /* key block */
+#define AA_CORE_MAXD 256           /* head dimension */
+#define AA_CORE_MAXTK 256          /* key block */
+#define AA_CORE_LN2F 0x1.62e43p-1f /* fl32(ln 2) */
 
 enum { AA_CORE_FP32 = 0, AA_CORE_BF16 = 1, AA_CORE_FP16 = 2 };
 
@@ -39,7 +40,8 @@ typedef struct {
   int sm90;    /* 1: the weights, rescale and LSE log by the sm90 SFU models; 0: binary64 libm (exp = exact) */
   int natural; /* exp_form = natural: exp, else exp2 (exact exp only) */
   int scale_s; /* scale_fold = s: S = fl(S scale) after the product */
-  int log2max; /* fwd.lse_form = log2-max (one split only) */
+  int log2max; /* fwd.lse_form = log2-max or log2-ln2 (one split only) */
+  int lse_ln2; /* fwd.lse_form = log2-ln2: the log2 max back to natural units times fl(ln 2), not over log2 e */
   int p_fmt, io_fmt;
   int qk_bk, qk_fb, qk_ob, pv_bk, pv_fb, pv_ob; /* tc-kK-fF models of fwd.acc_qk and fwd.acc_pv (K = 0: fp32-seq) */
   double c, se, threshold, p_top;               /* exp coefficient, LSE scale, fwd.rescale_threshold, max finite */
@@ -210,6 +212,7 @@ static inline AA_HD double aa_core_row_sum(const aa_core_fwd_t *p, const double 
 /* forward.c lse_formed with fwd.lse_form = fma or log2-max: the LSE of a row of max m and sum l > 0. */
 static inline AA_HD double aa_core_lse(const aa_core_fwd_t *p, int *doubt, double m, double l) {
   double lg = p->sm90 ? (double)aa_core_logf_fast((float)l) : aa_core_r32(aa_core_libm(2, l, p->doubt_log2, doubt));
+  if (p->log2max && p->lse_ln2) return aa_core_r32(aa_core_r32(aa_core_r32(m * p->c) * (double)AA_CORE_LN2F) + lg);
   if (p->log2max) return aa_core_r32(aa_core_r32(aa_core_r32(m * p->c) / p->l2e) + lg);
   return (double)fmaf((float)m, (float)p->se, (float)lg);
 }

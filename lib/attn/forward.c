@@ -21,6 +21,10 @@ static double lse_formed(const aa_attn_ctx_t *cx, double m, double l) {
     double mi = aa_attn_alu(m * cx->c, alu);
     return aa_attn_rnd(aa_attn_alu(aa_attn_alu(mi / cx->l2e, alu) + lg, alu), r->fwd_lse_fmt);
   }
+  if (r->fwd_lse_form == AA_LSE_LOG2_LN2) { /* the same max, back to natural units by a multiply by fl(ln 2) */
+    double mi = aa_attn_alu(m * cx->c, alu);
+    return aa_attn_rnd(aa_attn_alu(aa_attn_alu(mi * aa_attn_rnd(AA_ATTN_LN2, alu), alu) + lg, alu), r->fwd_lse_fmt);
+  }
   /* [fa2]: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
   double lse = aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
   if (r->fwd_lse_form == AA_LSE_LOG2_TRIP) {
@@ -115,7 +119,7 @@ static void rescale_row(const aa_attn_ctx_t *cx, double *la, double *arow, doubl
   double arg = aa_attn_alu(aa_attn_alu(m_old - m_new, alu) * cx->c, alu);
   /* fwd.lse_form = log2-max: the maxima are held in log2 units (kernel_forward.h iterative_softmax:
      exp2f(m_prime - mi)) */
-  if (r->fwd_lse_form == AA_LSE_LOG2_MAX)
+  if (aa_recipe_lse_log2(r))
     arg = aa_attn_alu(aa_attn_alu(m_old * cx->c, alu) - aa_attn_alu(m_new * cx->c, alu), alu);
   double alpha = r->sfu_sm90 ? (double)aa_exp2f_sm90((float)arg) : aa_attn_exp(cx, arg);
   /* fwd.rowsum_rescale = fma: the product is left exact (fp32 x fp32 fits binary64) and rounded by

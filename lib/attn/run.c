@@ -141,10 +141,23 @@ static void run_free(run_t *rn) {
 }
 
 /* Step 1, check: the problem, the recipe and the rules between them. */
+/* bwd.scale_fold other than the forward's: softcap and ALiBi fold the scale into constants of the forward's fold
+   (ctx_softcap, ctx_alibi), which the backward would have to redo in its own; not modelled, refused. */
+static int check_bwd_fold(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
+  if (r->bwd_scale_fold == 0 || r->bwd_scale_fold - 1 == (int)r->scale_fold) return AA_OK;
+  if (pb->softcap > 0 || pb->alibi != AA_ALIBI_NONE)
+    return aa_error_set(err, AA_EUNSUPPORTED,
+                        "recipe '%s': bwd.scale_fold differs from scale_fold; softcap and ALiBi are not modelled "
+                        "with that",
+                        r->name);
+  return AA_OK;
+}
+
 static int run_check(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
   int st = aa_problem_check(pb, err);
   if (st == AA_OK) st = aa_recipe_check(r, err);
   if (st == AA_OK) st = check_k_prescale(pb, r, err);
+  if (st == AA_OK) st = check_bwd_fold(pb, r, err);
   return st;
 }
 
@@ -215,7 +228,9 @@ static int check_working_set(const aa_problem_t *pb, const aa_recipe_t *r, aa_er
    scale_fold = exp, log2(e) alone on scaled scores, se for the natural form. */
 static double exp_coef(const aa_attn_ctx_t *cx, const aa_recipe_t *r) {
   if (!aa_attn_exp2form(r)) return cx->se;
-  return r->scale_fold == AA_SCALE_EXP ? aa_attn_rnd(cx->se * AA_ATTN_LOG2E, r->alu_fmt) : cx->l2e;
+  if (r->scale_fold != AA_SCALE_EXP) return cx->l2e;
+  return r->exp_coef_alu ? aa_attn_alu(cx->se * cx->l2e, r->alu_fmt)
+                         : aa_attn_rnd(cx->se * AA_ATTN_LOG2E, r->alu_fmt);
 }
 
 /* The context's shapes, scale and exp coefficient. */
@@ -421,17 +436,24 @@ static int backward_device(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   return aa_attn_backward(cx, out);
 }
 
-/* bwd.exp_form: a backward whose weights take another exp form than the forward's (xformers: the forward's
-   exp2f(S*scale*kLog2e - mi), the backward's expf(S*scale - LSE), kernel_backward.h processBlockIJ and
-   mma_from_smem.h accumApplyLSEToSmem) runs on a copy of the recipe with that exp_form and its coefficient. */
-static int backward_own_exp_form(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
+/* bwd.exp_form, bwd.scale_fold: a backward whose weights take another exp form than the forward's (xformers: the
+   forward's exp2f(S*scale*kLog2e - mi), the backward's expf(S*scale - LSE), kernel_backward.h processBlockIJ and
+   mma_from_smem.h accumApplyLSEToSmem), or apply the scale elsewhere (cudnn-h100's decode), runs on a copy of the
+   recipe with that exp_form and fold, their coefficient, and the mask's units in that fold (check_bwd_fold keeps
+   softcap and ALiBi out, so the scale is the problem's). */
+static int backward_own_forms(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   aa_recipe_t *rb = malloc(sizeof *rb);
   if (rb == NULL) return AA_ENOMEM;
   *rb = *cx->r;
-  rb->exp_form = (aa_exp_form_t)(cx->r->bwd_exp_form - 1);
+  if (cx->r->bwd_exp_form) rb->exp_form = (aa_exp_form_t)(cx->r->bwd_exp_form - 1);
   aa_attn_ctx_t cb = *cx;
   cb.r = rb;
-  cb.c = exp_coef(cx, rb);
+  if (cx->r->bwd_scale_fold && cx->r->bwd_scale_fold - 1 != (int)cx->r->scale_fold) {
+    rb->scale_fold = (aa_scale_fold_t)(cx->r->bwd_scale_fold - 1);
+    cb.se = rb->scale_fold == AA_SCALE_EXP ? cb.scale : 1.0;
+    ctx_mask(&cb, cx->pb, rb, cb.scale);
+  }
+  cb.c = exp_coef(&cb, rb);
   int st = backward_device(&cb, out);
   free(rb);
   return st;
@@ -450,7 +472,7 @@ static int run_backward(run_t *rn, aa_attn_result_t *out) {
     if (st != AA_OK) return st;
   }
   cx->dq_mul = cx->scale;
-  if (cx->r->bwd_exp_form) return backward_own_exp_form(cx, out);
+  if (cx->r->bwd_exp_form || cx->r->bwd_scale_fold) return backward_own_forms(cx, out);
   return cx->r->bwd_k_prescale ? backward_k_prescaled(cx, out) : backward_device(cx, out);
 }
 

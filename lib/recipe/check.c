@@ -15,13 +15,19 @@ static int check_lse_chain(const aa_recipe_t *r, aa_error_t *err) {
                         "recipe '%s': fwd.lse_form other than fma needs fwd.checkpoint = lse, fwd.softmax = "
                         "online-lse or two-pass and no split-KV forward",
                         r->name);
-  if (r->fwd_lse_form == AA_LSE_LOG2_MAX && !exp2)
-    return aa_error_set(err, AA_EINVAL,
-                        "recipe '%s': fwd.lse_form = log2-max needs exp_form exp2-fma or exp2-mul-sub", r->name);
+  if (aa_recipe_lse_log2(r) && !exp2)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.lse_form = %s needs exp_form exp2-fma or exp2-mul-sub",
+                        r->name, r->fwd_lse_form == AA_LSE_LOG2_MAX ? "log2-max" : "log2-ln2");
   if (r->bwd_exp_form != 0 && (r->bwd_norm != AA_BWDNORM_LSE || r->bwd_k_prescale))
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': bwd.exp_form other than fwd needs bwd.norm = lse and "
                         "bwd.k_prescale = off",
+                        r->name);
+  if (r->bwd_scale_fold != 0 && (r->bwd_scale_fold - 1 == AA_SCALE_Q || r->scale_fold == AA_SCALE_Q ||
+                                 r->bwd_norm != AA_BWDNORM_LSE || r->bwd_k_prescale))
+    return aa_error_set(err, AA_EINVAL,
+                        "recipe '%s': bwd.scale_fold other than fwd needs it and scale_fold to be s or exp, "
+                        "bwd.norm = lse and bwd.k_prescale = off",
                         r->name);
   if (r->bwd_twopass_lse && r->fwd_softmax != AA_SOFTMAX_TWO_PASS)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': bwd.twopass_p = lse needs fwd.softmax = two-pass", r->name);

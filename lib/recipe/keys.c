@@ -12,9 +12,11 @@
 static const char *const softmax_names[] = {"online-lse", "two-pass", "fixed-shift", "guarded", NULL};
 static const char *const bwdnorm_names[] = {"lse", "recip", NULL};
 static const char *const fold_names[] = {"q", "s", "exp", NULL};
+static const char *const bwd_fold_names[] = {"fwd", "q", "s", "exp", NULL}; /* "q" is refused by the check */
+static const char *const exp_coef_names[] = {"host", "alu", NULL};
 static const char *const expform_names[] = {"natural", "exp2-fma", "exp2-mul-sub", NULL};
 static const char *const bwd_expform_names[] = {"fwd", "natural", "exp2-fma", "exp2-mul-sub", NULL};
-static const char *const lseform_names[] = {"fma", "log2-max", "log2-trip", NULL};
+static const char *const lseform_names[] = {"fma", "log2-max", "log2-trip", "log2-ln2", NULL};
 static const char *const twopass_p_names[] = {"saved", "lse", NULL};
 static const char *const tiling_names[] = {"fixed", "fa2", NULL};
 static const char *const sfu_names[] = {"exact", "sm90", NULL};
@@ -183,7 +185,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "on: the backward reads K * scale * log2(e) rounded to io for the scores and dQ, dQ scaled by ln 2 at the end",
      .cite = "triton python/tutorials/06-fused-attention.py@003da478: _attention.backward arg_k, _attn_bwd_dq, _attn_bwd dq *= LN2"},
     {.key = "fwd.lse_form", .type = AA_KEY_ENUM, .offset = F_(fwd_lse_form), .names = lseform_names, .def = "fma", .omit = AA_OMIT_DEFAULT,
-     .desc = "the saved LSE: fma fl(m*se + log l); log2-max fl(fl(m'/log2e) + log l) from the max m' = fl(m*c) kept in log2 units (also the rescale argument m'_old - m'_new); log2-trip the fma LSE times fl(1/fl(ln2)), then times fl(ln2)",
+     .desc = "the saved LSE: fma fl(m*se + log l); log2-max fl(fl(m'/log2e) + log l) from the max m' = fl(m*c) kept in log2 units (also the rescale argument m'_old - m'_new); log2-trip the fma LSE times fl(1/fl(ln2)), then times fl(ln2); log2-ln2 fl(fl(m' fl(ln2)) + log l) from log2-max's m'",
      .cite = "FA2 softmax.h:180; PyTorch mem_eff_attention/kernel_forward.h iterative_softmax and `mi / kLog2e + fast_log(s_prime)`; torch/_higher_order_ops/flex_attention.py math_attention `logsumexp / math.log(2)`, sdpa_dense_backward `logsumexp * math.log(2)`"},
     {.key = "bwd.exp_form", .type = AA_KEY_ENUM, .offset = F_(bwd_exp_form), .names = bwd_expform_names, .def = "fwd", .omit = AA_OMIT_DEFAULT,
      .desc = "exp form of the backward's recomputed weights when it differs from the forward's (fwd: the exp_form key)",
@@ -293,6 +295,10 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "fa2: tiles and split count per problem from FA2's launch code for fwd.split_sms SMs (aa_fa2_dispatch)", .cite = "flash_api.cpp:281-335, flash_fwd/bwd_launch_template.h"},
     {.key = "sfu", .type = AA_KEY_ENUM, .offset = F_(sfu_sm90), .names = sfu_names, .def = "exact", .omit = AA_OMIT_DEFAULT, .exact = "exact",
      .desc = "sm90: rescale exp2f, LSE __logf and split combine expf/logf as the H100/H200 computes them (lib/exp/sm90.c)", .cite = "softmax.h:157,180; flash_fwd_kernel.h:1190-1221"},
+    {.key = "bwd.scale_fold", .type = AA_KEY_ENUM, .offset = F_(bwd_scale_fold), .names = bwd_fold_names, .def = "fwd", .omit = AA_OMIT_DEFAULT,
+     .desc = "where the backward applies the scale to its recomputed scores (s or exp), if not as the forward does (fwd)", .cite = "inferred: cudnn-h100's decode, experiments/README-gpu.md 8.7"},
+    {.key = "exp_coef", .type = AA_KEY_ENUM, .offset = F_(exp_coef_alu), .names = exp_coef_names, .def = "host", .omit = AA_OMIT_DEFAULT,
+     .desc = "scale_fold = exp with an exp2 form: c = scale * log2 e in binary64, rounded to alu (host), or fl(scale) * fl(log2 e) in alu (alu)", .cite = "flash_api.cpp (host); inferred: cudnn-h100, experiments/README-gpu.md 8.7"},
     {.key = "mixed_precision", .type = AA_KEY_MACRO, .def = "", .set = set_mixed_precision,
      .desc = "macro (not stored): bwd.d_fmt, dq_acc_fmt, dkv_acc_fmt, dsinks_fmt = fp32 (on) or io (off)", .cite = "[nki-bwd] attention_bwd.py:101"},
     {.key = "base", .type = AA_KEY_MACRO, .def = "", .set = set_base,
