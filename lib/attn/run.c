@@ -140,7 +140,6 @@ static void run_free(run_t *rn) {
     free(rn->quant[i]);
 }
 
-/* Step 1, check: the problem, the recipe and the rules between them. */
 /* bwd.scale_fold other than the forward's: softcap and ALiBi fold the scale into constants of the forward's fold
    (ctx_softcap, ctx_alibi), which the backward would have to redo in its own; not modelled, refused. */
 static int check_bwd_fold(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
@@ -153,6 +152,7 @@ static int check_bwd_fold(const aa_problem_t *pb, const aa_recipe_t *r, aa_error
   return AA_OK;
 }
 
+/* Step 1, check: the problem, the recipe and the rules between them. */
 static int run_check(const aa_problem_t *pb, const aa_recipe_t *r, aa_error_t *err) {
   int st = aa_problem_check(pb, err);
   if (st == AA_OK) st = aa_recipe_check(r, err);
