@@ -212,8 +212,10 @@ static inline AA_HD double aa_core_row_sum(const aa_core_fwd_t *p, const double 
 /* forward.c lse_formed with fwd.lse_form = fma, log2-max or log2-ln2: the LSE of a row of max m and sum l > 0. */
 static inline AA_HD double aa_core_lse(const aa_core_fwd_t *p, int *doubt, double m, double l) {
   double lg = p->sm90 ? (double)aa_core_logf_fast((float)l) : aa_core_r32(aa_core_libm(2, l, p->doubt_log2, doubt));
-  if (p->log2max && p->lse_ln2) return aa_core_r32(aa_core_r32(aa_core_r32(m * p->c) * (double)AA_CORE_LN2F) + lg);
-  if (p->log2max) return aa_core_r32(aa_core_r32(aa_core_r32(m * p->c) / p->l2e) + lg);
+  if (p->log2max) {
+    double mi = aa_core_r32(m * p->c);
+    return aa_core_r32(aa_core_r32(p->lse_ln2 ? mi * (double)AA_CORE_LN2F : mi / p->l2e) + lg);
+  }
   return (double)fmaf((float)m, (float)p->se, (float)lg);
 }
 

@@ -15,15 +15,14 @@ static double lse_formed(const aa_attn_ctx_t *cx, double m, double l) {
   const aa_recipe_t *r = cx->r;
   aa_fmt_t alu = r->alu_fmt;
   double lg = aa_attn_lse_log(cx, l);
-  if (r->fwd_lse_form == AA_LSE_LOG2_MAX) {
-    /* xformers kernel_forward.h (attention_kernel, step 7): accum_t(mi / kLog2e) + fast_log(s_prime), mi the
-       row max of S*scale*kLog2e (iterative_softmax), kLog2e a float constant */
+  if (aa_recipe_lse_log2(r)) {
+    /* the row max in log2 units, mi = fl(m c), back to natural units: log2-max over log2 e (xformers
+       kernel_forward.h attention_kernel, step 7: accum_t(mi / kLog2e) + fast_log(s_prime), kLog2e a float), log2-ln2
+       times fl(ln 2) (cudnn-h100, inferred) */
     double mi = aa_attn_alu(m * cx->c, alu);
-    return aa_attn_rnd(aa_attn_alu(aa_attn_alu(mi / cx->l2e, alu) + lg, alu), r->fwd_lse_fmt);
-  }
-  if (r->fwd_lse_form == AA_LSE_LOG2_LN2) { /* the same max, back to natural units by a multiply by fl(ln 2) */
-    double mi = aa_attn_alu(m * cx->c, alu);
-    return aa_attn_rnd(aa_attn_alu(aa_attn_alu(mi * aa_attn_rnd(AA_ATTN_LN2, alu), alu) + lg, alu), r->fwd_lse_fmt);
+    double nat = r->fwd_lse_form == AA_LSE_LOG2_MAX ? aa_attn_alu(mi / cx->l2e, alu)
+                                                    : aa_attn_alu(mi * aa_attn_rnd(AA_ATTN_LN2, alu), alu);
+    return aa_attn_rnd(aa_attn_alu(nat + lg, alu), r->fwd_lse_fmt);
   }
   /* [fa2]: LSE = row_max*scale + log(sum) (FA2 writes it as one FFMA). */
   double lse = aa_attn_rnd(aa_attn_fma(m, cx->se, lg, alu), r->fwd_lse_fmt);
