@@ -181,6 +181,9 @@ int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size
 /* The key block of FA2's split-KV kernel for head dimension d (set_params_splitkv, flash_api.cpp:323-335):
    256 for d <= 64, 128 for d <= 128, else 64; its query block is 64. */
 size_t aa_fa2_splitkv_block_n(size_t d);
+/* The head dimension of the kernel FA2 runs for d: d rounded up by HEADDIM_SWITCH (static_switch.h:90-110) to 32,
+   64, 96, 128, 192 or 256; 0 above 256. Its tiles and layouts (kernel_traits.h: kBlockKSmem) follow this, not d. */
+size_t aa_fa2_headdim(size_t d);
 /* 1 when FA2's mha_fwd runs this problem with seqlenq_ngroups_swapped
    (flash_api.cpp mha_fwd): one query row, GQA, no window it keeps (a side
    >= n_k is none), no dropout, d % 8 == 0 and no ALiBi. is_causal is

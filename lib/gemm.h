@@ -35,6 +35,7 @@ typedef enum {
   AA_ACC_TC_MXFP8_K32_F25,
   AA_ACC_TC_MXFP4_K64_F35,
   AA_ACC_TC_NVFP4_K64_F35,
+  AA_ACC_TC_K8_F25,
   AA_ACC_COUNT
 } aa_accum_t;
 

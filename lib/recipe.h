@@ -349,8 +349,8 @@ struct aa_recipe {
   size_t fwd_split_keys;
   int bwd_q_desc;      /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
   int fwd_rowsum_quad; /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
-  int bwd_d_lanes;     /* bwd.d_order = fa2-lanes: D = rowsum(O dO) as FA2's dot_do_o forms it */
-  int fwd_rowsum_fma;  /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
+  int bwd_d_lanes; /* bwd.d_order: 0 seq, 1 fa2-lanes (D as FA2's dot_do_o forms it), 2 lanes-128, 3 xformers-lanes */
+  int fwd_rowsum_fma; /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
   /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
      chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
      SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys

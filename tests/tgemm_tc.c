@@ -442,6 +442,7 @@ static const tmodel_t tmodels[] = {
     {"tc-mxfp8-k32-f25", AA_SUM_SCALED, 32, 25, 23, AA_RND_Z, scaled_elem},
     {"tc-mxfp4-k64-f35", AA_SUM_SCALED, 64, 35, 23, AA_RND_Z, scaled_elem},
     {"tc-nvfp4-k64-f35", AA_SUM_SCALED, 64, 35, 23, AA_RND_Z, scaled_elem},
+    {"tc-k8-f25", AA_SUM_BLOCK, 8, 25, 23, AA_RND_Z, tc_elem},
 };
 #define NTM ((int)(sizeof tmodels / sizeof tmodels[0]))
 

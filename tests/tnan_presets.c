@@ -1,6 +1,8 @@
 /* attnacc: the H200 presets' NaN/Inf census on all-constant inputs equals the H200's (README-gpu section 8). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn.h"
@@ -79,8 +81,13 @@ static const nan_cell_t cells[] = {
     {"cudnn-h100", 1, 777, 80, 0, 0, {0, 640, 0, 0}, {0, 0, 497280, 497280}, 0},
 };
 
+/* Row 0 of v and of dO in each head, which replace the test's own draw there; NULL: none. */
+typedef struct {
+  double v0[8][256], dO[8][256];
+} given_rows_t;
+
 /* The census of one spec on one cell: counts[o][0] NaN, counts[o][1] Inf; -1 when the run fails. */
-static int census(size_t counts[4][2], const char *spec, const nan_cell_t *c) {
+static int census_with(size_t counts[4][2], const char *spec, const nan_cell_t *c, const given_rows_t *g) {
   aa_tensor_t t[4] = {{0}};
   aa_attn_result_t res;
   aa_recipe_t r;
@@ -95,6 +102,11 @@ static int census(size_t counts[4][2], const char *spec, const nan_cell_t *c) {
   }
   if (st == AA_OK) st = aa_layout_draw(&t[2], 7, 2, 8, c->n_k, c->d, AA_DIST_NORMAL, 1.0, r.io_fmt, &err);
   if (st == AA_OK) st = aa_layout_draw(&t[3], 7, 3, 8, c->n_q, c->d, AA_DIST_NORMAL, 1.0, r.io_fmt, &err);
+  for (size_t h = 0; g != NULL && st == AA_OK && h < 8; h++)
+    for (size_t e = 0; e < c->d; e++) {
+      t[2].data[h * c->n_k * c->d + e] = g->v0[h][e];
+      t[3].data[h * c->n_q * c->d + e] = g->dO[h][e];
+    }
   aa_problem_init(&pb, c->n_q, c->n_k, c->d, 8, 8);
   pb.causal = c->causal;
   pb.logit_offset = c->offset;
@@ -111,6 +123,10 @@ static int census(size_t counts[4][2], const char *spec, const nan_cell_t *c) {
   for (int i = 0; i < 4; i++)
     aa_tensor_free(&t[i]);
   return st == AA_OK ? 0 : -1;
+}
+
+static int census(size_t counts[4][2], const char *spec, const nan_cell_t *c) {
+  return census_with(counts, spec, c, NULL);
 }
 
 static void check_cell(const nan_cell_t *c) {
@@ -144,10 +160,85 @@ static void check_sensitive(void) {
            "%s 64/64/128 offset -200: dk not finite (the masked cells cannot tell the chains apart)", m.spec);
 }
 
+/* d BF16 bit patterns (hex) after the word `name` of a line into x; 0 when the line is not that. */
+static int read_row(FILE *f, const char *name, size_t d, double *x) {
+  char word[8];
+  if (fscanf(f, "%7s", word) != 1 || strcmp(word, name) != 0) return 0;
+  for (size_t e = 0; e < d; e++) {
+    unsigned bits;
+    if (fscanf(f, "%x", &bits) != 1 || bits > 0xffff) return 0;
+    uint32_t w = (uint32_t)bits << 16;
+    float v;
+    memcpy(&v, &w, sizeof v);
+    x[e] = v;
+  }
+  return 1;
+}
+
+/* tests/data/h200_causal_rows.txt (fixtures/h200-nan/causal_rows.py): causal cells of cuDNN and the mem-efficient
+   backend, where every head's P_00 is Inf and dS_00 is NaN exactly when the FP32 dP_00 and D_0 agree; the H200's
+   NaN/Inf split counts those heads. With n_q = 1 every count is compared; with n_q > 1 (the test draws the rows
+   below row 0 itself) dq's Inf count, which on the H200 is row 0's alone. The cells were chosen where the preset's
+   earlier D and dP (the line's second spec) get the split wrong: the preset must match every one, the earlier spec
+   must miss at least one of each preset's cells (the check can fail). Returns the number of cells. */
+static size_t check_causal_rows(void) {
+  const char *top = getenv("top_srcdir");
+  char path[4096], spec[64], old[128], rest[256], last[64] = "";
+  size_t nspec = 0, nspec_missed = 0;
+  int missed = 0;
+  snprintf(path, sizeof path, "%s/tests/data/h200_causal_rows.txt", top != NULL ? top : ".");
+  FILE *f = fopen(path, "r");
+  static given_rows_t g;
+  size_t ncell = 0;
+  AA_CHECK(f != NULL, "%s: cannot open", path);
+  if (f == NULL) return 0;
+  int ch;
+  while ((ch = fgetc(f)) == '#')
+    if (fgets(rest, sizeof rest, f) == NULL) break; /* comment lines (each under 256 characters) */
+  ungetc(ch, f);
+  nan_cell_t c = {spec, 0, 0, 0, 1, 0, NONE, 0};
+  while (fscanf(f, " cell %63s %127s %zu %zu %zu", spec, old, &c.n_q, &c.n_k, &c.d) == 5) {
+    if (strcmp(spec, last) != 0) { /* a new preset's cells */
+      nspec++, nspec_missed += missed, missed = 0;
+      snprintf(last, sizeof last, "%s", spec);
+    }
+    int ok = c.n_q >= 1 && c.d <= 256;
+    for (int o = 0; o < 4; o++)
+      ok = ok && fscanf(f, "%zu %zu", &c.nan[o], &c.inf[o]) == 2;
+    ok = ok && fgets(rest, sizeof rest, f) != NULL; /* the source comment */
+    for (int h = 0; ok && h < 8; h++)
+      ok = read_row(f, "v", c.d, g.v0[h]);
+    for (int h = 0; ok && h < 8; h++)
+      ok = read_row(f, "do", c.d, g.dO[h]);
+    AA_CHECK(ok, "%s: cell %zu is malformed", path, ncell + 1);
+    if (!ok) break;
+    ncell++;
+    size_t n[4][2], m[4][2];
+    int run = census_with(n, spec, &c, &g) == 0 && census_with(m, old, &c, &g) == 0;
+    AA_CHECK(run, "%s %zu/%zu/%zu causal (H200 rows): the run failed", spec, c.n_q, c.n_k, c.d);
+    for (int o = 0; run && c.n_q == 1 && o < 4; o++)
+      AA_CHECK(n[o][0] == c.nan[o] && n[o][1] == c.inf[o],
+               "%s 1/%zu/%zu causal (H200 rows) output %d: NaN %zu Inf %zu, the H200 %zu %zu", spec, c.n_k, c.d, o,
+               n[o][0], n[o][1], c.nan[o], c.inf[o]);
+    if (run && c.n_q > 1) /* dq's Inf: row 0's (every other dq element is NaN on the H200) */
+      AA_CHECK(c.nan[1] + c.inf[1] == 8 * c.n_q * c.d && n[1][1] == c.inf[1],
+               "%s %zu/%zu/%zu causal (H200 row 0) dq: Inf %zu, the H200 %zu (of %zu non-finite)", spec, c.n_q, c.n_k,
+               c.d, n[1][1], c.inf[1], c.nan[1] + c.inf[1]);
+    missed |= run && (m[1][1] != c.inf[1] || (c.n_q == 1 && m[1][0] != c.nan[1]));
+  }
+  fclose(f);
+  nspec_missed += missed;
+  AA_CHECK(ncell >= 11 && nspec >= 2, "%s: %zu cells of %zu presets, expected 11 of 2", path, ncell, nspec);
+  AA_CHECK(nspec_missed == nspec, "the earlier D and dP match every H200 split of %zu of %zu presets: blind check",
+           nspec - nspec_missed, nspec);
+  return ncell;
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++)
     check_cell(&cells[i]);
   check_sensitive();
-  printf("tnan_presets: %zu cells, %d failures\n", sizeof cells / sizeof cells[0] + 1, aa_test_failures);
+  size_t nrows = check_causal_rows();
+  printf("tnan_presets: %zu cells, %d failures\n", sizeof cells / sizeof cells[0] + 1 + nrows, aa_test_failures);
   return aa_test_failures ? 1 : 0;
 }

@@ -22,14 +22,32 @@ static size_t pow2_ceil(size_t n) {
    (seed silent). */
 /* bwd.d_order = fa2-lanes: FA2's dot_do_o (flash_bwd_preprocess_kernel.h:24-48, called at :131 with
    kGmemThreadsPerRow) gives each row kBlockKSmem / 8 lanes (kernel_traits.h:186, 292, 118:
-   kBlockKSmem = 64 when d is a multiple of 64, else 32; 8 BF16 per 16-byte load), each loading 8
+   kBlockKSmem = 64 when the kernel's kHeadDim is a multiple of 64, else 32; kHeadDim is d rounded up by
+   HEADDIM_SWITCH, aa_fa2_headdim: d = 112 runs the 128 kernel, 8 lanes; 8 BF16 per 16-byte load), each loading 8
    consecutive columns of every kBlockKSmem-wide chunk; a lane multiplies its first pair and adds the
    rest with FMAs (ni = column within its 8, then chunk), then Allreduce (utils.h:112-131) adds the
-   lanes by shuffle-xor lanes/2, ..., 1: for 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+   lanes by shuffle-xor lanes/2, ..., 1: for 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+   bwd.d_order = lanes-128 is the same with 128-column chunks at every d (16 lanes, butterfly 8, 4, 2, 1). Of about
+   300 layouts tried (lane counts, widths, chunks, combines) it and 32 lanes of 256 columns, which agrees with it on
+   every cell, are the ones that give cuDNN's NaN/Inf split on every causal cell of the H200 grids (README-gpu 8.8);
+   16 lanes is FA2's layout with the chunk doubled. Lanes past d hold +0 and add nothing.
+   bwd.d_order = xformers-lanes: computeDelta of the mem-efficient backward (kernel_backward.h) gives each row
+   kNumThreadsPerLine = kNumThreads / kBlockSizeI lanes, lane t loading 8 elements (one 128-bit access) at column
+   8t of every 8 kNumThreadsPerLine-wide step and adding their products into delta_value (an FMA chain from 0), the
+   lanes then added by shfl_xor 1, 2, ... (ascending: (l0 + l1) + (l2 + l3)). The kernel is the first of
+   dispatch_cutlassB_bf16_sm80 that takes d: 64 x 64 tiles for d <= 64 (128 threads, 2 lanes), 128 x 128 for d <= 128
+   (512 threads, 4 lanes), 128 x 64 (k65536) above (256 threads, 2 lanes). */
+typedef enum { D_LANES_FA2 = 1, D_LANES_128 = 2, D_LANES_XFORMERS = 3 } d_lanes_t;
+/* The chunk width (8 columns per lane) of the recipe's lane layout at head dimension d. */
+static size_t lanes_chunk(int layout, size_t d) {
+  if (layout == D_LANES_128) return 128;
+  if (layout == D_LANES_XFORMERS) return d > 64 && d <= 128 ? 32 : 16;
+  return aa_fa2_headdim(d) % 64 == 0 ? 64 : 32;
+}
 static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const double *g) {
   const aa_recipe_t *r = cx->r;
-  size_t d = cx->d, kb = d % 64 == 0 ? 64 : 32, nl = kb / 8;
-  double lane[8];
+  size_t d = cx->d, kb = lanes_chunk(r->bwd_d_lanes, d), nl = kb / 8;
+  double lane[16];
   for (size_t t = 0; t < nl; t++) {
     int first = 1;
     lane[t] = 0;
@@ -41,9 +59,14 @@ static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const 
         first = 0;
       }
   }
-  for (size_t off = nl / 2; off >= 1; off /= 2)
-    for (size_t t = 0; t < off; t++) /* lane t after this step; lanes t and t^off agree */
-      lane[t] = aa_attn_rnd(aa_attn_alu(lane[t] + lane[t + off], r->alu_fmt), r->bwd_d_fmt);
+  if (r->bwd_d_lanes == D_LANES_XFORMERS) /* shfl_xor 1, 2, ...: lane t (t a multiple of 2 off) takes t + off */
+    for (size_t off = 1; off < nl; off *= 2)
+      for (size_t t = 0; t < nl; t += 2 * off)
+        lane[t] = aa_attn_rnd(aa_attn_alu(lane[t] + lane[t + off], r->alu_fmt), r->bwd_d_fmt);
+  else
+    for (size_t off = nl / 2; off >= 1; off /= 2)
+      for (size_t t = 0; t < off; t++) /* lane t after this step; lanes t and t^off agree */
+        lane[t] = aa_attn_rnd(aa_attn_alu(lane[t] + lane[t + off], r->alu_fmt), r->bwd_d_fmt);
   return lane[0];
 }
 

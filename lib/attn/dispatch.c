@@ -47,8 +47,7 @@ int aa_fa2_seen(size_t *heads, size_t *n_q, const aa_problem_t *pb, int dropout)
   return swapped;
 }
 
-/* Head dimension as HEADDIM_SWITCH rounds it (static_switch.h:90-110). */
-static size_t fa2_headdim(size_t d) {
+size_t aa_fa2_headdim(size_t d) {
   static const size_t dims[] = {32, 64, 96, 128, 192, 256};
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
     if (d <= dims[i]) return dims[i];
@@ -62,7 +61,7 @@ size_t aa_fa2_splitkv_block_n(size_t d) {
 
 int aa_fa2_dispatch(aa_fa2_dispatch_t *out, size_t batch_heads, size_t n_q, size_t n_k, size_t d, size_t num_sms,
                     int dropout, aa_error_t *err) {
-  size_t hd = fa2_headdim(d);
+  size_t hd = aa_fa2_headdim(d);
   if (out == NULL || hd == 0 || d == 0 || num_sms == 0 || batch_heads == 0 || n_q == 0 || n_k == 0)
     return aa_error_set(err, AA_EINVAL,
                         "fa2 dispatch: needs 1 <= d <= 256, num_sms > 0 and a non-empty problem (d = %zu, "

@@ -81,6 +81,10 @@ const aa_accum_info_t aa_accum_table[AA_ACC_COUNT] = {
      "tensor core B200 NVFP4 (kind::mxf4nvf4): exact sums of 16 E2M1 products times UE4M3 scales per 16, aligned "
      "to the largest e(sa)+e(sb), truncated to 35 fractional bits, RZ to fp32 (MMA-Sim arithmetic.py:196-224)",
      "mma-sim", NOT_PROMOTED, 16, -6},
+    {AA_ACC_TC_K8_F25, "tc-k8-f25", AA_SUM_BLOCK, 8, 25, 23, AA_RND_Z,
+     "tensor core H100/H200 datapath (25 fractional bits) in blocks of 8 products: fits the H200 mem-efficient "
+     "backward's dP at d = 128 (inferred from its NaN/Inf splits, experiments/README-gpu.md 8.8; SASS not read)",
+     "mma-sim", NOT_PROMOTED, 0, 0},
 };
 
 const aa_accum_info_t *aa_accum_info(aa_accum_t model) {

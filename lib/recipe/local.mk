@@ -51,7 +51,7 @@ tests_tpreset_bits_SOURCES = tests/tpreset_bits.c
 check_PROGRAMS += tests/tnan_presets
 TESTS += tests/tnan_presets
 tests_tnan_presets_SOURCES = tests/tnan_presets.c
-EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt
+EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
 # every recipe file under recipes/ ships and loads.
