@@ -29,8 +29,9 @@ static size_t pow2_ceil(size_t n) {
    lanes by shuffle-xor lanes/2, ..., 1: for 8 lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
    bwd.d_order = lanes-128 is the same with 128-column chunks at every d (16 lanes, butterfly 8, 4, 2, 1). Of about
    300 layouts tried (lane counts, widths, chunks, combines) it and 32 lanes of 256 columns, which agrees with it on
-   every cell, are the ones that give cuDNN's NaN/Inf split on every causal cell of the H200 grids (README-gpu 8.8);
-   16 lanes is FA2's layout with the chunk doubled. Lanes past d hold +0 and add nothing.
+   every cell, are the ones that give cuDNN's NaN/Inf split on all 37 causal cells of the calibration grids; on the
+   held-out heldout4 it gives 11 of 13 (misses at d 200 and 216, README-gpu 8.8). 16 lanes is FA2's layout with the
+   chunk doubled. Lanes past d hold +0 and add nothing.
    bwd.d_order = xformers-lanes: computeDelta of the mem-efficient backward (kernel_backward.h) gives each row
    kNumThreadsPerLine = kNumThreads / kBlockSizeI lanes, lane t loading 8 elements (one 128-bit access) at column
    8t of every 8 kNumThreadsPerLine-wide step and adding their products into delta_value (an FMA chain from 0), the
