@@ -60,6 +60,7 @@ EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h
 	fixtures/h200-nan/nan_heldout2.json \
 	fixtures/h200-nan/nan_dsweep.json fixtures/h200-nan/nan_heldout3.json fixtures/h200-nan/nan_dsweep_predicted.json \
 	fixtures/h200-nan/nan_heldout3_predicted.json fixtures/h200-nan/nan_heldout4.json fixtures/h200-nan/nan_heldout4_predicted.json fixtures/h200-nan/probe_scale.py fixtures/h200-nan/causal_rows.py \
+	fixtures/h200-nan/probe_sass_efficient.sh fixtures/h200-nan/probe_sass_efficient.py \
 	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py fixtures/h200-nan/probe_fill.py fixtures/h200-nan/probe_rowmask.py
 EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
 fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c

@@ -82,8 +82,9 @@ const aa_accum_info_t aa_accum_table[AA_ACC_COUNT] = {
      "to the largest e(sa)+e(sb), truncated to 35 fractional bits, RZ to fp32 (MMA-Sim arithmetic.py:196-224)",
      "mma-sim", NOT_PROMOTED, 16, -6},
     {AA_ACC_TC_K8_F25, "tc-k8-f25", AA_SUM_BLOCK, 8, 25, 23, AA_RND_Z,
-     "tensor core H100/H200 datapath (25 fractional bits) in blocks of 8 products: fits the H200 mem-efficient "
-     "backward's dP at d = 128 (inferred from its NaN/Inf splits, experiments/README-gpu.md 8.8; SASS not read)",
+     "tensor core H100/H200 mma.sync m16n8k8 (HMMA.1688): blocks of 8 exact products + fp32 acc aligned to the "
+     "largest exponent, truncated to 25 fractional bits, exact sum, RZ to fp32 (the mem-efficient backward's every "
+     "GEMM on the H200: experiments/README-gpu.md 8.8)",
      "mma-sim", NOT_PROMOTED, 0, 0},
 };
 
