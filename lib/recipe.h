@@ -115,6 +115,15 @@ typedef enum {
   AA_LSE_COUNT
 } aa_lse_form_t;
 
+/* bwd.d_order: the order of D = rowsum(O dO) (lib/attn/backward.c, aa_attn_rowsum_o_do). */
+typedef enum {
+  AA_D_ORDER_SEQ = 0,   /* "seq": products added in column order, in bwd.d_tile partials */
+  AA_D_ORDER_FA2_LANES, /* "fa2-lanes": FA2's dot_do_o, kBlockKSmem / 8 lanes of its kernel head dim */
+  AA_D_ORDER_LANES_128, /* "lanes-128": 16 lanes of 128-column chunks (cudnn-h100, inferred: README-gpu 8.8) */
+  AA_D_ORDER_XFORMERS,  /* "xformers-lanes": computeDelta's lanes, shfl_xor ascending (kernel_backward.h) */
+  AA_D_ORDER_COUNT
+} aa_d_order_t;
+
 /* exp: how the exponential itself is evaluated. */
 typedef enum {
   AA_EXPIMPL_EXACT = 0, /* "exact": exp/exp2 in binary64 of the alu-format argument, rounded to alu_fmt */
@@ -349,8 +358,8 @@ struct aa_recipe {
   size_t fwd_split_keys;
   int bwd_q_desc;      /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
   int fwd_rowsum_quad; /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
-  int bwd_d_lanes; /* bwd.d_order: 0 seq, 1 fa2-lanes (D as FA2's dot_do_o forms it), 2 lanes-128, 3 xformers-lanes */
-  int fwd_rowsum_fma; /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
+  int bwd_d_order;     /* aa_d_order_t: bwd.d_order, the summation order of D */
+  int fwd_rowsum_fma;  /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
   /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
      chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
      SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys

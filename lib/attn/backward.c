@@ -38,16 +38,15 @@ static size_t pow2_ceil(size_t n) {
    lanes then added by shfl_xor 1, 2, ... (ascending: (l0 + l1) + (l2 + l3)). The kernel is the first of
    dispatch_cutlassB_bf16_sm80 that takes d: 64 x 64 tiles for d <= 64 (128 threads, 2 lanes), 128 x 128 for d <= 128
    (512 threads, 4 lanes), 128 x 64 (k65536) above (256 threads, 2 lanes). */
-typedef enum { D_LANES_FA2 = 1, D_LANES_128 = 2, D_LANES_XFORMERS = 3 } d_lanes_t;
 /* The chunk width (8 columns per lane) of the recipe's lane layout at head dimension d. */
-static size_t lanes_chunk(int layout, size_t d) {
-  if (layout == D_LANES_128) return 128;
-  if (layout == D_LANES_XFORMERS) return d > 64 && d <= 128 ? 32 : 16;
+static size_t lanes_chunk(aa_d_order_t layout, size_t d) {
+  if (layout == AA_D_ORDER_LANES_128) return 128;
+  if (layout == AA_D_ORDER_XFORMERS) return d > 64 && d <= 128 ? 32 : 16;
   return aa_fa2_headdim(d) % 64 == 0 ? 64 : 32;
 }
 static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const double *g) {
   const aa_recipe_t *r = cx->r;
-  size_t d = cx->d, kb = lanes_chunk(r->bwd_d_lanes, d), nl = kb / 8;
+  size_t d = cx->d, kb = lanes_chunk((aa_d_order_t)r->bwd_d_order, d), nl = kb / 8;
   double lane[16];
   for (size_t t = 0; t < nl; t++) {
     int first = 1;
@@ -60,7 +59,7 @@ static double rowsum_o_do_lanes(const aa_attn_ctx_t *cx, const double *o, const 
         first = 0;
       }
   }
-  if (r->bwd_d_lanes == D_LANES_XFORMERS) /* shfl_xor 1, 2, ...: lane t (t a multiple of 2 off) takes t + off */
+  if (r->bwd_d_order == AA_D_ORDER_XFORMERS) /* shfl_xor 1, 2, ...: lane t (t a multiple of 2 off) takes t + off */
     for (size_t off = 1; off < nl; off *= 2)
       for (size_t t = 0; t < nl; t += 2 * off)
         lane[t] = aa_attn_rnd(aa_attn_alu(lane[t] + lane[t + off], r->alu_fmt), r->bwd_d_fmt);
@@ -75,7 +74,7 @@ double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const doubl
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, dt = r->bwd_d_tile ? r->bwd_d_tile : d;
   double D = 0;
-  if (r->bwd_d_lanes) return rowsum_o_do_lanes(cx, o, g);
+  if (r->bwd_d_order != AA_D_ORDER_SEQ) return rowsum_o_do_lanes(cx, o, g);
   for (size_t c0 = 0; c0 < d; c0 += dt) {
     size_t c1 = c0 + dt < d ? c0 + dt : d;
     double part = 0;
