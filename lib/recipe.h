@@ -121,6 +121,8 @@ typedef enum {
   AA_D_ORDER_FA2_LANES, /* "fa2-lanes": FA2's dot_do_o, kBlockKSmem / 8 lanes of its kernel head dim */
   AA_D_ORDER_LANES_128, /* "lanes-128": 16 lanes of 128-column chunks (cudnn-h100, inferred: README-gpu 8.8) */
   AA_D_ORDER_XFORMERS,  /* "xformers-lanes": computeDelta's lanes, shfl_xor ascending (kernel_backward.h) */
+  AA_D_ORDER_TORCH_SUM, /* "torch-sum": PyTorch's CUDA sum over the last dim (Reduce.cuh reduce_kernel; probed on the
+                           H200, README-gpu 8.9) */
   AA_D_ORDER_COUNT
 } aa_d_order_t;
 
@@ -359,7 +361,8 @@ struct aa_recipe {
   int bwd_q_desc;      /* bwd.q_order = desc: query tiles from the last to the first (FA2 m_block loop) */
   int fwd_rowsum_quad; /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
   int bwd_d_order;     /* aa_d_order_t: bwd.d_order, the summation order of D */
-  int fwd_rowsum_fma;  /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
+  int bwd_dp_gemv; /* bwd.dp_gemv = cublas-h200: with n_q = 1, dP in the order of cuBLAS's FP32 GEMV (backward.c) */
+  int fwd_rowsum_fma; /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
   /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
      chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
      SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys

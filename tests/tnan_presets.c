@@ -228,7 +228,7 @@ static size_t check_causal_rows(void) {
   }
   fclose(f);
   nspec_missed += missed;
-  AA_CHECK(ncell >= 11 && nspec >= 2, "%s: %zu cells of %zu presets, expected 11 of 2", path, ncell, nspec);
+  AA_CHECK(ncell >= 17 && nspec >= 3, "%s: %zu cells of %zu presets, expected 17 of 3", path, ncell, nspec);
   AA_CHECK(nspec_missed == nspec, "the earlier D and dP match every H200 split of %zu of %zu presets: blind check",
            nspec - nspec_missed, nspec);
   return ncell;

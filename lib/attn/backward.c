@@ -74,6 +74,8 @@ double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const doubl
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d, dt = r->bwd_d_tile ? r->bwd_d_tile : d;
   double D = 0;
+  if (r->bwd_d_order == AA_D_ORDER_TORCH_SUM) /* torch.sum(out.float() * grad_out.float(), -1) of [heads n_q, d] */
+    return aa_attn_torch_sum(o, g, d, cx->heads * cx->n_q, r->alu_fmt, r->bwd_d_fmt);
   if (r->bwd_d_order != AA_D_ORDER_SEQ) return rowsum_o_do_lanes(cx, o, g);
   for (size_t c0 = 0; c0 < d; c0 += dt) {
     size_t c1 = c0 + dt < d ? c0 + dt : d;
@@ -268,8 +270,16 @@ static int pair_dp(const bwd_pair_t *p) {
   const aa_recipe_t *r = cx->r;
   tile_buf_t *tb = p->tb;
   size_t rows = p->qt->rows, tkc = p->tkc;
-  int st = aa_gemm(tb->dP, tkc, p->dO, cx->d, 0, p->V + p->j0 * cx->d, cx->d, 1, rows, tkc, cx->d, 0, r->bwd_acc_dp);
-  if (st != AA_OK) return st;
+  if (r->bwd_dp_gemv && cx->n_q == 1) { /* one query row: cuBLAS runs a GEMV over all n_k keys (vendor_order.c) */
+    for (size_t a = 0; a < rows; a++)
+      for (size_t x = 0; x < tkc; x++)
+        tb->dP[a * tkc + x] =
+            aa_attn_cublas_gemv(p->dO + a * cx->d, p->V + (p->j0 + x) * cx->d, cx->n_k, cx->d, r->alu_fmt);
+  } else {
+    int st =
+        aa_gemm(tb->dP, tkc, p->dO, cx->d, 0, p->V + p->j0 * cx->d, cx->d, 1, rows, tkc, cx->d, 0, r->bwd_acc_dp);
+    if (st != AA_OK) return st;
+  }
   if (!aa_accum_native(r->bwd_acc_dp, r->bwd_dp_fmt))
     for (size_t x = 0; x < rows * tkc; x++)
       tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);

@@ -104,6 +104,7 @@ int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
          (r->bwd_dq_scale == AA_GSCALE_NONE || r->bwd_dq_scale == AA_GSCALE_TILE ||
           r->bwd_dq_scale == AA_GSCALE_END) &&
          r->bwd_dkv_accumulate == AA_KVACC_CHAIN && reduce_supported(&r->bwd_dq_reduce) && r->quant_ds == 0 &&
+         (r->bwd_dp_gemv == 0 || cx->n_q > 1) && /* the GEMV order is the host's (vendor_order.c) */
          cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL && cx->d >= 1 &&
          cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
 }

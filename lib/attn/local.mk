@@ -4,7 +4,7 @@ attnaccinclude_HEADERS += lib/attn.h
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-impl.h lib/attn/common.c lib/attn/forward.c lib/attn/backward.c \
 	lib/attn/run.c lib/attn/forward_fixed.c lib/attn/backward_recip.c lib/attn/fp8.c lib/attn/quant.c
 lib_libattnacc_core_la_SOURCES += lib/attn/forward_split.c lib/attn/varlen.c lib/attn/dispatch.c
-lib_libattnacc_core_la_SOURCES += lib/attn/first.c
+lib_libattnacc_core_la_SOURCES += lib/attn/first.c lib/attn/vendor_order.c
 lib_libattnacc_core_la_SOURCES += lib/attn/attn-core.h lib/attn/attn-bwd-core.h lib/attn/attn-cuda.h lib/attn/cuda.c \
   lib/attn/cuda_fixed.c \
   lib/attn/cuda_bwd.c
@@ -61,7 +61,10 @@ EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h
 	fixtures/h200-nan/nan_dsweep.json fixtures/h200-nan/nan_heldout3.json fixtures/h200-nan/nan_dsweep_predicted.json \
 	fixtures/h200-nan/nan_heldout3_predicted.json fixtures/h200-nan/nan_heldout4.json fixtures/h200-nan/nan_heldout4_predicted.json fixtures/h200-nan/probe_scale.py fixtures/h200-nan/causal_rows.py \
 	fixtures/h200-nan/probe_sass_efficient.sh fixtures/h200-nan/probe_sass_efficient.py \
-	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py fixtures/h200-nan/probe_fill.py fixtures/h200-nan/probe_rowmask.py
+	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py fixtures/h200-nan/probe_fill.py fixtures/h200-nan/probe_rowmask.py \
+	fixtures/h200-nan/probe_flex_order.py fixtures/h200-nan/flex_order.py fixtures/h200-nan/sum_orders.py \
+	fixtures/h200-nan/probe_flex.npz fixtures/h200-nan/probe_flex2.npz fixtures/h200-nan/nan_heldout5_predicted.json \
+	fixtures/h200-nan/nan_heldout6_predicted.json
 EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
 fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
 # FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).

@@ -35,7 +35,8 @@ static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const order_names[] = {"asc", "desc", NULL};
 static const char *const sink_at_names[] = {"open", "end", NULL};
 static const char *const rowsum_split_names[] = {"none", "quad", NULL};
-static const char *const d_order_names[] = {"seq", "fa2-lanes", "lanes-128", "xformers-lanes", NULL};
+static const char *const d_order_names[] = {"seq", "fa2-lanes", "lanes-128", "xformers-lanes", "torch-sum", NULL};
+static const char *const dp_gemv_names[] = {"none", "cublas-h200", NULL};
 static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
@@ -208,7 +209,9 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "bwd.q_order", .type = AA_KEY_ENUM, .offset = F_(bwd_q_desc), .names = order_names, .def = "asc", .omit = AA_OMIT_GROUP, .group = 1,
      .desc = "order of the backward query tiles (dK/dV accumulation): desc = last first", .cite = "FA2 m_block loop"},
     {.key = "bwd.d_order", .type = AA_KEY_ENUM, .offset = F_(bwd_d_order), .names = d_order_names, .def = "seq", .omit = AA_OMIT_DEFAULT,
-     .desc = "fa2-lanes: D = rowsum(O dO) by 8 lanes per row (64-column chunks; 4 lanes of 32 when FA2's kernel head dim, d rounded up to 32, 64, 96, 128, 192 or 256, is not a multiple of 64), lane t an FMA chain over its 8 columns of each chunk, then the xor butterfly 4, 2, 1; lanes-128: the same with 16 lanes of 128-column chunks at every d, butterfly 8, 4, 2, 1 (inferred for cuDNN from the H200's NaN/Inf splits, README-gpu 8.8); xformers-lanes: computeDelta's lanes, 2 per row (4 for 64 < d <= 128) of 8 columns per access, FMA chains, then shfl_xor 1, 2", .cite = "flash_bwd_preprocess_kernel.h:24-48,131; kernel_traits.h:186,292,118; utils.h:112-131; kernel_backward.h computeDelta; README-gpu 8.8"},
+     .desc = "fa2-lanes: D = rowsum(O dO) by 8 lanes per row (64-column chunks; 4 lanes of 32 when FA2's kernel head dim, d rounded up to 32, 64, 96, 128, 192 or 256, is not a multiple of 64), lane t an FMA chain over its 8 columns of each chunk, then the xor butterfly 4, 2, 1; lanes-128: the same with 16 lanes of 128-column chunks at every d, butterfly 8, 4, 2, 1 (inferred for cuDNN from the H200's NaN/Inf splits, README-gpu 8.8); xformers-lanes: computeDelta's lanes, 2 per row (4 for 64 < d <= 128) of 8 columns per access, FMA chains, then shfl_xor 1, 2; torch-sum: torch.sum over the last dim as PyTorch's CUDA reduce_kernel adds it (block width from the row count and d, 4 accumulators per thread, 4-wide loads from d = 128, shuffles descending), probed on the H200", .cite = "flash_bwd_preprocess_kernel.h:24-48,131; kernel_traits.h:186,292,118; utils.h:112-131; kernel_backward.h computeDelta; Reduce.cuh; README-gpu 8.8, 8.9"},
+    {.key = "bwd.dp_gemv", .type = AA_KEY_ENUM, .offset = F_(bwd_dp_gemv), .names = dp_gemv_names, .def = "none", .omit = AA_OMIT_DEFAULT,
+     .desc = "cublas-h200: with one query row, dP = dO V^T is a cuBLAS FP32 GEMV (n_q > 1: the GEMM of bwd.acc_dp); its order over d as probed on the H200 per (n_k, d): thread chunks added in sequence, then a shuffle tree or a chain (backward.c gemv_plan)", .cite = "README-gpu 8.9 (fixtures/h200-nan/probe_flex_order.py)"},
     {.key = "fwd.rowsum_rescale", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_fma), .names = rescale_names, .def = "mul", .omit = AA_OMIT_DEFAULT,
      .desc = "fma: a row-sum partial's rescale l * alpha is rounded only with its next add, l = fma(l, alpha, p) (nvcc contracts softmax.h:158 with :165); mul: rounded on its own", .cite = "softmax.h:158,165; H200 softmax_lse (README-gpu section 6)"},
     {.key = "fwd.rowsum_split", .type = AA_KEY_ENUM, .offset = F_(fwd_rowsum_quad), .names = rowsum_split_names, .def = "none", .omit = AA_OMIT_DEFAULT,

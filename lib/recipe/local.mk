@@ -51,7 +51,11 @@ tests_tpreset_bits_SOURCES = tests/tpreset_bits.c
 check_PROGRAMS += tests/tnan_presets
 TESTS += tests/tnan_presets
 tests_tnan_presets_SOURCES = tests/tnan_presets.c
-EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt
+# ... and the vendor-library summation orders behind flex-eager-h100's dS (torch.sum, cuBLAS GEMV) as the H200 took them.
+check_PROGRAMS += tests/tvendor_order
+TESTS += tests/tvendor_order
+tests_tvendor_order_SOURCES = tests/tvendor_order.c
+EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt tests/data/h200_sum_orders.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
 # every recipe file under recipes/ ships and loads.

@@ -1,0 +1,121 @@
+/* attnacc: the summation orders of the vendor-library calls a backward makes (PyTorch's CUDA sum, cuBLAS's FP32
+ * GEMV). */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
+#include "attn-impl.h"
+
+/* FlexAttention's dense backward (sdpa_dense_backward, used without torch.compile) forms D with torch.sum and dP with
+   a cuBLAS FP32 GEMM; every product of BF16 values is exact in FP32, so the order of each sum is all that decides its
+   bits, and in a causal cell where row 0's weight overflows, whether dS_00 = Inf (dP_00 - D_0) is NaN or Inf. Both
+   orders were read on the H200 (PyTorch 2.11.0+cu130) by fixtures/h200-nan/probe_flex_order.py, whose pair probe
+   gives the whole summation tree of each call at 121 shapes of D and 121 of dP (README-gpu 8.9). */
+
+static size_t pow2_floor(size_t x) {
+  size_t p = 1;
+  while (p <= x / 2)
+    p *= 2;
+  return p;
+}
+
+static double add_in(double a, double b, aa_fmt_t alu, aa_fmt_t f) {
+  return aa_attn_rnd(aa_attn_alu(a + b, alu), f);
+}
+
+/* torch.sum(o * g, -1) of one row of a [rows, d] contiguous FP32 tensor, as PyTorch's reduce_kernel<512, 1> adds it
+   (ATen/native/cuda/Reduce.cuh): setReduceConfig reduces along the row with block width T: last_pow2(d) (d / 4 with
+   the 4-wide loads that vectorize_input takes from d = 128 on) capped at 32, then widened to 512 / block height, the
+   height last_pow2(rows) capped at 512 / 32; so few rows give wider blocks (1 x 8 rows at d 128: 32 threads of one
+   4-wide load each). Thread t: 4 accumulators from +0, either lane i of its loads at vectors t, t + T, ... (4-wide)
+   or element t + i T of each step of 4 T (thread_reduce_impl, its tail into accumulators 0, 1, ...), then added in
+   order 0 + 1 + 2 + 3; then block_x_reduce: shared-memory steps T/2 .. 32, then warp shuffles down by 16 .. 1
+   (descending in this PyTorch version). All 121 probed trees (d 8 .. 256, 8 .. 8192 rows). d >= 128 and not a
+   multiple of 4 (misaligned rows, vectorize_input's unaligned head) is not modelled: taken as the plain path. */
+/* element c of out.float() * grad_out.float(): the product in alu, rounded to f */
+static double prod(const double *o, const double *g, size_t c, aa_fmt_t alu, aa_fmt_t f) {
+  return aa_attn_rnd(aa_attn_alu(o[c] * g[c], alu), f);
+}
+
+double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows, aa_fmt_t alu, aa_fmt_t f) {
+  enum { MNT = 512, VT = 4, WARP = 32 };
+  int vec = d >= 128 && d % 4 == 0;
+  size_t dim0 = vec ? d / 4 : d;
+  size_t d0 = dim0 < MNT ? pow2_floor(dim0) : MNT, d1 = rows < MNT ? pow2_floor(rows ? rows : 1) : MNT;
+  size_t bw = d0 < WARP ? d0 : WARP, bh = d1 < MNT / bw ? d1 : MNT / bw, T = d0 < MNT / bh ? d0 : MNT / bh;
+  double v[MNT];
+  for (size_t t = 0; t < T; t++) {
+    double acc[VT] = {0, 0, 0, 0};
+    if (vec) {
+      for (size_t idx = t; idx * VT + VT - 1 < d; idx += T)
+        for (int i = 0; i < VT; i++)
+          acc[i] = add_in(acc[i], prod(o, g, idx * VT + i, alu, f), alu, f);
+    } else {
+      size_t idx = t;
+      for (; idx + (VT - 1) * T < d; idx += VT * T)
+        for (int i = 0; i < VT; i++)
+          acc[i] = add_in(acc[i], prod(o, g, idx + i * T, alu, f), alu, f);
+      for (int i = 0; i < VT && idx < d; i++, idx += T)
+        acc[i] = add_in(acc[i], prod(o, g, idx, alu, f), alu, f);
+    }
+    v[t] = acc[0];
+    for (int i = 1; i < VT; i++)
+      v[t] = add_in(v[t], acc[i], alu, f);
+  }
+  size_t dim = T;
+  if (dim > WARP) {
+    for (size_t off = dim / 2; off >= WARP; off /= 2)
+      for (size_t t = 0; t < off; t++)
+        v[t] = add_in(v[t], v[t + off], alu, f);
+    dim = WARP;
+  }
+  for (size_t off = dim / 2; off >= 1; off /= 2) /* thread 0's value reads only threads below 2 off */
+    for (size_t t = 0; t < off; t++)
+      v[t] = add_in(v[t], v[t + off], alu, f);
+  return v[0];
+}
+
+/* cuBLAS's FP32 GEMV y = V x (V: [n_k, d], one query row of dO as x) on the H200: which kernel and order it takes
+   per (n_k, d), read from 74 probed shapes (n_k 32 .. 2048, d 8 .. 256); between them the nearest rule, inferred.
+   Each thread sums its columns by an FMA chain from +0; then the threads' partials are added by a shuffle tree
+   (offsets P/2 .. 1 over the next power of two, absent threads adding nothing) or, for gemv2T, in thread order. */
+typedef struct {
+  size_t threads, chunk, stride; /* chunk > 0: thread t holds columns [t chunk, (t + 1) chunk); else t + k stride */
+  int chain;                     /* partials added in thread order (gemv2T_kernel_val) instead of the tree */
+} gemv_plan_t;
+
+static gemv_plan_t gemv_plan(size_t n_k, size_t d) {
+  if ((d >= 96 && n_k > 700) || (d >= 192 && n_k >= 300)) /* gemv2T_kernel_val<..., 128, 16, 2, 2, ...> */
+    return (gemv_plan_t){16, 0, 16, 1};
+  if (n_k > 700 && d <= 32) /* internal::gemvx::kernel, two threads of 16 columns at d 32 */
+    return (gemv_plan_t){(d + 15) / 16, 16, 0, 0};
+  if (n_k > 700 && d <= 64) /* gemvx, four threads of every fourth column at d 64 */
+    return (gemv_plan_t){4, 0, 4, 0};
+  size_t p = d >= 96 && n_k < 300 ? 16 : 8, ch = d <= 16 ? d / 2 : (d + p - 1) / p; /* gemvx, contiguous chunks */
+  if (ch == 0) ch = 1;
+  return (gemv_plan_t){(d + ch - 1) / ch, ch, 0, 0};
+}
+
+double aa_attn_cublas_gemv(const double *x, const double *v, size_t n_k, size_t d, aa_fmt_t alu) {
+  gemv_plan_t g = gemv_plan(n_k, d);
+  double part[256];
+  size_t np = 1;
+  while (np < g.threads)
+    np *= 2;
+  for (size_t t = 0; t < np; t++) {
+    double acc = 0;
+    if (t < g.threads && g.chunk > 0)
+      for (size_t c = t * g.chunk; c < (t + 1) * g.chunk && c < d; c++)
+        acc = aa_attn_rnd(aa_attn_fma(x[c], v[c], acc, alu), AA_FMT_FP32);
+    else if (t < g.threads)
+      for (size_t c = t; c < d; c += g.stride)
+        acc = aa_attn_rnd(aa_attn_fma(x[c], v[c], acc, alu), AA_FMT_FP32);
+    part[t] = acc;
+  }
+  if (g.chain) {
+    for (size_t t = 1; t < g.threads; t++)
+      part[0] = add_in(part[0], part[t], alu, AA_FMT_FP32);
+    return part[0];
+  }
+  for (size_t off = np / 2; off >= 1; off /= 2)
+    for (size_t t = 0; t < off; t++)
+      if (t + off < g.threads) part[t] = add_in(part[t], part[t + off], alu, AA_FMT_FP32);
+  return part[0];
+}
