@@ -63,8 +63,9 @@ EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h
 	fixtures/h200-nan/probe_sass_efficient.sh fixtures/h200-nan/probe_sass_efficient.py \
 	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py fixtures/h200-nan/probe_fill.py fixtures/h200-nan/probe_rowmask.py \
 	fixtures/h200-nan/probe_flex_order.py fixtures/h200-nan/flex_order.py fixtures/h200-nan/sum_orders.py \
-	fixtures/h200-nan/probe_flex.npz fixtures/h200-nan/probe_flex2.npz fixtures/h200-nan/nan_heldout5_predicted.json \
-	fixtures/h200-nan/nan_heldout6_predicted.json
+	fixtures/h200-nan/probe_flex.npz fixtures/h200-nan/probe_flex2.npz fixtures/h200-nan/probe_flex3.npz \
+	fixtures/h200-nan/nan_heldout5_predicted.json \
+	fixtures/h200-nan/nan_heldout6_predicted.json fixtures/h200-nan/nan_heldout5.json fixtures/h200-nan/nan_heldout6.json
 EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
 fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
 # FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).

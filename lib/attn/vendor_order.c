@@ -7,7 +7,7 @@
    a cuBLAS FP32 GEMM; every product of BF16 values is exact in FP32, so the order of each sum is all that decides its
    bits, and in a causal cell where row 0's weight overflows, whether dS_00 = Inf (dP_00 - D_0) is NaN or Inf. Both
    orders were read on the H200 (PyTorch 2.11.0+cu130) by fixtures/h200-nan/probe_flex_order.py, whose pair probe
-   gives the whole summation tree of each call at 121 shapes of D and 121 of dP (README-gpu 8.9). */
+   gives the whole summation tree of each call, at 261 shapes of each (probe_flex*.npz, README-gpu 8.9). */
 
 static size_t pow2_floor(size_t x) {
   size_t p = 1;
@@ -27,7 +27,7 @@ static double add_in(double a, double b, aa_fmt_t alu, aa_fmt_t f) {
    4-wide load each). Thread t: 4 accumulators from +0, either lane i of its loads at vectors t, t + T, ... (4-wide)
    or element t + i T of each step of 4 T (thread_reduce_impl, its tail into accumulators 0, 1, ...), then added in
    order 0 + 1 + 2 + 3; then block_x_reduce: shared-memory steps T/2 .. 32, then warp shuffles down by 16 .. 1
-   (descending in this PyTorch version). All 121 probed trees (d 8 .. 256, 8 .. 8192 rows). d >= 128 and not a
+   (descending in this PyTorch version). All 261 probed trees (d 8 .. 256, 8 .. 8192 rows). d >= 128 and not a
    multiple of 4 (misaligned rows, vectorize_input's unaligned head) is not modelled: taken as the plain path. */
 /* element c of out.float() * grad_out.float(): the product in alu, rounded to f */
 static double prod(const double *o, const double *g, size_t c, aa_fmt_t alu, aa_fmt_t f) {
@@ -73,24 +73,34 @@ double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows
 }
 
 /* cuBLAS's FP32 GEMV y = V x (V: [n_k, d], one query row of dO as x) on the H200: which kernel and order it takes
-   per (n_k, d), read from 74 probed shapes (n_k 32 .. 2048, d 8 .. 256); between them the nearest rule, inferred.
-   Each thread sums its columns by an FMA chain from +0; then the threads' partials are added by a shuffle tree
-   (offsets P/2 .. 1 over the next power of two, absent threads adding nothing) or, for gemv2T, in thread order. */
+   per (n_k, d), read from 214 probed shapes (n_k 32 .. 5000, d 8 .. 256; probe_flex*.npz); the boundaries between
+   probed n_k are placed inside the measured interval, the cases of d never probed are inferred. Each thread sums
+   its columns by an FMA chain from +0; the threads' partials are then added by a shuffle tree (offsets P/2 .. 1 over
+   the next power of two, absent threads adding nothing) or, for gemv2T, in thread order. */
 typedef struct {
   size_t threads, chunk, stride; /* chunk > 0: thread t holds columns [t chunk, (t + 1) chunk); else t + k stride */
   int chain;                     /* partials added in thread order (gemv2T_kernel_val) instead of the tree */
 } gemv_plan_t;
 
-static gemv_plan_t gemv_plan(size_t n_k, size_t d) {
-  if ((d >= 96 && n_k > 700) || (d >= 192 && n_k >= 300)) /* gemv2T_kernel_val<..., 128, 16, 2, 2, ...> */
-    return (gemv_plan_t){16, 0, 16, 1};
-  if (n_k > 700 && d <= 32) /* internal::gemvx::kernel, two threads of 16 columns at d 32 */
-    return (gemv_plan_t){(d + 15) / 16, 16, 0, 0};
-  if (n_k > 700 && d <= 64) /* gemvx, four threads of every fourth column at d 64 */
-    return (gemv_plan_t){4, 0, 4, 0};
-  size_t p = d >= 96 && n_k < 300 ? 16 : 8, ch = d <= 16 ? d / 2 : (d + p - 1) / p; /* gemvx, contiguous chunks */
+static gemv_plan_t gemv_chunks(size_t d, size_t ch) {
   if (ch == 0) ch = 1;
   return (gemv_plan_t){(d + ch - 1) / ch, ch, 0, 0};
+}
+
+static gemv_plan_t gemv_plan(size_t n_k, size_t d) {
+  /* gemv2T_kernel_val<..., 128, 16, 2, 2, ...>: from n_k 280 at d >= 192 (250 < boundary <= 280), from 777 at
+     d >= 96 (750 < boundary <= 777) */
+  if ((d >= 192 && n_k >= 280) || (d >= 96 && n_k > 750)) return (gemv_plan_t){16, 0, 16, 1};
+  if (n_k > 700 && d < 96) { /* internal::gemvx::kernel, long matrices (700 < boundary <= 750) */
+    if (d == 64) return (gemv_plan_t){4, 0, 4, 0};
+    if (d == 80) return gemv_chunks(d, 20);
+    if ((d > 56 && d % 16 == 8) || (n_k > 4000 && d >= 48)) /* 72, 88; 48, 56 at n_k 5000 (3000 < b <= 5000) */
+      return (gemv_plan_t){2, 0, 2, 0};
+    return gemv_chunks(d, (d + 1) / 2); /* two halves */
+  }
+  /* gemvx, contiguous chunks: 16 for d >= 96 below n_k 280 (250 < boundary <= 280), else 8; halves up to d 16 */
+  size_t p = d >= 96 && n_k < 280 ? 16 : 8;
+  return gemv_chunks(d, d <= 16 ? d / 2 : (d + p - 1) / p);
 }
 
 double aa_attn_cublas_gemv(const double *x, const double *v, size_t n_k, size_t d, aa_fmt_t alu) {
