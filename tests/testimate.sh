@@ -29,9 +29,10 @@ refused "run d 100000, default memory limit" "GiB" run --variant fa2 --n 65536 -
 # Explicit limits, both ways.
 refused "run --max-memory" "--max-memory" run --variant fa2 --n 4096 --max-memory 1M
 refused "run --max-seconds" "--max-seconds" run --variant fa2 --n 4096 --threads 1 --max-seconds 1
-# The default time limit (an hour) with no option given: n = 131072, d = 32 holds about 1.2 GB but is
-# heads * n^2 * d = 2^39 pair-dimensions for the oracle and each of two pipelines, hours on one thread.
-refused "run default time limit" "hours" run --variant fa2 --n 131072 --d 32 --threads 1
+# The default time limit (an hour) with no option given: n = 262144, d = 32 holds about 2.4 GB but is
+# heads * n^2 = 2^36 (query, key) pairs for the oracle and each of two pipelines, about 4.8 hours on one thread
+# (lib/problem/estimate.c: some 250 ns per pair in all at d = 32).
+refused "run default time limit" "hours" run --variant fa2 --n 262144 --d 32 --threads 1
 timeout 60 "$A" run --variant fa2 --max-memory 12Q >/dev/null 2>"$T/e"
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--max-memory: '12Q'" "$T/e" || FAIL "testimate --max-memory 12Q: exit $rc: $(cat "$T/e")"
