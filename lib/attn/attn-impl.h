@@ -40,6 +40,14 @@ static inline double aa_attn_alu(double exact, aa_fmt_t alu) {
   return aa_attn_rnd(exact, alu);
 }
 
+/* The smallest power of two >= n (1 for n = 0). */
+static inline size_t aa_attn_pow2_ceil(size_t n) {
+  size_t p = 1;
+  while (p < n)
+    p <<= 1;
+  return p;
+}
+
 /* Fused multiply-add in the ALU format: one rounding of a*b + c. */
 static inline double aa_attn_fma(double a, double b, double c, aa_fmt_t alu) {
   if (alu == AA_FMT_FP32) return (double)fmaf((float)a, (float)b, (float)c);

@@ -9,13 +9,6 @@
 #include <omp.h>
 #endif
 
-static size_t pow2_ceil(size_t n) {
-  size_t p = 1;
-  while (p < n)
-    p <<= 1;
-  return p;
-}
-
 /* D_i = rowsum(O*dO) ([nki-bwd] Step 1, L614-655): products and per-head-tile
    sums in d_fmt (dy_o_mul and tensor_reduce), then the tile partials summed
    in order (L1264-1270). The order inside one reduce is taken as sequential
@@ -684,7 +677,7 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out) {
   size_t sec = n_k;
   if (r->bwd_section) {
     sec = r->bwd_section;
-    if (r->bwd_section_per_d) sec /= pow2_ceil((d + r->bwd_section_per_d - 1) / r->bwd_section_per_d);
+    if (r->bwd_section_per_d) sec /= aa_attn_pow2_ceil((d + r->bwd_section_per_d - 1) / r->bwd_section_per_d);
     if (sec == 0) sec = 1;
     if (sec > n_k) sec = n_k;
   }

@@ -1,13 +1,13 @@
-/* attnacc: the summation orders of the vendor-library calls a backward makes (PyTorch's CUDA sum, cuBLAS's FP32
- * GEMV). */
+/* attnacc: the summation orders of vendor-library calls in a backward (PyTorch's CUDA sum, cuBLAS's GEMV). */
 /* SPDX-License-Identifier: LGPL-3.0-or-later */
 #include "attn-impl.h"
 
 /* FlexAttention's dense backward (sdpa_dense_backward, used without torch.compile) forms D with torch.sum and dP with
    a cuBLAS FP32 GEMM; every product of BF16 values is exact in FP32, so the order of each sum is all that decides its
    bits, and in a causal cell where row 0's weight overflows, whether dS_00 = Inf (dP_00 - D_0) is NaN or Inf. Both
-   orders were read on the H200 (PyTorch 2.11.0+cu130) by fixtures/h200-nan/probe_flex_order.py, whose pair probe
-   gives the whole summation tree of each call, at 261 shapes of each (probe_flex*.npz, README-gpu 8.9). */
+   orders were read on the H200 ([h200-orders]; PyTorch 2.11.0+cu130) by fixtures/h200-nan/probe_flex_order.py, whose
+   pair probe ([fprev]) gives the whole summation tree of each call, at 261 shapes of each (probe_flex*.npz,
+   README-gpu 8.9). */
 
 static size_t pow2_floor(size_t x) {
   size_t p = 1;
@@ -18,6 +18,15 @@ static size_t pow2_floor(size_t x) {
 
 static double add_in(double a, double b, aa_fmt_t alu, aa_fmt_t f) {
   return aa_attn_rnd(aa_attn_alu(a + b, alu), f);
+}
+
+/* Thread 0's value after shuffle-down steps (or shared-memory steps) with offsets width/2, ..., down to stop: at
+   each step thread t < off adds thread t + off, when t + off < live (threads past it hold nothing). Thread 0 reads
+   only threads below 2 off at each step, so the others need not be updated. */
+static void tree_down(double *v, size_t width, size_t stop, size_t live, aa_fmt_t alu, aa_fmt_t f) {
+  for (size_t off = width / 2; off >= stop && off >= 1; off /= 2)
+    for (size_t t = 0; t < off && t + off < live; t++)
+      v[t] = add_in(v[t], v[t + off], alu, f);
 }
 
 /* torch.sum(o * g, -1) of one row of a [rows, d] contiguous FP32 tensor, as PyTorch's reduce_kernel<512, 1> adds it
@@ -38,7 +47,7 @@ double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows
   enum { MNT = 512, VT = 4, WARP = 32 };
   int vec = d >= 128 && d % 4 == 0;
   size_t dim0 = vec ? d / 4 : d;
-  size_t d0 = dim0 < MNT ? pow2_floor(dim0) : MNT, d1 = rows < MNT ? pow2_floor(rows ? rows : 1) : MNT;
+  size_t d0 = dim0 < MNT ? pow2_floor(dim0) : MNT, d1 = rows < MNT ? pow2_floor(rows) : MNT;
   size_t bw = d0 < WARP ? d0 : WARP, bh = d1 < MNT / bw ? d1 : MNT / bw, T = d0 < MNT / bh ? d0 : MNT / bh;
   double v[MNT];
   for (size_t t = 0; t < T; t++) {
@@ -59,16 +68,8 @@ double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows
     for (int i = 1; i < VT; i++)
       v[t] = add_in(v[t], acc[i], alu, f);
   }
-  size_t dim = T;
-  if (dim > WARP) {
-    for (size_t off = dim / 2; off >= WARP; off /= 2)
-      for (size_t t = 0; t < off; t++)
-        v[t] = add_in(v[t], v[t + off], alu, f);
-    dim = WARP;
-  }
-  for (size_t off = dim / 2; off >= 1; off /= 2) /* thread 0's value reads only threads below 2 off */
-    for (size_t t = 0; t < off; t++)
-      v[t] = add_in(v[t], v[t + off], alu, f);
+  if (T > WARP) tree_down(v, T, WARP, T, alu, f);  /* shared memory, offsets T/2 .. 32 */
+  tree_down(v, T < WARP ? T : WARP, 1, T, alu, f); /* warp shuffles, 16 .. 1 */
   return v[0];
 }
 
@@ -78,24 +79,30 @@ double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows
    its columns by an FMA chain from +0; the threads' partials are then added by a shuffle tree (offsets P/2 .. 1 over
    the next power of two, absent threads adding nothing) or, for gemv2T, in thread order. */
 typedef struct {
-  size_t threads, chunk, stride; /* chunk > 0: thread t holds columns [t chunk, (t + 1) chunk); else t + k stride */
-  int chain;                     /* partials added in thread order (gemv2T_kernel_val) instead of the tree */
+  size_t threads; /* thread t holds columns t base + k step, k < per (and below d) */
+  size_t base, step, per;
+  int chain; /* partials added in thread order (gemv2T_kernel_val) instead of the tree */
 } gemv_plan_t;
 
+/* contiguous chunks of ch columns */
 static gemv_plan_t gemv_chunks(size_t d, size_t ch) {
   if (ch == 0) ch = 1;
-  return (gemv_plan_t){(d + ch - 1) / ch, ch, 0, 0};
+  return (gemv_plan_t){(d + ch - 1) / ch, ch, 1, ch, 0};
+}
+/* p threads of every p-th column */
+static gemv_plan_t gemv_strided(size_t d, size_t p, int chain) {
+  return (gemv_plan_t){p, 1, p, (d + p - 1) / p, chain};
 }
 
 static gemv_plan_t gemv_plan(size_t n_k, size_t d) {
   /* gemv2T_kernel_val<..., 128, 16, 2, 2, ...>: from n_k 280 at d >= 192 (250 < boundary <= 280), from 777 at
      d >= 96 (750 < boundary <= 777) */
-  if ((d >= 192 && n_k >= 280) || (d >= 96 && n_k > 750)) return (gemv_plan_t){16, 0, 16, 1};
+  if ((d >= 192 && n_k >= 280) || (d >= 96 && n_k > 750)) return gemv_strided(d, 16, 1);
   if (n_k > 700 && d < 96) { /* internal::gemvx::kernel, long matrices (700 < boundary <= 750) */
-    if (d == 64) return (gemv_plan_t){4, 0, 4, 0};
+    if (d == 64) return gemv_strided(d, 4, 0);
     if (d == 80) return gemv_chunks(d, 20);
     if ((d > 56 && d % 16 == 8) || (n_k > 4000 && d >= 48)) /* 72, 88; 48, 56 at n_k 5000 (3000 < b <= 5000) */
-      return (gemv_plan_t){2, 0, 2, 0};
+      return gemv_strided(d, 2, 0);
     return gemv_chunks(d, (d + 1) / 2); /* two halves */
   }
   /* gemvx, contiguous chunks: 16 for d >= 96 below n_k 280 (250 < boundary <= 280), else 8; halves up to d 16 */
@@ -105,27 +112,16 @@ static gemv_plan_t gemv_plan(size_t n_k, size_t d) {
 
 double aa_attn_cublas_gemv(const double *x, const double *v, size_t n_k, size_t d, aa_fmt_t alu) {
   gemv_plan_t g = gemv_plan(n_k, d);
-  double part[256];
-  size_t np = 1;
-  while (np < g.threads)
-    np *= 2;
-  for (size_t t = 0; t < np; t++) {
-    double acc = 0;
-    if (t < g.threads && g.chunk > 0)
-      for (size_t c = t * g.chunk; c < (t + 1) * g.chunk && c < d; c++)
-        acc = aa_attn_rnd(aa_attn_fma(x[c], v[c], acc, alu), AA_FMT_FP32);
-    else if (t < g.threads)
-      for (size_t c = t; c < d; c += g.stride)
-        acc = aa_attn_rnd(aa_attn_fma(x[c], v[c], acc, alu), AA_FMT_FP32);
-    part[t] = acc;
+  double part[16]; /* gemv_plan gives at most 16 threads */
+  for (size_t t = 0; t < g.threads && t < 16; t++) {
+    part[t] = 0;
+    for (size_t k = 0, c = t * g.base; k < g.per && c < d; k++, c += g.step)
+      part[t] = aa_attn_rnd(aa_attn_fma(x[c], v[c], part[t], alu), AA_FMT_FP32);
   }
-  if (g.chain) {
+  if (g.chain)
     for (size_t t = 1; t < g.threads; t++)
       part[0] = add_in(part[0], part[t], alu, AA_FMT_FP32);
-    return part[0];
-  }
-  for (size_t off = np / 2; off >= 1; off /= 2)
-    for (size_t t = 0; t < off; t++)
-      if (t + off < g.threads) part[t] = add_in(part[t], part[t + off], alu, AA_FMT_FP32);
+  else
+    tree_down(part, aa_attn_pow2_ceil(g.threads), 1, g.threads, alu, AA_FMT_FP32);
   return part[0];
 }
