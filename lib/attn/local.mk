@@ -62,7 +62,7 @@ EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h
 	fixtures/h200-nan/nan_heldout3_predicted.json fixtures/h200-nan/nan_heldout4.json fixtures/h200-nan/nan_heldout4_predicted.json fixtures/h200-nan/probe_scale.py fixtures/h200-nan/causal_rows.py \
 	fixtures/h200-nan/probe_sass_efficient.sh fixtures/h200-nan/probe_sass_efficient.py \
 	fixtures/h200-nan/predict.py fixtures/h200-nan/predict_cpu.py fixtures/h200-nan/probe_fill.py fixtures/h200-nan/probe_rowmask.py \
-	fixtures/h200-nan/probe_flex_order.py fixtures/h200-nan/flex_order.py fixtures/h200-nan/sum_orders.py \
+	fixtures/h200-nan/probe_flex_order.py fixtures/h200-nan/flex_order.py fixtures/h200-nan/sum_orders.py fixtures/h200-nan/placeholder.py \
 	fixtures/h200-nan/probe_flex.npz fixtures/h200-nan/probe_flex2.npz fixtures/h200-nan/probe_flex3.npz \
 	fixtures/h200-nan/nan_heldout5_predicted.json \
 	fixtures/h200-nan/nan_heldout6_predicted.json fixtures/h200-nan/nan_heldout5.json fixtures/h200-nan/nan_heldout6.json
