@@ -119,10 +119,13 @@ typedef enum {
 typedef enum {
   AA_D_ORDER_SEQ = 0,   /* "seq": products added in column order, in bwd.d_tile partials */
   AA_D_ORDER_FA2_LANES, /* "fa2-lanes": FA2's dot_do_o, kBlockKSmem / 8 lanes of its kernel head dim */
-  AA_D_ORDER_LANES_128, /* "lanes-128": 16 lanes of 128-column chunks (cudnn-h100, inferred: README-gpu 8.8) */
+  AA_D_ORDER_LANES_128, /* "lanes-128": 16 lanes of 128-column chunks (inferred for cuDNN in README-gpu 8.8; the
+                           probe of 8.10 read cudnn-dot instead) */
   AA_D_ORDER_XFORMERS,  /* "xformers-lanes": computeDelta's lanes, shfl_xor ascending (kernel_backward.h) */
   AA_D_ORDER_TORCH_SUM, /* "torch-sum": PyTorch's CUDA sum over the last dim (Reduce.cuh reduce_kernel; probed on the
                            H200, README-gpu 8.9) */
+  AA_D_ORDER_CUDNN_DOT, /* "cudnn-dot": cuDNN's compute_dot_do_o, pair sums in 16 lanes of 128-column chunks (probed
+                           on the H200, README-gpu 8.10) */
   AA_D_ORDER_COUNT
 } aa_d_order_t;
 

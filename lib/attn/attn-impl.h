@@ -270,9 +270,11 @@ int aa_attn_backward(const aa_attn_ctx_t *cx, aa_attn_result_t *out);
 double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const double *g);
 /* vendor_order.c: torch.sum(o * g, -1) over one row of a [rows, d] FP32 tensor in the order of PyTorch's CUDA
    reduce_kernel (bwd.d_order = torch-sum), each product and addition in alu then rounded to f; and one element of
-   cuBLAS's FP32 GEMV, sum_c x_c v_c for a matrix of n_k rows, in its order on the H200 (bwd.dp_gemv = cublas-h200).
+   cuBLAS's FP32 GEMV, sum_c x_c v_c for a matrix of n_k rows, in its order on the H200 (bwd.dp_gemv = cublas-h200);
+   and cuDNN's compute_dot_do_o over one row (bwd.d_order = cudnn-dot), products and additions as torch-sum's.
  */
 double aa_attn_torch_sum(const double *o, const double *g, size_t d, size_t rows, aa_fmt_t alu, aa_fmt_t f);
 double aa_attn_cublas_gemv(const double *x, const double *v, size_t n_k, size_t d, aa_fmt_t alu);
+double aa_attn_cudnn_dot_do_o(const double *o, const double *g, size_t d, aa_fmt_t alu, aa_fmt_t f);
 
 #endif

@@ -69,6 +69,7 @@ double aa_attn_rowsum_o_do(const aa_attn_ctx_t *cx, const double *o, const doubl
   double D = 0;
   if (r->bwd_d_order == AA_D_ORDER_TORCH_SUM) /* torch.sum(out.float() * grad_out.float(), -1) of [heads n_q, d] */
     return aa_attn_torch_sum(o, g, d, cx->heads * cx->n_q, r->alu_fmt, r->bwd_d_fmt);
+  if (r->bwd_d_order == AA_D_ORDER_CUDNN_DOT) return aa_attn_cudnn_dot_do_o(o, g, d, r->alu_fmt, r->bwd_d_fmt);
   if (r->bwd_d_order != AA_D_ORDER_SEQ) return rowsum_o_do_lanes(cx, o, g);
   for (size_t c0 = 0; c0 < d; c0 += dt) {
     size_t c1 = c0 + dt < d ? c0 + dt : d;

@@ -125,3 +125,32 @@ double aa_attn_cublas_gemv(const double *x, const double *v, size_t n_k, size_t 
     tree_down(part, aa_attn_pow2_ceil(g.threads), 1, g.threads, alu, AA_FMT_FP32);
   return part[0];
 }
+
+/* cuDNN's compute_dot_do_o (the kernel its SDPA backward launches before the fused bprop; cuDNN 9.19 on the H200,
+   the templated and the d = 64, 128, 256 specialized kernels alike) as read by fixtures/h200-nan/probe_cudnn_order.py
+   through cuDNN's own dQ (README-gpu 8.10): every 8 consecutive columns belong to one of 16 lanes per 128-column
+   chunk (lane t: columns 128 k + 8 t .. + 7); a lane adds the products of its 8 columns in pairs, ((p0 + p1) + (p2 +
+   p3)) + (p4 + p5)) + (p6 + p7), one such partial per chunk, the chunks' partials in order; then the lanes by the xor
+   butterfly 8, 4, 2, 1 (lane 0 with 8 first). Every D probed at 32 head dims (8 .. 256) and 1 to 1000 rows is this
+   tree. The bits of a pair sum, fma(o1, g1, o0 g0) or o0 g0 + o1 g1, cannot be told apart when the products are
+   exact (BF16 O and dO); the FMA is taken. */
+static double dot_do_o_pair(const double *o, const double *g, size_t c, size_t d, aa_fmt_t alu, aa_fmt_t f) {
+  double p = prod(o, g, c, alu, f);
+  return c + 1 < d ? aa_attn_rnd(aa_attn_fma(o[c + 1], g[c + 1], p, alu), f) : p;
+}
+
+double aa_attn_cudnn_dot_do_o(const double *o, const double *g, size_t d, aa_fmt_t alu, aa_fmt_t f) {
+  enum { LANES = 16, PER = 8, CHUNK = LANES * PER };
+  double lane[LANES];
+  for (size_t t = 0; t < LANES; t++) {
+    lane[t] = 0;
+    for (size_t c0 = t * PER, first = 1; c0 < d; c0 += CHUNK, first = 0) {
+      double part = dot_do_o_pair(o, g, c0, d, alu, f);
+      for (size_t c = c0 + 2; c < c0 + PER && c < d; c += 2)
+        part = add_in(part, dot_do_o_pair(o, g, c, d, alu, f), alu, f);
+      lane[t] = first ? part : add_in(lane[t], part, alu, f);
+    }
+  }
+  tree_down(lane, LANES, 1, LANES, alu, f);
+  return lane[0];
+}
