@@ -75,6 +75,8 @@ typedef enum {
   AA_MASKAT_AFTER_CAP = 0, /* "after-cap": on the logit after the softcap, as ALiBi (problem.h; default) */
   AA_MASKAT_BEFORE_CAP,    /* "before-cap": on the logit before the softcap's tanh */
   AA_MASKAT_BEFORE_SCALE,  /* "before-scale": on the raw q.k before the softmax scale (the bias is scaled too) */
+  AA_MASKAT_SCALE_FMA,     /* "scale-fma": in the FMA that applies the scale, x = fl(S scale + b) (scale_fold = s;
+                              cuDNN, read from its LSE: experiments/README-gpu.md 8.10) */
   AA_MASKAT_COUNT
 } aa_mask_enter_t;
 
@@ -104,14 +106,16 @@ typedef enum {
 
 /* fwd.lse_form: how the forward forms the natural-log LSE it saves (fwd.checkpoint = lse). */
 typedef enum {
-  AA_LSE_FMA = 0,   /* "fma": fl(m*se + log l), one FFMA (FA2 softmax.h:180) */
-  AA_LSE_LOG2_MAX,  /* "log2-max": the running max kept in log2 units m' = fl(m*c) (exp2 forms): rescale
-                       exp2(fl(m'_old - m'_new)), LSE = fl(fl(m' / log2e) + log l) (xformers kernel_forward.h
-                       iterative_softmax, `mi / kLog2e + fast_log(s_prime)`) */
-  AA_LSE_LOG2_TRIP, /* "log2-trip": the fma LSE through base 2 and back, fl(fl(lse * fl(1/fl(ln2))) * fl(ln2)):
-                       FlexAttention's dense path stores logsumexp / log(2), its backward multiplies by log(2) */
-  AA_LSE_LOG2_LN2,  /* "log2-ln2": the running max in log2 units as log2-max, LSE = fl(fl(m' * fl(ln 2)) + log l)
-                       (cudnn-h100, inferred from the H200: experiments/README-gpu.md 8.7) */
+  AA_LSE_FMA = 0,      /* "fma": fl(m*se + log l), one FFMA (FA2 softmax.h:180) */
+  AA_LSE_LOG2_MAX,     /* "log2-max": the running max kept in log2 units m' = fl(m*c) (exp2 forms): rescale
+                          exp2(fl(m'_old - m'_new)), LSE = fl(fl(m' / log2e) + log l) (xformers kernel_forward.h
+                          iterative_softmax, `mi / kLog2e + fast_log(s_prime)`) */
+  AA_LSE_LOG2_TRIP,    /* "log2-trip": the fma LSE through base 2 and back, fl(fl(lse * fl(1/fl(ln2))) * fl(ln2)):
+                          FlexAttention's dense path stores logsumexp / log(2), its backward multiplies by log(2) */
+  AA_LSE_LOG2_LN2,     /* "log2-ln2": the running max in log2 units as log2-max, LSE = fl(fl(m' * fl(ln 2)) + log l)
+                          (cudnn-h100's decode, read from cuDNN's own LSE: experiments/README-gpu.md 8.10) */
+  AA_LSE_LOG2_LN2_FMA, /* "log2-ln2-fma": as log2-ln2 in one FFMA, LSE = fl(m' * fl(ln 2) + log l) (cudnn-h100's
+                          prefill, read from cuDNN's own LSE: README-gpu 8.10) */
   AA_LSE_COUNT
 } aa_lse_form_t;
 
@@ -492,9 +496,10 @@ struct aa_recipe {
   aa_recipe_when_t when[AA_RECIPE_WHEN_MAX];
 };
 
-/* The forward keeps its running max in log2 units (fwd.lse_form = log2-max or log2-ln2). */
+/* The forward keeps its running max in log2 units (fwd.lse_form = log2-max, log2-ln2 or log2-ln2-fma). */
 static inline int aa_recipe_lse_log2(const aa_recipe_t *r) {
-  return r->fwd_lse_form == AA_LSE_LOG2_MAX || r->fwd_lse_form == AA_LSE_LOG2_LN2;
+  return r->fwd_lse_form == AA_LSE_LOG2_MAX || r->fwd_lse_form == AA_LSE_LOG2_LN2 ||
+         r->fwd_lse_form == AA_LSE_LOG2_LN2_FMA;
 }
 
 /* Presets. */

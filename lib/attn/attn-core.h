@@ -41,7 +41,8 @@ typedef struct {
   int natural; /* exp_form = natural: exp, else exp2 (exact exp only) */
   int scale_s; /* scale_fold = s: S = fl(S scale) after the product */
   int log2max; /* fwd.lse_form = log2-max or log2-ln2 (one split only) */
-  int lse_ln2; /* fwd.lse_form = log2-ln2: the log2 max back to natural units times fl(ln 2), not over log2 e */
+  int lse_ln2; /* fwd.lse_form = log2-ln2: the log2 max back to natural units times fl(ln 2), not over log2 e;
+                  2: log2-ln2-fma, the product and the log l in one FFMA */
   int p_fmt, io_fmt;
   int qk_bk, qk_fb, qk_ob, pv_bk, pv_fb, pv_ob; /* tc-kK-fF models of fwd.acc_qk and fwd.acc_pv (K = 0: fp32-seq) */
   double c, se, threshold, p_top;               /* exp coefficient, LSE scale, fwd.rescale_threshold, max finite */
@@ -209,11 +210,13 @@ static inline AA_HD double aa_core_row_sum(const aa_core_fwd_t *p, const double 
   return aa_core_r32(aa_core_r32(a + b));
 }
 
-/* forward.c lse_formed with fwd.lse_form = fma, log2-max or log2-ln2: the LSE of a row of max m and sum l > 0. */
+/* forward.c lse_formed with fwd.lse_form = fma, log2-max, log2-ln2 or log2-ln2-fma: the LSE of a row of max m and sum
+   l > 0. */
 static inline AA_HD double aa_core_lse(const aa_core_fwd_t *p, int *doubt, double m, double l) {
   double lg = p->sm90 ? (double)aa_core_logf_fast((float)l) : aa_core_r32(aa_core_libm(2, l, p->doubt_log2, doubt));
   if (p->log2max) {
     double mi = aa_core_r32(m * p->c);
+    if (p->lse_ln2 == 2) return (double)fmaf((float)mi, AA_CORE_LN2F, (float)lg);
     return aa_core_r32(aa_core_r32(p->lse_ln2 ? mi * (double)AA_CORE_LN2F : mi / p->l2e) + lg);
   }
   return (double)fmaf((float)m, (float)p->se, (float)lg);

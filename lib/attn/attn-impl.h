@@ -97,8 +97,9 @@ typedef struct {
   /* Attention mask, bias and logit offset (problem.h, recipe mask.* keys). masked: the problem has a mask
      (aa_problem_has_mask). The bias b + offset, rounded to alu, enters S (mask.enter) as alu(b / mask_div) when
      mask_div != 1, else alu(b * mask_mul): the units of S at that point. mask_low: the score of a masked key
-     with mask.score = lowest or zero. */
-  int masked;
+     with mask.score = lowest or zero. scale_in_mod: mask.enter = scale-fma with a bias, so aa_attn_scores leaves S
+     unscaled and aa_attn_score_mod forms fl(S scale + b) in one FMA. */
+  int masked, scale_in_mod;
   double mask_div, mask_mul, mask_low;
   double mask_fill_io, mask_fill_s; /* mask.score = fill: mask.fill rounded to the io format, and in S units */
   /* The forward's P-cast counters (aa_attn_result_t p_cast, p_over,

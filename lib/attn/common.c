@@ -31,7 +31,7 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
   if (!native)
     for (size_t i = 0; i < n; i++)
       S[i] = aa_attn_rnd(S[i], r->s_fmt);
-  if (r->scale_fold == AA_SCALE_S)
+  if (r->scale_fold == AA_SCALE_S && !cx->scale_in_mod) /* else aa_attn_score_mod: fl(S scale + b) */
     for (size_t i = 0; i < n; i++)
       S[i] = aa_attn_rnd(aa_attn_alu(S[i] * cx->scale, r->alu_fmt), r->s_fmt);
   return AA_OK;
@@ -70,7 +70,10 @@ void aa_attn_score_mod(const aa_attn_ctx_t *cx, double *S, double *G, size_t h, 
     for (size_t b = 0; b < tk; b++) {
       size_t e = a * tk + b;
       double s = S[e];
-      if (bias && early) s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
+      if (cx->scale_in_mod)
+        s = aa_attn_rnd(aa_attn_fma(s, cx->scale, bias_in_s_units(cx, h, i0 + a, j0 + b), alu), cx->r->s_fmt);
+      else if (bias && early)
+        s = aa_attn_alu(s + bias_in_s_units(cx, h, i0 + a, j0 + b), alu);
       if (pb->softcap > 0) {
         /* flash-attn utils.h:396-399 apply_softcap: tanh(acc_s * params.softcap), params.softcap = scale /
            softcap (flash_api.cpp:131), in FP32, right after the QK^T GEMM (flash_fwd_kernel.h:331-332,

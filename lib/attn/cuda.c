@@ -174,8 +174,11 @@ static int fill_params(aa_core_fwd_t *p, const aa_attn_ctx_t *cx, float **own) {
   aa_attn_tc_model(r->fwd_acc_pv, &p->pv_bk, &p->pv_fb, &p->pv_ob);
   p->c = cx->c, p->se = cx->se, p->threshold = r->fwd_rescale_threshold;
   p->sm90 = r->sfu_sm90, p->natural = r->exp_form == AA_EXPFORM_NATURAL, p->scale_s = r->scale_fold == AA_SCALE_S;
-  p->log2max = aa_recipe_lse_log2(r), p->lse_ln2 = r->fwd_lse_form == AA_LSE_LOG2_LN2, p->scale = cx->scale,
-  p->l2e = cx->l2e;
+  p->log2max = aa_recipe_lse_log2(r),
+  p->lse_ln2 = r->fwd_lse_form == AA_LSE_LOG2_LN2       ? 1
+               : r->fwd_lse_form == AA_LSE_LOG2_LN2_FMA ? 2
+                                                        : 0,
+  p->scale = cx->scale, p->l2e = cx->l2e;
   p->p_top = aa_fmt_info(r->fwd_p_fmt)->max_finite;
   p->qexp = cx->wexp_fwd != NULL && cx->wexp_fwd->kind == AA_EXP_QUADRATIC_BF16;
   if (p->qexp)

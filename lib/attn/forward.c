@@ -18,8 +18,11 @@ static double lse_formed(const aa_attn_ctx_t *cx, double m, double l) {
   if (aa_recipe_lse_log2(r)) {
     /* the row max in log2 units, mi = fl(m c), back to natural units: log2-max over log2 e (xformers
        kernel_forward.h attention_kernel, step 7: accum_t(mi / kLog2e) + fast_log(s_prime), kLog2e a float), log2-ln2
-       times fl(ln 2) (cudnn-h100, inferred) */
+       times fl(ln 2), log2-ln2-fma the same product and sum in one FFMA (cudnn-h100's decode and prefill, read from
+       cuDNN's LSE, README-gpu 8.10) */
     double mi = aa_attn_alu(m * cx->c, alu);
+    if (r->fwd_lse_form == AA_LSE_LOG2_LN2_FMA)
+      return aa_attn_rnd(aa_attn_fma(mi, aa_attn_rnd(AA_ATTN_LN2, alu), lg, alu), r->fwd_lse_fmt);
     double nat = r->fwd_lse_form == AA_LSE_LOG2_MAX ? aa_attn_alu(mi / cx->l2e, alu)
                                                     : aa_attn_alu(mi * aa_attn_rnd(AA_ATTN_LN2, alu), alu);
     return aa_attn_rnd(aa_attn_alu(nat + lg, alu), r->fwd_lse_fmt);

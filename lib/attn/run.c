@@ -303,6 +303,7 @@ static void ctx_mask(aa_attn_ctx_t *cx, const aa_problem_t *pb, const aa_recipe_
   int exp_fold = r->scale_fold == AA_SCALE_EXP;
   cx->masked = aa_problem_has_mask(pb);
   cx->mod |= cx->masked && r->mask_score != AA_MASKSC_NEGINF;
+  cx->scale_in_mod = r->mask_enter == AA_MASKAT_SCALE_FMA && r->scale_fold == AA_SCALE_S && aa_problem_has_bias(pb);
   cx->mask_div = cx->mask_mul = 1.0;
   if (r->mask_enter == AA_MASKAT_AFTER_CAP && exp_fold) cx->mask_div = cx->scale;
   if (r->mask_enter == AA_MASKAT_BEFORE_CAP && exp_fold) cx->mask_div = scale0;

@@ -17,7 +17,12 @@ static int check_lse_chain(const aa_recipe_t *r, aa_error_t *err) {
                         r->name);
   if (aa_recipe_lse_log2(r) && !exp2)
     return aa_error_set(err, AA_EINVAL, "recipe '%s': fwd.lse_form = %s needs exp_form exp2-fma or exp2-mul-sub",
-                        r->name, r->fwd_lse_form == AA_LSE_LOG2_MAX ? "log2-max" : "log2-ln2");
+                        r->name,
+                        r->fwd_lse_form == AA_LSE_LOG2_MAX   ? "log2-max"
+                        : r->fwd_lse_form == AA_LSE_LOG2_LN2 ? "log2-ln2"
+                                                             : "log2-ln2-fma");
+  if (r->mask_enter == AA_MASKAT_SCALE_FMA && r->scale_fold != AA_SCALE_S)
+    return aa_error_set(err, AA_EINVAL, "recipe '%s': mask.enter = scale-fma needs scale_fold = s", r->name);
   if (r->bwd_exp_form != 0 && (r->bwd_norm != AA_BWDNORM_LSE || r->bwd_k_prescale))
     return aa_error_set(err, AA_EINVAL,
                         "recipe '%s': bwd.exp_form other than fwd needs bwd.norm = lse and "

@@ -16,7 +16,7 @@ static const char *const bwd_fold_names[] = {"fwd", "q", "s", "exp", NULL}; /* "
 static const char *const exp_coef_names[] = {"host", "alu", NULL};
 static const char *const expform_names[] = {"natural", "exp2-fma", "exp2-mul-sub", NULL};
 static const char *const bwd_expform_names[] = {"fwd", "natural", "exp2-fma", "exp2-mul-sub", NULL};
-static const char *const lseform_names[] = {"fma", "log2-max", "log2-trip", "log2-ln2", NULL};
+static const char *const lseform_names[] = {"fma", "log2-max", "log2-trip", "log2-ln2", "log2-ln2-fma", NULL};
 static const char *const twopass_p_names[] = {"saved", "lse", NULL};
 static const char *const tiling_names[] = {"fixed", "fa2", NULL};
 static const char *const sfu_names[] = {"exact", "sm90", NULL};
@@ -42,7 +42,7 @@ static const char *const rescale_names[] = {"mul", "fma", NULL};
 static const char *const tanh_names[] = {"exact", "approx", NULL};
 static const char *const alibi_names[] = {"abs", "col", NULL};
 static const char *const maskscore_names[] = {"neginf", "lowest", "zero", "fill", NULL};
-static const char *const maskenter_names[] = {"after-cap", "before-cap", "before-scale", NULL};
+static const char *const maskenter_names[] = {"after-cap", "before-cap", "before-scale", "scale-fma", NULL};
 static const char *const emptyo_names[] = {"zero", "nan", NULL};
 static const char *const emptylse_names[] = {"neginf", "posinf", "zero", NULL};
 /* aa_bq_kind_t and aa_bq_scale_rnd_t of lib/fmt.h, in enum order (tests/tattn_quant checks the kinds) */
@@ -187,7 +187,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
      .desc = "on: the backward reads K * scale * log2(e) rounded to io for the scores and dQ, dQ scaled by ln 2 at the end",
      .cite = "triton python/tutorials/06-fused-attention.py@003da478: _attention.backward arg_k, _attn_bwd_dq, _attn_bwd dq *= LN2"},
     {.key = "fwd.lse_form", .type = AA_KEY_ENUM, .offset = F_(fwd_lse_form), .names = lseform_names, .def = "fma", .omit = AA_OMIT_DEFAULT,
-     .desc = "the saved LSE: fma fl(m*se + log l); log2-max fl(fl(m'/log2e) + log l) from the max m' = fl(m*c) kept in log2 units (also the rescale argument m'_old - m'_new); log2-trip the fma LSE times fl(1/fl(ln2)), then times fl(ln2); log2-ln2 fl(fl(m' fl(ln2)) + log l) from log2-max's m'",
+     .desc = "the saved LSE: fma fl(m*se + log l); log2-max fl(fl(m'/log2e) + log l) from the max m' = fl(m*c) kept in log2 units (also the rescale argument m'_old - m'_new); log2-trip the fma LSE times fl(1/fl(ln2)), then times fl(ln2); log2-ln2 fl(fl(m' fl(ln2)) + log l) from log2-max's m'; log2-ln2-fma fl(m' fl(ln2) + log l), one FFMA (cuDNN's prefill; its decode is log2-ln2: both read from cuDNN's own LSE, README-gpu 8.10)",
      .cite = "FA2 softmax.h:180; PyTorch mem_eff_attention/kernel_forward.h iterative_softmax and `mi / kLog2e + fast_log(s_prime)`; torch/_higher_order_ops/flex_attention.py math_attention `logsumexp / math.log(2)`, sdpa_dense_backward `logsumexp * math.log(2)`"},
     {.key = "bwd.exp_form", .type = AA_KEY_ENUM, .offset = F_(bwd_exp_form), .names = bwd_expform_names, .def = "fwd", .omit = AA_OMIT_DEFAULT,
      .desc = "exp form of the backward's recomputed weights when it differs from the forward's (fwd: the exp_form key)",
@@ -250,7 +250,7 @@ const aa_recipe_key_t aa_recipe_keys[] = {
     {.key = "mask.fill", .type = AA_KEY_DOUBLE, .offset = F_(mask_fill), .def = "-65504", .omit = AA_OMIT_DEFAULT,
      .desc = "mask.score = fill: the additive value of a boolean-masked key, rounded to the io format (-65504: BF16 -65536)", .cite = "inferred: H200 probe (experiments/README-gpu.md 8.6), PyTorch's boolean mask for cuDNN"},
     {.key = "mask.enter", .type = AA_KEY_ENUM, .offset = F_(mask_enter), .names = maskenter_names, .def = "after-cap", .omit = AA_OMIT_DEFAULT,
-     .desc = "where the additive bias and the logit offset enter: after the softcap, before it, or before the scale", .cite = "flash-attn flash_fwd_kernel.h:331-335"},
+     .desc = "where the additive bias and the logit offset enter: after the softcap, before it, before the scale, or (scale-fma, with scale_fold = s) in the FMA that applies the scale, x = fl(S scale + b)", .cite = "flash-attn flash_fwd_kernel.h:331-335; README-gpu 8.10 (cuDNN's LSE, fixtures/h200-nan/probe_cudnn_bias.py)"},
     {.key = "mask.empty_o", .type = AA_KEY_ENUM, .offset = F_(mask_empty_nan), .names = emptyo_names, .def = "zero", .omit = AA_OMIT_DEFAULT,
      .desc = "a row with no visible key: O = 0 and no gradient, or NaN in O, dQ and its head's dK, dV (softmax of all -inf)", .cite = "flash-attn softmax.h:180; PyTorch sdpa_math"},
     {.key = "mask.empty_lse", .type = AA_KEY_ENUM, .offset = F_(mask_empty_lse), .names = emptylse_names, .def = "neginf", .omit = AA_OMIT_DEFAULT,

@@ -55,7 +55,12 @@ tests_tnan_presets_SOURCES = tests/tnan_presets.c
 check_PROGRAMS += tests/tvendor_order
 TESTS += tests/tvendor_order
 tests_tvendor_order_SOURCES = tests/tvendor_order.c
-EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt tests/data/h200_sum_orders.txt
+# ... and cudnn-h100's exp and LSE chains against cuDNN's own LSE and overflow (masked and unmasked graphs).
+check_PROGRAMS += tests/tcudnn_lse
+TESTS += tests/tcudnn_lse
+tests_tcudnn_lse_SOURCES = tests/tcudnn_lse.c
+EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt tests/data/h200_sum_orders.txt \
+	tests/data/h200_cudnn_lse.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
 # every recipe file under recipes/ ships and loads.
