@@ -50,12 +50,12 @@ grep -q '^  -        when causal and n >= 32768: dq_reduce = fp32-ordered$' "$T/
 # dQ row NaN on the H200); without them the masked lines do not apply. A bad mask option exits 2.
 "$A" explain --variant cudnn-h100 --n 64 --d 16 --key-len 48 --logit-offset -200 --threads 1 >"$T/xm" 2>"$T/e" ||
   FAIL "twhen_cli: explain with masks: $(cat "$T/e")"
-grep -q '^  applies  when masked and n_q > 1: scale_fold = s$' "$T/xm" ||
+grep -q '^  applies  when masked: scale_fold = s$' "$T/xm" ||
   FAIL "twhen_cli: explain --key-len does not apply the masked line"
 grep -q '^first NaN/Inf (bwd.exp): .*(h 0, i 0, j 64, a key slot past n_k (mask.phantom_tile))' "$T/xm" ||
   FAIL "twhen_cli: explain with masks does not name the phantom slot: $(grep first "$T/xm")"
 "$A" explain --variant cudnn-h100 --n 64 --d 16 --threads 1 >"$T/xu" 2>"$T/e" || FAIL "twhen_cli: explain: $(cat "$T/e")"
-grep -q '^  -        when masked and n_q > 1: scale_fold = s$' "$T/xu" ||
+grep -q '^  -        when masked: scale_fold = s$' "$T/xu" ||
   FAIL "twhen_cli: explain without masks applies the masked line"
 "$A" explain --variant cudnn-h100 --n 64 --key-len 65 >/dev/null 2>&1
 [ $? -eq 2 ] || FAIL "twhen_cli: explain --key-len 65 (> n) does not exit 2"
