@@ -135,7 +135,10 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                     S    = the exact sum of the t' (no intermediate rounding);
                     acc  = RZ_fp32(S): truncation to 24 significant bits,
                            subnormal results truncated to multiples of 2^-149,
-                           overflow gives +-FLT_MAX (IEEE RZ), an exact zero
+                           |S| >= 2^128 gives +-Inf (the H200's mma.sync and
+                           wgmma, fixtures/h200-fa2/probe_tc_overflow.py: not
+                           IEEE RZ's FLT_MAX; |S| in [FLT_MAX, 2^128) truncates
+                           to FLT_MAX), an exact zero
                            sum gives +0 (also when every term is -0), a
                            nonzero sum below 2^-149 in magnitude a zero of
                            its own sign. A row with a 13-bit result
@@ -155,7 +158,11 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                   result is the IEEE sum of those non-finite terms, the
                   finite ones being ignored. Products of finite fp32 values
                   never overflow (binary64 holds them), so a block of finite
-                  terms only overflows in its final RZ, to FLT_MAX.
+                  terms only overflows in its final rounding, to +-Inf: a
+                  block whose exact sum is finite stays finite even where
+                  its terms in sequence would overflow (2^127 + 2^127 -
+                  2^127 gives 2^127 on the H200), while the accumulator
+                  overflows between blocks.
                   C = acc after the last block; for K = 0, C = accumulate ? fl32(C) : +0.
                   Every path (reference loop, packed threaded path) gives
                   identical bits.

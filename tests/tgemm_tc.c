@@ -871,12 +871,20 @@ static void test_cases(void) {
     one(T16, "negative subnormal to -0", 0, 0, nn, bb, 1, -0.0f);
     one(T16, "subnormal RZ", 0, 0, cc, bb, 1, 0x1p-149f);
   }
-  /* Overflow: C = FLT_MAX plus the product FLT_MAX * 1: exact 2 FLT_MAX,
-     RZ gives FLT_MAX (not Inf); negative likewise. */
+  /* Overflow, as the H200's mma.sync and wgmma give it (fixtures/h200-fa2/probe_tc_overflow.py, the hardware's
+     own results): C = FLT_MAX plus the product FLT_MAX * 1, exact 2 FLT_MAX >= 2^128, is +Inf (IEEE RZ would give
+     FLT_MAX); negative likewise; a sum in [FLT_MAX, 2^128) truncates to FLT_MAX; and a block whose exact sum is
+     finite stays finite though its terms in sequence overflow (2^127 + 2^127 - 2^127 = 2^127 on the H200). */
   a[0] = FLT_MAX;
-  one(T16, "overflow RZ", FLT_MAX, 1, a, NULL, 1, FLT_MAX);
+  one(T16, "overflow to Inf", FLT_MAX, 1, a, NULL, 1, INFINITY);
   a[0] = -FLT_MAX;
-  one(T16, "negative overflow RZ", -FLT_MAX, 1, a, NULL, 1, -FLT_MAX);
+  one(T16, "negative overflow to -Inf", -FLT_MAX, 1, a, NULL, 1, -INFINITY);
+  a[0] = 0x1p103f;
+  one(T16, "below 2^128: RZ to FLT_MAX", FLT_MAX, 1, a, NULL, 1, FLT_MAX);
+  {
+    float big[3] = {0x1p127f, 0x1p127f, -0x1p127f};
+    one(T16, "finite block of overflowing terms", 0.0f, 0, big, NULL, 3, 0x1p127f);
+  }
   /* Products beyond fp32 are exact: 2^100 * 2^100 - 2^100 * 2^100 = 0. */
   {
     float aa[2] = {0x1p100f, -0x1p100f}, bb[2] = {0x1p100f, 0x1p100f};

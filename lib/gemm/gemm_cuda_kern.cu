@@ -305,10 +305,10 @@ __device__ __forceinline__ static int32_t gm_acc_e(uint32_t bits) {
    k % 8 of gm_quad is a constant): the arrays indexed by r, q and k stay in registers. Per product: half a
    VIADDMNMX.S16x2 (the exponent sum and maximum of two outputs at once), the DFMA.RZ, the sign (sa sb) and the
    signed multiply-add into the partial sum (two IMAD); 8.3 instructions a product in all, unpacking and block ends
-   included (Nsight Compute on the H200, experiments/README-gpu.md 9.8). C's biased exponent E - F + 1075 is clamped to [75, 2047]:
-   75 keeps 2^(E - F) normal where a lower E means that every term is zero (the result is then +0 whatever the
-   scale); 2047 (C = Inf) marks a block with an Inf or NaN, whose exponent is at least GM_ESPEC_MIN, above any
-   finite block's 254. */
+   included (Nsight Compute on the H200, experiments/README-gpu.md 9.8). C's biased exponent E - F + 1075 is clamped
+   to [75, 2047]: 75 keeps 2^(E - F) normal where a lower E means that every term is zero (the result is then +0
+   whatever the scale); 2047 (C = Inf) marks a block with an Inf or NaN, whose exponent is at least GM_ESPEC_MIN,
+   above any finite block's 254. */
 template <int BK>
 __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_unpacked &sa, const gm_unpacked &sb,
                                                    int kb, int ty, int tx, float acc[GM_R][GM_R]) {
@@ -367,11 +367,13 @@ __device__ __forceinline__ static void gm_tc_block(const gm_args &g, const gm_un
         for (int p = 1; p < BK / G; p++)
           sum += gm_i2d(P[p][r][q]);
         /* S 2^qe + tacc in one DFMA (written out: the build has -fmad=false), exact (|S| < 2^33 and tacc a multiple
-           of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals, and overflow to the largest finite value, as
+           of 2^qe below 2^(qe + 26)), then RZ to fp32 (subnormals; |sum| >= 2^128 to +-Inf for an fp32 result, as
            aa_tc_round_bits), then to out_bits fractional bits: RZ onto a grid of powers of two after RZ onto a finer
            one is RZ onto the coarser one. */
         const double exact = fma(sum, gm_hilo(chi - (52u << 20), 0), tacc);
-        acc[r][q] = aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
+        acc[r][q] = g.out_bits == 23 && fabs(exact) >= 0x1p128 /* +-Inf, as the H200 gives (tc-core.h) */
+                        ? (float)exact
+                        : aa_tc_u2f(aa_tc_f2u(gm_d2f_rz(exact)) & ~((1u << (23 - g.out_bits)) - 1));
       }
     }
 }

@@ -73,9 +73,10 @@ static inline AA_HD uint32_t aa_tc_acc_term(uint32_t m, int32_t shift) {
 
 /* The block sum S 2^q (S an integer, q = E - F) rounded toward zero to
    out_bits fractional bits in fp32's exponent range, as fp32 bits (gemm.h:
-   subnormals in multiples of 2^(-126 - out_bits), overflow to the largest
-   finite value (2 - 2^-out_bits) 2^127, an exact zero +0, a nonzero sum
-   below the smallest step a zero of its own sign). */
+   subnormals in multiples of 2^(-126 - out_bits), |S 2^q| >= 2^128 to +-Inf
+   for fp32 (out_bits 23, as the H200 gives) and to the largest finite value
+   (2 - 2^-out_bits) 2^127 for e8m13, an exact zero +0, a nonzero sum below
+   the smallest step a zero of its own sign). */
 static inline AA_HD int aa_tc_top_bit(uint64_t u) {
 #ifdef __CUDA_ARCH__
   return 63 - __clzll((long long)u);
@@ -88,7 +89,9 @@ static inline AA_HD uint32_t aa_tc_round_bits(int64_t S, int32_t q, int out_bits
   uint32_t sign = S < 0 ? 0x80000000u : 0;
   uint64_t u = S < 0 ? 0 - (uint64_t)S : (uint64_t)S;
   int32_t v = aa_tc_top_bit(u) + q; /* floor(log2 |S 2^q|) */
-  if (v > 127) return sign | (0x7f7fffffu & ~((1u << (23 - out_bits)) - 1));
+  if (v > 127) /* |S| >= 2^128: +-Inf for an FP32 result, as the H200's mma.sync and wgmma give (not RZ's FLT_MAX:
+                   fixtures/h200-fa2/probe_tc_overflow.py); e8m13 keeps [mma-sim]'s largest finite value */
+    return sign | (out_bits == 23 ? 0x7f800000u : 0x7f7fffffu & ~((1u << (23 - out_bits)) - 1));
   int32_t lsb = (v < -126 ? -126 : v) - out_bits; /* the step kept */
   int32_t r = lsb - q;
   uint64_t m = r <= 0 ? u << -r : (r >= 64 ? 0 : u >> r); /* < 2^(out_bits + 1): r <= 0 only when u is small */

@@ -11,13 +11,14 @@
 #include "tc-core.h"
 #include "tc-impl.h"
 
-/* Round a double toward zero to binary32 (subnormals kept, overflow to
-   +-FLT_MAX as IEEE RZ prescribes): the RNE conversion gives one of the two
-   binary32 neighbours of x; when it lies further from zero than x, the
-   neighbour towards zero is the RZ result. */
+/* Round a double toward zero to binary32 (subnormals kept; |x| >= 2^128 gives
+   +-Inf, as the H200's tensor cores do, where IEEE RZ would give FLT_MAX:
+   fixtures/h200-fa2/probe_tc_overflow.py): the RNE conversion gives one of
+   the two binary32 neighbours of x; when it lies further from zero than x,
+   the neighbour towards zero is the RZ result. */
 static float rz32(double x) {
   float f = (float)x;
-  if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+  if (fabs((double)f) > fabs(x) && fabs(x) < 0x1p128) f = nextafterf(f, 0.0f);
   return f;
 }
 
@@ -201,8 +202,9 @@ tc_row(double *c, const float *ar, const float *pb, size_t ldb, size_t j0, size_
       s += __builtin_convertvector(pr[k] * up, tc_v8l);
     tc_v8d v = __builtin_convertvector(s, tc_v8d) * down;
     tc_v8f f = __builtin_convertvector(v, tc_v8f);
-    tc_v8l away = tc_fabs(__builtin_convertvector(f, tc_v8d)) > tc_fabs(v);
-    /* RZ: one step back toward zero where the RNE conversion went away from it (Inf -> FLT_MAX) */
+    tc_v8l away = (tc_fabs(__builtin_convertvector(f, tc_v8d)) > tc_fabs(v)) & (tc_fabs(v) < 0x1p128);
+    /* RZ: one step back toward zero where the RNE conversion went away from it (below 2^128: an overflow stays
+       +-Inf, as on the H200, rz32) */
     acc = (tc_v8f)((tc_v8i)f + __builtin_convertvector(away, tc_v8i));
   }
   for (size_t x = 0; x < nb; x++)
