@@ -369,7 +369,8 @@ struct aa_recipe {
   int fwd_rowsum_quad; /* fwd.rowsum_split = quad: FA2's four per-lane partial row sums, combined at the end */
   int bwd_d_order;     /* aa_d_order_t: bwd.d_order, the summation order of D */
   int bwd_dp_gemv; /* bwd.dp_gemv = cublas-h200: with n_q = 1, dP in the order of cuBLAS's FP32 GEMV (backward.c) */
-  int fwd_rowsum_fma; /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
+  int fwd_qk_gemv, bwd_qk_gemv; /* fwd/bwd.qk_gemv = cublas-h200: with n_q = 1, QK^T as that GEMV (common.c) */
+  int fwd_rowsum_fma;           /* fwd.rowsum_rescale = fma: each partial's rescale fused into its next add */
   /* tiling = fa2: fwd.tile_q/tile_k, fwd.splits, bwd.tile_q/tile_k are
      chosen per problem by aa_fa2_dispatch (lib/attn.h) for fwd.split_sms
      SMs, as PyTorch's flash backend chooses FA2's kernels; fixed: the keys

@@ -69,6 +69,17 @@ static inline char *aa_test_slurp(const char *path) {
   return p;
 }
 
+/* tests/data/NAME under $top_srcdir (the build tree's . without it), opened for reading; NULL, with a failure
+   counted, when it cannot be. */
+static inline FILE *aa_test_open_data(const char *name) {
+  const char *top = getenv("top_srcdir");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/data/%s", top != NULL ? top : ".", name);
+  FILE *f = fopen(path, "r");
+  AA_CHECK(f != NULL, "%s: cannot open", path);
+  return f;
+}
+
 /* Bitwise equality of doubles, any NaN equal to any NaN (signed zeros differ). */
 static inline int aa_test_same(double a, double b) {
   uint64_t u, v;

@@ -179,10 +179,11 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
    sequence through aa_attn_run on its own, outputs packed (varlen.c). */
 int aa__attn_run_varlen(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                         const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
-/* Score tile S[tq x tk] = Qeff K^T with the given model, rounded to s_fmt and,
-   with scale_fold = s, scaled and rounded again (naive: bf16(bf16(QK^T)*scale)). */
+/* Score tile S[tq x tk] = Qeff K^T with the given model (gemv nonzero and one query row in the problem: cuBLAS's
+   GEMV order instead, fwd/bwd.qk_gemv), rounded to s_fmt and, with scale_fold = s, scaled and rounded again
+   (naive: bf16(bf16(QK^T)*scale)). */
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
-                   aa_accum_t model);
+                   aa_accum_t model, int gemv);
 /* Score modifiers of problem.h on a score tile S [tq x tk] of head h (query
    rows i0.., keys j0..), right after aa_attn_scores; G [tq x tk] (NULL in
    the forward) receives the factor dtanh the backward multiplies dS by. */

@@ -383,7 +383,7 @@ static int bwd_pair(const aa_attn_ctx_t *cx, bwd_buf_t *b, tile_buf_t *tb, const
   size_t nv = aa_attn_visible(cx, tb->vis, h, i0, rows, j0, tkc);
   if (nv == 0 && r->bwd_skip_masked) return AA_OK; /* get_required_tiles_mask, L794-846 */
   *computed = 1;
-  st = aa_attn_scores(cx, tb->S, b->qe, rows, p.K + j0 * d, tkc, r->bwd_acc_qk);
+  st = aa_attn_scores(cx, tb->S, b->qe, rows, p.K + j0 * d, tkc, r->bwd_acc_qk, r->bwd_qk_gemv);
   if (st != AA_OK) return st;
   aa_attn_score_mod(cx, tb->S, tb->G, h, i0, rows, j0, tkc);
   pair_p(&p);

@@ -19,12 +19,17 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
 }
 
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
-                   aa_accum_t model) {
+                   aa_accum_t model, int gemv) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d;
-  /* [nki-bwd] L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
-  int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
-  if (st != AA_OK) return st;
+  if (gemv && cx->n_q == 1) { /* one query row: cuBLAS runs a GEMV over all n_k keys (vendor_order.c) */
+    for (size_t a = 0; a < tq; a++)
+      for (size_t x = 0; x < tk; x++)
+        S[a * tk + x] = aa_attn_cublas_gemv(qeff + a * d, k + x * d, cx->n_k, d, r->alu_fmt);
+  } else { /* [nki-bwd] L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
+    int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
+    if (st != AA_OK) return st;
+  }
   size_t n = tq * tk;
   int native = aa_accum_native(model, r->s_fmt);
   /* [nki-bwd] L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */

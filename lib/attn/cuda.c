@@ -87,7 +87,8 @@ int aa_attn_cuda_fwd_supported(const aa_attn_ctx_t *cx) {
          aa_attn_tc_model(r->fwd_acc_qk, &bk, &fb, &ob) && aa_attn_tc_model(r->fwd_acc_pv, &bk, &fb, &ob) &&
          cx->mod == 0 && cx->masked == 0 && cx->keep_fwd == NULL && cx->sinks == NULL && cx->v_scale == NULL &&
          cx->d >= 1 && cx->d <= AA_CORE_MAXD && r->fwd_tile_q > 0 && aa_attn_fwd_nsplits(cx) <= 128 &&
-         cx->pb->varlen_batch == 0;
+         cx->pb->varlen_batch == 0 &&
+         (r->fwd_qk_gemv == 0 || cx->n_q > 1); /* the GEMV order is the host's (vendor_order.c) */
 }
 
 static float *to_f32(const double *x, size_t n) {

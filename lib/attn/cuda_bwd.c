@@ -104,9 +104,11 @@ int aa_attn_cuda_bwd_supported(const aa_attn_ctx_t *cx) {
          (r->bwd_dq_scale == AA_GSCALE_NONE || r->bwd_dq_scale == AA_GSCALE_TILE ||
           r->bwd_dq_scale == AA_GSCALE_END) &&
          r->bwd_dkv_accumulate == AA_KVACC_CHAIN && reduce_supported(&r->bwd_dq_reduce) && r->quant_ds == 0 &&
-         (r->bwd_dp_gemv == 0 || cx->n_q > 1) && /* the GEMV order is the host's (vendor_order.c) */
-         cx->keep_bwd == NULL && cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL && cx->d >= 1 &&
-         cx->d <= AA_CORE_MAXD && cx->pb->varlen_batch == 0;
+         ((r->bwd_dp_gemv | r->bwd_qk_gemv | r->fwd_qk_gemv) == 0 ||
+          cx->n_q > 1) && /* GEMV orders are the host's (vendor_order.c) */
+         cx->keep_bwd == NULL &&
+         cx->mod == 0 && cx->masked == 0 && cx->sinks == NULL && cx->d >= 1 && cx->d <= AA_CORE_MAXD &&
+         cx->pb->varlen_batch == 0;
 }
 
 /* x in FP32; 0 without memory or when a value is not exact in FP32 (an operand the core cannot take as is). */

@@ -190,7 +190,7 @@ int aa_attn_fwd_block(const aa_attn_ctx_t *cx, size_t h, size_t i0, size_t tq, d
   /* A tile with every element masked changes nothing (m, l and acc keep
      their values exactly), so it is skipped as the kernels do. */
   if (aa_attn_visible(cx, vis, h, i0, tq, j0, tk) == 0) return AA_OK;
-  st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk);
+  st = aa_attn_scores(cx, S, qe, tq, K + j0 * d, tk, r->fwd_acc_qk, r->fwd_qk_gemv);
   if (st != AA_OK) return st;
   aa_attn_score_mod(cx, S, NULL, h, i0, tq, j0, tk);
   for (size_t a = 0; a < tq; a++) {
@@ -309,7 +309,7 @@ static int fwd_tile_twopass(const aa_attn_ctx_t *cx, aa_attn_result_t *out, size
   const double *sinks = cx->sinks != NULL ? cx->sinks + h * pb->num_sinks : NULL;
   aa_attn_load_q(cx, qe, cx->Q + (h * cx->n_q + i0) * d, tq);
   aa_attn_visible(cx, vis, h, i0, tq, 0, n_k);
-  int st = aa_attn_scores(cx, S, qe, tq, K, n_k, r->fwd_acc_qk);
+  int st = aa_attn_scores(cx, S, qe, tq, K, n_k, r->fwd_acc_qk, r->fwd_qk_gemv);
   if (st != AA_OK) return st;
   aa_attn_score_mod(cx, S, NULL, h, i0, tq, 0, n_k);
   for (size_t a = 0; a < tq; a++) {

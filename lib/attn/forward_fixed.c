@@ -127,7 +127,7 @@ static int row_group(shifted_t *t, size_t s0, size_t sr, size_t j0, size_t tk) {
   }
   /* Rows are independent in the gemm models, so scoring a row group on
      its own gives the values of the whole-tile product. */
-  int st = aa_attn_scores(cx, t->S + s0 * tk, t->qe + s0 * d, sr, K + j0 * d, tk, r->fwd_acc_qk);
+  int st = aa_attn_scores(cx, t->S + s0 * tk, t->qe + s0 * d, sr, K + j0 * d, tk, r->fwd_acc_qk, r->fwd_qk_gemv);
   if (st != AA_OK) return st;
   aa_attn_score_mod(cx, t->S + s0 * tk, NULL, t->h, t->i0 + s0, sr, j0, tk);
   for (size_t a = s0; a < s0 + sr; a++)

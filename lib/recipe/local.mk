@@ -59,8 +59,12 @@ tests_tvendor_order_SOURCES = tests/tvendor_order.c
 check_PROGRAMS += tests/tcudnn_lse
 TESTS += tests/tcudnn_lse
 tests_tcudnn_lse_SOURCES = tests/tcudnn_lse.c
+# ... and flex-eager-h100's scores of one query row (cuBLAS's GEMV order) against FlexAttention's own LSE.
+check_PROGRAMS += tests/tflex_decode_lse
+TESTS += tests/tflex_decode_lse
+tests_tflex_decode_lse_SOURCES = tests/tflex_decode_lse.c
 EXTRA_DIST += tests/data/presets tests/data/preset_bits.txt tests/data/h200_causal_rows.txt tests/data/h200_sum_orders.txt \
-	tests/data/h200_cudnn_lse.txt
+	tests/data/h200_cudnn_lse.txt tests/data/h200_flex_decode_lse.txt
 
 # Guard of the preset recipe (HACKING.md): every preset file is in AA_PRESET_FILES, compiled in and stored;
 # every recipe file under recipes/ ships and loads.
