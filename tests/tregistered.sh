@@ -11,7 +11,9 @@
 #  4. every shell test tests/t*.sh is in TESTS and EXTRA_DIST, and every test program (a tests/t*.c or .cpp with
 #     main) is built as one (check_PROGRAMS or EXTRA_PROGRAMS);
 #  5. every file that fixtures/MANIFEST lists exists and is in EXTRA_DIST;
-#  6. the oracle includes no header of the emulation, directly or through other headers.
+#  6. the oracle includes no header of the emulation, directly or through other headers;
+#  7. every data file and script of the GPU runs (fixtures/h200-*/) is in EXTRA_DIST, itself or a folder above it:
+#     the readings a model or a test was built from ship with it.
 set -u
 A=${top_builddir:-.}/experiments/attnacc
 S=${top_srcdir:-.}
@@ -101,6 +103,18 @@ while [ -s "$T/todo" ]; do
     for cand in "${f%/*}/$inc" "$S/lib/$inc"; do
       [ -f "$cand" ] && { echo "$cand" >>"$T/todo"; break; }
     done
+  done
+done
+
+# 7
+for f in "$S"/fixtures/h200-*/* "$S"/fixtures/h200-*/*/*; do
+  [ -f "$f" ] || continue
+  rel=${f#"$S"/}
+  case $rel in *.c | *.cu | *.h | *.py | *.sh | *.json | *.npz | *.npy | *.tsv | *.txt | *.csv | *.recipe) ;; *) continue ;; esac
+  d=$rel
+  while ! inmk '*' "$d"; do
+    d=${d%/*}
+    [ "$d" = fixtures ] && { FAIL "tregistered: $rel is not in EXTRA_DIST: not in the tarball"; break; }
   done
 done
 

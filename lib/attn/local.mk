@@ -65,7 +65,14 @@ EXTRA_DIST += fixtures/h200-nan/collect.py fixtures/h200-nan/nan.json fixtures/h
 	fixtures/h200-nan/probe_flex_order.py fixtures/h200-nan/flex_order.py fixtures/h200-nan/sum_orders.py fixtures/h200-nan/placeholder.py \
 	fixtures/h200-nan/probe_flex.npz fixtures/h200-nan/probe_flex2.npz fixtures/h200-nan/probe_flex3.npz \
 	fixtures/h200-nan/nan_heldout5_predicted.json \
-	fixtures/h200-nan/nan_heldout6_predicted.json fixtures/h200-nan/nan_heldout5.json fixtures/h200-nan/nan_heldout6.json
+	fixtures/h200-nan/nan_heldout6_predicted.json fixtures/h200-nan/nan_heldout5.json fixtures/h200-nan/nan_heldout6.json \
+	fixtures/h200-nan/nan_heldout7.json fixtures/h200-nan/nan_heldout7_predicted.json fixtures/h200-nan/nan_heldout8.json \
+	fixtures/h200-nan/nan_heldout8_predicted.json fixtures/h200-nan/nan_heldout9.json \
+	fixtures/h200-nan/nan_heldout9_predicted.json fixtures/h200-nan/nan_heldout10_predicted.json \
+	fixtures/h200-nan/compare_predicted.py fixtures/h200-nan/probe_cells.py fixtures/h200-nan/cells_flex.npz \
+	fixtures/h200-nan/flex_decode_lse.py fixtures/h200-nan/probe_gemv.py fixtures/h200-nan/probe_cudnn_order.py \
+	fixtures/h200-nan/probe_cudnn.npz fixtures/h200-nan/cudnn_order.py fixtures/h200-nan/probe_cudnn_bias.py \
+	fixtures/h200-nan/probe_cudnn_bias.npz fixtures/h200-nan/cudnn_bias.py
 EXTRA_PROGRAMS += fixtures/h200-nan/nan_census
 fixtures_h200_nan_nan_census_SOURCES = fixtures/h200-nan/nan_census.c
 # FP8 (E4M3) mma.sync chains and torch._scaled_mm on the H200 (experiments/README-gpu.md; raw data programs).

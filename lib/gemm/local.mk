@@ -72,7 +72,8 @@ tests_tmma_sm90_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/fixtures/h200-fa2
 tests_tmma_sm90_LDADD = $(LDADD) -lm
 EXTRA_DIST += fixtures/h200-fa2/mma.npy fixtures/h200-fa2/mma_gen.h fixtures/h200-fa2/mma_chain.cu \
 	fixtures/h200-fa2/mma_fit.c fixtures/h200-fa2/ckpt_diag.py \
-	fixtures/h200-fa2/run_diag.sh fixtures/h200-fa2/run3.sh
+	fixtures/h200-fa2/run_diag.sh fixtures/h200-fa2/run3.sh fixtures/h200-fa2/agree.py fixtures/h200-fa2/agree.sh \
+	fixtures/h200-fa2/probe_tc_overflow.py
 
 check_PROGRAMS += tests/tmma_fp8
 TESTS += tests/tmma_fp8
