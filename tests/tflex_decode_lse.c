@@ -21,6 +21,10 @@
 /* the scores as a column-order FFMA chain (the GEMM of n_q > 1), what the preset did before the readings: it must
    miss some reading, or they could not tell the two orders apart */
 #define EARLIER "flex-eager-h100:fwd.qk_gemv=none,bwd.qk_gemv=none"
+/* the GEMV stands in for an FP32 GEMM only: with the scores' model made exact (explain's site), the key must change
+   nothing, or explain's exact site and floor would keep FP32 sums */
+#define EXACT_QK "flex-eager-h100:fwd.acc_qk=fp64-seq"
+#define EXACT_QK_NO_GEMV EXACT_QK ",fwd.qk_gemv=none"
 #define MAXD 256
 
 typedef struct {
@@ -147,7 +151,15 @@ int main(void) {
     AA_CHECK(lse == want, "seed %d b %d h %d (d %zu): LSE %.10g, the H200's %.10g", x.seed, x.b, x.h, x.d, lse, want);
     AA_CHECK(bad == x.dv_bad, "seed %d b %d h %d (d %zu): dv of the top key %s, on the H200 %s", x.seed, x.b, x.h,
              x.d, bad ? "non-finite" : "finite", x.dv_bad ? "non-finite" : "finite");
-    if (run_row(EARLIER, &w, &lse0, &bad0) == 0) earlier_missed += lse0 != want;
+    if (run_row(EARLIER, &w, &lse0, &bad0) != 0)
+      AA_FAIL("seed %d b %d h %d: the run of %s failed", x.seed, x.b, x.h, EARLIER);
+    earlier_missed += lse0 != want;
+    double lse_x, lse_xn;
+    if (run_row(EXACT_QK, &w, &lse_x, &bad0) != 0 || run_row(EXACT_QK_NO_GEMV, &w, &lse_xn, &bad0) != 0)
+      AA_FAIL("seed %d b %d h %d: the exact-scores runs failed", x.seed, x.b, x.h);
+    else
+      AA_CHECK(lse_x == lse_xn, "seed %d b %d h %d: exact scores with the GEMV key give LSE %.10g, without %.10g",
+               x.seed, x.b, x.h, lse_x, lse_xn);
     row_free(&w);
     n++;
     overflow += x.dv_bad != 0;

@@ -264,7 +264,8 @@ static int pair_dp(const bwd_pair_t *p) {
   const aa_recipe_t *r = cx->r;
   tile_buf_t *tb = p->tb;
   size_t rows = p->qt->rows, tkc = p->tkc;
-  if (r->bwd_dp_gemv && cx->n_q == 1) { /* one query row: cuBLAS runs a GEMV over all n_k keys (vendor_order.c) */
+  /* one query row: cuBLAS runs its FP32 GEMV over all n_k keys (vendor_order.c); an FP64 model stays exact */
+  if (r->bwd_dp_gemv && cx->n_q == 1 && aa_accum_native(r->bwd_acc_dp, AA_FMT_FP32)) {
     for (size_t a = 0; a < rows; a++)
       for (size_t x = 0; x < tkc; x++)
         tb->dP[a * tkc + x] =

@@ -22,7 +22,9 @@ int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_
                    aa_accum_t model, int gemv) {
   const aa_recipe_t *r = cx->r;
   size_t d = cx->d;
-  if (gemv && cx->n_q == 1) { /* one query row: cuBLAS runs a GEMV over all n_k keys (vendor_order.c) */
+  /* one query row: cuBLAS runs its FP32 GEMV over all n_k keys (vendor_order.c) in place of an FP32 GEMM; an FP64
+     model (explain's exact site) stays exact */
+  if (gemv && cx->n_q == 1 && aa_accum_native(model, AA_FMT_FP32)) {
     for (size_t a = 0; a < tq; a++)
       for (size_t x = 0; x < tk; x++)
         S[a * tk + x] = aa_attn_cublas_gemv(qeff + a * d, k + x * d, cx->n_k, d, r->alu_fmt);
