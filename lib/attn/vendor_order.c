@@ -144,11 +144,11 @@ double aa_attn_cudnn_dot_do_o(const double *o, const double *g, size_t d, aa_fmt
   double lane[LANES];
   for (size_t t = 0; t < LANES; t++) {
     lane[t] = 0;
-    for (size_t c0 = t * PER, first = 1; c0 < d; c0 += CHUNK, first = 0) {
+    for (size_t c0 = t * PER; c0 < d; c0 += CHUNK) {
       double part = dot_do_o_pair(o, g, c0, d, alu, f);
       for (size_t c = c0 + 2; c < c0 + PER && c < d; c += 2)
         part = add_in(part, dot_do_o_pair(o, g, c, d, alu, f), alu, f);
-      lane[t] = first ? part : add_in(lane[t], part, alu, f);
+      lane[t] = c0 < CHUNK ? part : add_in(lane[t], part, alu, f); /* the first chunk's partial as it is (-0 kept) */
     }
   }
   tree_down(lane, LANES, 1, LANES, alu, f);
