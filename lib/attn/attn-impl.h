@@ -179,9 +179,13 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
    sequence through aa_attn_run on its own, outputs packed (varlen.c). */
 int aa__attn_run_varlen(aa_attn_result_t *out, const aa_problem_t *pb, const aa_recipe_t *r, const aa_tensor_t *q,
                         const aa_tensor_t *k, const aa_tensor_t *v, const aa_tensor_t *dO, aa_error_t *err);
-/* Score tile S[tq x tk] = Qeff K^T with the given model (gemv nonzero and one query row in the problem: cuBLAS's
-   GEMV order instead, fwd/bwd.qk_gemv), rounded to s_fmt and, with scale_fold = s, scaled and rounded again
-   (naive: bf16(bf16(QK^T)*scale)). */
+/* C [rows x cols] = A B^T over the head dimension (A [rows x d], B [cols x d], row-major) with the given model; with
+   gemv nonzero, one query row in the problem and an FP32 model, cuBLAS's FP32 GEMV over all n_k keys instead
+   (vendor_order.c; bwd.dp_gemv, fwd/bwd.qk_gemv): an FP64 model (explain's exact site) stays exact. */
+int aa_attn_abt(const aa_attn_ctx_t *cx, double *C, const double *A, size_t rows, const double *B, size_t cols,
+                aa_accum_t model, int gemv);
+/* Score tile S[tq x tk] = Qeff K^T by aa_attn_abt, rounded to s_fmt and, with scale_fold = s, scaled and rounded
+   again (naive: bf16(bf16(QK^T)*scale)). */
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
                    aa_accum_t model, int gemv);
 /* Score modifiers of problem.h on a score tile S [tq x tk] of head h (query

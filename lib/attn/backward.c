@@ -264,17 +264,8 @@ static int pair_dp(const bwd_pair_t *p) {
   const aa_recipe_t *r = cx->r;
   tile_buf_t *tb = p->tb;
   size_t rows = p->qt->rows, tkc = p->tkc;
-  /* one query row: cuBLAS runs its FP32 GEMV over all n_k keys (vendor_order.c); an FP64 model stays exact */
-  if (r->bwd_dp_gemv && cx->n_q == 1 && aa_accum_native(r->bwd_acc_dp, AA_FMT_FP32)) {
-    for (size_t a = 0; a < rows; a++)
-      for (size_t x = 0; x < tkc; x++)
-        tb->dP[a * tkc + x] =
-            aa_attn_cublas_gemv(p->dO + a * cx->d, p->V + (p->j0 + x) * cx->d, cx->n_k, cx->d, r->alu_fmt);
-  } else {
-    int st =
-        aa_gemm(tb->dP, tkc, p->dO, cx->d, 0, p->V + p->j0 * cx->d, cx->d, 1, rows, tkc, cx->d, 0, r->bwd_acc_dp);
-    if (st != AA_OK) return st;
-  }
+  int st = aa_attn_abt(cx, tb->dP, p->dO, rows, p->V + p->j0 * cx->d, tkc, r->bwd_acc_dp, r->bwd_dp_gemv);
+  if (st != AA_OK) return st;
   if (!aa_accum_native(r->bwd_acc_dp, r->bwd_dp_fmt))
     for (size_t x = 0; x < rows * tkc; x++)
       tb->dP[x] = aa_attn_rnd(tb->dP[x], r->bwd_dp_fmt);

@@ -18,20 +18,23 @@ void aa_attn_load_q(const aa_attn_ctx_t *cx, double *dst, const double *q, size_
     dst[i] = aa_attn_rnd(aa_attn_alu(q[i] * cx->scale, r->alu_fmt), r->q_scale_fmt);
 }
 
+int aa_attn_abt(const aa_attn_ctx_t *cx, double *C, const double *A, size_t rows, const double *B, size_t cols,
+                aa_accum_t model, int gemv) {
+  size_t d = cx->d;
+  if (!gemv || cx->n_q != 1 || !aa_accum_native(model, AA_FMT_FP32))
+    return aa_gemm(C, cols, A, d, 0, B, d, 1, rows, cols, d, 0, model);
+  for (size_t a = 0; a < rows; a++) /* one query row: cuBLAS's GEMV in place of its FP32 GEMM */
+    for (size_t x = 0; x < cols; x++)
+      C[a * cols + x] = aa_attn_cublas_gemv(A + a * d, B + x * d, cx->n_k, d, cx->r->alu_fmt);
+  return AA_OK;
+}
+
 int aa_attn_scores(const aa_attn_ctx_t *cx, double *S, const double *qeff, size_t tq, const double *k, size_t tk,
                    aa_accum_t model, int gemv) {
   const aa_recipe_t *r = cx->r;
-  size_t d = cx->d;
-  /* one query row: cuBLAS runs its FP32 GEMV over all n_k keys (vendor_order.c) in place of an FP32 GEMM; an FP64
-     model (explain's exact site) stays exact */
-  if (gemv && cx->n_q == 1 && aa_accum_native(model, AA_FMT_FP32)) {
-    for (size_t a = 0; a < tq; a++)
-      for (size_t x = 0; x < tk; x++)
-        S[a * tk + x] = aa_attn_cublas_gemv(qeff + a * d, k + x * d, cx->n_k, d, r->alu_fmt);
-  } else { /* [nki-bwd] L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
-    int st = aa_gemm(S, tk, qeff, d, 0, k, d, 1, tq, tk, d, 0, model);
-    if (st != AA_OK) return st;
-  }
+  /* [nki-bwd] L912-918: qk_psum = Q^T K accumulated in PSUM (the gemm model). */
+  int st = aa_attn_abt(cx, S, qeff, tq, k, tk, model, gemv);
+  if (st != AA_OK) return st;
   size_t n = tq * tk;
   int native = aa_accum_native(model, r->s_fmt);
   /* [nki-bwd] L935: tensor_copy PSUM -> SBUF in s_fmt (identity when s_fmt is the accumulator format). */
