@@ -136,7 +136,7 @@ int aa_accum_native(aa_accum_t model, aa_fmt_t f);
                     acc  = RZ_fp32(S): truncation to 24 significant bits,
                            subnormal results truncated to multiples of 2^-149,
                            |S| >= 2^128 gives +-Inf (the H200's mma.sync and
-                           wgmma, fixtures/h200-fa2/probe_tc_overflow.py: not
+                           wgmma, [h200-orders] (4): not
                            IEEE RZ's FLT_MAX; |S| in [FLT_MAX, 2^128) truncates
                            to FLT_MAX), an exact zero
                            sum gives +0 (also when every term is -0), a

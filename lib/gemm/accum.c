@@ -27,16 +27,17 @@ const aa_accum_info_t aa_accum_table[AA_ACC_COUNT] = {
     {AA_ACC_TC_K16_F25, "tc-k16-f25", AA_SUM_BLOCK, 16, 25, 23, AA_RND_Z,
      "tensor core H100/H200/B200: blocks of 16 exact products + fp32 acc aligned to the largest exponent (zeros "
      "ignored), truncated to 25 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow +-Inf as on the "
-     "H200)",
+     "H200, [h200-orders] (4))",
      "mma-sim", NOT_PROMOTED, 0, 0},
     {AA_ACC_TC_K8_F24, "tc-k8-f24", AA_SUM_BLOCK, 8, 24, 23, AA_RND_Z,
      "tensor core A100/Ada: blocks of 8 exact products + fp32 acc aligned to the largest exponent (zeros ignored), "
      "truncated to 24 fractional bits, exact sum, RZ to fp32 (subnormals kept, overflow +-Inf, as measured on the "
-     "H200 only)",
+     "H200 only: [h200-orders] (4))",
      "mma-sim", NOT_PROMOTED, 0, 0},
     {AA_ACC_TC_K4_F23, "tc-k4-f23", AA_SUM_BLOCK, 4, 23, 23, AA_RND_Z,
      "tensor core V100 (fp16 HMMA): blocks of 4 exact products + fp32 acc aligned to the largest exponent, "
-     "truncated to 23 fractional bits, exact sum, RZ to fp32 (Fasi et al. 2021; MMA-Sim nv_ptx.py:18)",
+     "truncated to 23 fractional bits, exact sum, RZ to fp32, overflow +-Inf as measured on the H200 only "
+     "([h200-orders] (4); Fasi et al. 2021; MMA-Sim nv_ptx.py:18)",
      "mma-sim", NOT_PROMOTED, 0, 0},
     {AA_ACC_TC_FP8_K32_F13, "tc-fp8-k32-f13", AA_SUM_BLOCK, 32, 13, 13, AA_RND_Z,
      "tensor core H100/H200 FP8 wgmma: blocks of 32 exact products + fp32 acc aligned to the largest exponent, "
